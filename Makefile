@@ -1,0 +1,64 @@
+# numalab — see README.md. Every target installs what it needs (idempotent).
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+NUMALAB := $(VENV)/bin/numalab
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# Debian 12 packages: QEMU, the guest's tools (busybox, trace-cmd, perf),
+# the stock kernel's tooling (apt/dpkg/kmod), a C toolchain for the static
+# workloads, libvirt's schema validator, and Python's venv.
+APT_PACKAGES := qemu-system-x86 busybox-static trace-cmd linux-perf kmod cpio \
+	gcc make libc6-dev libvirt-clients libxml2-utils python3-venv python3-pip
+PYTEST_ARGS ?=
+
+.PHONY: setup apt venv test test-fast demo lint golden bench clean help
+
+help:
+	@echo "make demo   - boot ring-4 and mesh-4 with numa01 under trace-cmd and print the summaries"
+	@echo "make test   - the test suite (boots real VMs; ~10-20 min under TCG)"
+	@echo "make test-fast - only the tests that boot no VM"
+	@echo "make lint   - ruff"
+	@echo "make golden - regenerate tests/golden (QEMU argv and libvirt XML of every preset)"
+	@echo "make bench  - boot-overhead benchmark (prints figures)"
+	@echo "make setup  - apt packages + $(VENV) (done by the targets above)"
+
+setup: apt venv
+
+apt:
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		echo "numalab: installing $$missing"; \
+		$(SUDO) apt-get update -q && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+test: setup
+	$(PY) -m pytest -ra $(PYTEST_ARGS)
+
+test-fast: setup
+	$(PY) -m pytest -ra -m 'not vm' $(PYTEST_ARGS)
+
+demo: setup
+	$(NUMALAB) doctor
+	$(NUMALAB) run --topology ring-4 --workload numa01 --duration 20
+	$(NUMALAB) run --topology mesh-4 --workload numa01 --duration 20
+
+lint: venv
+	$(VENV)/bin/ruff check lab tests
+
+golden: venv
+	UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/test_golden.py
+
+bench: setup
+	tests/bench/boot.sh
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache images/workloads/build

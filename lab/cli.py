@@ -1,0 +1,322 @@
+"""The ``numalab`` command: a thin front end over the lab library."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from lab import __version__
+from lab.errors import LabError
+
+
+def _topology(args: argparse.Namespace):
+    from lab.topology.spec import load_topology, parse_mib
+
+    topo = load_topology(args.topology)
+    mem = parse_mib(args.mem_per_node, "--mem-per-node") if getattr(args, "mem_per_node", None) else None
+    if any(x is not None for x in (getattr(args, "cpus_per_node", None), mem, getattr(args, "threads", None))):
+        topo = topo.with_overrides(args.cpus_per_node, mem, args.threads)
+    return topo
+
+
+def _size_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cpus-per-node", type=int, metavar="N", help="vCPUs in every node that has CPUs")
+    p.add_argument("--mem-per-node", metavar="SIZE", help="memory of every node, e.g. 512M or 1G")
+    p.add_argument("--threads", type=int, metavar="N", help="SMT threads per core")
+
+
+def _placement_for_emitters(topo, args):
+    from lab.host.inventory import read_inventory
+    from lab.placement.plan import Backing, plan_placement
+
+    return plan_placement(topo, read_inventory(), Backing(args.backing, args.prealloc))
+
+
+def _boot_for_emitters(args):
+    from lab.guest.plan import KERNEL_CMDLINE
+    from lab.vm.qemu_argv import BootSpec
+
+    return BootSpec(
+        kernel=args.kernel_path,
+        initrd=args.initrd_path,
+        cmdline=KERNEL_CMDLINE,
+        results_dir=args.results_dir,
+        console_log=args.console_log,
+        accel=args.accel,
+        start_paused=False,
+    )
+
+
+# --- topo -------------------------------------------------------------------
+
+
+def cmd_topo_list(args: argparse.Namespace) -> int:
+    from lab.topology.kernel_view import predict
+    from lab.topology.spec import load_topology, preset_names
+
+    rows = []
+    for name in preset_names():
+        t = load_topology(name)
+        v = predict(t)
+        rows.append(
+            {
+                "name": name,
+                "nodes": t.n_nodes,
+                "cpus": t.total_cpus,
+                "memory_mib": t.total_memory_mib,
+                "distances": v["distinct_distances"],
+                "type": v["type"],
+                "description": t.description,
+            }
+        )
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    print(f"{'NAME':<15}{'NODES':>6}{'CPUS':>6}{'MEM':>7}  {'DISTANCES':<18}{'TYPE':<20}DESCRIPTION")
+    for r in rows:
+        dists = "/".join(map(str, r["distances"]))
+        print(
+            f"{r['name']:<15}{r['nodes']:>6}{r['cpus']:>6}{r['memory_mib']:>6}M  {dists:<18}{r['type']:<20}"
+            f"{r['description']}"
+        )
+    return 0
+
+
+def cmd_topo_show(args: argparse.Namespace) -> int:
+    from lab.topology.kernel_view import predict
+    from lab.topology.render import distance_table, link_picture
+
+    topo = _topology(args)
+    view = predict(topo)
+    if args.json:
+        print(json.dumps(topo.to_dict() | {"kernel_view": view}, indent=2))
+        return 0
+    print(f"{topo.name}: {topo.description}")
+    print(f"  {topo.n_nodes} nodes, {topo.total_cpus} vCPUs (threads/core {topo.threads}), {topo.total_memory_mib} MiB")
+    if topo.extra.get("why"):
+        print(f"  why: {topo.extra['why']}")
+    print()
+    print(distance_table(topo))
+    print()
+    print(link_picture(topo))
+    print()
+    print(
+        f"kernel view: {view['type']}, {view['levels']} distance levels "
+        f"({'/'.join(map(str, view['distinct_distances']))}), {view['numa_levels']} NUMA sched-domain levels"
+    )
+    if view["cpuless_nodes"]:
+        print(f"  CPU-less nodes {view['cpuless_nodes']} take no part in the scheduler's levels")
+    for lv in view["level_detail"]:
+        beyond = (
+            "  beyond RECLAIM_DISTANCE: no wake-affine/fork/exec balancing" if lv["beyond_reclaim_distance"] else ""
+        )
+        print(f"  level {lv['level']} {lv['name']:<4} distance {lv['distance']}{beyond}")
+        for node, span in lv["span_nodes"].items():
+            hidden = "" if lv["visible"][node] else "  (degenerate: same span as the level below)"
+            print(f"    node {node}: nodes {','.join(map(str, span))}  cpus {lv['span_cpus'][node]}{hidden}")
+    return 0
+
+
+def cmd_topo_check(args: argparse.Namespace) -> int:
+    from lab.topology.kernel_view import predict
+
+    topo = _topology(args)
+    v = predict(topo)
+    print(
+        f"{topo.source or topo.name}: ok ({topo.n_nodes} nodes, {topo.total_cpus} vCPUs, "
+        f"{topo.total_memory_mib} MiB, {v['type']})"
+    )
+    return 0
+
+
+def cmd_topo_qemu_args(args: argparse.Namespace) -> int:
+    import shlex
+
+    from lab.vm.qemu_argv import qemu_argv, topology_args
+
+    topo = _topology(args)
+    placement = _placement_for_emitters(topo, args)
+    argv = (
+        topology_args(topo, placement) if args.topology_only else qemu_argv(topo, placement, _boot_for_emitters(args))
+    )
+    print(json.dumps(argv) if args.json else shlex.join(argv))
+    return 0
+
+
+def cmd_topo_libvirt_xml(args: argparse.Namespace) -> int:
+    from lab.vm.libvirt_xml import domain_xml
+
+    topo = _topology(args)
+    placement = _placement_for_emitters(topo, args)
+    sys.stdout.write(domain_xml(topo, placement, _boot_for_emitters(args), "kvm" if args.accel == "kvm" else "qemu"))
+    return 0
+
+
+# --- doctor -----------------------------------------------------------------
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from lab.host.doctor import doctor_report, print_doctor
+
+    report = doctor_report(refresh=args.refresh, progress=None if args.json else _progress)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print_doctor(report)
+    return 0
+
+
+# --- run --------------------------------------------------------------------
+
+
+def _progress(msg: str) -> None:
+    print(f"numalab: {msg}", file=sys.stderr, flush=True)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from lab.runner import run_command
+
+    return run_command(args, _progress)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from lab.guest.plan import DEFAULT_EVENTS
+    from lab.guest.workloads import WORKLOADS
+    from lab.placement.plan import BACKINGS
+
+    p = argparse.ArgumentParser(
+        prog="numalab",
+        description="QEMU/KVM lab for Linux NUMA-balancing and topology work: emulated NUMA machines, "
+        "patched kernels, traced workloads.",
+    )
+    p.add_argument("--version", action="version", version=f"numalab {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    topo = sub.add_parser(
+        "topo",
+        help="topologies: list, show, check, emit QEMU args or libvirt XML",
+        description="Work with NUMA topology specs (presets in topologies/ or YAML files).",
+    )
+    tsub = topo.add_subparsers(dest="topo_command", metavar="SUBCOMMAND", required=True)
+    t = tsub.add_parser("list", help="list the presets", description="List the topology presets.")
+    t.add_argument("--json", action="store_true", help="machine-readable output")
+    t.set_defaults(func=cmd_topo_list)
+
+    def topo_cmd(name: str, func, help_: str):
+        q = tsub.add_parser(name, help=help_, description=help_)
+        q.add_argument("topology", metavar="NAME|FILE", help="a preset name (numalab topo list) or a YAML spec")
+        _size_options(q)
+        q.set_defaults(func=func)
+        return q
+
+    q = topo_cmd("show", cmd_topo_show, "show the SLIT, the links and the kernel's predicted NUMA view")
+    q.add_argument("--json", action="store_true", help="machine-readable output")
+    topo_cmd("check", cmd_topo_check, "validate a spec (exit 0 if valid, one-line error otherwise)")
+    for name, func, help_ in (
+        ("qemu-args", cmd_topo_qemu_args, "print the QEMU command line for a topology"),
+        ("libvirt-xml", cmd_topo_libvirt_xml, "print the libvirt domain XML for a topology"),
+    ):
+        q = topo_cmd(name, func, help_)
+        q.add_argument("--backing", choices=BACKINGS, default="ram", help="guest memory backing (default ram)")
+        q.add_argument("--prealloc", action="store_true", help="preallocate guest memory")
+        q.add_argument("--accel", choices=("kvm", "tcg"), default="tcg", help="accelerator (default tcg)")
+        q.add_argument("--kernel-path", default="/path/to/bzImage", help="kernel image to put in the output")
+        q.add_argument("--initrd-path", default="/path/to/initrd.cpio", help="initrd to put in the output")
+        q.add_argument("--results-dir", default="/path/to/results", help="results share directory")
+        q.add_argument("--console-log", default="/path/to/console.log", help="serial console log file")
+        if name == "qemu-args":
+            q.add_argument("--topology-only", action="store_true", help="only -m/-smp/-object/-numa")
+            q.add_argument("--json", action="store_true", help="print the argv as a JSON list")
+
+    d = sub.add_parser(
+        "doctor",
+        help="check the host: accelerator (real KVM probe), tools, NUMA inventory",
+        description="Probe KVM with a real guest boot (falls back to TCG), list tool versions "
+        "and the host's NUMA inventory. The KVM verdict is cached per host and host kernel.",
+    )
+    d.add_argument("--json", action="store_true", help="machine-readable output")
+    d.add_argument("--refresh", action="store_true", help="probe again instead of using the cached verdict")
+    d.set_defaults(func=cmd_doctor)
+
+    r = sub.add_parser(
+        "run",
+        help="boot a VM, run a workload under trace-cmd, write a run record",
+        description="Boot TOPOLOGY with KERNEL, run WORKLOAD while trace-cmd records the "
+        "NUMA-balancing tracepoints, and write a run record (runs/<id>/ or --out).",
+    )
+    r.add_argument("--topology", default="ring-4", metavar="NAME|FILE", help="topology preset or spec (default ring-4)")
+    _size_options(r)
+    r.add_argument(
+        "--kernel",
+        default="stock",
+        metavar="stock|BZIMAGE|NAME",
+        help="stock (Debian's), a bzImage path, or a built kernel name (default stock)",
+    )
+    r.add_argument("--workload", default="numa01", help=f"one of: {', '.join(WORKLOADS)} (default numa01)")
+    r.add_argument("--duration", type=float, default=20.0, metavar="SECONDS", help="workload duration (default 20)")
+    r.add_argument("--repeat", type=int, default=1, metavar="N", help="run N times (default 1)")
+    r.add_argument("--out", type=Path, metavar="DIR", help="run record directory (with --repeat: a parent of the runs)")
+    r.add_argument("--runs-dir", type=Path, default=Path("runs"), metavar="DIR", help="where runs go (default ./runs)")
+    r.add_argument(
+        "--numa-balancing",
+        choices=("on", "off", "default"),
+        default="on",
+        help="kernel.numa_balancing in the guest (default on)",
+    )
+    r.add_argument(
+        "--knob",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a debugfs sched/numa_balancing knob, e.g. scan_delay_ms=100 (repeatable)",
+    )
+    r.add_argument(
+        "--kernel-default-knobs",
+        action="store_true",
+        help="do not apply the short-scan knobs numalab uses by default for short runs",
+    )
+    r.add_argument(
+        "--event",
+        action="append",
+        default=[],
+        metavar="SYS:EVENT",
+        help=f"extra trace event (default set: {', '.join(DEFAULT_EVENTS)})",
+    )
+    r.add_argument(
+        "--trace-buffer-kb", type=int, default=4096, metavar="KB", help="per-CPU trace buffer (default 4096)"
+    )
+    r.add_argument("--no-trace", action="store_true", help="do not run trace-cmd")
+    r.add_argument("--backing", choices=BACKINGS, default="ram", help="guest memory backing (default ram)")
+    r.add_argument("--prealloc", action="store_true", help="preallocate guest memory")
+    r.add_argument(
+        "--accel",
+        choices=("auto", "kvm", "tcg"),
+        default="auto",
+        help="accelerator; auto uses the doctor's cached KVM probe (default auto)",
+    )
+    r.add_argument("--timeout", type=float, metavar="SECONDS", help="hard limit per VM (default: scaled to the run)")
+    r.add_argument("--json", action="store_true", help="print the manifest(s) as JSON on stdout")
+    r.add_argument("--test-fault", choices=("panic", "hang"), help=argparse.SUPPRESS)
+    r.set_defaults(func=cmd_run)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except LabError as err:
+        print(f"numalab: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("numalab: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,183 @@
+"""The guest image: a small initramfs built from host binaries, cached by content.
+
+An image is three concatenated cpio archives (the kernel unpacks them in turn):
+
+* **base** (kernel-independent): static busybox, the real ``trace-cmd`` and
+  ``perf`` with their shared-library closure (resolved with ``ldd``, as dracut
+  does), the lab's static workload binaries and the guest init;
+* **modules** (per kernel): the virtio/9p modules a modular kernel needs, with
+  their dependencies in load order;
+* **plan** (per run): ``/plan/plan.sh``, the settings the init runs.
+
+Base and modules are cached under ``cache_root()/images`` by a hash of their
+content, so they are rebuilt only when an input changes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import lzma
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from lab.errors import LabError
+from lab.guest import cpio
+from lab.paths import REPO_ROOT, cache_dir
+
+BUSYBOX_CANDIDATES = ("/bin/busybox", "/usr/bin/busybox")
+GUEST_TOOLS = ("/usr/bin/trace-cmd", "/usr/bin/perf")
+INIT = REPO_ROOT / "images" / "guest" / "init"
+WORKLOAD_SRC = REPO_ROOT / "images" / "workloads"
+# Modules a modular (distro) kernel needs for the results share.
+NEEDED_MODULES = ("virtio_pci", "9pnet_virtio", "9p")
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def ldd_closure(binary: str) -> list[str]:
+    """Shared libraries (and the ELF interpreter) a binary loads, by path."""
+    try:
+        out = subprocess.run(["ldd", binary], capture_output=True, text=True, check=False).stdout
+    except FileNotFoundError:
+        raise LabError("ldd: not found (install libc-bin)") from None
+    libs = []
+    for line in out.splitlines():
+        if "not found" in line:
+            raise LabError(f"{binary}: shared library missing on the host: {line.strip()}")
+        m = re.search(r"=>\s*(/\S+)", line) or re.match(r"\s*(/\S+)\s+\(", line)
+        if m:
+            libs.append(m.group(1))
+    return libs
+
+
+def _host_file(path: str, into: str | None = None) -> cpio.Entry:
+    real = Path(path).resolve()
+    data = real.read_bytes()
+    return cpio.file_entry(into or path, data, executable=os.access(real, os.X_OK))
+
+
+def _find_busybox() -> str:
+    for cand in BUSYBOX_CANDIDATES:
+        if Path(cand).exists():
+            return cand
+    raise LabError("busybox: not found; install busybox-static (make setup)")
+
+
+def build_workloads() -> Path:
+    """Build the static workload binaries, cached by a hash of their sources."""
+    srcs = sorted(p for p in WORKLOAD_SRC.iterdir() if p.is_file() and p.suffix in (".c", ".h", ""))
+    key = _sha(b"".join(p.name.encode() + p.read_bytes() for p in srcs))[:16]
+    out = cache_dir("workloads") / key
+    if (out / ".complete").exists():
+        return out
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{key}."))
+    res = subprocess.run(["make", "-s", "-C", str(WORKLOAD_SRC), f"OUT={tmp}"], capture_output=True, text=True)
+    if res.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        last = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["(no output)"]
+        raise LabError(f"images/workloads: build failed: {last[0]}")
+    (tmp / ".complete").touch()
+    shutil.rmtree(out, ignore_errors=True)
+    tmp.rename(out)
+    return out
+
+
+def base_entries() -> list[cpio.Entry]:
+    entries: dict[str, cpio.Entry] = {}
+
+    def add(e: cpio.Entry) -> None:
+        entries[e.path] = e
+
+    add(_host_file(_find_busybox(), "bin/busybox"))
+    for tool in GUEST_TOOLS:
+        if not Path(tool).exists():
+            raise LabError(f"{tool}: not found on the host; install it (make setup)")
+        add(_host_file(tool))
+        for lib in ldd_closure(tool):
+            add(_host_file(lib))
+    for binary in sorted(build_workloads().iterdir()):
+        if binary.is_file() and os.access(binary, os.X_OK):
+            add(_host_file(str(binary), f"usr/bin/{binary.name}"))
+    add(cpio.file_entry("init", INIT.read_bytes(), executable=True))
+    dirs = ["proc", "sys", "dev", "tmp", "results", "plan", "usr/sbin", "sbin", "lib/modules"]
+    return cpio.parents(list(entries) + [d + "/x" for d in dirs]) + list(entries.values())
+
+
+def _cached_archive(kind: str, entries: list[cpio.Entry]) -> Path:
+    h = hashlib.sha256()
+    for e in entries:
+        h.update(f"{e.path}\0{e.mode}\0".encode() + _sha(e.data).encode())
+    path = cache_dir("images") / f"{kind}-{h.hexdigest()[:16]}.cpio"
+    if not path.exists():
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".tmp-", delete=False) as f:
+            cpio.write_cpio(f, entries)
+        os.replace(f.name, path)
+    return path
+
+
+def base_image() -> Path:
+    """The kernel-independent part of the initramfs (cached)."""
+    return _cached_archive("base", base_entries())
+
+
+def _module_order(modules_dir: Path) -> list[str]:
+    """NEEDED_MODULES and their dependencies from modules.dep, dependencies first."""
+    deps: dict[str, list[str]] = {}
+    for line in (modules_dir / "modules.dep").read_text().splitlines():
+        mod, _, rest = line.partition(":")
+        deps[mod] = rest.split()
+    by_name = {re.sub(r"\.ko(\.\w+)?$", "", Path(m).name).replace("-", "_"): m for m in deps}
+    order: list[str] = []
+
+    def visit(mod: str) -> None:
+        if mod in order:
+            return
+        # modules.dep lists the full closure; visit in reverse so deepest load first.
+        for dep in reversed(deps.get(mod, [])):
+            visit(dep)
+        order.append(mod)
+
+    for name in NEEDED_MODULES:
+        if name not in by_name:
+            continue  # built into this kernel
+        visit(by_name[name])
+    return order
+
+
+def modules_image(modules_dir: Path | None) -> Path | None:
+    """The modules a modular kernel needs, decompressed, plus their load order."""
+    if modules_dir is None:
+        return None
+    order = _module_order(modules_dir)
+    if not order:
+        return None
+    entries = []
+    names = []
+    for mod in order:
+        data = (modules_dir / mod).read_bytes()
+        name = Path(mod).name
+        if name.endswith(".xz"):
+            data, name = lzma.decompress(data), name[:-3]
+        elif not name.endswith(".ko"):
+            raise LabError(f"{modules_dir / mod}: unsupported module compression")
+        entries.append(cpio.file_entry(f"lib/modules/{name}", data))
+        names.append(name)
+    entries.append(cpio.file_entry("lib/modules/numalab.order", ("\n".join(names) + "\n").encode()))
+    return _cached_archive("modules", cpio.parents([e.path for e in entries]) + entries)
+
+
+def assemble_initrd(out: Path, base: Path, modules: Path | None, plan_sh: str) -> Path:
+    """Concatenate base + modules + a plan archive into one initrd file."""
+    with open(out, "wb") as f:
+        for part in (base, modules):
+            if part is not None:
+                with open(part, "rb") as src:
+                    shutil.copyfileobj(src, f, 1 << 20)
+        cpio.write_cpio(f, [cpio.directory("plan"), cpio.file_entry("plan/plan.sh", plan_sh.encode())])
+    return out

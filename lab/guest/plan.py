@@ -1,0 +1,74 @@
+"""The plan a guest runs: workload, NUMA-balancing settings, tracing. Rendered as /plan/plan.sh."""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass, field
+
+from lab.errors import LabError
+
+NUMA_EVENTS = ("sched:sched_move_numa", "sched:sched_swap_numa", "sched:sched_stick_numa")
+DEFAULT_EVENTS = (*NUMA_EVENTS, "migrate:mm_migrate_pages")
+OPTIONAL_EVENTS = ("sched:sched_migrate_task",)
+# debugfs sched/numa_balancing knobs for short runs: start scanning after
+# 100 ms and rescan often, so a 20 s run produces NUMA-balancing decisions.
+SHORT_SCAN_KNOBS = {"scan_delay_ms": "100", "scan_period_min_ms": "100", "scan_period_max_ms": "1000"}
+KNOB_NAMES = ("scan_delay_ms", "scan_period_min_ms", "scan_period_max_ms", "scan_size_mb", "hot_threshold_ms")
+TEST_FAULTS = ("", "panic", "hang")
+KERNEL_CMDLINE = "console=ttyS0 loglevel=4 sched_verbose panic=-1 mitigations=off"
+
+
+@dataclass(frozen=True)
+class GuestPlan:
+    workload_cmd: str
+    duration_s: float
+    numa_balancing: str | None = "1"  # "1", "0", or None to leave the kernel's default
+    knobs: dict[str, str] = field(default_factory=lambda: dict(SHORT_SCAN_KNOBS))
+    trace_events: tuple[str, ...] = DEFAULT_EVENTS
+    trace_buffer_kb: int = 4096
+    vmstat_interval_s: float = 1.0
+    test_fault: str = ""
+
+    def __post_init__(self) -> None:
+        if self.duration_s <= 0:
+            raise LabError(f"--duration: must be > 0 seconds, got {self.duration_s:g}")
+        for k, v in self.knobs.items():
+            if k not in KNOB_NAMES:
+                raise LabError(f"--knob {k}: unknown NUMA-balancing knob (known: {', '.join(KNOB_NAMES)})")
+            if not re.fullmatch(r"\d+", v):
+                raise LabError(f"--knob {k}={v}: value must be a whole number")
+        for e in self.trace_events:
+            if not re.fullmatch(r"\w+:\w+", e):
+                raise LabError(f"--event {e}: expected SYSTEM:EVENT, e.g. sched:sched_move_numa")
+        if self.trace_buffer_kb <= 0:
+            raise LabError(f"--trace-buffer-kb: must be > 0, got {self.trace_buffer_kb}")
+        if self.test_fault not in TEST_FAULTS:
+            raise LabError(f"test fault {self.test_fault!r}: not one of {TEST_FAULTS}")
+
+    def to_shell(self) -> str:
+        env = {
+            "WORKLOAD_CMD": self.workload_cmd,
+            "DURATION": f"{self.duration_s:g}",
+            "NUMA_BALANCING": self.numa_balancing or "",
+            "KNOBS": " ".join(f"{k}={v}" for k, v in sorted(self.knobs.items())),
+            "TRACE_EVENTS": " ".join(self.trace_events),
+            "TRACE_BUFFER_KB": str(self.trace_buffer_kb),
+            "VMSTAT_INTERVAL": f"{self.vmstat_interval_s:g}",
+            "TEST_FAULT": self.test_fault,
+        }
+        lines = ["# numalab guest plan (generated)"]
+        lines += [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
+        return "\n".join(lines) + "\n"
+
+    def to_dict(self) -> dict:
+        return {
+            "workload_cmd": self.workload_cmd,
+            "duration_s": self.duration_s,
+            "numa_balancing": self.numa_balancing,
+            "knobs": dict(self.knobs),
+            "trace_events": list(self.trace_events),
+            "trace_buffer_kb": self.trace_buffer_kb,
+            "vmstat_interval_s": self.vmstat_interval_s,
+            "test_fault": self.test_fault,
+        }

@@ -1,0 +1,141 @@
+"""What the guest said about itself, checked against the spec and the kernel-view oracle."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from lab.cpulist import format_cpulist, parse_cpulist
+from lab.topology.kernel_view import expected_numa_spans
+from lab.topology.model import Topology
+
+# The guest's per-node MemTotal is below the configured size: the kernel
+# image, memmap and reservations come out of it (most on node 0).
+MEM_TOLERANCE_MIB = 96
+MEM_TOLERANCE_SHARE = 0.12
+
+
+def read_topology(run_dir: Path) -> dict | None:
+    """topology.txt -> {"nodes": {id: {cpus, distances, memtotal_mib}}, "online": "0-7"}."""
+    path = run_dir / "topology.txt"
+    if not path.exists():
+        return None
+    nodes: dict[int, dict] = {}
+    online = ""
+    for line in path.read_text().splitlines():
+        parts = line.split()
+        if parts[:1] == ["online"]:
+            online = parts[1] if len(parts) > 1 else ""
+        elif len(parts) >= 3 and parts[0] == "node":
+            node = nodes.setdefault(int(parts[1]), {})
+            if parts[2] == "cpulist":
+                node["cpus"] = parse_cpulist(parts[3] if len(parts) > 3 else "")
+            elif parts[2] == "distance":
+                node["distances"] = [int(x) for x in parts[3:]]
+            elif parts[2] == "memtotal_kb" and len(parts) > 3:
+                node["memtotal_mib"] = int(parts[3]) // 1024
+    return {"nodes": {k: nodes[k] for k in sorted(nodes)}, "online": online}
+
+
+def _mask_to_cpus(mask: str) -> list[int]:
+    value = int(mask.replace(",", ""), 16)
+    return [i for i in range(value.bit_length()) if value >> i & 1]
+
+
+def read_sched_domains(run_dir: Path) -> dict[int, list[dict]]:
+    """cpu -> [{"level", "name", "cpus"}] from /proc/schedstat masks and debugfs names."""
+    names: dict[tuple[int, int], str] = {}
+    dom_file = run_dir / "sched-domains.txt"
+    if dom_file.exists():
+        for line in dom_file.read_text().splitlines():
+            m = re.search(r"/cpu(\d+)/domain(\d+)/name\s+(\S+)", line)
+            if m:
+                names[(int(m.group(1)), int(m.group(2)))] = m.group(3)
+    out: dict[int, list[dict]] = {}
+    stat = run_dir / "schedstat.txt"
+    if not stat.exists():
+        return out
+    cpu = None
+    for line in stat.read_text().splitlines():
+        parts = line.split()
+        if parts and parts[0].startswith("cpu") and parts[0][3:].isdigit():
+            cpu = int(parts[0][3:])
+            out[cpu] = []
+        elif parts and parts[0].startswith("domain") and cpu is not None:
+            level = int(parts[0][6:])
+            out[cpu].append(
+                {"level": level, "name": names.get((cpu, level), "?"), "cpus": format_cpulist(_mask_to_cpus(parts[1]))}
+            )
+    return out
+
+
+def check_topology(topo: Topology, readback: dict | None, domains: dict[int, list[dict]]) -> list[str]:
+    """Every way the guest's view differs from the spec; [] means it matches."""
+    if readback is None:
+        return ["the guest wrote no topology readback"]
+    problems: list[str] = []
+    got = readback["nodes"]
+    if sorted(got) != [n.id for n in topo.nodes]:
+        problems.append(f"guest nodes {sorted(got)} != spec nodes 0..{topo.n_nodes - 1}")
+        return problems
+    for node, cpus in zip(topo.nodes, topo.node_cpus()):
+        g = got[node.id]
+        if g.get("cpus") != cpus:
+            problems.append(f"node {node.id} cpus {format_cpulist(g.get('cpus', []))!r} != {format_cpulist(cpus)!r}")
+        if g.get("distances") != list(topo.distances[node.id]):
+            problems.append(f"node {node.id} distances {g.get('distances')} != {list(topo.distances[node.id])}")
+        mem = g.get("memtotal_mib", 0)
+        slack = max(MEM_TOLERANCE_MIB, int(node.memory_mib * MEM_TOLERANCE_SHARE))
+        if not node.memory_mib - slack <= mem <= node.memory_mib:
+            problems.append(f"node {node.id} MemTotal {mem} MiB not within {slack} MiB below {node.memory_mib} MiB")
+    if domains:
+        for cpu, spans in sorted(expected_numa_spans(topo).items()):
+            seen = [d["cpus"] for d in domains.get(cpu, []) if d["name"] == "NUMA"]
+            if seen != spans:
+                problems.append(f"cpu {cpu} NUMA domain spans {seen} != predicted {spans}")
+                break
+    return problems
+
+
+def read_vmstat(path: Path) -> dict[str, int]:
+    out: dict[str, int] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            k, _, v = line.partition(" ")
+            if v.strip().lstrip("-").isdigit():
+                out[k] = int(v)
+    return out
+
+
+def read_vmstat_series(path: Path) -> list[tuple[float, dict[str, int]]]:
+    """The sampler's '@ <uptime>' blocks."""
+    series: list[tuple[float, dict[str, int]]] = []
+    if not path.exists():
+        return series
+    for line in path.read_text().splitlines():
+        if line.startswith("@ "):
+            try:
+                series.append((float(line[2:]), {}))
+            except ValueError:
+                continue
+        elif series:
+            k, _, v = line.partition(" ")
+            if v.strip().lstrip("-").isdigit():
+                series[-1][1][k] = int(v)
+    return series
+
+
+def build_id(notes: Path) -> str | None:
+    """The GNU build-id from /sys/kernel/notes (ELF note list), as hex."""
+    if not notes.exists():
+        return None
+    data = notes.read_bytes()
+    off = 0
+    while off + 12 <= len(data):
+        namesz, descsz, ntype = (int.from_bytes(data[off + i : off + i + 4], "little") for i in (0, 4, 8))
+        name_start = off + 12
+        desc_start = name_start + (namesz + 3) // 4 * 4
+        if ntype == 3 and data[name_start : name_start + namesz].rstrip(b"\0") == b"GNU":
+            return data[desc_start : desc_start + descsz].hex()
+        off = desc_start + (descsz + 3) // 4 * 4
+    return None

@@ -1,0 +1,166 @@
+"""Workloads: the command a guest runs, scaled to the VM, and how to read its output.
+
+* ``numa01``, ``numa01-thread-alloc``, ``numa02``, ``numa02-smt``: autonuma-
+  benchmark semantics, our own static programs (``images/workloads``).
+* ``perf-numa01`` … ``perf-numa05``: seed 000's ``perf bench numa mem`` lines
+  with -p/-t and -P/-T scaled to the guest's CPUs, nodes and memory.
+* ``pairs``: communicating task pairs over pipes (seed 003).
+* ``idle``: nothing, for boot-overhead measurements.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from lab.errors import LabError
+from lab.topology.model import Topology
+
+# Share of guest memory a workload may touch: TCG is slow and the guest
+# kernel, initramfs and trace buffers need the rest.
+MEM_SHARE = 0.35
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    description: str
+    command: Callable[[Topology, float], str]
+    kind: str  # "lab" (NUMALAB_RESULT line) or "perf" (perf bench summary)
+
+
+def _mem(topo: Topology, parts: int, cap: int) -> int:
+    return max(8, min(cap, int(topo.total_memory_mib * MEM_SHARE / max(parts, 1))))
+
+
+def _dur(d: float) -> str:
+    return f"{d:g}"
+
+
+def _numa01(thread_alloc: bool) -> Callable[[Topology, float], str]:
+    def cmd(topo: Topology, d: float) -> str:
+        t = max(1, topo.total_cpus // 2)
+        flag = " --thread-alloc" if thread_alloc else ""
+        return f"numa01 --duration {_dur(d)} --threads {t} --mem-mib {_mem(topo, 2, 3072)}{flag}"
+
+    return cmd
+
+
+def _numa02(smt: bool) -> Callable[[Topology, float], str]:
+    def cmd(topo: Topology, d: float) -> str:
+        t = max(1, topo.total_cpus // 2 if smt else topo.total_cpus)
+        return f"numa02 --duration {_dur(d)} --threads {t} --mem-mib-per-thread {_mem(topo, t, 32)}"
+
+    return cmd
+
+
+def _pairs(topo: Topology, d: float) -> str:
+    return f"pairs --duration {_dur(d)} --pairs {max(1, topo.total_cpus // 4)}"
+
+
+def _idle(topo: Topology, d: float) -> str:
+    return f"idle --duration {_dur(d)}"
+
+
+def _perf(procs: Callable[[int, int], int], threads: Callable[[int, int], int], per_thread_mem: bool):
+    """Seed 000's ``perf bench numa mem --no-data_rand_walk -p P -t T -G 0 -P MB -T MB -l 50 -c -s S``.
+
+    procs/threads map (cpus, nodes) to processes and threads per process.
+    """
+
+    def cmd(topo: Topology, d: float) -> str:
+        cpus, nodes = topo.total_cpus, max(1, len(topo.cpu_nodes))
+        p = max(1, procs(cpus, nodes))
+        t = max(1, threads(cpus, nodes))
+        if per_thread_mem:
+            pm, tm = 0, _mem(topo, p * t, 32)
+        else:
+            pm, tm = _mem(topo, p, 3072), 0
+        # -l is large so that -s (seconds) bounds the run, as our duration does.
+        return (
+            f"perf bench numa mem --no-data_rand_walk -p {p} -t {t} -G 0 -P {pm} -T {tm} "
+            f"-l 1000000 -c -s {max(1, round(d))}"
+        )
+
+    return cmd
+
+
+WORKLOADS: dict[str, Workload] = {
+    w.name: w
+    for w in [
+        Workload("numa01", "2 processes, threads share each process's memory (adverse)", _numa01(False), "lab"),
+        Workload("numa01-thread-alloc", "numa01 with per-thread slices of the process memory", _numa01(True), "lab"),
+        Workload("numa02", "1 process, every thread its own private memory (ideal locality)", _numa02(False), "lab"),
+        Workload("numa02-smt", "numa02 with half the threads", _numa02(True), "lab"),
+        Workload("pairs", "communicating task pairs over pipes (seed 003)", _pairs, "lab"),
+        Workload("idle", "no work: boot and trace overhead only", _idle, "lab"),
+        Workload(
+            "perf-numa01",
+            "seed 000 numa01.sh: 2 procs x ncpus/2 threads, process-shared memory",
+            _perf(lambda c, n: 2, lambda c, n: c // 2, False),
+            "perf",
+        ),
+        Workload(
+            "perf-numa02",
+            "seed 000 numa02.sh: 1 proc x ncpus threads, 32MB thread-local memory",
+            _perf(lambda c, n: 1, lambda c, n: c, True),
+            "perf",
+        ),
+        Workload(
+            "perf-numa03",
+            "seed 000 numa03.sh: 1 proc x ncpus threads, process-shared memory",
+            _perf(lambda c, n: 1, lambda c, n: c, False),
+            "perf",
+        ),
+        Workload(
+            "perf-numa04",
+            "seed 000 numa04.sh: nr_nodes procs x ncpus/nr_nodes threads",
+            _perf(lambda c, n: n, lambda c, n: c // n, False),
+            "perf",
+        ),
+        Workload(
+            "perf-numa05",
+            "seed 000 numa05.sh: 2*nr_nodes procs x ncpus/(2*nr_nodes) threads",
+            _perf(lambda c, n: 2 * n, lambda c, n: c // (2 * n), False),
+            "perf",
+        ),
+    ]
+}
+
+
+def get_workload(name: str) -> Workload:
+    if name not in WORKLOADS:
+        raise LabError(f"--workload {name}: unknown workload (known: {', '.join(WORKLOADS)})")
+    return WORKLOADS[name]
+
+
+_PERF_LINE = re.compile(r"^\s*(\w+),\s+([-\d.]+),\s+([^,]+),\s+(\S+)\s*$")
+_CONVERGED = re.compile(r"\(\s*([\d.]+)s converged\)")
+
+
+def parse_output(workload: Workload, stdout: str) -> dict:
+    """The workload's own figures: a NUMALAB_RESULT JSON line or perf bench's summary."""
+    if workload.kind == "lab":
+        for line in reversed(stdout.splitlines()):
+            if line.startswith("NUMALAB_RESULT "):
+                try:
+                    return json.loads(line[len("NUMALAB_RESULT ") :])
+                except json.JSONDecodeError:
+                    return {"parse_error": "NUMALAB_RESULT line is not valid JSON"}
+        return {"parse_error": "no NUMALAB_RESULT line in the workload output"}
+    out: dict = {"summary": {}}
+    for line in stdout.splitlines():
+        m = _PERF_LINE.match(line)
+        if m:
+            out["summary"][m.group(4)] = {"value": float(m.group(2)), "unit": m.group(3).strip()}
+    conv = _CONVERGED.findall(stdout)
+    out["converged_s"] = float(conv[-1]) if conv else None
+    s = out["summary"]
+    if not s:
+        out["parse_error"] = "no perf bench summary lines in the workload output"
+    else:
+        out["elapsed_s"] = s.get("runtime-max/thread", {}).get("value")
+        out["gbps"] = s.get("total-speed", {}).get("value")
+    return out

@@ -1,0 +1,115 @@
+"""Placement: which host node backs each guest node, and which host CPU runs each vCPU.
+
+Guest nodes are spread round-robin over the host nodes that have memory; the
+vCPUs of a guest node are pinned to the CPUs of the host node that holds its
+memory, so a guest node stays one host node. Memory is bound (policy=bind)
+and may be plain RAM, memfd or hugepages, optionally preallocated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from lab.errors import LabError
+from lab.host.inventory import HostInventory
+from lab.topology.model import Topology
+
+BACKINGS = ("ram", "memfd", "hugepages")
+# QEMU's own overhead per guest, on top of guest RAM, kept free on the host.
+QEMU_OVERHEAD_MIB = 256
+
+
+@dataclass(frozen=True)
+class Backing:
+    kind: str = "ram"
+    prealloc: bool = False
+    hugepage_kib: int = 2048
+    hugepage_path: str = "/dev/hugepages"
+
+    def __post_init__(self) -> None:
+        if self.kind not in BACKINGS:
+            raise LabError(f"backing: {self.kind!r} is not one of {', '.join(BACKINGS)}")
+
+
+@dataclass(frozen=True)
+class Placement:
+    memory_host_nodes: tuple[int, ...]  # guest node -> host node
+    vcpu_pins: tuple[int, ...]  # vCPU -> host CPU
+    backing: Backing
+    host_nodes: int
+    warnings: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {
+            "memory_host_nodes": list(self.memory_host_nodes),
+            "vcpu_pins": list(self.vcpu_pins),
+            "backing": asdict(self.backing),
+            "host_nodes": self.host_nodes,
+            "warnings": list(self.warnings),
+            "notes": list(self.notes),
+        }
+
+
+def plan_placement(topo: Topology, host: HostInventory, backing: Backing | None = None) -> Placement:
+    """Plan memory binding and vCPU pinning; refuse what cannot fit."""
+    backing = backing or Backing()
+    mem_nodes = [n for n in host.nodes if n.mem_total_mib > 0] or list(host.nodes)
+    mapping = tuple(mem_nodes[i % len(mem_nodes)].id for i in range(topo.n_nodes))
+    by_id = {n.id: n for n in host.nodes}
+
+    warnings: list[str] = []
+    notes: list[str] = []
+    if len(host.nodes) == 1:
+        notes.append(
+            f"the host has one NUMA node: all {topo.n_nodes} guest nodes bind their memory to host node "
+            f"{host.nodes[0].id}; the guest's distances are emulated, not backed by real remote memory"
+        )
+    elif len(mem_nodes) < topo.n_nodes:
+        notes.append(
+            f"{topo.n_nodes} guest nodes share {len(mem_nodes)} host nodes (round-robin): "
+            f"guest distances are only partly real"
+        )
+
+    # Memory: what each host node must hold.
+    need: dict[int, int] = {}
+    for node, host_node in zip(topo.nodes, mapping):
+        need[host_node] = need.get(host_node, 0) + node.memory_mib
+    for host_node, mib in sorted(need.items()):
+        hn = by_id[host_node]
+        if backing.kind == "hugepages":
+            page_mib = backing.hugepage_kib // 1024 or 1
+            bad = [n.id for n in topo.nodes if n.memory_mib % page_mib]
+            if bad:
+                raise LabError(
+                    f"memory: guest node {bad[0]} size is not a multiple of the {backing.hugepage_kib} KiB hugepage"
+                )
+            free = hn.hugepages_free.get(backing.hugepage_kib, 0)
+            if free * page_mib < mib:
+                raise LabError(
+                    f"memory: hugepages on host node {host_node}: need {mib // page_mib} x {backing.hugepage_kib} KiB, "
+                    f"{free} free (raise /sys/devices/system/node/node{host_node}/hugepages/"
+                    f"hugepages-{backing.hugepage_kib}kB/nr_hugepages)"
+                )
+        elif mib + QEMU_OVERHEAD_MIB > hn.mem_available_mib:
+            raise LabError(
+                f"memory: guest needs {mib} MiB (+{QEMU_OVERHEAD_MIB} MiB overhead) on host node {host_node}, "
+                f"only {hn.mem_available_mib} MiB is available"
+            )
+
+    # vCPUs: pin each guest node's vCPUs to CPUs of its memory's host node.
+    cursor: dict[int, int] = {}
+    pins: list[int] = []
+    for node, host_node in zip(topo.nodes, mapping):
+        cpus = list(by_id[host_node].cpus) or list(host.online_cpus)
+        cpus = [c for c in cpus if c in host.online_cpus] or list(host.online_cpus)
+        for _ in range(node.cpus):
+            i = cursor.get(host_node, 0)
+            pins.append(cpus[i % len(cpus)])
+            cursor[host_node] = i + 1
+    if topo.total_cpus > host.n_cpus:
+        warnings.append(
+            f"overcommit: {topo.total_cpus} vCPUs on {host.n_cpus} host CPUs; vCPUs share host CPUs, "
+            f"so timings are slower and noisier"
+        )
+    return Placement(mapping, tuple(pins), backing, len(host.nodes), tuple(warnings), tuple(notes))

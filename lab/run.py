@@ -1,0 +1,263 @@
+"""One run: topology + kernel + workload -> a complete run record on the host.
+
+The record is written into ``.<id>.partial`` next to its final place and
+renamed when complete, so a directory without the dot is always whole.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lab import __version__
+from lab.analysis.summary import run_metrics
+from lab.errors import LabError
+from lab.guest import image
+from lab.guest.plan import KERNEL_CMDLINE, GuestPlan
+from lab.guest.readback import build_id, check_topology, read_sched_domains, read_topology
+from lab.guest.workloads import Workload, parse_output
+from lab.host.inventory import read_inventory
+from lab.kernel.resolve import Kernel
+from lab.placement.plan import Backing, plan_placement
+from lab.topology.kernel_view import predict
+from lab.topology.model import Topology
+from lab.vm.qemu_argv import BootSpec, qemu_argv
+from lab.vm.qemu_backend import Stage, run_vm
+from lab.vm.status import Evidence, classify
+
+BOOT_ALLOWANCE_S = 60.0  # TCG boot of a large guest on a small host
+COLLECT_ALLOWANCE_S = 60.0  # trace-cmd merging + copying results
+
+
+class Interrupted(Exception):
+    """SIGTERM/SIGINT during a run."""
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    topology: Topology
+    kernel: Kernel
+    workload: Workload
+    plan: GuestPlan
+    accel: str
+    accel_reason: str = ""
+    backing: Backing = field(default_factory=Backing)
+    out: Path | None = None
+    runs_root: Path = Path("runs")
+    timeout_s: float | None = None
+    label: str = ""
+
+    def timeout(self) -> float:
+        if self.timeout_s is not None:
+            return self.timeout_s
+        scale = 1.0 if self.accel == "kvm" else 1.5
+        return BOOT_ALLOWANCE_S + 2 * self.topology.total_cpus + self.plan.duration_s * scale + COLLECT_ALLOWANCE_S
+
+
+def _run_id(req: RunRequest) -> str:
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    return f"{stamp}-{req.topology.name}-{req.kernel.name}-{req.workload.name}-{secrets.token_hex(2)}"
+
+
+def _qemu_version() -> str:
+    try:
+        out = subprocess.run(["qemu-system-x86_64", "--version"], capture_output=True, text=True).stdout
+        return out.splitlines()[0] if out else ""
+    except FileNotFoundError:
+        return ""
+
+
+def _read(path: Path) -> str:
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def _int_file(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def _install_signal_handlers() -> dict:
+    def handler(signum, _frame):
+        raise Interrupted(signal.Signals(signum).name)
+
+    return {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+
+
+def execute(req: RunRequest, progress: Callable[[str], None] | None = None) -> tuple[Path, dict]:
+    """Boot, run, collect, classify. Returns (run dir, manifest). A failed guest is a result."""
+    say = progress or (lambda _msg: None)
+    placement = plan_placement(req.topology, read_inventory(), req.backing)
+    run_id = _run_id(req)
+    final = req.out if req.out else req.runs_root / run_id
+    if final.exists():
+        raise LabError(f"--out {final}: already exists; give a new directory")
+    final.parent.mkdir(parents=True, exist_ok=True)
+    partial = final.parent / f".{final.name}.partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir()
+    tmp = Path(tempfile.mkdtemp(prefix="numalab-"))
+    old_handlers = _install_signal_handlers()
+    t_total = time.monotonic()
+    try:
+        say("building guest image")
+        base = image.base_image()
+        modules = image.modules_image(req.kernel.modules_dir)
+        initrd = image.assemble_initrd(tmp / "initrd.cpio", base, modules, req.plan.to_shell())
+        boot = BootSpec(
+            kernel=str(req.kernel.image),
+            initrd=str(initrd),
+            cmdline=KERNEL_CMDLINE,
+            results_dir=str(partial.resolve()),
+            console_log=str((partial / "console.log").resolve()),
+            qmp_socket=str(tmp / "qmp.sock"),
+            accel=req.accel,
+            name=f"numalab-{run_id}",
+        )
+        argv = qemu_argv(req.topology, placement, boot)
+        (partial / "qemu-argv.txt").write_text(shlex.join(argv) + "\n")
+        say(f"booting {req.topology.name} ({req.topology.total_cpus} vCPUs, {req.accel})")
+        duration = req.plan.duration_s
+        state = {"workload_start": None, "last_tick": 0.0}
+
+        def on_stage(st: Stage) -> None:
+            if st.name == "booted":
+                say(f"booted in {st.host_s:.1f}s")
+            elif st.name == "workload-start":
+                state["workload_start"] = st.host_s
+                say(f"running {req.workload.name} for {duration:g}s")
+            elif st.name == "workload-end":
+                say(f"collecting (workload exit {st.detail or '?'})")
+            elif st.name == "failed":
+                say(f"guest failed: {st.detail}")
+
+        def on_tick(now: float) -> None:
+            start = state["workload_start"]
+            if start is not None and now - state["last_tick"] >= 5 and now - start < duration:
+                state["last_tick"] = now
+                say(f"running {now - start:.0f}/{duration:g}s")
+
+        outcome = run_vm(
+            argv,
+            partial / "console.log",
+            tmp / "qmp.sock",
+            dict(enumerate(placement.vcpu_pins)),
+            req.timeout(),
+            partial / "qemu.log",
+            on_stage,
+            on_tick,
+        )
+        manifest = _collect(req, run_id, partial, placement, argv, outcome, time.monotonic() - t_total)
+        (partial / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n")
+        os.replace(partial, final)
+        return final, manifest
+    finally:
+        # On any failure the '.partial' directory stays (for debugging) and
+        # never looks complete: it has no manifest and a leading dot.
+        for s, h in old_handlers.items():
+            signal.signal(s, h)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _collect(req, run_id, d: Path, placement, argv, outcome, total_s: float) -> dict:
+    readback = read_topology(d)
+    domains = read_sched_domains(d)
+    problems = check_topology(req.topology, readback, domains) if outcome.stage("booted") else []
+    console = _read(d / "console.log")
+    evidence = Evidence(
+        console_tail=console[-20000:],
+        timed_out=outcome.timed_out,
+        booted=outcome.stage("booted") is not None,
+        guest_done=(d / "guest-done").exists(),
+        workload_rc=_int_file(d / "workload.rc"),
+        trace_rc=_int_file(d / "trace-record.rc"),
+        topology_problems=tuple(problems),
+    )
+    status, reason = classify(evidence)
+    booted = outcome.stage("booted")
+    ws, we = outcome.stage("workload-start"), outcome.stage("workload-end")
+    workload_s = (we.guest_uptime - ws.guest_uptime) if ws and we and ws.guest_uptime and we.guest_uptime else None
+    result = parse_output(req.workload, _read(d / "workload.out")) if (d / "workload.out").exists() else None
+    metrics = run_metrics(d, req.topology) if (d / "vmstat.end").exists() or (d / "trace.dat").exists() else {}
+    manifest = {
+        "format": "numalab-run/1",
+        "run_id": run_id,
+        "label": req.label,
+        "status": status,
+        "reason": reason,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "numalab": __version__,
+        "topology": req.topology.to_dict() | {"kernel_view": predict(req.topology)},
+        "kernel": req.kernel.to_dict()
+        | {"guest_release": _read(d / "uname.txt").strip() or None, "build_id": build_id(d / "kernel-notes.bin")},
+        "workload": {
+            "name": req.workload.name,
+            "command": req.plan.workload_cmd,
+            "duration_s": req.plan.duration_s,
+            "result": result,
+            "exit_code": evidence.workload_rc,
+        },
+        "settings": req.plan.to_dict() | {"readback": _read(d / "knobs.txt").splitlines()},
+        "accelerator": {"name": req.accel, "reason": req.accel_reason},
+        "placement": placement.to_dict() | {"pinned": outcome.pinned, "pin_error": outcome.pin_error},
+        "backend": {"name": "qemu", "version": _qemu_version(), "argv": argv, "exit_code": outcome.exit_code},
+        "timings": {
+            "boot_s": round(booted.host_s, 2) if booted else None,
+            "boot_guest_uptime_s": booted.guest_uptime if booted else None,
+            "workload_s": round(workload_s, 2) if workload_s is not None else None,
+            "vm_s": round(outcome.wall_s, 2),
+            "total_s": round(total_s, 2),
+            "timeout_s": req.timeout(),
+        },
+        "guest_topology_ok": status != "topology-mismatch" and booted is not None and not problems,
+        "guest_topology": {"readback": readback, "problems": problems, "sched_domains": domains},
+        "stages": [
+            {"name": s.name, "detail": s.detail, "host_s": round(s.host_s, 2), "uptime": s.guest_uptime}
+            for s in outcome.stages
+        ],
+        "metrics": metrics,
+        "files": sorted(p.name for p in d.iterdir() if p.is_file()),
+    }
+    if status != "ok":
+        manifest["console_tail"] = console[-4000:].splitlines()[-40:]
+    return manifest
+
+
+def print_summary(manifest: dict, out=sys.stdout) -> None:
+    """The closing lines of a run, for a person."""
+    m = manifest.get("metrics", {})
+    t = manifest["timings"]
+    counts = m.get("events", {})
+    vm = m.get("vmstat", {})
+    lines = [
+        f"run {manifest['run_id']}: {manifest['status']} ({manifest['reason']})",
+        f"  topology {manifest['topology']['name']}  kernel {manifest['kernel']['name']}"
+        f" ({manifest['kernel'].get('guest_release') or '?'})  workload {manifest['workload']['name']}"
+        f"  accel {manifest['accelerator']['name']}",
+        f"  boot {t['boot_s'] if t['boot_s'] is not None else '-'}s  workload {t['workload_s'] or '-'}s"
+        f"  total {t['total_s']}s  guest topology {'ok' if manifest['guest_topology_ok'] else 'NOT ok'}",
+    ]
+    if counts:
+        lines.append("  events " + "  ".join(f"{k}={v}" for k, v in counts.items()))
+    if m.get("lost_events"):
+        lines.append(f"  LOST EVENTS: {m['lost_events']}")
+    if vm:
+        hl = vm.get("hint_local_pct")
+        lines.append(
+            f"  numa_pages_migrated={vm.get('numa_pages_migrated', '-')}"
+            f"  numa_hint_faults={vm.get('numa_hint_faults', '-')}"
+            f"  hint-local={'-' if hl is None else f'{hl:.1f}%'}"
+        )
+    print("\n".join(lines), file=out)

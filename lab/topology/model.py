@@ -1,0 +1,174 @@
+"""The NUMA topology model: nodes, CPUs, memory, SMT threads and a SLIT.
+
+A :class:`Topology` is plain, immutable data. It is built from a spec file by
+``lab.topology.spec`` and checked by :func:`validate`, which applies QEMU's and
+the guest kernel's rules so that what we boot is what the kernel will use.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field, replace
+
+from lab.errors import LabError
+
+LOCAL_DISTANCE = 10
+MAX_DISTANCE = 255
+MAX_NODES = 128
+# The kernel clears SD_BALANCE_EXEC/FORK and SD_WAKE_AFFINE on NUMA levels
+# further than this (node_reclaim_distance, RECLAIM_DISTANCE on x86).
+RECLAIM_DISTANCE = 30
+
+
+@dataclass(frozen=True)
+class Node:
+    id: int
+    cpus: int
+    memory_mib: int
+
+
+@dataclass(frozen=True)
+class Topology:
+    name: str
+    nodes: tuple[Node, ...]
+    distances: tuple[tuple[int, ...], ...]
+    threads: int = 1
+    links: tuple[tuple[int, int], ...] = ()
+    description: str = ""
+    source: str = ""
+    extra: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def total_cpus(self) -> int:
+        return sum(n.cpus for n in self.nodes)
+
+    @property
+    def total_memory_mib(self) -> int:
+        return sum(n.memory_mib for n in self.nodes)
+
+    @property
+    def cpu_nodes(self) -> list[int]:
+        """Ids of the nodes that have CPUs (the kernel's for_each_cpu_node)."""
+        return [n.id for n in self.nodes if n.cpus > 0]
+
+    def node_cpus(self) -> list[list[int]]:
+        """vCPU ids of each node. vCPUs are numbered node by node."""
+        out: list[list[int]] = []
+        first = 0
+        for n in self.nodes:
+            out.append(list(range(first, first + n.cpus)))
+            first += n.cpus
+        return out
+
+    def is_symmetric(self) -> bool:
+        d = self.distances
+        return all(d[i][j] == d[j][i] for i in range(len(d)) for j in range(len(d)))
+
+    def hops(self) -> list[list[int]] | None:
+        """Hop counts between nodes from the link graph, or None without links."""
+        if not self.links:
+            return None
+        return hop_matrix(self.n_nodes, self.links)
+
+    def with_overrides(
+        self,
+        cpus_per_node: int | None = None,
+        mem_per_node_mib: int | None = None,
+        threads: int | None = None,
+    ) -> Topology:
+        """A copy with per-node sizes replaced (CPU-less nodes stay CPU-less)."""
+        nodes = tuple(
+            Node(
+                n.id,
+                cpus_per_node if cpus_per_node is not None and n.cpus > 0 else n.cpus,
+                mem_per_node_mib if mem_per_node_mib is not None else n.memory_mib,
+            )
+            for n in self.nodes
+        )
+        topo = replace(self, nodes=nodes, threads=threads if threads is not None else self.threads)
+        validate(topo)
+        return topo
+
+    def to_dict(self) -> dict:
+        return {
+            "name": self.name,
+            "description": self.description,
+            "source": self.source,
+            "nodes": self.n_nodes,
+            "cpus": [n.cpus for n in self.nodes],
+            "memory_mib": [n.memory_mib for n in self.nodes],
+            "threads": self.threads,
+            "total_cpus": self.total_cpus,
+            "total_memory_mib": self.total_memory_mib,
+            "node_cpus": self.node_cpus(),
+            "distances": [list(r) for r in self.distances],
+            "links": [list(link) for link in self.links],
+        }
+
+
+def hop_matrix(n: int, links: tuple[tuple[int, int], ...] | list[tuple[int, int]]) -> list[list[int]]:
+    """All-pairs hop counts (BFS) over an undirected link list."""
+    adj: list[set[int]] = [set() for _ in range(n)]
+    for a, b in links:
+        adj[a].add(b)
+        adj[b].add(a)
+    out = []
+    for src in range(n):
+        dist = [-1] * n
+        dist[src] = 0
+        queue = deque([src])
+        while queue:
+            u = queue.popleft()
+            for v in adj[u]:
+                if dist[v] < 0:
+                    dist[v] = dist[u] + 1
+                    queue.append(v)
+        out.append(dist)
+    return out
+
+
+def validate(topo: Topology, where: str = "") -> None:
+    """Raise a one-line LabError naming the offending field, or return."""
+    pre = f"{where}: " if where else ""
+    n = topo.n_nodes
+    if n < 1:
+        raise LabError(f"{pre}nodes: at least one node is required")
+    if n > MAX_NODES:
+        raise LabError(f"{pre}nodes: {n} nodes given, at most {MAX_NODES} are supported")
+    for idx, node in enumerate(topo.nodes):
+        if node.id != idx:
+            raise LabError(
+                f"{pre}nodes[{idx}].id: node ids must be contiguous from 0, expected {idx} but got {node.id}"
+            )
+        if node.cpus < 0:
+            raise LabError(f"{pre}nodes[{idx}].cpus: must be >= 0, got {node.cpus}")
+        if node.memory_mib <= 0:
+            raise LabError(f"{pre}nodes[{idx}].memory: must be positive, got {node.memory_mib} MiB")
+    if topo.threads < 1:
+        raise LabError(f"{pre}threads: must be >= 1, got {topo.threads}")
+    for node in topo.nodes:
+        if node.cpus % topo.threads:
+            raise LabError(f"{pre}nodes[{node.id}].cpus: {node.cpus} CPUs is not a multiple of threads={topo.threads}")
+    if topo.total_cpus < 1:
+        raise LabError(f"{pre}cpus: at least one node must have CPUs")
+    d = topo.distances
+    if len(d) != n or any(len(row) != n for row in d):
+        raise LabError(f"{pre}distances: must be a {n}x{n} matrix for {n} nodes")
+    for i in range(n):
+        for j in range(n):
+            v = d[i][j]
+            if i == j and v != LOCAL_DISTANCE:
+                raise LabError(f"{pre}distances[{i}][{j}]: local distance must be {LOCAL_DISTANCE}, got {v}")
+            if i != j and not LOCAL_DISTANCE < v <= MAX_DISTANCE:
+                raise LabError(
+                    f"{pre}distances[{i}][{j}]: remote distance must be in "
+                    f"{LOCAL_DISTANCE + 1}..{MAX_DISTANCE}, got {v}"
+                    + (" (the kernel discards the whole SLIT for a remote distance <= 10)" if v <= 10 else "")
+                )
+    for a, b in topo.links:
+        if not (0 <= a < n and 0 <= b < n) or a == b:
+            raise LabError(f"{pre}links: [{a}, {b}] is not a link between two distinct nodes 0..{n - 1}")

@@ -1,0 +1,261 @@
+"""Topology spec files (YAML) -> :class:`Topology`.
+
+A spec gives the nodes either as a count with per-node sizes, or as a list::
+
+    nodes: 4                      # or a list of {id, cpus, memory}
+    cpus_per_node: 2
+    memory_per_node: 512M
+    threads: 1                    # SMT threads per core
+    total_cpus: 8                 # optional cross-check
+
+and the SLIT either from a link graph and a distance rule::
+
+    links: [[0, 1], [1, 2], [2, 3], [3, 0]]
+    distance: {per_hop: 10}       # 10 + 10 * hops, or
+    distance: {hops: {1: 20, 2: 30}}
+
+or explicitly, as a full matrix or as QEMU-style entries (mirrored when only
+one direction of a pair is given; an asymmetric SLIT must be given in full)::
+
+    distances: [[10, 20], [20, 10]]
+    distances: [{src: 0, dst: 1, value: 20}]
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+from lab.errors import LabError
+from lab.topology.model import LOCAL_DISTANCE, Node, Topology, hop_matrix, validate
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PRESET_DIR = REPO_ROOT / "topologies"
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*$", re.IGNORECASE)
+_KNOWN_KEYS = {
+    "name",
+    "description",
+    "why",
+    "nodes",
+    "cpus_per_node",
+    "memory_per_node",
+    "threads",
+    "total_cpus",
+    "links",
+    "distance",
+    "distances",
+}
+
+
+def parse_mib(value: object, field: str) -> int:
+    """'512M', '1G', '2048' (MiB) or an int -> whole MiB; anything else is an error."""
+    if isinstance(value, bool):
+        raise LabError(f"{field}: expected a size such as 512M or 1G, got {value!r}")
+    if isinstance(value, int):
+        mib = float(value)
+    else:
+        m = _SIZE_RE.match(str(value))
+        if not m:
+            raise LabError(f"{field}: expected a size such as 512M or 1G, got {value!r}")
+        scale = {"": 1, "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}[m.group(2).upper()]
+        mib = float(m.group(1)) * scale
+    if mib <= 0:
+        raise LabError(f"{field}: memory must be positive, got {value!r}")
+    if mib != int(mib):
+        raise LabError(f"{field}: memory must be a whole number of MiB, got {value!r}")
+    return int(mib)
+
+
+def _int(value: object, field: str, minimum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise LabError(f"{field}: expected an integer, got {value!r}")
+    if minimum is not None and value < minimum:
+        raise LabError(f"{field}: must be >= {minimum}, got {value}")
+    return value
+
+
+def _nodes(spec: dict) -> list[Node]:
+    raw = spec.get("nodes")
+    cpn = spec.get("cpus_per_node")
+    mpn = spec.get("memory_per_node")
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        count = _int(raw, "nodes", 1)
+        if cpn is None or mpn is None:
+            raise LabError("nodes: a node count needs cpus_per_node and memory_per_node")
+        cpus = _int(cpn, "cpus_per_node", 0)
+        mem = parse_mib(mpn, "memory_per_node")
+        return [Node(i, cpus, mem) for i in range(count)]
+    if not isinstance(raw, list) or not raw:
+        raise LabError("nodes: expected a node count or a non-empty list of nodes")
+    nodes = []
+    for idx, item in enumerate(raw):
+        if not isinstance(item, dict):
+            raise LabError(f"nodes[{idx}]: expected a mapping with id, cpus and memory")
+        unknown = set(item) - {"id", "cpus", "memory"}
+        if unknown:
+            raise LabError(f"nodes[{idx}].{sorted(unknown)[0]}: unknown field")
+        if "id" not in item:
+            raise LabError(f"nodes[{idx}].id: missing")
+        node_id = _int(item["id"], f"nodes[{idx}].id", 0)
+        cpus = item.get("cpus", cpn)
+        if cpus is None:
+            raise LabError(f"nodes[{idx}].cpus: missing (and no cpus_per_node)")
+        mem = item.get("memory", mpn)
+        if mem is None:
+            raise LabError(f"nodes[{idx}].memory: missing (and no memory_per_node)")
+        nodes.append(Node(node_id, _int(cpus, f"nodes[{idx}].cpus", 0), parse_mib(mem, f"nodes[{idx}].memory")))
+    ids = sorted(n.id for n in nodes)
+    for expect, got in enumerate(ids):
+        if got != expect:
+            what = "duplicated" if got < expect else "missing"
+            raise LabError(f"nodes: node id {expect if got > expect else got} is {what}; ids must be 0..{len(ids) - 1}")
+    return sorted(nodes, key=lambda n: n.id)
+
+
+def _links(spec: dict, n: int) -> list[tuple[int, int]]:
+    raw = spec.get("links")
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise LabError("links: expected a list of [a, b] node pairs")
+    links = []
+    for idx, item in enumerate(raw):
+        if not (isinstance(item, list) and len(item) == 2):
+            raise LabError(f"links[{idx}]: expected a pair [a, b], got {item!r}")
+        a, b = (_int(x, f"links[{idx}]", 0) for x in item)
+        if a >= n or b >= n or a == b:
+            raise LabError(f"links[{idx}]: [{a}, {b}] is not a link between two distinct nodes 0..{n - 1}")
+        links.append((a, b))
+    return links
+
+
+def _from_rule(spec: dict, n: int, links: list[tuple[int, int]]) -> list[list[int]]:
+    rule = spec["distance"]
+    if not isinstance(rule, dict):
+        raise LabError("distance: expected {per_hop: N} or {hops: {1: D1, 2: D2, ...}}")
+    unknown = set(rule) - {"local", "per_hop", "hops"}
+    if unknown:
+        raise LabError(f"distance.{sorted(unknown)[0]}: unknown field (use per_hop or hops)")
+    local = _int(rule.get("local", LOCAL_DISTANCE), "distance.local")
+    if not links and n > 1:
+        raise LabError("links: a distance rule needs a link graph")
+    hops = hop_matrix(n, links)
+    table: dict[int, int] = {}
+    if "hops" in rule:
+        if not isinstance(rule["hops"], dict):
+            raise LabError("distance.hops: expected a mapping hop count -> distance")
+        for k, v in rule["hops"].items():
+            table[_int(k, "distance.hops", 1)] = _int(v, f"distance.hops.{k}")
+    elif "per_hop" in rule:
+        per_hop = _int(rule["per_hop"], "distance.per_hop", 1)
+        table = {h: local + per_hop * h for h in range(1, n)}
+    else:
+        raise LabError("distance: give per_hop or hops")
+    out = []
+    for i in range(n):
+        row = []
+        for j in range(n):
+            h = hops[i][j]
+            if h < 0:
+                raise LabError(f"links: node {j} cannot be reached from node {i}")
+            if h == 0:
+                row.append(local)
+            elif h not in table:
+                raise LabError(f"distance.hops: no distance for {h} hops (nodes {i} and {j})")
+            else:
+                row.append(table[h])
+        out.append(row)
+    return out
+
+
+def _explicit(raw: object, n: int) -> list[list[int]]:
+    if not isinstance(raw, list) or not raw:
+        raise LabError("distances: expected a full matrix or a list of {src, dst, value}")
+    if all(isinstance(r, list) for r in raw):
+        if len(raw) != n or any(len(r) != n for r in raw):
+            raise LabError(f"distances: a matrix must be {n}x{n} for {n} nodes")
+        return [[_int(v, f"distances[{i}][{j}]") for j, v in enumerate(r)] for i, r in enumerate(raw)]
+    given: dict[tuple[int, int], int] = {}
+    for idx, e in enumerate(raw):
+        if not isinstance(e, dict) or set(e) != {"src", "dst", "value"}:
+            raise LabError(f"distances[{idx}]: expected {{src, dst, value}}")
+        s, d = _int(e["src"], f"distances[{idx}].src", 0), _int(e["dst"], f"distances[{idx}].dst", 0)
+        if s >= n or d >= n:
+            raise LabError(f"distances[{idx}]: node {max(s, d)} does not exist ({n} nodes)")
+        given[(s, d)] = _int(e["value"], f"distances[{idx}].value")
+    asym = any((d, s) in given and given[(d, s)] != v for (s, d), v in given.items())
+    out = [[LOCAL_DISTANCE if i == j else 0 for j in range(n)] for i in range(n)]
+    for i in range(n):
+        for j in range(n):
+            if (i, j) in given:
+                out[i][j] = given[(i, j)]
+            elif i != j and (j, i) in given and not asym:
+                out[i][j] = given[(j, i)]
+            elif i != j:
+                why = "an asymmetric SLIT must be given in full" if asym else "every pair needs a distance"
+                raise LabError(f"distances: no value for {i}->{j}; {why}")
+    return out
+
+
+def load_spec(data: object, where: str, name: str | None = None) -> Topology:
+    """Build and validate a Topology from parsed YAML. ``where`` prefixes errors."""
+    try:
+        if not isinstance(data, dict):
+            raise LabError("expected a mapping at the top level")
+        unknown = set(data) - _KNOWN_KEYS
+        if unknown:
+            raise LabError(f"{sorted(unknown)[0]}: unknown field")
+        nodes = _nodes(data)
+        n = len(nodes)
+        links = _links(data, n)
+        if ("distance" in data) == ("distances" in data):
+            raise LabError("distances: give exactly one of 'distance' (a rule over links) or 'distances'")
+        matrix = _from_rule(data, n, links) if "distance" in data else _explicit(data["distances"], n)
+        threads = _int(data.get("threads", 1), "threads", 1)
+        topo = Topology(
+            name=str(data.get("name") or name or "custom"),
+            nodes=tuple(nodes),
+            distances=tuple(tuple(r) for r in matrix),
+            threads=threads,
+            links=tuple(links),
+            description=" ".join(str(data.get("description", "")).split()),
+            source=where,
+            extra={"why": " ".join(str(data.get("why", "")).split())},
+        )
+        if "total_cpus" in data:
+            total = _int(data["total_cpus"], "total_cpus", 1)
+            if total != topo.total_cpus:
+                raise LabError(
+                    f"total_cpus: {total} does not match the per-node CPUs, which add up to {topo.total_cpus}"
+                )
+        validate(topo)
+        return topo
+    except LabError as err:
+        raise LabError(f"{where}: {err}") from None
+
+
+def preset_names() -> list[str]:
+    return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
+
+
+def load_topology(name_or_path: str) -> Topology:
+    """A preset name (``ring-4``) or a path to a YAML spec."""
+    path = Path(name_or_path)
+    if not (path.suffix in (".yaml", ".yml") or path.exists() or "/" in name_or_path):
+        path = PRESET_DIR / f"{name_or_path}.yaml"
+        if not path.exists():
+            raise LabError(f"topology {name_or_path!r}: no such preset (known: {', '.join(preset_names())}) or file")
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise LabError(f"{path}: cannot read: {err.strerror}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark else ""
+        raise LabError(f"{path}: not valid YAML{at}") from None
+    return load_spec(data, str(path), name=path.stem)

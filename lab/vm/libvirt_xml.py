@@ -1,0 +1,165 @@
+"""The libvirt domain XML for a topology + placement + boot spec.
+
+It describes the same VM as :func:`lab.vm.qemu_argv.qemu_argv`: the same
+machine, vCPU topology, guest NUMA nodes and SLIT, memory binding, vCPU
+pinning, kernel boot, serial console to a file and 9p results share, and
+nothing else (no network, no graphics, no balloon, no USB). Pure function, no
+I/O; the output is deterministic and checked against libvirt 9.0's RelaxNG
+schema (``virt-xml-validate FILE domain``) by ``tests/test_libvirt_xml.py``.
+
+How the QEMU options map:
+
+* ``-accel kvm -cpu host`` -> ``<domain type='kvm'>`` and ``<cpu mode='host-passthrough'>``;
+  TCG -> ``<domain type='qemu'>`` and a ``<cpu>`` without ``mode`` (QEMU's
+  default model, as the argv has no ``-cpu``).
+* ``-smp`` -> ``<vcpu>`` plus ``<cpu><topology sockets dies='1' cores threads>``.
+* ``-numa node``/``-numa dist`` -> ``<cpu><numa><cell>`` with the full SLIT row
+  in ``<distances>`` of every cell. vCPUs are numbered node by node, so a
+  cell's ``cpus`` is a contiguous range, and libvirt's cpu-index based
+  ``-numa node,cpus=`` puts each vCPU on the same socket/core/thread as the
+  argv's ``-numa cpu`` entries.
+* A CPU-less node is a ``<cell>`` WITHOUT a ``cpus`` attribute (libvirt >= 6.6;
+  the schema has ``cpus`` optional). ``cpus=''`` would not validate: the
+  ``cpuset`` type needs at least one number.
+* ``memory-backend-*,host-nodes=N,policy=bind`` -> ``<numatune>``: one
+  ``<memnode mode='strict'>`` per cell, plus ``<memory mode='strict'>`` over
+  the union of host nodes (libvirt applies that to the rest of QEMU's memory).
+* Backing: ram -> no ``<memoryBacking>`` (unless preallocated); memfd ->
+  ``<source type='memfd'/>``; hugepages -> ``<hugepages><page size unit='KiB'/>``
+  (libvirt takes the hugetlbfs mount from qemu.conf, so
+  ``Backing.hugepage_path`` has no place in the XML); prealloc, and hugepages
+  always (as in the argv) -> ``<allocation mode='immediate'/>``.
+* ``-no-reboot`` -> ``on_reboot`` destroy (and poweroff/crash destroy).
+* ``-fsdev local,security_model=none,multidevs=remap`` ->
+  ``<filesystem type='mount' accessmode='squash' multidevs='remap'>`` with
+  ``<driver type='path'/>``: libvirt turns ``squash`` into
+  ``security_model=none`` (``passthrough`` would be ``security_model=passthrough``).
+* ``-nodefaults`` -> ``<controller type='usb' model='none'/>`` and
+  ``<memballoon model='none'/>``; no ``<interface>``, ``<graphics>``, ``<video>``.
+
+``boot.qmp_socket`` and ``boot.start_paused`` have no counterpart: libvirt owns
+the monitor and always starts QEMU paused until it has pinned the vCPUs.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+from lab.cpulist import format_cpulist
+from lab.errors import LabError
+from lab.placement.plan import Placement
+from lab.topology.model import Topology
+from lab.vm.qemu_argv import BootSpec, smp_layout
+
+DOMAIN_TYPES = ("kvm", "qemu")
+EMULATOR = "/usr/bin/qemu-system-x86_64"
+RESULTS_TAG = "results"
+
+
+def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) -> ET.Element:
+    el = ET.SubElement(parent, tag, attrs)
+    if text is not None:
+        el.text = text
+    return el
+
+
+def _check(topo: Topology, placement: Placement, boot: BootSpec, domain_type: str) -> None:
+    if domain_type not in DOMAIN_TYPES:
+        raise LabError(f"domain type: {domain_type!r} is not one of {', '.join(DOMAIN_TYPES)}")
+    if not boot.name or "/" in boot.name or "\n" in boot.name:
+        raise LabError(f"name: {boot.name!r} is not a valid libvirt domain name (non-empty, no '/' or newline)")
+    for field in ("kernel", "initrd", "console_log", "results_dir"):
+        path = getattr(boot, field)
+        if not path.startswith("/"):
+            raise LabError(f"{field}: libvirt needs an absolute path, got {path!r}")
+    if len(placement.memory_host_nodes) != topo.n_nodes:
+        raise LabError(f"placement: {len(placement.memory_host_nodes)} memory bindings for {topo.n_nodes} guest nodes")
+    if len(placement.vcpu_pins) != topo.total_cpus:
+        raise LabError(f"placement: {len(placement.vcpu_pins)} vCPU pins for {topo.total_cpus} vCPUs")
+
+
+def _memory_backing(root: ET.Element, placement: Placement) -> None:
+    b = placement.backing
+    prealloc = b.prealloc or b.kind == "hugepages"
+    if b.kind == "ram" and not prealloc:
+        return
+    mb = _sub(root, "memoryBacking")
+    # libvirt's own order: hugepages, nosharepages, locked, source, access, allocation, discard.
+    if b.kind == "hugepages":
+        _sub(_sub(mb, "hugepages"), "page", size=str(b.hugepage_kib), unit="KiB")
+    elif b.kind == "memfd":
+        _sub(mb, "source", type="memfd")
+    if prealloc:
+        _sub(mb, "allocation", mode="immediate")
+
+
+def _cpu(root: ET.Element, topo: Topology, domain_type: str) -> None:
+    cpu = _sub(root, "cpu", mode="host-passthrough") if domain_type == "kvm" else _sub(root, "cpu")
+    smp = smp_layout(topo)
+    _sub(cpu, "topology", sockets=str(smp.sockets), dies="1", cores=str(smp.cores), threads=str(smp.threads))
+    numa = _sub(cpu, "numa")
+    for node, vcpus in zip(topo.nodes, topo.node_cpus()):
+        attrs = {"id": str(node.id)}
+        if vcpus:  # a CPU-less node has no cpus attribute at all
+            attrs["cpus"] = format_cpulist(vcpus)
+        attrs |= {"memory": str(node.memory_mib * 1024), "unit": "KiB"}
+        cell = _sub(numa, "cell", **attrs)
+        distances = _sub(cell, "distances")
+        for j, value in enumerate(topo.distances[node.id]):
+            _sub(distances, "sibling", id=str(j), value=str(value))
+
+
+def _devices(root: ET.Element, boot: BootSpec) -> None:
+    dev = _sub(root, "devices")
+    _sub(dev, "emulator", EMULATOR)
+    fs = _sub(dev, "filesystem", type="mount", accessmode="squash", multidevs="remap")
+    _sub(fs, "driver", type="path")
+    _sub(fs, "source", dir=boot.results_dir)
+    _sub(fs, "target", dir=RESULTS_TAG)
+    _sub(dev, "controller", type="usb", index="0", model="none")
+    serial = _sub(dev, "serial", type="file")
+    _sub(serial, "source", path=boot.console_log)
+    _sub(_sub(serial, "target", type="isa-serial", port="0"), "model", name="isa-serial")
+    # The console is serial port 0 again, not a second device (libvirt adds it anyway).
+    console = _sub(dev, "console", type="file")
+    _sub(console, "source", path=boot.console_log)
+    _sub(console, "target", type="serial", port="0")
+    _sub(dev, "memballoon", model="none")
+
+
+def domain_xml(topo: Topology, placement: Placement, boot: BootSpec, domain_type: str = "qemu") -> str:
+    """The libvirt domain XML (pretty-printed, newline-terminated) for the same VM as ``qemu_argv()``."""
+    _check(topo, placement, boot, domain_type)
+    root = ET.Element("domain", type=domain_type)
+    _sub(root, "name", boot.name)
+    _sub(root, "memory", str(topo.total_memory_mib * 1024), unit="KiB")
+    _memory_backing(root, placement)
+    _sub(root, "vcpu", str(topo.total_cpus), placement="static")
+
+    cputune = _sub(root, "cputune")
+    for vcpu, host_cpu in enumerate(placement.vcpu_pins):
+        _sub(cputune, "vcpupin", vcpu=str(vcpu), cpuset=str(host_cpu))
+
+    numatune = _sub(root, "numatune")
+    _sub(numatune, "memory", mode="strict", nodeset=format_cpulist(placement.memory_host_nodes))
+    for cell, host_node in enumerate(placement.memory_host_nodes):
+        _sub(numatune, "memnode", cellid=str(cell), mode="strict", nodeset=str(host_node))
+
+    os_el = _sub(root, "os")
+    _sub(os_el, "type", "hvm", arch="x86_64", machine="pc")
+    _sub(os_el, "kernel", boot.kernel)
+    _sub(os_el, "initrd", boot.initrd)
+    _sub(os_el, "cmdline", boot.cmdline)
+
+    features = _sub(root, "features")
+    _sub(features, "acpi")  # without ACPI there is no SRAT/SLIT and the guest sees one node
+    _sub(features, "apic")
+
+    _cpu(root, topo, domain_type)
+    _sub(root, "on_poweroff", "destroy")
+    _sub(root, "on_reboot", "destroy")
+    _sub(root, "on_crash", "destroy")
+    _devices(root, boot)
+
+    ET.indent(root, space="  ")
+    return ET.tostring(root, encoding="unicode") + "\n"

@@ -1,0 +1,136 @@
+"""The QEMU command line for a topology + placement + boot spec.
+
+Pure functions, no I/O: the backend (``lab.vm.qemu_backend``) runs what this
+builds, and golden files under ``tests/golden/qemu`` pin it down.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lab.placement.plan import Placement
+from lab.topology.model import Topology
+
+ACCELS = ("kvm", "tcg")
+
+
+@dataclass(frozen=True)
+class BootSpec:
+    """What to boot and where the VM talks to the host (paths on the host)."""
+
+    kernel: str
+    initrd: str
+    cmdline: str
+    results_dir: str  # shared read-write over virtio-9p, mount tag "results"
+    console_log: str
+    qmp_socket: str | None = None
+    accel: str = "tcg"
+    name: str = "numalab"
+    start_paused: bool = True  # so vCPUs can be pinned before the guest runs
+
+
+@dataclass(frozen=True)
+class SmpLayout:
+    sockets: int
+    cores: int
+    threads: int
+
+    def place(self, vcpu: int) -> tuple[int, int, int]:
+        """vCPU index -> (socket, core, thread), QEMU's x86 cpu-index order."""
+        thread = vcpu % self.threads
+        core = (vcpu // self.threads) % self.cores
+        socket = vcpu // (self.threads * self.cores)
+        return socket, core, thread
+
+
+def smp_layout(topo: Topology) -> SmpLayout:
+    """One socket per CPU node when nodes are equal; else one core per socket.
+
+    A socket never spans two nodes, so the guest's LLC/package siblings stay
+    inside a node (the kernel warns and ignores them otherwise).
+    """
+    counts = {topo.nodes[i].cpus for i in topo.cpu_nodes}
+    if len(counts) == 1:
+        per_node = counts.pop()
+        return SmpLayout(len(topo.cpu_nodes), per_node // topo.threads, topo.threads)
+    return SmpLayout(topo.total_cpus // topo.threads, 1, topo.threads)
+
+
+def _backend_object(topo: Topology, placement: Placement, node: int) -> str:
+    b = placement.backing
+    size = topo.nodes[node].memory_mib
+    host = placement.memory_host_nodes[node]
+    if b.kind == "ram":
+        obj = f"memory-backend-ram,id=mem{node},size={size}M"
+    elif b.kind == "memfd":
+        obj = f"memory-backend-memfd,id=mem{node},size={size}M"
+    else:
+        obj = f"memory-backend-file,id=mem{node},size={size}M,mem-path={b.hugepage_path}"
+    obj += f",host-nodes={host},policy=bind"
+    if b.prealloc or b.kind == "hugepages":
+        obj += ",prealloc=on"
+    return obj
+
+
+def topology_args(topo: Topology, placement: Placement) -> list[str]:
+    """-m, -smp, memory backends, -numa node/cpu/dist."""
+    smp = smp_layout(topo)
+    args = [
+        "-m",
+        f"{topo.total_memory_mib}M",
+        "-smp",
+        f"{topo.total_cpus},sockets={smp.sockets},cores={smp.cores},threads={smp.threads}",
+    ]
+    for node in topo.nodes:
+        args += ["-object", _backend_object(topo, placement, node.id)]
+    for node in topo.nodes:
+        args += ["-numa", f"node,nodeid={node.id},memdev=mem{node.id}"]
+    for node, vcpus in zip(topo.nodes, topo.node_cpus()):
+        for vcpu in vcpus:
+            s, c, t = smp.place(vcpu)
+            args += ["-numa", f"cpu,node-id={node.id},socket-id={s},core-id={c},thread-id={t}"]
+    sym = topo.is_symmetric()
+    n = topo.n_nodes
+    for i in range(n):
+        for j in range(n):
+            if i != j and (not sym or i < j):
+                args += ["-numa", f"dist,src={i},dst={j},val={topo.distances[i][j]}"]
+    return args
+
+
+def qemu_argv(topo: Topology, placement: Placement, boot: BootSpec, qemu: str = "qemu-system-x86_64") -> list[str]:
+    """The whole command line. No network device; serial console to a file."""
+    accel = ["-accel", "kvm", "-cpu", "host"] if boot.accel == "kvm" else ["-accel", "tcg,thread=multi"]
+    argv = [
+        qemu,
+        "-name",
+        boot.name,
+        "-machine",
+        "pc",
+        *accel,
+        "-nodefaults",
+        "-no-user-config",
+        "-no-reboot",
+        "-display",
+        "none",
+        *topology_args(topo, placement),
+        "-kernel",
+        boot.kernel,
+        "-initrd",
+        boot.initrd,
+        "-append",
+        boot.cmdline,
+        "-chardev",
+        f"file,id=console,path={boot.console_log}",
+        "-serial",
+        "chardev:console",
+        "-fsdev",
+        f"local,id=results,path={boot.results_dir},security_model=none,multidevs=remap",
+        "-device",
+        "virtio-9p-pci,fsdev=results,mount_tag=results",
+    ]
+    if boot.qmp_socket:
+        argv += ["-qmp", f"unix:{boot.qmp_socket},server=on,wait=off"]
+    if boot.start_paused:
+        argv.append("-S")
+    return argv

@@ -1,0 +1,60 @@
+"""A small, synchronous QMP client (QEMU's JSON monitor) over a UNIX socket."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+from pathlib import Path
+
+from lab.errors import LabError
+
+
+class Qmp:
+    def __init__(self, path: str | Path, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        while True:
+            try:
+                self.sock.connect(str(path))
+                break
+            except (FileNotFoundError, ConnectionRefusedError):
+                if time.monotonic() > deadline:
+                    raise LabError(f"QMP socket {path}: QEMU did not open it within {timeout:.0f}s") from None
+                time.sleep(0.05)
+        self.sock.settimeout(timeout)
+        self.buf = b""
+        self._read()  # greeting
+        self.command("qmp_capabilities")
+
+    def _read(self) -> dict:
+        while b"\n" not in self.buf:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise LabError("QMP: QEMU closed the monitor")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def command(self, name: str, **arguments) -> object:
+        msg = {"execute": name}
+        if arguments:
+            msg["arguments"] = arguments
+        self.sock.sendall(json.dumps(msg).encode() + b"\n")
+        while True:
+            reply = self._read()
+            if "event" in reply:
+                continue
+            if "error" in reply:
+                raise LabError(f"QMP {name}: {reply['error'].get('desc', reply['error'])}")
+            return reply.get("return")
+
+    def vcpu_threads(self) -> dict[int, int]:
+        """vCPU index -> host thread id."""
+        return {c["cpu-index"]: c["thread-id"] for c in self.command("query-cpus-fast")}
+
+    def close(self) -> None:
+        try:
+            self.sock.close()
+        except OSError:
+            pass

@@ -1,0 +1,43 @@
+"""One classification of a finished VM run, shared by every backend."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+STATUSES = ("ok", "panic", "timeout", "boot-failed", "workload-failed", "topology-mismatch")
+PANIC_MARKS = ("Kernel panic - not syncing", "---[ end Kernel panic")
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What a backend observed; everything the classification needs."""
+
+    console_tail: str
+    timed_out: bool
+    booted: bool  # the guest init reached its "booted" stage
+    guest_done: bool  # the init wrote all results and said so
+    workload_rc: int | None
+    trace_rc: int | None
+    topology_problems: tuple[str, ...]
+
+
+def classify(ev: Evidence) -> tuple[str, str]:
+    """(status, one-line reason). Earlier rules win: a panic explains a timeout, etc."""
+    for mark in PANIC_MARKS:
+        if mark in ev.console_tail:
+            line = next((ln for ln in ev.console_tail.splitlines() if mark in ln), mark)
+            return "panic", line.strip()[:200]
+    if ev.timed_out:
+        return "timeout", "the VM did not power off before the timeout" + ("" if ev.booted else " (it never booted)")
+    if not ev.booted:
+        failed = next((ln for ln in ev.console_tail.splitlines() if "NUMALAB-STAGE failed" in ln), "")
+        return "boot-failed", failed.strip() or "the guest init never reported 'booted'"
+    if ev.topology_problems:
+        return "topology-mismatch", ev.topology_problems[0]
+    if not ev.guest_done:
+        return "workload-failed", "the guest powered off without writing all results"
+    if ev.trace_rc not in (None, 0):
+        return "workload-failed", f"trace-cmd record exited {ev.trace_rc}"
+    if ev.workload_rc != 0:
+        return "workload-failed", f"the workload exited {ev.workload_rc}"
+    return "ok", "the guest ran the plan and wrote all results"
