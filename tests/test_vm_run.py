@@ -1,0 +1,141 @@
+"""numalab run end to end on real VMs: the keystone ring-4 trace, perf bench, and faults."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+from common import REPO, numalab
+
+from lab.guest.plan import NUMA_EVENTS
+
+pytestmark = pytest.mark.vm
+
+
+def _report_counts(trace_dat) -> Counter:
+    """Independent count: the real trace-cmd report, grepped."""
+    out = subprocess.run(["trace-cmd", "report", "-i", str(trace_dat)], capture_output=True, text=True, check=True)
+    counts: Counter = Counter()
+    for line in out.stdout.splitlines():
+        for ev in ("sched_move_numa", "sched_swap_numa", "sched_stick_numa", "mm_migrate_pages"):
+            if f" {ev}:" in line:
+                counts[ev] += 1
+    return counts
+
+
+def _qemu_running(marker: str) -> list[str]:
+    out = subprocess.run(["pgrep", "-af", "qemu-system"], capture_output=True, text=True).stdout
+    return [ln for ln in out.splitlines() if marker in ln]
+
+
+def test_ring4_numa01_produces_numa_balancing_events(tmp_path) -> None:
+    out = tmp_path / "ring4"
+    proc = numalab(
+        "run", "--topology", "ring-4", "--workload", "numa01", "--duration", "20", "--out", str(out), "--json",
+        timeout=400,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    m = json.loads(proc.stdout)
+    assert m["status"] == "ok"
+    assert m["guest_topology_ok"] is True
+    for key in ("status", "topology", "kernel", "workload", "accelerator", "placement", "timings"):
+        assert key in m
+    assert set(m["timings"]) >= {"boot_s", "workload_s", "total_s"}
+    assert m["kernel"]["guest_release"] and m["kernel"]["build_id"]
+    assert m["topology"]["cpus"] == [2, 2, 2, 2]
+
+    counts = _report_counts(out / "trace.dat")
+    numa_events = sum(counts[e.split(":")[1]] for e in NUMA_EVENTS)
+    assert numa_events > 0, counts
+    for ev, n in counts.items():
+        assert m["metrics"]["events"][ev] == n
+    assert m["metrics"]["vmstat"]["numa_pages_migrated"] > 0
+    assert m["workload"]["result"]["workload"] == "numa01"
+    # The record is complete and nothing was left half-written.
+    assert (out / "manifest.json").exists()
+    assert not list(tmp_path.glob(".*.partial"))
+    assert "record:" in proc.stderr or "record:" in proc.stdout
+
+
+def test_perf_bench_numa_preset_is_parsed(tmp_path) -> None:
+    out = tmp_path / "perf"
+    proc = numalab(
+        "run", "--topology", "ring-2", "--workload", "perf-numa02", "--duration", "5", "--out", str(out), "--json",
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    m = json.loads(proc.stdout)
+    assert m["status"] == "ok"
+    result = m["workload"]["result"]
+    assert "perf bench numa mem" in m["workload"]["command"]
+    assert result["summary"]["runtime-max/thread"]["unit"] == "secs"
+    assert result["gbps"] > 0
+    assert result["elapsed_s"] > 0
+
+
+def test_guest_panic_is_recorded(tmp_path) -> None:
+    out = tmp_path / "panic"
+    proc = numalab("run", "--topology", "ring-2", "--workload", "idle", "--duration", "1", "--test-fault", "panic",
+                   "--out", str(out), "--json", timeout=300)
+    assert proc.returncode == 1
+    m = json.loads(proc.stdout)
+    assert m["status"] == "panic"
+    assert any("Kernel panic" in ln for ln in m["console_tail"])
+    assert "Kernel panic" in (out / "console.log").read_text()
+
+
+def test_hanging_guest_times_out_and_qemu_is_gone(tmp_path) -> None:
+    out = tmp_path / "hang"
+    proc = numalab("run", "--topology", "ring-2", "--workload", "idle", "--duration", "1", "--test-fault", "hang",
+                   "--timeout", "30", "--out", str(out), "--json", timeout=300)
+    assert proc.returncode == 1
+    m = json.loads(proc.stdout)
+    assert m["status"] == "timeout"
+    assert not _qemu_running(str(tmp_path))
+
+
+def test_sigterm_leaves_no_qemu_and_no_complete_record(tmp_path) -> None:
+    out = tmp_path / "term"
+    p = subprocess.Popen(
+        [sys.executable, "-m", "lab.cli", "run", "--topology", "ring-2", "--workload", "numa01", "--duration", "60",
+         "--out", str(out)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    deadline = time.monotonic() + 200
+    seen = ""
+    while time.monotonic() < deadline:
+        line = p.stderr.readline()
+        seen += line
+        if "running numa01" in line or not line:
+            break
+    assert "running numa01" in seen, seen
+    assert _qemu_running(str(tmp_path))
+    p.send_signal(signal.SIGTERM)
+    rc = p.wait(timeout=60)
+    assert rc == 143
+    time.sleep(0.5)
+    assert not _qemu_running(str(tmp_path))
+    assert not out.exists()
+    assert not list(tmp_path.glob("**/manifest.json"))
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--workload", "nosuch"], "--workload nosuch"),
+        (["--kernel", "/nonexistent/bzImage"], "/nonexistent/bzImage"),
+        (["--duration", "0"], "--duration"),
+        (["--duration", "-3"], "--duration"),
+        (["--topology", "tests/data/topologies/remote-distance-10.yaml"], "remote-distance-10.yaml"),
+    ],
+)
+def test_bad_run_input_is_one_line(args, needle) -> None:
+    from common import assert_one_line_error
+
+    proc = numalab("run", *args, timeout=120)
+    assert_one_line_error(proc, needle)
