@@ -17,7 +17,10 @@ def _topology(args: argparse.Namespace):
     topo = load_topology(args.topology)
     mem = parse_mib(args.mem_per_node, "--mem-per-node") if getattr(args, "mem_per_node", None) else None
     if any(x is not None for x in (getattr(args, "cpus_per_node", None), mem, getattr(args, "threads", None))):
-        topo = topo.with_overrides(args.cpus_per_node, mem, args.threads)
+        try:
+            topo = topo.with_overrides(args.cpus_per_node, mem, args.threads)
+        except LabError as err:
+            raise LabError(f"--cpus-per-node/--mem-per-node/--threads applied to {topo.name}: {err}") from None
     return topo
 
 
@@ -31,7 +34,8 @@ def _placement_for_emitters(topo, args):
     from lab.host.inventory import read_inventory
     from lab.placement.plan import Backing, plan_placement
 
-    return plan_placement(topo, read_inventory(), Backing(args.backing, args.prealloc))
+    # Printing a VM definition does not need it to fit on this host.
+    return plan_placement(topo, read_inventory(), Backing(args.backing, args.prealloc), enforce_fit=False)
 
 
 def _boot_for_emitters(args):
@@ -288,6 +292,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--trace-buffer-kb", type=int, default=4096, metavar="KB", help="per-CPU trace buffer (default 4096)"
     )
     r.add_argument("--no-trace", action="store_true", help="do not run trace-cmd")
+    r.add_argument(
+        "--trace-mode",
+        choices=("extract", "record"),
+        default="extract",
+        help="extract: trace-cmd start, then extract after the workload (no recorder tasks in the guest while "
+        "it runs; default); record: the workload runs under trace-cmd record",
+    )
     r.add_argument("--backing", choices=BACKINGS, default="ram", help="guest memory backing (default ram)")
     r.add_argument("--prealloc", action="store_true", help="preallocate guest memory")
     r.add_argument(

@@ -28,6 +28,7 @@ from lab.guest.plan import KERNEL_CMDLINE, GuestPlan
 from lab.guest.readback import build_id, check_topology, read_sched_domains, read_topology
 from lab.guest.workloads import Workload, parse_output
 from lab.host.inventory import read_inventory
+from lab.kernel.pvh import boot_image
 from lab.kernel.resolve import Kernel
 from lab.placement.plan import Backing, plan_placement
 from lab.topology.kernel_view import predict
@@ -113,11 +114,12 @@ def execute(req: RunRequest, progress: Callable[[str], None] | None = None) -> t
     t_total = time.monotonic()
     try:
         say("building guest image")
+        boot_kernel, protocol = boot_image(req.kernel.image)
         base = image.base_image()
         modules = image.modules_image(req.kernel.modules_dir)
         initrd = image.assemble_initrd(tmp / "initrd.cpio", base, modules, req.plan.to_shell())
         boot = BootSpec(
-            kernel=str(req.kernel.image),
+            kernel=str(boot_kernel),
             initrd=str(initrd),
             cmdline=KERNEL_CMDLINE,
             results_dir=str(partial.resolve()),
@@ -160,6 +162,7 @@ def execute(req: RunRequest, progress: Callable[[str], None] | None = None) -> t
             on_tick,
         )
         manifest = _collect(req, run_id, partial, placement, argv, outcome, time.monotonic() - t_total)
+        manifest["kernel"]["boot_protocol"] = protocol
         (partial / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n")
         os.replace(partial, final)
         return final, manifest

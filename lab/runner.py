@@ -44,6 +44,7 @@ def requests_from_args(args: argparse.Namespace, progress: Callable[[str], None]
         knobs=_knobs(args),
         trace_events=() if args.no_trace else tuple(dict.fromkeys([*DEFAULT_EVENTS, *args.event])),
         trace_buffer_kb=args.trace_buffer_kb,
+        trace_mode=args.trace_mode,
         test_fault=args.test_fault or "",
     )
     if args.accel == "auto":

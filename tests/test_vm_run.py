@@ -131,7 +131,7 @@ def test_sigterm_leaves_no_qemu_and_no_complete_record(tmp_path) -> None:
         (["--kernel", "/nonexistent/bzImage"], "/nonexistent/bzImage"),
         (["--duration", "0"], "--duration"),
         (["--duration", "-3"], "--duration"),
-        (["--topology", "tests/data/topologies/remote-distance-10.yaml"], "remote-distance-10.yaml"),
+        (["--topology", "tests/data/topologies/invalid-remote-distance-10.yaml"], "invalid-remote-distance-10.yaml"),
     ],
 )
 def test_bad_run_input_is_one_line(args, needle) -> None:

@@ -24,7 +24,7 @@ def run_metrics(run_dir: Path, topo: Topology) -> dict:
             out["events"] = {name: counts.get(name, 0) for name in REQUIRES} | {
                 k: v for k, v in counts.items() if k not in REQUIRES
             }
-            out["lost_events"] = sum(data.dropped.values()) + record_overruns(run_dir / "trace-record.log")
+            out["lost_events"] = sum(data.dropped.values()) + record_overruns(run_dir / "trace-stats.txt")
             if data.error:
                 out["trace_error"] = data.error
         except LabError as err:

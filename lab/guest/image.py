@@ -117,6 +117,7 @@ def _cached_archive(kind: str, entries: list[cpio.Entry]) -> Path:
     if not path.exists():
         with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".tmp-", delete=False) as f:
             cpio.write_cpio(f, entries)
+        os.chmod(f.name, 0o644)  # readable by a hypervisor running as another user
         os.replace(f.name, path)
     return path
 

@@ -16,6 +16,7 @@ OPTIONAL_EVENTS = ("sched:sched_migrate_task",)
 SHORT_SCAN_KNOBS = {"scan_delay_ms": "100", "scan_period_min_ms": "100", "scan_period_max_ms": "1000"}
 KNOB_NAMES = ("scan_delay_ms", "scan_period_min_ms", "scan_period_max_ms", "scan_size_mb", "hot_threshold_ms")
 TEST_FAULTS = ("", "panic", "hang")
+TRACE_MODES = ("extract", "record")
 KERNEL_CMDLINE = "console=ttyS0 loglevel=4 sched_verbose panic=-1 mitigations=off"
 
 
@@ -27,6 +28,7 @@ class GuestPlan:
     knobs: dict[str, str] = field(default_factory=lambda: dict(SHORT_SCAN_KNOBS))
     trace_events: tuple[str, ...] = DEFAULT_EVENTS
     trace_buffer_kb: int = 4096
+    trace_mode: str = "extract"  # "extract": trace-cmd start/extract; "record": trace-cmd record
     vmstat_interval_s: float = 1.0
     test_fault: str = ""
 
@@ -43,6 +45,8 @@ class GuestPlan:
                 raise LabError(f"--event {e}: expected SYSTEM:EVENT, e.g. sched:sched_move_numa")
         if self.trace_buffer_kb <= 0:
             raise LabError(f"--trace-buffer-kb: must be > 0, got {self.trace_buffer_kb}")
+        if self.trace_mode not in TRACE_MODES:
+            raise LabError(f"--trace-mode {self.trace_mode}: not one of {', '.join(TRACE_MODES)}")
         if self.test_fault not in TEST_FAULTS:
             raise LabError(f"test fault {self.test_fault!r}: not one of {TEST_FAULTS}")
 
@@ -54,6 +58,7 @@ class GuestPlan:
             "KNOBS": " ".join(f"{k}={v}" for k, v in sorted(self.knobs.items())),
             "TRACE_EVENTS": " ".join(self.trace_events),
             "TRACE_BUFFER_KB": str(self.trace_buffer_kb),
+            "TRACE_MODE": self.trace_mode,
             "VMSTAT_INTERVAL": f"{self.vmstat_interval_s:g}",
             "TEST_FAULT": self.test_fault,
         }
@@ -69,6 +74,7 @@ class GuestPlan:
             "knobs": dict(self.knobs),
             "trace_events": list(self.trace_events),
             "trace_buffer_kb": self.trace_buffer_kb,
+            "trace_mode": self.trace_mode,
             "vmstat_interval_s": self.vmstat_interval_s,
             "test_fault": self.test_fault,
         }

@@ -51,8 +51,10 @@ class Placement:
         }
 
 
-def plan_placement(topo: Topology, host: HostInventory, backing: Backing | None = None) -> Placement:
-    """Plan memory binding and vCPU pinning; refuse what cannot fit."""
+def plan_placement(
+    topo: Topology, host: HostInventory, backing: Backing | None = None, enforce_fit: bool = True
+) -> Placement:
+    """Plan memory binding and vCPU pinning; refuse what cannot fit (a warning without ``enforce_fit``)."""
     backing = backing or Backing()
     mem_nodes = [n for n in host.nodes if n.mem_total_mib > 0] or list(host.nodes)
     mapping = tuple(mem_nodes[i % len(mem_nodes)].id for i in range(topo.n_nodes))
@@ -75,6 +77,7 @@ def plan_placement(topo: Topology, host: HostInventory, backing: Backing | None 
     need: dict[int, int] = {}
     for node, host_node in zip(topo.nodes, mapping):
         need[host_node] = need.get(host_node, 0) + node.memory_mib
+    misfit: list[str] = []
     for host_node, mib in sorted(need.items()):
         hn = by_id[host_node]
         if backing.kind == "hugepages":
@@ -86,16 +89,20 @@ def plan_placement(topo: Topology, host: HostInventory, backing: Backing | None 
                 )
             free = hn.hugepages_free.get(backing.hugepage_kib, 0)
             if free * page_mib < mib:
-                raise LabError(
+                misfit.append(
                     f"memory: hugepages on host node {host_node}: need {mib // page_mib} x {backing.hugepage_kib} KiB, "
                     f"{free} free (raise /sys/devices/system/node/node{host_node}/hugepages/"
                     f"hugepages-{backing.hugepage_kib}kB/nr_hugepages)"
                 )
         elif mib + QEMU_OVERHEAD_MIB > hn.mem_available_mib:
-            raise LabError(
+            misfit.append(
                 f"memory: guest needs {mib} MiB (+{QEMU_OVERHEAD_MIB} MiB overhead) on host node {host_node}, "
                 f"only {hn.mem_available_mib} MiB is available"
             )
+
+    if misfit and enforce_fit:
+        raise LabError(misfit[0])
+    warnings += misfit
 
     # vCPUs: pin each guest node's vCPUs to CPUs of its memory's host node.
     cursor: dict[int, int] = {}
@@ -111,5 +118,10 @@ def plan_placement(topo: Topology, host: HostInventory, backing: Backing | None 
         warnings.append(
             f"overcommit: {topo.total_cpus} vCPUs on {host.n_cpus} host CPUs; vCPUs share host CPUs, "
             f"so timings are slower and noisier"
+        )
+    elif len(set(pins)) < len(pins):
+        warnings.append(
+            f"overcommit: a guest node has more vCPUs than its host node has CPUs, so {len(pins) - len(set(pins))} "
+            f"vCPUs share host CPUs with other vCPUs; timings are slower and noisier"
         )
     return Placement(mapping, tuple(pins), backing, len(host.nodes), tuple(warnings), tuple(notes))

@@ -23,13 +23,14 @@ one direction of a pair is given; an asymmetric SLIT must be given in full)::
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 
 import yaml
 
 from lab.errors import LabError
-from lab.topology.model import LOCAL_DISTANCE, Node, Topology, hop_matrix, validate
+from lab.topology.model import LOCAL_DISTANCE, MAX_NODES, Node, Topology, hop_matrix, validate
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PRESET_DIR = REPO_ROOT / "topologies"
@@ -55,13 +56,15 @@ def parse_mib(value: object, field: str) -> int:
     if isinstance(value, bool):
         raise LabError(f"{field}: expected a size such as 512M or 1G, got {value!r}")
     if isinstance(value, int):
-        mib = float(value)
+        mib = value
     else:
         m = _SIZE_RE.match(str(value))
         if not m:
             raise LabError(f"{field}: expected a size such as 512M or 1G, got {value!r}")
         scale = {"": 1, "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}[m.group(2).upper()]
         mib = float(m.group(1)) * scale
+        if not math.isfinite(mib):
+            raise LabError(f"{field}: memory is too large, got {value!r}")
     if mib <= 0:
         raise LabError(f"{field}: memory must be positive, got {value!r}")
     if mib != int(mib):
@@ -83,6 +86,8 @@ def _nodes(spec: dict) -> list[Node]:
     mpn = spec.get("memory_per_node")
     if isinstance(raw, int) and not isinstance(raw, bool):
         count = _int(raw, "nodes", 1)
+        if count > MAX_NODES:  # before building the nodes: a huge count would exhaust memory
+            raise LabError(f"nodes: {count} nodes given, at most {MAX_NODES} are supported")
         if cpn is None or mpn is None:
             raise LabError("nodes: a node count needs cpus_per_node and memory_per_node")
         cpus = _int(cpn, "cpus_per_node", 0)
@@ -144,6 +149,8 @@ def _from_rule(spec: dict, n: int, links: list[tuple[int, int]]) -> list[list[in
         raise LabError("links: a distance rule needs a link graph")
     hops = hop_matrix(n, links)
     table: dict[int, int] = {}
+    if "hops" in rule and "per_hop" in rule:
+        raise LabError("distance: give per_hop or hops, not both")
     if "hops" in rule:
         if not isinstance(rule["hops"], dict):
             raise LabError("distance.hops: expected a mapping hop count -> distance")
@@ -185,7 +192,10 @@ def _explicit(raw: object, n: int) -> list[list[int]]:
         s, d = _int(e["src"], f"distances[{idx}].src", 0), _int(e["dst"], f"distances[{idx}].dst", 0)
         if s >= n or d >= n:
             raise LabError(f"distances[{idx}]: node {max(s, d)} does not exist ({n} nodes)")
-        given[(s, d)] = _int(e["value"], f"distances[{idx}].value")
+        value = _int(e["value"], f"distances[{idx}].value")
+        if given.get((s, d), value) != value:
+            raise LabError(f"distances[{idx}]: {s}->{d} is given twice, as {given[(s, d)]} and {value}")
+        given[(s, d)] = value
     asym = any((d, s) in given and given[(d, s)] != v for (s, d), v in given.items())
     out = [[LOCAL_DISTANCE if i == j else 0 for j in range(n)] for i in range(n)]
     for i in range(n):
@@ -244,7 +254,9 @@ def preset_names() -> list[str]:
 def load_topology(name_or_path: str) -> Topology:
     """A preset name (``ring-4``) or a path to a YAML spec."""
     path = Path(name_or_path)
-    if not (path.suffix in (".yaml", ".yml") or path.exists() or "/" in name_or_path):
+    # A bare name is a preset (a file of that name in the current directory
+    # does not hide it); anything with a '/' or a .yaml suffix is a file.
+    if not (path.suffix in (".yaml", ".yml") or "/" in name_or_path):
         path = PRESET_DIR / f"{name_or_path}.yaml"
         if not path.exists():
             raise LabError(f"topology {name_or_path!r}: no such preset (known: {', '.join(preset_names())}) or file")

@@ -93,7 +93,7 @@ def read_trace(path: Path) -> TraceData:
 
 
 def record_overruns(log: Path) -> int:
-    """Events lost while recording, from trace-cmd record's per-CPU 'overrun:' lines."""
+    """Events lost while recording: the per-CPU 'overrun:' lines of tracefs' per_cpu/cpuN/stats."""
     if not log.exists():
         return 0
     return sum(int(n) for n in re.findall(r"^\s*overrun:\s*(\d+)", log.read_text(errors="replace"), re.M))

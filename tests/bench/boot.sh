@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Boot overhead: `numalab run --workload idle` against virtme-ng on the same
+# kernel and topology (ring-4: 4 nodes x 1 vCPU, 2 GiB), side by side.
+# Prints figures; it is not a pass/fail test (these machines are noisy).
+#
+#   tests/bench/boot.sh [BZIMAGE] [REPEATS]
+#
+# BZIMAGE defaults to the cached stock kernel (numalab fetches it).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+VENV=${VENV:-.venv}
+NUMALAB="$VENV/bin/numalab"
+REPEATS=${2:-3}
+[ -x "$VENV/bin/vng" ] || "$VENV/bin/pip" install -q virtme-ng
+KERNEL=${1:-}
+if [ -z "$KERNEL" ]; then
+  KERNEL=$("$VENV/bin/python" -c 'from lab.kernel.resolve import resolve_kernel; print(resolve_kernel("stock").image)')
+fi
+ACCEL=$("$VENV/bin/python" -c 'from lab.host.accel import accel_verdict; from pathlib import Path; import sys; print(accel_verdict(Path(sys.argv[1]))["accel"])' "$KERNEL")
+VNG_KVM=(); [ "$ACCEL" = tcg ] && VNG_KVM=(--disable-kvm)
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+
+now() { date +%s.%N; }
+median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+
+echo "kernel: $KERNEL"
+echo "accelerator: $ACCEL; repeats: $REPEATS"
+: > "$out/numalab"; : > "$out/overhead"; : > "$out/vng"
+for i in $(seq "$REPEATS"); do
+  t0=$(now)
+  "$NUMALAB" run --topology ring-4 --cpus-per-node 1 --kernel "$KERNEL" --workload idle --duration 0.1 \
+    --accel "$ACCEL" --out "$out/run$i" --json > "$out/run$i.json" 2>/dev/null || true
+  t1=$(now)
+  awk -v a="$t0" -v b="$t1" "BEGIN {printf \"%.2f\\n\", b - a}" >> "$out/numalab"
+  "$VENV/bin/python" -c 'import json,sys; m=json.load(open(sys.argv[1])); t=m["timings"]; print(round(t["total_s"]-(t["workload_s"] or 0), 2))' "$out/run$i.json" >> "$out/overhead"
+
+  t0=$(now)
+  "$VENV/bin/vng" -r "$KERNEL" "${VNG_KVM[@]}" --force-9p -p 4 -m 2G \
+    --numa 512M,cpus=0 --numa 512M,cpus=1 --numa 512M,cpus=2 --numa 512M,cpus=3 \
+    --numa-distance 0,1=20 --numa-distance 1,2=20 --numa-distance 2,3=20 --numa-distance 3,0=20 \
+    --numa-distance 0,2=30 --numa-distance 1,3=30 --exec true > /dev/null 2>&1 || echo "vng run $i failed" >&2
+  t1=$(now)
+  awk -v a="$t0" -v b="$t1" "BEGIN {printf \"%.2f\\n\", b - a}" >> "$out/vng"
+  echo "run $i: numalab $(tail -1 "$out/numalab")s (overhead $(tail -1 "$out/overhead")s), vng $(tail -1 "$out/vng")s"
+done
+n=$(median < "$out/numalab"); v=$(median < "$out/vng"); o=$(median < "$out/overhead")
+echo "median wall: numalab idle run ${n}s, vng ${v}s, ratio $(awk -v a="$n" -v b="$v" "BEGIN {printf \"%.2f\", a / b}") (goal <= 0.5)"
+echo "median run overhead (total - workload): ${o}s (goal <= 4 s on TCG)"
