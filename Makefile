@@ -14,7 +14,7 @@ PYTEST_ARGS ?=
 .PHONY: setup apt venv test test-fast demo lint golden bench clean help
 
 help:
-	@echo "make demo   - boot ring-4 and mesh-4 with numa01 under trace-cmd and print the summaries"
+	@echo "make demo   - boot ring-4 and mesh-4 with numa01 under trace-cmd, print summaries, write an HTML report"
 	@echo "make test   - the test suite (boots real VMs; ~10-20 min under TCG)"
 	@echo "make test-fast - only the tests that boot no VM"
 	@echo "make lint   - ruff"
@@ -46,10 +46,12 @@ test: setup
 test-fast: setup
 	$(PY) -m pytest -ra -m 'not vm' $(PYTEST_ARGS)
 
+DEMO_DIR := runs/demo-$(shell date +%Y%m%d-%H%M%S)
 demo: setup
 	$(NUMALAB) doctor
-	$(NUMALAB) run --topology ring-4 --workload numa01 --duration 20
-	$(NUMALAB) run --topology mesh-4 --workload numa01 --duration 20
+	$(NUMALAB) run --topology ring-4 --workload numa01 --duration 20 --out $(DEMO_DIR)/ring-4
+	$(NUMALAB) run --topology mesh-4 --workload numa01 --duration 20 --out $(DEMO_DIR)/mesh-4
+	$(NUMALAB) report $(DEMO_DIR)/ring-4 $(DEMO_DIR)/mesh-4 --out $(DEMO_DIR)/report.html
 
 lint: venv
 	$(VENV)/bin/ruff check lab tests

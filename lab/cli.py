@@ -185,6 +185,34 @@ def cmd_run(args: argparse.Namespace) -> int:
     return run_command(args, _progress)
 
 
+def cmd_report(args: argparse.Namespace) -> int:
+    from lab.report.build import build_report
+
+    out = args.out or (args.runs[0] / "report.html" if len(args.runs) == 1 else Path("report.html"))
+    paths = build_report(args.runs, out, args.significance)
+    damaged = [(r["path"], p) for r in paths.data["runs"] for p in r["metrics"].get("trace_problems", [])]
+    for run, problem in damaged:
+        print(f"numalab: warning: {run}: {problem} (marked in the report)", file=sys.stderr)
+    print(f"report: {paths.html}")
+    print(f"data:   {paths.json}")
+    print(f"text:   {paths.markdown}")
+    for p in paths.perfetto:
+        print(f"perfetto: {p}")
+    return 1 if damaged else 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from lab.analysis import compare as cmp
+    from lab.analysis.record import RunRecord
+
+    base = [RunRecord.load(d) for d in args.baseline]
+    new = [RunRecord.load(d) for d in args.new]
+    c = cmp.compare_runs(base, new, args.significance)
+    render = {"text": cmp.to_text, "md": cmp.to_markdown, "html": cmp.to_html, "json": cmp.to_json}[args.format]
+    sys.stdout.write(render(c))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from lab.guest.plan import DEFAULT_EVENTS
     from lab.guest.workloads import WORKLOADS
@@ -254,9 +282,10 @@ def build_parser() -> argparse.ArgumentParser:
     _size_options(r)
     r.add_argument(
         "--kernel",
-        default="stock",
+        action="append",
         metavar="stock|BZIMAGE|NAME",
-        help="stock (Debian's), a bzImage path, or a built kernel name (default stock)",
+        help="stock (Debian's), a bzImage path, or a built kernel name (default stock); give it twice for an "
+        "A/B run: the kernels alternate A B A B over the repeats and an HTML report compares them",
     )
     r.add_argument("--workload", default="numa01", help=f"one of: {', '.join(WORKLOADS)} (default numa01)")
     r.add_argument("--duration", type=float, default=20.0, metavar="SECONDS", help="workload duration (default 20)")
@@ -309,8 +338,47 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--timeout", type=float, metavar="SECONDS", help="hard limit per VM (default: scaled to the run)")
     r.add_argument("--json", action="store_true", help="print the manifest(s) as JSON on stdout")
+    r.add_argument("--report", action="store_true", help="also write an HTML report (always done for A/B runs)")
     r.add_argument("--test-fault", choices=("panic", "hang"), help=argparse.SUPPRESS)
     r.set_defaults(func=cmd_run)
+    rep = sub.add_parser(
+        "report",
+        help="HTML/markdown/JSON report (and Perfetto timelines) from run records",
+        description="Analyse run records (trace.dat, vmstat, workload output) and write a self-contained HTML "
+        "report plus OUT.json, OUT.md and OUT.perfetto/<run>.json. Runs are grouped by kernel and NUMA-balancing "
+        "settings; every group is compared against the first one given.",
+    )
+    rep.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR", help="run record directories")
+    rep.add_argument(
+        "--out",
+        type=Path,
+        metavar="FILE",
+        help="HTML file (default RUN_DIR/report.html for one run, ./report.html for several)",
+    )
+    rep.add_argument(
+        "--significance",
+        choices=("ci-overlap", "welch"),
+        default="ci-overlap",
+        help="significance rule for A/B tables (default ci-overlap, as mmtests)",
+    )
+    rep.set_defaults(func=cmd_report)
+
+    cmp_p = sub.add_parser(
+        "compare",
+        help="A/B table of two sets of runs (mmtests compare-kernels style)",
+        description="Compare runs: Min, Amean/Hmean, Stddev, CoeffVar, Max per metric, %%diff signed so that + is "
+        "better, and a significance mark (not judged with fewer than 3 runs per side).",
+    )
+    cmp_p.add_argument("--baseline", nargs="+", type=Path, required=True, metavar="RUN_DIR", help="baseline runs")
+    cmp_p.add_argument("--new", nargs="+", type=Path, required=True, metavar="RUN_DIR", help="new runs")
+    cmp_p.add_argument("--format", choices=("text", "md", "html", "json"), default="text", help="output format")
+    cmp_p.add_argument(
+        "--significance",
+        choices=("ci-overlap", "welch"),
+        default="ci-overlap",
+        help="ci-overlap: |dmean| > 1.96*(sd_base+sd_new) (default); welch: Welch t-test, p<0.05",
+    )
+    cmp_p.set_defaults(func=cmd_compare)
     return p
 
 

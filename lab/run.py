@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab import __version__
-from lab.analysis.summary import run_metrics
+from lab.analysis.metrics import run_metrics
 from lab.errors import LabError
 from lab.guest import image
 from lab.guest.plan import KERNEL_CMDLINE, GuestPlan
@@ -193,7 +193,8 @@ def _collect(req, run_id, d: Path, placement, argv, outcome, total_s: float) -> 
     ws, we = outcome.stage("workload-start"), outcome.stage("workload-end")
     workload_s = (we.guest_uptime - ws.guest_uptime) if ws and we and ws.guest_uptime and we.guest_uptime else None
     result = parse_output(req.workload, _read(d / "workload.out")) if (d / "workload.out").exists() else None
-    metrics = run_metrics(d, req.topology) if (d / "vmstat.end").exists() or (d / "trace.dat").exists() else {}
+    t0 = ws.guest_uptime if ws else None
+    metrics = run_metrics(d, req.topology, req.plan.trace_events, t0) if evidence.booted else {}
     manifest = {
         "format": "numalab-run/1",
         "run_id": run_id,

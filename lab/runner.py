@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import time
 from collections.abc import Callable
+from pathlib import Path
 
 from lab.errors import LabError
 from lab.guest.plan import DEFAULT_EVENTS, SHORT_SCAN_KNOBS, GuestPlan
@@ -35,7 +38,10 @@ def requests_from_args(args: argparse.Namespace, progress: Callable[[str], None]
         raise LabError(f"--duration: must be > 0 seconds, got {args.duration:g}")
     workload = get_workload(args.workload)
     topo = _topology(args)
-    kernel = resolve_kernel(args.kernel)
+    kernels = [resolve_kernel(k) for k in (args.kernel or ["stock"])]
+    names = [k.name for k in kernels]
+    if len(set(names)) < len(names):
+        raise LabError(f"--kernel: the kernels must have distinct names, got {', '.join(names)}")
     balancing = {"on": "1", "off": "0", "default": None}[args.numa_balancing]
     plan = GuestPlan(
         workload_cmd=workload.command(topo, args.duration),
@@ -48,7 +54,7 @@ def requests_from_args(args: argparse.Namespace, progress: Callable[[str], None]
         test_fault=args.test_fault or "",
     )
     if args.accel == "auto":
-        verdict = accel_verdict(kernel.image)
+        verdict = accel_verdict(kernels[0].image)
         accel = verdict["accel"]
         reason = verdict.get("warning") or f"KVM probe: {verdict['kvm']['detail']}"
         if accel == "tcg":
@@ -56,42 +62,90 @@ def requests_from_args(args: argparse.Namespace, progress: Callable[[str], None]
     else:
         accel, reason = args.accel, "chosen with --accel"
     backing = Backing(args.backing, args.prealloc)
+    batch = batch_dir(args, len(kernels))
     reqs = []
+    # A B A B ...: drift on the host affects every kernel alike.
     for i in range(args.repeat):
-        out = args.out
-        if out is not None and args.repeat > 1:
-            out = out / f"r{i + 1}"
-        reqs.append(
-            RunRequest(
-                topo,
-                kernel,
-                workload,
-                plan,
-                accel,
-                reason,
-                backing,
-                out,
-                args.runs_dir,
-                args.timeout,
-                label=f"repeat {i + 1}/{args.repeat}",
+        for kernel in kernels:
+            if batch is None:
+                out = None
+            elif len(kernels) == 1:
+                out = batch if args.repeat == 1 else batch / f"r{i + 1}"
+            else:
+                out = batch / f"{kernel.name}-r{i + 1}"
+            label = f"{kernel.name} repeat {i + 1}/{args.repeat}"
+            reqs.append(
+                RunRequest(
+                    topo, kernel, workload, plan, accel, reason, backing, out, args.runs_dir, args.timeout, label
+                )
             )
-        )
     return reqs
+
+
+def batch_dir(args: argparse.Namespace, n_kernels: int) -> Path | None:
+    """Where a batch of runs goes: --out, or runs/ab-<time> for an A/B batch, or None (runs/<id> each)."""
+    if args.out is not None:
+        if args.out.exists() and (args.repeat > 1 or n_kernels > 1):
+            raise LabError(f"--out {args.out}: already exists; give a new directory")
+        return args.out
+    if n_kernels > 1:
+        return args.runs_dir / time.strftime("ab-%Y%m%d-%H%M%S", time.gmtime())
+    return None
+
+
+def print_side_by_side(manifests: list[dict], out) -> None:
+    """Per-kernel tracepoint counts (mean over repeats), side by side."""
+    by_kernel: dict[str, list[dict]] = {}
+    for m in manifests:
+        by_kernel.setdefault(m["kernel"]["name"], []).append(m)
+    events = sorted({e for m in manifests for e in m.get("metrics", {}).get("events", {})})
+    print("\nper-kernel mean over repeats:", file=out)
+    print(f"  {'':<22}" + "".join(f"{k[:18]:>20}" for k in by_kernel), file=out)
+    for ev in [*events, "numa_pages_migrated"]:
+        cells = []
+        for ms in by_kernel.values():
+            vals = [
+                (m["metrics"].get("vmstat", {}) if ev == "numa_pages_migrated" else m["metrics"].get("events", {})).get(
+                    ev
+                )
+                for m in ms
+                if m.get("metrics")
+            ]
+            vals = [v for v in vals if v is not None]
+            cells.append(f"{sum(vals) / len(vals):.1f} (n={len(vals)})" if vals else "-")
+        print(f"  {ev:<22}" + "".join(f"{c:>20}" for c in cells), file=out)
 
 
 def run_command(args: argparse.Namespace, progress: Callable[[str], None]) -> int:
     reqs = requests_from_args(args, progress)
     manifests = []
+    paths = []
     try:
         for i, req in enumerate(reqs):
             tag = f"[{i + 1}/{len(reqs)}] " if len(reqs) > 1 else ""
             path, manifest = execute(req, lambda msg, tag=tag: progress(tag + msg))
             manifests.append(manifest)
+            paths.append(path)
             print_summary(manifest, out=sys.stderr if args.json else sys.stdout)
             print(f"  record: {path}", file=sys.stderr if args.json else sys.stdout)
     except Interrupted as sig:
         progress(f"interrupted by {sig}: QEMU stopped; the unfinished run was left as a hidden .partial directory")
         return 143 if str(sig) == "SIGTERM" else 130
+    human = sys.stderr if args.json else sys.stdout
+    kernels = {m["kernel"]["name"] for m in manifests}
+    if len(kernels) > 1:
+        print_side_by_side(manifests, human)
+    if args.report or len(kernels) > 1:
+        from lab.report.build import build_report
+
+        where = paths[0] if len(paths) == 1 else batch_dir_of(paths)
+        report = build_report(paths, where / "report.html")
+        print(f"report: {report.html}", file=human)
     if args.json:
         print(json.dumps(manifests[0] if len(manifests) == 1 else manifests, indent=2))
     return 0 if all(m["status"] == "ok" for m in manifests) else 1
+
+
+def batch_dir_of(paths: list[Path]) -> Path:
+    """The directory the runs share (their common parent)."""
+    return Path(os.path.commonpath([p.resolve().parent for p in paths]))

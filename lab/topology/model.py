@@ -110,6 +110,22 @@ class Topology:
         }
 
 
+def topology_from_dict(d: dict) -> Topology:
+    """Inverse of :meth:`Topology.to_dict` (as stored in a run manifest)."""
+    nodes = tuple(Node(i, c, m) for i, (c, m) in enumerate(zip(d["cpus"], d["memory_mib"])))
+    topo = Topology(
+        name=d["name"],
+        nodes=nodes,
+        distances=tuple(tuple(r) for r in d["distances"]),
+        threads=d.get("threads", 1),
+        links=tuple(tuple(x) for x in d.get("links", [])),
+        description=d.get("description", ""),
+        source=d.get("source", ""),
+    )
+    validate(topo)
+    return topo
+
+
 def hop_matrix(n: int, links: tuple[tuple[int, int], ...] | list[tuple[int, int]]) -> list[list[int]]:
     """All-pairs hop counts (BFS) over an undirected link list."""
     adj: list[set[int]] = [set() for _ in range(n)]

@@ -4,8 +4,11 @@
 
     numa01-123   [001]    12.345678: sched_move_numa:      pid=123 tgid=123 ...
 
-Each analysis declares the events it needs (``REQUIRES``) and gets them as
-:class:`Event` records.
+and the field names come from the event's format in the file. Its output is
+streamed and parsed as it arrives. ``trace-cmd report`` says nothing about a
+truncated file (it prints fewer events and exits 0), so :func:`check_file`
+asks ``trace-cmd dump`` for the file's sections and per-CPU data and checks
+them against the file size.
 """
 
 from __future__ import annotations
@@ -13,20 +16,18 @@ from __future__ import annotations
 import re
 import subprocess
 from collections import Counter
-from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab.errors import LabError
 
-_LINE = re.compile(
-    r"^\s*(?P<comm>.*?)-(?P<pid>-?\d+)\s+\[(?P<cpu>\d+)\]\s+(?:\S+\s+)?(?P<ts>\d+\.\d+):\s+(?P<event>\w+):\s*(?P<rest>.*)$"
-)
-_FIELD = re.compile(r"(\w+)=(\S+)")
+_LINE = re.compile(r"^\s*(.*?)-(-?\d+)\s+\[(\d+)\]\s+(?:\S+\s+)?(\d+\.\d+):\s+(\w+):\s*(.*)$")
+_FIELD = re.compile(r"(\w+)=(\S*)")
 _DROPPED = re.compile(r"CPU:(\d+) \[(\d+) EVENTS DROPPED\]")
+_CPU_DATA = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\d+)\s+\[id, data offset and size\]", re.M)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Event:
     ts: float
     cpu: int
@@ -45,60 +46,78 @@ class Event:
 @dataclass
 class TraceData:
     events: list[Event]
-    dropped: dict[int, int]  # cpu -> events dropped (ring buffer overruns)
-    error: str | None = None  # set when trace-cmd could not read all of the file
+    dropped: dict[int, int] = field(default_factory=dict)  # cpu -> events the tracer dropped
+    problems: list[str] = field(default_factory=list)  # what could not be read
 
     def counts(self) -> Counter:
         return Counter(e.name for e in self.events)
 
+    def named(self, *names: str) -> list[Event]:
+        wanted = {n.split(":")[-1] for n in names}
+        return [e for e in self.events if e.name in wanted]
 
-def _report(path: Path) -> subprocess.CompletedProcess:
+
+def _trace_cmd(args: list[str], **kw) -> subprocess.CompletedProcess:
     try:
-        return subprocess.run(
-            ["trace-cmd", "report", "-i", str(path)], capture_output=True, text=True, errors="replace"
-        )
+        return subprocess.run(["trace-cmd", *args], capture_output=True, text=True, errors="replace", **kw)
     except FileNotFoundError:
         raise LabError("trace-cmd: not found on the host; install trace-cmd (make setup)") from None
 
 
-def read_trace(path: Path) -> TraceData:
-    """All events in a trace.dat. A damaged file yields what could be read plus ``error``."""
-    if not path.exists():
+def check_file(path: Path) -> list[str]:
+    """Structural problems of a trace.dat (truncation, unreadable sections); [] if sound."""
+    size = path.stat().st_size
+    res = _trace_cmd(["dump", "--flyrecord", "-i", str(path)])
+    problems = []
+    if res.returncode != 0:
+        msg = [ln.strip() for ln in (res.stderr + res.stdout).splitlines() if "cannot" in ln or "error" in ln.lower()]
+        problems.append(f"{path.name}: damaged or truncated ({msg[-1] if msg else 'trace-cmd dump failed'})")
+    for cpu, off, length in _CPU_DATA.findall(res.stdout):
+        if int(off) + int(length) > size:
+            problems.append(f"{path.name}: CPU {cpu} data is cut off ({int(off) + int(length) - size} bytes missing)")
+    return problems
+
+
+def read_trace(path: Path, names: tuple[str, ...] | None = None) -> TraceData:
+    """Events of a trace.dat (only ``names`` if given). Damage is reported in ``problems``."""
+    if not path.is_file():
         raise LabError(f"{path}: no such trace file")
-    res = _report(path)
+    wanted = {n.split(":")[-1] for n in names} if names else None
+    problems = check_file(path)
+    try:
+        proc = subprocess.Popen(
+            ["trace-cmd", "report", "-i", str(path)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1 << 20,
+        )
+    except FileNotFoundError:
+        raise LabError("trace-cmd: not found on the host; install trace-cmd (make setup)") from None
     events: list[Event] = []
     dropped: dict[int, int] = {}
-    for line in res.stdout.splitlines():
-        m = _LINE.match(line)
-        if m:
-            events.append(
-                Event(
-                    float(m["ts"]),
-                    int(m["cpu"]),
-                    m["comm"].strip(),
-                    int(m["pid"]),
-                    m["event"],
-                    dict(_FIELD.findall(m["rest"])),
-                )
-            )
+    append = events.append
+    match = _LINE.match
+    for line in proc.stdout:
+        m = match(line)
+        if m is None:
+            d = _DROPPED.search(line)
+            if d:
+                dropped[int(d.group(1))] = dropped.get(int(d.group(1)), 0) + int(d.group(2))
             continue
-        d = _DROPPED.search(line)
-        if d:
-            dropped[int(d.group(1))] = dropped.get(int(d.group(1)), 0) + int(d.group(2))
-    error = None
-    if res.returncode != 0:
-        msg = [ln for ln in res.stderr.splitlines() if ln.strip()]
-        error = f"trace-cmd report failed (exit {res.returncode}): {msg[-1] if msg else 'no message'}"
-    return TraceData(events, dropped, error)
+        comm, pid, cpu, ts, name, rest = m.groups()
+        if wanted is not None and name not in wanted:
+            continue
+        append(Event(float(ts), int(cpu), comm.strip(), int(pid), name, dict(_FIELD.findall(rest))))
+    err = proc.stderr.read()
+    if proc.wait() != 0:
+        msg = [ln for ln in err.splitlines() if ln.strip()]
+        problems.append(f"trace-cmd report failed: {msg[-1] if msg else 'exit ' + str(proc.returncode)}")
+    return TraceData(events, dropped, problems)
 
 
-def record_overruns(log: Path) -> int:
-    """Events lost while recording: the per-CPU 'overrun:' lines of tracefs' per_cpu/cpuN/stats."""
-    if not log.exists():
-        return 0
-    return sum(int(n) for n in re.findall(r"^\s*overrun:\s*(\d+)", log.read_text(errors="replace"), re.M))
-
-
-def iter_named(data: TraceData, names: tuple[str, ...]) -> Iterator[Event]:
-    wanted = {n.split(":")[-1] for n in names}
-    return (e for e in data.events if e.name in wanted)
+def stats_lost(stats: Path) -> dict[str, int]:
+    """From the guest's per_cpu/cpuN/stats dump: events lost (overrun) and left for extraction (entries)."""
+    out = {"overrun": 0, "entries": 0}
+    if stats.exists():
+        text = stats.read_text(errors="replace")
+        out["overrun"] = sum(int(n) for n in re.findall(r"^\s*overrun:\s*(\d+)", text, re.M))
+        out["entries"] = sum(int(n) for n in re.findall(r"^\s*entries:\s*(\d+)", text, re.M))
+    return out

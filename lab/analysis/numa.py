@@ -1,0 +1,183 @@
+"""Per-run analyses of the NUMA-balancing trace. Each declares the events it needs.
+
+``analyse_trace`` runs every analysis whose events are in the trace's event
+set (an analysis whose events were not recorded is reported as skipped, not as
+zeros). Tracepoint formats are Linux 6.1's:
+
+* sched_move_numa: pid tgid ngid src_cpu src_nid dst_cpu dst_nid
+* sched_swap_numa / sched_stick_numa: src_{pid,tgid,ngid,cpu,nid} dst_{pid,tgid,ngid,cpu,nid}
+* sched_stick_numa: dst_cpu = -1 no CPU found; dst_pid = 0 a move to an idle
+  CPU failed; dst_pid > 0 a swap failed.
+* mm_migrate_pages: nr_succeeded nr_failed nr_thp_succeeded nr_thp_failed nr_thp_split mode reason
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from lab.topology.model import Topology
+from lab.trace.tracedat import Event, TraceData
+
+NUMA_KINDS = ("sched_move_numa", "sched_swap_numa", "sched_stick_numa")
+SHORT = {"sched_move_numa": "move", "sched_swap_numa": "swap", "sched_stick_numa": "stick"}
+
+
+@dataclass(frozen=True)
+class Analysis:
+    name: str
+    requires: tuple[str, ...]
+    fn: Callable[[TraceData, Topology, float], dict]
+    any_of: bool = False  # True: runs if any required event was recorded
+
+
+def _matrix(n: int) -> list[list[int]]:
+    return [[0] * n for _ in range(n)]
+
+
+def _nids(e: Event) -> tuple[int, int]:
+    return e.int("src_nid", -1), e.int("dst_nid", -1)
+
+
+def node_moves(trace: TraceData, topo: Topology, _t0: float) -> dict:
+    """src_nid -> dst_nid matrices per kind, and the same folded by hops and by distance."""
+    n = topo.n_nodes
+    hops = topo.hops()
+    out: dict = {}
+    for kind in NUMA_KINDS:
+        m = _matrix(n)
+        by_hops: Counter = Counter()
+        by_dist: Counter = Counter()
+        unplaced = 0
+        for e in trace.named(kind):
+            s, d = _nids(e)
+            if not (0 <= s < n and 0 <= d < n):
+                unplaced += 1  # e.g. a stick with no destination
+                continue
+            m[s][d] += 1
+            by_dist[topo.distances[s][d]] += 1
+            if hops is not None:
+                by_hops[hops[s][d]] += 1
+        out[SHORT[kind]] = {
+            "matrix": m,
+            "by_distance": {str(k): v for k, v in sorted(by_dist.items())},
+            "by_hops": {str(k): v for k, v in sorted(by_hops.items())} if hops is not None else None,
+            "without_destination": unplaced,
+        }
+    return out
+
+
+def stick_reasons(trace: TraceData, _topo: Topology, _t0: float) -> dict:
+    reasons = Counter()
+    for e in trace.named("sched_stick_numa"):
+        if e.int("dst_cpu", 0) == -1:
+            reasons["no_cpu"] += 1
+        elif e.int("dst_pid", 0) == 0:
+            reasons["move_to_idle_failed"] += 1
+        else:
+            reasons["swap_failed"] += 1
+    return {k: reasons.get(k, 0) for k in ("no_cpu", "move_to_idle_failed", "swap_failed")}
+
+
+def swap_groups(trace: TraceData, _topo: Topology, _t0: float) -> dict:
+    """Swaps between tasks of one NUMA group (same ngid) against across groups."""
+    same = cross = 0
+    for e in trace.named("sched_swap_numa"):
+        if e.int("src_ngid", 0) and e.int("src_ngid", 0) == e.int("dst_ngid", -1):
+            same += 1
+        else:
+            cross += 1
+    return {"same_group": same, "cross_group": cross}
+
+
+def per_task(trace: TraceData, _topo: Topology, _t0: float) -> dict:
+    """Counts per task (pid) and per process (tgid); a swap counts for both tasks."""
+    tasks: dict[int, Counter] = defaultdict(Counter)
+    procs: dict[int, Counter] = defaultdict(Counter)
+    comms: dict[int, str] = {}
+    for e in trace.named(*NUMA_KINDS):
+        kind = SHORT[e.name]
+        if e.name == "sched_move_numa":
+            parties = [(e.int("pid"), e.int("tgid"))]
+        else:
+            parties = [(e.int("src_pid"), e.int("src_tgid"))]
+            if e.int("dst_pid") > 0:
+                parties.append((e.int("dst_pid"), e.int("dst_tgid")))
+        for pid, tgid in parties:
+            tasks[pid][kind] += 1
+            procs[tgid][kind] += 1
+        comms.setdefault(e.pid, e.comm)
+        comms.setdefault(parties[0][1], e.comm)
+
+    def table(d: dict[int, Counter]) -> list[dict]:
+        return [
+            {"id": k, "comm": comms.get(k, ""), **{SHORT[x]: v.get(SHORT[x], 0) for x in NUMA_KINDS}}
+            for k, v in sorted(d.items())
+        ]
+
+    return {"tasks": table(tasks), "processes": table(procs)}
+
+
+def rates(trace: TraceData, _topo: Topology, t0: float) -> dict:
+    """Events per second since the workload started (guest uptime t0)."""
+    series: dict[str, Counter] = {SHORT[k]: Counter() for k in NUMA_KINDS} | {"migrate_pages": Counter()}
+    last = 0
+    for e in trace.named(*NUMA_KINDS, "mm_migrate_pages"):
+        sec = max(0, int(e.ts - t0))
+        last = max(last, sec)
+        series[SHORT.get(e.name, "migrate_pages")][sec] += 1
+    return {
+        "bin_s": 1,
+        "start_uptime": t0,
+        "series": {k: [c.get(i, 0) for i in range(last + 1)] for k, c in series.items()},
+    }
+
+
+def migrate_pages(trace: TraceData, _topo: Topology, _t0: float) -> dict:
+    """Page migrations by reason; numa_misplaced is NUMA balancing's."""
+    by_reason: dict[str, Counter] = defaultdict(Counter)
+    for e in trace.named("mm_migrate_pages"):
+        c = by_reason[e.fields.get("reason", "?")]
+        c["calls"] += 1
+        for f in ("nr_succeeded", "nr_failed", "nr_thp_succeeded", "nr_thp_failed", "nr_thp_split"):
+            c[f.removeprefix("nr_")] += e.int(f)
+    return {r: dict(c) for r, c in sorted(by_reason.items())}
+
+
+def cross_node_lb(trace: TraceData, topo: Topology, _t0: float) -> dict:
+    """Load-balancer task migrations (sched_migrate_task) that cross nodes."""
+    node_of = {cpu: node for node, cpus in enumerate(topo.node_cpus()) for cpu in cpus}
+    total = cross = 0
+    m = _matrix(topo.n_nodes)
+    for e in trace.named("sched_migrate_task"):
+        total += 1
+        a, b = node_of.get(e.int("orig_cpu", -1)), node_of.get(e.int("dest_cpu", -1))
+        if a is not None and b is not None and a != b:
+            cross += 1
+            m[a][b] += 1
+    return {"migrations": total, "cross_node": cross, "matrix": m}
+
+
+ANALYSES = (
+    Analysis("node_moves", NUMA_KINDS, node_moves, any_of=True),
+    Analysis("stick_reasons", ("sched_stick_numa",), stick_reasons),
+    Analysis("swap_groups", ("sched_swap_numa",), swap_groups),
+    Analysis("per_task", NUMA_KINDS, per_task, any_of=True),
+    Analysis("rates", NUMA_KINDS, rates, any_of=True),
+    Analysis("migrate_pages", ("mm_migrate_pages",), migrate_pages),
+    Analysis("cross_node_lb", ("sched_migrate_task",), cross_node_lb),
+)
+
+
+def analyse_trace(trace: TraceData, topo: Topology, recorded: set[str], t0: float) -> dict:
+    """Run every analysis whose events were recorded; list the others as skipped."""
+    out: dict = {"skipped": {}}
+    for a in ANALYSES:
+        have = [r for r in a.requires if r in recorded]
+        ok = bool(have) if a.any_of else len(have) == len(a.requires)
+        if ok:
+            out[a.name] = a.fn(trace, topo, t0)
+        else:
+            out["skipped"][a.name] = f"needs {', '.join(a.requires)} (not recorded)"
+    return out
