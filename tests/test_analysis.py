@@ -56,7 +56,7 @@ def test_hint_local_percent() -> None:
 def test_counts_match_trace_cmd_report(run: Path) -> None:
     data = read_trace(run / "trace.dat")
     assert data.problems == []
-    counts = data.counts()
+    counts = data.counts
     for ev in (*(k for k in NUMA_KINDS), "mm_migrate_pages"):
         assert counts.get(ev, 0) == grep_count(run / "trace.dat", ev)
 
@@ -64,10 +64,10 @@ def test_counts_match_trace_cmd_report(run: Path) -> None:
 def test_balancing_on_has_numa_events_and_off_has_none() -> None:
     assert ON and OFF, "tests/data/runs is missing its run records"
     for run in ON:
-        c = read_trace(run / "trace.dat").counts()
+        c = read_trace(run / "trace.dat").counts
         assert sum(c.get(k, 0) for k in NUMA_KINDS) > 0
     for run in OFF:
-        c = read_trace(run / "trace.dat").counts()
+        c = read_trace(run / "trace.dat").counts
         assert sum(c.get(k, 0) for k in NUMA_KINDS) == 0
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.analysis.mmtests import autonuma_cost, deltas, derived_rows, hint_local_percent
-from lab.analysis.numa import NUMA_KINDS, analyse_trace
+from lab.analysis.numa import ANALYSIS_EVENTS, NUMA_KINDS, analyse_trace
 from lab.errors import LabError
 from lab.guest.readback import read_vmstat, read_vmstat_series
 from lab.topology.model import Topology
@@ -42,15 +42,14 @@ def run_metrics(run_dir: Path, topo: Topology, recorded: tuple[str, ...], t0: fl
     trace = run_dir / "trace.dat"
     if trace.exists():
         try:
-            data = read_trace(trace)
-            counts = data.counts()
+            data = read_trace(trace, ANALYSIS_EVENTS)
+            counts = data.counts
             out["events"] = {n: counts.get(n, 0) for n in sorted(recorded_names)}
             stats = stats_lost(run_dir / "trace-stats.txt")
             out["lost_events"] = sum(data.dropped.values()) + stats["overrun"]
-            if stats["entries"] and len(data.events) < stats["entries"]:
-                data.problems.append(
-                    f"trace.dat holds {len(data.events)} of the {stats['entries']} events the guest buffered"
-                )
+            held = sum(counts.values())
+            if stats["entries"] and held < stats["entries"]:
+                data.problems.append(f"trace.dat holds {held} of the {stats['entries']} events the guest buffered")
             out["trace_problems"] = data.problems
             out["numa"] = analyse_trace(data, topo, recorded_names, t0 or 0.0)
         except LabError as err:

@@ -170,6 +170,10 @@ ANALYSES = (
 )
 
 
+# Every event some analysis decodes (others are only counted).
+ANALYSIS_EVENTS = tuple(sorted({e for a in ANALYSES for e in a.requires}))
+
+
 def analyse_trace(trace: TraceData, topo: Topology, recorded: set[str], t0: float) -> dict:
     """Run every analysis whose events were recorded; list the others as skipped."""
     out: dict = {"skipped": {}}
