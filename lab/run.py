@@ -9,10 +9,8 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import shlex
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,8 +31,10 @@ from lab.kernel.resolve import Kernel
 from lab.placement.plan import Backing, plan_placement
 from lab.topology.kernel_view import predict
 from lab.topology.model import Topology
-from lab.vm.qemu_argv import BootSpec, qemu_argv
-from lab.vm.qemu_backend import Stage, run_vm
+from lab.vm.backend import Backend
+from lab.vm.console import Stage
+from lab.vm.qemu_argv import BootSpec
+from lab.vm.qemu_backend import QemuBackend
 from lab.vm.status import Evidence, classify
 
 BOOT_ALLOWANCE_S = 60.0  # TCG boot of a large guest on a small host
@@ -58,6 +58,7 @@ class RunRequest:
     runs_root: Path = Path("runs")
     timeout_s: float | None = None
     label: str = ""
+    backend: Backend = field(default_factory=QemuBackend)
 
     def timeout(self) -> float:
         if self.timeout_s is not None:
@@ -69,14 +70,6 @@ class RunRequest:
 def _run_id(req: RunRequest) -> str:
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     return f"{stamp}-{req.topology.name}-{req.kernel.name}-{req.workload.name}-{secrets.token_hex(2)}"
-
-
-def _qemu_version() -> str:
-    try:
-        out = subprocess.run(["qemu-system-x86_64", "--version"], capture_output=True, text=True).stdout
-        return out.splitlines()[0] if out else ""
-    except FileNotFoundError:
-        return ""
 
 
 def _read(path: Path) -> str:
@@ -128,8 +121,6 @@ def execute(req: RunRequest, progress: Callable[[str], None] | None = None) -> t
             accel=req.accel,
             name=f"numalab-{run_id}",
         )
-        argv = qemu_argv(req.topology, placement, boot)
-        (partial / "qemu-argv.txt").write_text(shlex.join(argv) + "\n")
         say(f"booting {req.topology.name} ({req.topology.total_cpus} vCPUs, {req.accel})")
         duration = req.plan.duration_s
         state = {"workload_start": None, "last_tick": 0.0}
@@ -151,17 +142,10 @@ def execute(req: RunRequest, progress: Callable[[str], None] | None = None) -> t
                 state["last_tick"] = now
                 say(f"running {now - start:.0f}/{duration:g}s")
 
-        outcome = run_vm(
-            argv,
-            partial / "console.log",
-            tmp / "qmp.sock",
-            dict(enumerate(placement.vcpu_pins)),
-            req.timeout(),
-            partial / "qemu.log",
-            on_stage,
-            on_tick,
+        outcome, backend_info = req.backend.run(
+            req.topology, placement, boot, partial, req.timeout(), on_stage, on_tick
         )
-        manifest = _collect(req, run_id, partial, placement, argv, outcome, time.monotonic() - t_total)
+        manifest = _collect(req, run_id, partial, placement, backend_info, outcome, time.monotonic() - t_total)
         manifest["kernel"]["boot_protocol"] = protocol
         (partial / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n")
         os.replace(partial, final)
@@ -174,7 +158,7 @@ def execute(req: RunRequest, progress: Callable[[str], None] | None = None) -> t
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _collect(req, run_id, d: Path, placement, argv, outcome, total_s: float) -> dict:
+def _collect(req, run_id, d: Path, placement, backend_info: dict, outcome, total_s: float) -> dict:
     readback = read_topology(d)
     domains = read_sched_domains(d)
     problems = check_topology(req.topology, readback, domains) if outcome.stage("booted") else []
@@ -216,7 +200,7 @@ def _collect(req, run_id, d: Path, placement, argv, outcome, total_s: float) -> 
         "settings": req.plan.to_dict() | {"readback": _read(d / "knobs.txt").splitlines()},
         "accelerator": {"name": req.accel, "reason": req.accel_reason},
         "placement": placement.to_dict() | {"pinned": outcome.pinned, "pin_error": outcome.pin_error},
-        "backend": {"name": "qemu", "version": _qemu_version(), "argv": argv, "exit_code": outcome.exit_code},
+        "backend": backend_info,
         "timings": {
             "boot_s": round(booted.host_s, 2) if booted else None,
             "boot_guest_uptime_s": booted.guest_uptime if booted else None,

@@ -8,60 +8,26 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shlex
 import signal
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab.errors import LabError
+from lab.placement.plan import Placement
+from lab.topology.model import Topology
+from lab.vm.console import Stage, VmOutcome, watch
+from lab.vm.qemu_argv import BootSpec, qemu_argv
 from lab.vm.qmp import Qmp
 
-STAGE_MARK = "NUMALAB-STAGE "
 PR_SET_PDEATHSIG = 1
 
 
 def _die_with_parent() -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-
-
-@dataclass
-class Stage:
-    name: str
-    detail: str
-    host_s: float  # seconds since the guest was started (cont)
-    guest_uptime: float | None
-
-
-@dataclass
-class VmOutcome:
-    exit_code: int | None
-    timed_out: bool
-    wall_s: float
-    stages: list[Stage] = field(default_factory=list)
-    pinned: dict[int, int] = field(default_factory=dict)
-    pin_error: str | None = None
-
-    def stage(self, name: str) -> Stage | None:
-        return next((s for s in self.stages if s.name == name), None)
-
-
-def _parse_stage(line: str, t: float) -> Stage | None:
-    i = line.find(STAGE_MARK)
-    if i < 0:
-        return None
-    words = line[i + len(STAGE_MARK) :].split()
-    if not words:
-        return None
-    uptime = None
-    try:
-        uptime = float(words[-1])
-        words = words[:-1]
-    except ValueError:
-        pass
-    return Stage(words[0], " ".join(words[1:]), t, uptime)
 
 
 def run_vm(
@@ -101,36 +67,48 @@ def run_vm(
             finally:
                 qmp.close()
         start = time.monotonic()
-        pos = 0
-        pending = b""
-        while True:
-            code = proc.poll()
-            now = time.monotonic() - start
-            if console_log.exists():
-                with open(console_log, "rb") as f:
-                    f.seek(pos)
-                    chunk = f.read()
-                    pos += len(chunk)
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                for raw in lines:
-                    st = _parse_stage(raw.decode(errors="replace"), now)
-                    if st:
-                        outcome.stages.append(st)
-                        if on_stage:
-                            on_stage(st)
-            if code is not None:
-                outcome.exit_code = code
-                break
-            if now > timeout_s:
-                outcome.timed_out = True
-                break
-            if on_tick:
-                on_tick(now)
-            time.sleep(0.1)
+        watch(console_log, outcome, timeout_s, proc.poll, on_stage, on_tick)
     finally:
         if proc.poll() is None:
             proc.kill()
         proc.wait()
         outcome.wall_s = time.monotonic() - start
     return outcome
+
+
+def qemu_version(qemu: str = "qemu-system-x86_64") -> str:
+    try:
+        out = subprocess.run([qemu, "--version"], capture_output=True, text=True).stdout
+    except FileNotFoundError:
+        return ""
+    return out.splitlines()[0] if out else ""
+
+
+class QemuBackend:
+    """Direct QEMU on this host: no daemon needed."""
+
+    name = "qemu"
+
+    def run(
+        self,
+        topo: Topology,
+        placement: Placement,
+        boot: BootSpec,
+        run_dir: Path,
+        timeout_s: float,
+        on_stage: Callable[[Stage], None] | None = None,
+        on_tick: Callable[[float], None] | None = None,
+    ) -> tuple[VmOutcome, dict]:
+        argv = qemu_argv(topo, placement, boot)
+        (run_dir / "qemu-argv.txt").write_text(shlex.join(argv) + "\n")
+        outcome = run_vm(
+            argv,
+            Path(boot.console_log),
+            Path(boot.qmp_socket) if boot.qmp_socket else None,
+            dict(enumerate(placement.vcpu_pins)),
+            timeout_s,
+            run_dir / "qemu.log",
+            on_stage,
+            on_tick,
+        )
+        return outcome, {"name": self.name, "version": qemu_version(), "argv": argv, "exit_code": outcome.exit_code}

@@ -1,0 +1,87 @@
+"""Watching a VM's serial console file: the guest init's stage marks, for every backend."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+STAGE_MARK = "NUMALAB-STAGE "
+
+
+@dataclass
+class Stage:
+    name: str
+    detail: str
+    host_s: float  # seconds since the guest was started
+    guest_uptime: float | None
+
+
+@dataclass
+class VmOutcome:
+    exit_code: int | None
+    timed_out: bool
+    wall_s: float
+    stages: list[Stage] = field(default_factory=list)
+    pinned: dict[int, int] = field(default_factory=dict)
+    pin_error: str | None = None
+
+    def stage(self, name: str) -> Stage | None:
+        return next((s for s in self.stages if s.name == name), None)
+
+
+def parse_stage(line: str, t: float) -> Stage | None:
+    i = line.find(STAGE_MARK)
+    if i < 0:
+        return None
+    words = line[i + len(STAGE_MARK) :].split()
+    if not words:
+        return None
+    uptime = None
+    try:
+        uptime = float(words[-1])
+        words = words[:-1]
+    except ValueError:
+        pass
+    return Stage(words[0], " ".join(words[1:]), t, uptime)
+
+
+def watch(
+    console_log: Path,
+    outcome: VmOutcome,
+    timeout_s: float,
+    exited: Callable[[], int | None],
+    on_stage: Callable[[Stage], None] | None = None,
+    on_tick: Callable[[float], None] | None = None,
+    poll_s: float = 0.1,
+) -> None:
+    """Follow the console until ``exited()`` returns an exit code or the timeout passes."""
+    start = time.monotonic()
+    pos = 0
+    pending = b""
+    while True:
+        code = exited()
+        now = time.monotonic() - start
+        if console_log.exists():
+            with open(console_log, "rb") as f:
+                f.seek(pos)
+                chunk = f.read()
+            pos += len(chunk)
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for raw in lines:
+                st = parse_stage(raw.decode(errors="replace"), now)
+                if st:
+                    outcome.stages.append(st)
+                    if on_stage:
+                        on_stage(st)
+        if code is not None:
+            outcome.exit_code = code
+            return
+        if now > timeout_s:
+            outcome.timed_out = True
+            return
+        if on_tick:
+            on_tick(now)
+        time.sleep(poll_s)
