@@ -8,7 +8,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # the stock kernel's tooling (apt/dpkg/kmod), a C toolchain for the static
 # workloads, libvirt's schema validator, and Python's venv.
 APT_PACKAGES := qemu-system-x86 busybox-static trace-cmd linux-perf kmod cpio \
-	gcc make libc6-dev libvirt-clients libxml2-utils python3-venv python3-pip
+	gcc make libc6-dev libvirt-clients libxml2-utils python3-venv python3-pip chromium
 PYTEST_ARGS ?=
 
 .PHONY: setup apt venv test test-fast demo lint golden bench clean help

@@ -164,7 +164,11 @@ def cmd_topo_libvirt_xml(args: argparse.Namespace) -> int:
 def cmd_doctor(args: argparse.Namespace) -> int:
     from lab.host.doctor import doctor_report, print_doctor
 
-    report = doctor_report(refresh=args.refresh, progress=None if args.json else _progress)
+    if args.clean and not args.connect:
+        raise LabError("--clean: needs --connect URI (the libvirt host to clean)")
+    report = doctor_report(
+        refresh=args.refresh, progress=None if args.json else _progress, connect=args.connect, clean=args.clean
+    )
     if args.json:
         print(json.dumps(report, indent=2))
     else:
@@ -270,6 +274,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     d.add_argument("--json", action="store_true", help="machine-readable output")
     d.add_argument("--refresh", action="store_true", help="probe again instead of using the cached verdict")
+    d.add_argument("--connect", metavar="URI", help="also check this libvirt host and list leftover numalab-* domains")
+    d.add_argument("--clean", action="store_true", help="with --connect: destroy and undefine the leftovers")
     d.set_defaults(func=cmd_doctor)
 
     r = sub.add_parser(
@@ -340,7 +346,21 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true", help="print the manifest(s) as JSON on stdout")
     r.add_argument("--report", action="store_true", help="also write an HTML report (always done for A/B runs)")
     r.add_argument("--test-fault", choices=("panic", "hang"), help=argparse.SUPPRESS)
+    r.add_argument(
+        "--backend",
+        choices=("qemu", "libvirt"),
+        default="qemu",
+        help="qemu: start QEMU directly (default); libvirt: a libvirt daemon runs the VM (see docs/libvirt.md)",
+    )
+    r.add_argument(
+        "--connect", metavar="URI", help="libvirt URI for --backend libvirt (default qemu:///system), e.g. "
+        "qemu+ssh://user@host/system",
+    )
     r.set_defaults(func=cmd_run)
+    from lab.matrix.cli import add_matrix_commands
+
+    add_matrix_commands(sub)
+
     rep = sub.add_parser(
         "report",
         help="HTML/markdown/JSON report (and Perfetto timelines) from run records",

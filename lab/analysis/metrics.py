@@ -122,6 +122,10 @@ METRIC_KEYS = {m.key: m for m in METRICS}
 
 def metric_values(manifest: dict) -> dict[str, float]:
     flat = _flat(manifest)
+    if not flat["vmstat"].get("numa_hint_faults"):
+        # mmtests reports 100% local with no hint faults; as a metric that
+        # would make "no NUMA balancing" look perfect, so leave it out.
+        flat["vmstat"] = {k: v for k, v in flat["vmstat"].items() if k != "hint_local_pct"}
     perf = ((manifest.get("workload") or {}).get("result") or {}).get("converged_s")
     if perf is not None:
         flat["workload"]["converged_s"] = perf

@@ -117,6 +117,8 @@ def run_entry(r: RunRecord, out_dir: Path) -> dict:
         "timings": m.get("timings", {}),
         "metrics": metrics,
         "files": {f: _rel(r.path / f, out_dir) for f in RAW_FILES if (r.path / f).exists()},
+        "console_tail": m.get("console_tail", []),
+        "stages": m.get("stages", []),
     }
 
 

@@ -51,9 +51,9 @@ def main() -> None:
             paths = [make_trace(Path(tmp))]
         for path in paths:
             total = sum(read_trace(path, ()).counts.values())
-            tc = best(lambda: subprocess.run(["trace-cmd", "report", "-i", str(path)], stdout=subprocess.DEVNULL))
-            ours = best(lambda: read_trace(path, ANALYSIS_EVENTS))
-            full = best(lambda: read_trace(path), n=3)
+            tc = best(lambda p=path: subprocess.run(["trace-cmd", "report", "-i", str(p)], stdout=subprocess.DEVNULL))
+            ours = best(lambda p=path: read_trace(p, ANALYSIS_EVENTS))
+            full = best(lambda p=path: read_trace(p), n=3)
             print(f"{path}: {total} events")
             print(f"  trace-cmd report > /dev/null : {tc:.3f}s  ({total / tc / 1e6:.2f} M events/s)")
             print(f"  numalab read (NUMA events)   : {ours:.3f}s  ({total / ours / 1e6:.2f} M events/s), "

@@ -1,0 +1,212 @@
+"""``numalab matrix list|check|run|merge|ci``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+from pathlib import Path
+
+from lab.errors import LabError
+from lab.matrix.spec import MatrixSpec, load_matrix, parse_shard
+
+
+def _progress(msg: str) -> None:
+    print(f"numalab matrix: {msg}", file=sys.stderr, flush=True)
+
+
+def _selected(spec: MatrixSpec, shard: str | None):
+    return spec.shard(*parse_shard(shard)) if shard else spec.runs
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    spec = load_matrix(args.file)
+    runs = _selected(spec, args.shard)
+    if args.json:
+        print(json.dumps([{"id": r.id, **r.axes(), "repeat": r.repeat, "duration": r.workload.duration} for r in runs],
+                         indent=2))  # fmt: skip
+        return 0
+    for r in runs:
+        print(r.id)
+    print(f"# {len(runs)} runs (of {len(spec.runs)} in {spec.source}), fingerprint {spec.fingerprint()}\n",
+          file=sys.stderr)  # fmt: skip
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from lab.kernel.resolve import resolve_kernel
+
+    spec = load_matrix(args.file)
+    for k in spec.kernels:
+        if k.build is None and k.spec != "stock":
+            try:
+                resolve_kernel(k.spec)
+            except LabError as err:
+                raise LabError(f"{spec.source}: kernels: {k.name}: {err}") from None
+    axes = {a: sorted({r.axes()[a] for r in spec.runs}) for a in ("topology", "kernel", "workload", "setting")}
+    plural = {"topology": "topologies", "kernel": "kernels", "workload": "workloads", "setting": "settings"}
+    print(f"{spec.source}: ok ({len(spec.runs)} runs; "
+          + "; ".join(f"{plural[a]}: {', '.join(v)}" for a, v in axes.items())
+          + f"; {len(spec.gates)} gates)")  # fmt: skip
+    return 0
+
+
+def _kernel_args(spec: MatrixSpec) -> dict[str, str]:
+    """What each kernel is for `numalab run --kernel`; build recipes are built (or found in the cache) first."""
+    from lab.kernel.resolve import resolve_kernel
+
+    out = {}
+    for k in spec.kernels:
+        if k.build is not None:
+            from lab.kernel.build import build_from_recipe
+
+            _progress(f"kernel {k.name}: building (or reusing the cache)")
+            out[k.name] = build_from_recipe(k.name, k.build, Path(spec.source).parent, _progress)
+        else:
+            try:
+                resolve_kernel(k.spec)
+            except LabError as err:
+                raise LabError(f"{spec.source}: kernels: {k.name}: {err}") from None
+            out[k.name] = k.spec
+    return out
+
+
+def _reports(out: Path, runs) -> None:
+    from lab.matrix.runner import run_dir
+    from lab.report.build import build_report
+
+    for r in runs:
+        d = run_dir(out, r)
+        if (d / "manifest.json").exists() and not (d / "report.html").exists():
+            try:
+                build_report([d], d / "report.html")
+            except LabError as err:
+                _progress(f"report for {r.id}: {err}")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from lab.matrix.outputs import write_outputs
+    from lab.matrix.runner import check_out_dir, execute_matrix
+
+    spec = load_matrix(args.file)
+    shard = parse_shard(args.shard) if args.shard else None
+    runs = _selected(spec, args.shard)
+    if args.jobs is not None and args.jobs < 1:
+        raise LabError(f"--jobs: must be >= 1, got {args.jobs}")
+    default = f"runs/matrix-{spec.name}" + (f"-shard{shard[0]}of{shard[1]}" if shard else "")
+    out = args.out or Path(default)
+    check_out_dir(out, spec, shard)
+    kernel_args = _kernel_args(spec)
+    _progress(f"{len(runs)} runs -> {out}")
+    outcome = execute_matrix(spec, runs, out, kernel_args, args.jobs, args.fail_fast, args.overcommit,
+                             progress=_progress)  # fmt: skip
+    if not args.no_reports:
+        _reports(out, runs)
+    summary = write_outputs(spec, runs, out, outcome, shard)
+    t = summary.get("timing", {})
+    totals = ", ".join(f"{v} {k}" for k, v in summary["totals"].items() if k != "runs")
+    print(f"matrix {spec.name}: {summary['totals']['runs']} runs: {totals}")
+    if t:
+        print(f"  wall {t['wall_s']}s, run CPU {t['cpu_s']}s on {t['cores']} cores: utilisation "
+              f"{t['utilisation'] * 100:.0f}%")  # fmt: skip
+    for g in summary["gates"]:
+        print(f"  gate {g['verdict'].upper():<12} {g['gate']} [{g['group']}]: {g['detail']}")
+    print(f"  overview: {out / 'index.html'}\n  junit: {out / 'junit.xml'}\n  summary: {out / 'summary.json'}")
+    if outcome.interrupted:
+        return 143
+    failed = any(r.status != "ok" for r in outcome.results) or summary["gates_failed"]
+    return 1 if failed else 0
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    from lab.matrix.outputs import write_outputs
+    from lab.matrix.runner import check_out_dir
+
+    metas = []
+    for d in args.dirs:
+        meta = d / "matrix.json"
+        if not meta.exists():
+            raise LabError(f"{d}: not a matrix output directory (no matrix.json)")
+        metas.append(json.loads(meta.read_text()))
+    prints = {m["fingerprint"] for m in metas}
+    if len(prints) > 1:
+        raise LabError(f"merge: the directories come from different specs (fingerprints {', '.join(sorted(prints))})")
+    spec = load_matrix(args.spec or metas[0]["source"])
+    if spec.fingerprint() not in prints:
+        raise LabError(f"merge: {spec.source} is not the spec these shards were run from (it has changed)")
+    check_out_dir(args.out, spec, None)
+    (args.out / "runs").mkdir(parents=True, exist_ok=True)
+    copied = 0
+    for d in args.dirs:
+        for run in (d / "runs").iterdir():
+            if (run / "manifest.json").exists() and not (args.out / "runs" / run.name).exists():
+                shutil.copytree(run, args.out / "runs" / run.name, symlinks=True)
+                copied += 1
+    summary = write_outputs(spec, spec.runs, args.out, None)
+    print(f"merged {copied} runs from {len(args.dirs)} directories into {args.out}: "
+          + ", ".join(f"{v} {k}" for k, v in summary["totals"].items()))  # fmt: skip
+    return 1 if summary["gates_failed"] or summary["totals"].get("ok", 0) < len(spec.runs) else 0
+
+
+def cmd_ci(args: argparse.Namespace) -> int:
+    from lab.matrix.ci import github_workflow
+
+    spec = load_matrix(args.file)
+    if args.shards < 1:
+        raise LabError(f"--shards: must be >= 1, got {args.shards}")
+    text = github_workflow(spec, args.file, args.shards)
+    if args.github == "-":
+        sys.stdout.write(text)
+    else:
+        Path(args.github).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.github).write_text(text)
+        print(f"wrote {args.github} ({args.shards} shards over {len(spec.runs)} runs)")
+    return 0
+
+
+def add_matrix_commands(sub) -> None:
+    m = sub.add_parser("matrix", help="CI VM matrices: topologies x kernels x workloads x settings x repeats",
+                       description="Declarative VM matrices (YAML): preview, validate, run (resumable, shardable), "
+                       "merge shard results, and emit a GitHub Actions workflow.")  # fmt: skip
+    ms = m.add_subparsers(dest="matrix_command", metavar="SUBCOMMAND", required=True)
+
+    p = ms.add_parser("list", help="the expanded runs with their stable ids", description="List the expanded runs.")
+    p.add_argument("file", metavar="FILE", help="matrix spec (or the name of an example in lab/matrix/examples)")
+    p.add_argument("--shard", metavar="i/N", help="only shard i of N")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_list)
+
+    p = ms.add_parser("check", help="validate a matrix spec", description="Validate a matrix spec (one-line errors).")
+    p.add_argument("file", metavar="FILE", help="matrix spec")
+    p.set_defaults(func=cmd_check)
+
+    p = ms.add_parser("run", help="run the matrix (again: resume)",
+                      description="Run every run not done yet in OUT, packing VMs onto the host's cores and memory. "
+                      "Run the same command again to resume after an interruption. Exit 1 if a run is not ok or a "
+                      "gate fails.")  # fmt: skip
+    p.add_argument("file", metavar="FILE", help="matrix spec")
+    p.add_argument("--out", type=Path, metavar="DIR", help="output directory (default runs/matrix-<name>[-shard])")
+    p.add_argument("--jobs", type=int, metavar="N", help="at most N VMs at once (default: as many as fit)")
+    p.add_argument("--shard", metavar="i/N", help="run only shard i of N (deterministic)")
+    p.add_argument("--fail-fast", action="store_true", help="start no further runs after the first failure")
+    p.add_argument("--overcommit", action="store_true",
+                   help="pack VMs by memory only, letting vCPU threads exceed host cores")  # fmt: skip
+    p.add_argument("--no-reports", action="store_true", help="skip the per-run HTML reports")
+    p.set_defaults(func=cmd_run)
+
+    p = ms.add_parser("merge", help="join shard results", description="Merge shard output directories into one.")
+    p.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="shard output directories")
+    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="merged output directory")
+    p.add_argument("--spec", metavar="FILE", help="the matrix spec (default: the path recorded in the shards)")
+    p.set_defaults(func=cmd_merge)
+
+    p = ms.add_parser(
+        "ci",
+        help="emit a CI workflow that runs the matrix in shards",
+        description="Write a GitHub Actions workflow: a job matrix over the shards plus a merge job.",
+    )
+    p.add_argument("file", metavar="FILE", help="matrix spec")
+    p.add_argument("--github", required=True, metavar="FILE", help="workflow file to write ('-' for stdout)")
+    p.add_argument("--shards", type=int, default=4, metavar="N", help="number of shards (default 4)")
+    p.set_defaults(func=cmd_ci)

@@ -1,0 +1,224 @@
+"""Run a matrix: pack runs onto the host, survive interruptions, resume, shard.
+
+Every run is a ``numalab run`` child process writing ``OUT/runs/<id>/``; a
+run is done when its manifest exists (run records are renamed into place only
+when complete), so running the same command again skips finished runs and
+redoes interrupted ones. Children die with the runner (PR_SET_PDEATHSIG), and
+their QEMU with them, so even a SIGKILL leaves no VM behind.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lab.errors import LabError
+from lab.host.inventory import read_inventory
+from lab.matrix.spec import MatrixRun, MatrixSpec
+from lab.placement.plan import QEMU_OVERHEAD_MIB
+from lab.topology.spec import load_topology, parse_mib
+from lab.vm.qemu_backend import _die_with_parent
+
+MEM_HEADROOM_MIB = 1024
+GUARD_S = 180.0  # beyond a run's own timeout, before the runner kills it
+
+
+@dataclass
+class RunResult:
+    id: str
+    status: str
+    reason: str
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    resumed: bool = False  # done by an earlier invocation
+
+    def to_dict(self) -> dict:
+        return self.__dict__.copy()
+
+
+@dataclass
+class MatrixOutcome:
+    results: list[RunResult]
+    wall_s: float
+    cpu_s: float
+    cores: int
+    interrupted: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def utilisation(self) -> float | None:
+        return self.cpu_s / (self.cores * self.wall_s) if self.wall_s > 0 else None
+
+
+def run_dir(out: Path, run: MatrixRun) -> Path:
+    return out / "runs" / run.id
+
+
+def is_done(out: Path, run: MatrixRun) -> bool:
+    return (run_dir(out, run) / "manifest.json").exists()
+
+
+def check_out_dir(out: Path, spec: MatrixSpec, shard: tuple[int, int] | None) -> None:
+    """Refuse to mix results of a different spec (or shard) in one output directory."""
+    meta = out / "matrix.json"
+    want = {"spec": spec.name, "source": spec.source, "fingerprint": spec.fingerprint(),
+            "shard": list(shard) if shard else None}  # fmt: skip
+    if meta.exists():
+        have = json.loads(meta.read_text())
+        if have.get("fingerprint") != want["fingerprint"]:
+            raise LabError(
+                f"--out {out}: holds results of a different matrix spec ({have.get('source')}, fingerprint "
+                f"{have.get('fingerprint')}; this spec is {want['fingerprint']}): use another --out"
+            )
+        if have.get("shard") != want["shard"]:
+            raise LabError(f"--out {out}: holds shard {have.get('shard')}, not {want['shard']}: use another --out")
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    tmp = meta.with_suffix(".tmp")
+    tmp.write_text(json.dumps(want, indent=2) + "\n")
+    os.replace(tmp, meta)
+
+
+def _demand(run: MatrixRun) -> tuple[int, int]:
+    """(vCPUs, MiB) a run needs on the host."""
+    t = run.topology
+    topo = load_topology(t.name)
+    mem = parse_mib(t.mem_per_node, "mem_per_node") if t.mem_per_node else None
+    if t.cpus_per_node is not None or mem is not None or t.threads is not None:
+        topo = topo.with_overrides(t.cpus_per_node, mem, t.threads)
+    return topo.total_cpus, topo.total_memory_mib + QEMU_OVERHEAD_MIB
+
+
+def run_command(run: MatrixRun, kernel_arg: str, out: Path, timeout: float | None, extra: list[str]) -> list[str]:
+    cmd = [sys.executable, "-m", "lab.cli", "run", *run.topology.cli_args(), "--kernel", kernel_arg,
+           "--workload", run.workload.name, "--duration", f"{run.workload.duration:g}", *run.setting.cli_args(),
+           "--out", str(run_dir(out, run))]  # fmt: skip
+    if timeout:
+        cmd += ["--timeout", f"{timeout:g}"]
+    return cmd + extra
+
+
+def _result_of(out: Path, run: MatrixRun, log: Path, wall: float, cpu: float) -> RunResult:
+    mf = run_dir(out, run) / "manifest.json"
+    if mf.exists():
+        m = json.loads(mf.read_text())
+        return RunResult(run.id, m["status"], m.get("reason", ""), round(wall, 2), round(cpu, 2))
+    lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()] if log.exists() else []
+    err = next((ln for ln in reversed(lines) if "error" in ln), lines[-1] if lines else "no output")
+    return RunResult(run.id, "error", err.removeprefix("numalab: error: "), round(wall, 2), round(cpu, 2))
+
+
+def _fmt_s(s: float) -> str:
+    return f"{int(s // 60)}m{int(s % 60):02d}s" if s >= 60 else f"{s:.0f}s"
+
+
+def execute_matrix(
+    spec: MatrixSpec,
+    runs: list[MatrixRun],
+    out: Path,
+    kernel_args: dict[str, str],
+    jobs: int | None = None,
+    fail_fast: bool = False,
+    overcommit: bool = False,
+    extra_args: list[str] | None = None,
+    progress: Callable[[str], None] = lambda _m: None,
+) -> MatrixOutcome:
+    """Run what is not done yet, as many at once as the host fits."""
+    host = read_inventory()
+    cores = host.n_cpus
+    mem_budget = max(0, host.mem_available_mib - MEM_HEADROOM_MIB)
+    results: dict[str, RunResult] = {}
+    pending = []
+    for run in runs:
+        if is_done(out, run):
+            results[run.id] = _result_of(out, run, Path("/nonexistent"), 0, 0)
+            results[run.id].resumed = True
+        else:
+            shutil.rmtree(out / "runs" / f".{run.id}.partial", ignore_errors=True)
+            pending.append(run)
+    if results:
+        progress(f"resuming: {len(results)} of {len(runs)} runs already done, {len(pending)} to go")
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    demand = {r.id: _demand(r) for r in pending}
+    running: dict[int, tuple[MatrixRun, subprocess.Popen, float]] = {}
+    t0 = time.monotonic()
+    cpu_total = 0.0
+    finished = 0
+    interrupted = False
+    stop = False
+
+    def on_signal(signum, _frame):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        while pending or running:
+            # Launch what fits: vCPU threads within host cores (unless overcommit), memory within budget.
+            while pending and not stop and (jobs is None or len(running) < jobs):
+                run = pending[0]
+                vcpus, mem = demand[run.id]
+                used_cpu = sum(demand[r.id][0] for r, _, _ in running.values())
+                used_mem = sum(demand[r.id][1] for r, _, _ in running.values())
+                fits = (overcommit or used_cpu + vcpus <= cores) and used_mem + mem <= mem_budget
+                if running and not fits:
+                    break
+                pending.pop(0)
+                log = out / "logs" / f"{run.id}.log"
+                cmd = run_command(run, kernel_args[run.kernel.name], out, spec.timeout, extra_args or [])
+                with open(log, "w") as f:
+                    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
+                                            preexec_fn=_die_with_parent)  # fmt: skip
+                running[proc.pid] = (run, proc, time.monotonic())
+                progress(f"start {run.id}")
+            time.sleep(0.2)
+            for pid, (run, proc, started) in list(running.items()):
+                wpid, status, usage = os.wait4(pid, os.WNOHANG)
+                elapsed = time.monotonic() - started
+                if wpid == 0:
+                    limit = (spec.timeout or 0) + GUARD_S + run.workload.duration * 2 + 120
+                    if elapsed > limit:
+                        proc.kill()
+                    continue
+                proc.returncode = os.waitstatus_to_exitcode(status)
+                del running[pid]
+                cpu = usage.ru_utime + usage.ru_stime
+                cpu_total += cpu
+                res = _result_of(out, run, out / "logs" / f"{run.id}.log", elapsed, cpu)
+                results[run.id] = res
+                finished += 1
+                done_wall = time.monotonic() - t0
+                left = len(pending) + len(running)
+                eta = done_wall / finished * left if finished else 0
+                progress(f"[{len(results)}/{len(runs)}] {res.status:<17} {run.id} ({elapsed:.0f}s)"
+                         f"{'' if res.status == 'ok' else ' - ' + res.reason}  ETA {_fmt_s(eta)}")  # fmt: skip
+                if fail_fast and res.status != "ok" and not stop:
+                    stop = True
+                    progress("--fail-fast: not starting further runs")
+    except KeyboardInterrupt as sig:
+        interrupted = True
+        progress(f"interrupted ({sig}): stopping {len(running)} running VM(s); run again to resume")
+        for _run, proc, _ in running.values():
+            proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        for _run, proc, _ in running.values():
+            try:
+                proc.wait(timeout=max(1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    wall = time.monotonic() - t0
+    ordered = [results[r.id] for r in runs if r.id in results]
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    return MatrixOutcome(ordered, wall, cpu_total + own.ru_utime + own.ru_stime, cores, interrupted)
