@@ -139,6 +139,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
     (args.out / "runs").mkdir(parents=True, exist_ok=True)
     copied = 0
     for d in args.dirs:
+        if not (d / "runs").is_dir():
+            continue  # a shard with no runs
         for run in (d / "runs").iterdir():
             if (run / "manifest.json").exists() and not (args.out / "runs" / run.name).exists():
                 shutil.copytree(run, args.out / "runs" / run.name, symlinks=True)

@@ -44,6 +44,13 @@ _KEYS = {"name", "description", "topologies", "kernels", "workloads", "settings"
 _FILTER_KEYS = ("topology", "kernel", "workload", "setting")
 
 
+def _scalar(value: object) -> str:
+    """YAML 1.1 reads on/off/yes/no as booleans; a name or value of 'on' stays 'on'."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_+-]+", "-", text).strip("-") or "x"
 
@@ -212,7 +219,7 @@ def _kernels(data: dict) -> list[KernelChoice]:
         unknown = set(item) - {"name", "path", "build"}
         if unknown:
             raise LabError(f"kernels[{i}].{sorted(unknown)[0]}: unknown field")
-        name = _slug(str(item["name"]))
+        name = _slug(_scalar(item["name"]))
         if "build" in item:
             if not isinstance(item["build"], dict):
                 raise LabError(f"kernels[{i}].build: expected {{source, patches, series, fragments}}")
@@ -261,7 +268,8 @@ def _settings(data: dict) -> list[SettingChoice]:
                 raise LabError(f"settings[{i}].knobs.{k}: unknown knob (known: {', '.join(KNOB_NAMES)})")
             if not str(v).isdigit():
                 raise LabError(f"settings[{i}].knobs.{k}: value must be a whole number, got {v!r}")
-        out.append(SettingChoice(_slug(str(item["name"])), bal, tuple(sorted((k, str(v)) for k, v in knobs.items()))))
+        pairs = tuple(sorted((k, str(v)) for k, v in knobs.items()))
+        out.append(SettingChoice(_slug(_scalar(item["name"])), bal, pairs))
     return out
 
 
@@ -273,7 +281,7 @@ def _filters(data: dict, key: str) -> list[dict[str, str]]:
     for i, f in enumerate(raw):
         if not isinstance(f, dict) or not f or set(f) - set(_FILTER_KEYS):
             raise LabError(f"{key}[{i}]: expected a mapping of some of {', '.join(_FILTER_KEYS)}")
-        out.append({k: str(v) for k, v in f.items()})
+        out.append({k: _scalar(v) for k, v in f.items()})
     return out
 
 
@@ -339,7 +347,8 @@ def parse_matrix(data: object, source: str, default_name: str) -> MatrixSpec:
         raise LabError("baseline: expected {kernel: NAME} or {setting: NAME}")
     axis, value = next(iter(baseline.items()))
     names = [k.name for k in kernels] if axis == "kernel" else [s.name for s in settings]
-    if str(value) not in names:
+    value = _scalar(value)
+    if value not in names:
         raise LabError(f"baseline.{axis}: {value!r} is not one of the matrix's {axis}s ({', '.join(names)})")
     gates = []
     for i, g in enumerate(data.get("gates") or []):
@@ -354,5 +363,5 @@ def parse_matrix(data: object, source: str, default_name: str) -> MatrixSpec:
     hosts = data.get("hosts") or []
     if not isinstance(hosts, list):
         raise LabError("hosts: expected a list of {uri, capacity}")
-    return MatrixSpec(str(data.get("name") or default_name), source, runs, kernels, {axis: str(value)}, gates,
+    return MatrixSpec(str(data.get("name") or default_name), source, runs, kernels, {axis: value}, gates,
                       float(timeout) if timeout else None, str(data.get("description", "")), hosts)  # fmt: skip
