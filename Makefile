@@ -6,12 +6,15 @@ NUMALAB := $(VENV)/bin/numalab
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian 12 packages: QEMU, the guest's tools (busybox, trace-cmd, perf),
 # the stock kernel's tooling (apt/dpkg/kmod), a C toolchain for the static
-# workloads, libvirt's schema validator, and Python's venv.
+# workloads, libvirt's schema validator, and Python's venv; for numalab kernel
+# build: the 6.1 source, ccache, the kernel's build tools, git and patch.
 APT_PACKAGES := qemu-system-x86 busybox-static trace-cmd linux-perf kmod cpio \
-	gcc make libc6-dev libvirt-clients libxml2-utils python3-venv python3-pip chromium
+	gcc make libc6-dev libvirt-clients libxml2-utils python3-venv python3-pip chromium \
+	linux-source-6.1 ccache flex bison bc libelf-dev libssl-dev lz4 xz-utils git patch \
+	libvirt-daemon-system libvirt-dev pkg-config python3-dev
 PYTEST_ARGS ?=
 
-.PHONY: setup apt venv test test-fast demo lint golden bench clean help
+.PHONY: setup apt venv test test-fast demo lint golden bench bench-kernel clean help
 
 help:
 	@echo "make demo   - boot ring-4 and mesh-4 with numa01 under trace-cmd, print summaries, write an HTML report"
@@ -20,6 +23,8 @@ help:
 	@echo "make lint   - ruff"
 	@echo "make golden - regenerate tests/golden (QEMU argv and libvirt XML of every preset)"
 	@echo "make bench  - boot-overhead benchmark (prints figures)"
+	@echo "make bench-kernel - kernel build benchmark: cold, one-line rebuild, cache hit (prints figures)"
+	@echo "make libvirt-up - start libvirt's daemons by hand (no systemd needed) for --backend libvirt"
 	@echo "make setup  - apt packages + $(VENV) (done by the targets above)"
 
 setup: apt venv
@@ -35,7 +40,7 @@ apt:
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,libvirt]'
 	touch $@
 
 venv: $(VENV)/.installed
@@ -59,8 +64,18 @@ lint: venv
 golden: venv
 	UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/test_golden.py
 
+# libvirt's daemons without systemd (virtlogd + libvirtd/virtqemud); see README "The libvirt backend".
+libvirt-up: setup
+	$(SUDO) python3 -m lab.host.libvirtd up
+
+libvirt-down:
+	$(SUDO) python3 -m lab.host.libvirtd down
+
 bench: setup
 	tests/bench/boot.sh
+
+bench-kernel: setup
+	tests/bench/kernel_build.sh
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache images/workloads/build

@@ -350,11 +350,19 @@ def build_parser() -> argparse.ArgumentParser:
         "--backend",
         choices=("qemu", "libvirt"),
         default="qemu",
-        help="qemu: start QEMU directly (default); libvirt: a libvirt daemon runs the VM (see docs/libvirt.md)",
+        help="qemu: start QEMU directly (default); libvirt: a libvirt daemon runs the VM (README: libvirt)",
     )
     r.add_argument(
         "--connect", metavar="URI", help="libvirt URI for --backend libvirt (default qemu:///system), e.g. "
         "qemu+ssh://user@host/system",
+    )
+    r.add_argument(
+        "--pool-dir", metavar="DIR", help="with --backend libvirt: numalab's directory on the libvirt host "
+        "(default /var/lib/libvirt/numalab for /system URIs)",
+    )
+    r.add_argument(
+        "--no-upload", action="store_true", help="with --backend libvirt: never upload the kernel; the host must "
+        "already hold it in --pool-dir (shared storage)",
     )
     r.set_defaults(func=cmd_run)
     from lab.matrix.cli import add_matrix_commands

@@ -17,6 +17,7 @@ from lab.host.accel import accel_verdict
 from lab.kernel.resolve import resolve_kernel
 from lab.placement.plan import Backing
 from lab.run import Interrupted, RunRequest, execute, print_summary
+from lab.vm.qemu_backend import QemuBackend
 
 
 def _knobs(args: argparse.Namespace) -> dict[str, str]:
@@ -53,8 +54,9 @@ def requests_from_args(args: argparse.Namespace, progress: Callable[[str], None]
         trace_mode=args.trace_mode,
         test_fault=args.test_fault or "",
     )
+    backend = backend_from_args(args)
     if args.accel == "auto":
-        verdict = accel_verdict(kernels[0].image)
+        verdict = getattr(backend, "accel_verdict", accel_verdict)(kernels[0].image)
         accel = verdict["accel"]
         reason = verdict.get("warning") or f"KVM probe: {verdict['kvm']['detail']}"
         if accel == "tcg":
@@ -76,10 +78,31 @@ def requests_from_args(args: argparse.Namespace, progress: Callable[[str], None]
             label = f"{kernel.name} repeat {i + 1}/{args.repeat}"
             reqs.append(
                 RunRequest(
-                    topo, kernel, workload, plan, accel, reason, backing, out, args.runs_dir, args.timeout, label
+                    topo, kernel, workload, plan, accel, reason, backing, out, args.runs_dir, args.timeout, label,
+                    backend=backend,
                 )
             )
     return reqs
+
+
+def backend_from_args(args: argparse.Namespace):
+    """--backend qemu|libvirt [--connect URI]; a libvirt host is checked now (one-line error), before any build."""
+    if getattr(args, "backend", "qemu") != "libvirt":
+        for opt in ("connect", "pool_dir", "no_upload"):
+            if getattr(args, opt, None):
+                raise LabError(f"--{opt.replace('_', '-')}: only with --backend libvirt")
+        return QemuBackend()
+    from lab.vm.libvirt_backend import LibvirtBackend
+    from lab.vm.libvirt_hosts import HostSpec
+
+    uri = args.connect or "qemu:///system"
+    if "://" not in uri:
+        raise LabError(f"--connect {uri}: not a libvirt URI (e.g. qemu:///system, qemu+ssh://user@host/system)")
+    if args.pool_dir and not args.pool_dir.startswith("/"):
+        raise LabError(f"--pool-dir {args.pool_dir}: must be an absolute path on the libvirt host")
+    backend = LibvirtBackend(uri, HostSpec(uri, 1, args.pool_dir or "", not args.no_upload))
+    backend.check()
+    return backend
 
 
 def batch_dir(args: argparse.Namespace, n_kernels: int) -> Path | None:

@@ -31,17 +31,44 @@ def tool_version(cmd: list[str]) -> str | None:
     return next((ln.strip() for ln in text.splitlines() if ln.strip()), "") or None
 
 
-def doctor_report(refresh: bool = False, progress: Callable[[str], None] | None = None) -> dict:
+def libvirt_report(uri: str, clean: bool = False) -> dict:
+    """The libvirt host behind ``uri``: reachable (else a one-line LabError), versions, numalab-* leftovers."""
+    from lab.vm import libvirt_hosts as lh
+    from lab.vm.libvirt_backend import clean as clean_leftovers
+    from lab.vm.libvirt_backend import leftovers
+
+    host = lh.HostSpec(uri)
+    conn = lh.connect(uri)
+    try:
+        report = lh.check_host(host) | {"leftovers": leftovers(conn, host)}
+        if clean:
+            report["cleaned"] = clean_leftovers(conn, host)
+            report["leftovers"] = leftovers(conn, host)
+        return report
+    finally:
+        lh.close_quietly(conn)
+
+
+def doctor_report(
+    refresh: bool = False,
+    progress: Callable[[str], None] | None = None,
+    connect: str | None = None,
+    clean: bool = False,
+) -> dict:
     say = progress or (lambda _m: None)
+    libvirt = libvirt_report(connect, clean) if connect else None
     say("fetching the stock kernel for the probe (cached after the first time)")
     kernel = fetch_stock()
     say("probing KVM with a real guest boot" + ("" if refresh else " (or using the cached verdict)"))
     verdict = accel_verdict(kernel / "vmlinuz", refresh=refresh)
-    return {
+    report = {
         "accelerator": verdict,
         "tools": {name: tool_version(cmd) for name, cmd in TOOLS.items()},
         "host": read_inventory().to_dict(),
     }
+    if libvirt is not None:
+        report["libvirt"] = libvirt
+    return report
 
 
 def print_doctor(report: dict) -> None:
@@ -67,3 +94,36 @@ def print_doctor(report: dict) -> None:
         print(
             f"  node {n['id']}: cpus {cpus}  {n['mem_available_mib']}/{n['mem_total_mib']} MiB free  hugepages {huge}"
         )
+    if "libvirt" in report:
+        print_libvirt(report["libvirt"])
+
+
+def print_libvirt(lv: dict) -> None:
+    print(
+        f"libvirt: {lv['uri']} on {lv['hostname']}: libvirt {lv['libvirt']}, QEMU {lv['hypervisor']}, "
+        f"{lv['nodes']} node(s), {lv['cpus']} CPUs, {lv['mem_available_mib']} MiB available, pool dir {lv['pool_dir']}"
+    )
+    cleaned = lv.get("cleaned")
+    if cleaned:
+        for kind in ("domains", "pools", "volumes"):
+            for name in cleaned[kind]:
+                print(f"  removed {kind[:-1]} {name}")
+        for p in cleaned["problems"]:
+            print(f"  could not clean: {p}")
+    left = lv["leftovers"]
+    live = set(left["live"])
+    for d in left["domains"]:
+        state = "running" if d["running"] else "defined, shut off"
+        owner = d["owner"]
+        who = f", owner pid {owner['pid']} on {owner['host']}" if owner else ""
+        tag = " (its numalab run is still going: kept)" if d["name"] in live else ""
+        print(f"  leftover domain {d['name']}: {state}{' (persistent)' if d['persistent'] else ''}{who}{tag}")
+    for name in left["pools"]:
+        print(f"  leftover pool {name}")
+    for name in left["volumes"]:
+        print(f"  leftover volume {name}")
+    stale = [d for d in left["domains"] if d["name"] not in live] or left["pools"] or left["volumes"]
+    if stale:
+        print(f"  remove them with: numalab doctor --connect {lv['uri']} --clean")
+    elif not left["domains"]:
+        print("  no leftover numalab-* domains")

@@ -85,6 +85,28 @@ def _reports(out: Path, runs) -> None:
                 _progress(f"report for {r.id}: {err}")
 
 
+def _hosts(spec: MatrixSpec, args: argparse.Namespace) -> tuple[list, list[str]]:
+    """(libvirt hosts to spread over, extra `numalab run` args): the spec's hosts, or --backend/--connect."""
+    from lab.vm.libvirt_hosts import check_host
+
+    if spec.hosts:
+        if args.backend == "qemu" or args.connect:
+            raise LabError(f"{spec.source}: hosts: the spec lists libvirt hosts; drop --backend qemu/--connect")
+        for h in spec.hosts:
+            info = check_host(h)  # reachable, or a one-line error naming the URI
+            _progress(f"host {h.uri}: {info['hostname']}, libvirt {info['libvirt']}, capacity {h.capacity}")
+        return spec.hosts, []
+    if args.backend == "libvirt":
+        uri = args.connect or "qemu:///system"
+        from lab.vm.libvirt_hosts import HostSpec
+
+        check_host(HostSpec(uri))
+        return [], ["--backend", "libvirt", "--connect", uri]
+    if args.connect:
+        raise LabError("--connect: only with --backend libvirt")
+    return [], []
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from lab.matrix.outputs import write_outputs
     from lab.matrix.runner import check_out_dir, execute_matrix
@@ -97,10 +119,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     default = f"runs/matrix-{spec.name}" + (f"-shard{shard[0]}of{shard[1]}" if shard else "")
     out = args.out or Path(default)
     check_out_dir(out, spec, shard)
+    hosts, extra = _hosts(spec, args)
     kernel_args = _kernel_args(spec)
-    _progress(f"{len(runs)} runs -> {out}")
+    _progress(f"{len(runs)} runs -> {out}" + (f" on {len(hosts)} libvirt hosts" if hosts else ""))
     outcome = execute_matrix(spec, runs, out, kernel_args, args.jobs, args.fail_fast, args.overcommit,
-                             progress=_progress)  # fmt: skip
+                             extra_args=extra, progress=_progress, hosts=hosts)  # fmt: skip
     if not args.no_reports:
         _reports(out, runs)
     summary = write_outputs(spec, runs, out, outcome, shard)
@@ -195,6 +218,9 @@ def add_matrix_commands(sub) -> None:
     p.add_argument("--overcommit", action="store_true",
                    help="pack VMs by memory only, letting vCPU threads exceed host cores")  # fmt: skip
     p.add_argument("--no-reports", action="store_true", help="skip the per-run HTML reports")
+    p.add_argument("--backend", choices=("qemu", "libvirt"),
+                   help="qemu (default) or libvirt; a spec with hosts: uses libvirt on those hosts")
+    p.add_argument("--connect", metavar="URI", help="libvirt URI for --backend libvirt (default qemu:///system)")
     p.set_defaults(func=cmd_run)
 
     p = ms.add_parser("merge", help="join shard results", description="Merge shard output directories into one.")

@@ -14,7 +14,7 @@ from lab.analysis.compare import Comparison, compare_runs, pct_better, to_dict, 
 from lab.analysis.metrics import get_metric, metric_values
 from lab.analysis.record import RunRecord
 from lab.errors import LabError
-from lab.matrix.runner import MatrixOutcome, RunResult, run_dir
+from lab.matrix.runner import MatrixOutcome, RunResult, host_of, run_dir
 from lab.matrix.spec import Gate, MatrixRun, MatrixSpec
 
 JUNIT_FAILURES = ("panic", "timeout", "topology-mismatch")
@@ -109,7 +109,7 @@ def write_outputs(spec: MatrixSpec, runs: list[MatrixRun], out: Path, outcome: M
             results.append(known[r.id])
         elif r.id in recs:
             m = recs[r.id].manifest
-            results.append(RunResult(r.id, m["status"], m.get("reason", ""), resumed=True))
+            results.append(RunResult(r.id, m["status"], m.get("reason", ""), resumed=True, host=host_of(m)))
         else:
             results.append(RunResult(r.id, "not-run", "not run yet (interrupted, or a shard's other part)"))
     comps = comparisons(spec, runs, recs)

@@ -26,6 +26,7 @@ from lab.host.inventory import read_inventory
 from lab.matrix.spec import MatrixRun, MatrixSpec
 from lab.placement.plan import QEMU_OVERHEAD_MIB
 from lab.topology.spec import load_topology, parse_mib
+from lab.vm.libvirt_hosts import HostPicker, HostSpec
 from lab.vm.qemu_backend import _die_with_parent
 
 MEM_HEADROOM_MIB = 1024
@@ -40,6 +41,7 @@ class RunResult:
     wall_s: float = 0.0
     cpu_s: float = 0.0
     resumed: bool = False  # done by an earlier invocation
+    host: str | None = None  # the libvirt URI that ran it (None: direct QEMU on this machine)
 
     def to_dict(self) -> dict:
         return self.__dict__.copy()
@@ -107,11 +109,24 @@ def run_command(run: MatrixRun, kernel_arg: str, out: Path, timeout: float | Non
     return cmd + extra
 
 
+def host_args(host: HostSpec) -> list[str]:
+    """`numalab run` options that send a run to the libvirt host ``host``."""
+    args = ["--backend", "libvirt", "--connect", host.uri]
+    if host.pool_dir:
+        args += ["--pool-dir", host.pool_dir]
+    return args + ([] if host.upload else ["--no-upload"])
+
+
+def host_of(manifest: dict) -> str | None:
+    backend = manifest.get("backend") or {}
+    return backend.get("uri") if backend.get("name") == "libvirt" else None
+
+
 def _result_of(out: Path, run: MatrixRun, log: Path, wall: float, cpu: float) -> RunResult:
     mf = run_dir(out, run) / "manifest.json"
     if mf.exists():
         m = json.loads(mf.read_text())
-        return RunResult(run.id, m["status"], m.get("reason", ""), round(wall, 2), round(cpu, 2))
+        return RunResult(run.id, m["status"], m.get("reason", ""), round(wall, 2), round(cpu, 2), host=host_of(m))
     lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()] if log.exists() else []
     err = next((ln for ln in reversed(lines) if "error" in ln), lines[-1] if lines else "no output")
     return RunResult(run.id, "error", err.removeprefix("numalab: error: "), round(wall, 2), round(cpu, 2))
@@ -131,8 +146,15 @@ def execute_matrix(
     overcommit: bool = False,
     extra_args: list[str] | None = None,
     progress: Callable[[str], None] = lambda _m: None,
+    hosts: list[HostSpec] | None = None,
 ) -> MatrixOutcome:
-    """Run what is not done yet, as many at once as the host fits."""
+    """Run what is not done yet, as many at once as the host fits.
+
+    With ``hosts`` (libvirt hosts), each run goes to the least-loaded host with
+    a free slot, and a host's ``capacity`` is how many runs it takes at once;
+    this machine's cores and memory then do not limit the packing.
+    """
+    picker = HostPicker(hosts) if hosts else None
     host = read_inventory()
     cores = host.n_cpus
     mem_budget = max(0, host.mem_available_mib - MEM_HEADROOM_MIB)
@@ -150,6 +172,7 @@ def execute_matrix(
     (out / "logs").mkdir(parents=True, exist_ok=True)
     demand = {r.id: _demand(r) for r in pending}
     running: dict[int, tuple[MatrixRun, subprocess.Popen, float]] = {}
+    placed: dict[int, HostSpec] = {}
     t0 = time.monotonic()
     cpu_total = 0.0
     finished = 0
@@ -169,16 +192,23 @@ def execute_matrix(
                 used_cpu = sum(demand[r.id][0] for r, _, _ in running.values())
                 used_mem = sum(demand[r.id][1] for r, _, _ in running.values())
                 fits = (overcommit or used_cpu + vcpus <= cores) and used_mem + mem <= mem_budget
-                if running and not fits:
+                host = picker.pick() if picker else None
+                if picker and host is None:
+                    break
+                if not picker and running and not fits:
                     break
                 pending.pop(0)
                 log = out / "logs" / f"{run.id}.log"
-                cmd = run_command(run, kernel_args[run.kernel.name], out, spec.timeout, extra_args or [])
+                extra = (extra_args or []) + (host_args(host) if host else [])
+                cmd = run_command(run, kernel_args[run.kernel.name], out, spec.timeout, extra)
                 with open(log, "w") as f:
                     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
                                             preexec_fn=_die_with_parent)  # fmt: skip
                 running[proc.pid] = (run, proc, time.monotonic())
-                progress(f"start {run.id}")
+                if host:
+                    picker.busy[host.uri] += 1
+                    placed[proc.pid] = host
+                progress(f"start {run.id}" + (f" on {host.uri}" if host else ""))
             time.sleep(0.2)
             for pid, (run, proc, started) in list(running.items()):
                 wpid, status, usage = os.wait4(pid, os.WNOHANG)
@@ -190,6 +220,8 @@ def execute_matrix(
                     continue
                 proc.returncode = os.waitstatus_to_exitcode(status)
                 del running[pid]
+                if pid in placed:
+                    picker.release(placed.pop(pid))
                 cpu = usage.ru_utime + usage.ru_stime
                 cpu_total += cpu
                 res = _result_of(out, run, out / "logs" / f"{run.id}.log", elapsed, cpu)

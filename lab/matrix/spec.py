@@ -37,6 +37,7 @@ from lab.errors import LabError
 from lab.guest.plan import KNOB_NAMES
 from lab.guest.workloads import WORKLOADS
 from lab.topology.spec import load_topology, parse_mib
+from lab.vm.libvirt_hosts import HostSpec, parse_hosts
 
 EXAMPLES = Path(__file__).parent / "examples"
 _KEYS = {"name", "description", "topologies", "kernels", "workloads", "settings", "repeats", "duration", "timeout",
@@ -147,7 +148,7 @@ class MatrixSpec:
     gates: list[Gate]
     timeout: float | None
     description: str = ""
-    hosts: list[dict] = field(default_factory=list)
+    hosts: list[HostSpec] = field(default_factory=list)  # libvirt hosts to spread runs over
 
     def fingerprint(self) -> str:
         """Identity of what the runs are (not of gates or baseline, which only read results)."""
@@ -360,8 +361,6 @@ def parse_matrix(data: object, source: str, default_name: str) -> MatrixSpec:
         if not isinstance(pct, (int, float)) or isinstance(pct, bool) or pct < 0:
             raise LabError(f"gates[{i}].worse_than_baseline_pct: must be a number >= 0, got {pct!r}")
         gates.append(Gate(g["metric"], float(pct), bool(g.get("significant", True))))
-    hosts = data.get("hosts") or []
-    if not isinstance(hosts, list):
-        raise LabError("hosts: expected a list of {uri, capacity}")
+    hosts = parse_hosts(data["hosts"]) if data.get("hosts") is not None else []
     return MatrixSpec(str(data.get("name") or default_name), source, runs, kernels, {axis: value}, gates,
                       float(timeout) if timeout else None, str(data.get("description", "")), hosts)  # fmt: skip

@@ -1,0 +1,516 @@
+"""Run one VM through libvirt (local or remote), with the same VM, watch and classification as direct QEMU.
+
+The domain is the foundation's XML (:func:`lab.vm.libvirt_xml.domain_xml`),
+started transient with ``createXML(..., VIR_DOMAIN_START_AUTODESTROY)``: it
+is destroyed in a ``finally`` on every path (end, failure, timeout, Ctrl-C,
+SIGTERM), and libvirt itself destroys it if numalab dies without running
+that ``finally`` (SIGKILL), because the connection that started it closes.
+
+Files go through libvirt's storage API only (see :mod:`lab.vm.libvirt_hosts`),
+so a remote host (``qemu+ssh://``) works like the local daemon and the tests
+on this machine exercise the very path a remote host takes:
+
+* kernel and initramfs are uploaded into the host's ``numalab`` pool;
+* the results share is a directory volume of that pool, owned by the user
+  QEMU runs as (``libvirt-qemu`` under ``qemu:///system``, from the host's
+  DAC base label), so nothing on this machine has to be made readable or
+  writable for another user;
+* the serial console file is written on the host by virtlogd into the
+  results directory and tailed through stream downloads while the guest
+  runs (``lab.vm.console.watch`` follows the local copy for stage marks);
+* when the domain is gone, every result file is downloaded into the run
+  directory and the host's per-run volumes are deleted.
+
+vCPU pinning and memory binding come from ``<cputune>``/``<numatune>``;
+what libvirt reports back (``vcpuPinInfo``, the live affinities, the NUMA
+parameters) goes into the manifest's ``backend`` section.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+
+from lab.cpulist import format_cpulist
+from lab.errors import LabError
+from lab.placement.plan import Placement, plan_placement
+from lab.topology.model import Topology
+from lab.vm import libvirt_hosts as lh
+from lab.vm.console import Stage, VmOutcome, watch
+from lab.vm.libvirt_xml import domain_xml
+from lab.vm.qemu_argv import BootSpec
+
+DOMAIN_PREFIX = "numalab-"
+METADATA_NS = "https://numalab.invalid/xmlns/run/1"
+METADATA_KEY = "numalab"
+CONSOLE_NAME = "console.log"
+CONSOLE_POLL_S = 0.3
+STATE_POLL_S = 0.3
+SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+def clean_hint(uri: str) -> str:
+    return f"numalab doctor --connect {uri} --clean"
+
+
+@contextmanager
+def _signals_deferred():
+    """Hold SIGTERM/SIGINT/SIGHUP while tearing down, so a second Ctrl-C cannot leave a domain behind."""
+    try:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+    except (AttributeError, ValueError, OSError):
+        old = None
+    try:
+        yield
+    finally:
+        if old is not None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def with_metadata(xml: str, run_dir: Path) -> str:
+    """Add numalab's <metadata> (owner pid and host) so leftovers can be told from live runs."""
+    ET.register_namespace(METADATA_KEY, METADATA_NS)
+    root = ET.fromstring(xml)
+    meta = ET.Element("metadata")
+    ET.SubElement(
+        meta,
+        f"{{{METADATA_NS}}}run",
+        {"pid": str(os.getpid()), "host": socket.gethostname(), "run_dir": str(run_dir), "started": _now()},
+    )
+    root.insert(1, meta)
+    ET.indent(root, space="  ")
+    return ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+def _cpusets(rows) -> dict[int, str]:
+    return {i: format_cpulist(c for c, on in enumerate(row) if on) for i, row in enumerate(rows)}
+
+
+class LibvirtBackend:
+    """A libvirt daemon (``uri``) runs the VM; everything else is as for :class:`QemuBackend`."""
+
+    name = "libvirt"
+
+    def __init__(self, uri: str = "qemu:///system", host: lh.HostSpec | None = None) -> None:
+        self.host = host or lh.HostSpec(uri)
+        self.uri = self.host.uri
+
+    def accel_verdict(self, kernel: Path) -> dict:
+        """The KVM verdict for the host that runs the VM: this machine's probe for a local daemon,
+        a probe boot through libvirt for a remote one (both cached)."""
+        if lh.is_local_uri(self.uri):
+            from lab.host.accel import accel_verdict
+
+            return accel_verdict(kernel)
+        return lh.probe_accel(self.host, kernel)
+
+    def check(self) -> dict:
+        """Fail early, with a one-line error, when the host cannot be reached (before building images)."""
+        return lh.check_host(self.host)
+
+    def run(
+        self,
+        topo: Topology,
+        placement: Placement,
+        boot: BootSpec,
+        run_dir: Path,
+        timeout_s: float,
+        on_stage: Callable[[Stage], None] | None = None,
+        on_tick: Callable[[float], None] | None = None,
+    ) -> tuple[VmOutcome, dict]:
+        conn = lh.connect(self.uri)
+        try:
+            return _Run(conn, self.host, boot, run_dir).go(topo, placement, timeout_s, on_stage, on_tick)
+        finally:
+            lh.close_quietly(conn)
+
+
+class _Run:
+    def __init__(self, conn, host: lh.HostSpec, boot: BootSpec, run_dir: Path) -> None:
+        self.libvirt = lh.libvirt_module()
+        self.conn = conn
+        self.host = host
+        self.boot = boot
+        self.run_dir = run_dir
+        self.name = boot.name
+        self.dom = None
+        self.store: lh.ImageStore | None = None
+        self.results_pool = None
+        self.console_vol = None
+        self.console_pos = 0
+        self.console_local = Path(boot.console_log)
+        self.last_console = 0.0
+        self.last_refresh = 0.0
+        self.last_state = 0.0
+        self.gone_code: int | None = None
+        self.info: dict = {
+            "name": "libvirt",
+            "uri": conn.getURI(),
+            "hostname": conn.getHostname(),
+            "local": lh.is_local_uri(host.uri),
+            "libvirt_version": lh._version(conn.getLibVersion()),
+            "hypervisor_version": lh._version(conn.getVersion()),
+            "domain": self.name,
+            "problems": [],
+        }
+
+    # --- the run ------------------------------------------------------------------------------------
+
+    def go(self, topo, placement, timeout_s, on_stage, on_tick) -> tuple[VmOutcome, dict]:
+        libvirt = self.libvirt
+        domain_type = "kvm" if self.boot.accel == "kvm" else "qemu"
+        self.info["domain_type"] = domain_type
+        self._refuse_clash()
+        if not self.info["local"]:
+            # Pin and bind on the host that runs the VM, not on this one.
+            placement = plan_placement(topo, lh.host_inventory(self.conn), placement.backing)
+            self.info["placement"] = placement.to_dict()
+        outcome = VmOutcome(None, False, 0.0)
+        finished = False
+        start = time.monotonic()
+        try:
+            self._stage_files(domain_type)
+            xml = with_metadata(domain_xml(topo, placement, self.rboot, domain_type), self.run_dir)
+            (self.run_dir / "domain.xml").write_text(xml)
+            try:
+                self.dom = self.conn.createXML(xml, libvirt.VIR_DOMAIN_START_AUTODESTROY)
+            except libvirt.libvirtError as err:
+                msg = lh.short_error(err)
+                if "already exists" in msg or "already defined" in msg:
+                    raise LabError(self._clash_message()) from None
+                raise LabError(f"{self.host.uri}: libvirt could not start domain {self.name}: {msg}") from None
+            start = time.monotonic()
+            self._read_pinning(outcome, placement)
+            watch(self.console_local, outcome, timeout_s, self._exited, on_stage, on_tick)
+            finished = True
+        except libvirt.libvirtError as err:
+            raise LabError(f"{self.host.uri}: {lh.short_error(err)} (domain {self.name})") from None
+        finally:
+            with _signals_deferred():
+                outcome.wall_s = time.monotonic() - start
+                self._teardown(fetch=finished, timed_out=outcome.timed_out)
+        self.info["exit_code"] = outcome.exit_code
+        return outcome, self.info
+
+    def _clash_message(self) -> str:
+        return (
+            f"{self.host.uri}: a libvirt domain named {self.name} already exists (a leftover of an earlier run? "
+            f"{clean_hint(self.host.uri)} removes numalab-* leftovers)"
+        )
+
+    def _refuse_clash(self) -> None:
+        try:
+            self.conn.lookupByName(self.name)
+        except self.libvirt.libvirtError as err:
+            if lh._is_error(err, self.libvirt.VIR_ERR_NO_DOMAIN):
+                return
+            raise LabError(f"{self.host.uri}: {lh.short_error(err)}") from None
+        raise LabError(self._clash_message())
+
+    def _stage_files(self, domain_type: str) -> None:
+        """Upload kernel and initrd, make the results directory and the pool that brings it back."""
+        self.store = lh.ImageStore(self.conn, self.host).open()
+        t0 = time.monotonic()
+        kernel = self.store.put_kernel(Path(self.boot.kernel))
+        initrd = self.store.put_file(Path(self.boot.initrd), f"{self.name}.initrd")
+        owner = lh.qemu_dac_label(self.conn, domain_type)
+        results = self.store.make_dir(f"{self.name}.results", owner)
+        self.results_pool = lh.ensure_pool(self.conn, f"{self.name}-results", results, build=False)
+        self.rboot = replace(
+            self.boot, kernel=kernel, initrd=initrd, results_dir=results, console_log=f"{results}/{CONSOLE_NAME}"
+        )
+        self.info["images"] = {
+            "pool": self.host.pool_name,
+            "pool_dir": self.store.path,
+            "kernel": kernel,
+            "initrd": initrd,
+            "uploaded_bytes": self.store.stats["uploaded_bytes"],
+            "upload_s": round(time.monotonic() - t0, 2),
+        }
+        self.info["results"] = {"dir": results, "owner": f"{owner[0]}:{owner[1]}" if owner else None}
+
+    def _read_pinning(self, outcome: VmOutcome, placement: Placement) -> None:
+        """What libvirt says about pinning and binding, once the domain runs."""
+        libvirt = self.libvirt
+        try:
+            pins = _cpusets(self.dom.vcpuPinInfo(0))
+            self.info["vcpu_pin_info"] = pins
+        except libvirt.libvirtError as err:
+            pins = {}
+            self.info["problems"].append(f"vcpuPinInfo: {lh.short_error(err)}")
+        try:
+            vcpus, maps = self.dom.vcpus()
+            self.info["vcpu_affinity"] = _cpusets(maps)
+            self.info["vcpu_host_cpu"] = {v[0]: v[3] for v in vcpus}
+        except libvirt.libvirtError as err:
+            self.info["problems"].append(f"vcpus: {lh.short_error(err)}")
+        try:
+            self.info["numa_parameters"] = self.dom.numaParameters(0)
+        except libvirt.libvirtError as err:
+            self.info["problems"].append(f"numaParameters: {lh.short_error(err)}")
+        live = ET.fromstring(self.dom.XMLDesc(0))
+        (self.run_dir / "domain-live.xml").write_text(self.dom.XMLDesc(0))
+        self.info["memnodes"] = {m.get("cellid"): m.get("nodeset") for m in live.iter("memnode")}
+        self.info["seclabels"] = [
+            {"model": s.get("model"), "label": s.findtext("label")} for s in live.findall("seclabel")
+        ]
+        affinity = self.info.get("vcpu_affinity", pins)
+        for vcpu, want in enumerate(placement.vcpu_pins):
+            got = affinity.get(vcpu)
+            if got == str(want):
+                outcome.pinned[vcpu] = want
+            elif outcome.pin_error is None:
+                outcome.pin_error = f"vCPU {vcpu} -> CPU {want}: libvirt reports affinity {got or 'unknown'}"
+
+    # --- watching -----------------------------------------------------------------------------------
+
+    def _exited(self) -> int | None:
+        """watch()'s ``exited``: mirror the console, then None while the domain runs, else its exit code."""
+        now = time.monotonic()
+        if now - self.last_console >= CONSOLE_POLL_S:
+            self.last_console = now
+            self._sync_console()
+        if now - self.last_state < STATE_POLL_S:
+            return None
+        self.last_state = now
+        code = self._gone()
+        if code is not None:
+            self._sync_console()
+        return code
+
+    def _gone(self) -> int | None:
+        libvirt = self.libvirt
+        try:
+            state, reason = self.dom.state(0)
+        except libvirt.libvirtError as err:
+            if lh._is_error(err, libvirt.VIR_ERR_NO_DOMAIN):
+                self.gone_code = 0 if self.gone_code is None else self.gone_code
+                self.info.setdefault("exit", "powered off (the transient domain is gone)")
+                return self.gone_code
+            raise
+        if state == libvirt.VIR_DOMAIN_SHUTOFF:
+            ok = reason == libvirt.VIR_DOMAIN_SHUTOFF_SHUTDOWN
+            self.gone_code = 0 if ok else 1
+            self.info["exit"] = f"shut off (reason {reason})"
+            return self.gone_code
+        if state == libvirt.VIR_DOMAIN_CRASHED:
+            self.gone_code = 1
+            self.info["exit"] = f"crashed (reason {reason})"
+            return 1
+        return None
+
+    def _sync_console(self) -> None:
+        """Append what the host's console file gained since the last call to the local console.log."""
+        libvirt = self.libvirt
+        try:
+            if self.console_vol is None:
+                now = time.monotonic()
+                if now - self.last_refresh < 1.0 and self.last_refresh:
+                    return
+                self.last_refresh = now
+                self.results_pool.refresh(0)
+                self.console_vol = self.results_pool.storageVolLookupByName(CONSOLE_NAME)
+            size = self.console_vol.info()[1]
+            if size > self.console_pos:
+                self.console_pos += lh.download(
+                    self.conn, self.console_vol, self.console_local, self.console_pos, append=True
+                )
+        except libvirt.libvirtError:
+            return  # not there yet, or a refresh raced with virtlogd: next time
+
+    # --- teardown -----------------------------------------------------------------------------------
+
+    def _teardown(self, fetch: bool, timed_out: bool) -> None:
+        libvirt = self.libvirt
+        problems = self.info["problems"]
+        if self.dom is not None:
+            try:
+                if self.dom.isActive():
+                    self.dom.destroy()
+                    self.info["exit"] = "destroyed (timeout)" if timed_out else "destroyed"
+            except libvirt.libvirtError as err:
+                if not lh._is_error(err, libvirt.VIR_ERR_NO_DOMAIN):
+                    problems.append(f"destroy: {lh.short_error(err)}")
+        self._qemu_log_tail()
+        if self.results_pool is not None:
+            if fetch:
+                self._fetch_results()
+            try:
+                self.results_pool.refresh(0)
+                for vol in self.results_pool.listAllVolumes(0):
+                    vol.delete(0)
+                self.results_pool.destroy()
+            except libvirt.libvirtError as err:
+                problems.append(f"results pool: {lh.short_error(err)}")
+        if self.store is not None:
+            for suffix in (".results", ".initrd"):
+                try:
+                    self.store.remove(self.name + suffix)
+                except libvirt.libvirtError as err:
+                    problems.append(f"removing {self.name}{suffix}: {lh.short_error(err)}")
+
+    def _fetch_results(self) -> None:
+        libvirt = self.libvirt
+        t0 = time.monotonic()
+        files, total = 0, 0
+        try:
+            self.results_pool.refresh(0)
+            for vol in self.results_pool.listAllVolumes(0):
+                kind = vol.info()[0]
+                name = vol.name()
+                if kind == libvirt.VIR_STORAGE_VOL_DIR or "/" in name or name.startswith("."):
+                    self.info["problems"].append(f"results: skipped {name} (not a plain file)")
+                    continue
+                total += lh.download(self.conn, vol, self.run_dir / name)
+                files += 1
+        except libvirt.libvirtError as err:
+            self.info["problems"].append(f"downloading results: {lh.short_error(err)}")
+        self.info["results"].update(
+            {"files": files, "downloaded_bytes": total, "download_s": round(time.monotonic() - t0, 2)}
+        )
+
+    def _qemu_log_tail(self) -> None:
+        """libvirt's per-domain QEMU log, when the daemon is on this machine and we can read it."""
+        if not self.info["local"]:
+            return
+        log = Path("/var/log/libvirt/qemu") / f"{self.name}.log"
+        try:
+            text = log.read_text(errors="replace")
+        except OSError:
+            return
+        (self.run_dir / "qemu.log").write_text(text)
+        self.info["qemu_log"] = "qemu.log"
+
+
+# --- leftovers (numalab doctor --connect URI [--clean]) ----------------------------------------------
+
+
+def _owner(dom) -> dict:
+    try:
+        meta = ET.fromstring(dom.metadata(2, METADATA_NS, 0))  # VIR_DOMAIN_METADATA_ELEMENT
+    except Exception:  # noqa: BLE001 - no numalab metadata: not ours or an old run
+        return {}
+    pid = int(meta.get("pid", "0") or 0)
+    host = meta.get("host", "")
+    alive = False
+    if pid and host == socket.gethostname():
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            alive = b"lab.cli" in cmd or b"numalab" in cmd or b"pytest" in cmd
+        except OSError:
+            alive = False
+    return {"pid": pid, "host": host, "alive": alive, "run_dir": meta.get("run_dir", "")}
+
+
+def leftovers(conn, spec: lh.HostSpec | None = None) -> dict:
+    """numalab-* domains, per-run pools and per-run volumes on the host behind ``conn``."""
+    libvirt = lh.libvirt_module()
+    doms = []
+    live_names = set()
+    for dom in conn.listAllDomains(0):
+        name = dom.name()
+        if not name.startswith(DOMAIN_PREFIX):
+            continue
+        state = dom.state(0)[0]
+        owner = _owner(dom)
+        if owner.get("alive"):
+            live_names.add(name)
+        doms.append(
+            {
+                "name": name,
+                "running": state != libvirt.VIR_DOMAIN_SHUTOFF,
+                "persistent": bool(dom.isPersistent()),
+                "owner": owner,
+            }
+        )
+    pools = [
+        p.name()
+        for p in conn.listAllStoragePools(0)
+        if p.name().startswith(DOMAIN_PREFIX) and p.name().endswith("-results")
+        and p.name()[: -len("-results")] not in live_names
+    ]
+    vols = []
+    try:
+        pool = conn.storagePoolLookupByName((spec or lh.HostSpec(conn.getURI())).pool_name)
+        if pool.isActive():
+            pool.refresh(0)
+            for v in pool.listAllVolumes(0):
+                n = v.name()
+                base = n.rsplit(".", 1)[0]
+                if n.startswith(DOMAIN_PREFIX) and n.endswith((".initrd", ".results")) and base not in live_names:
+                    vols.append(n)
+    except libvirt.libvirtError:
+        pass
+    return {"domains": doms, "pools": sorted(pools), "volumes": sorted(vols), "live": sorted(live_names)}
+
+
+def clean(conn, spec: lh.HostSpec | None = None) -> dict:
+    """Remove leftovers: destroy and undefine numalab-* domains whose numalab process is gone, their pools
+    and volumes. Domains of a numalab process still running on this machine are kept."""
+    libvirt = lh.libvirt_module()
+    found = leftovers(conn, spec)
+    removed: dict = {"domains": [], "pools": [], "volumes": [], "kept": found["live"], "problems": []}
+    for d in found["domains"]:
+        if d["name"] in found["live"]:
+            continue
+        try:
+            dom = conn.lookupByName(d["name"])
+            if dom.isActive():
+                dom.destroy()
+            if dom.isPersistent():
+                dom.undefineFlags(libvirt.VIR_DOMAIN_UNDEFINE_NVRAM | libvirt.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE)
+            removed["domains"].append(d["name"])
+        except libvirt.libvirtError as err:
+            if not lh._is_error(err, libvirt.VIR_ERR_NO_DOMAIN):
+                removed["problems"].append(f"{d['name']}: {lh.short_error(err)}")
+    for name in found["pools"]:
+        try:
+            pool = conn.storagePoolLookupByName(name)
+            if not pool.isActive():
+                pool.create(0)
+            pool.refresh(0)
+            for v in pool.listAllVolumes(0):
+                v.delete(0)
+            pool.destroy()
+            if pool.isPersistent():
+                pool.undefine()
+            removed["pools"].append(name)
+        except libvirt.libvirtError as err:
+            removed["problems"].append(f"pool {name}: {lh.short_error(err)}")
+    if found["volumes"]:
+        store = lh.ImageStore(conn, spec or lh.HostSpec(conn.getURI())).open()
+        for name in found["volumes"]:
+            if name.endswith(".results"):
+                _empty_dir(conn, store, name, removed["problems"])
+            store.remove(name)
+            if name not in [v[0] for v in store.volumes()]:
+                removed["volumes"].append(name)
+            else:
+                removed["problems"].append(f"volume {name}: could not be removed")
+    return removed
+
+
+def _empty_dir(conn, store: lh.ImageStore, name: str, problems: list[str]) -> None:
+    """Delete the files of a results directory whose pool is gone (through a short-lived pool on it)."""
+    libvirt = lh.libvirt_module()
+    path = f"{store.path}/{name}"
+    pool_name = f"{name[: -len('.results')]}-results"
+    try:
+        pool = lh.ensure_pool(conn, pool_name, path, build=False)
+        pool.refresh(0)
+        for v in pool.listAllVolumes(0):
+            v.delete(0)
+        pool.destroy()
+    except libvirt.libvirtError as err:
+        problems.append(f"emptying {path}: {lh.short_error(err)}")

@@ -1,0 +1,211 @@
+"""The libvirt backend against a real libvirtd: parity with direct QEMU, cleanup, two hosts, bad input.
+
+The daemons are started the way a user without systemd starts them
+(``python3 -m lab.host.libvirtd up``, behind ``make libvirt-up``): the
+system daemon (qemu:///system) and a second, unprivileged session daemon
+run as the system user ``numalab-session``, which plays the second host.
+Both go through the storage API for images and results, as a remote host does.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from common import REPO, assert_one_line_error, numalab
+
+from lab.host import libvirtd
+from lab.host.inventory import read_inventory
+from lab.placement.plan import plan_placement
+from lab.topology.spec import load_topology
+from lab.vm.qemu_argv import BootSpec
+
+pytestmark = [pytest.mark.vm, pytest.mark.libvirt]
+
+SYSTEM = "qemu:///system"
+SESSION_USER = "numalab-session"
+SESSION = libvirtd.session_uri(SESSION_USER)
+
+
+@pytest.fixture(scope="module")
+def daemons() -> list[str]:
+    proc = subprocess.run([sys.executable, "-m", "lab.host.libvirtd", "up", "--session-user", SESSION_USER, "--json"],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)["uris"]
+
+
+def numalab_domains(uri: str) -> list[str]:
+    import libvirt
+
+    conn = libvirt.open(uri)
+    try:
+        return sorted(d.name() for d in conn.listAllDomains(0) if d.name().startswith("numalab-"))
+    finally:
+        conn.close()
+
+
+def manifest(run: Path) -> dict:
+    return json.loads((run / "manifest.json").read_text())
+
+
+def test_daemons_up_gives_both_uris(daemons) -> None:
+    assert daemons == [SYSTEM, SESSION]
+
+
+def test_parity_with_direct_qemu(daemons, tmp_path: Path) -> None:
+    lv = tmp_path / "libvirt"
+    proc = numalab("run", "--backend", "libvirt", "--connect", SYSTEM, "--topology", "ring-4",
+                   "--workload", "numa01", "--duration", "15", "--out", str(lv), timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    m = manifest(lv)
+    assert m["status"] == "ok" and m["guest_topology_ok"] is True
+    assert m["backend"]["name"] == "libvirt" and m["backend"]["domain_type"] == m["accelerator"]["name"].replace(
+        "tcg", "qemu")
+    events = m["metrics"]["events"]
+    assert sum(events.get(f"sched_{k}_numa", 0) for k in ("move", "swap", "stick")) > 0, events
+    report = subprocess.run(["trace-cmd", "report", "-i", str(lv / "trace.dat")], capture_output=True, text=True)
+    assert report.returncode == 0 and "_numa:" in report.stdout
+    # Pinning and binding went through <cputune>/<numatune>: libvirt reports the planned CPUs back.
+    assert m["backend"]["vcpu_pin_info"] == {str(i): str(c) for i, c in enumerate(m["placement"]["vcpu_pins"])}
+    assert numalab_domains(SYSTEM) == []
+
+    q = tmp_path / "qemu"
+    proc = numalab("run", "--topology", "ring-4", "--workload", "idle", "--duration", "1", "--out", str(q))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert manifest(q)["guest_topology"]["readback"] == m["guest_topology"]["readback"]
+
+
+def test_sigterm_leaves_no_domain(daemons, tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-m", "lab.cli", "run", "--backend", "libvirt", "--connect", SESSION,
+           "--topology", "ring-2", "--workload", "idle", "--duration", "60", "--out", str(out)]  # fmt: skip
+    p = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    seen = ""
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and "running idle" not in seen:
+        line = p.stderr.readline()
+        if not line:
+            break
+        seen += line
+    assert "running idle" in seen, seen
+    assert len(numalab_domains(SESSION)) == 1
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=60) == 143
+    assert numalab_domains(SESSION) == []
+    assert not out.exists()
+
+
+TWO_HOSTS = f"""
+name: two-hosts
+topologies: [ring-2]
+workloads: [{{name: idle, duration: 1}}]
+repeats: 4
+hosts:
+  - {{uri: "{SYSTEM}", capacity: 1}}
+  - {{uri: "{SESSION}", capacity: 1}}
+"""
+
+
+def test_two_host_matrix_spreads_and_merges(daemons, tmp_path: Path) -> None:
+    spec = tmp_path / "two.yaml"
+    spec.write_text(TWO_HOSTS)
+    outs = []
+    for i in (1, 2):
+        out = tmp_path / f"shard{i}"
+        proc = numalab("matrix", "run", str(spec), "--shard", f"{i}/2", "--out", str(out), "--no-reports",
+                       timeout=600)  # fmt: skip
+        assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+        outs.append(out)
+    merged = tmp_path / "merged"
+    proc = numalab("matrix", "merge", *map(str, outs), "--out", str(merged))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    summary = json.loads((merged / "summary.json").read_text())
+    assert summary["totals"] == {"ok": 4, "runs": 4}
+    hosts = [r["host"] for r in summary["runs"]]
+    assert set(hosts) == {SYSTEM, SESSION}, hosts
+    for r in summary["runs"]:
+        assert manifest(merged / r["dir"])["backend"]["uri"] == r["host"]
+
+
+def test_doctor_lists_and_cleans_leftovers(daemons) -> None:
+    import libvirt
+
+    name = "numalab-leftover-test"
+    xml = (f"<domain type='qemu'><name>{name}</name><memory unit='MiB'>64</memory><vcpu>1</vcpu>"
+           "<os><type arch='x86_64' machine='pc'>hvm</type></os></domain>")  # fmt: skip
+    conn = libvirt.open(SYSTEM)
+    try:
+        conn.defineXML(xml)
+    finally:
+        conn.close()
+    proc = numalab("doctor", "--connect", SYSTEM)
+    assert proc.returncode == 0, proc.stderr
+    assert f"leftover domain {name}" in proc.stdout and "--clean" in proc.stdout
+    proc = numalab("doctor", "--connect", SYSTEM, "--clean", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert name in json.loads(proc.stdout)["libvirt"]["cleaned"]["domains"]
+    assert numalab_domains(SYSTEM) == []
+
+
+def test_domain_name_clash_is_one_line(daemons, tmp_path: Path) -> None:
+    import libvirt
+
+    from lab.errors import LabError
+    from lab.vm.libvirt_backend import LibvirtBackend
+
+    name = "numalab-clash-test"
+    xml = (f"<domain type='qemu'><name>{name}</name><memory unit='MiB'>64</memory><vcpu>1</vcpu>"
+           "<os><type arch='x86_64' machine='pc'>hvm</type></os></domain>")  # fmt: skip
+    conn = libvirt.open(SESSION)
+    dom = conn.defineXML(xml)
+    try:
+        topo = load_topology("ring-2")
+        boot = BootSpec(kernel="/nonexistent", initrd="/nonexistent", cmdline="", results_dir=str(tmp_path),
+                        console_log=str(tmp_path / "console.log"), qmp_socket="", name=name)  # fmt: skip
+        with pytest.raises(LabError, match="already exists") as err:
+            LibvirtBackend(SESSION).run(topo, plan_placement(topo, read_inventory()), boot, tmp_path, 30)
+        assert "\n" not in str(err.value) and "--clean" in str(err.value)
+    finally:
+        dom.undefine()
+        conn.close()
+
+
+@pytest.mark.parametrize(
+    "args, needles",
+    [
+        (["--connect", "qemu+tcp://127.0.0.1:1/system"], ["qemu+tcp://127.0.0.1:1/system", "unreachable"]),
+        (["--connect", "qemu+unix:///system?socket=/nonexistent/libvirt-sock"], ["not running", "libvirtd up"]),
+        (["--connect", "no-scheme"], ["--connect", "not a libvirt URI"]),
+    ],
+)
+def test_bad_hosts_are_one_line(daemons, args, needles) -> None:
+    proc = numalab("run", "--backend", "libvirt", *args, "--workload", "idle", "--duration", "1")
+    assert_one_line_error(proc, *needles)
+
+
+def test_host_lacking_the_image_is_one_line(daemons, tmp_path: Path) -> None:
+    pool = f"/var/tmp/numalab-empty-{tmp_path.name}"
+    proc = numalab("run", "--backend", "libvirt", "--connect", SYSTEM, "--pool-dir", pool, "--no-upload",
+                   "--topology", "ring-2", "--workload", "idle", "--duration", "1", "--out", str(tmp_path / "r"))
+    # Found when the run stages its files, after the progress lines: the error itself is one line, and last.
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("numalab: error:")]
+    assert len(errors) == 1 and proc.stderr.splitlines()[-1] == errors[0], proc.stderr
+    assert all(n in errors[0] for n in (SYSTEM, "lacks the kernel image", pool)), errors[0]
+    assert not (tmp_path / "r").exists()
+    assert numalab_domains(SYSTEM) == []
+    import libvirt
+
+    from lab.vm.libvirt_hosts import HostSpec
+
+    conn = libvirt.open(SYSTEM)
+    try:
+        conn.storagePoolLookupByName(HostSpec(SYSTEM, pool_dir=pool).pool_name).destroy()
+    finally:
+        conn.close()
