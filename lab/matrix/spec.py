@@ -16,6 +16,9 @@
     baseline: {kernel: stock}    # or {setting: on}
     gates:
       - {metric: workload.gbps, worse_than_baseline_pct: 5, significant: true}
+    hosts:                       # optional: libvirt hosts to spread the runs over
+      - {uri: qemu:///system, capacity: 2}
+      - {uri: qemu+ssh://lab@box2/system, capacity: 4, pool_dir: /srv/numalab, upload: true}
 
 Expansion order interleaves kernels (and settings) innermost, so runs go
 A B A B and drift affects every side alike. Run ids are stable:

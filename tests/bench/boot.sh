@@ -9,6 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 VENV=${VENV:-.venv}
+export PATH="$PWD/$VENV/bin:$PATH"  # vng runs virtme-run from the venv
 NUMALAB="$VENV/bin/numalab"
 REPEATS=${2:-3}
 [ -x "$VENV/bin/vng" ] || "$VENV/bin/pip" install -q virtme-ng
@@ -39,7 +40,7 @@ for i in $(seq "$REPEATS"); do
   "$VENV/bin/vng" -r "$KERNEL" "${VNG_KVM[@]}" --force-9p -p 4 -m 2G \
     --numa 512M,cpus=0 --numa 512M,cpus=1 --numa 512M,cpus=2 --numa 512M,cpus=3 \
     --numa-distance 0,1=20 --numa-distance 1,2=20 --numa-distance 2,3=20 --numa-distance 3,0=20 \
-    --numa-distance 0,2=30 --numa-distance 1,3=30 --exec true > /dev/null 2>&1 || echo "vng run $i failed" >&2
+    --numa-distance 0,2=30 --numa-distance 1,3=30 --exec true > "$out/vng$i.log" 2>&1 || { echo "vng run $i failed:" >&2; tail -3 "$out/vng$i.log" >&2; }
   t1=$(now)
   awk -v a="$t0" -v b="$t1" "BEGIN {printf \"%.2f\\n\", b - a}" >> "$out/vng"
   echo "run $i: numalab $(tail -1 "$out/numalab")s (overhead $(tail -1 "$out/overhead")s), vng $(tail -1 "$out/vng")s"
