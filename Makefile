@@ -22,7 +22,7 @@ help:
 	@echo "make test-fast - only the tests that boot no VM"
 	@echo "make lint   - ruff"
 	@echo "make golden - regenerate tests/golden (QEMU argv and libvirt XML of every preset)"
-	@echo "make bench  - boot-overhead benchmark (prints figures)"
+	@echo "make bench  - benchmarks: boot overhead vs virtme-ng, trace parsing, matrix packing (prints figures)"
 	@echo "make bench-kernel - kernel build benchmark: cold, one-line rebuild, cache hit (prints figures)"
 	@echo "make libvirt-up - start libvirt's daemons by hand (no systemd needed) for --backend libvirt"
 	@echo "make setup  - apt packages + $(VENV) (done by the targets above)"
@@ -49,7 +49,7 @@ test: setup
 	$(PY) -m pytest -ra $(PYTEST_ARGS)
 
 test-fast: setup
-	$(PY) -m pytest -ra -m 'not vm' $(PYTEST_ARGS)
+	$(PY) -m pytest -ra -m 'not vm and not kernel_build' $(PYTEST_ARGS)
 
 DEMO_DIR := runs/demo-$(shell date +%Y%m%d-%H%M%S)
 demo: setup
@@ -73,6 +73,8 @@ libvirt-down:
 
 bench: setup
 	tests/bench/boot.sh
+	$(PY) tests/bench/trace_parse.py
+	tests/bench/matrix.sh
 
 bench-kernel: setup
 	tests/bench/kernel_build.sh

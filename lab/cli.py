@@ -368,6 +368,9 @@ def build_parser() -> argparse.ArgumentParser:
     from lab.matrix.cli import add_matrix_commands
 
     add_matrix_commands(sub)
+    from lab.kernel.cli import add_kernel_commands
+
+    add_kernel_commands(sub)
 
     rep = sub.add_parser(
         "report",

@@ -1,0 +1,294 @@
+"""``numalab kernel build``: source + patches + fragments -> a cached bzImage.
+
+The cache key hashes the source identity, the patch contents, the fragment
+texts and the compiler version; an identical request is answered from
+``<cache>/kernels/builds/<key>/`` without touching any tree. A miss resets the
+source's private tree, applies the patches, merges the fragments with the
+kernel's ``merge_config.sh`` (on allnoconfig) and ``olddefconfig``, checks
+every requested symbol, then builds out of tree (one warm O= directory per
+source and fragment set) with ccache and ``-j`` = host CPUs.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lab.errors import LabError
+from lab.kernel.cache import builds_dir, link_name, validate_name
+from lab.kernel.fragments import Fragment, check_config, load_fragments
+from lab.kernel.patches import Patch, apply_patches, load_patches
+from lab.kernel.source import Source, prepare_tree, reset_tree, resolve_source, source_root
+from lab.paths import cache_dir
+
+BUILD_VERSION = 2  # bump when the recipe below changes what a key's artefacts are
+ARTEFACTS = {"bzImage": "arch/x86/boot/bzImage", "config": ".config", "System.map": "System.map"}
+_OBJECT = re.compile(r"^\s+(CC|AS)\s+\S+\.o$")
+_PROGRESS_S = float(os.environ.get("NUMALAB_KERNEL_PROGRESS_S", "15"))
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class BuildRequest:
+    source: Source
+    patches: list[Patch] = field(default_factory=list)
+    fragments: list[Fragment] = field(default_factory=list)
+    name: str | None = None
+    jobs: int = 0
+
+    def default_name(self) -> str:
+        if not self.patches:
+            return "baseline"
+        stem = Path(self.patches[0].name).name
+        return re.sub(r"[^A-Za-z0-9._+-]", "-", stem.removesuffix(".patch").removesuffix(".diff")) or "patched"
+
+
+@dataclass(frozen=True)
+class BuildResult:
+    name: str
+    key: str
+    path: Path
+    cached: bool
+    seconds: float
+    meta: dict
+
+
+def compiler_identity() -> str:
+    try:
+        out = subprocess.run(["gcc", "--version"], capture_output=True, text=True).stdout
+    except OSError:
+        raise LabError("kernel build: gcc not found (make setup installs it)") from None
+    return out.splitlines()[0].strip() if out else "gcc ?"
+
+
+def fragments_key(fragments: list[Fragment]) -> str:
+    h = hashlib.sha256()
+    for f in fragments:
+        h.update(hashlib.sha256(f.text.encode()).digest())
+    return h.hexdigest()[:16]
+
+
+def cache_key(req: BuildRequest) -> str:
+    doc = {
+        "v": BUILD_VERSION,
+        "target": "x86_64 bzImage",
+        "source": req.source.identity,
+        "patches": [[p.kind, p.strip, p.sha256()] for p in req.patches],
+        "fragments": [hashlib.sha256(f.text.encode()).hexdigest() for f in req.fragments],
+        "compiler": compiler_identity(),
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:20]
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _fmt_s(s: float) -> str:
+    return f"{int(s // 60)}m{int(s % 60):02d}s" if s >= 60 else f"{s:.1f}s"
+
+
+def _cached(key: str) -> dict | None:
+    meta = builds_dir() / key / "meta.json"
+    if (builds_dir() / key / "bzImage").exists() and meta.exists():
+        return json.loads(meta.read_text())
+    return None
+
+
+def _run_logged(cmd: list[str], cwd: Path, log, env: dict | None = None) -> int:
+    log.write(f"$ {' '.join(cmd)}\n")
+    log.flush()
+    return subprocess.run(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=env).returncode
+
+
+def _first_error(lines: list[str]) -> str:
+    for pat in (r": (fatal )?error: ", r"undefined reference", r"(?i)\berror\b", r"\*\*\* "):
+        for ln in lines:
+            if re.search(pat, ln):
+                return ln.strip()
+    return lines[-1].strip() if lines else "no output"
+
+
+def _configure(tree: Path, out: Path, fragments: list[Fragment], log) -> None:
+    frag_dir = out.parent / f"{out.name}.fragments"
+    frag_dir.mkdir(exist_ok=True)
+    paths = []
+    for i, f in enumerate(fragments):
+        p = frag_dir / f"{i:02d}-{f.name}"
+        p.write_text(f.text)
+        paths.append(str(p))
+    merge = ["bash", str(tree / "scripts/kconfig/merge_config.sh"), "-n", "-O", str(out), *paths]
+    if _run_logged(merge, tree, log) != 0 or _run_logged(["make", f"O={out}", "olddefconfig"], tree, log) != 0:
+        raise LabError(f"kernel config: merge_config.sh/olddefconfig failed (log: {log.name})")
+    check_config(fragments, (out / ".config").read_text())
+
+
+def _compile(
+    tree: Path, out: Path, jobs: int, log, progress: Progress, expected: int | None
+) -> tuple[int, int, list[str]]:
+    """make bzImage, with a progress line every few seconds: (exit code, objects compiled, last lines)."""
+    env = {**os.environ, "CCACHE_DIR": str(cache_dir("ccache")), "LC_ALL": "C",
+           "KBUILD_BUILD_USER": "numalab", "KBUILD_BUILD_HOST": "numalab"}  # fmt: skip
+    cmd = ["make", f"O={out}", f"-j{jobs}", "CC=ccache gcc", "LOCALVERSION=", "bzImage"]
+    log.write(f"$ {' '.join(cmd)}\n")
+    log.flush()
+    t0 = time.monotonic()
+    count = [0]
+    tail: list[str] = []
+    done = threading.Event()
+
+    def ticker() -> None:
+        while not done.wait(_PROGRESS_S):
+            of = f"/~{expected}" if expected and count[0] <= expected else ""
+            progress(f"building… {count[0]}{of} objects, {_fmt_s(time.monotonic() - t0)} elapsed")
+
+    proc = subprocess.Popen(cmd, cwd=tree, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                            errors="replace", start_new_session=True)  # fmt: skip
+    thread = threading.Thread(target=ticker, daemon=True)
+    thread.start()
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            log.write(line)
+            if _OBJECT.match(line):
+                count[0] += 1
+            tail.append(line.rstrip("\n"))
+            del tail[:-400]
+        rc = proc.wait()
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait()
+        raise
+    finally:
+        done.set()
+        log.flush()
+    return rc, count[0], tail
+
+
+def _stats(out: Path) -> dict:
+    try:
+        return json.loads((out.parent / f"{out.name}.stats.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _build_locked(req: BuildRequest, key: str, name: str, progress: Progress) -> BuildResult:
+    t0 = time.monotonic()
+    tree = prepare_tree(req.source, progress)
+    reset_tree(tree)
+    apply_patches(tree, req.patches)
+    out = source_root(req.source) / f"build-{fragments_key(req.fragments)}"
+    cold = not (out / "vmlinux").exists()
+    out.mkdir(exist_ok=True)
+    log_path = cache_dir("kernels", "logs") / f"{key}.log"
+    with open(log_path, "w") as log:
+        _configure(tree, out, req.fragments, log)
+        jobs = req.jobs or len(os.sched_getaffinity(0))
+        stats = _stats(out)
+        progress(f"building {name} ({'cold' if cold else 'incremental'}, -j{jobs}, log {log_path})")
+        rc, objects, tail = _compile(tree, out, jobs, log, progress, stats.get("objects") if cold else None)
+    if rc != 0:
+        print(f"--- last lines of {log_path} ---")
+        print("\n".join(tail[-25:]))
+        raise LabError(f"kernel build failed: {_first_error(tail)} (log: {log_path})")
+    if cold:
+        (out.parent / f"{out.name}.stats.json").write_text(json.dumps({"objects": objects}) + "\n")
+    release = subprocess.run(["make", "-s", f"O={out}", "LOCALVERSION=", "kernelrelease"], cwd=tree,
+                             capture_output=True, text=True).stdout.strip()  # fmt: skip
+    seconds = round(time.monotonic() - t0, 1)
+    meta = {
+        "key": key,
+        "release": release,
+        "source": req.source.to_dict(),
+        "patches": [p.to_dict() for p in req.patches],
+        "fragments": [str(f.path) for f in req.fragments],
+        "compiler": compiler_identity(),
+        "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "build_s": seconds,
+        "objects_compiled": objects,
+        "incremental": not cold,
+    }
+    stage = builds_dir() / f".{key}.tmp-{os.getpid()}"
+    shutil.rmtree(stage, ignore_errors=True)
+    stage.mkdir()
+    for dest, rel in ARTEFACTS.items():
+        shutil.copy2(out / rel, stage / dest)
+    shutil.copy2(log_path, stage / "build.log")
+    (stage / "release").write_text(release + "\n")
+    (stage / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    final = builds_dir() / key
+    shutil.rmtree(final, ignore_errors=True)
+    os.rename(stage, final)
+    reset_tree(tree)  # leave the private tree pristine for the next request
+    return BuildResult(name, key, final, False, seconds, meta)
+
+
+def build_kernel(req: BuildRequest, progress: Progress) -> BuildResult:
+    t0 = time.monotonic()
+    name = validate_name(req.name or req.default_name())
+    key = cache_key(req)
+    meta = _cached(key)
+    if meta is None:
+        with _locked(source_root(req.source) / ".lock"):
+            meta = _cached(key)  # another numalab may have built it meanwhile
+            if meta is None:
+                result = _build_locked(req, key, name, progress)
+                link_name(name, key)
+                return result
+    link_name(name, key)
+    return BuildResult(name, key, builds_dir() / key, True, round(time.monotonic() - t0, 2), meta)
+
+
+def make_request(source: str | None, patches: list[str] | None, series: str | None, fragments: list[str] | None,
+                 name: str | None = None, jobs: int = 0, default_fragments: bool = True) -> BuildRequest:  # fmt: skip
+    # Cheap checks first, so bad input fails before anything is hashed or extracted.
+    loaded_patches = load_patches(patches, series)
+    loaded_fragments = load_fragments(fragments, default_fragments)
+    if not loaded_fragments:
+        raise LabError("--no-default-fragments: give at least one --fragment")
+    if name is not None:
+        validate_name(name)
+    if jobs < 0:
+        raise LabError(f"--jobs: must be >= 1, got {jobs}")
+    return BuildRequest(resolve_source(source), loaded_patches, loaded_fragments, name, jobs)
+
+
+def build_from_recipe(name: str, recipe: dict, base_dir: Path, progress: Progress) -> str:
+    """A matrix spec's ``build: {source, patches, series, fragments}``; returns the name to boot."""
+
+    def rel(p: str) -> str:
+        cand = base_dir / p
+        return str(cand) if not Path(p).is_absolute() and cand.exists() else p
+
+    unknown = set(recipe) - {"source", "patches", "series", "fragments"}
+    if unknown:
+        raise LabError(f"kernels: {name}: build.{sorted(unknown)[0]}: unknown field")
+    src = recipe.get("source")
+    req = make_request(
+        rel(str(src)) if src and "@" not in str(src) else src,
+        [rel(str(p)) for p in recipe.get("patches") or []],
+        rel(str(recipe["series"])) if recipe.get("series") else None,
+        [rel(str(f)) for f in recipe.get("fragments") or []],
+        name,
+    )
+    build_kernel(req, progress)
+    return name
