@@ -5,7 +5,7 @@
 #
 #   tests/bench/boot.sh [BZIMAGE] [REPEATS]
 #
-# BZIMAGE defaults to the cached stock kernel (numalab fetches it).
+# BZIMAGE defaults to numalab's trimmed baseline kernel (built and cached by numalab kernel build).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 VENV=${VENV:-.venv}
@@ -15,7 +15,10 @@ REPEATS=${2:-3}
 [ -x "$VENV/bin/vng" ] || "$VENV/bin/pip" install -q virtme-ng
 KERNEL=${1:-}
 if [ -z "$KERNEL" ]; then
-  KERNEL=$("$VENV/bin/python" -c 'from lab.kernel.resolve import resolve_kernel; print(resolve_kernel("stock").image)')
+  # virtme-ng needs 9p and virtio built in (the modular stock kernel panics there without its modules):
+  # use numalab's trimmed baseline, building it first if needed.
+  "$NUMALAB" kernel build --quiet --name baseline > /dev/null
+  KERNEL=$("$VENV/bin/python" -c 'from lab.kernel.resolve import resolve_kernel; print(resolve_kernel("baseline").image)')
 fi
 ACCEL=$("$VENV/bin/python" -c 'from lab.host.accel import accel_verdict; from pathlib import Path; import sys; print(accel_verdict(Path(sys.argv[1]))["accel"])' "$KERNEL")
 VNG_KVM=(); [ "$ACCEL" = tcg ] && VNG_KVM=(--disable-kvm)

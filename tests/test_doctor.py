@@ -1,0 +1,35 @@
+"""numalab doctor: a real KVM probe boot (not /dev/kvm's presence), TCG fallback with a warning, in bounded time."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+from common import numalab
+
+pytestmark = pytest.mark.vm
+
+
+def test_doctor_probes_for_real_and_falls_back_to_tcg() -> None:
+    t0 = time.monotonic()
+    proc = numalab("doctor", "--refresh", "--json", timeout=120)
+    took = time.monotonic() - t0
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    acc = report["accelerator"]
+    assert acc["cached"] is False  # --refresh: this verdict comes from a probe boot just now
+    assert acc["accel"] in ("kvm", "tcg")
+    if acc["accel"] == "kvm":
+        assert acc["kvm"]["ok"] is True
+    else:  # here: /dev/kvm exists but guests hang or QEMU aborts; the lab must say so and use TCG
+        assert acc["kvm"]["ok"] is False and acc["kvm"]["detail"]
+        assert "TCG" in acc["warning"] and "tcg,thread=multi" in acc["warning"]
+        assert acc["tcg"]["ok"] is True  # and TCG itself was shown to boot
+    assert took < 60, f"doctor took {took:.0f}s"
+    assert report["tools"]["qemu"] and report["tools"]["trace-cmd"] and report["host"]["nodes"]
+    # The human form says the same in one warning line.
+    proc = numalab("doctor", timeout=60)
+    assert proc.returncode == 0
+    if acc["accel"] == "tcg":
+        assert "KVM is unusable" in proc.stderr + proc.stdout
