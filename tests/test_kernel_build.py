@@ -405,3 +405,29 @@ def test_recipe_paths_are_relative_to_the_spec(tmp_path, monkeypatch) -> None:
     assert [p.path for p in seen["req"].patches] == [(tmp_path / "p" / "x.patch").resolve()]
     with pytest.raises(LabError, match=r"kernels: rev: build.patch: unknown field"):
         kbuild.build_from_recipe("rev", {"patch": ["p/x.patch"]}, tmp_path, print)
+
+
+@needs_source
+@pytest.mark.vm
+@pytest.mark.kernel_build
+def test_matrix_kernel_recipe_is_built_and_booted(tmp_path, baseline) -> None:
+    """A matrix kernel given as a build recipe goes through the kernel cache and boots under its name."""
+    spec = tmp_path / "recipe.yaml"
+    spec.write_text(f"""
+name: recipe
+topologies: [ring-2]
+kernels:
+  - {{name: base, build: {{}}}}
+  - {{name: ka, build: {{patches: [{KNOWN_ANSWER}]}}}}
+workloads: [{{name: idle, duration: 1}}]
+""")
+    out = tmp_path / "out"
+    proc = numalab("matrix", "run", str(spec), "--out", str(out), "--no-reports", timeout=1800)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    releases = {}
+    for kernel in ("base", "ka"):
+        m = json.loads((out / "runs" / f"ring-2.{kernel}.idle.default.r1" / "manifest.json").read_text())
+        assert m["status"] == "ok" and m["kernel"]["name"] == kernel
+        releases[kernel] = m["kernel"]["sha256"]
+    assert releases["base"] != releases["ka"]  # two different images were booted
+    assert find_built("base").image == Path(baseline["path"], "bzImage").resolve()

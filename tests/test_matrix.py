@@ -88,6 +88,9 @@ def test_include_exclude() -> None:
         ("topologies: [ring-2]\nworkloads: [numa01]\nrepeats: 0\n", "repeats"),
         ("topologies: [ring-2]\nworkloads: [numa01]\nbaseline: {kernel: other}\n", "baseline.kernel"),
         ("topologies: [ring-2]\nworkloads: [numa01]\nsettings: [{name: x, knobs: {nope: 1}}]\n", "knobs.nope"),
+        ("topologies: [ring-2]\nworkloads: [numa01]\nhosts: [{uri: nope}]\n", "hosts[0].uri"),
+        ("topologies: [ring-2]\nworkloads: [numa01]\nhosts: [{uri: 'qemu:///system', capacity: 0}]\n",
+         "hosts[0].capacity"),
     ],
 )
 def test_bad_specs_are_one_line_errors(tmp_path: Path, text: str, needle: str) -> None:
