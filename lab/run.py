@@ -35,7 +35,7 @@ from lab.vm.backend import Backend
 from lab.vm.console import Stage
 from lab.vm.qemu_argv import BootSpec
 from lab.vm.qemu_backend import QemuBackend
-from lab.vm.status import Evidence, classify
+from lab.vm.status import Evidence, classify, console_excerpt
 
 BOOT_ALLOWANCE_S = 60.0  # TCG boot of a large guest on a small host
 COLLECT_ALLOWANCE_S = 60.0  # trace-cmd merging + copying results
@@ -219,7 +219,7 @@ def _collect(req, run_id, d: Path, placement, backend_info: dict, outcome, total
         "files": sorted(p.name for p in d.iterdir() if p.is_file()),
     }
     if status != "ok":
-        manifest["console_tail"] = console[-4000:].splitlines()[-40:]
+        manifest["console_tail"] = console_excerpt(console, status)
     return manifest
 
 

@@ -41,3 +41,19 @@ def classify(ev: Evidence) -> tuple[str, str]:
     if ev.workload_rc != 0:
         return "workload-failed", f"the workload exited {ev.workload_rc}"
     return "ok", "the guest ran the plan and wrote all results"
+
+
+def console_excerpt(console: str, status: str, lines: int = 40) -> list[str]:
+    """The console lines a failed run's manifest keeps: the last ``lines``, or for a panic the panic
+    itself (a long backtrace, or other CPUs' dumps, can push its first line out of a plain tail)."""
+    all_lines = console.splitlines()
+    tail = all_lines[-lines:]
+    if status != "panic":
+        return tail
+    first = next((i for i, ln in enumerate(all_lines) if any(m in ln for m in PANIC_MARKS)), None)
+    if first is None or first >= len(all_lines) - lines:
+        return tail
+    head = all_lines[max(0, first - 5) : first + lines]
+    if first + lines >= len(all_lines) - 10:
+        return all_lines[max(0, first - 5) :]
+    return [*head, "[...]", *all_lines[-10:]]
