@@ -329,10 +329,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-trace", action="store_true", help="do not run trace-cmd")
     r.add_argument(
         "--trace-mode",
-        choices=("extract", "record"),
-        default="extract",
-        help="extract: trace-cmd start, then extract after the workload (no recorder tasks in the guest while "
-        "it runs; default); record: the workload runs under trace-cmd record",
+        choices=("raw", "extract", "record"),
+        default="raw",
+        help="raw: the kernel's trace buffers only while the workload runs (no recorder tasks in the guest), "
+        "copied out raw and made into trace.dat on the host with trace-cmd restore (default); extract: the "
+        "same, but trace-cmd extract runs in the guest (over a second longer under TCG); record: the workload "
+        "runs under trace-cmd record",
     )
     r.add_argument("--backing", choices=BACKINGS, default="ram", help="guest memory backing (default ram)")
     r.add_argument("--prealloc", action="store_true", help="preallocate guest memory")

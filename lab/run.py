@@ -31,8 +31,11 @@ from lab.kernel.resolve import Kernel
 from lab.placement.plan import Backing, plan_placement
 from lab.topology.kernel_view import predict
 from lab.topology.model import Topology
+from lab.trace.assemble import assemble_run
+from lab.vm import delay_calibration
 from lab.vm.backend import Backend
 from lab.vm.console import Stage
+from lab.vm.libvirt_hosts import is_local_uri
 from lab.vm.qemu_argv import BootSpec
 from lab.vm.qemu_backend import QemuBackend
 from lab.vm.status import Evidence, classify, console_excerpt
@@ -108,13 +111,17 @@ def execute(req: RunRequest, progress: Callable[[str], None] | None = None) -> t
     try:
         say("building guest image")
         boot_kernel, protocol = boot_image(req.kernel.image)
-        base = image.base_image()
-        modules = image.modules_image(req.kernel.modules_dir)
-        initrd = image.assemble_initrd(tmp / "initrd.cpio", base, modules, req.plan.to_shell())
+        uri = getattr(req.backend, "uri", "")  # a remote libvirt host has its own TSC frequency
+        tsc_host = uri if uri and not is_local_uri(uri) else ""
+        lpj = delay_calibration.boot_args(req.kernel.image, req.accel, tsc_host)
+        cmdline = f"{KERNEL_CMDLINE} {lpj}" if lpj else KERNEL_CMDLINE
+        tools = image.tools_for(req.workload.kind, req.plan.trace_mode, bool(req.plan.trace_events))
+        layers = [image.base_image(), *map(image.tool_image, tools), image.modules_image(req.kernel.modules_dir)]
+        initrd = image.assemble_initrd(tmp / "initrd.cpio", layers, req.plan.to_shell())
         boot = BootSpec(
             kernel=str(boot_kernel),
             initrd=str(initrd),
-            cmdline=KERNEL_CMDLINE,
+            cmdline=cmdline,
             results_dir=str(partial.resolve()),
             console_log=str((partial / "console.log").resolve()),
             qmp_socket=str(tmp / "qmp.sock"),
@@ -145,8 +152,12 @@ def execute(req: RunRequest, progress: Callable[[str], None] | None = None) -> t
         outcome, backend_info = req.backend.run(
             req.topology, placement, boot, partial, req.timeout(), on_stage, on_tick
         )
+        assemble_run(partial)  # trace-raw/ -> trace.dat (raw trace mode)
         manifest = _collect(req, run_id, partial, placement, backend_info, outcome, time.monotonic() - t_total)
+        if manifest["status"] == "ok" and "lpj=" not in boot.cmdline:
+            delay_calibration.learn(req.kernel.image, req.accel, _read(partial / "dmesg-boot.txt"), tsc_host)
         manifest["kernel"]["boot_protocol"] = protocol
+        manifest["guest_image"] = {"tools": list(tools), "initrd_bytes": initrd.stat().st_size}
         (partial / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n")
         os.replace(partial, final)
         return final, manifest

@@ -48,6 +48,7 @@ def test_ring4_numa01_produces_numa_balancing_events(tmp_path) -> None:
     assert set(m["timings"]) >= {"boot_s", "workload_s", "total_s"}
     assert m["kernel"]["guest_release"] and m["kernel"]["build_id"]
     assert m["topology"]["cpus"] == [2, 2, 2, 2]
+    assert m["guest_image"]["tools"] == []  # raw trace mode: neither trace-cmd nor perf in the guest
 
     counts = _report_counts(out / "trace.dat")
     numa_events = sum(counts[e.split(":")[1]] for e in NUMA_EVENTS)
@@ -73,6 +74,7 @@ def test_perf_bench_numa_preset_is_parsed(tmp_path) -> None:
     assert m["status"] == "ok"
     result = m["workload"]["result"]
     assert "perf bench numa mem" in m["workload"]["command"]
+    assert m["guest_image"]["tools"] == ["perf"]
     assert result["summary"]["runtime-max/thread"]["unit"] == "secs"
     assert result["gbps"] > 0
     assert result["elapsed_s"] > 0
@@ -139,3 +141,42 @@ def test_bad_run_input_is_one_line(args, needle) -> None:
 
     proc = numalab("run", *args, timeout=120)
     assert_one_line_error(proc, needle)
+
+
+def test_tcg_boot_passes_the_lpj_the_guest_computed(tmp_path) -> None:
+    """The second TCG boot of a kernel gets lpj= from the first: no per-vCPU delay calibration."""
+    manifests = []
+    for i in (1, 2):
+        out = tmp_path / f"idle{i}"
+        proc = numalab(
+            "run", "--topology", "ring-4", "--workload", "idle", "--duration", "0.5", "--out", str(out), "--json",
+            timeout=200,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        manifests.append(json.loads(proc.stdout))
+    if manifests[1]["accelerator"]["name"] != "tcg":
+        pytest.skip("KVM guests use kvmclock and never calibrate the delay loop")
+    assert all(m["status"] == "ok" and m["guest_topology_ok"] for m in manifests)
+    cmdline = (tmp_path / "idle2" / "cmdline.txt").read_text()
+    assert " lpj=" in cmdline, cmdline
+    dmesg = (tmp_path / "idle2" / "dmesg-boot.txt").read_text()
+    assert "calibrate_delay_direct" not in dmesg
+    assert "Calibrating delay loop (skipped) preset value" in dmesg
+
+
+@pytest.mark.parametrize("mode", ["extract", "record"])
+def test_trace_cmd_trace_modes_still_give_a_trace(tmp_path, mode) -> None:
+    """--trace-mode extract|record: the real trace-cmd in the guest instead of raw buffers + restore on the host."""
+    out = tmp_path / mode
+    proc = numalab(
+        "run", "--topology", "ring-2", "--workload", "numa01", "--duration", "6", "--trace-mode", mode,
+        "--out", str(out), "--json", timeout=200,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    m = json.loads(proc.stdout)
+    assert m["status"] == "ok" and m["settings"]["trace_mode"] == mode
+    assert m["guest_image"]["tools"] == ["trace-cmd"]
+    assert not (out / "trace-raw").exists()
+    counts = _report_counts(out / "trace.dat")
+    for ev, n in counts.items():
+        assert m["metrics"]["events"][ev] == n

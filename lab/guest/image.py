@@ -1,16 +1,20 @@
 """The guest image: a small initramfs built from host binaries, cached by content.
 
-An image is three concatenated cpio archives (the kernel unpacks them in turn):
+An image is concatenated cpio archives (the kernel unpacks them in turn):
 
-* **base** (kernel-independent): static busybox, the real ``trace-cmd`` and
-  ``perf`` with their shared-library closure (resolved with ``ldd``, as dracut
-  does), the lab's static workload binaries and the guest init;
+* **base** (kernel-independent): static busybox, the lab's static workload
+  binaries and ``numalab-tracegrab``, and the guest init;
+* **tools** (only when the run needs them): the real ``trace-cmd`` (trace modes
+  ``extract`` and ``record``) and ``perf`` (the ``perf bench numa`` workloads),
+  each with its shared-library closure (resolved with ``ldd``, as dracut does).
+  perf's closure is most of an image (about 40 MB), and unpacking it costs a
+  TCG guest a fifth of a second, so a run that does not use it goes without;
 * **modules** (per kernel): the virtio/9p modules a modular kernel needs, with
   their dependencies in load order;
 * **plan** (per run): ``/plan/plan.sh``, the settings the init runs.
 
-Base and modules are cached under ``cache_root()/images`` by a hash of their
-content, so they are rebuilt only when an input changes.
+Base, tools and modules are cached under ``cache_root()/images`` by a hash of
+their content, so they are rebuilt only when an input changes.
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ from lab.guest import cpio
 from lab.paths import REPO_ROOT, cache_dir
 
 BUSYBOX_CANDIDATES = ("/bin/busybox", "/usr/bin/busybox")
-GUEST_TOOLS = ("/usr/bin/trace-cmd", "/usr/bin/perf")
+# Host tools a guest may need, by name: the binary; a run takes only those it uses (tools_for).
+GUEST_TOOLS = {"trace-cmd": "/usr/bin/trace-cmd", "perf": "/usr/bin/perf"}
 INIT = REPO_ROOT / "images" / "guest" / "init"
 WORKLOAD_SRC = REPO_ROOT / "images" / "workloads"
 # Modules a modular (distro) kernel needs for the results share.
@@ -95,12 +100,6 @@ def base_entries() -> list[cpio.Entry]:
         entries[e.path] = e
 
     add(_host_file(_find_busybox(), "bin/busybox"))
-    for tool in GUEST_TOOLS:
-        if not Path(tool).exists():
-            raise LabError(f"{tool}: not found on the host; install it (make setup)")
-        add(_host_file(tool))
-        for lib in ldd_closure(tool):
-            add(_host_file(lib))
     for binary in sorted(build_workloads().iterdir()):
         if binary.is_file() and os.access(binary, os.X_OK):
             add(_host_file(str(binary), f"usr/bin/{binary.name}"))
@@ -125,6 +124,28 @@ def _cached_archive(kind: str, entries: list[cpio.Entry]) -> Path:
 def base_image() -> Path:
     """The kernel-independent part of the initramfs (cached)."""
     return _cached_archive("base", base_entries())
+
+
+def tools_for(workload_kind: str, trace_mode: str, tracing: bool) -> tuple[str, ...]:
+    """The GUEST_TOOLS a run uses: perf for perf bench workloads, trace-cmd unless the trace is
+    taken raw (numalab-tracegrab, in the base)."""
+    tools = []
+    if tracing and trace_mode != "raw":
+        tools.append("trace-cmd")
+    if workload_kind == "perf":
+        tools.append("perf")
+    return tuple(tools)
+
+
+def tool_image(name: str) -> Path:
+    """One host tool and its shared-library closure, as an archive to lay over the base (cached)."""
+    if name not in GUEST_TOOLS:
+        raise LabError(f"guest tool {name!r}: unknown (known: {', '.join(GUEST_TOOLS)})")
+    binary = GUEST_TOOLS[name]
+    if not Path(binary).exists():
+        raise LabError(f"{binary}: not found on the host; install it (make setup)")
+    entries = {e.path: e for e in [_host_file(binary), *(_host_file(lib) for lib in ldd_closure(binary))]}
+    return _cached_archive(f"tool-{name}", cpio.parents(list(entries)) + list(entries.values()))
 
 
 def _module_order(modules_dir: Path) -> list[str]:
@@ -173,10 +194,11 @@ def modules_image(modules_dir: Path | None) -> Path | None:
     return _cached_archive("modules", cpio.parents([e.path for e in entries]) + entries)
 
 
-def assemble_initrd(out: Path, base: Path, modules: Path | None, plan_sh: str) -> Path:
-    """Concatenate base + modules + a plan archive into one initrd file."""
+def assemble_initrd(out: Path, parts: list[Path | None], plan_sh: str) -> Path:
+    """Concatenate the cached archives (base, tools, modules; None is skipped) and a plan archive
+    into one initrd file."""
     with open(out, "wb") as f:
-        for part in (base, modules):
+        for part in parts:
             if part is not None:
                 with open(part, "rb") as src:
                     shutil.copyfileobj(src, f, 1 << 20)

@@ -16,7 +16,7 @@ OPTIONAL_EVENTS = ("sched:sched_migrate_task",)
 SHORT_SCAN_KNOBS = {"scan_delay_ms": "100", "scan_period_min_ms": "100", "scan_period_max_ms": "1000"}
 KNOB_NAMES = ("scan_delay_ms", "scan_period_min_ms", "scan_period_max_ms", "scan_size_mb", "hot_threshold_ms")
 TEST_FAULTS = ("", "panic", "hang")
-TRACE_MODES = ("extract", "record")
+TRACE_MODES = ("raw", "extract", "record")
 KERNEL_CMDLINE = "console=ttyS0 loglevel=4 sched_verbose panic=-1 mitigations=off"
 
 
@@ -28,7 +28,9 @@ class GuestPlan:
     knobs: dict[str, str] = field(default_factory=lambda: dict(SHORT_SCAN_KNOBS))
     trace_events: tuple[str, ...] = DEFAULT_EVENTS
     trace_buffer_kb: int = 4096
-    trace_mode: str = "extract"  # "extract": trace-cmd start/extract; "record": trace-cmd record
+    # "raw": tracefs buffers, copied out raw and assembled on the host (lab.trace.assemble);
+    # "extract": the same buffers, then trace-cmd extract in the guest; "record": trace-cmd record
+    trace_mode: str = "raw"
     vmstat_interval_s: float = 1.0
     test_fault: str = ""
 

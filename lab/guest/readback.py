@@ -48,7 +48,8 @@ def read_sched_domains(run_dir: Path) -> dict[int, list[dict]]:
     dom_file = run_dir / "sched-domains.txt"
     if dom_file.exists():
         for line in dom_file.read_text().splitlines():
-            m = re.search(r"/cpu(\d+)/domain(\d+)/name\s+(\S+)", line)
+            # "PATH VALUE" (older records) or grep -H's "PATH:VALUE"
+            m = re.search(r"/cpu(\d+)/domain(\d+)/name[\s:]+(\S+)", line)
             if m:
                 names[(int(m.group(1)), int(m.group(2)))] = m.group(3)
     out: dict[int, list[dict]] = {}

@@ -37,7 +37,7 @@ def classify(ev: Evidence) -> tuple[str, str]:
     if not ev.guest_done:
         return "workload-failed", "the guest powered off without writing all results"
     if ev.trace_rc not in (None, 0):
-        return "workload-failed", f"trace-cmd record exited {ev.trace_rc}"
+        return "workload-failed", f"trace capture failed (exit {ev.trace_rc}; see trace-record.log)"
     if ev.workload_rc != 0:
         return "workload-failed", f"the workload exited {ev.workload_rc}"
     return "ok", "the guest ran the plan and wrote all results"

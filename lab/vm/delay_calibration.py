@@ -1,0 +1,71 @@
+"""``lpj=`` for TCG guests: skip the per-CPU delay-loop calibration.
+
+Under TCG the guest's TSC is not marked constant, so every secondary CPU runs
+``calibrate_delay_direct()`` while it comes up: about 0.15 s per vCPU, which
+fails anyway and ends with the kernel's own hint, 'Consider using "lpj=" boot
+option'. The boot CPU does not calibrate: it derives loops_per_jiffy from the
+TSC frequency and prints it ("Calibrating delay loop (skipped), value
+calculated using timer frequency.. (lpj=N)").
+
+numalab learns that N from a guest's dmesg, per kernel image and host, and
+passes ``lpj=N`` on later TCG boots of the same kernel. The value is the one
+the guest computes itself (TSC kHz * 1000 / HZ), so udelay() stays right. A
+remote libvirt host has its own TSC, so it gets its own entries (``host``).
+Under KVM the kernel already skips the calibration (kvmclock), so nothing is
+added there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+from lab.paths import cache_dir
+
+_SKIPPED = re.compile(r"Calibrating delay loop \(skipped\), value calculated using timer frequency.*\(lpj=(\d+)\)")
+_FILE = "tcg-lpj.json"
+
+
+def _key(kernel_image: Path, host: str) -> str:
+    st = kernel_image.stat()
+    key = f"{kernel_image.resolve()}:{st.st_size}:{st.st_mtime_ns}"
+    return f"{host} {key}" if host else key
+
+
+def _load() -> dict[str, int]:
+    try:
+        data = json.loads((cache_dir() / _FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: v for k, v in data.items() if isinstance(v, int) and v > 0} if isinstance(data, dict) else {}
+
+
+def boot_args(kernel_image: Path, accel: str, host: str = "") -> str:
+    """Extra kernel arguments for this boot: ``lpj=N`` once it is known, else nothing.
+    ``host``: "" for this machine, else the remote host's libvirt URI."""
+    if accel != "tcg":
+        return ""
+    lpj = _load().get(_key(kernel_image, host))
+    return f"lpj={lpj}" if lpj else ""
+
+
+def learn(kernel_image: Path, accel: str, dmesg: str, host: str = "") -> int | None:
+    """Remember the boot CPU's loops_per_jiffy from a TCG guest's dmesg (a boot without lpj=)."""
+    if accel != "tcg":
+        return None
+    m = _SKIPPED.search(dmesg)
+    if not m:
+        return None
+    lpj = int(m.group(1))
+    data = _load()
+    key = _key(kernel_image, host)
+    if data.get(key) == lpj:
+        return lpj
+    data[key] = lpj
+    path = cache_dir() / _FILE
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+    return lpj

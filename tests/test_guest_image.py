@@ -1,0 +1,73 @@
+"""The guest image's layers: a small base, and trace-cmd / perf only for the runs that use them."""
+
+from __future__ import annotations
+
+import pytest
+
+from lab.errors import LabError
+from lab.guest import image
+
+
+def _paths(archive) -> set[str]:
+    """Entry names of a newc cpio archive (our own writer's output)."""
+    data = archive.read_bytes()
+    names, off = set(), 0
+    while off < len(data):
+        assert data[off : off + 6] == b"070701", f"bad cpio magic at {off}"
+        fields = [int(data[off + 6 + 8 * i : off + 14 + 8 * i], 16) for i in range(13)]
+        size, namesize = fields[6], fields[11]
+        name = data[off + 110 : off + 110 + namesize - 1].decode()
+        if name == "TRAILER!!!":
+            break
+        names.add(name)
+        off += 110 + namesize
+        off += -off % 4
+        off += size + (-size % 4)
+    return names
+
+
+@pytest.mark.parametrize(
+    ("kind", "mode", "tracing", "tools"),
+    [
+        ("lab", "raw", True, ()),
+        ("lab", "extract", True, ("trace-cmd",)),
+        ("lab", "record", True, ("trace-cmd",)),
+        ("lab", "record", False, ()),  # --no-trace: nothing records
+        ("perf", "raw", True, ("perf",)),
+        ("perf", "record", True, ("trace-cmd", "perf")),
+    ],
+)
+def test_tools_for(kind, mode, tracing, tools) -> None:
+    assert image.tools_for(kind, mode, tracing) == tools
+
+
+def test_base_has_busybox_init_workloads_and_tracegrab_but_no_perf_or_trace_cmd(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("NUMALAB_CACHE", str(tmp_path))
+    names = _paths(image.base_image())
+    for needed in ("init", "bin/busybox", "usr/bin/numa01", "usr/bin/pairs", "usr/bin/numalab-tracegrab"):
+        assert needed in names
+    assert "usr/bin/perf" not in names and "usr/bin/trace-cmd" not in names
+
+
+def test_tool_layer_holds_the_binary_and_its_library_closure(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("NUMALAB_CACHE", str(tmp_path))
+    layer = image.tool_image("trace-cmd")
+    names = _paths(layer)
+    assert "usr/bin/trace-cmd" in names
+    libs = {p.lstrip("/") for p in image.ldd_closure("/usr/bin/trace-cmd")}
+    assert libs and libs <= names
+    assert image.tool_image("trace-cmd") == layer  # cached by content
+
+
+def test_unknown_tool_is_a_one_line_error() -> None:
+    with pytest.raises(LabError, match="guest tool 'gdb': unknown"):
+        image.tool_image("gdb")
+
+
+def test_assemble_skips_missing_layers_and_ends_with_the_plan(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("NUMALAB_CACHE", str(tmp_path))
+    base = image.base_image()
+    out = image.assemble_initrd(tmp_path / "initrd.cpio", [base, None], "export X=1\n")
+    data = out.read_bytes()
+    assert data.startswith(base.read_bytes())
+    assert b"plan/plan.sh" in data[len(base.read_bytes()) :] and b"export X=1\n" in data
