@@ -336,6 +336,14 @@ def build_parser() -> argparse.ArgumentParser:
         "same, but trace-cmd extract runs in the guest (over a second longer under TCG); record: the workload "
         "runs under trace-cmd record",
     )
+    r.add_argument(
+        "--append",
+        action="append",
+        default=[],
+        metavar="ARGS",
+        help="extra guest kernel command-line arguments, e.g. --append 'initcall_debug numa_balancing=disable' "
+        "(repeatable; recorded in cmdline.txt)",
+    )
     r.add_argument("--backing", choices=BACKINGS, default="ram", help="guest memory backing (default ram)")
     r.add_argument("--prealloc", action="store_true", help="preallocate guest memory")
     r.add_argument(

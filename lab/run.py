@@ -22,7 +22,7 @@ from lab import __version__
 from lab.analysis.metrics import run_metrics
 from lab.errors import LabError
 from lab.guest import image
-from lab.guest.plan import KERNEL_CMDLINE, GuestPlan
+from lab.guest.plan import GuestPlan
 from lab.guest.readback import build_id, check_topology, read_sched_domains, read_topology
 from lab.guest.workloads import Workload, parse_output
 from lab.host.inventory import read_inventory
@@ -114,7 +114,7 @@ def execute(req: RunRequest, progress: Callable[[str], None] | None = None) -> t
         uri = getattr(req.backend, "uri", "")  # a remote libvirt host has its own TSC frequency
         tsc_host = uri if uri and not is_local_uri(uri) else ""
         lpj = delay_calibration.boot_args(req.kernel.image, req.accel, tsc_host)
-        cmdline = f"{KERNEL_CMDLINE} {lpj}" if lpj else KERNEL_CMDLINE
+        cmdline = f"{req.plan.cmdline()} {lpj}" if lpj else req.plan.cmdline()
         tools = image.tools_for(req.workload.kind, req.plan.trace_mode, bool(req.plan.trace_events))
         layers = [image.base_image(), *map(image.tool_image, tools), image.modules_image(req.kernel.modules_dir)]
         initrd = image.assemble_initrd(tmp / "initrd.cpio", layers, req.plan.to_shell())

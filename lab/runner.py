@@ -53,6 +53,7 @@ def requests_from_args(args: argparse.Namespace, progress: Callable[[str], None]
         trace_buffer_kb=args.trace_buffer_kb,
         trace_mode=args.trace_mode,
         test_fault=args.test_fault or "",
+        kernel_args=" ".join(args.append),
     )
     backend = backend_from_args(args)
     if args.accel == "auto":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import stat
+
 import pytest
 
 from lab.errors import LabError
@@ -47,6 +49,10 @@ def test_base_has_busybox_init_workloads_and_tracegrab_but_no_perf_or_trace_cmd(
     for needed in ("init", "bin/busybox", "usr/bin/numa01", "usr/bin/pairs", "usr/bin/numalab-tracegrab"):
         assert needed in names
     assert "usr/bin/perf" not in names and "usr/bin/trace-cmd" not in names
+    # busybox's applet links come made (no `busybox --install` at every boot)
+    assert {"bin/sh", "bin/mount", "bin/tar", "bin/poweroff"} <= names
+    links = {e.path: e for e in image.base_entries() if stat.S_ISLNK(e.mode)}
+    assert links["bin/sh"].data == b"busybox"
 
 
 def test_tool_layer_holds_the_binary_and_its_library_closure(tmp_path, monkeypatch) -> None:

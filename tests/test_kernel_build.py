@@ -292,6 +292,46 @@ def test_cli_kernel_list_json(tmp_path) -> None:
     assert proc.returncode == 0 and json.loads(proc.stdout) == []
 
 
+def test_prune_removes_unnamed_builds_old_logs_and_on_request_sources(tmp_path) -> None:
+    import os
+    import time
+
+    env = {"NUMALAB_CACHE": str(tmp_path)}
+    kernels = tmp_path / "kernels"
+    for key in ("aaaa", "bbbb"):
+        (kernels / "builds" / key).mkdir(parents=True)
+        (kernels / "builds" / key / "bzImage").write_bytes(b"x" * 1000)
+    (kernels / "logs").mkdir()
+    old = time.time() - 3 * 86400
+    for key in ("aaaa", "bbbb", "cccc"):  # cccc: a failed build, no artefacts
+        (kernels / "logs" / f"{key}.log").write_text("log\n")
+        os.utime(kernels / "logs" / f"{key}.log", (old, old))
+    (kernels / "logs" / "dddd.log").write_text("a failure from a minute ago\n")
+    (kernels / "src" / "s1" / "tree").mkdir(parents=True)
+    (kernels / "src" / "s1" / "tree" / "Makefile").write_text("all:\n")
+    (kernels / "built").mkdir()
+    (kernels / "built" / "mine").symlink_to(Path("..") / "builds" / "aaaa")
+
+    dry = numalab("kernel", "prune", "--dry-run", "--json", env=env)
+    assert dry.returncode == 0, dry.stderr
+    listed = {(i["what"], Path(i["path"]).name) for i in json.loads(dry.stdout)["removed"]}
+    assert listed == {("unnamed build", "bbbb"), ("build log", "bbbb.log"), ("build log", "cccc.log")}
+    assert (kernels / "builds" / "bbbb").exists()  # a dry run removes nothing
+
+    proc = numalab("kernel", "prune", env=env)
+    assert proc.returncode == 0 and "freed" in proc.stdout, proc.stderr
+    assert sorted(p.name for p in (kernels / "builds").iterdir()) == ["aaaa"]
+    assert sorted(p.name for p in (kernels / "logs").iterdir()) == ["aaaa.log", "dddd.log"]
+    assert (kernels / "built" / "mine" / "bzImage").exists()  # the named build stays bootable
+    assert (kernels / "src" / "s1").exists()
+
+    proc = numalab("kernel", "prune", "--sources", env=env)
+    assert proc.returncode == 0 and "source tree" in proc.stdout
+    assert list((kernels / "src").iterdir()) == []
+    assert numalab("kernel", "prune", env=env).stdout.strip() == "nothing to prune"
+    assert_one_line_error(numalab("kernel", "prune", "--log-age-days", "-1", env=env), "--log-age-days")
+
+
 # --- real builds ---------------------------------------------------------------------
 
 needs_source = pytest.mark.skipif(not HAVE_SOURCE, reason="linux-source-6.1 not installed (make setup)")

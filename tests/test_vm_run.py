@@ -134,6 +134,7 @@ def test_sigterm_leaves_no_qemu_and_no_complete_record(tmp_path) -> None:
         (["--duration", "0"], "--duration"),
         (["--duration", "-3"], "--duration"),
         (["--topology", "tests/data/topologies/invalid-remote-distance-10.yaml"], "invalid-remote-distance-10.yaml"),
+        (["--append", "quiet\ninit=/bin/sh"], "--append"),
     ],
 )
 def test_bad_run_input_is_one_line(args, needle) -> None:
@@ -144,13 +145,15 @@ def test_bad_run_input_is_one_line(args, needle) -> None:
 
 
 def test_tcg_boot_passes_the_lpj_the_guest_computed(tmp_path) -> None:
-    """The second TCG boot of a kernel gets lpj= from the first: no per-vCPU delay calibration."""
+    """The second TCG boot of a kernel gets lpj= from the first: no per-vCPU delay calibration.
+    The second also takes extra kernel arguments (--append)."""
     manifests = []
     for i in (1, 2):
         out = tmp_path / f"idle{i}"
+        extra = ["--append", "initcall_debug"] if i == 2 else []
         proc = numalab(
             "run", "--topology", "ring-4", "--workload", "idle", "--duration", "0.5", "--out", str(out), "--json",
-            timeout=200,
+            *extra, timeout=200,
         )  # fmt: skip
         assert proc.returncode == 0, proc.stderr[-3000:]
         manifests.append(json.loads(proc.stdout))
@@ -158,8 +161,10 @@ def test_tcg_boot_passes_the_lpj_the_guest_computed(tmp_path) -> None:
         pytest.skip("KVM guests use kvmclock and never calibrate the delay loop")
     assert all(m["status"] == "ok" and m["guest_topology_ok"] for m in manifests)
     cmdline = (tmp_path / "idle2" / "cmdline.txt").read_text()
-    assert " lpj=" in cmdline, cmdline
+    assert " lpj=" in cmdline and " initcall_debug" in cmdline, cmdline
+    assert manifests[1]["settings"]["kernel_args"] == "initcall_debug"
     dmesg = (tmp_path / "idle2" / "dmesg-boot.txt").read_text()
+    assert "initcall acpi_init" in dmesg  # the guest kernel took the argument
     assert "calibrate_delay_direct" not in dmesg
     assert "Calibrating delay loop (skipped) preset value" in dmesg
 

@@ -93,13 +93,26 @@ def build_workloads() -> Path:
     return out
 
 
+def _busybox_applets(busybox: str) -> list[str]:
+    proc = subprocess.run([busybox, "--list"], capture_output=True, text=True)
+    names = [n for n in proc.stdout.split() if re.fullmatch(r"[\w.\[\]-]+", n) and n != "busybox"]
+    if proc.returncode != 0 or "sh" not in names:
+        raise LabError(f"{busybox}: 'busybox --list' failed; reinstall busybox-static")
+    return sorted(names)
+
+
 def base_entries() -> list[cpio.Entry]:
     entries: dict[str, cpio.Entry] = {}
 
     def add(e: cpio.Entry) -> None:
         entries[e.path] = e
 
-    add(_host_file(_find_busybox(), "bin/busybox"))
+    busybox = _find_busybox()
+    add(_host_file(busybox, "bin/busybox"))
+    # The applet links, made here rather than by `busybox --install` in the guest (hundreds of
+    # symlink calls at every boot). Our own binaries in /usr/bin come first in the guest's PATH.
+    for applet in _busybox_applets(busybox):
+        add(cpio.symlink(f"bin/{applet}", "busybox"))
     for binary in sorted(build_workloads().iterdir()):
         if binary.is_file() and os.access(binary, os.X_OK):
             add(_host_file(str(binary), f"usr/bin/{binary.name}"))

@@ -33,6 +33,7 @@ class GuestPlan:
     trace_mode: str = "raw"
     vmstat_interval_s: float = 1.0
     test_fault: str = ""
+    kernel_args: str = ""  # appended to KERNEL_CMDLINE (numalab run --append)
 
     def __post_init__(self) -> None:
         if self.duration_s <= 0:
@@ -51,6 +52,12 @@ class GuestPlan:
             raise LabError(f"--trace-mode {self.trace_mode}: not one of {', '.join(TRACE_MODES)}")
         if self.test_fault not in TEST_FAULTS:
             raise LabError(f"test fault {self.test_fault!r}: not one of {TEST_FAULTS}")
+        if not self.kernel_args.isprintable() or len(self.kernel_args) > 1024:
+            raise LabError("--append: kernel arguments must be one printable line of at most 1024 characters")
+
+    def cmdline(self) -> str:
+        """The guest kernel's command line (before numalab's own lpj=)."""
+        return f"{KERNEL_CMDLINE} {self.kernel_args.strip()}".strip()
 
     def to_shell(self) -> str:
         env = {
@@ -79,4 +86,5 @@ class GuestPlan:
             "trace_mode": self.trace_mode,
             "vmstat_interval_s": self.vmstat_interval_s,
             "test_fault": self.test_fault,
+            "kernel_args": self.kernel_args,
         }

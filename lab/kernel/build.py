@@ -146,7 +146,11 @@ def _compile(
     tree: Path, out: Path, jobs: int, log, progress: Progress, expected: int | None
 ) -> tuple[int, int, list[str]]:
     """make bzImage, with a progress line every few seconds: (exit code, objects compiled, last lines)."""
-    env = {**os.environ, "CCACHE_DIR": str(cache_dir("ccache")), "LC_ALL": "C",
+    # ccache's depend mode: a miss compiles once, without ccache's own preprocessor
+    # pass to hash the result; the kernel's -Wp,-MMD output lists the headers for
+    # later direct hits. Measured on mm/ + kernel/sched/: cold 32.6 s by default,
+    # 26.1 s in depend mode, 25.3 s without ccache.
+    env = {**os.environ, "CCACHE_DIR": str(cache_dir("ccache")), "CCACHE_DEPEND": "1", "LC_ALL": "C",
            "KBUILD_BUILD_USER": "numalab", "KBUILD_BUILD_HOST": "numalab"}  # fmt: skip
     cmd = ["make", f"O={out}", f"-j{jobs}", "CC=ccache gcc", "LOCALVERSION=", "bzImage"]
     log.write(f"$ {' '.join(cmd)}\n")

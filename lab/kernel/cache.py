@@ -7,9 +7,12 @@ config, System.map, build.log, release, meta.json); ``<cache>/kernels/built/
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import re
+import shutil
+import time
 from pathlib import Path
 
 from lab.errors import LabError
@@ -90,3 +93,53 @@ def list_builds() -> list[dict]:
         size = (d / "bzImage").stat().st_size if (d / "bzImage").exists() else 0
         out.append({"names": names.get(d.name, []), "path": str(d), "bzimage_bytes": size, **meta})
     return sorted(out, key=lambda m: m.get("built_at", ""), reverse=True)
+
+
+def _tree_bytes(path: Path) -> int:
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(root, f)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def prune_plan(sources: bool = False, log_age_s: float = 86400.0) -> list[dict]:
+    """What ``numalab kernel prune`` removes: builds no name points at, logs of builds that are gone
+    (older than ``log_age_s``, so a failed build's log survives a while), and with ``sources`` the
+    private source trees and warm build directories (the next build of that source is cold)."""
+    root = cache_dir("kernels")
+    named = {Path(os.readlink(link)).name for link in built_dir().iterdir() if link.is_symlink()}
+    out: list[dict] = []
+    for d in sorted(builds_dir().iterdir()):
+        if d.is_dir() and not d.name.startswith(".") and d.name not in named:
+            out.append({"what": "unnamed build", "path": str(d), "bytes": _tree_bytes(d)})
+    logs = root / "logs"
+    now = time.time()
+    if logs.is_dir():
+        for log in sorted(logs.glob("*.log")):
+            if log.stem not in named and now - log.stat().st_mtime > log_age_s:
+                out.append({"what": "build log", "path": str(log), "bytes": log.stat().st_size})
+    if sources and (root / "src").is_dir():
+        for src in sorted((root / "src").iterdir()):
+            if src.is_dir():
+                out.append({"what": "source tree", "path": str(src), "bytes": _tree_bytes(src)})
+    return out
+
+
+def prune(plan: list[dict]) -> None:
+    """Remove what ``prune_plan`` listed, each source tree under its build lock."""
+    for item in plan:
+        path = Path(item["path"])
+        if item["what"] == "source tree":
+            with open(path / ".lock", "a") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)  # no build of this source is running
+                doomed = path.with_name(f".{path.name}.pruning-{os.getpid()}")
+                os.rename(path, doomed)
+            shutil.rmtree(doomed, ignore_errors=True)
+        elif path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)

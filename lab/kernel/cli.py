@@ -1,4 +1,4 @@
-"""``numalab kernel build|list``."""
+"""``numalab kernel build|list|prune``."""
 
 from __future__ import annotations
 
@@ -58,10 +58,33 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    from lab.errors import LabError
+    from lab.kernel.cache import prune, prune_plan
+
+    if args.log_age_days < 0:
+        raise LabError(f"--log-age-days: must be >= 0, got {args.log_age_days:g}")
+    plan = prune_plan(sources=args.sources, log_age_s=args.log_age_days * 86400)
+    if not args.dry_run:
+        prune(plan)
+    total = sum(item["bytes"] for item in plan)
+    if args.json:
+        print(json.dumps({"dry_run": args.dry_run, "removed": plan, "bytes": total}, indent=2))
+        return 0
+    for item in plan:
+        print(f"{'would remove' if args.dry_run else 'removed'} {item['what']}: {item['path']} ({_mib(item['bytes'])})")
+    print(f"{'would free' if args.dry_run else 'freed'} {_mib(total)}" if plan else "nothing to prune")
+    return 0
+
+
 def add_kernel_commands(sub) -> None:
     k = sub.add_parser(
         "kernel",
-        help="build patched kernels (cached) and list them",
+        help="build patched kernels (cached), list and prune them",
         description="Build guest kernels from a source, patches and config fragments, cached by a hash of all "
         "of them; boot one with numalab run --kernel NAME.",
     )
@@ -90,4 +113,17 @@ def add_kernel_commands(sub) -> None:
     ls = ksub.add_parser("list", help="list built kernels", description="List the cache of built kernels.")
     ls.add_argument("--json", action="store_true", help="machine-readable output")
     ls.set_defaults(func=cmd_list)
+    pr = ksub.add_parser(
+        "prune",
+        help="free cache space: unnamed builds, old logs, optionally source trees",
+        description="Remove builds that no name points at (superseded by a later build under the same name), "
+        "build logs of such builds older than --log-age-days, and with --sources the private source trees and "
+        "warm build directories (the next build of that source is then cold). Named kernels are kept.",
+    )
+    pr.add_argument("--sources", action="store_true", help="also remove source trees and warm build directories")
+    pr.add_argument("--log-age-days", type=float, default=1.0, metavar="DAYS",
+                    help="keep logs of unnamed or failed builds younger than this (default 1)")  # fmt: skip
+    pr.add_argument("--dry-run", "-n", action="store_true", help="only list what would be removed")
+    pr.add_argument("--json", action="store_true", help="machine-readable output")
+    pr.set_defaults(func=cmd_prune)
 

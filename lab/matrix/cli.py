@@ -7,9 +7,25 @@ import json
 import shutil
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from lab.errors import LabError
-from lab.matrix.spec import MatrixSpec, load_matrix, parse_shard
+
+if TYPE_CHECKING:
+    from lab.matrix.spec import MatrixSpec
+
+
+def load_matrix(path):
+    """lab.matrix.spec.load_matrix, imported on use: building the CLI parser stays cheap for every command."""
+    from lab.matrix.spec import load_matrix as load
+
+    return load(path)
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    from lab.matrix.spec import parse_shard as parse
+
+    return parse(text)
 
 
 def _progress(msg: str) -> None:

@@ -55,8 +55,13 @@ def watch(
     on_stage: Callable[[Stage], None] | None = None,
     on_tick: Callable[[float], None] | None = None,
     poll_s: float = 0.1,
+    wait: Callable[[float], None] = time.sleep,
 ) -> None:
-    """Follow the console until ``exited()`` returns an exit code or the timeout passes."""
+    """Follow the console until ``exited()`` returns an exit code or the timeout passes.
+
+    Between looks it calls ``wait(poll_s)``: a backend that can wake up as soon as its VM exits
+    passes a wait that does (QemuBackend waits on QEMU's pidfd), so the run does not idle up to
+    ``poll_s`` after the guest powers off."""
     start = time.monotonic()
     pos = 0
     pending = b""
@@ -84,4 +89,4 @@ def watch(
             return
         if on_tick:
             on_tick(now)
-        time.sleep(poll_s)
+        wait(poll_s)

@@ -7,11 +7,15 @@ killed in a ``finally`` on every other path: no orphans.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
+import select
 import shlex
+import shutil
 import signal
 import subprocess
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 
@@ -28,6 +32,23 @@ PR_SET_PDEATHSIG = 1
 def _die_with_parent() -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _exit_waiter(pid: int) -> Callable[[float], None]:
+    """A sleep that ends early when process ``pid`` exits (poll on its pidfd; a plain sleep where
+    pidfds are not available)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return time.sleep
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+
+    def wait(seconds: float) -> None:
+        poller.poll(seconds * 1000)
+
+    weakref.finalize(wait, os.close, fd)
+    return wait
 
 
 def run_vm(
@@ -67,7 +88,7 @@ def run_vm(
             finally:
                 qmp.close()
         start = time.monotonic()
-        watch(console_log, outcome, timeout_s, proc.poll, on_stage, on_tick)
+        watch(console_log, outcome, timeout_s, proc.poll, on_stage, on_tick, wait=_exit_waiter(proc.pid))
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -77,10 +98,17 @@ def run_vm(
 
 
 def qemu_version(qemu: str = "qemu-system-x86_64") -> str:
-    try:
-        out = subprocess.run([qemu, "--version"], capture_output=True, text=True).stdout
-    except FileNotFoundError:
+    path = shutil.which(qemu)
+    if path is None:
         return ""
+    st = os.stat(path)
+    return _qemu_version(path, st.st_size, st.st_mtime_ns)
+
+
+@functools.cache
+def _qemu_version(path: str, _size: int, _mtime_ns: int) -> str:
+    """Asked once per binary (a matrix runs many VMs); an upgraded binary is asked again."""
+    out = subprocess.run([path, "--version"], capture_output=True, text=True).stdout
     return out.splitlines()[0] if out else ""
 
 

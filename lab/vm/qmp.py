@@ -21,7 +21,7 @@ class Qmp:
             except (FileNotFoundError, ConnectionRefusedError):
                 if time.monotonic() > deadline:
                     raise LabError(f"QMP socket {path}: QEMU did not open it within {timeout:.0f}s") from None
-                time.sleep(0.05)
+                time.sleep(0.01)
         self.sock.settimeout(timeout)
         self.buf = b""
         self._read()  # greeting

@@ -54,3 +54,5 @@ done
 n=$(median < "$out/numalab"); v=$(median < "$out/vng"); o=$(median < "$out/overhead")
 echo "median wall: numalab idle run ${n}s, vng ${v}s, ratio $(awk -v a="$n" -v b="$v" "BEGIN {printf \"%.2f\", a / b}") (goal <= 0.5)"
 echo "median run overhead (total - workload): ${o}s (goal <= 4 s on TCG)"
+# The floor under both: the same QEMU command line without numalab around it.
+"$VENV/bin/python" tests/bench/boot_floor.py "$out/run$REPEATS" "$REPEATS"
