@@ -30,12 +30,25 @@ def _size_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, metavar="N", help="SMT threads per core")
 
 
+def _pinning_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--pinning",
+        choices=("auto", "cpu", "node"),
+        default="auto",
+        help="vCPU pinning: cpu (each vCPU on one host CPU), node (on its host node's CPUs), auto (cpu when "
+        "every vCPU gets a CPU of its own, else node; the default). Host CPUs are those numalab may run on: "
+        "taskset -c LIST numalab run ... keeps a run on LIST",
+    )
+
+
 def _placement_for_emitters(topo, args):
     from lab.host.inventory import read_inventory
     from lab.placement.plan import Backing, plan_placement
 
     # Printing a VM definition does not need it to fit on this host.
-    return plan_placement(topo, read_inventory(), Backing(args.backing, args.prealloc), enforce_fit=False)
+    return plan_placement(
+        topo, read_inventory(), Backing(args.backing, args.prealloc), enforce_fit=False, pinning=args.pinning
+    )
 
 
 def _boot_for_emitters(args):
@@ -257,6 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
         q = topo_cmd(name, func, help_)
         q.add_argument("--backing", choices=BACKINGS, default="ram", help="guest memory backing (default ram)")
         q.add_argument("--prealloc", action="store_true", help="preallocate guest memory")
+        _pinning_option(q)
         q.add_argument("--accel", choices=("kvm", "tcg"), default="tcg", help="accelerator (default tcg)")
         q.add_argument("--kernel-path", default="/path/to/bzImage", help="kernel image to put in the output")
         q.add_argument("--initrd-path", default="/path/to/initrd.cpio", help="initrd to put in the output")
@@ -346,6 +360,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--backing", choices=BACKINGS, default="ram", help="guest memory backing (default ram)")
     r.add_argument("--prealloc", action="store_true", help="preallocate guest memory")
+    _pinning_option(r)
     r.add_argument(
         "--accel",
         choices=("auto", "kvm", "tcg"),

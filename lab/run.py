@@ -62,6 +62,7 @@ class RunRequest:
     timeout_s: float | None = None
     label: str = ""
     backend: Backend = field(default_factory=QemuBackend)
+    pinning: str = "auto"  # lab.placement.plan.PINNINGS
 
     def timeout(self) -> float:
         if self.timeout_s is not None:
@@ -96,7 +97,7 @@ def _install_signal_handlers() -> dict:
 def execute(req: RunRequest, progress: Callable[[str], None] | None = None) -> tuple[Path, dict]:
     """Boot, run, collect, classify. Returns (run dir, manifest). A failed guest is a result."""
     say = progress or (lambda _msg: None)
-    placement = plan_placement(req.topology, read_inventory(), req.backing)
+    placement = plan_placement(req.topology, read_inventory(), req.backing, pinning=req.pinning)
     run_id = _run_id(req)
     final = req.out if req.out else req.runs_root / run_id
     if final.exists():

@@ -80,7 +80,7 @@ def requests_from_args(args: argparse.Namespace, progress: Callable[[str], None]
             reqs.append(
                 RunRequest(
                     topo, kernel, workload, plan, accel, reason, backing, out, args.runs_dir, args.timeout, label,
-                    backend=backend,
+                    backend=backend, pinning=args.pinning,
                 )
             )
     return reqs

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from common import BOOT, HOST
 
-from lab.cpulist import format_cpulist
+from lab.cpulist import format_cpulist, parse_cpulist
 from lab.errors import LabError
 from lab.placement.plan import Backing, Placement, plan_placement
 from lab.topology.model import Topology
@@ -101,7 +101,7 @@ def check_same_vm(xml: str, topo: Topology, placement: Placement, domain_type: s
     pins = root.findall("cputune/vcpupin")
     assert len(pins) == topo.total_cpus
     assert [int(p.get("vcpu")) for p in pins] == list(range(topo.total_cpus))
-    assert tuple(int(p.get("cpuset")) for p in pins) == placement.vcpu_pins
+    assert tuple(tuple(parse_cpulist(p.get("cpuset"))) for p in pins) == placement.vcpu_pins
 
     numatune = root.find("numatune")
     memory = numatune.find("memory")
@@ -203,11 +203,20 @@ def test_asymmetric_distances_kept_in_full(tmp_path: Path) -> None:
 
 def test_fixed_placement_single_host_node(tmp_path: Path) -> None:
     topo = load_topology("mesh-4")
-    placement = Placement((0, 0, 0, 0), (3, 2, 1, 0, 3, 2, 1, 0), Backing(), host_nodes=1)
+    placement = Placement((0, 0, 0, 0), tuple((c,) for c in (3, 2, 1, 0, 3, 2, 1, 0)), Backing(), host_nodes=1)
     xml = domain_xml(topo, placement, BOOT)
     validate(xml, tmp_path)
     root = check_same_vm(xml, topo, placement, "qemu")
     assert root.find("numatune/memory").get("nodeset") == "0"
+
+
+def test_node_pinning_gives_cpusets(tmp_path: Path) -> None:
+    topo = load_topology("ring-4")
+    placement = plan_placement(topo, HOST, pinning="node")
+    xml = domain_xml(topo, placement, BOOT)
+    validate(xml, tmp_path)
+    root = check_same_vm(xml, topo, placement, "qemu")
+    assert [p.get("cpuset") for p in root.findall("cputune/vcpupin")][:4] == ["0-3", "0-3", "4-7", "4-7"]
 
 
 def test_deterministic_and_pretty() -> None:
@@ -244,6 +253,6 @@ def test_relative_path_is_an_error() -> None:
 
 def test_placement_must_match_topology() -> None:
     topo = load_topology("ring-2")
-    bad = Placement((0,), (0, 1, 2, 3), Backing(), host_nodes=2)
+    bad = Placement((0,), ((0,), (1,), (2,), (3,)), Backing(), host_nodes=2)
     with pytest.raises(LabError, match="memory bindings"):
         domain_xml(topo, bad, BOOT)

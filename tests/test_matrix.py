@@ -117,6 +117,35 @@ def test_github_workflow_uses_the_shards(tmp_path: Path) -> None:
     assert "shard: [1, 2, 3]" in text and "--shard ${{ matrix.shard }}/3" in text and "matrix merge" in text
 
 
+def test_concurrent_local_runs_get_cpus_of_their_own() -> None:
+    from lab.matrix.runner import CpuShares
+
+    shares = CpuShares((0, 1, 2, 3, 4, 5))
+    a, b = shares.take(2), shares.take(3)
+    assert a == (0, 1) and b == (2, 3, 4) and shares.free == [5]
+    shares.give_back(a)
+    assert shares.take(3) == (0, 1, 5)
+    shares.give_back(b)
+    assert shares.free == [2, 3, 4]
+    # a run larger than the host (started only when alone) gets every CPU
+    alone = CpuShares((0, 1))
+    assert alone.take(4) == (0, 1)
+    alone.give_back((0, 1))
+    assert alone.free == [0, 1]
+
+
+def test_a_run_process_starts_with_its_share_as_affinity() -> None:
+    """The share is the child's CPU affinity, which numalab run's placement pins within."""
+    from lab.matrix.runner import _child_setup
+
+    cpu = min(os.sched_getaffinity(0))
+    proc = subprocess.run(
+        [sys.executable, "-c", "import os; print(sorted(os.sched_getaffinity(0)))"],
+        capture_output=True, text=True, preexec_fn=_child_setup((cpu,)), check=True,
+    )  # fmt: skip
+    assert proc.stdout.strip() == f"[{cpu}]"
+
+
 # --- real VMs -------------------------------------------------------------------
 
 

@@ -32,9 +32,8 @@ def test_one_host_node_binds_everything_to_it_and_says_so(name):
     topo = load_topology(name)
     plan = plan_placement(topo, ONE_NODE)
     assert plan.memory_host_nodes == (0,) * topo.n_nodes
-    assert set(plan.vcpu_pins) <= set(ONE_NODE.nodes[0].cpus)
+    assert set().union(*plan.vcpu_pins) <= set(ONE_NODE.nodes[0].cpus)
     assert len(plan.vcpu_pins) == topo.total_cpus
-    assert len(plan.notes) == 1
     note = plan.notes[0]
     assert "one NUMA node" in note and "host node 0" in note and "emulated" in note
 
@@ -47,8 +46,9 @@ def test_two_host_nodes_round_robin_and_pin_within_the_host_node(name):
     host_cpus = {n.id: set(n.cpus) for n in HOST.nodes}
     for guest_node, vcpus in enumerate(topo.node_cpus()):
         host_node = plan.memory_host_nodes[guest_node]
-        assert {plan.vcpu_pins[v] for v in vcpus} <= host_cpus[host_node]
-    # 8 host CPUs are enough for these guests: no two vCPUs share one.
+        assert set().union(*(plan.vcpu_pins[v] for v in vcpus)) <= host_cpus[host_node]
+    # 8 host CPUs are enough for these guests: each vCPU has one of its own.
+    assert plan.pinning == "cpu" and all(len(p) == 1 for p in plan.vcpu_pins)
     assert len(set(plan.vcpu_pins)) == len(plan.vcpu_pins)
     assert plan.warnings == ()
 
@@ -70,7 +70,7 @@ def test_host_nodes_without_memory_get_no_guest_memory():
     assert plan.memory_host_nodes == (1, 2, 1, 2)
     for guest_node, vcpus in enumerate(topo.node_cpus()):
         host_node = cpu_only.nodes[plan.memory_host_nodes[guest_node]]
-        assert {plan.vcpu_pins[v] for v in vcpus} <= set(host_node.cpus)
+        assert set().union(*(plan.vcpu_pins[v] for v in vcpus)) <= set(host_node.cpus)
 
 
 # --- overcommit ----------------------------------------------------------------------------
@@ -82,6 +82,17 @@ def test_more_vcpus_than_host_cpus_warns():
     assert len(plan.vcpu_pins) == 12
     assert len(plan.warnings) == 1
     assert "overcommit" in plan.warnings[0] and "12 vCPUs" in plan.warnings[0]
+    # auto: each vCPU floats over its host node's CPUs instead of sharing one CPU in lock-step
+    assert plan.pinning == "node" and plan.pinning_policy == "auto"
+    for guest_node, vcpus in enumerate(topo.node_cpus()):
+        host_node = HOST.nodes[plan.memory_host_nodes[guest_node]]
+        assert all(plan.vcpu_pins[v] == host_node.cpus for v in vcpus)
+    assert plan.to_dict()["vcpu_pins"][0] == format_cpulist(HOST.nodes[0].cpus)
+    assert any("pinned to its host node's CPUs" in n for n in plan.notes)
+    # cpu: one CPU each, shared round-robin, as asked
+    forced = plan_placement(topo, HOST, pinning="cpu")
+    assert forced.pinning == "cpu" and all(len(p) == 1 for p in forced.vcpu_pins)
+    assert len(set(forced.vcpu_pins)) == HOST.n_cpus
 
 
 def test_a_crowded_host_node_warns_even_if_the_total_fits():
@@ -89,9 +100,46 @@ def test_a_crowded_host_node_warns_even_if_the_total_fits():
     uneven = host(HostNode(0, (0, 1), 16384, 16000), HostNode(1, (2, 3, 4, 5, 6, 7), 16384, 16000))
     topo = load_topology("mesh-2").with_overrides(cpus_per_node=4)
     assert topo.total_cpus == uneven.n_cpus
-    plan = plan_placement(topo, uneven)
+    plan = plan_placement(topo, uneven, pinning="cpu")
     assert len(set(plan.vcpu_pins)) < len(plan.vcpu_pins)
-    assert any("overcommit" in w for w in plan.warnings)
+    assert any("overcommit" in w and "2 vCPUs share" in w for w in plan.warnings)
+    auto = plan_placement(topo, uneven)
+    assert auto.pinning == "node"
+    assert auto.vcpu_pins == ((0, 1),) * 4 + ((2, 3, 4, 5, 6, 7),) * 4
+
+
+def test_node_pinning_when_asked_even_if_cpus_suffice():
+    plan = plan_placement(load_topology("ring-2"), HOST, pinning="node")
+    assert plan.pinning == "node" and plan.pinning_policy == "node"
+    assert plan.vcpu_pins == (HOST.nodes[0].cpus,) * 2 + (HOST.nodes[1].cpus,) * 2
+    assert plan.warnings == ()
+
+
+def test_only_the_cpus_this_process_may_use_are_pinned_to():
+    """online_cpus is the process's affinity (taskset, or the matrix runner's share of the host)."""
+    share = HostInventory(nodes=HOST.nodes, online_cpus=(2, 3, 4, 5), mem_available_mib=HOST.mem_available_mib)
+    plan = plan_placement(load_topology("ring-2").with_overrides(cpus_per_node=1), share)
+    assert plan.pinning == "cpu"
+    assert set().union(*plan.vcpu_pins) <= {2, 3, 4, 5}
+    # ring-2 with 4 vCPUs a node: 8 vCPUs on 4 usable CPUs
+    crowded = plan_placement(load_topology("ring-2").with_overrides(cpus_per_node=4), share)
+    assert crowded.pinning == "node"
+    assert {crowded.vcpu_pins[0], crowded.vcpu_pins[-1]} == {
+        tuple(c for c in HOST.nodes[0].cpus if c in share.online_cpus),
+        tuple(c for c in HOST.nodes[1].cpus if c in share.online_cpus),
+    }
+
+
+def test_a_host_node_with_no_usable_cpu_borrows_the_usable_ones():
+    share = HostInventory(nodes=HOST.nodes, online_cpus=HOST.nodes[1].cpus, mem_available_mib=HOST.mem_available_mib)
+    plan = plan_placement(load_topology("ring-2").with_overrides(cpus_per_node=1), share)
+    assert set().union(*plan.vcpu_pins) <= set(HOST.nodes[1].cpus)
+    assert any("host node 0 has none of the host CPUs" in n for n in plan.notes)
+
+
+def test_unknown_pinning():
+    with pytest.raises(LabError, match="--pinning socket"):
+        plan_placement(load_topology("ring-2"), HOST, pinning="socket")
 
 
 # --- memory ----------------------------------------------------------------------------------

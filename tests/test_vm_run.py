@@ -185,3 +185,31 @@ def test_trace_cmd_trace_modes_still_give_a_trace(tmp_path, mode) -> None:
     counts = _report_counts(out / "trace.dat")
     for ev, n in counts.items():
         assert m["metrics"]["events"][ev] == n
+
+
+def test_vcpu_pins_follow_the_pinning_policy_and_the_cpus_numalab_may_use(tmp_path) -> None:
+    """auto pins per host node when vCPUs outnumber host CPUs; taskset narrows the CPUs used; the
+    pins read back from the vCPU threads are those planned."""
+    import os
+
+    cpus = sorted(os.sched_getaffinity(0))
+    runs = {}
+    for name, prefix, extra in (
+        ("auto", [], []),
+        ("cpu", [], ["--pinning", "cpu"]),
+        ("taskset", ["taskset", "-c", str(cpus[-1])], []),
+    ):
+        out = tmp_path / name
+        cmd = [*prefix, sys.executable, "-m", "lab.cli", "run", "--topology", "ring-2", "--workload", "idle",
+               "--duration", "0.5", "--out", str(out), "--json", *extra]  # fmt: skip
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=200, cwd=REPO)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        runs[name] = json.loads(proc.stdout)["placement"]
+    n_vcpus = 4  # ring-2: 2 nodes x 2 vCPUs
+    for name, p in runs.items():
+        assert p["pin_error"] is None, (name, p["pin_error"])
+        assert [p["pinned"][str(v)] for v in range(n_vcpus)] == p["vcpu_pins"], name
+    expect_auto = "node" if n_vcpus > len(cpus) else "cpu"
+    assert runs["auto"]["pinning"] == expect_auto and runs["auto"]["pinning_policy"] == "auto"
+    assert runs["cpu"]["pinning"] == "cpu" and all("-" not in c and "," not in c for c in runs["cpu"]["vcpu_pins"])
+    assert runs["taskset"]["vcpu_pins"] == [str(cpus[-1])] * n_vcpus

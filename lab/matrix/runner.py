@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lab.cpulist import format_cpulist
 from lab.errors import LabError
 from lab.host.inventory import read_inventory
 from lab.matrix.spec import MatrixRun, MatrixSpec
@@ -136,6 +137,37 @@ def _fmt_s(s: float) -> str:
     return f"{int(s // 60)}m{int(s % 60):02d}s" if s >= 60 else f"{s:.0f}s"
 
 
+class CpuShares:
+    """The host CPUs concurrent local runs divide among themselves."""
+
+    def __init__(self, cpus: tuple[int, ...]) -> None:
+        self.all = tuple(sorted(cpus))
+        self.free = list(self.all)
+
+    def take(self, n: int) -> tuple[int, ...]:
+        """n free CPUs (lowest first), or every CPU for a run larger than the host, which the packer
+        only starts alone."""
+        if n > len(self.free):
+            return self.all
+        share, self.free = tuple(self.free[:n]), self.free[n:]
+        return share
+
+    def give_back(self, share: tuple[int, ...]) -> None:
+        if share != self.all:
+            self.free = sorted(set(self.free) | set(share))
+        else:
+            self.free = list(self.all)
+
+
+def _child_setup(share: tuple[int, ...] | None):
+    def setup() -> None:
+        if share:
+            os.sched_setaffinity(0, share)
+        _die_with_parent()
+
+    return setup
+
+
 def execute_matrix(
     spec: MatrixSpec,
     runs: list[MatrixRun],
@@ -173,6 +205,10 @@ def execute_matrix(
     demand = {r.id: _demand(r) for r in pending}
     running: dict[int, tuple[MatrixRun, subprocess.Popen, float]] = {}
     placed: dict[int, HostSpec] = {}
+    # Local runs that fit get host CPUs of their own (the run's affinity, which its vCPU pins
+    # stay within), so that concurrent VMs do not all pin to the same first CPUs.
+    cpus = CpuShares(host.online_cpus) if not picker and not overcommit else None
+    given: dict[int, tuple[int, ...]] = {}
     t0 = time.monotonic()
     cpu_total = 0.0
     finished = 0
@@ -201,14 +237,18 @@ def execute_matrix(
                 log = out / "logs" / f"{run.id}.log"
                 extra = (extra_args or []) + (host_args(host) if host else [])
                 cmd = run_command(run, kernel_args[run.kernel.name], out, spec.timeout, extra)
+                share = cpus.take(vcpus) if cpus else None
                 with open(log, "w") as f:
                     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
-                                            preexec_fn=_die_with_parent)  # fmt: skip
+                                            preexec_fn=_child_setup(share))  # fmt: skip
                 running[proc.pid] = (run, proc, time.monotonic())
                 if host:
                     picker.busy[host.uri] += 1
                     placed[proc.pid] = host
-                progress(f"start {run.id}" + (f" on {host.uri}" if host else ""))
+                if share:
+                    given[proc.pid] = share
+                where = f" on {host.uri}" if host else f" on CPUs {format_cpulist(share)}" if share else ""
+                progress(f"start {run.id}{where}")
             time.sleep(0.2)
             for pid, (run, proc, started) in list(running.items()):
                 wpid, status, usage = os.wait4(pid, os.WNOHANG)
@@ -222,6 +262,8 @@ def execute_matrix(
                 del running[pid]
                 if pid in placed:
                     picker.release(placed.pop(pid))
+                if pid in given:
+                    cpus.give_back(given.pop(pid))
                 cpu = usage.ru_utime + usage.ru_stime
                 cpu_total += cpu
                 res = _result_of(out, run, out / "logs" / f"{run.id}.log", elapsed, cpu)

@@ -405,12 +405,11 @@ def placement_html(p: dict) -> str:
         )
     if pins:
         actual = [pinned.get(str(i), pinned.get(i)) for i in range(len(pins))]
-        rows = [["planned host CPU"] + [e(c) for c in pins]]
+        rows = [["planned host CPUs"] + [e(c) for c in pins]]
         if pinned:
             rows.append(["pinned"] + [e(a) if a is not None else "–" for a in actual])
-        parts.append(
-            "<h4>vCPU → host CPU pins</h4>" + table(["vCPU"] + [str(i) for i in range(len(pins))], rows, "dist")
-        )
+        title = f"<h4>vCPU → host CPU pins ({e(p.get('pinning', 'cpu'))})</h4>"
+        parts.append(title + table(["vCPU"] + [str(i) for i in range(len(pins))], rows, "dist"))
     backing = p.get("backing") or {}
     kv = [
         ("host NUMA nodes", e(p.get("host_nodes"))),

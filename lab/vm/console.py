@@ -24,7 +24,7 @@ class VmOutcome:
     timed_out: bool
     wall_s: float
     stages: list[Stage] = field(default_factory=list)
-    pinned: dict[int, int] = field(default_factory=dict)
+    pinned: dict[int, str] = field(default_factory=dict)  # vCPU -> the host CPUs it was pinned to (cpulist)
     pin_error: str | None = None
 
     def stage(self, name: str) -> Stage | None:

@@ -174,7 +174,9 @@ class _Run:
         self._refuse_clash()
         if not self.info["local"]:
             # Pin and bind on the host that runs the VM, not on this one.
-            placement = plan_placement(topo, lh.host_inventory(self.conn), placement.backing)
+            placement = plan_placement(
+                topo, lh.host_inventory(self.conn), placement.backing, pinning=placement.pinning_policy
+            )
             self.info["placement"] = placement.to_dict()
         outcome = VmOutcome(None, False, 0.0)
         finished = False
@@ -266,12 +268,12 @@ class _Run:
             {"model": s.get("model"), "label": s.findtext("label")} for s in live.findall("seclabel")
         ]
         affinity = self.info.get("vcpu_affinity", pins)
-        for vcpu, want in enumerate(placement.vcpu_pins):
-            got = affinity.get(vcpu)
-            if got == str(want):
+        for vcpu in range(len(placement.vcpu_pins)):
+            want, got = placement.cpuset(vcpu), affinity.get(vcpu)
+            if got == want:
                 outcome.pinned[vcpu] = want
             elif outcome.pin_error is None:
-                outcome.pin_error = f"vCPU {vcpu} -> CPU {want}: libvirt reports affinity {got or 'unknown'}"
+                outcome.pin_error = f"vCPU {vcpu} -> CPUs {want}: libvirt reports affinity {got or 'unknown'}"
 
     # --- watching -----------------------------------------------------------------------------------
 

@@ -137,8 +137,8 @@ def domain_xml(topo: Topology, placement: Placement, boot: BootSpec, domain_type
     _sub(root, "vcpu", str(topo.total_cpus), placement="static")
 
     cputune = _sub(root, "cputune")
-    for vcpu, host_cpu in enumerate(placement.vcpu_pins):
-        _sub(cputune, "vcpupin", vcpu=str(vcpu), cpuset=str(host_cpu))
+    for vcpu in range(len(placement.vcpu_pins)):
+        _sub(cputune, "vcpupin", vcpu=str(vcpu), cpuset=placement.cpuset(vcpu))
 
     numatune = _sub(root, "numatune")
     _sub(numatune, "memory", mode="strict", nodeset=format_cpulist(placement.memory_host_nodes))

@@ -19,6 +19,7 @@ import weakref
 from collections.abc import Callable
 from pathlib import Path
 
+from lab.cpulist import format_cpulist
 from lab.errors import LabError
 from lab.placement.plan import Placement
 from lab.topology.model import Topology
@@ -55,7 +56,7 @@ def run_vm(
     argv: list[str],
     console_log: Path,
     qmp_socket: Path | None,
-    pins: dict[int, int],
+    pins: dict[int, tuple[int, ...]],
     timeout_s: float,
     qemu_log: Path,
     on_stage: Callable[[Stage], None] | None = None,
@@ -76,14 +77,14 @@ def run_vm(
             qmp = Qmp(qmp_socket, timeout=15)
             try:
                 for vcpu, tid in qmp.vcpu_threads().items():
-                    cpu = pins.get(vcpu)
-                    if cpu is None:
+                    cpus = pins.get(vcpu)
+                    if not cpus:
                         continue
                     try:
-                        os.sched_setaffinity(tid, {cpu})
-                        outcome.pinned[vcpu] = cpu
+                        os.sched_setaffinity(tid, cpus)
+                        outcome.pinned[vcpu] = format_cpulist(os.sched_getaffinity(tid))
                     except OSError as err:
-                        outcome.pin_error = f"vCPU {vcpu} -> CPU {cpu}: {err.strerror}"
+                        outcome.pin_error = f"vCPU {vcpu} -> CPUs {format_cpulist(cpus)}: {err.strerror}"
                 qmp.command("cont")
             finally:
                 qmp.close()

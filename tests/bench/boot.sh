@@ -10,6 +10,9 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 VENV=${VENV:-.venv}
 export PATH="$PWD/$VENV/bin:$PATH"  # vng runs virtme-run from the venv
+# Both sides are Python programs: let them keep their bytecode caches, as on a developer's machine
+# (some CI and sandbox environments set this, and then every start compiles every module).
+unset PYTHONDONTWRITEBYTECODE
 NUMALAB="$VENV/bin/numalab"
 REPEATS=${2:-3}
 [ -x "$VENV/bin/vng" ] || "$VENV/bin/pip" install -q virtme-ng
