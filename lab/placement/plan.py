@@ -14,7 +14,7 @@ Pinning (``pinning``):
   vCPUs, else ``node``. With more vCPUs than CPUs, one-CPU pins make vCPUs that
   share a CPU run in lock-step: a vCPU waiting for another (an IPI, an RCU or
   stop-machine sync, a TLB shootdown) waits for a whole host time slice. On
-  this project's 2-CPU machines an idle 4-vCPU boot under TCG took about 0.4 s
+  this project's 2-CPU machines an idle 4-vCPU boot under TCG took 0.3-0.5 s
   longer pinned one-to-one than pinned per node.
 
 The host CPUs are those this process may run on (``sched_getaffinity``), so
