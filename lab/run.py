@@ -32,7 +32,7 @@ from lab.placement.plan import Backing, plan_placement
 from lab.topology.kernel_view import predict
 from lab.topology.model import Topology
 from lab.trace.assemble import assemble_run
-from lab.vm import delay_calibration
+from lab.vm import tcg_boot
 from lab.vm.backend import Backend
 from lab.vm.console import Stage
 from lab.vm.libvirt_hosts import is_local_uri
@@ -114,8 +114,8 @@ def execute(req: RunRequest, progress: Callable[[str], None] | None = None) -> t
         boot_kernel, protocol = boot_image(req.kernel.image)
         uri = getattr(req.backend, "uri", "")  # a remote libvirt host has its own TSC frequency
         tsc_host = uri if uri and not is_local_uri(uri) else ""
-        lpj = delay_calibration.boot_args(req.kernel.image, req.accel, tsc_host)
-        cmdline = f"{req.plan.cmdline()} {lpj}" if lpj else req.plan.cmdline()
+        tcg_args = tcg_boot.boot_args(req.kernel.image, req.accel, tsc_host)
+        cmdline = f"{req.plan.cmdline()} {tcg_args}" if tcg_args else req.plan.cmdline()
         tools = image.tools_for(req.workload.kind, req.plan.trace_mode, bool(req.plan.trace_events))
         layers = [image.base_image(), *map(image.tool_image, tools), image.modules_image(req.kernel.modules_dir)]
         initrd = image.assemble_initrd(tmp / "initrd.cpio", layers, req.plan.to_shell())
@@ -156,7 +156,7 @@ def execute(req: RunRequest, progress: Callable[[str], None] | None = None) -> t
         assemble_run(partial)  # trace-raw/ -> trace.dat (raw trace mode)
         manifest = _collect(req, run_id, partial, placement, backend_info, outcome, time.monotonic() - t_total)
         if manifest["status"] == "ok" and "lpj=" not in boot.cmdline:
-            delay_calibration.learn(req.kernel.image, req.accel, _read(partial / "dmesg-boot.txt"), tsc_host)
+            tcg_boot.learn(req.kernel.image, req.accel, _read(partial / "dmesg-boot.txt"), tsc_host)
         manifest["kernel"]["boot_protocol"] = protocol
         manifest["guest_image"] = {"tools": list(tools), "initrd_bytes": initrd.stat().st_size}
         (partial / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n")

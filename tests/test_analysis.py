@@ -195,3 +195,17 @@ def test_report_with_truncated_trace_warns_and_still_writes(tmp_path: Path) -> N
     assert out.exists()
     report = json.loads(out.with_suffix(".json").read_text())
     assert report["runs"][0]["metrics"]["trace_problems"]
+
+
+def test_trace_stats_in_both_dump_formats(tmp_path) -> None:
+    """trace-stats.txt: "cpuN" headers and bare lines (older records), or grep -H's path-prefixed lines."""
+    from lab.trace.tracedat import stats_lost
+
+    old = tmp_path / "old.txt"
+    old.write_text("cpu0\nentries: 5\noverrun: 2\ncommit overrun: 9\ncpu1\nentries: 1\noverrun: 0\n")
+    new = tmp_path / "new.txt"
+    new.write_text(
+        "/sys/kernel/tracing/per_cpu/cpu0/stats:entries: 5\n/sys/kernel/tracing/per_cpu/cpu0/stats:overrun: 2\n"
+        "/sys/kernel/tracing/per_cpu/cpu0/stats:commit overrun: 9\n/sys/kernel/tracing/per_cpu/cpu1/stats:entries: 1\n"
+    )
+    assert stats_lost(old) == stats_lost(new) == {"overrun": 2, "entries": 6}

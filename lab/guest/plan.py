@@ -56,8 +56,13 @@ class GuestPlan:
             raise LabError("--append: kernel arguments must be one printable line of at most 1024 characters")
 
     def cmdline(self) -> str:
-        """The guest kernel's command line (before numalab's own lpj=)."""
-        return f"{KERNEL_CMDLINE} {self.kernel_args.strip()}".strip()
+        """The guest kernel's command line (before numalab's own lpj=). Unless trace-cmd record sets
+        up the trace itself, the kernel enables the traced events and sizes the trace buffers at
+        boot (the init then only clears them and turns tracing on around the workload)."""
+        args = [KERNEL_CMDLINE]
+        if self.trace_events and self.trace_mode != "record":
+            args += [f"trace_event={','.join(self.trace_events)}", f"trace_buf_size={self.trace_buffer_kb}K"]
+        return " ".join([*args, self.kernel_args.strip()]).strip()
 
     def to_shell(self) -> str:
         env = {

@@ -122,10 +122,11 @@ def read_trace(path: Path, names: tuple[str, ...] | None = None) -> TraceData:
 
 
 def stats_lost(stats: Path) -> dict[str, int]:
-    """From the guest's per_cpu/cpuN/stats dump: events lost (overrun) and left for extraction (entries)."""
+    """From the guest's per_cpu/cpuN/stats dump: events lost (overrun) and left for extraction (entries).
+    Lines are "entries: N" (older records) or grep -H's ".../cpuN/stats:entries: N"."""
     out = {"overrun": 0, "entries": 0}
     if stats.exists():
         text = stats.read_text(errors="replace")
-        out["overrun"] = sum(int(n) for n in re.findall(r"^\s*overrun:\s*(\d+)", text, re.M))
-        out["entries"] = sum(int(n) for n in re.findall(r"^\s*entries:\s*(\d+)", text, re.M))
+        for key in out:
+            out[key] = sum(int(n) for n in re.findall(rf"^(?:\S*/stats:)?\s*{key}:\s*(\d+)", text, re.M))
     return out
