@@ -31,9 +31,11 @@ def _size_options(p: argparse.ArgumentParser) -> None:
 
 
 def _pinning_option(p: argparse.ArgumentParser) -> None:
+    from lab.placement.plan import PINNINGS
+
     p.add_argument(
         "--pinning",
-        choices=("auto", "cpu", "node"),
+        choices=PINNINGS,
         default="auto",
         help="vCPU pinning: cpu (each vCPU on one host CPU), node (on its host node's CPUs), auto (cpu when "
         "every vCPU gets a CPU of its own, else node; the default). Host CPUs are those numalab may run on: "
@@ -231,7 +233,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from lab.guest.plan import DEFAULT_EVENTS
+    from lab.guest.plan import DEFAULT_EVENTS, TRACE_MODES
     from lab.guest.workloads import WORKLOADS
     from lab.placement.plan import BACKINGS
 
@@ -343,7 +345,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--no-trace", action="store_true", help="do not run trace-cmd")
     r.add_argument(
         "--trace-mode",
-        choices=("raw", "extract", "record"),
+        choices=TRACE_MODES,
         default="raw",
         help="raw: the kernel's trace buffers only while the workload runs (no recorder tasks in the guest), "
         "copied out raw and made into trace.dat on the host with trace-cmd restore (default); extract: the "
