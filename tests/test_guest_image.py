@@ -77,3 +77,16 @@ def test_assemble_skips_missing_layers_and_ends_with_the_plan(tmp_path, monkeypa
     data = out.read_bytes()
     assert data.startswith(base.read_bytes())
     assert b"plan/plan.sh" in data[len(base.read_bytes()) :] and b"export X=1\n" in data
+
+
+def test_kernel_command_line_sets_up_the_trace_at_boot_unless_trace_cmd_records() -> None:
+    from lab.guest.plan import KERNEL_CMDLINE, GuestPlan
+
+    raw = GuestPlan("idle", 1, trace_events=("sched:sched_move_numa", "sched:sched_switch"), trace_buffer_kb=2048)
+    assert raw.cmdline() == f"{KERNEL_CMDLINE} trace_event=sched:sched_move_numa,sched:sched_switch trace_buf_size=2048K"
+    assert "trace_event=" in GuestPlan("idle", 1, trace_mode="extract").cmdline()
+    assert GuestPlan("idle", 1, trace_mode="record").cmdline() == KERNEL_CMDLINE
+    assert GuestPlan("idle", 1, trace_events=()).cmdline() == KERNEL_CMDLINE
+    assert GuestPlan("idle", 1, trace_events=(), kernel_args=" initcall_debug ").cmdline().endswith(" initcall_debug")
+    with pytest.raises(LabError, match="--append"):
+        GuestPlan("idle", 1, kernel_args="a\nb")
