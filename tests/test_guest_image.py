@@ -83,7 +83,8 @@ def test_kernel_command_line_sets_up_the_trace_at_boot_unless_trace_cmd_records(
     from lab.guest.plan import KERNEL_CMDLINE, GuestPlan
 
     raw = GuestPlan("idle", 1, trace_events=("sched:sched_move_numa", "sched:sched_switch"), trace_buffer_kb=2048)
-    assert raw.cmdline() == f"{KERNEL_CMDLINE} trace_event=sched:sched_move_numa,sched:sched_switch trace_buf_size=2048K"
+    events = "trace_event=sched:sched_move_numa,sched:sched_switch"
+    assert raw.cmdline() == f"{KERNEL_CMDLINE} {events} trace_buf_size=2048K"
     assert "trace_event=" in GuestPlan("idle", 1, trace_mode="extract").cmdline()
     assert GuestPlan("idle", 1, trace_mode="record").cmdline() == KERNEL_CMDLINE
     assert GuestPlan("idle", 1, trace_events=()).cmdline() == KERNEL_CMDLINE
