@@ -67,7 +67,7 @@ def _host_file(path: str, into: str | None = None) -> cpio.Entry:
     return cpio.file_entry(into or path, data, executable=os.access(real, os.X_OK))
 
 
-def _find_busybox() -> str:
+def find_busybox() -> str:
     for cand in BUSYBOX_CANDIDATES:
         if Path(cand).exists():
             return cand
@@ -93,6 +93,22 @@ def build_workloads() -> Path:
     return out
 
 
+def minimal_initrd(path: Path, init: str) -> Path:
+    """An initramfs of static busybox and ``init`` (a script run by /bin/busybox sh): the KVM
+    probe's guest, and the boot benchmark's floor."""
+    with open(path, "wb") as f:
+        cpio.write_cpio(
+            f,
+            [
+                cpio.directory("bin"),
+                cpio.directory("proc"),
+                cpio.file_entry("bin/busybox", Path(find_busybox()).read_bytes(), executable=True),
+                cpio.file_entry("init", init.encode(), executable=True),
+            ],
+        )
+    return path
+
+
 def _busybox_applets(busybox: str) -> list[str]:
     proc = subprocess.run([busybox, "--list"], capture_output=True, text=True)
     names = [n for n in proc.stdout.split() if re.fullmatch(r"[\w.\[\]-]+", n) and n != "busybox"]
@@ -107,7 +123,7 @@ def base_entries() -> list[cpio.Entry]:
     def add(e: cpio.Entry) -> None:
         entries[e.path] = e
 
-    busybox = _find_busybox()
+    busybox = find_busybox()
     add(_host_file(busybox, "bin/busybox"))
     # The applet links, made here rather than by `busybox --install` in the guest (hundreds of
     # symlink calls at every boot). Our own binaries in /usr/bin come first in the guest's PATH.

@@ -14,8 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from lab.guest import cpio
-from lab.guest.image import _find_busybox
+from lab.guest.image import minimal_initrd
 from lab.paths import cache_dir
 from lab.vm.qemu_backend import run_vm
 
@@ -32,19 +31,6 @@ def _cache_file() -> Path:
     return cache_dir("accel") / f"{platform.node()}-{platform.release()}.json"
 
 
-def _probe_initrd(path: Path) -> None:
-    with open(path, "wb") as f:
-        cpio.write_cpio(
-            f,
-            [
-                cpio.directory("bin"),
-                cpio.directory("proc"),
-                cpio.file_entry("bin/busybox", Path(_find_busybox()).read_bytes(), executable=True),
-                cpio.file_entry("init", _PROBE_INIT.encode(), executable=True),
-            ],
-        )
-
-
 def probe(accel: str, kernel: Path, timeout_s: float = PROBE_TIMEOUT_S) -> dict:
     """Boot a 1-vCPU guest with ``accel``; {"ok", "seconds", "detail"}."""
     if accel == "kvm":
@@ -54,7 +40,7 @@ def probe(accel: str, kernel: Path, timeout_s: float = PROBE_TIMEOUT_S) -> dict:
             return {"ok": False, "seconds": 0.0, "detail": "/dev/kvm is not accessible (add yourself to group kvm)"}
     with tempfile.TemporaryDirectory(prefix="numalab-probe-") as tmp_s:
         tmp = Path(tmp_s)
-        _probe_initrd(tmp / "initrd")
+        minimal_initrd(tmp / "initrd", _PROBE_INIT)
         console = tmp / "console.log"
         accel_args = ["-accel", "kvm", "-cpu", "host"] if accel == "kvm" else ["-accel", "tcg,thread=multi"]
         argv = [

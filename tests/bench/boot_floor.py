@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from lab.guest import cpio, image  # noqa: E402
+from lab.guest import image  # noqa: E402
 from lab.guest.plan import GuestPlan  # noqa: E402
 
 POWEROFF_INIT = "#!/bin/busybox sh\n/bin/busybox poweroff -f\n"
@@ -73,17 +73,7 @@ def main() -> int:
     run_argv = shlex.split((run / "qemu-argv.txt").read_text())
     with tempfile.TemporaryDirectory(prefix="numalab-floor-") as tmp_s:
         tmp = Path(tmp_s)
-        floor_initrd = tmp / "floor.cpio"
-        with open(floor_initrd, "wb") as f:
-            busybox = Path(image._find_busybox()).read_bytes()
-            cpio.write_cpio(
-                f,
-                [
-                    cpio.directory("bin"),
-                    cpio.file_entry("bin/busybox", busybox, executable=True),
-                    cpio.file_entry("init", POWEROFF_INIT.encode(), executable=True),
-                ],
-            )
+        floor_initrd = image.minimal_initrd(tmp / "floor.cpio", POWEROFF_INIT)
         plan = GuestPlan(workload_cmd="idle --duration 0.1", duration_s=0.1)
         plan_initrd = image.assemble_initrd(tmp / "plan.cpio", [image.base_image()], plan.to_shell())
         figures: dict[str, list[float]] = {"floor": [], "plan": []}
