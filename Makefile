@@ -17,7 +17,7 @@ PYTEST_ARGS ?=
 .PHONY: setup apt venv test test-fast demo lint golden bench bench-kernel clean help
 
 help:
-	@echo "make demo   - boot ring-4 and mesh-4 with numa01 under trace-cmd, print summaries, write an HTML report"
+	@echo "make demo   - boot ring-4 and mesh-4 with numa01, NUMA tracepoints traced, print summaries, write an HTML report"
 	@echo "make test   - the test suite (boots real VMs; about 9 min under TCG with warm caches)"
 	@echo "make test-fast - only the tests that boot no VM"
 	@echo "make lint   - ruff"

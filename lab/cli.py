@@ -296,9 +296,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser(
         "run",
-        help="boot a VM, run a workload under trace-cmd, write a run record",
-        description="Boot TOPOLOGY with KERNEL, run WORKLOAD while trace-cmd records the "
-        "NUMA-balancing tracepoints, and write a run record (runs/<id>/ or --out).",
+        help="boot a VM, run a workload with the NUMA tracepoints traced, write a run record",
+        description="Boot TOPOLOGY with KERNEL, run WORKLOAD while the kernel traces the "
+        "NUMA-balancing tracepoints (trace.dat, for trace-cmd report and KernelShark), and write a run record "
+        "(runs/<id>/ or --out).",
     )
     r.add_argument("--topology", default="ring-4", metavar="NAME|FILE", help="topology preset or spec (default ring-4)")
     _size_options(r)
@@ -342,7 +343,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--trace-buffer-kb", type=int, default=4096, metavar="KB", help="per-CPU trace buffer (default 4096)"
     )
-    r.add_argument("--no-trace", action="store_true", help="do not run trace-cmd")
+    r.add_argument("--no-trace", action="store_true", help="no tracing: no trace events, no trace.dat")
     r.add_argument(
         "--trace-mode",
         choices=TRACE_MODES,
