@@ -15,7 +15,6 @@ import shutil
 import signal
 import subprocess
 import time
-import weakref
 from collections.abc import Callable
 from pathlib import Path
 
@@ -35,21 +34,13 @@ def _die_with_parent() -> None:
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def _exit_waiter(pid: int) -> Callable[[float], None]:
-    """A sleep that ends early when process ``pid`` exits (poll on its pidfd; a plain sleep where
-    pidfds are not available)."""
-    try:
-        fd = os.pidfd_open(pid)
-    except (AttributeError, OSError):
+def _exit_waiter(pidfd: int | None) -> Callable[[float], None]:
+    """A sleep that ends early when the process behind ``pidfd`` exits (a plain sleep without one)."""
+    if pidfd is None:
         return time.sleep
     poller = select.poll()
-    poller.register(fd, select.POLLIN)
-
-    def wait(seconds: float) -> None:
-        poller.poll(seconds * 1000)
-
-    weakref.finalize(wait, os.close, fd)
-    return wait
+    poller.register(pidfd, select.POLLIN)
+    return lambda seconds: poller.poll(seconds * 1000)
 
 
 def run_vm(
@@ -73,6 +64,10 @@ def run_vm(
     start = time.monotonic()
     outcome = VmOutcome(None, False, 0.0)
     try:
+        pidfd: int | None = os.pidfd_open(proc.pid)
+    except OSError:  # a kernel before 5.3
+        pidfd = None
+    try:
         if qmp_socket is not None:
             qmp = Qmp(qmp_socket, timeout=15)
             try:
@@ -89,12 +84,14 @@ def run_vm(
             finally:
                 qmp.close()
         start = time.monotonic()
-        watch(console_log, outcome, timeout_s, proc.poll, on_stage, on_tick, wait=_exit_waiter(proc.pid))
+        watch(console_log, outcome, timeout_s, proc.poll, on_stage, on_tick, wait=_exit_waiter(pidfd))
     finally:
         if proc.poll() is None:
             proc.kill()
         proc.wait()
         outcome.wall_s = time.monotonic() - start
+        if pidfd is not None:
+            os.close(pidfd)
     return outcome
 
 
@@ -108,7 +105,8 @@ def qemu_version(qemu: str = "qemu-system-x86_64") -> str:
 
 @functools.cache
 def _qemu_version(path: str, _size: int, _mtime_ns: int) -> str:
-    """Asked once per binary (a matrix runs many VMs); an upgraded binary is asked again."""
+    """Asked once per binary and process (numalab run --repeat and A/B runs boot many VMs); an
+    upgraded binary is asked again."""
     out = subprocess.run([path, "--version"], capture_output=True, text=True).stdout
     return out.splitlines()[0] if out else ""
 
