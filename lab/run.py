@@ -24,6 +24,7 @@ from lab.errors import LabError
 from lab.guest import image
 from lab.guest.plan import GuestPlan
 from lab.guest.readback import build_id, check_topology, read_sched_domains, read_topology
+from lab.guest.results import unpack_results
 from lab.guest.workloads import Workload, parse_output
 from lab.host.inventory import read_inventory
 from lab.kernel.pvh import boot_image
@@ -153,8 +154,11 @@ def execute(req: RunRequest, progress: Callable[[str], None] | None = None) -> t
         outcome, backend_info = req.backend.run(
             req.topology, placement, boot, partial, req.timeout(), on_stage, on_tick
         )
+        unpack_problems = unpack_results(partial)  # the guest's tars -> the run's files
         assemble_run(partial)  # trace-raw/ -> trace.dat (raw trace mode)
-        manifest = _collect(req, run_id, partial, placement, backend_info, outcome, time.monotonic() - t_total)
+        manifest = _collect(
+            req, run_id, partial, placement, backend_info, outcome, time.monotonic() - t_total, unpack_problems
+        )
         if manifest["status"] == "ok" and "lpj=" not in boot.cmdline:
             tcg_boot.learn(req.kernel.image, req.accel, _read(partial / "dmesg-boot.txt"), tsc_host)
         manifest["kernel"]["boot_protocol"] = protocol
@@ -170,7 +174,9 @@ def execute(req: RunRequest, progress: Callable[[str], None] | None = None) -> t
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _collect(req, run_id, d: Path, placement, backend_info: dict, outcome, total_s: float) -> dict:
+def _collect(
+    req, run_id, d: Path, placement, backend_info: dict, outcome, total_s: float, unpack_problems: list[str]
+) -> dict:
     readback = read_topology(d)
     domains = read_sched_domains(d)
     problems = check_topology(req.topology, readback, domains) if outcome.stage("booted") else []
@@ -183,6 +189,7 @@ def _collect(req, run_id, d: Path, placement, backend_info: dict, outcome, total
         workload_rc=_int_file(d / "workload.rc"),
         trace_rc=_int_file(d / "trace-record.rc"),
         topology_problems=tuple(problems),
+        unpack_problems=tuple(unpack_problems),
     )
     status, reason = classify(evidence)
     booted = outcome.stage("booted")
@@ -230,6 +237,8 @@ def _collect(req, run_id, d: Path, placement, backend_info: dict, outcome, total
         "metrics": metrics,
         "files": sorted(p.name for p in d.iterdir() if p.is_file()),
     }
+    if unpack_problems:
+        manifest["unpack_problems"] = unpack_problems
     if status != "ok":
         manifest["console_tail"] = console_excerpt(console, status)
     return manifest

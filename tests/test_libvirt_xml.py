@@ -17,7 +17,7 @@ from lab.placement.plan import Backing, Placement, plan_placement
 from lab.topology.model import Topology
 from lab.topology.spec import load_spec, load_topology, preset_names
 from lab.vm.libvirt_xml import domain_xml
-from lab.vm.qemu_argv import smp_layout
+from lab.vm.qemu_argv import qemu_argv, smp_layout
 
 VALIDATOR = "virt-xml-validate"
 
@@ -70,7 +70,9 @@ def check_same_vm(xml: str, topo: Topology, placement: Placement, domain_type: s
 
     os_el = root.find("os")
     ostype = os_el.find("type")
-    assert (ostype.text, ostype.get("arch"), ostype.get("machine")) == ("hvm", "x86_64", "pc")
+    argv = qemu_argv(topo, placement, BOOT)
+    machine = argv[argv.index("-machine") + 1]
+    assert (ostype.text, ostype.get("arch"), ostype.get("machine")) == ("hvm", "x86_64", machine)
     assert os_el.findtext("kernel") == BOOT.kernel
     assert os_el.findtext("initrd") == BOOT.initrd
     assert os_el.findtext("cmdline") == BOOT.cmdline
@@ -124,6 +126,12 @@ def check_same_vm(xml: str, topo: Topology, placement: Placement, domain_type: s
     fs = devices.find("filesystem")
     assert fs.find("source").get("dir") == BOOT.results_dir
     assert fs.find("target").get("dir") == "results"
+    # the same PCI address as the argv's virtio-9p-pci device
+    device = next(a for a in argv if a.startswith("virtio-9p-pci,"))
+    opts = dict(o.split("=", 1) for o in device.split(",")[1:])
+    addr = fs.find("address")
+    assert opts["bus"] == "pcie.0" and addr.get("bus") == "0x00"
+    assert int(opts["addr"], 16) == int(addr.get("slot"), 16) and addr.get("function") == "0x0"
     assert "qmp" not in xml and BOOT.qmp_socket not in xml
     return root
 

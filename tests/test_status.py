@@ -27,3 +27,10 @@ def test_short_panic_and_other_failures_keep_a_plain_tail() -> None:
     console = _console(200, 5)
     assert console_excerpt(console, "panic") == console.splitlines()[-40:]
     assert console_excerpt(console, "timeout") == console.splitlines()[-40:]
+
+
+def test_results_that_did_not_unpack_fail_the_run_with_their_reason() -> None:
+    ok = Evidence("", False, True, True, 0, 0, ())
+    assert classify(ok)[0] == "ok"
+    status, reason = classify(Evidence("", False, True, True, 0, 0, (), ("results.tar: unexpected end of data",)))
+    assert status == "workload-failed" and reason.endswith("results.tar: unexpected end of data")

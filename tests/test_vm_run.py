@@ -89,6 +89,9 @@ def test_guest_panic_is_recorded(tmp_path) -> None:
     assert m["status"] == "panic"
     assert any("Kernel panic" in ln for ln in m["console_tail"])
     assert "Kernel panic" in (out / "console.log").read_text()
+    # The guest's view of itself was sent before the workload: a crashed run still has it.
+    assert m["guest_topology_ok"] is True and (out / "dmesg-boot.txt").read_text()
+    assert not (out / "workload.rc").exists() and not (out / "guest-done").exists()
 
 
 def test_hanging_guest_times_out_and_qemu_is_gone(tmp_path) -> None:
@@ -162,7 +165,7 @@ def test_tcg_boot_passes_the_lpj_the_guest_computed(tmp_path) -> None:
         pytest.skip("KVM guests use kvmclock and never calibrate the delay loop")
     assert all(m["status"] == "ok" and m["guest_topology_ok"] for m in manifests)
     cmdline = (tmp_path / "idle2" / "cmdline.txt").read_text()
-    assert " lpj=" in cmdline and " tsc=reliable" in cmdline and " initcall_debug" in cmdline, cmdline
+    assert " lpj=" in cmdline and " tsc=reliable no_timer_check" in cmdline and " initcall_debug" in cmdline, cmdline
     assert manifests[1]["settings"]["kernel_args"] == "initcall_debug"
     dmesg = (tmp_path / "idle2" / "dmesg-boot.txt").read_text()
     assert "initcall acpi_init" in dmesg  # the guest kernel took the argument

@@ -5,8 +5,8 @@
  *   numalab-tracegrab OUTDIR SYSTEM:EVENT...
  *
  * Writes OUTDIR/cpuN (the raw ring-buffer pages of CPU N, read from
- * per_cpu/cpuN/trace_pipe_raw until it is empty), OUTDIR/kallsyms and
- * OUTDIR/tracing/ (events/header_page, events/header_event, the formats of
+ * per_cpu/cpuN/trace_pipe_raw until it is empty), OUTDIR/kallsyms (only when
+ * an event prints kernel symbols) and OUTDIR/tracing/ (events/header_page, events/header_event, the formats of
  * events/ftrace/ and of the given events, printk_formats, saved_cmdlines).
  * The host turns them into trace.dat with `trace-cmd restore`.
  *
@@ -114,7 +114,27 @@ static long long copy_file(const char *src, const char *dst, int nonblock)
 	return total;
 }
 
-static void copy_format(const char *out, const char *system, const char *event)
+/* Does this event format print kernel addresses as symbols (%pS, %ps, %pB, %pF, %pf)? */
+static int prints_symbols(const char *format)
+{
+	static char buf[65536];
+	ssize_t n, len = 0;
+	int fd = open(format, O_RDONLY);
+
+	if (fd < 0)
+		fail("%s: %s", format, strerror(errno));
+	while (len < (ssize_t)sizeof(buf) - 1 && (n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
+		len += n;
+	close(fd);
+	buf[len] = '\0';
+	for (char *p = buf; (p = strstr(p, "%p")); p += 2)
+		if (p[2] && strchr("SsBFf", p[2]))
+			return 1;
+	return 0;
+}
+
+/* Copies the event's format; returns whether trace-cmd needs kallsyms to print it. */
+static int copy_format(const char *out, const char *system, const char *event)
 {
 	char src[PATH_SIZE], dir[PATH_SIZE], dst[PATH_SIZE];
 
@@ -123,6 +143,7 @@ static void copy_format(const char *out, const char *system, const char *event)
 	path(dst, "%s/format", dir);
 	mkdirs(dir);
 	copy_file(src, dst, 0);
+	return prints_symbols(dst);
 }
 
 int main(int argc, char **argv)
@@ -131,7 +152,7 @@ int main(int argc, char **argv)
 	const char *out;
 	struct dirent *de;
 	DIR *d;
-	int cpus = 0;
+	int cpus = 0, symbols = 0;
 	long long bytes = 0;
 
 	if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
@@ -149,7 +170,7 @@ int main(int argc, char **argv)
 			fail("%s: expected SYSTEM:EVENT", argv[i]);
 		memcpy(system, argv[i], colon - argv[i]);
 		system[colon - argv[i]] = '\0';
-		copy_format(out, system, colon + 1);
+		symbols |= copy_format(out, system, colon + 1);
 	}
 	d = opendir(TRACEFS "/events/ftrace");
 	if (!d)
@@ -166,8 +187,11 @@ int main(int argc, char **argv)
 		path(dst, "%s/tracing/%s", out, files[i]);
 		copy_file(src, dst, 0);
 	}
-	path(dst, "%s/kallsyms", out);
-	copy_file("/proc/kallsyms", dst, 0);
+	/* /proc/kallsyms takes about 0.05 s to generate under TCG: only when an event needs it. */
+	if (symbols) {
+		path(dst, "%s/kallsyms", out);
+		copy_file("/proc/kallsyms", dst, 0);
+	}
 
 	d = opendir(TRACEFS "/per_cpu");
 	if (!d)
@@ -187,6 +211,7 @@ int main(int argc, char **argv)
 		cpus++;
 	}
 	closedir(d);
-	printf("numalab-tracegrab: %d cpus, %lld bytes of trace data, %d event formats\n", cpus, bytes, argc - 2);
+	printf("numalab-tracegrab: %d cpus, %lld bytes of trace data, %d event formats%s\n", cpus, bytes, argc - 2,
+	       symbols ? ", kallsyms" : "");
 	return 0;
 }

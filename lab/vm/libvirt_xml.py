@@ -29,6 +29,10 @@ How the QEMU options map:
   (libvirt takes the hugetlbfs mount from qemu.conf, so
   ``Backing.hugepage_path`` has no place in the XML); prealloc, and hugepages
   always (as in the argv) -> ``<allocation mode='immediate'/>``.
+* ``-machine q35`` -> ``<type machine='q35'>``. The 9p device sits on the root
+  complex at the same address in both (``bus=pcie.0,addr=0x2`` -> ``<address
+  type='pci' bus='0x00' slot='0x02'>``); left to itself libvirt would put it
+  behind a ``pcie-root-port``.
 * ``-no-reboot`` -> ``on_reboot`` destroy (and poweroff/crash destroy).
 * ``-fsdev local,security_model=none,multidevs=remap`` ->
   ``<filesystem type='mount' accessmode='squash' multidevs='remap'>`` with
@@ -116,6 +120,9 @@ def _devices(root: ET.Element, boot: BootSpec) -> None:
     _sub(fs, "driver", type="path")
     _sub(fs, "source", dir=boot.results_dir)
     _sub(fs, "target", dir=RESULTS_TAG)
+    # On the root complex, as in the argv: left to itself libvirt puts it behind a
+    # pcie-root-port (one more bridge for the guest to probe) and adds a spare port.
+    _sub(fs, "address", type="pci", domain="0x0000", bus="0x00", slot="0x02", function="0x0")
     _sub(dev, "controller", type="usb", index="0", model="none")
     serial = _sub(dev, "serial", type="file")
     _sub(serial, "source", path=boot.console_log)
@@ -146,7 +153,7 @@ def domain_xml(topo: Topology, placement: Placement, boot: BootSpec, domain_type
         _sub(numatune, "memnode", cellid=str(cell), mode="strict", nodeset=str(host_node))
 
     os_el = _sub(root, "os")
-    _sub(os_el, "type", "hvm", arch="x86_64", machine="pc")
+    _sub(os_el, "type", "hvm", arch="x86_64", machine="q35")
     _sub(os_el, "kernel", boot.kernel)
     _sub(os_el, "initrd", boot.initrd)
     _sub(os_el, "cmdline", boot.cmdline)

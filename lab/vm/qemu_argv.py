@@ -99,14 +99,18 @@ def topology_args(topo: Topology, placement: Placement) -> list[str]:
 
 
 def qemu_argv(topo: Topology, placement: Placement, boot: BootSpec, qemu: str = "qemu-system-x86_64") -> list[str]:
-    """The whole command line. No network device; serial console to a file."""
+    """The whole command line. No network device; serial console to a file.
+
+    q35 rather than pc: its PCIe root complex routes the 9p device's interrupt without the
+    ACPI PCI link objects the pc machine's guest has to evaluate (AML, slow under TCG).
+    Measured here: an idle ring-4 run took 0.14 s less (medians of 7, interleaved)."""
     accel = ["-accel", "kvm", "-cpu", "host"] if boot.accel == "kvm" else ["-accel", "tcg,thread=multi"]
     argv = [
         qemu,
         "-name",
         boot.name,
         "-machine",
-        "pc",
+        "q35",
         *accel,
         "-nodefaults",
         "-no-user-config",
@@ -127,7 +131,7 @@ def qemu_argv(topo: Topology, placement: Placement, boot: BootSpec, qemu: str = 
         "-fsdev",
         f"local,id=results,path={boot.results_dir},security_model=none,multidevs=remap",
         "-device",
-        "virtio-9p-pci,fsdev=results,mount_tag=results",
+        "virtio-9p-pci,fsdev=results,mount_tag=results,bus=pcie.0,addr=0x2",
     ]
     if boot.qmp_socket:
         argv += ["-qmp", f"unix:{boot.qmp_socket},server=on,wait=off"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import json
 import os
 import select
 import shlex
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from lab.cpulist import format_cpulist
 from lab.errors import LabError
+from lab.paths import cache_dir
 from lab.placement.plan import Placement
 from lab.topology.model import Topology
 from lab.vm.console import Stage, VmOutcome, watch
@@ -104,11 +106,26 @@ def qemu_version(qemu: str = "qemu-system-x86_64") -> str:
 
 
 @functools.cache
-def _qemu_version(path: str, _size: int, _mtime_ns: int) -> str:
-    """Asked once per binary and process (numalab run --repeat and A/B runs boot many VMs); an
-    upgraded binary is asked again."""
+def _qemu_version(path: str, size: int, mtime_ns: int) -> str:
+    """``qemu --version``'s first line, remembered per binary (path, size and mtime) in the cache
+    directory: asking costs a QEMU start, 20-60 ms, on every run. An upgraded binary is asked again."""
+    key = f"{path}:{size}:{mtime_ns}"
+    store = cache_dir() / "qemu-versions.json"
+    try:
+        known = json.loads(store.read_text())
+    except (OSError, ValueError):
+        known = {}
+    if isinstance(known, dict) and isinstance(known.get(key), str):
+        return known[key]
     out = subprocess.run([path, "--version"], capture_output=True, text=True).stdout
-    return out.splitlines()[0] if out else ""
+    version = out.splitlines()[0] if out else ""
+    if version:
+        known = {k: v for k, v in known.items() if not k.startswith(f"{path}:")} if isinstance(known, dict) else {}
+        known[key] = version
+        tmp = store.with_name(f".{store.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(known, indent=1, sort_keys=True) + "\n")
+        os.replace(tmp, store)
+    return version
 
 
 class QemuBackend:

@@ -19,6 +19,7 @@ class Evidence:
     workload_rc: int | None
     trace_rc: int | None
     topology_problems: tuple[str, ...]
+    unpack_problems: tuple[str, ...] = ()  # the guest's result tars that did not unpack
 
 
 def classify(ev: Evidence) -> tuple[str, str]:
@@ -36,6 +37,8 @@ def classify(ev: Evidence) -> tuple[str, str]:
         return "topology-mismatch", ev.topology_problems[0]
     if not ev.guest_done:
         return "workload-failed", "the guest powered off without writing all results"
+    if ev.unpack_problems:
+        return "workload-failed", f"the guest's results did not unpack: {ev.unpack_problems[0]}"
     if ev.trace_rc not in (None, 0):
         return "workload-failed", f"trace capture failed (exit {ev.trace_rc}; see trace-record.log)"
     if ev.workload_rc != 0:
