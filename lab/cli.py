@@ -365,6 +365,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--prealloc", action="store_true", help="preallocate guest memory")
     _pinning_option(r)
     r.add_argument(
+        "--firmware",
+        choices=("auto", "qboot", "seabios"),
+        default="auto",
+        help="guest firmware with --backend qemu: qboot (QEMU's minimal firmware for direct kernel boots, "
+        "faster) or seabios (QEMU's default); auto: qboot when QEMU ships it (the default)",
+    )
+    r.add_argument(
         "--accel",
         choices=("auto", "kvm", "tcg"),
         default="auto",

@@ -36,6 +36,7 @@ from lab.trace.assemble import assemble_run
 from lab.vm import tcg_boot
 from lab.vm.backend import Backend
 from lab.vm.console import Stage
+from lab.vm.firmware import firmware_name, resolve_firmware
 from lab.vm.libvirt_hosts import is_local_uri
 from lab.vm.qemu_argv import BootSpec
 from lab.vm.qemu_backend import QemuBackend
@@ -64,6 +65,7 @@ class RunRequest:
     label: str = ""
     backend: Backend = field(default_factory=QemuBackend)
     pinning: str = "auto"  # lab.placement.plan.PINNINGS
+    firmware: str = "auto"  # lab.vm.firmware.FIRMWARES
 
     def timeout(self) -> float:
         if self.timeout_s is not None:
@@ -117,6 +119,7 @@ def execute(req: RunRequest, progress: Callable[[str], None] | None = None) -> t
         tsc_host = uri if uri and not is_local_uri(uri) else ""
         tcg_args = tcg_boot.boot_args(req.kernel.image, req.accel, tsc_host)
         cmdline = f"{req.plan.cmdline()} {tcg_args}" if tcg_args else req.plan.cmdline()
+        firmware = resolve_firmware(req.firmware, req.backend.name)
         tools = image.tools_for(req.workload.kind, req.plan.trace_mode, bool(req.plan.trace_events))
         layers = [image.base_image(), *map(image.tool_image, tools), image.modules_image(req.kernel.modules_dir)]
         initrd = image.assemble_initrd(tmp / "initrd.cpio", layers, req.plan.to_shell())
@@ -129,6 +132,7 @@ def execute(req: RunRequest, progress: Callable[[str], None] | None = None) -> t
             qmp_socket=str(tmp / "qmp.sock"),
             accel=req.accel,
             name=f"numalab-{run_id}",
+            firmware=firmware,
         )
         say(f"booting {req.topology.name} ({req.topology.total_cpus} vCPUs, {req.accel})")
         duration = req.plan.duration_s
@@ -162,6 +166,7 @@ def execute(req: RunRequest, progress: Callable[[str], None] | None = None) -> t
         if manifest["status"] == "ok" and "lpj=" not in boot.cmdline:
             tcg_boot.learn(req.kernel.image, req.accel, _read(partial / "dmesg-boot.txt"), tsc_host)
         manifest["kernel"]["boot_protocol"] = protocol
+        manifest["firmware"] = {"name": firmware_name(firmware), "rom": firmware or None, "choice": req.firmware}
         manifest["guest_image"] = {"tools": list(tools), "initrd_bytes": initrd.stat().st_size}
         (partial / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n")
         os.replace(partial, final)

@@ -17,6 +17,7 @@ from lab.host.accel import accel_verdict
 from lab.kernel.resolve import resolve_kernel
 from lab.placement.plan import Backing
 from lab.run import Interrupted, RunRequest, execute, print_summary
+from lab.vm.firmware import resolve_firmware
 from lab.vm.qemu_backend import QemuBackend
 
 
@@ -56,6 +57,7 @@ def requests_from_args(args: argparse.Namespace, progress: Callable[[str], None]
         kernel_args=" ".join(args.append),
     )
     backend = backend_from_args(args)
+    resolve_firmware(args.firmware, backend.name)  # a firmware this backend cannot boot: say so first
     if args.accel == "auto":
         verdict = getattr(backend, "accel_verdict", accel_verdict)(kernels[0].image)
         accel = verdict["accel"]
@@ -80,7 +82,7 @@ def requests_from_args(args: argparse.Namespace, progress: Callable[[str], None]
             reqs.append(
                 RunRequest(
                     topo, kernel, workload, plan, accel, reason, backing, out, args.runs_dir, args.timeout, label,
-                    backend=backend, pinning=args.pinning,
+                    backend=backend, pinning=args.pinning, firmware=args.firmware,
                 )
             )
     return reqs

@@ -28,6 +28,11 @@ def _report_counts(trace_dat) -> Counter:
     return counts
 
 
+def _dmi(run_dir) -> str:
+    """The guest kernel's DMI line: it names the firmware (qboot's is "BIOS 0.1")."""
+    return next(ln for ln in (run_dir / "dmesg-boot.txt").read_text().splitlines() if "DMI:" in ln)
+
+
 def _qemu_running(marker: str) -> list[str]:
     out = subprocess.run(["pgrep", "-af", "qemu-system"], capture_output=True, text=True).stdout
     return [ln for ln in out.splitlines() if marker in ln]
@@ -49,6 +54,8 @@ def test_ring4_numa01_produces_numa_balancing_events(tmp_path) -> None:
     assert m["kernel"]["guest_release"] and m["kernel"]["build_id"]
     assert m["topology"]["cpus"] == [2, 2, 2, 2]
     assert m["guest_image"]["tools"] == []  # raw trace mode: neither trace-cmd nor perf in the guest
+    if m["firmware"]["rom"]:  # QEMU ships qboot (Debian's does): the guest booted it
+        assert m["firmware"]["name"] == "qboot" and "BIOS 0.1 " in _dmi(out)
 
     counts = _report_counts(out / "trace.dat")
     numa_events = sum(counts[e.split(":")[1]] for e in NUMA_EVENTS)
@@ -97,11 +104,14 @@ def test_guest_panic_is_recorded(tmp_path) -> None:
 def test_hanging_guest_times_out_and_qemu_is_gone(tmp_path) -> None:
     out = tmp_path / "hang"
     proc = numalab("run", "--topology", "ring-2", "--workload", "idle", "--duration", "1", "--test-fault", "hang",
-                   "--timeout", "30", "--out", str(out), "--json", timeout=300)
+                   "--timeout", "30", "--firmware", "seabios", "--out", str(out), "--json", timeout=300)
     assert proc.returncode == 1
     m = json.loads(proc.stdout)
     assert m["status"] == "timeout"
     assert not _qemu_running(str(tmp_path))
+    # (and QEMU's default firmware still boots numalab's guests: it got as far as the readback)
+    assert m["firmware"] == {"name": "seabios", "rom": None, "choice": "seabios"}
+    assert "BIOS 0.1 " not in _dmi(out)
 
 
 def test_sigterm_leaves_no_qemu_and_no_complete_record(tmp_path) -> None:
@@ -138,6 +148,7 @@ def test_sigterm_leaves_no_qemu_and_no_complete_record(tmp_path) -> None:
         (["--duration", "-3"], "--duration"),
         (["--topology", "tests/data/topologies/invalid-remote-distance-10.yaml"], "invalid-remote-distance-10.yaml"),
         (["--append", "quiet\ninit=/bin/sh"], "--append"),
+        (["--firmware", "qboot", "--backend", "libvirt"], "--firmware qboot: only with --backend qemu"),
     ],
 )
 def test_bad_run_input_is_one_line(args, needle) -> None:

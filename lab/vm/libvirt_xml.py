@@ -41,6 +41,9 @@ How the QEMU options map:
 * ``-nodefaults`` -> ``<controller type='usb' model='none'/>`` and
   ``<memballoon model='none'/>``; no ``<interface>``, ``<graphics>``, ``<video>``.
 
+One difference: ``boot.firmware`` (qboot, lab.vm.firmware) is not carried
+over; a libvirt domain boots the host's default firmware (SeaBIOS).
+
 ``boot.qmp_socket`` and ``boot.start_paused`` have no counterpart: libvirt owns
 the monitor and always starts QEMU paused until it has pinned the vCPUs.
 """
@@ -76,6 +79,8 @@ def _check(topo: Topology, placement: Placement, boot: BootSpec, domain_type: st
         path = getattr(boot, field)
         if not path.startswith("/"):
             raise LabError(f"{field}: libvirt needs an absolute path, got {path!r}")
+    if boot.firmware:
+        raise LabError(f"firmware: {boot.firmware}: libvirt domains boot the host's default firmware")
     if len(placement.memory_host_nodes) != topo.n_nodes:
         raise LabError(f"placement: {len(placement.memory_host_nodes)} memory bindings for {topo.n_nodes} guest nodes")
     if len(placement.vcpu_pins) != topo.total_cpus:

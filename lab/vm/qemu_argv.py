@@ -27,6 +27,7 @@ class BootSpec:
     accel: str = "tcg"
     name: str = "numalab"
     start_paused: bool = True  # so vCPUs can be pinned before the guest runs
+    firmware: str = ""  # a -bios ROM (lab.vm.firmware: qboot); "" for QEMU's default, SeaBIOS
 
 
 @dataclass(frozen=True)
@@ -117,6 +118,7 @@ def qemu_argv(topo: Topology, placement: Placement, boot: BootSpec, qemu: str = 
         "-no-reboot",
         "-display",
         "none",
+        *(["-bios", boot.firmware] if boot.firmware else []),
         *topology_args(topo, placement),
         "-kernel",
         boot.kernel,
