@@ -91,3 +91,24 @@ def test_kernel_command_line_sets_up_the_trace_at_boot_unless_trace_cmd_records(
     assert GuestPlan("idle", 1, trace_events=(), kernel_args=" initcall_debug ").cmdline().endswith(" initcall_debug")
     with pytest.raises(LabError, match="--append"):
         GuestPlan("idle", 1, kernel_args="a\nb")
+
+
+def test_base_is_found_again_by_fingerprint_and_rebuilt_when_the_init_changes(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("NUMALAB_CACHE", str(tmp_path))
+    first = image.base_image()
+    assert "etc/fstab" in _paths(first)
+
+    def no_rebuild():
+        raise AssertionError("the base was rebuilt although nothing changed")
+
+    with monkeypatch.context() as m:
+        m.setattr(image, "base_entries", no_rebuild)
+        assert image.base_image() == first
+    init = tmp_path / "init"
+    init.write_bytes(image.INIT.read_bytes() + b"# changed\n")
+    monkeypatch.setattr(image, "INIT", init)
+    changed = image.base_image()
+    assert changed != first and changed.read_bytes().find(b"# changed\n") > 0
+    # A lost archive is built again, not returned by a stale index entry.
+    changed.unlink()
+    assert image.base_image() == changed and changed.is_file()
