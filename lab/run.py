@@ -121,7 +121,13 @@ def execute(req: RunRequest, progress: Callable[[str], None] | None = None) -> t
         cmdline = f"{req.plan.cmdline()} {tcg_args}" if tcg_args else req.plan.cmdline()
         firmware = resolve_firmware(req.firmware, req.backend.name)
         tools = image.tools_for(req.workload.kind, req.plan.trace_mode, bool(req.plan.trace_events))
-        layers = [image.base_image(), *map(image.tool_image, tools), image.modules_image(req.kernel.modules_dir)]
+        programs = image.workload_binaries(req.plan.workload_cmd)
+        layers = [
+            image.base_image(),
+            image.workload_image(programs),
+            *map(image.tool_image, tools),
+            image.modules_image(req.kernel.modules_dir),
+        ]
         initrd = image.assemble_initrd(tmp / "initrd.cpio", layers, req.plan.to_shell())
         boot = BootSpec(
             kernel=str(boot_kernel),
@@ -167,7 +173,11 @@ def execute(req: RunRequest, progress: Callable[[str], None] | None = None) -> t
             tcg_boot.learn(req.kernel.image, req.accel, _read(partial / "dmesg-boot.txt"), tsc_host)
         manifest["kernel"]["boot_protocol"] = protocol
         manifest["firmware"] = {"name": firmware_name(firmware), "rom": firmware or None, "choice": req.firmware}
-        manifest["guest_image"] = {"tools": list(tools), "initrd_bytes": initrd.stat().st_size}
+        manifest["guest_image"] = {
+            "tools": list(tools),
+            "programs": list(programs),
+            "initrd_bytes": initrd.stat().st_size,
+        }
         (partial / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n")
         os.replace(partial, final)
         return final, manifest

@@ -43,12 +43,13 @@ def test_tools_for(kind, mode, tracing, tools) -> None:
     assert image.tools_for(kind, mode, tracing) == tools
 
 
-def test_base_has_busybox_init_workloads_and_tracegrab_but_no_perf_or_trace_cmd(tmp_path, monkeypatch) -> None:
+def test_base_has_busybox_init_and_tracegrab_but_no_workload_perf_or_trace_cmd(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("NUMALAB_CACHE", str(tmp_path))
     names = _paths(image.base_image())
-    for needed in ("init", "bin/busybox", "usr/bin/numa01", "usr/bin/pairs", "usr/bin/numalab-tracegrab"):
+    for needed in ("init", "bin/busybox", "usr/bin/numalab-tracegrab", "etc/fstab"):
         assert needed in names
-    assert "usr/bin/perf" not in names and "usr/bin/trace-cmd" not in names
+    for absent in ("usr/bin/perf", "usr/bin/trace-cmd", "usr/bin/numa01", "usr/bin/idle"):
+        assert absent not in names
     # busybox's applet links come made (no `busybox --install` at every boot)
     assert {"bin/sh", "bin/mount", "bin/tar", "bin/poweroff"} <= names
     links = {e.path: e for e in image.base_entries() if stat.S_ISLNK(e.mode)}
@@ -112,3 +113,15 @@ def test_base_is_found_again_by_fingerprint_and_rebuilt_when_the_init_changes(tm
     # A lost archive is built again, not returned by a stale index entry.
     changed.unlink()
     assert image.base_image() == changed and changed.is_file()
+
+
+def test_a_run_carries_only_the_workload_program_it_starts(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("NUMALAB_CACHE", str(tmp_path))
+    assert image.workload_binaries("numa01 --duration 20 --threads 4 --mem-mib 512") == ("numa01",)
+    assert image.workload_binaries("perf bench numa mem -p 2 -t 2") == ()  # perf comes as a tool layer
+    assert image.workload_binaries("numalab-tracegrab /tmp x:y") == ()  # in the base already
+    assert image.workload_binaries("") == ()
+    assert image.workload_image(()) is None
+    layer = image.workload_image(("pairs",))
+    assert _paths(layer) == {"usr/bin/pairs"}
+    assert image.workload_image(("pairs",)) == layer  # cached by content

@@ -2,8 +2,12 @@
 
 An image is concatenated cpio archives (the kernel unpacks them in turn):
 
-* **base** (kernel-independent): static busybox, the lab's static workload
-  binaries and ``numalab-tracegrab``, and the guest init;
+* **base** (kernel-independent): static busybox, ``numalab-tracegrab`` and the
+  guest init;
+* **workload** (per workload binary): the one static workload program the run
+  starts (``numa01``, ``pairs``, ...). Each is about 0.8 MB of static libc, and
+  every MB of initramfs costs a TCG boot about 10 ms (QEMU loads it, the kernel
+  unpacks it), so a run carries only its own;
 * **tools** (only when the run needs them): the real ``trace-cmd`` (trace modes
   ``extract`` and ``record``) and ``perf`` (the ``perf bench numa`` workloads),
   each with its shared-library closure (resolved with ``ldd``, as dracut does).
@@ -13,7 +17,7 @@ An image is concatenated cpio archives (the kernel unpacks them in turn):
   their dependencies in load order;
 * **plan** (per run): ``/plan/plan.sh``, the settings the init runs.
 
-Base, tools and modules are cached under ``cache_root()/images`` by a hash of
+Base, workload, tools and modules are cached under ``cache_root()/images`` by a hash of
 their content, so they are rebuilt only when an input changes.
 """
 
@@ -37,6 +41,7 @@ BUSYBOX_CANDIDATES = ("/bin/busybox", "/usr/bin/busybox")
 GUEST_TOOLS = {"trace-cmd": "/usr/bin/trace-cmd", "perf": "/usr/bin/perf"}
 INIT = REPO_ROOT / "images" / "guest" / "init"
 WORKLOAD_SRC = REPO_ROOT / "images" / "workloads"
+TRACEGRAB = "numalab-tracegrab"
 # What the init mounts with `mount -a` (the results share comes later, after any modules).
 FSTAB = """\
 proc /proc proc defaults 0 0
@@ -138,9 +143,7 @@ def base_entries() -> list[cpio.Entry]:
     # symlink calls at every boot). Our own binaries in /usr/bin come first in the guest's PATH.
     for applet in _busybox_applets(busybox):
         add(cpio.symlink(f"bin/{applet}", "busybox"))
-    for binary in sorted(build_workloads().iterdir()):
-        if binary.is_file() and os.access(binary, os.X_OK):
-            add(_host_file(str(binary), f"usr/bin/{binary.name}"))
+    add(_host_file(str(build_workloads() / TRACEGRAB), f"usr/bin/{TRACEGRAB}"))
     add(cpio.file_entry("init", INIT.read_bytes(), executable=True))
     add(cpio.file_entry("etc/fstab", FSTAB.encode()))
     dirs = ["proc", "sys", "dev", "tmp", "results", "plan", "usr/sbin", "sbin", "lib/modules", "etc"]
@@ -205,6 +208,25 @@ def tools_for(workload_kind: str, trace_mode: str, tracing: bool) -> tuple[str, 
     if workload_kind == "perf":
         tools.append("perf")
     return tuple(tools)
+
+
+def workload_binaries(workload_cmd: str) -> tuple[str, ...]:
+    """The lab's own program a workload command starts: its first word, when that is one of
+    images/workloads' binaries (perf bench workloads come with the perf tool layer)."""
+    words = workload_cmd.split()
+    if not words or words[0] == TRACEGRAB:
+        return ()
+    return (words[0],) if (build_workloads() / words[0]).is_file() else ()
+
+
+def workload_image(names: tuple[str, ...]) -> Path | None:
+    """The workload binaries a run starts, as an archive to lay over the base (cached); None
+    for none."""
+    if not names:
+        return None
+    built = build_workloads()
+    entries = [_host_file(str(built / name), f"usr/bin/{name}") for name in names]
+    return _cached_archive("workload", entries)
 
 
 def tool_image(name: str) -> Path:

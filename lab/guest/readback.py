@@ -15,25 +15,49 @@ MEM_TOLERANCE_MIB = 96
 MEM_TOLERANCE_SHARE = 0.12
 
 
+_RAW = re.compile(r".*/node(\d+)/(cpulist|distance|meminfo)$")
+
+
 def read_topology(run_dir: Path) -> dict | None:
-    """topology.txt -> {"nodes": {id: {cpus, distances, memtotal_mib}}, "online": "0-7"}."""
+    """topology.txt -> {"nodes": {id: {cpus, distances, memtotal_mib}}, "online": "0-7"}.
+
+    The guest writes ``grep -H`` output (``/sys/devices/system/node/node0/cpulist:0-1``,
+    ``.../node0/meminfo:Node 0 MemTotal:  504384 kB``, ``/sys/devices/system/cpu/online:0-3``);
+    records made before that have ``node 0 cpulist 0-1``, ``node 0 memtotal_kb 504384`` and
+    ``online 0-3`` lines. Both are read."""
     path = run_dir / "topology.txt"
     if not path.exists():
         return None
     nodes: dict[int, dict] = {}
     online = ""
+
+    def put(node: int, key: str, value: str) -> None:
+        entry = nodes.setdefault(node, {})
+        if key == "cpulist":
+            entry["cpus"] = parse_cpulist(value.strip())
+        elif key == "distance":
+            entry["distances"] = [int(x) for x in value.split()]
+        elif key == "memtotal_kb" and value.strip():
+            entry["memtotal_mib"] = int(value.split()[0]) // 1024
+
     for line in path.read_text().splitlines():
+        if line.startswith("/"):
+            file, _, value = line.partition(":")
+            m = _RAW.match(file)
+            if file.endswith("/cpu/online"):
+                online = value.strip()
+            elif m and m.group(2) == "meminfo":
+                mem = re.search(r"MemTotal:\s*(\d+)", value)
+                if mem:
+                    put(int(m.group(1)), "memtotal_kb", mem.group(1))
+            elif m:
+                put(int(m.group(1)), m.group(2), value)
+            continue
         parts = line.split()
         if parts[:1] == ["online"]:
             online = parts[1] if len(parts) > 1 else ""
         elif len(parts) >= 3 and parts[0] == "node":
-            node = nodes.setdefault(int(parts[1]), {})
-            if parts[2] == "cpulist":
-                node["cpus"] = parse_cpulist(parts[3] if len(parts) > 3 else "")
-            elif parts[2] == "distance":
-                node["distances"] = [int(x) for x in parts[3:]]
-            elif parts[2] == "memtotal_kb" and len(parts) > 3:
-                node["memtotal_mib"] = int(parts[3]) // 1024
+            put(int(parts[1]), parts[2], " ".join(parts[3:]))
     return {"nodes": {k: nodes[k] for k in sorted(nodes)}, "online": online}
 
 

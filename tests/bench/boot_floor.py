@@ -75,7 +75,8 @@ def main() -> int:
         tmp = Path(tmp_s)
         floor_initrd = image.minimal_initrd(tmp / "floor.cpio", POWEROFF_INIT)
         plan = GuestPlan(workload_cmd="idle --duration 0.1", duration_s=0.1)
-        plan_initrd = image.assemble_initrd(tmp / "plan.cpio", [image.base_image()], plan.to_shell())
+        layers = [image.base_image(), image.workload_image(image.workload_binaries(plan.workload_cmd))]
+        plan_initrd = image.assemble_initrd(tmp / "plan.cpio", layers, plan.to_shell())
         figures: dict[str, list[float]] = {"floor": [], "plan": []}
         for _ in range(repeats):
             for name, initrd in (("floor", floor_initrd), ("plan", plan_initrd)):
