@@ -495,3 +495,21 @@ def test_reference_type_on_known_machines():
     pairs = [[10, 20, 40, 40], [20, 10, 40, 40], [40, 40, 10, 20], [40, 40, 20, 10]]
     assert reference_type(pairs, [0, 1, 2, 3]) == NUMA_BACKPLANE
     assert reference_type([[10, 20], [20, 10]], [0, 1]) == NUMA_DIRECT
+
+
+def test_a_parsed_spec_is_remembered_by_content(tmp_path, monkeypatch) -> None:
+    """The second load of the same text does not parse YAML again; a changed text does."""
+    import yaml
+
+    monkeypatch.setenv("NUMALAB_CACHE", str(tmp_path / "cache"))
+    spec = tmp_path / "two.yaml"
+    spec.write_text(
+        "name: two\nnodes: 2\ncpus_per_node: 1\nmemory_per_node: 256M\nlinks: [[0, 1]]\ndistance: {per_hop: 10}\n"
+    )
+    first = load_topology(str(spec))
+    calls = []
+    real = yaml.safe_load
+    monkeypatch.setattr(yaml, "safe_load", lambda text: calls.append(text) or real(text))
+    assert load_topology(str(spec)) == first and calls == []
+    spec.write_text(spec.read_text().replace("cpus_per_node: 1", "cpus_per_node: 2"))
+    assert load_topology(str(spec)).total_cpus == 4 and len(calls) == 1

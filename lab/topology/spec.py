@@ -23,11 +23,12 @@ one direction of a pair is given; an asymmetric SLIT must be given in full)::
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+import os
 import re
 from pathlib import Path
-
-import yaml
 
 from lab.errors import LabError
 from lab.topology.model import LOCAL_DISTANCE, MAX_NODES, Node, Topology, hop_matrix, validate
@@ -264,10 +265,33 @@ def load_topology(name_or_path: str) -> Topology:
         text = path.read_text()
     except OSError as err:
         raise LabError(f"{path}: cannot read: {err.strerror}") from None
+    return load_spec(_parse_yaml(text, path), str(path), name=path.stem)
+
+
+def _parse_yaml(text: str, path: Path):
+    """YAML -> data, remembered by the text's hash as JSON in the cache directory: importing
+    PyYAML (it compiles dozens of regular expressions) is most of a `numalab` start."""
+    from lab.paths import cache_dir
+
+    cached = cache_dir("specs") / f"{hashlib.sha256(text.encode()).hexdigest()[:24]}.json"
+    try:
+        return json.loads(cached.read_text())
+    except (OSError, ValueError):
+        pass
+    import yaml
+
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         at = f" at line {mark.line + 1}" if mark else ""
         raise LabError(f"{path}: not valid YAML{at}") from None
-    return load_spec(data, str(path), name=path.stem)
+    try:
+        as_json = json.dumps(data)
+    except (TypeError, ValueError):
+        return data  # (dates and the like: not cached)
+    if json.loads(as_json) == data:  # e.g. integer mapping keys would come back as strings
+        tmp = cached.with_name(f".{cached.name}.{os.getpid()}")
+        tmp.write_text(as_json)
+        os.replace(tmp, cached)
+    return data
