@@ -18,7 +18,7 @@ PYTEST_ARGS ?=
 
 help:
 	@echo "make demo   - boot ring-4 and mesh-4 with numa01, NUMA tracepoints traced, print summaries, write an HTML report"
-	@echo "make test   - the test suite (boots real VMs; about 9 min under TCG with warm caches)"
+	@echo "make test   - the test suite (boots real VMs; about 7.5 min under TCG with warm caches)"
 	@echo "make test-fast - only the tests that boot no VM"
 	@echo "make lint   - ruff"
 	@echo "make golden - regenerate tests/golden (QEMU argv and libvirt XML of every preset)"
