@@ -21,3 +21,12 @@ def cache_dir(*parts: str) -> Path:
     path = cache_root().joinpath(*parts)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``path`` so that readers see the old content or the new, never half of it: a
+    temporary file beside it (named per process, so concurrent writers do not share one), then
+    a rename."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)

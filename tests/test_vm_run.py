@@ -54,6 +54,7 @@ def test_ring4_numa01_produces_numa_balancing_events(tmp_path) -> None:
     assert m["kernel"]["guest_release"] and m["kernel"]["build_id"]
     assert m["topology"]["cpus"] == [2, 2, 2, 2]
     assert m["guest_image"]["tools"] == []  # raw trace mode: neither trace-cmd nor perf in the guest
+    assert "kallsyms" not in (out / "trace-record.log").read_text()  # no NUMA event prints symbols
     if m["firmware"]["rom"]:  # QEMU ships qboot (Debian's does): the guest booted it
         assert m["firmware"]["name"] == "qboot" and "BIOS 0.1 " in _dmi(out)
 
@@ -239,7 +240,7 @@ def test_boot_enabled_events_record_only_the_workload(tmp_path) -> None:
     out = tmp_path / "switch"
     proc = numalab(
         "run", "--topology", "ring-2", "--workload", "idle", "--duration", "1", "--event", "sched:sched_switch",
-        "--out", str(out), "--json", timeout=200,
+        "--event", "timer:hrtimer_expire_entry", "--out", str(out), "--json", timeout=200,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     m = json.loads(proc.stdout)
@@ -252,3 +253,10 @@ def test_boot_enabled_events_record_only_the_workload(tmp_path) -> None:
     assert switches, trace.counts
     # Boot switched tasks thousands of times before this; none of that is in the trace.
     assert min(e.ts for e in switches) >= after_boot, (min(e.ts for e in switches), after_boot)
+    # hrtimer_expire_entry prints its callback with %ps: the guest's kallsyms came along (and only
+    # then), so trace-cmd names the guest kernel's functions.
+    assert "kallsyms" in (out / "trace-record.log").read_text()
+    report = subprocess.run(["trace-cmd", "report", "-i", str(out / "trace.dat")], capture_output=True, text=True)
+    expiries = [ln for ln in report.stdout.splitlines() if "hrtimer_expire_entry:" in ln]
+    assert expiries and all("function=0x" not in ln for ln in expiries), expiries[:3]
+    assert any("function=tick_" in ln or "function=hrtimer_wakeup" in ln for ln in expiries), expiries[:3]

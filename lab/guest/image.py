@@ -34,7 +34,7 @@ from pathlib import Path
 
 from lab.errors import LabError
 from lab.guest import cpio
-from lab.paths import REPO_ROOT, cache_dir
+from lab.paths import REPO_ROOT, cache_dir, write_text_atomic
 
 BUSYBOX_CANDIDATES = ("/bin/busybox", "/usr/bin/busybox")
 # Host tools a guest may need, by name: the binary; a run takes only those it uses (tools_for).
@@ -193,9 +193,7 @@ def base_image() -> Path:
         pass
     path = _cached_archive("base", base_entries())
     index.mkdir(exist_ok=True)
-    tmp = index / f".{fingerprint}.{os.getpid()}"
-    tmp.write_text(path.name + "\n")
-    os.replace(tmp, known)
+    write_text_atomic(known, path.name + "\n")
     return path
 
 
@@ -214,9 +212,7 @@ def workload_binaries(workload_cmd: str) -> tuple[str, ...]:
     """The lab's own program a workload command starts: its first word, when that is one of
     images/workloads' binaries (perf bench workloads come with the perf tool layer)."""
     words = workload_cmd.split()
-    if not words or words[0] == TRACEGRAB:
-        return ()
-    return (words[0],) if (build_workloads() / words[0]).is_file() else ()
+    return (words[0],) if words and (build_workloads() / words[0]).is_file() else ()
 
 
 def workload_image(names: tuple[str, ...]) -> Path | None:
@@ -287,8 +283,8 @@ def modules_image(modules_dir: Path | None) -> Path | None:
 
 
 def assemble_initrd(out: Path, parts: list[Path | None], plan_sh: str) -> Path:
-    """Concatenate the cached archives (base, tools, modules; None is skipped) and a plan archive
-    into one initrd file."""
+    """Concatenate the cached archives (base, workload, tools, modules; None is skipped) and a
+    plan archive into one initrd file."""
     with open(out, "wb") as f:
         for part in parts:
             if part is not None:

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 from lab.guest.image import minimal_initrd
-from lab.paths import cache_dir
+from lab.paths import cache_dir, write_text_atomic
 from lab.vm.qemu_backend import run_vm
 
 PROBE_MARK = "NUMALAB-PROBE-OK"
@@ -106,8 +106,6 @@ def accel_verdict(kernel: Path, refresh: bool = False) -> dict:
             f"KVM is unusable ({kvm['detail']}); using TCG software emulation "
             "(-accel tcg,thread=multi), which is much slower"
         )
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(verdict, indent=2) + "\n")
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(verdict, indent=2) + "\n")
     verdict["cached"] = False
     return verdict

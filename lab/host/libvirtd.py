@@ -33,6 +33,8 @@ import sys
 import time
 from pathlib import Path
 
+from lab.paths import write_text_atomic
+
 RUN = Path("/run")
 STATE_FILE = RUN / "numalab-libvirt.json"
 SYSTEM_SOCKETS = {
@@ -173,9 +175,7 @@ def _load_state() -> dict:
 
 
 def _save_state(state: dict) -> None:
-    tmp = STATE_FILE.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, indent=2) + "\n")
-    os.replace(tmp, STATE_FILE)
+    write_text_atomic(STATE_FILE, json.dumps(state, indent=2) + "\n")
 
 
 def kvm_device_like_udev(dev: Path = Path("/dev/kvm")) -> str | None:

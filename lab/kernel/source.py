@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.errors import LabError
-from lab.paths import cache_dir
+from lab.paths import cache_dir, write_text_atomic
 
 DEFAULT_TARBALL = Path("/usr/src/linux-source-6.1.tar.xz")
 BASE_REF = "refs/numalab/base"
@@ -70,9 +70,7 @@ def _file_sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     known[stamp] = h.hexdigest()
-    tmp = memo.with_suffix(".tmp")
-    tmp.write_text(json.dumps(known, indent=1))
-    os.replace(tmp, memo)
+    write_text_atomic(memo, json.dumps(known, indent=1))
     return known[stamp]
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import html
 import json
-import os
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from lab.analysis.record import RunRecord
 from lab.errors import LabError
 from lab.matrix.runner import MatrixOutcome, RunResult, host_of, run_dir
 from lab.matrix.spec import Gate, MatrixRun, MatrixSpec
+from lab.paths import write_text_atomic
 
 JUNIT_FAILURES = ("panic", "timeout", "topology-mismatch")
 
@@ -245,6 +245,4 @@ Baseline: {e(", ".join(f"{k}={v}" for k, v in spec.baseline.items()))}.</p>{bann
 
 
 def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_text_atomic(path, text)

@@ -25,6 +25,7 @@ from lab.cpulist import format_cpulist
 from lab.errors import LabError
 from lab.host.inventory import read_inventory
 from lab.matrix.spec import MatrixRun, MatrixSpec
+from lab.paths import write_text_atomic
 from lab.placement.plan import QEMU_OVERHEAD_MIB
 from lab.topology.spec import load_topology, parse_mib
 from lab.vm.libvirt_hosts import HostPicker, HostSpec
@@ -86,9 +87,7 @@ def check_out_dir(out: Path, spec: MatrixSpec, shard: tuple[int, int] | None) ->
             raise LabError(f"--out {out}: holds shard {have.get('shard')}, not {want['shard']}: use another --out")
         return
     out.mkdir(parents=True, exist_ok=True)
-    tmp = meta.with_suffix(".tmp")
-    tmp.write_text(json.dumps(want, indent=2) + "\n")
-    os.replace(tmp, meta)
+    write_text_atomic(meta, json.dumps(want, indent=2) + "\n")
 
 
 def _demand(run: MatrixRun) -> tuple[int, int]:

@@ -19,6 +19,7 @@ from lab.analysis.compare import Comparison, compare_runs, to_dict, to_markdown,
 from lab.analysis.metrics import run_metrics
 from lab.analysis.record import RunRecord
 from lab.errors import LabError
+from lab.paths import write_text_atomic
 
 RAW_FILES = (
     "manifest.json",
@@ -160,9 +161,7 @@ def build_report(run_dirs: list[Path], out_html: Path, rule: str = "ci-overlap")
 
 def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_text_atomic(path, text)
 
 
 def render_markdown(report: dict, comparisons: list[Comparison]) -> str:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import re
 from pathlib import Path
 
@@ -271,7 +270,7 @@ def load_topology(name_or_path: str) -> Topology:
 def _parse_yaml(text: str, path: Path):
     """YAML -> data, remembered by the text's hash as JSON in the cache directory: importing
     PyYAML (it compiles dozens of regular expressions) is most of a `numalab` start."""
-    from lab.paths import cache_dir
+    from lab.paths import cache_dir, write_text_atomic
 
     cached = cache_dir("specs") / f"{hashlib.sha256(text.encode()).hexdigest()[:24]}.json"
     try:
@@ -291,7 +290,5 @@ def _parse_yaml(text: str, path: Path):
     except (TypeError, ValueError):
         return data  # (dates and the like: not cached)
     if json.loads(as_json) == data:  # e.g. integer mapping keys would come back as strings
-        tmp = cached.with_name(f".{cached.name}.{os.getpid()}")
-        tmp.write_text(as_json)
-        os.replace(tmp, cached)
+        write_text_atomic(cached, as_json)
     return data

@@ -54,4 +54,5 @@ def resolve_firmware(choice: str, backend: str, data_dirs: tuple[str, ...] = DAT
 
 
 def firmware_name(rom: str) -> str:
-    return "seabios" if not rom else ("qboot" if Path(rom).name == QBOOT else Path(rom).name)
+    """resolve_firmware()'s result by name: a ROM is qboot, none is QEMU's default."""
+    return "qboot" if rom else "seabios"

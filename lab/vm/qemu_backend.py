@@ -21,7 +21,7 @@ from pathlib import Path
 
 from lab.cpulist import format_cpulist
 from lab.errors import LabError
-from lab.paths import cache_dir
+from lab.paths import cache_dir, write_text_atomic
 from lab.placement.plan import Placement
 from lab.topology.model import Topology
 from lab.vm.console import Stage, VmOutcome, watch
@@ -122,9 +122,7 @@ def _qemu_version(path: str, size: int, mtime_ns: int) -> str:
     if version:
         known = {k: v for k, v in known.items() if not k.startswith(f"{path}:")} if isinstance(known, dict) else {}
         known[key] = version
-        tmp = store.with_name(f".{store.name}.{os.getpid()}")
-        tmp.write_text(json.dumps(known, indent=1, sort_keys=True) + "\n")
-        os.replace(tmp, store)
+        write_text_atomic(store, json.dumps(known, indent=1, sort_keys=True) + "\n")
     return version
 
 

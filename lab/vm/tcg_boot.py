@@ -35,11 +35,10 @@ there.
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
-from lab.paths import cache_dir
+from lab.paths import cache_dir, write_text_atomic
 
 _SKIPPED = re.compile(r"Calibrating delay loop \(skipped\), value calculated using timer frequency.*\(lpj=(\d+)\)")
 _FILE = "tcg-lpj.json"
@@ -82,8 +81,5 @@ def learn(kernel_image: Path, accel: str, dmesg: str, host: str = "") -> int | N
     if data.get(key) == lpj:
         return lpj
     data[key] = lpj
-    path = cache_dir() / _FILE
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    write_text_atomic(cache_dir() / _FILE, json.dumps(data, indent=1, sort_keys=True) + "\n")
     return lpj
