@@ -212,7 +212,9 @@ def workload_binaries(workload_cmd: str) -> tuple[str, ...]:
     """The lab's own program a workload command starts: its first word, when that is one of
     images/workloads' binaries (perf bench workloads come with the perf tool layer)."""
     words = workload_cmd.split()
-    return (words[0],) if words and (build_workloads() / words[0]).is_file() else ()
+    if not words or words[0] == TRACEGRAB:  # a tool of the base, not a workload
+        return ()
+    return (words[0],) if (build_workloads() / words[0]).is_file() else ()
 
 
 def workload_image(names: tuple[str, ...]) -> Path | None:

@@ -58,7 +58,8 @@ class GuestPlan:
     def cmdline(self) -> str:
         """The guest kernel's command line (before the TCG arguments, lab.vm.tcg_boot). Unless trace-cmd record sets
         up the trace itself, the kernel enables the traced events and sizes the trace buffers at
-        boot (the init then only clears them and turns tracing on around the workload)."""
+        boot (the init then empties them if boot left events in them, and turns tracing on around
+        the workload)."""
         args = [KERNEL_CMDLINE]
         if self.trace_events and self.trace_mode != "record":
             args += [f"trace_event={','.join(self.trace_events)}", f"trace_buf_size={self.trace_buffer_kb}K"]
