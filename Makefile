@@ -7,27 +7,31 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Debian 12 packages: QEMU, the guest's tools (busybox, trace-cmd, perf),
 # the stock kernel's tooling (apt/dpkg/kmod), a C toolchain for the static
 # workloads, libvirt's schema validator, and Python's venv; for numalab kernel
-# build: the 6.1 source, ccache, the kernel's build tools, git and patch.
+# build: the 6.1 source, ccache, the kernel's build tools, git and patch; shellcheck for actionlint's
+# checks of the emitted CI workflows' shell steps (tests/test_ci_lint.py).
 APT_PACKAGES := qemu-system-x86 busybox-static trace-cmd linux-perf kmod cpio \
 	gcc make libc6-dev libvirt-clients libxml2-utils python3-venv python3-pip chromium \
 	linux-source-6.1 ccache flex bison bc libelf-dev libssl-dev lz4 xz-utils git patch \
-	libvirt-daemon-system libvirt-dev pkg-config python3-dev
+	libvirt-daemon-system libvirt-dev pkg-config python3-dev shellcheck
 PYTEST_ARGS ?=
 
-.PHONY: setup apt venv test test-fast demo lint golden bench bench-kernel clean help
+.PHONY: setup apt venv test test-fast demo lint golden bench bench-kernel clean help reproduce reproduce-seed002
 
 help:
 	@echo "make demo   - boot ring-4 and mesh-4 with numa01, NUMA tracepoints traced, print summaries, write an HTML report"
-	@echo "make test   - the test suite (boots real VMs; about 7.5 min under TCG with warm caches)"
+	@echo "make test   - the test suite (boots real VMs; about 14 min under TCG with warm caches)"
 	@echo "make test-fast - only the tests that boot no VM"
 	@echo "make lint   - ruff"
+	@echo "make reproduce [SEEDS='003 004 000'] - run the seed reproductions, reports in reports/reproduce/"
 	@echo "make golden - regenerate tests/golden (QEMU argv and libvirt XML of every preset)"
 	@echo "make bench  - benchmarks: boot overhead vs virtme-ng, trace parsing, matrix packing (prints figures)"
 	@echo "make bench-kernel - kernel build benchmark: cold, one-line rebuild, cache hit (prints figures)"
+	@echo "make reproduce-seed002 - seed 002's sched-group bug: baseline vs old construction on ring-4 and grid-2x4, report in reports/"
 	@echo "make libvirt-up - start libvirt's daemons by hand (no systemd needed) for --backend libvirt"
 	@echo "make setup  - apt packages + $(VENV) (done by the targets above)"
 
 setup: apt venv
+	@$(PY) -m lab.vm.access_plugin  # the access-matrix TCG plugin, for the installed QEMU (cached)
 
 apt:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
@@ -61,6 +65,10 @@ demo: setup
 lint: venv
 	$(VENV)/bin/ruff check lab tests
 
+SEEDS ?= 003 004 000
+reproduce: setup
+	for s in $(SEEDS); do $(NUMALAB) reproduce $$s || exit $$?; done
+
 golden: venv
 	UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/test_golden.py
 
@@ -79,5 +87,15 @@ bench: setup
 bench-kernel: setup
 	tests/bench/kernel_build.sh
 
+# Seed 002: the matrix exits 1 by design (every run of the old construction is
+# topology-mismatch); the report reads the run records and says whether the
+# seed's findings reproduce.
+SEED002_DIR ?= runs/reproduce-seed002
+reproduce-seed002: setup
+	$(NUMALAB) matrix run lab/matrix/examples/seed002-sched-groups.yaml --out $(SEED002_DIR) || true
+	$(PY) -m lab.report.seed002 $(SEED002_DIR) --out reports/seed002-sched-groups.md \
+		--json reports/seed002-sched-groups.json --notes reports/seed002-sched-groups.notes.md
+	$(NUMALAB) report $(SEED002_DIR)/runs/* --out reports/seed002-runs.html
+
 clean:
-	rm -rf $(VENV) runs .pytest_cache images/workloads/build
+	rm -rf $(VENV) runs .pytest_cache images/workloads/build images/plugins/build

@@ -12,16 +12,14 @@ from lab.errors import LabError
 
 
 def _topology(args: argparse.Namespace):
-    from lab.topology.spec import load_topology, parse_mib
+    from lab.topology.spec import topology_with_sizes
 
-    topo = load_topology(args.topology)
-    mem = parse_mib(args.mem_per_node, "--mem-per-node") if getattr(args, "mem_per_node", None) else None
-    if any(x is not None for x in (getattr(args, "cpus_per_node", None), mem, getattr(args, "threads", None))):
-        try:
-            topo = topo.with_overrides(args.cpus_per_node, mem, args.threads)
-        except LabError as err:
-            raise LabError(f"--cpus-per-node/--mem-per-node/--threads applied to {topo.name}: {err}") from None
-    return topo
+    return topology_with_sizes(
+        args.topology,
+        getattr(args, "cpus_per_node", None),
+        getattr(args, "mem_per_node", None),
+        getattr(args, "threads", None),
+    )
 
 
 def _size_options(p: argparse.ArgumentParser) -> None:
@@ -44,7 +42,7 @@ def _pinning_option(p: argparse.ArgumentParser) -> None:
 
 
 def _placement_for_emitters(topo, args):
-    from lab.host.inventory import read_inventory
+    from lab.placement.host_inventory import read_inventory
     from lab.placement.plan import Backing, plan_placement
 
     # Printing a VM definition does not need it to fit on this host.
@@ -105,14 +103,16 @@ def cmd_topo_list(args: argparse.Namespace) -> int:
 
 def cmd_topo_show(args: argparse.Namespace) -> int:
     from lab.topology.kernel_view import predict
-    from lab.topology.render import distance_table, link_picture
+    from lab.topology.render import distance_table, group_lines, link_picture
 
     topo = _topology(args)
     view = predict(topo)
     if args.json:
         print(json.dumps(topo.to_dict() | {"kernel_view": view}, indent=2))
         return 0
-    print(f"{topo.name}: {topo.description}")
+    from lab.topology.kernel_warnings import predicted_warnings
+
+    print(f"{topo.name}: {topo.description}" if topo.description else topo.name)
     print(f"  {topo.n_nodes} nodes, {topo.total_cpus} vCPUs (threads/core {topo.threads}), {topo.total_memory_mib} MiB")
     if topo.extra.get("why"):
         print(f"  why: {topo.extra['why']}")
@@ -135,11 +135,20 @@ def cmd_topo_show(args: argparse.Namespace) -> int:
         for node, span in lv["span_nodes"].items():
             hidden = "" if lv["visible"][node] else "  (degenerate: same span as the level below)"
             print(f"    node {node}: nodes {','.join(map(str, span))}  cpus {lv['span_cpus'][node]}{hidden}")
+    print("\n".join(group_lines(view)))
+    for w in predicted_warnings(topo):
+        print(f"warning: {w}")
+    if "memory_tiers" in view:
+        from lab.topology.tiers import describe
+
+        print()
+        print(describe(view["memory_tiers"]))
     return 0
 
 
 def cmd_topo_check(args: argparse.Namespace) -> int:
     from lab.topology.kernel_view import predict
+    from lab.topology.kernel_warnings import predicted_warnings
 
     topo = _topology(args)
     v = predict(topo)
@@ -147,6 +156,8 @@ def cmd_topo_check(args: argparse.Namespace) -> int:
         f"{topo.source or topo.name}: ok ({topo.n_nodes} nodes, {topo.total_cpus} vCPUs, "
         f"{topo.total_memory_mib} MiB, {v['type']})"
     )
+    for w in predicted_warnings(topo):
+        print(f"numalab: warning: {topo.source or topo.name}: {w}", file=sys.stderr)
     return 0
 
 
@@ -170,6 +181,43 @@ def cmd_topo_libvirt_xml(args: argparse.Namespace) -> int:
     topo = _topology(args)
     placement = _placement_for_emitters(topo, args)
     sys.stdout.write(domain_xml(topo, placement, _boot_for_emitters(args), "kvm" if args.accel == "kvm" else "qemu"))
+    return 0
+
+
+def cmd_topo_vng_args(args: argparse.Namespace) -> int:
+    import shlex
+
+    from lab.vm.vng_args import vng_args
+
+    topo = _topology(args)
+    opts, notes = vng_args(topo, None if args.no_pin else _placement_for_emitters(topo, args))
+    if args.json:
+        print(json.dumps({"args": opts, "notes": notes}))
+    else:
+        print(shlex.join(opts))
+        for note in notes:
+            print(f"numalab: note: {note}", file=sys.stderr)
+    return 0
+
+
+def cmd_topo_import(args: argparse.Namespace) -> int:
+    """numactl -H output (FILE or -) or a sysfs node directory -> a spec file (stdout or --out)."""
+    from lab.paths import write_text_atomic
+    from lab.topology.importer import import_spec
+
+    topo, text = import_spec(
+        args.file, args.from_sysfs, args.name, args.cpus_per_node, args.mem_per_node, args.slow_cpuless
+    )
+    if args.out:
+        out = Path(args.out)
+        if out.is_dir():
+            raise LabError(f"--out {out}: is a directory")
+        write_text_atomic(out, text)
+        print(f"{out}: {topo.n_nodes} nodes, {topo.total_cpus} vCPUs, {topo.total_memory_mib} MiB", file=sys.stderr)
+    elif args.json:
+        print(json.dumps({"spec": text, "topology": topo.to_dict()}, indent=2))
+    else:
+        sys.stdout.write(text)
     return 0
 
 
@@ -198,9 +246,25 @@ def _progress(msg: str) -> None:
     print(f"numalab: {msg}", file=sys.stderr, flush=True)
 
 
+def _repeat_arg(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number or auto, got {text!r}") from None
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from lab.runner import run_command
 
+    if args.repeat == "auto":
+        from lab.matrix.ab_auto import run_auto
+
+        return run_auto(args, _progress)
+    from lab.analysis.auto_options import reject_without_auto
+
+    reject_without_auto(args)
     return run_command(args, _progress)
 
 
@@ -208,7 +272,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from lab.report.build import build_report
 
     out = args.out or (args.runs[0] / "report.html" if len(args.runs) == 1 else Path("report.html"))
-    paths = build_report(args.runs, out, args.significance)
+    paths = build_report(args.runs, out, args.significance, include_incomplete=args.include_incomplete)
     damaged = [(r["path"], p) for r in paths.data["runs"] for p in r["metrics"].get("trace_problems", [])]
     for run, problem in damaged:
         print(f"numalab: warning: {run}: {problem} (marked in the report)", file=sys.stderr)
@@ -226,10 +290,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     base = [RunRecord.load(d) for d in args.baseline]
     new = [RunRecord.load(d) for d in args.new]
-    c = cmp.compare_runs(base, new, args.significance)
+    c = cmp.compare_runs(base, new, args.significance, include_incomplete=args.include_incomplete)
     render = {"text": cmp.to_text, "md": cmp.to_markdown, "html": cmp.to_html, "json": cmp.to_json}[args.format]
     sys.stdout.write(render(c))
     return 0
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with its usage errors on one line like every other error (exit 2)."""
+
+    def error(self, message: str):  # type: ignore[override]
+        print(f"numalab: error: {' '.join(message.split())} (see {self.prog} --help)", file=sys.stderr)
+        raise SystemExit(2)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -237,7 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     from lab.guest.workloads import WORKLOADS
     from lab.placement.plan import BACKINGS
 
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="numalab",
         description="QEMU/KVM lab for Linux NUMA-balancing and topology work: emulated NUMA machines, "
         "patched kernels, traced workloads.",
@@ -282,6 +354,41 @@ def build_parser() -> argparse.ArgumentParser:
             q.add_argument("--topology-only", action="store_true", help="only -m/-smp/-object/-numa")
             q.add_argument("--json", action="store_true", help="print the argv as a JSON list")
 
+    q = topo_cmd("vng-args", cmd_topo_vng_args, "print the virtme-ng (vng) options for a topology")
+    q.add_argument("--backing", choices=BACKINGS, default="ram", help=argparse.SUPPRESS)
+    q.add_argument("--prealloc", action="store_true", help=argparse.SUPPRESS)
+    _pinning_option(q)
+    q.add_argument("--no-pin", action="store_true", help="leave out --pin (vCPU pinning)")
+    q.add_argument("--json", action="store_true", help="print {args, notes} as JSON")
+    q = tsub.add_parser(
+        "import",
+        help="a real machine's topology (numactl -H output or sysfs) as a spec",
+        description="Read numactl -H output (FILE, or - for stdin; a pasted mail works) or a host's "
+        "/sys/devices/system/node (--from-sysfs [ROOT]) and write a spec, scaled to --cpus-per-node and "
+        "--mem-per-node (CPU-less nodes stay CPU-less); the real sizes are kept in its description.",
+    )
+    q.add_argument("file", nargs="?", metavar="FILE|-", help="numactl -H output")
+    q.add_argument(
+        "--from-sysfs",
+        nargs="?",
+        const="/sys/devices/system/node",
+        metavar="ROOT",
+        help="read a sysfs node directory instead (default /sys/devices/system/node)",
+    )
+    q.add_argument("--name", help="the spec's name (default: the file's name, or host)")
+    q.add_argument(
+        "--cpus-per-node", type=int, default=2, metavar="N", help="vCPUs of every node with CPUs (default 2)"
+    )
+    q.add_argument("--mem-per-node", default="512M", metavar="SIZE", help="memory of every node (default 512M)")
+    q.add_argument(
+        "--slow-cpuless",
+        action="store_true",
+        help="make the CPU-less nodes a slower memory tier (dax kmem, like CXL memory; see README 'Memory tiers')",
+    )
+    q.add_argument("--out", metavar="FILE", help="write the spec here (default: standard output)")
+    q.add_argument("--json", action="store_true", help="print the spec and the topology as JSON")
+    q.set_defaults(func=cmd_topo_import)
+
     d = sub.add_parser(
         "doctor",
         help="check the host: accelerator (real KVM probe), tools, NUMA inventory",
@@ -312,14 +419,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--workload", default="numa01", help=f"one of: {', '.join(WORKLOADS)} (default numa01)")
     r.add_argument("--duration", type=float, default=20.0, metavar="SECONDS", help="workload duration (default 20)")
-    r.add_argument("--repeat", type=int, default=1, metavar="N", help="run N times (default 1)")
+    r.add_argument(
+        "--repeat",
+        type=_repeat_arg,
+        default=1,
+        metavar="N|auto",
+        help="run N times (default 1); auto (A/B only): add A B pairs until the --decide metrics are significant "
+        "or the budget (--max-repeats, --time-budget) is spent, then print verdict lines",
+    )
+    from lab.analysis.auto_options import add_auto_options
+
+    add_auto_options(r)
     r.add_argument("--out", type=Path, metavar="DIR", help="run record directory (with --repeat: a parent of the runs)")
     r.add_argument("--runs-dir", type=Path, default=Path("runs"), metavar="DIR", help="where runs go (default ./runs)")
     r.add_argument(
         "--numa-balancing",
-        choices=("on", "off", "default"),
+        choices=("on", "off", "default", "tiering"),
         default="on",
-        help="kernel.numa_balancing in the guest (default on)",
+        help="kernel.numa_balancing in the guest (default on); tiering is mode 2 (promotion from lower memory "
+        "tiers) with /sys/kernel/mm/numa/demotion_enabled on",
     )
     r.add_argument(
         "--knob",
@@ -380,7 +498,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--timeout", type=float, metavar="SECONDS", help="hard limit per VM (default: scaled to the run)")
     r.add_argument("--json", action="store_true", help="print the manifest(s) as JSON on stdout")
     r.add_argument("--report", action="store_true", help="also write an HTML report (always done for A/B runs)")
-    r.add_argument("--test-fault", choices=("panic", "hang"), help=argparse.SUPPRESS)
+    r.add_argument(
+        "--guest-output-limit",
+        metavar="SIZE",
+        help="most the guest may send back (its results share and what its result tars unpack to), e.g. 2G; a "
+        "guest that sends more is stopped and recorded as limit-exceeded (default 1G, more when the trace "
+        "buffers need it)",
+    )
+    r.add_argument("--test-fault", help=argparse.SUPPRESS)  # panic, hang, hostile=/host/path (the tests)
     r.add_argument(
         "--backend",
         choices=("qemu", "libvirt"),
@@ -399,6 +524,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-upload", action="store_true", help="with --backend libvirt: never upload the kernel; the host must "
         "already hold it in --pool-dir (shared storage)",
     )
+    r.add_argument(
+        "--access-matrix",
+        action="store_true",
+        help="count the guest's memory accesses by CPU node and memory node with a QEMU TCG plugin (TCG only; "
+        "direct QEMU or a local libvirt daemon; slows the guest, so the run's throughput is never compared with "
+        "plain runs)",
+    )
+    r.add_argument(
+        "--access-sample", type=int, metavar="N", help="with --access-matrix: look up every Nth access of each "
+        "vCPU (default 64; 1 counts every access, 20-50x slower)",
+    )
+    r.add_argument("--access-address-map", choices=("ram-block", "guest-physical"), help=argparse.SUPPRESS)
     r.set_defaults(func=cmd_run)
     from lab.matrix.cli import add_matrix_commands
 
@@ -406,6 +543,9 @@ def build_parser() -> argparse.ArgumentParser:
     from lab.kernel.cli import add_kernel_commands
 
     add_kernel_commands(sub)
+    from lab.matrix.reproduce_cli import add_reproduce_command
+
+    add_reproduce_command(sub)
 
     rep = sub.add_parser(
         "report",
@@ -423,9 +563,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rep.add_argument(
         "--significance",
-        choices=("ci-overlap", "welch"),
-        default="ci-overlap",
-        help="significance rule for A/B tables (default ci-overlap, as mmtests)",
+        choices=("welch", "ci-overlap"),
+        default="welch",
+        help="significance rule for A/B tables: welch (Welch's t-test, p<0.05; the default) or ci-overlap "
+        "(mmtests' rule, |dmean| > 1.96*(sd_base+sd_new))",
+    )
+    rep.add_argument(
+        "--include-incomplete",
+        action="store_true",
+        help="count runs whose trace lost more than 1%% of its records in the A/B tables (left out by default)",
     )
     rep.set_defaults(func=cmd_report)
 
@@ -440,9 +586,15 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_p.add_argument("--format", choices=("text", "md", "html", "json"), default="text", help="output format")
     cmp_p.add_argument(
         "--significance",
-        choices=("ci-overlap", "welch"),
-        default="ci-overlap",
-        help="ci-overlap: |dmean| > 1.96*(sd_base+sd_new) (default); welch: Welch t-test, p<0.05",
+        choices=("welch", "ci-overlap"),
+        default="welch",
+        help="welch: Welch's t-test, two-sided, p<0.05 (default); ci-overlap: mmtests' rule, "
+        "|dmean| > 1.96*(sd_base+sd_new) with sd the runs' standard deviation",
+    )
+    cmp_p.add_argument(
+        "--include-incomplete",
+        action="store_true",
+        help="count runs whose trace lost more than 1%% of its records (left out by default, with a note)",
     )
     cmp_p.set_defaults(func=cmd_compare)
     return p
@@ -461,6 +613,10 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as err:  # a file numalab had to read or write; the library names it where it can
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"numalab: error: {where}{err.strerror or err}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

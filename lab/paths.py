@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+from lab.errors import LabError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -30,3 +37,60 @@ def write_text_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
+
+
+SCRATCH_PREFIX = "numalab-"
+LOCK_NAME = ".lock"
+
+
+@contextmanager
+def run_scratch() -> Iterator[Path]:
+    """A private temporary directory for one run (initramfs, QMP socket, the guest's share), removed
+    at the end. It holds a lock while the run lives, so a run that was killed (SIGKILL leaves its
+    directory behind) is cleaned up by the next one: stale directories are those whose lock is free."""
+    clean_stale_scratch()
+    d = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX))
+    # Locked under a temporary name first, so a cleaner never sees this lock free.
+    tmp_lock = d / f"{LOCK_NAME}.{os.getpid()}"
+    fd = os.open(tmp_lock, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        os.rename(tmp_lock, d / LOCK_NAME)
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+        os.close(fd)
+
+
+def clean_stale_scratch(tmpdir: Path | None = None) -> list[Path]:
+    """Remove the scratch directories of runs that are gone; returns them."""
+    removed = []
+    for d in (tmpdir or Path(tempfile.gettempdir())).glob(f"{SCRATCH_PREFIX}*"):
+        try:
+            fd = os.open(d / LOCK_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue  # not a run's scratch directory (or not one of ours)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            continue  # a live run
+        else:
+            shutil.rmtree(d, ignore_errors=True)
+            removed.append(d)
+        finally:
+            os.close(fd)
+    return removed
+
+
+def read_text_file(path: Path, what: str = "") -> str:
+    """A text file a user gave (a spec, a fragment, a series), or a one-line error naming it."""
+    label = f"{what} {path}" if what else str(path)
+    try:
+        data = Path(path).read_bytes()
+    except OSError as err:
+        raise LabError(f"{label}: cannot read: {err.strerror}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data[: err.start].count(b"\n") + 1
+        raise LabError(f"{label}: not UTF-8 text (line {line})") from None

@@ -6,32 +6,41 @@ renamed when complete, so a directory without the dot is always whole.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
 import shutil
 import signal
 import sys
-import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from lab import __version__
+from lab import __version__, access_run
+from lab.analysis.display import percent
+from lab.analysis.lost import describe as describe_lost
+from lab.analysis.lost import is_incomplete
 from lab.analysis.metrics import run_metrics
+from lab.analysis.node_cpu import node_cpu_time
 from lab.errors import LabError
 from lab.guest import image
+from lab.guest.kernel_complaints import read_complaints
+from lab.guest.kernel_complaints import summary as complaint_line
 from lab.guest.plan import GuestPlan
 from lab.guest.readback import build_id, check_topology, read_sched_domains, read_topology
-from lab.guest.results import unpack_results
+from lab.guest.results import Unpacked, unpack_results
+from lab.guest.sched_groups import check_groups, groups_record, read_sched_groups
 from lab.guest.workloads import Workload, parse_output
-from lab.host.inventory import read_inventory
 from lab.kernel.pvh import boot_image
 from lab.kernel.resolve import Kernel
+from lab.paths import run_scratch, write_text_atomic
+from lab.placement.host_inventory import read_inventory
 from lab.placement.plan import Backing, plan_placement
 from lab.topology.kernel_view import predict
 from lab.topology.model import Topology
+from lab.topology.tiers import kernel_args as tier_kernel_args
 from lab.trace.assemble import assemble_run
 from lab.vm import tcg_boot
 from lab.vm.backend import Backend
@@ -40,6 +49,7 @@ from lab.vm.firmware import firmware_name, resolve_firmware
 from lab.vm.libvirt_hosts import is_local_uri
 from lab.vm.qemu_argv import BootSpec
 from lab.vm.qemu_backend import QemuBackend
+from lab.vm.share import DEFAULT_OUTPUT_LIMIT, ShareLimits, guest_done, inventory, make_share
 from lab.vm.status import Evidence, classify, console_excerpt
 
 BOOT_ALLOWANCE_S = 60.0  # TCG boot of a large guest on a small host
@@ -66,6 +76,17 @@ class RunRequest:
     backend: Backend = field(default_factory=QemuBackend)
     pinning: str = "auto"  # lab.placement.plan.PINNINGS
     firmware: str = "auto"  # lab.vm.firmware.FIRMWARES
+    guest_output_limit: int | None = None  # bytes the guest may send (lab.vm.share); None: the default
+
+    def limits(self) -> ShareLimits:
+        """What the guest may send: ``guest_output_limit`` if given; else 1 GiB, or more if full trace
+        buffers need it (every vCPU's, twice: the raw pages and their tar, plus 256 MiB for the rest)."""
+        if self.guest_output_limit is not None:
+            return ShareLimits(output_bytes=self.guest_output_limit)
+        trace = 2 * self.topology.total_cpus * self.plan.trace_buffer_kb * 1024 if self.plan.trace_events else 0
+        return ShareLimits(output_bytes=max(DEFAULT_OUTPUT_LIMIT, trace + (256 << 20)))
+    access_sample: int = 0  # --access-matrix: count every Nth guest memory access by node (0: off)
+    access_map: str = ""  # the plugin's address map; "" chooses it from the QEMU version
 
     def timeout(self) -> float:
         if self.timeout_s is not None:
@@ -97,114 +118,170 @@ def _install_signal_handlers() -> dict:
     return {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
 
 
+def _prepare_out(final: Path) -> Path:
+    """Make the hidden ``.<name>.partial`` directory next to ``final``; one-line errors for an --out
+    that cannot be a new directory (exists, under a regular file, read-only, under /proc...)."""
+    if final.exists() or final.is_symlink():
+        raise LabError(f"--out {final}: already exists; give a new directory")
+    above = next((p for p in final.parents if p.exists()), None)
+    if above is not None and not above.is_dir():
+        raise LabError(f"--out {final}: cannot make the run record there ({above} is not a directory)")
+    partial = final.parent / f".{final.name}.partial"
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        if partial.is_symlink() or partial.is_file():
+            partial.unlink()
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir()
+        probe = partial / ".write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise LabError(f"--out {final}: cannot make the run record there ({e.strerror or e})") from None
+    return partial
+
+
 def execute(req: RunRequest, progress: Callable[[str], None] | None = None) -> tuple[Path, dict]:
     """Boot, run, collect, classify. Returns (run dir, manifest). A failed guest is a result."""
-    say = progress or (lambda _msg: None)
     placement = plan_placement(req.topology, read_inventory(), req.backing, pinning=req.pinning)
     run_id = _run_id(req)
     final = req.out if req.out else req.runs_root / run_id
-    if final.exists():
-        raise LabError(f"--out {final}: already exists; give a new directory")
-    final.parent.mkdir(parents=True, exist_ok=True)
-    partial = final.parent / f".{final.name}.partial"
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir()
-    tmp = Path(tempfile.mkdtemp(prefix="numalab-"))
+    partial = _prepare_out(final)
     old_handlers = _install_signal_handlers()
-    t_total = time.monotonic()
     try:
-        say("building guest image")
-        boot_kernel, protocol = boot_image(req.kernel.image)
-        uri = getattr(req.backend, "uri", "")  # a remote libvirt host has its own TSC frequency
-        tsc_host = uri if uri and not is_local_uri(uri) else ""
-        tcg_args = tcg_boot.boot_args(req.kernel.image, req.accel, tsc_host)
-        cmdline = f"{req.plan.cmdline()} {tcg_args}" if tcg_args else req.plan.cmdline()
-        firmware = resolve_firmware(req.firmware, req.backend.name)
-        tools = image.tools_for(req.workload.kind, req.plan.trace_mode, bool(req.plan.trace_events))
-        programs = image.workload_binaries(req.plan.workload_cmd)
-        layers = [
-            image.base_image(),
-            image.workload_image(programs),
-            *map(image.tool_image, tools),
-            image.modules_image(req.kernel.modules_dir),
-        ]
-        initrd = image.assemble_initrd(tmp / "initrd.cpio", layers, req.plan.to_shell())
-        boot = BootSpec(
-            kernel=str(boot_kernel),
-            initrd=str(initrd),
-            cmdline=cmdline,
-            results_dir=str(partial.resolve()),
-            console_log=str((partial / "console.log").resolve()),
-            qmp_socket=str(tmp / "qmp.sock"),
-            accel=req.accel,
-            name=f"numalab-{run_id}",
-            firmware=firmware,
-        )
-        say(f"booting {req.topology.name} ({req.topology.total_cpus} vCPUs, {req.accel})")
-        duration = req.plan.duration_s
-        state = {"workload_start": None, "last_tick": 0.0}
-
-        def on_stage(st: Stage) -> None:
-            if st.name == "booted":
-                say(f"booted in {st.host_s:.1f}s")
-            elif st.name == "workload-start":
-                state["workload_start"] = st.host_s
-                say(f"running {req.workload.name} for {duration:g}s")
-            elif st.name == "workload-end":
-                say(f"collecting (workload exit {st.detail or '?'})")
-            elif st.name == "failed":
-                say(f"guest failed: {st.detail}")
-
-        def on_tick(now: float) -> None:
-            start = state["workload_start"]
-            if start is not None and now - state["last_tick"] >= 5 and now - start < duration:
-                state["last_tick"] = now
-                say(f"running {now - start:.0f}/{duration:g}s")
-
-        outcome, backend_info = req.backend.run(
-            req.topology, placement, boot, partial, req.timeout(), on_stage, on_tick
-        )
-        unpack_problems = unpack_results(partial)  # the guest's tars -> the run's files
-        assemble_run(partial)  # trace-raw/ -> trace.dat (raw trace mode)
-        manifest = _collect(
-            req, run_id, partial, placement, backend_info, outcome, time.monotonic() - t_total, unpack_problems
-        )
-        if manifest["status"] == "ok" and "lpj=" not in boot.cmdline:
-            tcg_boot.learn(req.kernel.image, req.accel, _read(partial / "dmesg-boot.txt"), tsc_host)
-        manifest["kernel"]["boot_protocol"] = protocol
-        manifest["firmware"] = {"name": firmware_name(firmware), "rom": firmware or None, "choice": req.firmware}
-        manifest["guest_image"] = {
-            "tools": list(tools),
-            "programs": list(programs),
-            "initrd_bytes": initrd.stat().st_size,
-        }
-        (partial / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=False) + "\n")
+        with run_scratch() as tmp:
+            manifest = _execute(req, progress, placement, run_id, partial, tmp)
         os.replace(partial, final)
         return final, manifest
+    except OSError as e:
+        # The disk filled up, or the directory went away: no half-written record is left behind.
+        shutil.rmtree(partial, ignore_errors=True)
+        where = e.filename or partial
+        raise LabError(f"writing the run record {where}: {e.strerror or e}") from None
     finally:
-        # On any failure the '.partial' directory stays (for debugging) and
+        # On any other failure the '.partial' directory stays (for debugging) and
         # never looks complete: it has no manifest and a leading dot.
         for s, h in old_handlers.items():
             signal.signal(s, h)
-        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _execute(req: RunRequest, progress, placement, run_id: str, partial: Path, tmp: Path) -> dict:
+    say = progress or (lambda _msg: None)
+    t_total = time.monotonic()
+    say("building guest image")
+    boot_kernel, protocol = boot_image(req.kernel.image)
+    uri = getattr(req.backend, "uri", "")  # a remote libvirt host has its own TSC frequency
+    tsc_host = uri if uri and not is_local_uri(uri) else ""
+    tcg_args = tcg_boot.boot_args(req.kernel.image, req.accel, tsc_host)
+    cmdline = " ".join([req.plan.cmdline(), *tier_kernel_args(req.topology), *([tcg_args] if tcg_args else [])])
+    firmware = resolve_firmware(req.firmware, req.backend.name)
+    tools = image.tools_for(req.workload.kind, req.plan.trace_mode, bool(req.plan.trace_events))
+    programs = image.workload_binaries(req.plan.workload_cmd)
+    layers = [
+        image.base_image(),
+        image.workload_image(programs),
+        *map(image.tool_image, tools),
+        image.modules_image(req.kernel.modules_dir, image.tier_modules(req.topology)),
+    ]
+    initrd = image.assemble_initrd(tmp / "initrd.cpio", layers, req.plan.to_shell())
+    access = access_run.setup(req.topology, req.access_sample, tmp, req.access_map) if req.access_sample else None
+    share = make_share(tmp)
+    boot = BootSpec(
+        kernel=str(boot_kernel),
+        initrd=str(initrd),
+        cmdline=cmdline,
+        results_dir=str(share),
+        console_log=str((partial / "console.log").resolve()),
+        qmp_socket=str(tmp / "qmp.sock"),
+        accel=req.accel,
+        name=f"numalab-{run_id}",
+        firmware=firmware,
+        plugin=access.argument if access else "",
+    )
+    say(f"booting {req.topology.name} ({req.topology.total_cpus} vCPUs, {req.accel})")
+    duration = req.plan.duration_s
+    state = {"workload_start": None, "last_tick": 0.0}
+
+    def on_stage(st: Stage) -> None:
+        if st.name == "booted":
+            say(f"booted in {st.host_s:.1f}s")
+        elif st.name == "workload-start":
+            state["workload_start"] = st.host_s
+            state["workload_start_ns"] = time.monotonic_ns()
+            say(f"running {req.workload.name} for {duration:g}s")
+        elif st.name == "workload-end":
+            state["workload_end_ns"] = time.monotonic_ns()
+            say(f"collecting (workload exit {st.detail or '?'})")
+        elif st.name == "failed":
+            say(f"guest failed: {st.detail}")
+
+    def on_tick(now: float) -> None:
+        start = state["workload_start"]
+        if start is not None and now - state["last_tick"] >= 5 and now - start < duration:
+            state["last_tick"] = now
+            say(f"running {now - start:.0f}/{duration:g}s")
+
+    limits = req.limits()
+    outcome, backend_info = req.backend.run(
+        req.topology, placement, boot, partial, req.timeout(), on_stage, on_tick, limits
+    )
+    if outcome.limit:
+        say(f"stopped the guest: {outcome.limit}")
+    unpacked = unpack_results(share, partial, limits.output_bytes)  # the guest's tars -> the run's files
+    assemble_run(partial)  # trace-raw/ -> trace.dat (raw trace mode)
+    manifest = _collect(
+        req, run_id, partial, placement, backend_info, outcome, time.monotonic() - t_total, unpacked, share
+    )
+    if access is not None:
+        access_run.record(
+            manifest, partial, access, req.topology, state.get("workload_start_ns"), state.get("workload_end_ns")
+        )
+    if manifest["status"] == "ok" and "lpj=" not in boot.cmdline:
+        tcg_boot.learn(req.kernel.image, req.accel, _read(partial / "dmesg-boot.txt"), tsc_host)
+    manifest["kernel"]["boot_protocol"] = protocol
+    manifest["firmware"] = {"name": firmware_name(firmware), "rom": firmware or None, "choice": req.firmware}
+    manifest["guest_image"] = {
+        "tools": list(tools),
+        "programs": list(programs),
+        "initrd_bytes": initrd.stat().st_size,
+    }
+    write_text_atomic(partial / "manifest.json", json.dumps(manifest, indent=2, sort_keys=False) + "\n")
+    _check_room(partial)
+    return manifest
+
+
+MIN_FREE_BYTES = 1 << 20
+
+
+def _check_room(d: Path) -> None:
+    """A disk that filled up while the record was written may have cut a file short anywhere (QEMU's
+    console log, trace-cmd's trace.dat): such a record is not kept."""
+    st = os.statvfs(d)
+    if st.f_bavail * st.f_frsize < MIN_FREE_BYTES:
+        raise OSError(errno.ENOSPC, "No space left on device (less than 1 MiB free: the record may be cut short)",
+                      str(d))
 
 
 def _collect(
-    req, run_id, d: Path, placement, backend_info: dict, outcome, total_s: float, unpack_problems: list[str]
+    req, run_id, d: Path, placement, backend_info: dict, outcome, total_s: float, unpacked: Unpacked, share: Path
 ) -> dict:
     readback = read_topology(d)
     domains = read_sched_domains(d)
     problems = check_topology(req.topology, readback, domains) if outcome.stage("booted") else []
+    groups = read_sched_groups(d)  # the sched_verbose dump's groups, against 6.1's construction
+    problems += check_groups(req.topology, groups) if outcome.stage("booted") else []
     console = _read(d / "console.log")
     evidence = Evidence(
         console_tail=console[-20000:],
         timed_out=outcome.timed_out,
         booted=outcome.stage("booted") is not None,
-        guest_done=(d / "guest-done").exists(),
+        guest_done=guest_done(share),
         workload_rc=_int_file(d / "workload.rc"),
         trace_rc=_int_file(d / "trace-record.rc"),
         topology_problems=tuple(problems),
-        unpack_problems=tuple(unpack_problems),
+        unpack_problems=tuple(unpacked.problems),
+        limit=outcome.limit or unpacked.limit,
+        vm_failure=outcome.vm_failure,
     )
     status, reason = classify(evidence)
     booted = outcome.stage("booted")
@@ -213,6 +290,8 @@ def _collect(
     result = parse_output(req.workload, _read(d / "workload.out")) if (d / "workload.out").exists() else None
     t0 = ws.guest_uptime if ws else None
     metrics = run_metrics(d, req.topology, req.plan.trace_events, t0) if evidence.booted else {}
+    if evidence.booted and (cpu_time := node_cpu_time(d, req.topology)):
+        metrics["node_cpu"] = cpu_time
     manifest = {
         "format": "numalab-run/1",
         "run_id": run_id,
@@ -244,7 +323,13 @@ def _collect(
             "timeout_s": req.timeout(),
         },
         "guest_topology_ok": status != "topology-mismatch" and booted is not None and not problems,
-        "guest_topology": {"readback": readback, "problems": problems, "sched_domains": domains},
+        "guest_topology": {
+            "readback": readback,
+            "problems": problems,
+            "sched_domains": domains,
+            "kernel_complaints": read_complaints(d),  # what the guest kernel logged against its topology
+            "sched_groups": groups_record(req.topology, groups),
+        },
         "stages": [
             {"name": s.name, "detail": s.detail, "host_s": round(s.host_s, 2), "uptime": s.guest_uptime}
             for s in outcome.stages
@@ -252,11 +337,19 @@ def _collect(
         "metrics": metrics,
         "files": sorted(p.name for p in d.iterdir() if p.is_file()),
     }
-    if unpack_problems:
-        manifest["unpack_problems"] = unpack_problems
+    manifest["guest_share"] = inventory(share) | {"limits": asdict(req.limits()), "unpacked_bytes": unpacked.bytes}
+    if metrics.get("trace_incomplete"):
+        manifest["trace_incomplete"] = True  # compare leaves the run out unless asked (lab.analysis.lost)
+    if unpacked.problems:
+        manifest["unpack_problems"] = unpacked.problems
     if status != "ok":
         manifest["console_tail"] = console_excerpt(console, status)
     return manifest
+
+
+def _secs(v: float | None) -> str:
+    """'8.11s', or '-' (not '-s') for a stage the run never reached."""
+    return "-" if v is None else f"{v}s"
 
 
 def print_summary(manifest: dict, out=sys.stdout) -> None:
@@ -265,23 +358,32 @@ def print_summary(manifest: dict, out=sys.stdout) -> None:
     t = manifest["timings"]
     counts = m.get("events", {})
     vm = m.get("vmstat", {})
+    complaints = (manifest.get("guest_topology") or {}).get("kernel_complaints") or []
     lines = [
         f"run {manifest['run_id']}: {manifest['status']} ({manifest['reason']})",
         f"  topology {manifest['topology']['name']}  kernel {manifest['kernel']['name']}"
         f" ({manifest['kernel'].get('guest_release') or '?'})  workload {manifest['workload']['name']}"
         f"  accel {manifest['accelerator']['name']}",
-        f"  boot {t['boot_s'] if t['boot_s'] is not None else '-'}s  workload {t['workload_s'] or '-'}s"
-        f"  total {t['total_s']}s  guest topology {'ok' if manifest['guest_topology_ok'] else 'NOT ok'}",
+        f"  boot {_secs(t['boot_s'])}  workload {_secs(t['workload_s'])}"
+        f"  total {t['total_s']}s  guest topology {'ok' if manifest['guest_topology_ok'] else 'NOT ok'}"
+        + (f", but the kernel complained ({len(complaints)})" if complaints else ""),
+        *(f"  KERNEL: {complaint_line(c)}" for c in complaints),
     ]
     if counts:
-        lines.append("  events " + "  ".join(f"{k}={v}" for k, v in counts.items()))
+        share = m.get("lost_share")
+        lost_pct = f" {percent(share * 100)}% of its records" if share is not None else " events"
+        incomplete = f" (INCOMPLETE: the trace lost{lost_pct})" if is_incomplete(m) else ""
+        lines.append(f"  events{incomplete} " + "  ".join(f"{k}={v}" for k, v in counts.items()))
     if m.get("lost_events"):
-        lines.append(f"  LOST EVENTS: {m['lost_events']}")
+        lines.append(f"  LOST EVENTS: {describe_lost(m)}")
+        if is_incomplete(m):
+            lines.append("    event counts are too low; numalab compare leaves this run out (--include-incomplete)")
     if vm:
         hl = vm.get("hint_local_pct")
         lines.append(
             f"  numa_pages_migrated={vm.get('numa_pages_migrated', '-')}"
             f"  numa_hint_faults={vm.get('numa_hint_faults', '-')}"
-            f"  hint-local={'-' if hl is None else f'{hl:.1f}%'}"
+            f"  hint-local={'-' if hl is None or not vm.get('numa_hint_faults') else percent(hl, 2) + '%'}"
         )
+    lines += access_run.summary_lines(manifest)
     print("\n".join(lines), file=out)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -11,14 +12,24 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lab.errors import LabError
-from lab.guest.plan import DEFAULT_EVENTS, SHORT_SCAN_KNOBS, GuestPlan
+from lab.guest.plan import DEFAULT_EVENTS, MAX_DURATION_S, SHORT_SCAN_KNOBS, GuestPlan
 from lab.guest.workloads import get_workload
 from lab.host.accel import accel_verdict
 from lab.kernel.resolve import resolve_kernel
 from lab.placement.plan import Backing
 from lab.run import Interrupted, RunRequest, execute, print_summary
+from lab.topology.spec import parse_mib, topology_with_sizes
 from lab.vm.firmware import resolve_firmware
 from lab.vm.qemu_backend import QemuBackend
+from lab.vm.share import ShareLimits
+
+MAX_REPEAT = 1000
+
+
+def check_seconds(value: float, option: str, maximum: float) -> None:
+    """A number of seconds that is finite, > 0 and at most ``maximum`` (one-line error otherwise)."""
+    if not math.isfinite(value) or value <= 0 or value > maximum:
+        raise LabError(f"{option}: must be more than 0 and at most {maximum:g} seconds, got {value:g}")
 
 
 def _knobs(args: argparse.Namespace) -> dict[str, str]:
@@ -31,20 +42,29 @@ def _knobs(args: argparse.Namespace) -> dict[str, str]:
     return knobs
 
 
-def requests_from_args(args: argparse.Namespace, progress: Callable[[str], None]) -> list[RunRequest]:
-    from lab.cli import _topology
+MAX_TIMEOUT_S = 7 * 86400.0
 
-    if args.repeat < 1:
-        raise LabError(f"--repeat: must be >= 1, got {args.repeat}")
-    if args.duration <= 0:
-        raise LabError(f"--duration: must be > 0 seconds, got {args.duration:g}")
+
+def requests_from_args(args: argparse.Namespace, progress: Callable[[str], None]) -> list[RunRequest]:
+    if not 1 <= args.repeat <= MAX_REPEAT:
+        raise LabError(f"--repeat: must be 1..{MAX_REPEAT}, got {args.repeat}")
+    check_seconds(args.duration, "--duration", MAX_DURATION_S)
+    if args.timeout is not None:
+        check_seconds(args.timeout, "--timeout", MAX_TIMEOUT_S)
+    output_limit = None
+    if args.guest_output_limit is not None:
+        output_limit = parse_mib(args.guest_output_limit, "--guest-output-limit") << 20
+        ShareLimits(output_bytes=output_limit)  # the minimum, as a one-line error now
     workload = get_workload(args.workload)
-    topo = _topology(args)
+    topo = topology_with_sizes(args.topology, args.cpus_per_node, args.mem_per_node, args.threads)
     kernels = [resolve_kernel(k) for k in (args.kernel or ["stock"])]
     names = [k.name for k in kernels]
     if len(set(names)) < len(names):
         raise LabError(f"--kernel: the kernels must have distinct names, got {', '.join(names)}")
-    balancing = {"on": "1", "off": "0", "default": None}[args.numa_balancing]
+    # tiering: NUMA_BALANCING_MEMORY_TIERING (2), promotion from lower memory tiers, with demotion on
+    balancing = {"on": "1", "off": "0", "default": None, "tiering": "2"}[args.numa_balancing]
+    if balancing == "2" and not (topo.tiers and topo.tiers.slow_nodes):
+        progress(f"warning: --numa-balancing tiering on {topo.name}, which has no slow memory tier: nothing to promote")
     plan = GuestPlan(
         workload_cmd=workload.command(topo, args.duration),
         duration_s=args.duration,
@@ -55,17 +75,25 @@ def requests_from_args(args: argparse.Namespace, progress: Callable[[str], None]
         trace_mode=args.trace_mode,
         test_fault=args.test_fault or "",
         kernel_args=" ".join(args.append),
+        demotion="true" if args.numa_balancing == "tiering" else "",
     )
+    access_sample_from_args(args, None if args.accel == "auto" else args.accel)  # before a libvirt host is asked
     backend = backend_from_args(args)
     resolve_firmware(args.firmware, backend.name)  # a firmware this backend cannot boot: say so first
     if args.accel == "auto":
-        verdict = getattr(backend, "accel_verdict", accel_verdict)(kernels[0].image)
+        if not backend.local:
+            raise LabError(
+                f"--accel auto: numalab cannot yet probe KVM on the remote libvirt host {backend.uri}; "
+                "give --accel kvm or --accel tcg"
+            )
+        verdict = accel_verdict(kernels[0].image)
         accel = verdict["accel"]
         reason = verdict.get("warning") or f"KVM probe: {verdict['kvm']['detail']}"
         if accel == "tcg":
             progress(f"warning: {reason}")
     else:
         accel, reason = args.accel, "chosen with --accel"
+    access_sample = access_sample_from_args(args, accel)
     backing = Backing(args.backing, args.prealloc)
     batch = batch_dir(args, len(kernels))
     reqs = []
@@ -82,10 +110,26 @@ def requests_from_args(args: argparse.Namespace, progress: Callable[[str], None]
             reqs.append(
                 RunRequest(
                     topo, kernel, workload, plan, accel, reason, backing, out, args.runs_dir, args.timeout, label,
-                    backend=backend, pinning=args.pinning, firmware=args.firmware,
+                    backend=backend, pinning=args.pinning, firmware=args.firmware, guest_output_limit=output_limit,
+                    access_sample=access_sample, access_map=getattr(args, "access_address_map", None) or "",
                 )
             )
     return reqs
+
+
+def access_sample_from_args(args: argparse.Namespace, accel: str | None) -> int:
+    """--access-matrix [--access-sample N] -> the plugin's sampling period (0: no plugin)."""
+    sample = getattr(args, "access_sample", None)
+    if not getattr(args, "access_matrix", False):
+        if sample is not None:
+            raise LabError("--access-sample: only with --access-matrix")
+        return 0
+    from lab.access_run import check_request
+    from lab.vm.access_plugin import DEFAULT_SAMPLE
+
+    sample = DEFAULT_SAMPLE if sample is None else sample
+    check_request(sample, accel, getattr(args, "backend", "qemu"), getattr(args, "connect", None) or "")
+    return sample
 
 
 def backend_from_args(args: argparse.Namespace):

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from lab.host.inventory import HostInventory, HostNode
+from lab.placement.host_inventory import HostInventory, HostNode
 from lab.vm.qemu_argv import BootSpec
 
 REPO = Path(__file__).resolve().parents[1]

@@ -8,7 +8,7 @@ import pytest
 from common import BOOT
 
 from lab.errors import LabError
-from lab.host.inventory import read_inventory
+from lab.placement.host_inventory import read_inventory
 from lab.placement.plan import plan_placement
 from lab.topology.spec import load_topology
 from lab.vm.firmware import firmware_name, resolve_firmware

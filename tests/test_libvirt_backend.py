@@ -20,7 +20,7 @@ import pytest
 from common import REPO, assert_one_line_error, numalab
 
 from lab.host import libvirtd
-from lab.host.inventory import read_inventory
+from lab.placement.host_inventory import read_inventory
 from lab.placement.plan import plan_placement
 from lab.topology.spec import load_topology
 from lab.vm.qemu_argv import BootSpec
@@ -37,7 +37,13 @@ def daemons() -> list[str]:
     proc = subprocess.run([sys.executable, "-m", "lab.host.libvirtd", "up", "--session-user", SESSION_USER, "--json"],
                           cwd=REPO, capture_output=True, text=True, timeout=120)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)["uris"]
+    uris = json.loads(proc.stdout)["uris"]
+    # Start from clean daemons: an earlier test run that was killed can leave numalab-* domains behind
+    # (the daemons outlive it), and the tests below count what is there.
+    for uri in uris:
+        clean = numalab("doctor", "--connect", uri, "--clean", timeout=300)
+        assert clean.returncode == 0, clean.stderr
+    return uris
 
 
 def numalab_domains(uri: str) -> list[str]:
@@ -209,3 +215,23 @@ def test_host_lacking_the_image_is_one_line(daemons, tmp_path: Path) -> None:
         conn.storagePoolLookupByName(HostSpec(SYSTEM, pool_dir=pool).pool_name).destroy()
     finally:
         conn.close()
+
+
+def test_a_hostile_guest_through_libvirt(daemons, tmp_path: Path) -> None:
+    """The same attack as tests/test_vm_guest_isolation.py, on the session daemon (the second host):
+    accessmode='mapped' keeps the guest's links and setuid bits as metadata, only the files the guest
+    init sends are downloaded, and the run stops at the output limit."""
+    target = tmp_path / "host-file"
+    target.write_text("a host file\n")
+    out = tmp_path / "run"
+    proc = numalab("run", "--backend", "libvirt", "--connect", SESSION, "--accel", "tcg", "--topology", "ring-2",
+                   "--workload", "idle", "--duration", "1", "--test-fault", f"hostile={target}",
+                   "--guest-output-limit", "16M", "--out", str(out), "--json", timeout=600)  # fmt: skip
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    m = json.loads(proc.stdout)
+    assert m["status"] == "limit-exceeded", m["reason"]
+    assert target.read_text() == "a host file\n"
+    assert m["guest_share"]["special"] == []
+    assert not any("suid" in f or f == "link" for f in m["files"])
+    assert numalab_domains(SESSION) == []
+

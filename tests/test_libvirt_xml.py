@@ -72,7 +72,10 @@ def check_same_vm(xml: str, topo: Topology, placement: Placement, domain_type: s
     ostype = os_el.find("type")
     argv = qemu_argv(topo, placement, BOOT)
     machine = argv[argv.index("-machine") + 1]
+    # hmat=on has no machine attribute in libvirt: <interconnects> turn it on (checked below)
+    machine, _, hmat = machine.partition(",")
     assert (ostype.text, ostype.get("arch"), ostype.get("machine")) == ("hvm", "x86_64", machine)
+    assert (root.find("cpu/numa/interconnects") is not None) == (hmat == "hmat=on")
     assert os_el.findtext("kernel") == BOOT.kernel
     assert os_el.findtext("initrd") == BOOT.initrd
     assert os_el.findtext("cmdline") == BOOT.cmdline

@@ -1,4 +1,4 @@
-"""lab.placement, lab.host.inventory and lab.cpulist, on synthetic hosts (no VMs)."""
+"""lab.placement, lab.placement.host_inventory and lab.cpulist, on synthetic hosts (no VMs)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from common import HOST
 
 from lab.cpulist import format_cpulist, parse_cpulist
 from lab.errors import LabError
-from lab.host.inventory import HostInventory, HostNode, read_inventory
+from lab.placement.host_inventory import HostInventory, HostNode, read_inventory
 from lab.placement.plan import QEMU_OVERHEAD_MIB, Backing, plan_placement
 from lab.topology.spec import load_topology, preset_names
 

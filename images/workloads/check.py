@@ -18,6 +18,7 @@ RUNS = [
     ("numa02", ["--mem-mib-per-thread", "4", "--smt"], "numa02"),
     ("pairs", ["--pairs", "2", "--mem-mib", "1", "--msg-bytes", "100000"], "pairs"),
     ("idle", [], "idle"),
+    ("nodes13", ["--a-cpu", "0", "--b-cpu", "1", "--tasks", "2"], "nodes13"),
 ]
 BAD_ARGS = [[], ["--duration"], ["--duration", "0"], ["--duration", "-1"], ["--duration", "x"],
             ["--duration", "nan"], ["--duration", "1", "--bogus"], ["--duration", "1", "extra"],
@@ -55,6 +56,9 @@ def check_result(name, p, workload):
             fail(f"{name}: loops total != sum of per_task")
     if workload == "pairs" and (r["round_trips"] <= 0 or len(r["per_pair"]) != r["pairs"]):
         fail(f"{name}: bad pairs fields")
+    if workload == "nodes13" and not (r["busy_a_s"] + r["busy_b_s"] > 0 and 0 <= r["balance_pct"] <= 100
+                                      and r["tasks_end_a"] + r["tasks_end_b"] == r["processes"]):
+        fail(f"{name}: bad nodes13 fields: {r}")
     return r
 
 

@@ -1,13 +1,37 @@
 """A/B comparison across repeats, in the style of mmtests' compare-kernels.
 
-For each metric: Min, Amean (Hmean when higher is better), Stddev, CoeffVar
+For each metric: Min, the mean (Amean or Hmean: see below), Stddev, CoeffVar
 and Max of each side, and %diff signed so that **+ always means better**.
 
-Significance (marked ``*  1.55%*`` on the mean row, as mmtests does) uses,
-by default, the CI-overlap rule: the difference of the means is significant
-when |Δmean| > 1.96 · (σ_base + σ_new). ``welch`` instead runs Welch's
-two-sided t-test at α = 0.05. With fewer than 3 runs on a side significance
-is not judged.
+Which mean: mmtests uses the harmonic mean for every higher-is-better row.
+That suits rates (GB/s, round trips per second), whose Hmean is the rate of
+the runs taken together, but not ratios and percentages: one run with 0.5%
+hint-local faults makes the Hmean of (0.5, 60, 90) 1.5, which says nothing
+about the other two. So a metric declares its mean (``Metric.mean``): Hmean
+for rates only, Amean otherwise, and every row names the mean it used.
+
+Significance is marked ``*  1.55%*`` on the mean row, as mmtests does. Two
+rules (see README "Reports and A/B comparisons"):
+
+``welch`` (the default): Welch's two-sided t-test at α = 0.05 on the
+arithmetic means, with Welch–Satterthwaite degrees of freedom. It asks
+whether the means differ, so it gains power with repeats.
+
+``ci-overlap``: what mmtests' compare-kernels computes (MMTests::Compare
+with Stat.pm's ``cidiff`` and ``_calc_meanci``): each side's "confidence
+interval" is mean ± qnorm(0.975)·σ, where σ is the standard deviation of the
+runs themselves (sample σ for Amean rows; for Hmean rows mmtests'
+sqrt(Σ(1/x − 1/H)²·H⁴/n)) and *not* the standard error σ/√n; a row is
+significant when the intervals do not overlap, |Δmean| > 1.96·(σ_base +
+σ_new), and, when both σ are 0, when |Δmean| > 1. It is a rule about where
+single runs fall, so it does not get sharper with more repeats: at 6 repeats
+a side with equal σ it needs a difference about three times the one Welch
+needs (3.92σ against 1.29σ).
+
+With fewer than 3 runs on a side significance is not judged.
+
+Runs whose trace lost more than 1% of its records (``trace_incomplete``,
+lab.analysis.lost) are left out, with a note, unless asked for.
 """
 
 from __future__ import annotations
@@ -17,12 +41,16 @@ import json
 import math
 from dataclasses import dataclass, field
 
+from lab.analysis.lost import describe as describe_lost
+from lab.analysis.lost import of_record as lost_of_record
 from lab.analysis.metrics import METRICS, Metric, metric_values
 from lab.analysis.record import RunRecord
 from lab.errors import LabError
 
 MIN_REPEATS = 3
-RULES = ("ci-overlap", "welch")
+RULES = ("welch", "ci-overlap")
+DEFAULT_RULE = "welch"
+Z_975 = 1.959963984540054  # qnorm(0.975), as mmtests asks R for it
 
 
 @dataclass(frozen=True)
@@ -34,6 +62,7 @@ class Stats:
     hmean: float | None
     stddev: float
     coeffvar: float | None
+    hstddev: float | None = None  # mmtests' stddev-hmean: sqrt(sum((1/x - 1/H)^2) * H^4 / n)
 
     @classmethod
     def of(cls, values: list[float]) -> Stats:
@@ -41,8 +70,16 @@ class Stats:
         mean = sum(values) / n
         sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
         hmean = n / sum(1 / v for v in values) if all(v > 0 for v in values) else None
+        hsd = math.sqrt(sum((1 / v - 1 / hmean) ** 2 for v in values) * hmean**4 / n) if hmean else None
         cv = sd * 100 / mean if mean else None
-        return cls(n, min(values), max(values), mean, hmean, sd, cv)
+        return cls(n, min(values), max(values), mean, hmean, sd, cv, hsd)
+
+    def mean_of(self, mean: str) -> float:
+        """'hmean' or 'amean' (the Amean when there is no Hmean)."""
+        return self.hmean if mean == "hmean" and self.hmean is not None else self.amean
+
+    def stddev_of(self, mean: str) -> float:
+        return self.hstddev if mean == "hmean" and self.hstddev is not None else self.stddev
 
 
 def _betacf(a: float, b: float, x: float) -> float:
@@ -77,12 +114,18 @@ def _t_two_sided_p(t: float, dof: float) -> float:
     return 1 - math.exp(ln) * _betacf(b, a, 1 - x) / b
 
 
-def significant(base: Stats, new: Stats, rule: str = "ci-overlap") -> bool | None:
+def significant(base: Stats, new: Stats, rule: str = DEFAULT_RULE, mean: str = "amean") -> bool | None:
+    """Whether the means differ, by ``rule`` (see the module docstring); None with too few runs.
+    ``mean`` ("amean"/"hmean") is the row's mean, which the ci-overlap rule compares (as mmtests does)."""
     if base.n < MIN_REPEATS or new.n < MIN_REPEATS:
         return None
-    diff = abs(new.amean - base.amean)
     if rule == "ci-overlap":
-        return diff > 1.96 * (base.stddev + new.stddev)
+        if mean == "hmean" and (base.hmean is None or new.hmean is None):
+            mean = "amean"
+        diff = abs(new.mean_of(mean) - base.mean_of(mean))
+        width = Z_975 * (base.stddev_of(mean) + new.stddev_of(mean))
+        return diff > width if width else diff > 1  # mmtests' cidiff: the bare difference when both σ are 0
+    diff = abs(new.amean - base.amean)
     se2 = base.stddev**2 / base.n + new.stddev**2 / new.n
     if se2 == 0:
         return diff > 0
@@ -99,6 +142,10 @@ def pct_better(base: float, new: float, better: str) -> float | None:
     return change if better == "higher" else -change
 
 
+def _mean_name(metric: Metric, base: Stats, new: Stats) -> str:
+    return "Hmean" if metric.mean == "hmean" and base.hmean is not None and new.hmean is not None else "Amean"
+
+
 @dataclass
 class Row:
     metric: Metric
@@ -108,19 +155,30 @@ class Row:
 
     @property
     def mean_name(self) -> str:
-        return "Hmean" if self.metric.better == "higher" and self.base.hmean and self.new.hmean else "Amean"
+        """'Hmean' for a rate whose values are all positive on both sides, else 'Amean'."""
+        return _mean_name(self.metric, self.base, self.new)
 
     def mean(self, s: Stats) -> float:
-        return s.hmean if self.mean_name == "Hmean" and s.hmean is not None else s.amean
+        return s.mean_of(self.mean_name.lower())
+
+    def stddev(self, s: Stats) -> float:
+        """The spread about the row's mean (mmtests' stddev-hmean on Hmean rows)."""
+        return s.stddev_of(self.mean_name.lower())
+
+    def coeffvar(self, s: Stats) -> float | None:
+        m = self.mean(s)
+        return self.stddev(s) * 100 / m if m else None
 
     def lines(self) -> list[tuple[str, float, float, float | None, bool]]:
         """(stat, base, new, %better, is_mean_row)."""
         b, n, better = self.base, self.new, self.metric.better
         rows = [("Min", b.min, n.min, pct_better(b.min, n.min, better), False)]
         rows.append((self.mean_name, self.mean(b), self.mean(n), pct_better(self.mean(b), self.mean(n), better), True))
-        rows.append(("Stddev", b.stddev, n.stddev, pct_better(b.stddev, n.stddev, "lower"), False))
-        if b.coeffvar is not None and n.coeffvar is not None:
-            rows.append(("CoeffVar", b.coeffvar, n.coeffvar, pct_better(b.coeffvar, n.coeffvar, "lower"), False))
+        sb, sn = self.stddev(b), self.stddev(n)
+        rows.append(("Stddev", sb, sn, pct_better(sb, sn, "lower"), False))
+        cb, cn = self.coeffvar(b), self.coeffvar(n)
+        if cb is not None and cn is not None:
+            rows.append(("CoeffVar", cb, cn, pct_better(cb, cn, "lower"), False))
         rows.append(("Max", b.max, n.max, pct_better(b.max, n.max, better), False))
         return rows
 
@@ -157,6 +215,8 @@ def _label(runs: list[RunRecord]) -> str:
     label = "+".join(names)
     if len(settings) == 1 and settings[0] == "0":
         label += " (balancing off)"
+    elif len(settings) == 1 and settings[0] == "2":
+        label += " (balancing tiering)"
     return label
 
 
@@ -172,19 +232,49 @@ def _check_same_setup(runs: list[RunRecord]) -> tuple[str, str]:
     return runs[0].topology.name, loads.pop()
 
 
+def _loss(r: RunRecord) -> dict:
+    return lost_of_record(r.path, r.manifest.get("metrics") or {})
+
+
+def _trace_incomplete(r: RunRecord) -> bool:
+    return bool(r.manifest.get("trace_incomplete")) or bool(_loss(r)["trace_incomplete"])
+
+
 def compare_runs(
-    base: list[RunRecord], new: list[RunRecord], rule: str = "ci-overlap", labels: tuple[str, str] | None = None
+    base: list[RunRecord],
+    new: list[RunRecord],
+    rule: str = DEFAULT_RULE,
+    labels: tuple[str, str] | None = None,
+    include_incomplete: bool = False,
 ) -> Comparison:
+    """Compare the ok runs of two sides. Runs whose trace is incomplete are left out (with a note)
+    unless ``include_incomplete``."""
     if rule not in RULES:
         raise LabError(f"--significance {rule}: not one of {', '.join(RULES)}")
     if not base or not new:
         raise LabError("compare: give at least one baseline run and one new run")
     topology, workload = _check_same_setup(base + new)
     excluded = [f"{r.path.name} ({r.status})" for r in base + new if r.status != "ok"]
-    base_ok = [r for r in base if r.status == "ok"]
-    new_ok = [r for r in new if r.status == "ok"]
+    incomplete = [r for r in base + new if r.status == "ok" and _trace_incomplete(r)]
+    notes = []
+    if incomplete and include_incomplete:
+        notes.append(
+            f"{len(incomplete)} run(s) with an incomplete trace are included (asked for): their event counts are low"
+        )
+    elif incomplete:
+        excluded += [
+            f"{r.path.name} (trace incomplete: {describe_lost(_loss(r))})" for r in incomplete
+        ]
+        notes.append(
+            f"{len(incomplete)} run(s) left out: their trace lost more than 1% of its records, so their event counts "
+            "are low (--include-incomplete to count them)"
+        )
+    keep = [r for r in base + new if r.status == "ok" and (include_incomplete or r not in incomplete)]
+    base_ok = [r for r in base if r in keep]
+    new_ok = [r for r in new if r in keep]
     if not base_ok or not new_ok:
-        raise LabError("compare: no run with status ok on one side; nothing to compare")
+        why = "status ok and a complete trace" if incomplete and not include_incomplete else "status ok"
+        raise LabError(f"compare: no run with {why} on one side; nothing to compare")
     bv = [metric_values(r.manifest) for r in base_ok]
     nv = [metric_values(r.manifest) for r in new_ok]
     rows = []
@@ -193,8 +283,7 @@ def compare_runs(
         n = [v[m.key] for v in nv if m.key in v]
         if b and n:
             bs, ns = Stats.of(b), Stats.of(n)
-            rows.append(Row(m, bs, ns, significant(bs, ns, rule)))
-    notes = []
+            rows.append(Row(m, bs, ns, significant(bs, ns, rule, _mean_name(m, bs, ns).lower())))
     if len(base_ok) < MIN_REPEATS or len(new_ok) < MIN_REPEATS:
         notes.append(
             f"significance cannot be judged with fewer than {MIN_REPEATS} runs per side "
@@ -237,7 +326,7 @@ def _pct(p: float | None, mark: bool) -> str:
 
 def _rule_text(rule: str) -> str:
     return (
-        "CI-overlap rule |Δmean| > 1.96·(σ_base + σ_new)"
+        "mmtests' CI-overlap rule |Δmean| > 1.96·(σ_base + σ_new), σ of the runs"
         if rule == "ci-overlap"
         else "Welch's t-test, two-sided, α = 0.05"
     )
@@ -270,9 +359,11 @@ def to_markdown(c: Comparison) -> str:
         f"+ means better; **bold** = significant ({_rule_text(c.rule)}). "
         f"Baseline {len(c.base_runs)} runs, new {len(c.new_runs)} runs.",
         *(f"\n> {n}" for n in c.notes),
+        *(f"\n> excluded: {e}" for e in c.excluded),
         "",
-        f"| metric | better | {c.base_label} mean | {c.new_label} mean | %diff | base sd | new sd | verdict |",
-        "|---|---|---:|---:|---:|---:|---:|---|",
+        f"| metric | better | stat | {c.base_label} | {c.new_label} | %diff | base Stddev | new Stddev "
+        "| base CoeffVar | new CoeffVar | verdict |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in c.rows:
         mb, mn = r.mean(r.base), r.mean(r.new)
@@ -280,9 +371,11 @@ def to_markdown(c: Comparison) -> str:
         ps = "n/a" if p is None else f"{p:+.2f}%"
         if r.significant:
             ps = f"**{ps}**"
+        cvb, cvn = r.coeffvar(r.base), r.coeffvar(r.new)
         lines.append(
-            f"| {r.metric.key} | {r.metric.better} | {_num(mb)} | {_num(mn)} | {ps} | {_num(r.base.stddev)} | "
-            f"{_num(r.new.stddev)} | {r.verdict()} |"
+            f"| {r.metric.key} | {r.metric.better} | {r.mean_name} | {_num(mb)} | {_num(mn)} | {ps} | "
+            f"{_num(r.stddev(r.base))} | {_num(r.stddev(r.new))} | "
+            f"{'-' if cvb is None else _num(cvb) + '%'} | {'-' if cvn is None else _num(cvn) + '%'} | {r.verdict()} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -305,6 +398,7 @@ def to_html(c: Comparison) -> str:
                 f"{' *' if is_mean and r.significant else ''}</td></tr>"
             )
     notes = "".join(f'<p class="note">{e(n)}</p>' for n in c.notes)
+    notes += "".join(f'<p class="note">excluded: {e(x)}</p>' for x in c.excluded)
     return (
         f'<div class="compare"><h3>{e(c.topology)} / {e(c.workload)}: {e(c.base_label)} vs {e(c.new_label)}</h3>'
         f"<p>+ means better; * = significant ({e(_rule_text(c.rule))}). Baseline {len(c.base_runs)} runs, "
@@ -316,7 +410,7 @@ def to_html(c: Comparison) -> str:
 
 def to_dict(c: Comparison) -> dict:
     def st(s: Stats) -> dict:
-        return {k: getattr(s, k) for k in ("n", "min", "max", "amean", "hmean", "stddev", "coeffvar")}
+        return {k: getattr(s, k) for k in ("n", "min", "max", "amean", "hmean", "stddev", "coeffvar", "hstddev")}
 
     return {
         "topology": c.topology,
@@ -336,6 +430,8 @@ def to_dict(c: Comparison) -> dict:
                 "baseline": st(r.base),
                 "new": st(r.new),
                 "mean": r.mean_name,
+                "baseline_mean": r.mean(r.base),
+                "new_mean": r.mean(r.new),
                 "pct_diff": pct_better(r.mean(r.base), r.mean(r.new), r.metric.better),
                 "significant": r.significant,
                 "verdict": r.verdict(),

@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab.analysis.lost import completeness, lost_per_cpu
 from lab.analysis.mmtests import autonuma_cost, deltas, derived_rows, hint_local_percent
 from lab.analysis.numa import ANALYSIS_EVENTS, NUMA_KINDS, analyse_trace
 from lab.errors import LabError
 from lab.guest.readback import read_vmstat, read_vmstat_series
 from lab.topology.model import Topology
-from lab.trace.tracedat import read_trace, stats_lost
+from lab.trace.tracedat import read_trace, stats_lost, stats_per_cpu
 
 SERIES_KEYS = ("numa_hint_faults", "numa_hint_faults_local", "numa_pages_migrated", "numa_pte_updates")
 
@@ -30,7 +31,7 @@ def vmstat_series(run_dir: Path, t0: float | None) -> dict:
             out[k].append(vals.get(k, 0) - first.get(k, 0))
         df = vals.get("numa_hint_faults", 0) - prev.get("numa_hint_faults", 0)
         dl = vals.get("numa_hint_faults_local", 0) - prev.get("numa_hint_faults_local", 0)
-        out["hint_local_pct"].append(round(hint_local_percent(df, dl), 1) if df else None)
+        out["hint_local_pct"].append(hint_local_percent(df, dl) if df else None)
         prev = vals
     return out
 
@@ -46,8 +47,13 @@ def run_metrics(run_dir: Path, topo: Topology, recorded: tuple[str, ...], t0: fl
             counts = data.counts
             out["events"] = {n: counts.get(n, 0) for n in sorted(recorded_names)}
             stats = stats_lost(run_dir / "trace-stats.txt")
-            out["lost_events"] = sum(data.dropped.values()) + stats["overrun"]
+            # Each loss once: the per-CPU stats and trace-cmd's DROPPED notices see the same overruns.
+            per_cpu = lost_per_cpu(stats_per_cpu(run_dir / "trace-stats.txt"), data.dropped)
             held = sum(counts.values())
+            out["lost_events"] = sum(per_cpu.values())
+            out["lost_per_cpu"] = {str(c): n for c, n in per_cpu.items() if n}
+            out["trace_records"] = held
+            out |= completeness(held, out["lost_events"])
             if stats["entries"] and held < stats["entries"]:
                 data.problems.append(f"trace.dat holds {held} of the {stats['entries']} events the guest buffered")
             out["trace_problems"] = data.problems
@@ -59,12 +65,10 @@ def run_metrics(run_dir: Path, topo: Topology, recorded: tuple[str, ...], t0: fl
     start, end = read_vmstat(run_dir / "vmstat.start"), read_vmstat(run_dir / "vmstat.end")
     if start and end:
         d = deltas(start, end)
-        d["hint_local_pct"] = round(
-            hint_local_percent(d.get("numa_hint_faults", 0), d.get("numa_hint_faults_local", 0)), 2
-        )
-        d["autonuma_cost"] = round(
-            autonuma_cost(d.get("numa_pte_updates", 0), d.get("numa_hint_faults", 0), d.get("numa_pages_migrated", 0)),
-            2,
+        # Unrounded: figures are rounded once, when shown (lab.analysis.display).
+        d["hint_local_pct"] = hint_local_percent(d.get("numa_hint_faults", 0), d.get("numa_hint_faults_local", 0))
+        d["autonuma_cost"] = autonuma_cost(
+            d.get("numa_pte_updates", 0), d.get("numa_hint_faults", 0), d.get("numa_pages_migrated", 0)
         )
         out["vmstat"] = d
         out["mmtests"] = derived_rows(d)
@@ -78,6 +82,10 @@ class Metric:
     label: str
     unit: str
     better: str  # "lower" or "higher"
+    # The mean compare uses: "hmean" only for rates (work per unit of time), as mmtests does for throughput;
+    # "amean" for everything else, ratios and percentages above all (one near-zero run would make their
+    # harmonic mean say nothing about the others).
+    mean: str = "amean"
 
     def value(self, manifest: dict) -> float | None:
         node: object = manifest
@@ -86,6 +94,17 @@ class Metric:
                 return None
             node = node[part]
         return float(node) if isinstance(node, (int, float)) and not isinstance(node, bool) else None
+
+
+MIGRATE_REASONS = ("numa_misplaced", "demotion")  # NUMA balancing's (promotion, in tiering mode) and demotion
+
+
+def _migrated_by_reason(m: dict) -> dict:
+    """Pages migrate:mm_migrate_pages says were moved, per reason (0 when traced and none were)."""
+    by = (m.get("numa") or {}).get("migrate_pages")
+    if not isinstance(by, dict):
+        return {}
+    return {r: (by.get(r) or {}).get("succeeded", 0) for r in MIGRATE_REASONS}
 
 
 def _flat(manifest: dict) -> dict:
@@ -97,15 +116,18 @@ def _flat(manifest: dict) -> dict:
         | {"elapsed_s": result.get("elapsed_s"), "gbps": result.get("gbps")},
         "events": m.get("events", {}),
         "vmstat": m.get("vmstat", {}),
+        "migrate": _migrated_by_reason(m),
         "timings": manifest.get("timings", {}),
         "trace": {"lost_events": m.get("lost_events")},
+        "access_local_pct": (manifest.get("access_matrix") or {}).get("local_pct"),
     }
 
 
 METRICS: tuple[Metric, ...] = (
     Metric("workload.elapsed_s", "workload elapsed", "s", "lower"),
-    Metric("workload.gbps", "workload throughput", "GB/s", "higher"),
-    Metric("workload.round_trips_per_s", "pair round trips", "1/s", "higher"),
+    Metric("workload.gbps", "workload throughput", "GB/s", "higher", "hmean"),
+    Metric("workload.round_trips_per_s", "pair round trips", "1/s", "higher", "hmean"),
+    Metric("workload.balance_pct", "nodes 1/3 busy balance (nodes13)", "%", "higher"),
     Metric("workload.converged_s", "perf bench convergence", "s", "lower"),
     *(Metric(f"events.{k}", k, "events", "lower") for k in NUMA_KINDS),
     Metric("events.mm_migrate_pages", "mm_migrate_pages", "events", "lower"),
@@ -115,13 +137,40 @@ METRICS: tuple[Metric, ...] = (
     Metric("vmstat.hint_local_pct", "NUMA hint local percent", "%", "higher"),
     Metric("vmstat.numa_pages_migrated", "NUMA pages migrated", "pages", "lower"),
     Metric("vmstat.autonuma_cost", "AutoNUMA cost", "", "lower"),
+    Metric("vmstat.pgpromote_success", "pages promoted", "pages", "higher"),
+    Metric("vmstat.pgpromote_candidate", "promotion candidates", "pages", "higher"),
+    Metric("vmstat.pgdemote_kswapd", "pages demoted (kswapd)", "pages", "lower"),
+    Metric("vmstat.pgdemote_direct", "pages demoted (direct)", "pages", "lower"),
+    Metric("migrate.numa_misplaced", "traced numa_misplaced migrations", "pages", "lower"),
+    Metric("migrate.demotion", "traced demotion migrations", "pages", "lower"),
     Metric("timings.boot_s", "boot time", "s", "lower"),
+    Metric("access_local_pct", "access-local percent (plugin)", "%", "higher"),
 )
 METRIC_KEYS = {m.key: m for m in METRICS}
+# Promotion and demotion: compared only for runs on topologies with a slow memory tier (lab.topology.tiers);
+# elsewhere they are always 0.
+TIERING_METRIC_KEYS = {
+    "vmstat.pgpromote_success",
+    "vmstat.pgpromote_candidate",
+    "vmstat.pgdemote_kswapd",
+    "vmstat.pgdemote_direct",
+    "migrate.numa_misplaced",
+    "migrate.demotion",
+}
 
 
 def metric_values(manifest: dict) -> dict[str, float]:
     flat = _flat(manifest)
+    vm = flat["vmstat"]
+    if "numa_hint_faults" in vm:
+        # Derived again from the deltas: records made before the figures were stored unrounded have
+        # them rounded to 2 decimals, and a mean of rounded values is rounded twice.
+        flat["vmstat"] = vm | {
+            "hint_local_pct": hint_local_percent(vm["numa_hint_faults"], vm.get("numa_hint_faults_local", 0)),
+            "autonuma_cost": autonuma_cost(
+                vm.get("numa_pte_updates", 0), vm["numa_hint_faults"], vm.get("numa_pages_migrated", 0)
+            ),
+        }
     if not flat["vmstat"].get("numa_hint_faults"):
         # mmtests reports 100% local with no hint faults; as a metric that
         # would make "no NUMA balancing" look perfect, so leave it out.
@@ -129,7 +178,15 @@ def metric_values(manifest: dict) -> dict[str, float]:
     perf = ((manifest.get("workload") or {}).get("result") or {}).get("converged_s")
     if perf is not None:
         flat["workload"]["converged_s"] = perf
-    return {m.key: v for m in METRICS if (v := m.value(flat)) is not None}
+    if manifest.get("access_matrix"):
+        # The access-matrix plugin slows the guest: its times and throughput are never compared.
+        flat["workload"], flat["timings"] = {}, {}
+    tiered = bool(((manifest.get("topology") or {}).get("tiers") or {}).get("slow_nodes"))
+    return {
+        m.key: v
+        for m in METRICS
+        if (v := m.value(flat)) is not None and (tiered or m.key not in TIERING_METRIC_KEYS)
+    }
 
 
 def get_metric(key: str) -> Metric:

@@ -20,6 +20,11 @@ VMSTAT_NUMA_KEYS = (
     "pgmajfault",
     "thp_migration_success",
     "thp_migration_fail",
+    # memory tiering (kernel.numa_balancing=2, demotion_enabled): lab.topology.tiers
+    "pgpromote_success",
+    "pgpromote_candidate",
+    "pgdemote_kswapd",
+    "pgdemote_direct",
 )
 HPAGE_PMD_NR = 512  # base pages per PMD huge page on x86-64
 
@@ -39,7 +44,7 @@ def autonuma_cost(pte_updates: int, hint_faults: int, pages_migrated: int) -> fl
 
 
 def derived_rows(d: dict[str, int]) -> dict[str, float]:
-    """The vmstat-derived rows of an mmtests compare, keyed by mmtests' names."""
+    """The vmstat-derived rows of an mmtests compare, keyed by mmtests' names (unrounded)."""
     pte = d.get("numa_pte_updates", 0)
     huge = d.get("numa_huge_pte_updates", 0)
     faults = d.get("numa_hint_faults", 0)
@@ -51,7 +56,7 @@ def derived_rows(d: dict[str, int]) -> dict[str, float]:
         "NUMA PMD updates": huge,
         "NUMA hint faults": faults,
         "NUMA hint local faults": local,
-        "NUMA hint local percent": round(hint_local_percent(faults, local), 2),
+        "NUMA hint local percent": hint_local_percent(faults, local),
         "NUMA pages migrated": migrated,
-        "AutoNUMA cost": round(autonuma_cost(pte, faults, migrated), 2),
+        "AutoNUMA cost": autonuma_cost(pte, faults, migrated),
     }

@@ -10,6 +10,36 @@ from pathlib import Path
 from lab.errors import LabError
 from lab.topology.model import Topology, topology_from_dict
 
+# The fields the analyses and reports read, and their types (None: may be null).
+_SHAPE: dict[str, tuple[type, ...]] = {
+    "run_id": (str,),
+    "status": (str,),
+    "reason": (str,),
+    "topology": (dict,),
+    "kernel": (dict,),
+    "workload": (dict,),
+    "settings": (dict,),
+    "accelerator": (dict,),
+    "timings": (dict,),
+    "metrics": (dict,),
+    "stages": (list,),
+}
+_SHAPE_IN = {"kernel": {"name": (str,)}, "workload": {"name": (str,)}, "accelerator": {"name": (str,)}}
+
+
+def _shape_problem(manifest: dict) -> str | None:
+    """What is missing or of the wrong type in a manifest, or None."""
+    for key, types in _SHAPE.items():
+        if not isinstance(manifest.get(key), types):
+            return f"'{key}' is missing or not a {types[0].__name__}"
+    for key, fields in _SHAPE_IN.items():
+        for sub, types in fields.items():
+            if not isinstance(manifest[key].get(sub), types):
+                return f"'{key}.{sub}' is missing or not a {types[0].__name__}"
+    if not all(isinstance(s, dict) for s in manifest["stages"]):
+        return "'stages' holds something other than mappings"
+    return None
+
 
 @dataclass
 class RunRecord:
@@ -26,12 +56,22 @@ class RunRecord:
             hint = " (an unfinished run: it was interrupted)" if path.name.endswith(".partial") else ""
             raise LabError(f"{path}: not a numalab run (no manifest.json){hint}")
         try:
-            manifest = json.loads(mf.read_text())
+            manifest = json.loads(mf.read_bytes())
         except json.JSONDecodeError as err:
             raise LabError(f"{mf}: not valid JSON (line {err.lineno})") from None
-        if not str(manifest.get("format", "")).startswith("numalab-run/"):
+        except (OSError, UnicodeDecodeError) as err:
+            raise LabError(f"{mf}: cannot read: {getattr(err, 'strerror', None) or err}") from None
+        if not isinstance(manifest, dict) or not str(manifest.get("format", "")).startswith("numalab-run/"):
             raise LabError(f"{mf}: not a numalab run manifest (no 'format: numalab-run/…')")
-        return cls(path, manifest)
+        problem = _shape_problem(manifest)
+        if problem:
+            raise LabError(f"{mf}: not a numalab run manifest ({problem})")
+        record = cls(path, manifest)
+        try:
+            record.topology  # noqa: B018 (checked now, so a bad one is named here)
+        except (LabError, KeyError, TypeError, ValueError) as err:
+            raise LabError(f"{mf}: topology: {err}") from None
+        return record
 
     @cached_property
     def topology(self) -> Topology:

@@ -238,8 +238,18 @@ def tool_image(name: str) -> Path:
     return _cached_archive(f"tool-{name}", cpio.parents(list(entries)) + list(entries.values()))
 
 
-def _module_order(modules_dir: Path) -> list[str]:
-    """NEEDED_MODULES and their dependencies from modules.dep, dependencies first."""
+# dax kmem for the CPU-less slow nodes of a tiered topology (lab.topology.tiers): the HMEM driver
+# makes their soft-reserved memory a dax device, the init binds it to kmem.
+TIER_MODULES = ("dax_hmem", "kmem")
+
+
+def tier_modules(topo) -> tuple[str, ...]:
+    """The extra modules a topology needs (TIER_MODULES when it has slow nodes)."""
+    return TIER_MODULES if topo.tiers and topo.tiers.slow_nodes else ()
+
+
+def _module_order(modules_dir: Path, extra: tuple[str, ...] = ()) -> list[str]:
+    """NEEDED_MODULES (and ``extra``) and their dependencies from modules.dep, dependencies first."""
     deps: dict[str, list[str]] = {}
     for line in (modules_dir / "modules.dep").read_text().splitlines():
         mod, _, rest = line.partition(":")
@@ -255,18 +265,18 @@ def _module_order(modules_dir: Path) -> list[str]:
             visit(dep)
         order.append(mod)
 
-    for name in NEEDED_MODULES:
+    for name in (*NEEDED_MODULES, *extra):
         if name not in by_name:
             continue  # built into this kernel
         visit(by_name[name])
     return order
 
 
-def modules_image(modules_dir: Path | None) -> Path | None:
-    """The modules a modular kernel needs, decompressed, plus their load order."""
+def modules_image(modules_dir: Path | None, extra: tuple[str, ...] = ()) -> Path | None:
+    """The modules a modular kernel needs (and ``extra`` ones), decompressed, plus their load order."""
     if modules_dir is None:
         return None
-    order = _module_order(modules_dir)
+    order = _module_order(modules_dir, extra)
     if not order:
         return None
     entries = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import shlex
 from dataclasses import dataclass, field
@@ -15,7 +16,9 @@ OPTIONAL_EVENTS = ("sched:sched_migrate_task",)
 # 100 ms and rescan often, so a 20 s run produces NUMA-balancing decisions.
 SHORT_SCAN_KNOBS = {"scan_delay_ms": "100", "scan_period_min_ms": "100", "scan_period_max_ms": "1000"}
 KNOB_NAMES = ("scan_delay_ms", "scan_period_min_ms", "scan_period_max_ms", "scan_size_mb", "hot_threshold_ms")
-TEST_FAULTS = ("", "panic", "hang")
+TEST_FAULTS = ("", "panic", "hang")  # and hostile=/host/path: a guest that attacks its share (the tests)
+MAX_DURATION_S = 86400.0  # a workload of a day
+MAX_TRACE_BUFFER_KB = 4 << 20  # 4 GiB per CPU
 TRACE_MODES = ("raw", "extract", "record")
 KERNEL_CMDLINE = "console=ttyS0 loglevel=4 sched_verbose panic=-1 mitigations=off"
 
@@ -34,10 +37,13 @@ class GuestPlan:
     vmstat_interval_s: float = 1.0
     test_fault: str = ""
     kernel_args: str = ""  # appended to KERNEL_CMDLINE (numalab run --append)
+    demotion: str = ""  # /sys/kernel/mm/numa/demotion_enabled: "true", "false", or "" to leave it
 
     def __post_init__(self) -> None:
-        if self.duration_s <= 0:
-            raise LabError(f"--duration: must be > 0 seconds, got {self.duration_s:g}")
+        if not (math.isfinite(self.duration_s) and 0 < self.duration_s <= MAX_DURATION_S):
+            raise LabError(
+                f"--duration: must be more than 0 and at most {MAX_DURATION_S:g} seconds, got {self.duration_s:g}"
+            )
         for k, v in self.knobs.items():
             if k not in KNOB_NAMES:
                 raise LabError(f"--knob {k}: unknown NUMA-balancing knob (known: {', '.join(KNOB_NAMES)})")
@@ -46,12 +52,14 @@ class GuestPlan:
         for e in self.trace_events:
             if not re.fullmatch(r"\w+:\w+", e):
                 raise LabError(f"--event {e}: expected SYSTEM:EVENT, e.g. sched:sched_move_numa")
-        if self.trace_buffer_kb <= 0:
-            raise LabError(f"--trace-buffer-kb: must be > 0, got {self.trace_buffer_kb}")
+        if not 0 < self.trace_buffer_kb <= MAX_TRACE_BUFFER_KB:
+            raise LabError(f"--trace-buffer-kb: must be 1..{MAX_TRACE_BUFFER_KB}, got {self.trace_buffer_kb}")
         if self.trace_mode not in TRACE_MODES:
             raise LabError(f"--trace-mode {self.trace_mode}: not one of {', '.join(TRACE_MODES)}")
-        if self.test_fault not in TEST_FAULTS:
+        if self.test_fault not in TEST_FAULTS and not re.fullmatch(r"hostile=/[\w./-]+", self.test_fault):
             raise LabError(f"test fault {self.test_fault!r}: not one of {TEST_FAULTS}")
+        if self.demotion not in ("", "true", "false"):
+            raise LabError(f"demotion: {self.demotion!r} is not true, false or empty")
         if not self.kernel_args.isprintable() or len(self.kernel_args) > 1024:
             raise LabError("--append: kernel arguments must be one printable line of at most 1024 characters")
 
@@ -75,7 +83,9 @@ class GuestPlan:
             "TRACE_BUFFER_KB": str(self.trace_buffer_kb),
             "TRACE_MODE": self.trace_mode,
             "VMSTAT_INTERVAL": f"{self.vmstat_interval_s:g}",
-            "TEST_FAULT": self.test_fault,
+            "TEST_FAULT": self.test_fault.partition("=")[0],
+            "FAULT_TARGET": self.test_fault.partition("=")[2],
+            "DEMOTION": self.demotion,
         }
         lines = ["# numalab guest plan (generated)"]
         lines += [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
@@ -93,4 +103,5 @@ class GuestPlan:
             "vmstat_interval_s": self.vmstat_interval_s,
             "test_fault": self.test_fault,
             "kernel_args": self.kernel_args,
+            "demotion": self.demotion,
         }

@@ -8,6 +8,7 @@ from pathlib import Path
 from lab.cpulist import format_cpulist, parse_cpulist
 from lab.topology.kernel_view import expected_numa_spans
 from lab.topology.model import Topology
+from lab.topology.tiers import check_tiers, predict_tiers, read_tiers, usable_mib
 
 # The guest's per-node MemTotal is below the configured size: the kernel
 # image, memmap and reservations come out of it (most on node 0).
@@ -58,7 +59,11 @@ def read_topology(run_dir: Path) -> dict | None:
             online = parts[1] if len(parts) > 1 else ""
         elif len(parts) >= 3 and parts[0] == "node":
             put(int(parts[1]), parts[2], " ".join(parts[3:]))
-    return {"nodes": {k: nodes[k] for k in sorted(nodes)}, "online": online}
+    out = {"nodes": {k: nodes[k] for k in sorted(nodes)}, "online": online}
+    tiers = run_dir / "tiers.txt"
+    if tiers.exists():  # memory tiers, demotion_enabled and HMAT access0 (lab.topology.tiers)
+        out["memory_tiers"] = read_tiers(tiers.read_text())
+    return out
 
 
 def _mask_to_cpus(mask: str) -> list[int]:
@@ -101,7 +106,14 @@ def check_topology(topo: Topology, readback: dict | None, domains: dict[int, lis
     problems: list[str] = []
     got = readback["nodes"]
     if sorted(got) != [n.id for n in topo.nodes]:
-        problems.append(f"guest nodes {sorted(got)} != spec nodes 0..{topo.n_nodes - 1}")
+        problem = f"guest nodes {sorted(got)} != spec nodes 0..{topo.n_nodes - 1}"
+        missing = sorted(set(range(topo.n_nodes)) - set(got))
+        if topo.tiers and missing and set(missing) <= set(topo.tiers.slow_nodes):
+            problem += (
+                f": slow memory nodes {missing} never came online; the kernel needs ACPI_HMAT, EFI_SOFT_RESERVE, "
+                "DEV_DAX_HMEM and DEV_DAX_KMEM (--kernel stock, or numalab kernel build --fragment tiering)"
+            )
+        problems.append(problem)
         return problems
     for node, cpus in zip(topo.nodes, topo.node_cpus()):
         g = got[node.id]
@@ -110,9 +122,15 @@ def check_topology(topo: Topology, readback: dict | None, domains: dict[int, lis
         if g.get("distances") != list(topo.distances[node.id]):
             problems.append(f"node {node.id} distances {g.get('distances')} != {list(topo.distances[node.id])}")
         mem = g.get("memtotal_mib", 0)
-        slack = max(MEM_TOLERANCE_MIB, int(node.memory_mib * MEM_TOLERANCE_SHARE))
-        if not node.memory_mib - slack <= mem <= node.memory_mib:
-            problems.append(f"node {node.id} MemTotal {mem} MiB not within {slack} MiB below {node.memory_mib} MiB")
+        want = usable_mib(topo, node.id) if topo.tiers else node.memory_mib
+        slack = max(MEM_TOLERANCE_MIB, int(want * MEM_TOLERANCE_SHARE))
+        if not want - slack <= mem <= want:
+            problems.append(f"node {node.id} MemTotal {mem} MiB not within {slack} MiB below {want} MiB")
+    if topo.tiers:
+        if "memory_tiers" not in readback:
+            problems.append("the guest wrote no memory-tier readback (tiers.txt)")
+        else:
+            problems += check_tiers(predict_tiers(topo), readback["memory_tiers"])
     if domains:
         for cpu, spans in sorted(expected_numa_spans(topo).items()):
             seen = [d["cpus"] for d in domains.get(cpu, []) if d["name"] == "NUMA"]

@@ -9,12 +9,16 @@ vCPU and QEMU's main loop, milliseconds each under TCG; with two tars instead
 of about twenty files (and the tars copied in 1 MiB writes) the guest init of
 an idle run took 0.05-0.1 s less (medians of 7 boots).
 
-``unpack_results`` turns them back into the plain files of a run record. Every
-member is checked first (regular files and directories, relative paths, no
-``..``, nothing already in the run directory), then the tar is unpacked into a
-scratch directory and its entries moved into place, so a tar that does not
-unpack leaves nothing half-written: it is kept for a look and its problem is
-returned.
+``unpack_results`` turns them into the plain files of a run record. The tars
+are read from the share (a directory the run record never is, see
+:mod:`lab.vm.share`) without following links, as plain uncompressed tars only
+(a compressed one could expand without bound before a member is checked).
+Every member is checked first (regular files and directories, relative paths,
+no ``..``, nothing already in the run directory, no more members and bytes
+than the limits), then the tar is unpacked into a scratch directory of the run
+and its entries moved into place, so a tar that does not unpack leaves nothing
+half-written; its problem is returned. A host-side failure while writing (a full
+disk) raises OSError: it is not the guest's fault and not a result.
 """
 
 from __future__ import annotations
@@ -22,36 +26,62 @@ from __future__ import annotations
 import shutil
 import tarfile
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from lab.vm.share import DEFAULT_OUTPUT_LIMIT, GuestLimitExceeded, fmt_bytes, open_guest_file
+
 TARS = ("readback.tar", "results.tar")
+MAX_MEMBERS = 20000  # a 288-vCPU trace-raw/ has about 2,000
 
 
 class UnpackError(Exception):
     pass
 
 
-def _members(tf: tarfile.TarFile, tar_name: str, run_dir: Path) -> list[tuple[tarfile.TarInfo, PurePosixPath]]:
+@dataclass
+class Unpacked:
+    problems: list[str] = field(default_factory=list)  # tars that did not unpack, and why
+    limit: str | None = None  # the first limit the guest's results went over
+    bytes: int = 0  # unpacked into the run record
+
+
+def _members(
+    tf: tarfile.TarFile, tar_name: str, run_dir: Path, budget: int
+) -> list[tuple[tarfile.TarInfo, PurePosixPath]]:
     out = []
-    for m in tf.getmembers():
+    total = 0
+    for m in tf:
+        if len(out) >= MAX_MEMBERS:
+            raise GuestLimitExceeded(f"{tar_name} has more than {MAX_MEMBERS} members")
         rel = PurePosixPath(m.name)
         parts = [p for p in rel.parts if p != "."]
         if not parts and m.isdir():
             continue  # the archive's own "./"
-        if not parts or rel.is_absolute() or ".." in parts or not (m.isfile() or m.isdir()):
+        if not parts or rel.is_absolute() or ".." in parts or not (m.isfile() or m.isdir()) or m.issparse():
             raise UnpackError(f"{tar_name}: unexpected member {m.name!r}")
         rel = PurePosixPath(*parts)
         if len(parts) == 1 and (run_dir / parts[0]).exists():
             raise UnpackError(f"{tar_name}: {parts[0]} is already in the run directory")
+        total += m.size
+        if total > budget:
+            raise GuestLimitExceeded(f"{tar_name} unpacks to more than {fmt_bytes(budget)}")
         out.append((m, rel))
     return out
 
 
-def _unpack(tar: Path, run_dir: Path) -> None:
-    scratch = Path(tempfile.mkdtemp(prefix=f".{tar.stem}-", dir=run_dir))
+def _unpack(share: Path, name: str, run_dir: Path, budget: int) -> int | None:
+    """Unpack one tar of the share into ``run_dir``; the bytes unpacked, None if the guest sent none."""
     try:
-        with tarfile.open(tar) as tf:
-            members = _members(tf, tar.name, run_dir)
+        f = open_guest_file(share, name, budget)
+    except ValueError as e:
+        raise UnpackError(str(e)) from None
+    if f is None:
+        return None
+    scratch = Path(tempfile.mkdtemp(prefix=f".{Path(name).stem}-", dir=run_dir))
+    try:
+        with f, tarfile.open(fileobj=f, mode="r:") as tf:
+            members = _members(tf, name, run_dir, budget)
             for m, rel in members:
                 dest = scratch.joinpath(*rel.parts)
                 if m.isdir():
@@ -60,28 +90,31 @@ def _unpack(tar: Path, run_dir: Path) -> None:
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 src = tf.extractfile(m)
                 assert src is not None  # a regular file
-                with src, open(dest, "wb") as f:
-                    shutil.copyfileobj(src, f, 1 << 20)
+                with src, open(dest, "xb") as out:
+                    shutil.copyfileobj(src, out, 1 << 20)
         for entry in sorted(scratch.iterdir()):
             entry.rename(run_dir / entry.name)
-    except (tarfile.TarError, OSError) as e:
-        raise UnpackError(f"{tar.name}: {e}") from None
+        return sum(m.size for m, _ in members)
+    except tarfile.TarError as e:
+        raise UnpackError(f"{name}: {e}") from None
+    # (an OSError is the host's: a full disk, a read-only one. It is raised, not blamed on the guest.)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def unpack_results(run_dir: Path) -> list[str]:
-    """Unpack the guest's tars into ``run_dir`` and remove them. Returns the problems (a tar
-    that did not unpack stays, and nothing of it is in the run directory)."""
-    problems = []
+def unpack_results(share: Path, run_dir: Path, max_bytes: int = DEFAULT_OUTPUT_LIMIT) -> Unpacked:
+    """Unpack the guest's tars from ``share`` into ``run_dir`` (at most ``max_bytes`` in all).
+    A tar that does not unpack leaves nothing of itself in the run directory."""
+    result = Unpacked()
     for name in TARS:
-        tar = run_dir / name
-        if not tar.is_file():
-            continue
         try:
-            _unpack(tar, run_dir)
-        except UnpackError as e:
-            problems.append(str(e))
+            n = _unpack(share, name, run_dir, max_bytes - result.bytes)
+        except GuestLimitExceeded as e:
+            result.limit = result.limit or str(e)
+            result.problems.append(str(e))  # it names the tar
             continue
-        tar.unlink()
-    return problems
+        except UnpackError as e:
+            result.problems.append(str(e))
+            continue
+        result.bytes += n or 0
+    return result

@@ -5,6 +5,8 @@
 * ``perf-numa01`` … ``perf-numa05``: seed 000's ``perf bench numa mem`` lines
   with -p/-t and -P/-T scaled to the guest's CPUs, nodes and memory.
 * ``pairs``: communicating task pairs over pipes (seed 003).
+* ``nodes13``: CPU-bound tasks bound to nodes 1 and 3, all started on node 1
+  (seed 002's worst case for sched groups built from one CPU's view).
 * ``idle``: nothing, for boot-overhead measurements.
 """
 
@@ -56,8 +58,36 @@ def _numa02(smt: bool) -> Callable[[Topology, float], str]:
     return cmd
 
 
+# The tiering workload's hot set: this much of the fast tier (the nodes that are not slow, dax kmem,
+# nodes: lab.topology.tiers), but at most TIER_HOT_MAX of all guest memory.
+TIER_HOT_FACTOR = 1.25
+TIER_HOT_MAX = 0.55
+
+
+def _tiering(topo: Topology, d: float) -> str:
+    """numa02's threads, each writing its own memory over and over, with a hot set larger than the fast tier."""
+    slow = set(topo.tiers.slow_nodes) if topo.tiers else set()
+    fast = sum(n.memory_mib for n in topo.nodes if n.id not in slow)
+    hot = min(int(fast * TIER_HOT_FACTOR), int(topo.total_memory_mib * TIER_HOT_MAX))
+    t = max(1, topo.total_cpus)
+    return f"numa02 --duration {_dur(d)} --threads {t} --mem-mib-per-thread {max(8, hot // t)}"
+
+
 def _pairs(topo: Topology, d: float) -> str:
     return f"pairs --duration {_dur(d)} --pairs {max(1, topo.total_cpus // 4)}"
+
+
+def _nodes13(topo: Topology, d: float) -> str:
+    """Two tasks per CPU of nodes 1 and 3 together, all started on node 1."""
+    cpus = topo.node_cpus()
+    a, b = (cpus[n] if n < len(cpus) else [] for n in (1, 3))
+    if not a or len(a) != len(b):
+        raise LabError(
+            f"--workload nodes13: topology {topo.name} needs nodes 1 and 3 with the same number of CPUs"
+            f" (has {len(a)} and {len(b)})"
+        )
+    width = len(a)
+    return f"nodes13 --duration {_dur(d)} --a-cpu {a[0]} --b-cpu {b[0]} --width {width} --tasks {4 * width}"
 
 
 def _idle(topo: Topology, d: float) -> str:
@@ -95,6 +125,13 @@ WORKLOADS: dict[str, Workload] = {
         Workload("numa02", "1 process, every thread its own private memory (ideal locality)", _numa02(False), "lab"),
         Workload("numa02-smt", "numa02 with half the threads", _numa02(True), "lab"),
         Workload("pairs", "communicating task pairs over pipes (seed 003)", _pairs, "lab"),
+        Workload("nodes13", "2 x CPUs tasks bound to nodes 1 and 3, all started on node 1 (seed 002)", _nodes13, "lab"),
+        Workload(
+            "tiering",
+            "numa02 with a hot set 1.25x the fast memory tier: pages must be promoted and demoted",
+            _tiering,
+            "lab",
+        ),
         Workload("idle", "no work: boot and trace overhead only", _idle, "lab"),
         Workload(
             "perf-numa01",

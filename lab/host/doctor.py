@@ -7,8 +7,8 @@ import subprocess
 from collections.abc import Callable
 
 from lab.host.accel import accel_verdict
-from lab.host.inventory import read_inventory
 from lab.kernel.stock import fetch_stock
+from lab.placement.host_inventory import read_inventory
 
 TOOLS = {
     "qemu": ["qemu-system-x86_64", "--version"],

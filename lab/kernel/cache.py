@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from lab.errors import LabError
+from lab.kernel.model import Kernel
 from lab.paths import cache_dir
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
@@ -58,10 +59,8 @@ def _entry(spec: str) -> Path | None:
     return None
 
 
-def find_built(name: str):
+def find_built(name: str) -> Kernel | None:
     """A built kernel by name (or build key prefix), or None."""
-    from lab.kernel.resolve import Kernel
-
     entry = _entry(name)
     if entry is None:
         return None

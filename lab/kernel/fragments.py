@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.errors import LabError
-from lab.paths import REPO_ROOT
+from lab.paths import REPO_ROOT, read_text_file
 
 CONFIGS_DIR = REPO_ROOT / "kernel-configs"
 DEFAULT_FRAGMENTS = ("base.config", "numa.config", "trace.config")
@@ -56,7 +56,7 @@ def load_fragment(spec: str | Path) -> Fragment:
                 break
     if not path.is_file():
         raise LabError(f"--fragment {spec}: no such file (nor in {CONFIGS_DIR})")
-    text = path.read_text()
+    text = read_text_file(path, "--fragment")
     return Fragment(path.resolve(), text, parse_values(text, str(spec)))
 
 

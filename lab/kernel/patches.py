@@ -19,6 +19,7 @@ from pathlib import Path
 
 from lab.errors import LabError
 from lab.kernel.source import GIT_ID, reset_tree
+from lab.paths import read_text_file
 
 _MBOX_FROM = re.compile(r"^From \S+ ")
 _HEADER = re.compile(r"^[A-Za-z][A-Za-z0-9-]*: ")
@@ -74,7 +75,7 @@ def read_series(spec: str) -> list[Patch]:
     if not series.is_file():
         raise LabError(f"--series {spec}: no such series file")
     out = []
-    for n, raw in enumerate(series.read_text().splitlines(), 1):
+    for n, raw in enumerate(read_text_file(series, "--series").splitlines(), 1):
         line = raw.split(" #", 1)[0].strip()
         if not line or line.startswith("#"):
             continue

@@ -6,47 +6,14 @@ user gives. Built kernels (``numalab kernel build``) resolve by name.
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
 from pathlib import Path
 
 from lab.errors import LabError
+from lab.kernel.cache import find_built
+from lab.kernel.model import Kernel
 from lab.kernel.stock import fetch_stock
 
-
-@dataclass(frozen=True)
-class Kernel:
-    name: str
-    image: Path
-    modules_dir: Path | None = None  # with modules.dep, for modular kernels
-    config: Path | None = None
-    release: str = ""
-
-    def sha256(self) -> str:
-        h = hashlib.sha256()
-        with open(self.image, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-        return h.hexdigest()
-
-    def config_option(self, option: str) -> str | None:
-        """The value of CONFIG_<option> in the kernel's .config, if known."""
-        if not self.config or not self.config.exists():
-            return None
-        for line in self.config.read_text().splitlines():
-            if line.startswith(f"CONFIG_{option}="):
-                return line.split("=", 1)[1]
-        return None
-
-    def to_dict(self) -> dict:
-        return {
-            "name": self.name,
-            "image": str(self.image),
-            "sha256": self.sha256(),
-            "release": self.release,
-            "modular": self.modules_dir is not None,
-            "config": str(self.config) if self.config else None,
-        }
+__all__ = ["Kernel", "resolve_kernel"]
 
 
 def _looks_like_bzimage(path: Path) -> bool:
@@ -74,8 +41,6 @@ def resolve_kernel(spec: str) -> Kernel:
             None,
         )
         return Kernel(path.name, path.resolve(), None, config)
-    from lab.kernel.cache import find_built  # built kernels (numalab kernel build)
-
     built = find_built(spec)
     if built is None:
         raise LabError(

@@ -125,7 +125,7 @@ def _hosts(spec: MatrixSpec, args: argparse.Namespace) -> tuple[list, list[str]]
 
 def cmd_run(args: argparse.Namespace) -> int:
     from lab.matrix.outputs import write_outputs
-    from lab.matrix.runner import check_out_dir, execute_matrix
+    from lab.matrix.runner import check_inputs, check_out_dir, execute_matrix, input_hashes
 
     spec = load_matrix(args.file)
     shard = parse_shard(args.shard) if args.shard else None
@@ -137,9 +137,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_out_dir(out, spec, shard)
     hosts, extra = _hosts(spec, args)
     kernel_args = _kernel_args(spec)
+    check_inputs(out, input_hashes(spec, kernel_args))
     _progress(f"{len(runs)} runs -> {out}" + (f" on {len(hosts)} libvirt hosts" if hosts else ""))
-    outcome = execute_matrix(spec, runs, out, kernel_args, args.jobs, args.fail_fast, args.overcommit,
-                             extra_args=extra, progress=_progress, hosts=hosts)  # fmt: skip
+    if spec.auto is not None and not shard:
+        from lab.matrix.auto import merged, run_auto_matrix, write_auto_json
+
+        auto = run_auto_matrix(spec, out, kernel_args, _progress, jobs=args.jobs, fail_fast=args.fail_fast,
+                               overcommit=args.overcommit, extra_args=extra, hosts=hosts)  # fmt: skip
+        runs, outcome = auto.runs, merged(auto)
+        for c in auto.cells:
+            for v in (v for vs in c.verdicts.values() for v in vs):
+                print(f"verdict: {v.line()} ({c.stop.reason})")
+        _progress(f"auto verdicts: {write_auto_json(out, auto)}")
+    else:
+        outcome = execute_matrix(spec, runs, out, kernel_args, args.jobs, args.fail_fast, args.overcommit,
+                                 extra_args=extra, progress=_progress, hosts=hosts)  # fmt: skip
     if not args.no_reports:
         _reports(out, runs)
     summary = write_outputs(spec, runs, out, outcome, shard)
@@ -190,26 +202,46 @@ def cmd_merge(args: argparse.Namespace) -> int:
     return 1 if summary["gates_failed"] or summary["totals"].get("ok", 0) < len(spec.runs) else 0
 
 
+def _write_ci_file(dest: str, text: str, what: str) -> None:
+    if dest == "-":
+        sys.stdout.write(text)
+        return
+    from lab.paths import write_text_atomic
+
+    try:
+        Path(dest).parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(Path(dest), text)
+    except OSError as err:
+        raise LabError(f"{dest}: cannot write the {what}: {err.strerror or err}") from None
+    print(f"wrote {dest}")
+
+
 def cmd_ci(args: argparse.Namespace) -> int:
     from lab.matrix.ci import github_workflow
+    from lab.matrix.gitlab import gitlab_pipeline
 
+    if not args.github and not args.gitlab:
+        raise LabError("matrix ci: give --github FILE and/or --gitlab FILE")
+    if args.github == "-" and args.gitlab == "-":
+        raise LabError("matrix ci: only one of --github and --gitlab can be '-' (stdout)")
     spec = load_matrix(args.file)
     if args.shards < 1:
         raise LabError(f"--shards: must be >= 1, got {args.shards}")
-    text = github_workflow(spec, args.file, args.shards)
-    if args.github == "-":
-        sys.stdout.write(text)
-    else:
-        Path(args.github).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.github).write_text(text)
-        print(f"wrote {args.github} ({args.shards} shards over {len(spec.runs)} runs)")
+    if args.shards > 200:
+        raise LabError(f"--shards: at most 200 (GitLab's parallel: limit), got {args.shards}")
+    if args.github:
+        _write_ci_file(args.github, github_workflow(spec, args.file, args.shards), "GitHub workflow")
+    if args.gitlab:
+        _write_ci_file(args.gitlab, gitlab_pipeline(spec, args.file, args.shards, args.gitlab_tag), "GitLab pipeline")
+    if "-" not in (args.github, args.gitlab):
+        print(f"{args.shards} shards over {len(spec.runs)} runs")
     return 0
 
 
 def add_matrix_commands(sub) -> None:
     m = sub.add_parser("matrix", help="CI VM matrices: topologies x kernels x workloads x settings x repeats",
                        description="Declarative VM matrices (YAML): preview, validate, run (resumable, shardable), "
-                       "merge shard results, and emit a GitHub Actions workflow.")  # fmt: skip
+                       "merge shard results, and emit a GitHub Actions workflow or a GitLab CI pipeline.")  # fmt: skip
     ms = m.add_subparsers(dest="matrix_command", metavar="SUBCOMMAND", required=True)
 
     p = ms.add_parser("list", help="the expanded runs with their stable ids", description="List the expanded runs.")
@@ -247,10 +279,13 @@ def add_matrix_commands(sub) -> None:
 
     p = ms.add_parser(
         "ci",
-        help="emit a CI workflow that runs the matrix in shards",
-        description="Write a GitHub Actions workflow: a job matrix over the shards plus a merge job.",
+        help="emit a CI workflow/pipeline that runs the matrix in shards",
+        description="Write a GitHub Actions workflow and/or a GitLab CI pipeline: shard jobs in a debian:12 "
+        "container (with /dev/kvm when the runner has it) plus a merge job whose exit code carries the gates.",
     )
     p.add_argument("file", metavar="FILE", help="matrix spec")
-    p.add_argument("--github", required=True, metavar="FILE", help="workflow file to write ('-' for stdout)")
+    p.add_argument("--github", metavar="FILE", help="GitHub Actions workflow to write ('-' for stdout)")
+    p.add_argument("--gitlab", metavar="FILE", help="GitLab CI pipeline to write ('-' for stdout)")
+    p.add_argument("--gitlab-tag", metavar="TAG", help="runner tag for the GitLab shard jobs (e.g. one with /dev/kvm)")
     p.add_argument("--shards", type=int, default=4, metavar="N", help="number of shards (default 4)")
     p.set_defaults(func=cmd_ci)

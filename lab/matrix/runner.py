@@ -9,6 +9,7 @@ their QEMU with them, so even a SIGKILL leaves no VM behind.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import resource
@@ -23,9 +24,9 @@ from pathlib import Path
 
 from lab.cpulist import format_cpulist
 from lab.errors import LabError
-from lab.host.inventory import read_inventory
 from lab.matrix.spec import MatrixRun, MatrixSpec
 from lab.paths import write_text_atomic
+from lab.placement.host_inventory import read_inventory
 from lab.placement.plan import QEMU_OVERHEAD_MIB
 from lab.topology.spec import load_topology, parse_mib
 from lab.vm.libvirt_hosts import HostPicker, HostSpec
@@ -76,8 +77,13 @@ def check_out_dir(out: Path, spec: MatrixSpec, shard: tuple[int, int] | None) ->
     meta = out / "matrix.json"
     want = {"spec": spec.name, "source": spec.source, "fingerprint": spec.fingerprint(),
             "shard": list(shard) if shard else None}  # fmt: skip
+    if out.exists() and not out.is_dir():
+        raise LabError(f"--out {out}: exists and is not a directory")
     if meta.exists():
-        have = json.loads(meta.read_text())
+        try:
+            have = json.loads(meta.read_text())
+        except (OSError, ValueError) as err:
+            raise LabError(f"{meta}: not readable as a matrix record ({err})") from None
         if have.get("fingerprint") != want["fingerprint"]:
             raise LabError(
                 f"--out {out}: holds results of a different matrix spec ({have.get('source')}, fingerprint "
@@ -86,8 +92,42 @@ def check_out_dir(out: Path, spec: MatrixSpec, shard: tuple[int, int] | None) ->
         if have.get("shard") != want["shard"]:
             raise LabError(f"--out {out}: holds shard {have.get('shard')}, not {want['shard']}: use another --out")
         return
-    out.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(meta, json.dumps(want, indent=2) + "\n")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(meta, json.dumps(want, indent=2) + "\n")
+    except OSError as err:
+        raise LabError(f"--out {out}: cannot write there ({err.strerror})") from None
+
+
+def input_hashes(spec: MatrixSpec, kernel_args: dict[str, str]) -> dict[str, str]:
+    """What the spec points to, by content: every topology file and every kernel image (after builds).
+    A resumed matrix whose inputs changed would mix runs of two different things."""
+    from lab.kernel.resolve import resolve_kernel
+    from lab.topology.spec import spec_path
+
+    out = {}
+    for name in sorted({r.topology.name for r in spec.runs}):
+        path = spec_path(name)
+        out[f"topology {name}"] = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    for name, arg in sorted(kernel_args.items()):
+        out[f"kernel {name}"] = resolve_kernel(arg).sha256()[:16]
+    return out
+
+
+def check_inputs(out: Path, inputs: dict[str, str]) -> None:
+    """Refuse to resume into ``out`` when a topology file or kernel image changed since its runs."""
+    meta = out / "matrix.json"
+    have = json.loads(meta.read_text())
+    before = have.get("inputs")
+    if before is not None:
+        changed = [k for k in sorted(set(before) | set(inputs)) if before.get(k) != inputs.get(k)]
+        if changed and any((out / "runs").glob("*/manifest.json")):
+            raise LabError(
+                f"--out {out}: {changed[0]} changed since its runs were made"
+                + (f" (and {len(changed) - 1} more)" if len(changed) > 1 else "")
+                + ": use another --out, or remove it to start again"
+            )
+    write_text_atomic(meta, json.dumps(have | {"inputs": inputs}, indent=2) + "\n")
 
 
 def _demand(run: MatrixRun) -> tuple[int, int]:

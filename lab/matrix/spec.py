@@ -36,15 +36,19 @@ from pathlib import Path
 import yaml
 
 from lab.analysis.metrics import METRIC_KEYS
+from lab.analysis.reproduction import Expectation
 from lab.errors import LabError
 from lab.guest.plan import KNOB_NAMES
 from lab.guest.workloads import WORKLOADS
+from lab.matrix.auto_spec import AutoSpec, parse_auto, parse_expect
+from lab.paths import read_text_file
+from lab.topology.model import check_name
 from lab.topology.spec import load_topology, parse_mib
 from lab.vm.libvirt_hosts import HostSpec, parse_hosts
 
 EXAMPLES = Path(__file__).parent / "examples"
 _KEYS = {"name", "description", "topologies", "kernels", "workloads", "settings", "repeats", "duration", "timeout",
-         "include", "exclude", "baseline", "gates", "hosts"}  # fmt: skip
+         "include", "exclude", "baseline", "gates", "hosts", "auto", "expect"}  # fmt: skip
 _FILTER_KEYS = ("topology", "kernel", "workload", "setting")
 
 
@@ -152,6 +156,8 @@ class MatrixSpec:
     timeout: float | None
     description: str = ""
     hosts: list[HostSpec] = field(default_factory=list)  # libvirt hosts to spread runs over
+    auto: AutoSpec | None = None  # repeats: auto (lab/matrix/auto_spec.py)
+    expect: list[Expectation] = field(default_factory=list)  # the seed's directions, for numalab reproduce
 
     def fingerprint(self) -> str:
         """Identity of what the runs are (not of gates or baseline, which only read results)."""
@@ -262,8 +268,8 @@ def _settings(data: dict) -> list[SettingChoice]:
             raise LabError(f"settings[{i}].{sorted(unknown)[0]}: unknown field")
         bal = item.get("numa_balancing", "on")
         bal = {True: "on", False: "off"}.get(bal, bal)
-        if bal not in ("on", "off", "default"):
-            raise LabError(f"settings[{i}].numa_balancing: expected on, off or default, got {bal!r}")
+        if bal not in ("on", "off", "default", "tiering"):
+            raise LabError(f"settings[{i}].numa_balancing: expected on, off, default or tiering, got {bal!r}")
         knobs = item.get("knobs") or {}
         if not isinstance(knobs, dict):
             raise LabError(f"settings[{i}].knobs: expected a mapping knob -> value")
@@ -301,7 +307,7 @@ def load_matrix(path_or_name: str) -> MatrixSpec:
     if not path.is_file():
         raise LabError(f"matrix {path_or_name}: no such file or example")
     try:
-        data = yaml.safe_load(path.read_text())
+        data = yaml.safe_load(read_text_file(path, "matrix"))
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         raise LabError(f"{path}: not valid YAML{f' at line {mark.line + 1}' if mark else ''}") from None
@@ -318,8 +324,12 @@ def parse_matrix(data: object, source: str, default_name: str) -> MatrixSpec:
     if unknown:
         raise LabError(f"{sorted(unknown)[0]}: unknown field")
     repeats = data.get("repeats", 1)
+    auto = parse_auto(data.get("auto")) if repeats == "auto" else None
+    if auto is None and data.get("auto") is not None:
+        raise LabError("auto: only with repeats: auto")
+    repeats = auto.min_pairs if auto else repeats
     if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
-        raise LabError(f"repeats: must be a whole number >= 1, got {repeats!r}")
+        raise LabError(f"repeats: must be a whole number >= 1 or auto, got {repeats!r}")
     duration = data.get("duration", 20)
     if not isinstance(duration, (int, float)) or duration <= 0:
         raise LabError(f"duration: must be a number of seconds > 0, got {duration!r}")
@@ -365,5 +375,8 @@ def parse_matrix(data: object, source: str, default_name: str) -> MatrixSpec:
             raise LabError(f"gates[{i}].worse_than_baseline_pct: must be a number >= 0, got {pct!r}")
         gates.append(Gate(g["metric"], float(pct), bool(g.get("significant", True))))
     hosts = parse_hosts(data["hosts"]) if data.get("hosts") is not None else []
-    return MatrixSpec(str(data.get("name") or default_name), source, runs, kernels, {axis: value}, gates,
-                      float(timeout) if timeout else None, str(data.get("description", "")), hosts)  # fmt: skip
+    expect = parse_expect(data.get("expect"), [w.name for w in workloads])
+    name = check_name(data.get("name") or default_name, "name")
+    return MatrixSpec(name, source, runs, kernels, {axis: value}, gates,
+                      float(timeout) if timeout else None, str(data.get("description", "")), hosts, auto,
+                      expect)  # fmt: skip

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 
 from lab.cpulist import format_cpulist
 from lab.errors import LabError
-from lab.host.inventory import HostInventory
+from lab.placement.host_inventory import HostInventory
 from lab.topology.model import Topology
 
 BACKINGS = ("ram", "memfd", "hugepages")

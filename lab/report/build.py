@@ -8,6 +8,7 @@ topology and workload, every group is compared against the first one.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -15,11 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab import __version__
-from lab.analysis.compare import Comparison, compare_runs, to_dict, to_markdown, to_text
+from lab.analysis.compare import DEFAULT_RULE, Comparison, compare_runs, to_dict, to_markdown, to_text
+from lab.analysis.display import percent
+from lab.analysis.lost import describe as describe_lost
 from lab.analysis.metrics import run_metrics
 from lab.analysis.record import RunRecord
 from lab.errors import LabError
-from lab.paths import write_text_atomic
+from lab.guest.kernel_complaints import read_complaints
+from lab.guest.kernel_complaints import summary as complaint_line
+from lab.report.access import slowdowns
 
 RAW_FILES = (
     "manifest.json",
@@ -44,16 +49,21 @@ class ReportPaths:
 
 def group_key(r: RunRecord) -> tuple:
     s = r.manifest.get("settings", {})
-    return (r.kernel_name, s.get("numa_balancing"), tuple(sorted((s.get("knobs") or {}).items())))
+    knobs = tuple(sorted((s.get("knobs") or {}).items()))
+    return (r.kernel_name, s.get("numa_balancing"), knobs, "access_matrix" in r.manifest)
 
 
 def group_label(key: tuple) -> str:
-    kernel, balancing, knobs = key
+    kernel, balancing, knobs = key[:3]
     label = kernel
     if balancing == "0":
         label += " balancing=off"
+    elif balancing == "2":
+        label += " balancing=tiering"
     elif balancing is None:
         label += " balancing=default"
+    if key[3:] and key[3]:
+        label += " access-matrix"  # instrumented: slower, so a group of its own
     return label
 
 
@@ -68,7 +78,9 @@ def _groups(runs: list[RunRecord]) -> list[tuple[str, list[RunRecord]]]:
     return list(zip(labels, order.values()))
 
 
-def comparisons_for(runs: list[RunRecord], rule: str = "ci-overlap") -> tuple[list[Comparison], list[str]]:
+def comparisons_for(
+    runs: list[RunRecord], rule: str = DEFAULT_RULE, include_incomplete: bool = False
+) -> tuple[list[Comparison], list[str]]:
     """Each group against the first, per topology and workload; notes on what could not be compared."""
     notes: list[str] = []
     by_setup: dict[tuple[str, str], list[RunRecord]] = {}
@@ -85,7 +97,11 @@ def comparisons_for(runs: list[RunRecord], rule: str = "ci-overlap") -> tuple[li
         groups = _groups(setup_runs)
         for label, group in groups[1:]:
             try:
-                out.append(compare_runs(groups[0][1], group, rule, labels=(groups[0][0], label)))
+                out.append(
+                    compare_runs(
+                        groups[0][1], group, rule, labels=(groups[0][0], label), include_incomplete=include_incomplete
+                    )
+                )
             except LabError as err:
                 notes.append(f"{topo}/{load}: {groups[0][0]} vs {label}: {err}")
     return out, notes
@@ -115,32 +131,49 @@ def run_entry(r: RunRecord, out_dir: Path) -> dict:
         "backend": {k: v for k, v in m.get("backend", {}).items() if k != "argv"},
         "guest_topology_ok": m.get("guest_topology_ok"),
         "guest_topology_problems": (m.get("guest_topology") or {}).get("problems", []),
+        # Re-read from dmesg-boot.txt, so records made before the manifest carried them get them too.
+        "guest_kernel_complaints": read_complaints(r.path),
+        "trace_incomplete": bool(metrics.get("trace_incomplete")),
         "timings": m.get("timings", {}),
         "metrics": metrics,
         "files": {f: _rel(r.path / f, out_dir) for f in RAW_FILES if (r.path / f).exists()},
         "console_tail": m.get("console_tail", []),
         "stages": m.get("stages", []),
+        "access_matrix": m.get("access_matrix"),
     }
 
 
-def build_report(run_dirs: list[Path], out_html: Path, rule: str = "ci-overlap") -> ReportPaths:
-    """Write OUT.html, OUT.json, OUT.md and OUT.perfetto/<run>.json (each written whole, then renamed)."""
+def build_report(
+    run_dirs: list[Path], out_html: Path, rule: str = DEFAULT_RULE, include_incomplete: bool = False
+) -> ReportPaths:
+    """Write OUT.html, OUT.json, OUT.md and OUT.perfetto/<run>.json: all rendered first, then written
+    to temporary files and renamed only when every one is written, so a failure leaves none of them."""
     from lab.report.html import render_html
     from lab.report.perfetto import perfetto_trace
 
     if not run_dirs:
         raise LabError("report: give at least one run directory")
     runs = [RunRecord.load(d) for d in run_dirs]
+    if out_html.is_dir():
+        raise LabError(f"--out {out_html}: is a directory; give the HTML file to write")
     out_dir = out_html.parent
-    out_dir.mkdir(parents=True, exist_ok=True)
-    comparisons, notes = comparisons_for(runs, rule)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise LabError(f"--out {out_html}: cannot make {out_dir} ({err.strerror})") from None
+    outputs: dict[Path, str] = {}
+    comparisons, notes = comparisons_for(runs, rule, include_incomplete)
     entries = [run_entry(r, out_dir) for r in runs]
+    slow = slowdowns(runs)
+    for entry in entries:
+        if entry["access_matrix"] and entry["run_id"] in slow:
+            entry["access_matrix"] = entry["access_matrix"] | {"slowdown": slow[entry["run_id"]]}
     pf_dir = out_html.with_suffix(".perfetto")
     perfetto_paths = []
     for r, entry in zip(runs, entries):
         if (r.path / "trace.dat").exists():
             path = pf_dir / f"{r.run_id}.json"
-            _write(path, json.dumps(perfetto_trace(r)))
+            outputs[path] = json.dumps(perfetto_trace(r))
             entry["perfetto"] = _rel(path, out_dir)
             perfetto_paths.append(path)
     report = {
@@ -153,15 +186,37 @@ def build_report(run_dirs: list[Path], out_html: Path, rule: str = "ci-overlap")
         "notes": notes,
     }
     json_path, md_path = out_html.with_suffix(".json"), out_html.with_suffix(".md")
-    _write(json_path, json.dumps(report, indent=2) + "\n")
-    _write(md_path, render_markdown(report, comparisons))
-    _write(out_html, render_html(report, comparisons))
+    outputs[json_path] = json.dumps(report, indent=2) + "\n"
+    outputs[md_path] = render_markdown(report, comparisons)
+    outputs[out_html] = render_html(report, comparisons)
+    _write_all(outputs, out_html)
     return ReportPaths(out_html, json_path, md_path, perfetto_paths, report)
 
 
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(path, text)
+def _write_all(outputs: dict[Path, str], out_html: Path) -> None:
+    """Every file to a temporary name beside it, then every rename; on an error, no temporary stays
+    and no output was replaced."""
+    temps: list[tuple[Path, Path]] = []
+    made: list[Path] = []
+    try:
+        for path, text in outputs.items():
+            if not path.parent.exists():
+                path.parent.mkdir(parents=True)
+                made.append(path.parent)
+            if path.is_dir():
+                raise IsADirectoryError(21, "is a directory", str(path))
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            temps.append((tmp, path))
+            tmp.write_text(text)
+    except OSError as err:
+        for tmp, _ in temps:
+            tmp.unlink(missing_ok=True)
+        for d in reversed(made):
+            with contextlib.suppress(OSError):
+                d.rmdir()
+        raise LabError(f"--out {out_html}: cannot write {err.filename or out_html} ({err.strerror})") from None
+    for tmp, path in temps:
+        os.replace(tmp, path)
 
 
 def render_markdown(report: dict, comparisons: list[Comparison]) -> str:
@@ -169,20 +224,34 @@ def render_markdown(report: dict, comparisons: list[Comparison]) -> str:
     for n in report["notes"]:
         lines += [f"> {n}", ""]
     lines += [
-        "| run | status | topology | kernel | workload | accel | move | swap | stick | pages migrated | hint local % |",
-        "|---|---|---|---|---|---|---:|---:|---:|---:|---:|",
+        "| run | status | topology | kernel | workload | accel | move | swap | stick | lost | pages migrated "
+        "| hint local % |",
+        "|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|",
     ]
+    blank = " | " * 10
     for r in report["runs"]:
-        ev = r["metrics"].get("events", {})
-        vm = r["metrics"].get("vmstat", {})
+        m = r["metrics"]
+        ev = m.get("events", {})
+        vm = m.get("vmstat", {})
+        hint = percent(vm["hint_local_pct"], 2) if vm.get("numa_hint_faults") else "no faults" if vm else "-"
+        lost = m.get("lost_events", "-")
+        if r.get("trace_incomplete"):
+            lost = f"**{lost:,} ({percent(m['lost_share'] * 100)}%)**"
         cells = [
             r["run_id"], r["status"], r["topology"]["name"], r["group"], r["workload"]["name"],
             r["accelerator"]["name"].upper(), ev.get("sched_move_numa", "-"), ev.get("sched_swap_numa", "-"),
-            ev.get("sched_stick_numa", "-"), vm.get("numa_pages_migrated", "-"), vm.get("hint_local_pct", "-"),
+            ev.get("sched_stick_numa", "-"), lost, vm.get("numa_pages_migrated", "-"), hint,
         ]  # fmt: skip
         lines.append("| " + " | ".join(map(str, cells)) + " |")
-        for p in r["metrics"].get("trace_problems", []):
-            lines.append(f"|  | **trace: {p}** | | | | | | | | | |")
+        for p in m.get("trace_problems", []):
+            lines.append(f"|  | **trace: {p}**{blank}|")
+        if r.get("trace_incomplete"):
+            lines.append(
+                f"|  | **trace incomplete: {describe_lost(m)}; event counts are low, and the A/B tables leave "
+                f"this run out**{blank}|"
+            )
+        for c in r.get("guest_kernel_complaints", []):
+            lines.append(f"|  | **guest kernel: {complaint_line(c)}**{blank}|")
     for c in comparisons:
         lines += ["", to_markdown(c)]
     return "\n".join(lines) + "\n"

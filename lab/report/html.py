@@ -17,9 +17,13 @@ from pathlib import Path
 from string import Template
 
 from lab.analysis.compare import Comparison, Row, to_html
+from lab.analysis.display import percent
+from lab.analysis.lost import describe as describe_lost
 from lab.analysis.metrics import METRIC_KEYS, metric_values
 from lab.cpulist import format_cpulist
+from lab.guest.kernel_complaints import summary as complaint_line
 from lab.report import svg
+from lab.report.access import access_section
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "reports"
 KEY_METRICS = (
@@ -221,7 +225,7 @@ def summary(report: dict) -> str:
         v = _get(r, "metrics", "vmstat", default={}) or {}
         if v and not v.get("numa_hint_faults"):
             return '<span class="muted" title="no NUMA hint faults: the percentage is vacuous">no faults</span>'
-        return num(v.get("hint_local_pct"))
+        return percent(v["hint_local_pct"], 2) if v.get("hint_local_pct") is not None else num(None)
 
     num_cols = [
         ("boot (s)", "", lambda r: num(_get(r, "timings", "boot_s"))),
@@ -466,13 +470,17 @@ def topology_section(report: dict) -> str:
         for r in group:
             ok = r.get("guest_topology_ok")
             probs = r.get("guest_topology_problems") or []
+            complaints = r.get("guest_kernel_complaints") or []
             verdict = (
-                '<span class="badge ok">guest matches</span>'
+                '<span class="badge warn">matches, kernel complained</span>'
+                if ok and complaints
+                else '<span class="badge ok">guest matches</span>'
                 if ok
                 else '<span class="badge bad">mismatch</span>'
                 if probs or ok is False
                 else '<span class="badge warn">not checked</span>'
             )
+            probs = [*probs, *(f"kernel: {complaint_line(c)}" for c in complaints)]
             rows.append(
                 [f'<a href="#{anchor(r["run_id"])}">{e(r["run_id"])}</a>', verdict, e("; ".join(map(str, probs)))]
             )
@@ -540,7 +548,7 @@ def _metadata(r: dict) -> str:
         ]
     )
     nb = s.get("numa_balancing")
-    nb_txt = {"0": "off (0)", "1": "on (1)", None: "kernel default"}.get(nb, str(nb))
+    nb_txt = {"0": "off (0)", "1": "on (1)", "2": "tiering (2)", None: "kernel default"}.get(nb, str(nb))
     knobs = s.get("knobs") or {}
     settings = kv_table(
         [
@@ -819,7 +827,8 @@ def _vmstat_table(m: dict) -> str:
         return ""
     return (
         "<div><h4>vmstat (mmtests rows)</h4>"
-        + table(["", "value"], [[e(k), num(v)] for k, v in rows.items()], "small", (1,))
+        + table(["", "value"], [[e(k), percent(v, 2) if k.endswith("percent") else num(v)] for k, v in rows.items()],
+                "small", (1,))
         + "</div>"
     )
 
@@ -830,7 +839,9 @@ def _facts(r: dict) -> str:
     nb = _get(r, "settings", "numa_balancing")
     bits = [
         f"kernel <strong>{e(_get(r, 'kernel', 'name'))}</strong> {e(_get(r, 'kernel', 'guest_release') or '')}",
-        "numa_balancing <strong>" + {"0": "off", "1": "on", None: "default"}.get(nb, e(nb)) + "</strong>",
+        "numa_balancing <strong>"
+        + {"0": "off", "1": "on", "2": "tiering", None: "default"}.get(nb, e(nb))
+        + "</strong>",
         f"{e(_get(r, 'topology', 'name'))} / {e(_get(r, 'workload', 'name'))}",
     ]
     gbps = _get(r, "workload", "result", "gbps")
@@ -840,7 +851,7 @@ def _facts(r: dict) -> str:
     if vm:
         bits.append(f"{num(vm.get('numa_pages_migrated'))} pages migrated")
         if vm.get("numa_hint_faults"):
-            bits.append(f"hint local {num(vm.get('hint_local_pct'))} %")
+            bits.append(f"hint local {percent(vm.get('hint_local_pct'), 2)} %")
         else:
             bits.append("no NUMA hint faults")
     if _get(r, "timings", "boot_s") is not None:
@@ -879,15 +890,22 @@ def run_section(r: dict) -> str:
         parts.append(box("warn", "Trace problems: this part of the data is incomplete", [str(p) for p in problems]))
     lost = m.get("lost_events")
     if lost:
+        what = ["the tracer's ring buffer overflowed or dropped events; counts below are lower bounds"]
+        if r.get("trace_incomplete"):
+            what.append("more than 1% of the records are missing: the A/B tables leave this run out")
+        parts.append(box("bad" if r.get("trace_incomplete") else "warn", f"{describe_lost(m)}", what))
+    complaints = r.get("guest_kernel_complaints") or []
+    if complaints:
         parts.append(
             box(
                 "warn",
-                f"{lost:,} trace events were lost",
-                ["the tracer's ring buffer overflowed or dropped events; counts below are lower bounds"],
+                "The guest kernel complained about its topology at boot",
+                [complaint_line(c) for c in complaints],
             )
         )
     parts.append(_facts(r))
     parts.append(_files(r))
+    parts.append(access_section(r))
     if status == "ok" or m.get("numa"):
         parts.append(numa_section(r))
     parts.append(
@@ -944,7 +962,7 @@ def compare_plots(c: Comparison, values: dict[str, dict[str, float]]) -> str:
         new = [values[r][key] for r in c.new_runs if key in values.get(r, {})]
         groups = [(c.base_label, base, BASE_COLOR), (c.new_label, new, NEW_COLOR)]
         title = f"{metric.label}" + (f" ({metric.unit})" if metric.unit else "")
-        # The same mean as the table's mean row (Hmean for higher-is-better metrics when it exists).
+        # The same mean as the table's mean row (Hmean for rates, Amean otherwise).
         plot = svg.dot_plot(
             groups, title=title, note=f"{metric.better} is better", width=380, harmonic=row.mean_name == "Hmean"
         )
@@ -976,9 +994,9 @@ def compare_section(report: dict, comparisons: list[Comparison]) -> str:
         "are coloured green (better) or red (worse).</p>"
     ]
     for c in comparisons:
-        excluded = box("warn", "Excluded runs (status not ok)", c.excluded) if c.excluded else ""
+        # to_html lists the excluded runs (status not ok, or an incomplete trace) under its notes.
         out.append(
-            f'<div class="card ab-layout"><div class="ab-table">{to_html(c)}{excluded}</div>'
+            f'<div class="card ab-layout"><div class="ab-table">{to_html(c)}</div>'
             f'<aside class="ab-plots">{compare_plots(c, values)}</aside></div>'
         )
     return "\n".join(out)

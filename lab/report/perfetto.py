@@ -24,10 +24,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from lab.analysis.lost import lost_per_cpu
 from lab.analysis.numa import NUMA_KINDS
 from lab.analysis.record import RunRecord
 from lab.errors import LabError
-from lab.trace.tracedat import Event, TraceData, read_trace
+from lab.trace.tracedat import Event, TraceData, read_trace, stats_per_cpu
 
 PID = 1
 FLOW_KINDS = ("sched_move_numa", "sched_swap_numa")
@@ -153,5 +154,7 @@ def perfetto_trace(run: RunRecord) -> dict:
         "topology": run.topology.name,
         "kernel": run.kernel_name,
         "node_cpus": run.topology.node_cpus(),
+        # each loss once: the buffer stats and trace-cmd's DROPPED notices count the same overruns
+        "lost_events": sum(lost_per_cpu(stats_per_cpu(run.file("trace-stats.txt")), data.dropped).values()),
     }
     return result

@@ -7,14 +7,30 @@ the guest kernel's rules so that what we boot is what the kernel will use.
 
 from __future__ import annotations
 
+import re
 from collections import deque
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from lab.errors import LabError
 
 LOCAL_DISTANCE = 10
 MAX_DISTANCE = 255
 MAX_NODES = 128
+MAX_VCPUS = 288  # what QEMU's q35 machine accepts (-smp beyond it: "Invalid SMP CPUs")
+MAX_NODE_MEMORY_MIB = 16 << 20  # 16 TiB a node: more than any host numalab runs on
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
+
+
+def check_name(name: object, field: str) -> str:
+    """A name that becomes part of a file name (run ids, matrix directories): letters, digits and
+    ``._+-``, at most 64, starting with a letter or digit, so never ``..``, ``/`` or a NUL."""
+    if not isinstance(name, str) or not NAME_RE.fullmatch(name):
+        raise LabError(
+            f"{field}: {name!r} is not a usable name (letters, digits and . _ + -, at most 64, "
+            "starting with a letter or digit)"
+        )
+    return name
 # The kernel clears SD_BALANCE_EXEC/FORK and SD_WAKE_AFFINE on NUMA levels
 # further than this (node_reclaim_distance, RECLAIM_DISTANCE on x86).
 RECLAIM_DISTANCE = 30
@@ -37,6 +53,7 @@ class Topology:
     description: str = ""
     source: str = ""
     extra: dict = field(default_factory=dict, compare=False, hash=False)
+    tiers: Any = None  # lab.topology.tiers.MemoryTiers: slow (dax kmem) nodes, initiators, HMAT
 
     @property
     def n_nodes(self) -> int:
@@ -107,7 +124,7 @@ class Topology:
             "node_cpus": self.node_cpus(),
             "distances": [list(r) for r in self.distances],
             "links": [list(link) for link in self.links],
-        }
+        } | ({"tiers": self.tiers.to_dict()} if self.tiers else {})
 
 
 def topology_from_dict(d: dict) -> Topology:
@@ -121,9 +138,18 @@ def topology_from_dict(d: dict) -> Topology:
         links=tuple(tuple(x) for x in d.get("links", [])),
         description=d.get("description", ""),
         source=d.get("source", ""),
+        tiers=_tiers_from_dict(d.get("tiers")),
     )
     validate(topo)
     return topo
+
+
+def _tiers_from_dict(d: dict | None) -> Any:
+    if not d:
+        return None
+    from lab.topology.tiers import tiers_from_dict
+
+    return tiers_from_dict(d)
 
 
 def hop_matrix(n: int, links: tuple[tuple[int, int], ...] | list[tuple[int, int]]) -> list[list[int]]:
@@ -164,6 +190,10 @@ def validate(topo: Topology, where: str = "") -> None:
             raise LabError(f"{pre}nodes[{idx}].cpus: must be >= 0, got {node.cpus}")
         if node.memory_mib <= 0:
             raise LabError(f"{pre}nodes[{idx}].memory: must be positive, got {node.memory_mib} MiB")
+        if node.memory_mib > MAX_NODE_MEMORY_MIB:
+            raise LabError(f"{pre}nodes[{idx}].memory: at most {MAX_NODE_MEMORY_MIB >> 20}T a node")
+        if node.cpus > MAX_VCPUS:
+            raise LabError(f"{pre}nodes[{idx}].cpus: {node.cpus} vCPUs, at most {MAX_VCPUS} (QEMU's q35 limit)")
     if topo.threads < 1:
         raise LabError(f"{pre}threads: must be >= 1, got {topo.threads}")
     for node in topo.nodes:
@@ -171,6 +201,8 @@ def validate(topo: Topology, where: str = "") -> None:
             raise LabError(f"{pre}nodes[{node.id}].cpus: {node.cpus} CPUs is not a multiple of threads={topo.threads}")
     if topo.total_cpus < 1:
         raise LabError(f"{pre}cpus: at least one node must have CPUs")
+    if topo.total_cpus > MAX_VCPUS:
+        raise LabError(f"{pre}cpus: {topo.total_cpus} vCPUs in all, at most {MAX_VCPUS} (QEMU's q35 limit)")
     d = topo.distances
     if len(d) != n or any(len(row) != n for row in d):
         raise LabError(f"{pre}distances: must be a {n}x{n} matrix for {n} nodes")
@@ -188,3 +220,5 @@ def validate(topo: Topology, where: str = "") -> None:
     for a, b in topo.links:
         if not (0 <= a < n and 0 <= b < n) or a == b:
             raise LabError(f"{pre}links: [{a}, {b}] is not a link between two distinct nodes 0..{n - 1}")
+    if topo.tiers is not None:
+        topo.tiers.check(topo, pre)

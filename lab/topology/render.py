@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from lab.cpulist import format_cpulist
 from lab.topology.model import Topology
 
 
@@ -36,7 +37,20 @@ def link_picture(topo: Topology) -> str:
     lines = ["links (" + ("from the spec" if topo.links else "nearest neighbours in the SLIT") + "):"]
     for node in topo.nodes:
         peers = [(b if a == node.id else a) for a, b in edges if node.id in (a, b)]
-        cpu = f"cpus {cpus[node.id][0]}-{cpus[node.id][-1]}" if node.cpus else "no cpus"
+        cpu = f"cpus {format_cpulist(cpus[node.id])}" if node.cpus else "no cpus"
         links = "  ".join(f"--{topo.distances[node.id][p]}-- [{p}]" for p in peers) or "(no links)"
         lines.append(f"  [{node.id}] ({cpu}, {node.memory_mib}M)  {links}")
     return "\n".join(lines)
+
+
+def group_lines(view: dict) -> list[str]:
+    """The predicted sched groups of ``kernel_view.predict()``, one line per node and NUMA level."""
+    rows = view.get("sched_groups") or []
+    if not rows:
+        return []
+    lines = ["sched groups of the NUMA domains (as 6.1 builds them; the CPU's own group first):"]
+    for r in rows:
+        groups = " ".join("(" + ",".join(map(str, g)) + ")" for g in r["group_nodes"])
+        cpus = " ".join("{" + g + "}" for g in r["groups"])
+        lines.append(f"  node {r['node']} level {r['level']} (distance {r['distance']}): nodes {groups}  cpus {cpus}")
+    return lines

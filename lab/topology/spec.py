@@ -30,7 +30,9 @@ import re
 from pathlib import Path
 
 from lab.errors import LabError
-from lab.topology.model import LOCAL_DISTANCE, MAX_NODES, Node, Topology, hop_matrix, validate
+from lab.topology.model import LOCAL_DISTANCE, MAX_NODES, Node, Topology, check_name, hop_matrix, validate
+from lab.topology.numactl import looks_like_numactl
+from lab.topology.tiers import parse_tiers
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PRESET_DIR = REPO_ROOT / "topologies"
@@ -48,6 +50,8 @@ _KNOWN_KEYS = {
     "links",
     "distance",
     "distances",
+    "tiers",
+    "hmat",
 }
 
 
@@ -64,11 +68,11 @@ def parse_mib(value: object, field: str) -> int:
         scale = {"": 1, "K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}[m.group(2).upper()]
         mib = float(m.group(1)) * scale
         if not math.isfinite(mib):
-            raise LabError(f"{field}: memory is too large, got {value!r}")
+            raise LabError(f"{field}: too large, got {value!r}")
     if mib <= 0:
-        raise LabError(f"{field}: memory must be positive, got {value!r}")
+        raise LabError(f"{field}: must be positive, got {value!r}")
     if mib != int(mib):
-        raise LabError(f"{field}: memory must be a whole number of MiB, got {value!r}")
+        raise LabError(f"{field}: must be a whole number of MiB, got {value!r}")
     return int(mib)
 
 
@@ -226,7 +230,8 @@ def load_spec(data: object, where: str, name: str | None = None) -> Topology:
         matrix = _from_rule(data, n, links) if "distance" in data else _explicit(data["distances"], n)
         threads = _int(data.get("threads", 1), "threads", 1)
         topo = Topology(
-            name=str(data.get("name") or name or "custom"),
+            # (checked here, where names come from, not in validate(): old run records keep theirs)
+            name=check_name(data.get("name") or name or "custom", "name"),
             nodes=tuple(nodes),
             distances=tuple(tuple(r) for r in matrix),
             threads=threads,
@@ -234,6 +239,7 @@ def load_spec(data: object, where: str, name: str | None = None) -> Topology:
             description=" ".join(str(data.get("description", "")).split()),
             source=where,
             extra={"why": " ".join(str(data.get("why", "")).split())},
+            tiers=parse_tiers(data, [node.cpus for node in nodes], matrix),
         )
         if "total_cpus" in data:
             total = _int(data["total_cpus"], "total_cpus", 1)
@@ -251,8 +257,8 @@ def preset_names() -> list[str]:
     return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
 
 
-def load_topology(name_or_path: str) -> Topology:
-    """A preset name (``ring-4``) or a path to a YAML spec."""
+def spec_path(name_or_path: str) -> Path:
+    """The file behind a preset name (``ring-4``) or a path to a YAML spec."""
     path = Path(name_or_path)
     # A bare name is a preset (a file of that name in the current directory
     # does not hide it); anything with a '/' or a .yaml suffix is a file.
@@ -260,11 +266,32 @@ def load_topology(name_or_path: str) -> Topology:
         path = PRESET_DIR / f"{name_or_path}.yaml"
         if not path.exists():
             raise LabError(f"topology {name_or_path!r}: no such preset (known: {', '.join(preset_names())}) or file")
-    try:
-        text = path.read_text()
-    except OSError as err:
-        raise LabError(f"{path}: cannot read: {err.strerror}") from None
+    return path
+
+
+def load_topology(name_or_path: str) -> Topology:
+    """A preset name (``ring-4``) or a path to a YAML spec."""
+    path = spec_path(name_or_path)
+    from lab.paths import read_text_file
+
+    text = read_text_file(path)
+    if looks_like_numactl(text):
+        raise LabError(f"{path}: this is numactl -H output, not a spec; numalab topo import {path} makes one")
     return load_spec(_parse_yaml(text, path), str(path), name=path.stem)
+
+
+def topology_with_sizes(
+    name_or_path: str, cpus_per_node: int | None = None, mem_per_node: str | None = None, threads: int | None = None
+) -> Topology:
+    """A topology with the command line's size overrides (--cpus-per-node, --mem-per-node, --threads)."""
+    topo = load_topology(name_or_path)
+    mem = parse_mib(mem_per_node, "--mem-per-node") if mem_per_node else None
+    if any(x is not None for x in (cpus_per_node, mem, threads)):
+        try:
+            topo = topo.with_overrides(cpus_per_node, mem, threads)
+        except LabError as err:
+            raise LabError(f"--cpus-per-node/--mem-per-node/--threads applied to {topo.name}: {err}") from None
+    return topo
 
 
 def _parse_yaml(text: str, path: Path):

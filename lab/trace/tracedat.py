@@ -121,6 +121,31 @@ def read_trace(path: Path, names: tuple[str, ...] | None = None) -> TraceData:
     return TraceData(events, counts, dropped, problems)
 
 
+STAT_KEYS = ("entries", "overrun", "commit overrun", "dropped events")
+_STAT_LINE = re.compile(r"^(?:\S*/cpu(\d+)/stats:)?\s*([a-z ]+?):\s*(\d+)\s*$")
+
+
+def stats_per_cpu(stats: Path) -> dict[int, dict[str, int]]:
+    """cpu -> {"entries", "overrun", "commit overrun", "dropped events"} from the guest's per_cpu stats dump
+    ("cpuN" headers and bare lines in older records, grep -H's ".../cpuN/stats:key: N" lines now)."""
+    out: dict[int, dict[str, int]] = {}
+    if not stats.exists():
+        return out
+    cpu: int | None = None
+    for line in stats.read_text(errors="replace").splitlines():
+        head = re.fullmatch(r"cpu(\d+)", line.strip())
+        if head:
+            cpu = int(head.group(1))
+            continue
+        m = _STAT_LINE.match(line)
+        if not m or m.group(2) not in STAT_KEYS:
+            continue
+        c = int(m.group(1)) if m.group(1) is not None else cpu
+        if c is not None:
+            out.setdefault(c, dict.fromkeys(STAT_KEYS, 0))[m.group(2)] = int(m.group(3))
+    return out
+
+
 def stats_lost(stats: Path) -> dict[str, int]:
     """From the guest's per_cpu/cpuN/stats dump: events lost (overrun) and left for extraction (entries).
     Lines are "entries: N" (older records) or grep -H's ".../cpuN/stats:entries: N"."""

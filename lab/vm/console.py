@@ -26,6 +26,8 @@ class VmOutcome:
     stages: list[Stage] = field(default_factory=list)
     pinned: dict[int, str] = field(default_factory=dict)  # vCPU -> the host CPUs it was pinned to (cpulist)
     pin_error: str | None = None
+    limit: str | None = None  # why the run was stopped for sending too much (lab.vm.share.ShareGuard)
+    vm_failure: str | None = None  # QEMU itself failed (did not start, exited with an error, was killed)
 
     def stage(self, name: str) -> Stage | None:
         return next((s for s in self.stages if s.name == name), None)
@@ -56,12 +58,16 @@ def watch(
     on_tick: Callable[[float], None] | None = None,
     poll_s: float = 0.1,
     wait: Callable[[float], None] = time.sleep,
+    guard: Callable[[], str | None] | None = None,
 ) -> None:
     """Follow the console until ``exited()`` returns an exit code or the timeout passes.
 
     Between looks it calls ``wait(poll_s)``: a backend that can wake up as soon as its VM exits
     passes a wait that does (QemuBackend waits on QEMU's pidfd), so the run does not idle up to
-    ``poll_s`` after the guest powers off."""
+    ``poll_s`` after the guest powers off.
+
+    ``guard`` (if given) is asked at every look: a reason it returns ends the watch, with the
+    reason in ``outcome.limit``; the backend then stops the VM."""
     start = time.monotonic()
     pos = 0
     pending = b""
@@ -83,9 +89,14 @@ def watch(
                         on_stage(st)
         if code is not None:
             outcome.exit_code = code
+            if guard is not None and (reason := guard()):  # it went over just before it exited
+                outcome.limit = reason
             return
         if now > timeout_s:
             outcome.timed_out = True
+            return
+        if guard is not None and (reason := guard()):
+            outcome.limit = reason
             return
         if on_tick:
             on_tick(now)

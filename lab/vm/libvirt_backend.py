@@ -18,8 +18,11 @@ on this machine exercise the very path a remote host takes:
 * the serial console file is written on the host by virtlogd into the
   results directory and tailed through stream downloads while the guest
   runs (``lab.vm.console.watch`` follows the local copy for stage marks);
-* when the domain is gone, every result file is downloaded into the run
-  directory and the host's per-run volumes are deleted.
+* when the domain is gone, the files the guest init sends (``lab.vm.share.SHARE_FILES``,
+  plain files within the size limit, nothing else) are downloaded into the run's
+  local share directory, and the host's per-run volumes are deleted. The share is
+  ``accessmode='mapped'`` (QEMU's ``mapped-xattr``): a guest's symlinks, device
+  nodes and setuid bits are only extended attributes on the host.
 
 vCPU pinning and memory binding come from ``<cputune>``/``<numatune>``;
 what libvirt reports back (``vcpuPinInfo``, the live affinities, the NUMA
@@ -46,6 +49,7 @@ from lab.vm import libvirt_hosts as lh
 from lab.vm.console import Stage, VmOutcome, watch
 from lab.vm.libvirt_xml import domain_xml
 from lab.vm.qemu_argv import BootSpec
+from lab.vm.share import SHARE_FILES, ShareLimits, fmt_bytes, over_limit
 
 DOMAIN_PREFIX = "numalab-"
 METADATA_NS = "https://numalab.invalid/xmlns/run/1"
@@ -53,6 +57,7 @@ METADATA_KEY = "numalab"
 CONSOLE_NAME = "console.log"
 CONSOLE_POLL_S = 0.3
 STATE_POLL_S = 0.3
+SHARE_POLL_S = 2.0
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
@@ -106,14 +111,10 @@ class LibvirtBackend:
         self.host = host or lh.HostSpec(uri)
         self.uri = self.host.uri
 
-    def accel_verdict(self, kernel: Path) -> dict:
-        """The KVM verdict for the host that runs the VM: this machine's probe for a local daemon,
-        a probe boot through libvirt for a remote one (both cached)."""
-        if lh.is_local_uri(self.uri):
-            from lab.host.accel import accel_verdict
-
-            return accel_verdict(kernel)
-        return lh.probe_accel(self.host, kernel)
+    @property
+    def local(self) -> bool:
+        """The daemon runs on this machine (its KVM verdict is this machine's probe)."""
+        return lh.is_local_uri(self.uri)
 
     def check(self) -> dict:
         """Fail early, with a one-line error, when the host cannot be reached (before building images)."""
@@ -128,17 +129,23 @@ class LibvirtBackend:
         timeout_s: float,
         on_stage: Callable[[Stage], None] | None = None,
         on_tick: Callable[[float], None] | None = None,
+        limits: ShareLimits | None = None,
     ) -> tuple[VmOutcome, dict]:
         conn = lh.connect(self.uri)
         try:
-            return _Run(conn, self.host, boot, run_dir).go(topo, placement, timeout_s, on_stage, on_tick)
+            return _Run(conn, self.host, boot, run_dir, limits or ShareLimits()).go(
+                topo, placement, timeout_s, on_stage, on_tick
+            )
         finally:
             lh.close_quietly(conn)
 
 
 class _Run:
-    def __init__(self, conn, host: lh.HostSpec, boot: BootSpec, run_dir: Path) -> None:
+    def __init__(self, conn, host: lh.HostSpec, boot: BootSpec, run_dir: Path, limits: ShareLimits) -> None:
         self.libvirt = lh.libvirt_module()
+        self.limits = limits
+        self.host_files: dict[str, Path] = {}  # files QEMU itself writes into the results directory -> local path
+        self.last_share_check = 0.0
         self.conn = conn
         self.host = host
         self.boot = boot
@@ -194,7 +201,7 @@ class _Run:
                 raise LabError(f"{self.host.uri}: libvirt could not start domain {self.name}: {msg}") from None
             start = time.monotonic()
             self._read_pinning(outcome, placement)
-            watch(self.console_local, outcome, timeout_s, self._exited, on_stage, on_tick)
+            watch(self.console_local, outcome, timeout_s, self._exited, on_stage, on_tick, guard=self._guard)
             finished = True
         except libvirt.libvirtError as err:
             raise LabError(f"{self.host.uri}: {lh.short_error(err)} (domain {self.name})") from None
@@ -232,6 +239,8 @@ class _Run:
         self.rboot = replace(
             self.boot, kernel=kernel, initrd=initrd, results_dir=results, console_log=f"{results}/{CONSOLE_NAME}"
         )
+        if self.boot.plugin:  # --access-matrix: the plugin into the pool, its counts into the results
+            self.rboot = replace(self.rboot, plugin=self._stage_plugin(results))
         self.info["images"] = {
             "pool": self.host.pool_name,
             "pool_dir": self.store.path,
@@ -241,6 +250,15 @@ class _Run:
             "upload_s": round(time.monotonic() - t0, 2),
         }
         self.info["results"] = {"dir": results, "owner": f"{owner[0]}:{owner[1]}" if owner else None}
+
+    def _stage_plugin(self, results: str) -> str:
+        from lab.vm.access_plugin import relocate, split_argument
+
+        so = next(p[5:] for p in split_argument(self.boot.plugin) if p.startswith("file="))
+        out = next(p[4:] for p in split_argument(self.boot.plugin) if p.startswith("out="))
+        remote_so = self.store.put_file(Path(so), f"{self.name}.plugin.so")
+        self.host_files[Path(out).name] = Path(out)  # QEMU's (the plugin's) file, fetched to where it was asked for
+        return relocate(self.boot.plugin, remote_so, f"{results}/{Path(out).name}")
 
     def _read_pinning(self, outcome: VmOutcome, placement: Placement) -> None:
         """What libvirt says about pinning and binding, once the domain runs."""
@@ -290,6 +308,21 @@ class _Run:
         if code is not None:
             self._sync_console()
         return code
+
+    def _guard(self) -> str | None:
+        """watch()'s ``guard``: the console mirrored so far, and (every few seconds, it lists the
+        host's results pool) what the guest wrote to its share, against the limits."""
+        now = time.monotonic()
+        if now - self.last_share_check < SHARE_POLL_S:
+            return over_limit(self.limits, 0, 0, self.console_pos)
+        self.last_share_check = now
+        try:
+            self.results_pool.refresh(0)
+            vols = self.results_pool.listAllVolumes(0)
+            total = sum(v.info()[1] for v in vols if v.name() != CONSOLE_NAME)
+        except self.libvirt.libvirtError:
+            return None  # a refresh raced with the guest's writes: next time
+        return over_limit(self.limits, total, len(vols), self.console_pos)
 
     def _gone(self) -> int | None:
         libvirt = self.libvirt
@@ -356,7 +389,7 @@ class _Run:
             except libvirt.libvirtError as err:
                 problems.append(f"results pool: {lh.short_error(err)}")
         if self.store is not None:
-            for suffix in (".results", ".initrd"):
+            for suffix in (".results", ".initrd", *((".plugin.so",) if self.boot.plugin else ())):
                 try:
                     self.store.remove(self.name + suffix)
                 except libvirt.libvirtError as err:
@@ -368,13 +401,23 @@ class _Run:
         files, total = 0, 0
         try:
             self.results_pool.refresh(0)
+            local = Path(self.boot.results_dir)
             for vol in self.results_pool.listAllVolumes(0):
-                kind = vol.info()[0]
+                kind, size = vol.info()[:2]
                 name = vol.name()
-                if kind == libvirt.VIR_STORAGE_VOL_DIR or "/" in name or name.startswith("."):
-                    self.info["problems"].append(f"results: skipped {name} (not a plain file)")
+                if name == CONSOLE_NAME:
+                    continue  # mirrored while the guest ran
+                dest = self.host_files.get(name, local / name)
+                if (name not in SHARE_FILES and name not in self.host_files) or kind != libvirt.VIR_STORAGE_VOL_FILE:
+                    self.info["problems"].append(f"results: skipped {name!r} (not a file the guest init sends)")
                     continue
-                total += lh.download(self.conn, vol, self.run_dir / name)
+                if total + size > self.limits.output_bytes:
+                    self.info["problems"].append(
+                        f"results: skipped {name} ({fmt_bytes(size)}: over the {fmt_bytes(self.limits.output_bytes)}"
+                        " limit)"
+                    )
+                    continue
+                total += lh.download(self.conn, vol, dest, max_bytes=self.limits.output_bytes - total)
                 files += 1
         except libvirt.libvirtError as err:
             self.info["problems"].append(f"downloading results: {lh.short_error(err)}")
@@ -424,7 +467,13 @@ def leftovers(conn, spec: lh.HostSpec | None = None) -> dict:
         name = dom.name()
         if not name.startswith(DOMAIN_PREFIX):
             continue
-        state = dom.state(0)[0]
+        try:
+            state = dom.state(0)[0]
+            persistent = bool(dom.isPersistent())
+        except libvirt.libvirtError as err:
+            if lh._is_error(err, libvirt.VIR_ERR_NO_DOMAIN):
+                continue  # it went away (a transient run ended) between the listing and now
+            raise
         owner = _owner(dom)
         if owner.get("alive"):
             live_names.add(name)
@@ -432,7 +481,7 @@ def leftovers(conn, spec: lh.HostSpec | None = None) -> dict:
             {
                 "name": name,
                 "running": state != libvirt.VIR_DOMAIN_SHUTOFF,
-                "persistent": bool(dom.isPersistent()),
+                "persistent": persistent,
                 "owner": owner,
             }
         )
@@ -449,8 +498,9 @@ def leftovers(conn, spec: lh.HostSpec | None = None) -> dict:
             pool.refresh(0)
             for v in pool.listAllVolumes(0):
                 n = v.name()
-                base = n.rsplit(".", 1)[0]
-                if n.startswith(DOMAIN_PREFIX) and n.endswith((".initrd", ".results")) and base not in live_names:
+                base = n.removesuffix(".plugin.so") if n.endswith(".plugin.so") else n.rsplit(".", 1)[0]
+                kinds = (".initrd", ".results", ".plugin.so")  # (.plugin.so: --access-matrix)
+                if n.startswith(DOMAIN_PREFIX) and n.endswith(kinds) and base not in live_names:
                     vols.append(n)
     except libvirt.libvirtError:
         pass

@@ -33,7 +33,7 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 from lab.errors import LabError
-from lab.host.inventory import HostInventory, HostNode
+from lab.placement.host_inventory import HostInventory, HostNode
 
 POOL_NAME = "numalab"
 SYSTEM_POOL_DIR = "/var/lib/libvirt/numalab"
@@ -357,13 +357,13 @@ def upload(conn, pool, name: str, src: Path, mode: int = 0o644, replace: bool = 
     return vol
 
 
-def download(conn, vol, dest: Path, offset: int = 0, append: bool = False) -> int:
-    """Stream the volume (from ``offset``) into ``dest``; returns the bytes written."""
+def download(conn, vol, dest: Path, offset: int = 0, append: bool = False, max_bytes: int | None = None) -> int:
+    """Stream the volume (from ``offset``, at most ``max_bytes``) into ``dest``; returns the bytes written."""
     stream = conn.newStream(0)
     n = 0
     with open(dest, "ab" if append else "wb") as f:
         try:
-            vol.download(stream, offset, 0, 0)
+            vol.download(stream, offset, max_bytes or 0, 0)
             while True:
                 data = stream.recv(CHUNK)
                 if not data or isinstance(data, int):

@@ -34,12 +34,18 @@ How the QEMU options map:
   type='pci' bus='0x00' slot='0x02'>``); left to itself libvirt would put it
   behind a ``pcie-root-port``.
 * ``-no-reboot`` -> ``on_reboot`` destroy (and poweroff/crash destroy).
-* ``-fsdev local,security_model=none,multidevs=remap`` ->
-  ``<filesystem type='mount' accessmode='squash' multidevs='remap'>`` with
-  ``<driver type='path'/>``: libvirt turns ``squash`` into
-  ``security_model=none`` (``passthrough`` would be ``security_model=passthrough``).
+* ``-fsdev local,security_model=mapped-file,multidevs=remap`` ->
+  ``<filesystem type='mount' accessmode='mapped' multidevs='remap'>`` with
+  ``<driver type='path'/>``: libvirt turns ``mapped`` into QEMU's
+  ``security_model=mapped`` (``mapped-xattr``), the one mapped model it offers.
+  Either way the guest's symlinks, device nodes, owners and mode bits are only
+  metadata on the host (lab.vm.share).
 * ``-nodefaults`` -> ``<controller type='usb' model='none'/>`` and
   ``<memballoon model='none'/>``; no ``<interface>``, ``<graphics>``, ``<video>``.
+
+``-plugin`` (``boot.plugin``, lab.vm.access_plugin) -> ``<qemu:commandline>`` with
+``-plugin`` and its value (libvirt has no element for TCG plugins; it marks such a
+domain as tainted by custom arguments).
 
 One difference: ``boot.firmware`` (qboot, lab.vm.firmware) is not carried
 over; a libvirt domain boots the host's default firmware (SeaBIOS).
@@ -57,6 +63,9 @@ from lab.errors import LabError
 from lab.placement.plan import Placement
 from lab.topology.model import Topology
 from lab.vm.qemu_argv import BootSpec, smp_layout
+
+QEMU_NS = "http://libvirt.org/schemas/domain/qemu/1.0"
+ET.register_namespace("qemu", QEMU_NS)
 
 DOMAIN_TYPES = ("kvm", "qemu")
 EMULATOR = "/usr/bin/qemu-system-x86_64"
@@ -116,12 +125,40 @@ def _cpu(root: ET.Element, topo: Topology, domain_type: str) -> None:
         distances = _sub(cell, "distances")
         for j, value in enumerate(topo.distances[node.id]):
             _sub(distances, "sibling", id=str(j), value=str(value))
+    _interconnects(numa, topo)
+
+
+def _interconnects(numa: ET.Element, topo: Topology) -> None:
+    """HMAT (``-numa hmat-lb`` and ``hmat=on``) -> ``<interconnects>`` of access latency (ns) and
+    bandwidth (MiB/s); libvirt turns them on HMAT and derives a CPU-less cell's initiator from them
+    (the initiator with the best access latency, as lab.topology.tiers defaults it).
+
+    libvirt takes a link as two-way: once 0->1 is given, 1->0 is refused ("Link already defined").
+    So each pair of CPU nodes is given once, lower initiator first; the guest's view is the same,
+    since the kernel reports a node's best initiator (its own, for a CPU node) and skips missing
+    entries (value 0 in QEMU's table)."""
+    tiers = topo.tiers
+    if not tiers or not tiers.hmat:
+        return
+    inter = _sub(numa, "interconnects")
+    pairs = []
+    for row, init in enumerate(topo.cpu_nodes):
+        for target in range(topo.n_nodes):
+            if init != target and (target, init) in {(a, b) for _, a, b in pairs}:
+                continue
+            pairs.append((row, init, target))
+    for row, init, target in pairs:
+        _sub(inter, "latency", initiator=str(init), target=str(target), type="access",
+             value=str(tiers.latency_ns[row][target]))  # fmt: skip
+    for row, init, target in pairs:
+        _sub(inter, "bandwidth", initiator=str(init), target=str(target), type="access",
+             value=str(tiers.bandwidth_mib[row][target]), unit="MiB")  # fmt: skip
 
 
 def _devices(root: ET.Element, boot: BootSpec) -> None:
     dev = _sub(root, "devices")
     _sub(dev, "emulator", EMULATOR)
-    fs = _sub(dev, "filesystem", type="mount", accessmode="squash", multidevs="remap")
+    fs = _sub(dev, "filesystem", type="mount", accessmode="mapped", multidevs="remap")
     _sub(fs, "driver", type="path")
     _sub(fs, "source", dir=boot.results_dir)
     _sub(fs, "target", dir=RESULTS_TAG)
@@ -172,6 +209,10 @@ def domain_xml(topo: Topology, placement: Placement, boot: BootSpec, domain_type
     _sub(root, "on_reboot", "destroy")
     _sub(root, "on_crash", "destroy")
     _devices(root, boot)
+    if boot.plugin:
+        args = ET.SubElement(root, f"{{{QEMU_NS}}}commandline")
+        for value in ("-plugin", boot.plugin):
+            ET.SubElement(args, f"{{{QEMU_NS}}}arg", value=value)
 
     ET.indent(root, space="  ")
     return ET.tostring(root, encoding="unicode") + "\n"

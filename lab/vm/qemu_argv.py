@@ -21,13 +21,14 @@ class BootSpec:
     kernel: str
     initrd: str
     cmdline: str
-    results_dir: str  # shared read-write over virtio-9p, mount tag "results"
+    results_dir: str  # the guest's drop directory (lab.vm.share): virtio-9p, mount tag "results", mapped-file
     console_log: str
     qmp_socket: str | None = None
     accel: str = "tcg"
     name: str = "numalab"
     start_paused: bool = True  # so vCPUs can be pinned before the guest runs
     firmware: str = ""  # a -bios ROM (lab.vm.firmware: qboot); "" for QEMU's default, SeaBIOS
+    plugin: str = ""  # a TCG plugin, the value of -plugin (lab.vm.access_plugin); "" for none
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,12 @@ class SmpLayout:
         core = (vcpu // self.threads) % self.cores
         socket = vcpu // (self.threads * self.cores)
         return socket, core, thread
+
+
+def opt_value(value: str) -> str:
+    """A value inside a QEMU ``key=value,...`` option: a comma doubled, as QEMU's option parser reads it
+    (``path=/a,b`` would end the path at the comma and make ``b`` an option)."""
+    return value.replace(",", ",,")
 
 
 def smp_layout(topo: Topology) -> SmpLayout:
@@ -66,7 +73,7 @@ def _backend_object(topo: Topology, placement: Placement, node: int) -> str:
     elif b.kind == "memfd":
         obj = f"memory-backend-memfd,id=mem{node},size={size}M"
     else:
-        obj = f"memory-backend-file,id=mem{node},size={size}M,mem-path={b.hugepage_path}"
+        obj = f"memory-backend-file,id=mem{node},size={size}M,mem-path={opt_value(b.hugepage_path)}"
     obj += f",host-nodes={host},policy=bind"
     if b.prealloc or b.kind == "hugepages":
         obj += ",prealloc=on"
@@ -84,8 +91,13 @@ def topology_args(topo: Topology, placement: Placement) -> list[str]:
     ]
     for node in topo.nodes:
         args += ["-object", _backend_object(topo, placement, node.id)]
+    tiers = topo.tiers
     for node in topo.nodes:
-        args += ["-numa", f"node,nodeid={node.id},memdev=mem{node.id}"]
+        init = tiers.initiator_of(node.id) if tiers and tiers.hmat else None
+        args += [
+            "-numa",
+            f"node,nodeid={node.id},memdev=mem{node.id}" + (f",initiator={init}" if init is not None else ""),
+        ]
     for node, vcpus in zip(topo.nodes, topo.node_cpus()):
         for vcpu in vcpus:
             s, c, t = smp.place(vcpu)
@@ -96,7 +108,27 @@ def topology_args(topo: Topology, placement: Placement) -> list[str]:
         for j in range(n):
             if i != j and (not sym or i < j):
                 args += ["-numa", f"dist,src={i},dst={j},val={topo.distances[i][j]}"]
+    return args + hmat_args(topo)
+
+
+def hmat_args(topo: Topology) -> list[str]:
+    """-numa hmat-lb: access latency (ns) and bandwidth (MiB/s) from every CPU node to every node
+    (lab.topology.tiers); the machine needs hmat=on (machine_option)."""
+    tiers = topo.tiers
+    if not tiers or not tiers.hmat:
+        return []
+    args = []
+    for row, init in enumerate(topo.cpu_nodes):
+        for target in range(topo.n_nodes):
+            base = f"hmat-lb,initiator={init},target={target},hierarchy=memory"
+            args += ["-numa", f"{base},data-type=access-latency,latency={tiers.latency_ns[row][target]}"]
+            args += ["-numa", f"{base},data-type=access-bandwidth,bandwidth={tiers.bandwidth_mib[row][target]}M"]
     return args
+
+
+def machine_option(topo: Topology) -> str:
+    """-machine: q35, with the ACPI HMAT when the topology has one."""
+    return "q35,hmat=on" if topo.tiers and topo.tiers.hmat else "q35"
 
 
 def qemu_argv(topo: Topology, placement: Placement, boot: BootSpec, qemu: str = "qemu-system-x86_64") -> list[str]:
@@ -111,7 +143,7 @@ def qemu_argv(topo: Topology, placement: Placement, boot: BootSpec, qemu: str = 
         "-name",
         boot.name,
         "-machine",
-        "q35",
+        machine_option(topo),
         *accel,
         "-nodefaults",
         "-no-user-config",
@@ -127,16 +159,20 @@ def qemu_argv(topo: Topology, placement: Placement, boot: BootSpec, qemu: str = 
         "-append",
         boot.cmdline,
         "-chardev",
-        f"file,id=console,path={boot.console_log}",
+        f"file,id=console,path={opt_value(boot.console_log)}",
         "-serial",
         "chardev:console",
         "-fsdev",
-        f"local,id=results,path={boot.results_dir},security_model=none,multidevs=remap",
+        # mapped-file: the guest's symlinks, device nodes, owners and mode bits stay metadata in
+        # QEMU's .virtfs_metadata files; on the host every guest file is a plain 0600 file.
+        f"local,id=results,path={opt_value(boot.results_dir)},security_model=mapped-file,multidevs=remap",
         "-device",
         "virtio-9p-pci,fsdev=results,mount_tag=results,bus=pcie.0,addr=0x2",
     ]
+    if boot.plugin:
+        argv += ["-plugin", boot.plugin]
     if boot.qmp_socket:
-        argv += ["-qmp", f"unix:{boot.qmp_socket},server=on,wait=off"]
+        argv += ["-qmp", f"unix:{opt_value(boot.qmp_socket)},server=on,wait=off"]
     if boot.start_paused:
         argv.append("-S")
     return argv

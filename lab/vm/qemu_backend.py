@@ -10,6 +10,7 @@ import ctypes
 import functools
 import json
 import os
+import resource
 import select
 import shlex
 import shutil
@@ -26,7 +27,8 @@ from lab.placement.plan import Placement
 from lab.topology.model import Topology
 from lab.vm.console import Stage, VmOutcome, watch
 from lab.vm.qemu_argv import BootSpec, qemu_argv
-from lab.vm.qmp import Qmp
+from lab.vm.qmp import QemuGone, Qmp
+from lab.vm.share import ShareGuard, ShareLimits
 
 PR_SET_PDEATHSIG = 1
 
@@ -34,6 +36,21 @@ PR_SET_PDEATHSIG = 1
 def _die_with_parent() -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def _child_setup(max_file_bytes: int | None) -> Callable[[], None]:
+    """QEMU dies with us (PR_SET_PDEATHSIG), and with ``max_file_bytes`` no file it writes (a guest's
+    file on the share, the console log) can grow past that: the write fails with EFBIG (SIGXFSZ is
+    ignored), which the guest sees as an I/O error. The polling ShareGuard bounds the share as a whole;
+    this bounds a single file however fast the guest writes it."""
+
+    def setup() -> None:
+        _die_with_parent()
+        if max_file_bytes is not None:
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (max_file_bytes, max_file_bytes))
+
+    return setup
 
 
 def _exit_waiter(pidfd: int | None) -> Callable[[float], None]:
@@ -54,12 +71,22 @@ def run_vm(
     qemu_log: Path,
     on_stage: Callable[[Stage], None] | None = None,
     on_tick: Callable[[float], None] | None = None,
+    guard: Callable[[], str | None] | None = None,
+    max_file_bytes: int | None = None,
 ) -> VmOutcome:
-    """Boot, pin, and wait for QEMU to exit or the timeout to pass."""
+    """Boot, pin, and wait for QEMU to exit, the timeout to pass or ``guard`` to object.
+
+    QEMU's own failures are a result (``outcome.vm_failure``), not an exception: one that exits
+    before its monitor opens (a bad option, too many vCPUs) with what it said in ``qemu_log``;
+    one killed by a signal with the signal's name."""
     with open(qemu_log, "wb") as log:
         try:
             proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_child_setup(max_file_bytes),
             )
         except FileNotFoundError:
             raise LabError(f"{argv[0]}: not found; install qemu-system-x86 (make setup)") from None
@@ -71,7 +98,16 @@ def run_vm(
         pidfd = None
     try:
         if qmp_socket is not None:
-            qmp = Qmp(qmp_socket, timeout=15)
+            try:
+                qmp = Qmp(qmp_socket, timeout=15, alive=lambda: proc.poll() is None)
+            except (QemuGone, LabError, OSError) as err:  # OSError: QEMU died as we connected
+                try:
+                    proc.wait(2)
+                except subprocess.TimeoutExpired:
+                    pass
+                outcome.exit_code = proc.poll()
+                outcome.vm_failure = _qemu_failure(outcome.exit_code, qemu_log) or f"QEMU did not start: {err}"
+                return outcome
             try:
                 for vcpu, tid in qmp.vcpu_threads().items():
                     cpus = pins.get(vcpu)
@@ -86,7 +122,9 @@ def run_vm(
             finally:
                 qmp.close()
         start = time.monotonic()
-        watch(console_log, outcome, timeout_s, proc.poll, on_stage, on_tick, wait=_exit_waiter(pidfd))
+        watch(console_log, outcome, timeout_s, proc.poll, on_stage, on_tick, wait=_exit_waiter(pidfd), guard=guard)
+        if outcome.exit_code not in (None, 0):
+            outcome.vm_failure = _qemu_failure(outcome.exit_code, qemu_log)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -95,6 +133,23 @@ def run_vm(
         if pidfd is not None:
             os.close(pidfd)
     return outcome
+
+
+def _qemu_failure(code: int | None, qemu_log: Path) -> str | None:
+    """One line for a QEMU that ended badly: the signal that killed it, or its exit code and last words."""
+    if code is None or code == 0:
+        return None
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"QEMU was killed by {name}"
+    try:
+        said = [ln.strip() for ln in qemu_log.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        said = []
+    return f"QEMU exited with {code}" + (f": {said[-1][:300]}" if said else " (qemu.log is empty)")
 
 
 def qemu_version(qemu: str = "qemu-system-x86_64") -> str:
@@ -130,6 +185,7 @@ class QemuBackend:
     """Direct QEMU on this host: no daemon needed."""
 
     name = "qemu"
+    local = True  # QEMU runs on this machine
 
     def run(
         self,
@@ -140,8 +196,13 @@ class QemuBackend:
         timeout_s: float,
         on_stage: Callable[[Stage], None] | None = None,
         on_tick: Callable[[float], None] | None = None,
+        limits: ShareLimits | None = None,
     ) -> tuple[VmOutcome, dict]:
         argv = qemu_argv(topo, placement, boot)
+        limits = limits or ShareLimits()
+        # (memfd and hugepage backings are files QEMU sizes itself: no file-size limit there)
+        ram = placement.backing.kind == "ram"
+        max_file = max(limits.output_bytes, limits.console_bytes) + (1 << 20) if ram else None
         (run_dir / "qemu-argv.txt").write_text(shlex.join(argv) + "\n")
         outcome = run_vm(
             argv,
@@ -152,5 +213,7 @@ class QemuBackend:
             run_dir / "qemu.log",
             on_stage,
             on_tick,
+            ShareGuard(Path(boot.results_dir), Path(boot.console_log), limits),
+            max_file,
         )
         return outcome, {"name": self.name, "version": qemu_version(), "argv": argv, "exit_code": outcome.exit_code}

@@ -5,13 +5,20 @@ from __future__ import annotations
 import json
 import socket
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from lab.errors import LabError
 
 
+class QemuGone(Exception):
+    """QEMU exited before its monitor could be reached."""
+
+
 class Qmp:
-    def __init__(self, path: str | Path, timeout: float = 10.0) -> None:
+    def __init__(self, path: str | Path, timeout: float = 10.0, alive: Callable[[], bool] | None = None) -> None:
+        """Connect; ``alive`` (if given) is asked while waiting, so a QEMU that exits at once (a bad option,
+        too many vCPUs) is reported at once as :class:`QemuGone` instead of after the timeout."""
         deadline = time.monotonic() + timeout
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         while True:
@@ -19,6 +26,8 @@ class Qmp:
                 self.sock.connect(str(path))
                 break
             except (FileNotFoundError, ConnectionRefusedError):
+                if alive is not None and not alive():
+                    raise QemuGone() from None
                 if time.monotonic() > deadline:
                     raise LabError(f"QMP socket {path}: QEMU did not open it within {timeout:.0f}s") from None
                 time.sleep(0.01)

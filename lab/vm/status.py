@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-STATUSES = ("ok", "panic", "timeout", "boot-failed", "workload-failed", "topology-mismatch")
+STATUSES = ("ok", "panic", "limit-exceeded", "timeout", "boot-failed", "workload-failed", "topology-mismatch")
 PANIC_MARKS = ("Kernel panic - not syncing", "---[ end Kernel panic")
 
 
@@ -20,22 +20,33 @@ class Evidence:
     trace_rc: int | None
     topology_problems: tuple[str, ...]
     unpack_problems: tuple[str, ...] = ()  # the guest's result tars that did not unpack
+    limit: str | None = None  # the guest sent more than it may (console, share, tars): it was stopped
+    vm_failure: str | None = None  # QEMU itself failed: did not start, or was killed by a signal
 
 
 def classify(ev: Evidence) -> tuple[str, str]:
     """(status, one-line reason). Earlier rules win: a panic explains a timeout, etc."""
+    if ev.limit:
+        return "limit-exceeded", f"stopped: {ev.limit}"
     for mark in PANIC_MARKS:
         if mark in ev.console_tail:
             line = next((ln for ln in ev.console_tail.splitlines() if mark in ln), mark)
             return "panic", line.strip()[:200]
     if ev.timed_out:
         return "timeout", "the VM did not power off before the timeout" + ("" if ev.booted else " (it never booted)")
+    if ev.vm_failure:
+        return ("boot-failed" if not ev.booted else "workload-failed"), ev.vm_failure
     if not ev.booted:
         failed = next((ln for ln in ev.console_tail.splitlines() if "NUMALAB-STAGE failed" in ln), "")
         return "boot-failed", failed.strip() or "the guest init never reported 'booted'"
     if ev.topology_problems:
         return "topology-mismatch", ev.topology_problems[0]
     if not ev.guest_done:
+        failed = next((ln for ln in ev.console_tail.splitlines() if "NUMALAB-STAGE failed" in ln), "")
+        if failed:
+            words = failed.split("NUMALAB-STAGE failed", 1)[1].split()
+            detail = " ".join(words[:-1] if words and words[-1].replace(".", "", 1).isdigit() else words)
+            return "workload-failed", f"the guest init failed: {detail}"
         return "workload-failed", "the guest powered off without writing all results"
     if ev.unpack_problems:
         return "workload-failed", f"the guest's results did not unpack: {ev.unpack_problems[0]}"

@@ -23,7 +23,8 @@ fails anyway and ends with the kernel's own hint, 'Consider using "lpj=" boot
 option'. The boot CPU does not calibrate: it derives loops_per_jiffy from the
 TSC frequency and prints it ("Calibrating delay loop (skipped), value
 calculated using timer frequency.. (lpj=N)"). numalab learns that N from a
-guest's dmesg, per kernel image and host, and passes ``lpj=N`` on later TCG
+guest's dmesg (the whole line must be the kernel's, and N one that a real TSC
+can give, ``LPJ_RANGE``: the guest's log is untrusted), per kernel image and host, and passes ``lpj=N`` on later TCG
 boots of the same kernel. The value is the one the guest computes itself (TSC
 kHz * 1000 / HZ), so udelay() stays right. A remote libvirt host has its own
 TSC, so it gets its own entries (``host``).
@@ -39,8 +40,20 @@ import re
 from pathlib import Path
 
 from lab.paths import cache_dir, write_text_atomic
+from lab.vm import tcg_clock
 
-_SKIPPED = re.compile(r"Calibrating delay loop \(skipped\), value calculated using timer frequency.*\(lpj=(\d+)\)")
+_SKIPPED = re.compile(
+    r"^\[[ \d.]+\] Calibrating delay loop \(skipped\), value calculated using timer frequency\.\. [\d.]+ BogoMIPS"
+    r" \(lpj=(\d{1,10})\)$",
+    re.MULTILINE,
+)
+# What the guest's dmesg says is the guest's word (the kernel is under test): only a loops_per_jiffy a
+# real TSC can give is kept. TSC kHz * 1000 / HZ for 100 MHz..20 GHz and HZ 100..1000.
+LPJ_RANGE = (100_000, 200_000_000)
+
+
+def valid_lpj(lpj: object) -> bool:
+    return isinstance(lpj, int) and not isinstance(lpj, bool) and LPJ_RANGE[0] <= lpj <= LPJ_RANGE[1]
 _FILE = "tcg-lpj.json"
 
 
@@ -55,7 +68,7 @@ def _load() -> dict[str, int]:
         data = json.loads((cache_dir() / _FILE).read_text())
     except (OSError, ValueError):
         return {}
-    return {k: v for k, v in data.items() if isinstance(v, int) and v > 0} if isinstance(data, dict) else {}
+    return {k: v for k, v in data.items() if valid_lpj(v)} if isinstance(data, dict) else {}
 
 
 def boot_args(kernel_image: Path, accel: str, host: str = "") -> str:
@@ -64,7 +77,7 @@ def boot_args(kernel_image: Path, accel: str, host: str = "") -> str:
     if accel != "tcg":
         return ""
     lpj = _load().get(_key(kernel_image, host))
-    fixed = "tsc=reliable no_timer_check"
+    fixed = " ".join(filter(None, ("tsc=reliable no_timer_check", tcg_clock.clock_args(host))))
     return f"{fixed} lpj={lpj}" if lpj else fixed
 
 
@@ -72,10 +85,13 @@ def learn(kernel_image: Path, accel: str, dmesg: str, host: str = "") -> int | N
     """Remember the boot CPU's loops_per_jiffy from a TCG guest's dmesg (a boot without lpj=)."""
     if accel != "tcg":
         return None
+    tcg_clock.learn(dmesg, host)  # the TSC frequency (tsc_early_khz=), from a boot that calibrated it soundly
     m = _SKIPPED.search(dmesg)
     if not m:
         return None
     lpj = int(m.group(1))
+    if not valid_lpj(lpj):
+        return None
     data = _load()
     key = _key(kernel_image, host)
     if data.get(key) == lpj:

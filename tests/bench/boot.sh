@@ -25,6 +25,8 @@ if [ -z "$KERNEL" ]; then
 fi
 ACCEL=$("$VENV/bin/python" -c 'from lab.host.accel import accel_verdict; from pathlib import Path; import sys; print(accel_verdict(Path(sys.argv[1]))["accel"])' "$KERNEL")
 VNG_KVM=(); [ "$ACCEL" = tcg ] && VNG_KVM=(--disable-kvm)
+# The same ring-4 as virtme-ng options (numalab topo vng-args), without --pin as the bench always ran it
+read -ra VNG_TOPO <<< "$("$NUMALAB" topo vng-args ring-4 --cpus-per-node 1 --no-pin 2>/dev/null)"
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
@@ -54,10 +56,7 @@ run_numalab() {
 run_vng() {
   local t0 t1
   t0=$(now)
-  "$VENV/bin/vng" -v -r "$KERNEL" "${VNG_KVM[@]}" --force-9p -p 4 -m 2G \
-    --numa 512M,cpus=0 --numa 512M,cpus=1 --numa 512M,cpus=2 --numa 512M,cpus=3 \
-    --numa-distance 0,1=20 --numa-distance 1,2=20 --numa-distance 2,3=20 --numa-distance 3,0=20 \
-    --numa-distance 0,2=30 --numa-distance 1,3=30 --exec true > "$out/vng$i.log" 2>&1 \
+  "$VENV/bin/vng" -v -r "$KERNEL" "${VNG_KVM[@]}" --force-9p "${VNG_TOPO[@]}" --exec true > "$out/vng$i.log" 2>&1 \
     || grep -q "script exited with code 0" "$out/vng$i.log" \
     || { echo "vng run $i failed:" >&2; tail -3 "$out/vng$i.log" >&2; }
   # (without virtio-console in the kernel vng cannot return the exit code and says 255, but the log says it ran)

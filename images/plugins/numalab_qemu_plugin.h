@@ -1,0 +1,82 @@
+/*
+ * The few parts of QEMU's TCG plugin interface that numalab's plugins use,
+ * declared here in our own words (no Debian 12 package ships qemu-plugin.h).
+ *
+ * What a plugin must provide:
+ *   - an exported int `qemu_plugin_version`: QEMU refuses a plugin whose
+ *     version is below its minimum or above its own (QEMU 4.2-8.2 accept 1;
+ *     QEMU 9.0 raised the minimum to 2). numalab builds with
+ *     -DNUMALAB_PLUGIN_API=<n>, chosen from the installed QEMU's version;
+ *   - an exported `qemu_plugin_install`, called once when QEMU loads it.
+ *
+ * The functions below have had the same signatures from API version 1 to
+ * the current one; nothing here uses the inline or scoreboard interfaces
+ * that changed in 9.0.
+ */
+#ifndef NUMALAB_QEMU_PLUGIN_H
+#define NUMALAB_QEMU_PLUGIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define NL_EXPORT __attribute__((visibility("default")))
+
+typedef uint64_t qemu_plugin_id_t;
+
+/* What QEMU tells the plugin about itself and the machine at install time. */
+typedef struct {
+    const char *target_name;
+    struct {
+        int min;
+        int cur;
+    } version;
+    bool system_emulation;
+    union {
+        struct {
+            int smp_vcpus;
+            int max_vcpus;
+        } system;
+    };
+} qemu_info_t;
+
+struct qemu_plugin_tb;      /* a translation block being translated (opaque) */
+struct qemu_plugin_insn;    /* one guest instruction of it (opaque) */
+struct qemu_plugin_hwaddr;  /* where a memory access went (opaque) */
+typedef uint32_t qemu_plugin_meminfo_t;  /* size, sign, endianness, store bit: packed */
+
+enum qemu_plugin_cb_flags {
+    QEMU_PLUGIN_CB_NO_REGS,  /* the callback reads no guest registers */
+    QEMU_PLUGIN_CB_R_REGS,
+    QEMU_PLUGIN_CB_RW_REGS,
+};
+
+enum qemu_plugin_mem_rw {
+    QEMU_PLUGIN_MEM_R = 1,
+    QEMU_PLUGIN_MEM_W,
+    QEMU_PLUGIN_MEM_RW,
+};
+
+typedef void (*qemu_plugin_vcpu_tb_trans_cb_t)(qemu_plugin_id_t id, struct qemu_plugin_tb *tb);
+typedef void (*qemu_plugin_vcpu_mem_cb_t)(unsigned int vcpu_index, qemu_plugin_meminfo_t info,
+                                          uint64_t vaddr, void *userdata);
+typedef void (*qemu_plugin_udata_cb_t)(qemu_plugin_id_t id, void *userdata);
+
+/* Called for every translation block QEMU translates. */
+void qemu_plugin_register_vcpu_tb_trans_cb(qemu_plugin_id_t id, qemu_plugin_vcpu_tb_trans_cb_t cb);
+size_t qemu_plugin_tb_n_insns(const struct qemu_plugin_tb *tb);
+struct qemu_plugin_insn *qemu_plugin_tb_get_insn(const struct qemu_plugin_tb *tb, size_t idx);
+/* Called on every load and/or store the instruction makes, on the vCPU's own thread. */
+void qemu_plugin_register_vcpu_mem_cb(struct qemu_plugin_insn *insn, qemu_plugin_vcpu_mem_cb_t cb,
+                                      enum qemu_plugin_cb_flags flags, enum qemu_plugin_mem_rw rw,
+                                      void *userdata);
+/* Only valid inside a memory callback (system emulation): where the access went. */
+struct qemu_plugin_hwaddr *qemu_plugin_get_hwaddr(qemu_plugin_meminfo_t info, uint64_t vaddr);
+bool qemu_plugin_hwaddr_is_io(const struct qemu_plugin_hwaddr *haddr);
+/* QEMU 8.2+: the guest-physical address. QEMU 5.1-8.1: for RAM, the RAM block's offset in
+ * QEMU's ram_addr space + the region's offset in its container + the offset in the block. */
+uint64_t qemu_plugin_hwaddr_phys_addr(const struct qemu_plugin_hwaddr *haddr);
+/* Called once when QEMU exits normally (the guest powered off). */
+void qemu_plugin_register_atexit_cb(qemu_plugin_id_t id, qemu_plugin_udata_cb_t cb, void *userdata);
+
+#endif

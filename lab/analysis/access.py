@@ -1,0 +1,164 @@
+"""The access-matrix plugin's counts -> a CPU-node x memory-node matrix, its time series, local %.
+
+The plugin (``images/plugins/access_matrix.c``) writes cumulative per-vCPU counts
+every few hundred milliseconds, stamped with the host's CLOCK_MONOTONIC; the
+run stamps the workload's start and end with the same clock when the console
+shows them. The matrix is cut to the workload window: the last snapshot at or
+before the start to the first at or after the end (so it spans at most one
+snapshot period more than the workload on either side).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lab.errors import LabError
+
+# A correct map leaves only firmware and ROM reads outside the nodes (none were seen
+# here); a wrong one puts whole nodes there. More than this share fails the run.
+OUTSIDE_LIMIT = 0.001
+EXTRA_COLS = ("outside", "io", "unresolved")
+
+
+@dataclass
+class AccessLog:
+    sample: int
+    interval_ms: int
+    vcpus: int
+    nodes: int
+    ranges: list[tuple[int, int, int]] = field(default_factory=list)
+    snaps: list[tuple[int, list[int]]] = field(default_factory=list)  # (mono ns, flat counts)
+    ended: bool = False
+    outside_first: int | None = None
+
+    @property
+    def width(self) -> int:
+        return self.nodes + len(EXTRA_COLS)
+
+
+def read_log(path: Path) -> AccessLog:
+    """Parse the plugin's output. A missing or malformed file is a LabError naming it."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as err:
+        raise LabError(f"{path}: cannot read the access-matrix counts ({err.strerror})") from None
+    if not lines or lines[0] != "numalab-access-matrix 1":
+        raise LabError(f"{path}: not an access-matrix file (first line {lines[0] if lines else ''!r})")
+    head: dict[str, int] = {}
+    log: AccessLog | None = None
+    ranges = []
+    for n, line in enumerate(lines[1:], 2):
+        words = line.split()
+        if not words:
+            continue
+        try:
+            if words[0] in ("api", "sample", "interval_ms", "vcpus", "nodes"):
+                head[words[0]] = int(words[1])
+            elif words[0] == "range":
+                ranges.append((int(words[1]), int(words[2], 16), int(words[3], 16)))
+            elif words[0] in ("snap", "end"):
+                if log is None:
+                    log = AccessLog(head["sample"], head["interval_ms"], head["vcpus"], head["nodes"], ranges)
+                counts = [int(w) for w in words[2:]]
+                if len(counts) != log.vcpus * log.width:
+                    if n == len(lines):  # QEMU was killed while the line was written
+                        break
+                    raise ValueError(f"{len(counts)} counts, expected {log.vcpus * log.width}")
+                log.snaps.append((int(words[1]), counts))
+                log.ended = log.ended or words[0] == "end"
+            elif words[0] == "outside-first":
+                if log is not None:
+                    log.outside_first = int(words[1], 16)
+        except (ValueError, IndexError, KeyError) as err:
+            raise LabError(f"{path}:{n}: malformed line ({err})") from None
+    if log is None or not log.snaps:
+        raise LabError(f"{path}: no counts (the plugin wrote no snapshot)")
+    return log
+
+
+def _vcpu_matrix(log: AccessLog, a: list[int], b: list[int]) -> list[list[int]]:
+    """b - a, per vCPU: [node counts..., outside, io, unresolved]."""
+    w = log.width
+    return [[b[v * w + c] - a[v * w + c] for c in range(w)] for v in range(log.vcpus)]
+
+
+def node_matrix(log: AccessLog, vcpu_rows: list[list[int]], vcpu_nodes: list[int]) -> list[list[int]]:
+    """Per-vCPU rows -> CPU node x memory node."""
+    n = log.nodes
+    m = [[0] * n for _ in range(n)]
+    for v, row in enumerate(vcpu_rows):
+        if v < len(vcpu_nodes):
+            cpu_node = vcpu_nodes[v]
+            for j in range(n):
+                m[cpu_node][j] += row[j]
+    return m
+
+
+def local_pct(m: list[list[int]]) -> float | None:
+    total = sum(map(sum, m))
+    return round(100.0 * sum(m[i][i] for i in range(len(m))) / total, 2) if total else None
+
+
+def _bracket(snaps: list[tuple[int, list[int]]], t0: int | None, t1: int | None) -> tuple[int, int]:
+    """Indices of the last snapshot <= t0 and the first >= t1 (the whole log without stamps)."""
+    i0 = 0
+    if t0 is not None:
+        for i, (t, _) in enumerate(snaps):
+            if t <= t0:
+                i0 = i
+    i1 = len(snaps) - 1
+    if t1 is not None:
+        for i, (t, _) in enumerate(snaps):
+            if t >= t1:
+                i1 = i
+                break
+    return i0, max(i0, i1)
+
+
+def summarize(log: AccessLog, vcpu_nodes: list[int], start_ns: int | None, end_ns: int | None) -> dict:
+    """The run record's ``access_matrix`` section (without the plugin setup, which the run adds)."""
+    snaps = log.snaps
+    i0, i1 = _bracket(snaps, start_ns, end_ns)
+    origin = start_ns if start_ns is not None else snaps[0][0]
+    window = _vcpu_matrix(log, snaps[i0][1], snaps[i1][1])
+    whole = _vcpu_matrix(log, [0] * len(snaps[0][1]), snaps[-1][1])
+    n = log.nodes
+    matrix = node_matrix(log, window, vcpu_nodes)
+    counted_all = sum(sum(r[: n + 1]) for r in whole)
+    outside_all = sum(r[n] for r in whole)
+    series = []
+    for k in range(i0, i1):
+        (_, a), (tb, b) = snaps[k], snaps[k + 1]
+        m = node_matrix(log, _vcpu_matrix(log, a, b), vcpu_nodes)
+        series.append({"t": round((tb - origin) / 1e9, 3), "local_pct": local_pct(m), "matrix": m})
+    return {
+        "matrix": matrix,  # [cpu node][memory node], sampled accesses in the workload window
+        "local_pct": local_pct(matrix),
+        "accesses": sum(map(sum, matrix)),
+        "estimated_accesses": sum(map(sum, matrix)) * log.sample,
+        "per_vcpu": [r[:n] for r in window],
+        "outside": sum(r[n] for r in window),
+        "io": sum(r[n + 1] for r in window),
+        "unresolved": sum(r[n + 2] for r in window),
+        "outside_whole_run": outside_all,
+        "outside_share": round(outside_all / counted_all, 6) if counted_all else 0.0,
+        "outside_first": hex(log.outside_first) if log.outside_first is not None else None,
+        "window_s": [round((snaps[i0][0] - origin) / 1e9, 3), round((snaps[i1][0] - origin) / 1e9, 3)],
+        "window_from_stages": start_ns is not None and end_ns is not None,
+        "complete": log.ended,
+        "interval_ms": log.interval_ms,
+        "series": series,
+    }
+
+
+def self_check(summary: dict) -> str | None:
+    """Why the counts cannot be trusted (a reason for the run's status), or None."""
+    if summary["accesses"] == 0:
+        return "access matrix: no guest memory access was counted in the workload window"
+    if summary["outside_share"] > OUTSIDE_LIMIT:
+        return (
+            f"access matrix: {summary['outside_share']:.1%} of the sampled accesses fell outside every node's "
+            f"memory (first at {summary['outside_first']}): the plugin's address map does not fit this QEMU"
+        )
+    return None

@@ -1,0 +1,45 @@
+"""The options of ``numalab run --repeat auto`` (argparse only, so building the parser stays cheap)."""
+
+from __future__ import annotations
+
+import argparse
+
+# Mirrors lab.analysis.verdict (DEFAULT_DECIDE, DEFAULT_MIN_PAIRS, DEFAULT_MAX_PAIRS, DEFAULT_RULE);
+# tests/test_verdict.py checks that they agree.
+DECIDE_DEFAULT = "vmstat.numa_pages_migrated"
+MIN_PAIRS = 3
+MAX_PAIRS = 8
+RULE = "welch"
+
+
+def add_auto_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("--repeat auto (A/B until the verdict is significant or the budget is spent)")
+    g.add_argument(
+        "--decide",
+        action="append",
+        metavar="METRIC",
+        help=f"metric that must become significant (repeatable; default {DECIDE_DEFAULT}; "
+        "the names are those of numalab compare, e.g. vmstat.hint_local_pct, workload.round_trips_per_s)",
+    )
+    g.add_argument("--min-repeats", type=int, default=MIN_PAIRS, metavar="N",
+                   help=f"pairs before the first look (default {MIN_PAIRS}: fewer are never judged)")  # fmt: skip
+    g.add_argument("--max-repeats", type=int, default=MAX_PAIRS, metavar="N",
+                   help=f"at most N A B pairs (default {MAX_PAIRS})")  # fmt: skip
+    g.add_argument("--time-budget", type=float, metavar="SECONDS",
+                   help="start no pair that would end after SECONDS (judged by the last pair's time)")  # fmt: skip
+    g.add_argument(
+        "--significance",
+        choices=("welch", "ci-overlap"),
+        default=RULE,
+        help=f"significance rule of the verdict (default {RULE}: the CI-overlap rule compares with the standard "
+        "deviations themselves, so more repeats do not make it easier to pass)",
+    )
+
+
+def reject_without_auto(args: argparse.Namespace) -> None:
+    """--decide and --time-budget mean nothing without --repeat auto: say so rather than ignore them."""
+    from lab.errors import LabError
+
+    for opt, value in (("--decide", args.decide), ("--time-budget", args.time_budget)):
+        if value:
+            raise LabError(f"{opt}: only with --repeat auto")

@@ -1,0 +1,170 @@
+"""A/B verdicts a user can paste, and the stopping rule of ``--repeat auto``.
+
+A verdict is one metric's answer to "is B better or worse than A": its
+direction, %diff (+ is better, as in ``numalab compare``), whether the
+difference is significant (by :func:`lab.analysis.compare.significant`),
+how many runs each side had, the accelerator, and how many runs a side the
+observed variance says it would need (:mod:`lab.analysis.power`).
+
+The stopping rule (:func:`should_stop`): keep adding A B pairs until every
+chosen metric is significant (better or worse), or the run budget (pairs or
+seconds) is spent; the reason says which. Stopping as soon as a test passes
+looks at the data repeatedly, which makes a false "significant" more likely
+than the test's own α (about 2-3x for 3..10 looks at α = 0.05); the verdict
+line records the number of runs so a reader can judge, and a result that
+matters should be confirmed with a fixed ``--repeat N``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from lab.analysis.compare import MIN_REPEATS, Row, Stats, pct_better, significant
+from lab.analysis.metrics import get_metric, metric_values
+from lab.analysis.power import ci_overlap_margin, repeats_needed
+
+DEFAULT_DECIDE = ("vmstat.numa_pages_migrated",)
+DEFAULT_MIN_PAIRS = MIN_REPEATS
+DEFAULT_MAX_PAIRS = 8
+DEFAULT_RULE = "welch"  # the CI-overlap rule does not get easier with more runs (lab.analysis.power)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    metric: str
+    better: str  # which way is better for the metric: "higher" or "lower"
+    direction: str  # "better", "worse", "same" (not significant) or "unknown" (too few runs, no values)
+    pct_diff: float | None  # + is better
+    significant: bool | None
+    rule: str
+    n_base: int
+    n_new: int
+    mean_base: float | None
+    mean_new: float | None
+    accelerator: str
+    needed_per_side: int | None  # from the observed variance; None: no difference observed
+    ci_margin: float | None  # |Δ| / (1.96(σb+σn))
+    base_label: str = "A"
+    new_label: str = "B"
+    context: str = ""  # e.g. "ring-4 pairs"
+    mean_name: str = "Amean"  # the mean %diff compares (compare.Row: the metric's own, Hmean for rates)
+
+    @property
+    def moved(self) -> str:
+        """Which way the means moved, significant or not: better, worse, same, or n/a."""
+        if self.pct_diff is None:
+            return "n/a"
+        return "better" if self.pct_diff > 0 else "worse" if self.pct_diff < 0 else "same"
+
+    @property
+    def decided(self) -> bool:
+        return self.direction in ("better", "worse")
+
+    def line(self) -> str:
+        """One line to paste: metric, direction, %diff, significance, repeats, accelerator."""
+        pct = "n/a" if self.pct_diff is None else f"{self.pct_diff:+.2f}%"
+        if self.significant is None:
+            sig = f"not judged (<{MIN_REPEATS} runs a side)" if min(self.n_base, self.n_new) < MIN_REPEATS else "n/a"
+        else:
+            sig = f"{'significant' if self.significant else 'not significant'} ({self.rule})"
+        need = "" if self.needed_per_side is None else f", ~{self.needed_per_side}/side needed"
+        ctx = f" [{self.context}]" if self.context else ""
+        if self.decided:
+            what = self.direction
+        elif self.moved in ("better", "worse"):
+            what = f"undecided ({self.moved} by the {self.mean_name})"
+        else:
+            what = "undecided"
+        return (
+            f"{self.metric}: {self.new_label} vs {self.base_label}: {what}, {pct}, {sig}, "
+            f"{self.n_base}+{self.n_new} runs{need}, {self.accelerator}{ctx}"
+        )
+
+    def to_dict(self) -> dict:
+        return asdict(self) | {"decided": self.decided, "moved": self.moved, "line": self.line()}
+
+
+def verdict_of(
+    metric_key: str,
+    base: list[float],
+    new: list[float],
+    rule: str = DEFAULT_RULE,
+    accelerator: str = "?",
+    labels: tuple[str, str] = ("A", "B"),
+    context: str = "",
+) -> Verdict:
+    """The verdict for one metric from its values on each side (runs without the metric left out)."""
+    metric = get_metric(metric_key)
+    if not base or not new:
+        return Verdict(metric.key, metric.better, "unknown", None, None, rule, len(base), len(new), None, None,
+                       accelerator, None, None, *labels, context)  # fmt: skip
+    bs, ns = Stats.of(base), Stats.of(new)
+    row = Row(metric, bs, ns, significant(bs, ns, rule))
+    mb, mn = row.mean(bs), row.mean(ns)
+    power = repeats_needed(base, new)
+    return Verdict(
+        metric.key, metric.better, row.verdict(), pct_better(mb, mn, metric.better), row.significant, rule,
+        bs.n, ns.n, mb, mn, accelerator, power.per_side, ci_overlap_margin(base, new), *labels, context,
+        row.mean_name,
+    )  # fmt: skip
+
+
+def values(manifests: list[dict], metric_key: str) -> list[float]:
+    """The metric's value in every ok run that has it."""
+    return [v[metric_key] for m in manifests if m.get("status") == "ok" and metric_key in (v := metric_values(m))]
+
+
+def verdicts_of(
+    base: list[dict],
+    new: list[dict],
+    metrics: list[str] | tuple[str, ...],
+    rule: str = DEFAULT_RULE,
+    labels: tuple[str, str] = ("A", "B"),
+    context: str = "",
+) -> list[Verdict]:
+    """Verdicts for each metric from two lists of run manifests."""
+    accels = sorted({(m.get("accelerator") or {}).get("name", "?") for m in base + new if m.get("status") == "ok"})
+    accel = "+".join(accels) or "?"
+    return [verdict_of(k, values(base, k), values(new, k), rule, accel, labels, context) for k in metrics]
+
+
+@dataclass(frozen=True)
+class Stop:
+    stop: bool
+    reason: str  # "decided", "max-repeats", "time-budget", "no-data", "" (go on)
+    detail: str
+
+
+def should_stop(
+    verdicts: list[Verdict],
+    pairs: int,
+    min_pairs: int = DEFAULT_MIN_PAIRS,
+    max_pairs: int = DEFAULT_MAX_PAIRS,
+    elapsed_s: float = 0.0,
+    budget_s: float | None = None,
+    pair_s: float | None = None,
+) -> Stop:
+    """After ``pairs`` A B pairs: stop (and why) or run another pair.
+
+    Metrics without values on a side (e.g. hint-local percent with no hint
+    faults) cannot decide and do not hold the loop; with every chosen metric
+    absent (or every run failed) the loop stops at ``min_pairs`` ("no-data"). ``pair_s`` (the last pair's
+    duration) keeps the loop from starting a pair that would overrun
+    ``budget_s``.
+    """
+    if pairs < min_pairs:
+        return Stop(False, "", f"{pairs} of at least {min_pairs} pairs")
+    judged = [v for v in verdicts if v.n_base and v.n_new]
+    if not judged:
+        names = ", ".join(v.metric for v in verdicts)
+        return Stop(True, "no-data", f"after {pairs} pairs no ok run on one side has {names}: nothing to decide on")
+    if all(v.decided for v in judged):
+        which = ", ".join(f"{v.metric} {v.direction}" for v in judged)
+        return Stop(True, "decided", f"after {pairs} pairs: {which}")
+    undecided = ", ".join(v.metric for v in judged if not v.decided)
+    if pairs >= max_pairs:
+        return Stop(True, "max-repeats", f"{max_pairs} pairs spent, still not significant: {undecided}")
+    if budget_s is not None and elapsed_s + (pair_s or 0.0) > budget_s:
+        return Stop(True, "time-budget", f"{elapsed_s:.0f}s of the {budget_s:g}s budget spent after {pairs} pairs, "
+                    f"still not significant: {undecided}")  # fmt: skip
+    return Stop(False, "", f"after {pairs} pairs not yet significant: {undecided}")

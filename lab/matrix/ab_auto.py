@@ -1,0 +1,130 @@
+"""``numalab run --kernel A --kernel B --repeat auto``: A B pairs until the chosen metrics decide.
+
+Runs go A B A B as with ``--repeat N``; after each pair (from the third on)
+the verdicts of the ``--decide`` metrics are computed from the run
+manifests and :func:`lab.analysis.verdict.should_stop` says whether to go
+on. The batch directory gets ``verdict.json`` and the usual A/B report; the
+verdict lines are printed to paste.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+
+from lab.analysis.compare import RULES
+from lab.analysis.metrics import get_metric
+from lab.analysis.verdict import DEFAULT_DECIDE, Stop, Verdict, should_stop, verdicts_of
+from lab.errors import LabError
+
+
+def check_auto_args(args: argparse.Namespace) -> tuple[list[str], str]:
+    """The --decide metrics and the significance rule, checked (one-line errors)."""
+    if len(args.kernel or []) != 2:
+        raise LabError("--repeat auto: give exactly two kernels (--kernel A --kernel B) to compare")
+    if args.max_repeats < 1:
+        raise LabError(f"--max-repeats: must be >= 1, got {args.max_repeats}")
+    if args.min_repeats < 1 or args.min_repeats > args.max_repeats:
+        raise LabError(f"--min-repeats: must be between 1 and --max-repeats ({args.max_repeats}), "
+                       f"got {args.min_repeats}")  # fmt: skip
+    if args.time_budget is not None and args.time_budget <= 0:
+        raise LabError(f"--time-budget: must be > 0 seconds, got {args.time_budget:g}")
+    decide = list(dict.fromkeys(args.decide or DEFAULT_DECIDE))
+    for key in decide:
+        try:
+            get_metric(key)
+        except LabError as err:
+            raise LabError(f"--decide: {err}") from None
+    if args.significance not in RULES:
+        raise LabError(f"--significance {args.significance}: not one of {', '.join(RULES)}")
+    return decide, args.significance
+
+
+def auto_batch(args: argparse.Namespace) -> Path:
+    if args.out is not None:
+        if args.out.exists():
+            raise LabError(f"--out {args.out}: already exists; give a new directory")
+        return args.out
+    return args.runs_dir / time.strftime("ab-auto-%Y%m%d-%H%M%S", time.gmtime())
+
+
+def print_verdicts(verdicts: list[Verdict], stop: Stop, out) -> None:
+    print(f"\nstopped: {stop.reason}: {stop.detail}", file=out)
+    for v in verdicts:
+        print(f"verdict: {v.line()}", file=out)
+
+
+def run_auto(args: argparse.Namespace, progress: Callable[[str], None]) -> int:
+    from lab.run import Interrupted, execute, print_summary
+    from lab.runner import requests_from_args
+
+    decide, rule = check_auto_args(args)
+    batch = auto_batch(args)
+    one = copy.copy(args)
+    one.repeat, one.out = 1, batch
+    protos = requests_from_args(one, progress)  # [A, B], validated like any run
+    labels = (protos[0].kernel.name, protos[1].kernel.name)
+    human = sys.stderr if args.json else sys.stdout
+    sides: dict[str, list[dict]] = {labels[0]: [], labels[1]: []}
+    paths: list[Path] = []
+    t0 = time.monotonic()
+    pairs = 0
+    stop = Stop(False, "", "")
+    verdicts: list[Verdict] = []
+    context = f"{protos[0].topology.name} {protos[0].workload.name}"
+    try:
+        while True:
+            pair_t0 = time.monotonic()
+            pairs += 1
+            for req in protos:
+                name = req.kernel.name
+                label = f"{name} pair {pairs} (auto, at most {args.max_repeats})"
+                r = replace(req, out=batch / f"{name}-r{pairs}", label=label)
+                path, manifest = execute(r, lambda msg, n=pairs: progress(f"[pair {n}] {msg}"))
+                print_summary(manifest, out=human)
+                print(f"  record: {path}", file=human)
+                sides[name].append(manifest)
+                paths.append(path)
+            verdicts = verdicts_of(sides[labels[0]], sides[labels[1]], decide, rule, labels, context)
+            stop = should_stop(verdicts, pairs, args.min_repeats, args.max_repeats, time.monotonic() - t0,
+                               args.time_budget, time.monotonic() - pair_t0)  # fmt: skip
+            for v in verdicts:
+                progress(f"after pair {pairs}: {v.line()}")
+            if stop.stop:
+                break
+            progress(stop.detail)
+    except Interrupted as sig:
+        progress(f"interrupted by {sig}: QEMU stopped; the unfinished run was left as a hidden .partial directory")
+        return 143 if str(sig) == "SIGTERM" else 130
+    result = {
+        "stopped": stop.reason,
+        "detail": stop.detail,
+        "pairs": pairs,
+        "baseline": labels[0],
+        "new": labels[1],
+        "significance_rule": rule,
+        "decide": decide,
+        "min_pairs": args.min_repeats,
+        "max_pairs": args.max_repeats,
+        "time_budget_s": args.time_budget,
+        "wall_s": round(time.monotonic() - t0, 1),
+        "runs": [str(p) for p in paths],
+        "verdicts": [v.to_dict() for v in verdicts],
+    }
+    from lab.paths import write_text_atomic
+
+    write_text_atomic(batch / "verdict.json", json.dumps(result, indent=2) + "\n")
+    print_verdicts(verdicts, stop, human)
+    from lab.report.build import build_report
+
+    report = build_report(paths, batch / "report.html", rule)
+    print(f"report: {report.html}\nverdict data: {batch / 'verdict.json'}", file=human)
+    if args.json:
+        print(json.dumps(result, indent=2))
+    return 0 if all(m["status"] == "ok" for ms in sides.values() for m in ms) else 1

@@ -1,0 +1,117 @@
+"""The report's access-matrix part: a CPU-node x memory-node heatmap, a local-% timeline next to the
+kernel's hint-local %, and the plugin's slowdown against plain runs of the same setup."""
+
+from __future__ import annotations
+
+from html import escape
+from statistics import mean
+
+from lab.analysis.record import RunRecord
+from lab.report import svg
+
+
+def _setup(r: RunRecord) -> tuple:
+    m = r.manifest
+    s = m.get("settings", {})
+    return (
+        r.topology.name,
+        m["workload"]["name"],
+        m["workload"].get("duration_s"),
+        r.kernel_name,
+        s.get("numa_balancing"),
+        tuple(sorted((s.get("knobs") or {}).items())),
+    )
+
+
+def _gbps(r: RunRecord) -> float | None:
+    v = ((r.manifest.get("workload") or {}).get("result") or {}).get("gbps")
+    return float(v) if isinstance(v, (int, float)) and v > 0 else None
+
+
+def slowdowns(runs: list[RunRecord]) -> dict[str, dict]:
+    """Per instrumented run: its workload throughput against the mean of the plain (uninstrumented) ok runs
+    of the same topology, workload, duration, kernel and settings in the same report."""
+    plain: dict[tuple, list[float]] = {}
+    for r in runs:
+        g = _gbps(r)
+        if r.status == "ok" and "access_matrix" not in r.manifest and g is not None:
+            plain.setdefault(_setup(r), []).append(g)
+    out = {}
+    for r in runs:
+        if "access_matrix" not in r.manifest:
+            continue
+        base, g = plain.get(_setup(r)), _gbps(r)
+        if base and g:
+            out[r.run_id] = {"factor": round(mean(base) / g, 2), "plain_runs": len(base), "plain_gbps": mean(base)}
+        else:
+            out[r.run_id] = {"factor": None, "plain_runs": len(base or [])}
+    return out
+
+
+def _step_hold(t: list[float], vs_t: list[float], vs_vals: list[float | None]) -> list[float | None]:
+    """The vmstat interval value that covers each time in ``t`` (vmstat samples end their interval)."""
+    out: list[float | None] = []
+    for x in t:
+        v = None
+        for k, end in enumerate(vs_t):
+            if end >= x:
+                v = vs_vals[k] if k > 0 else None
+                break
+        out.append(v)
+    return out
+
+
+def access_section(r: dict) -> str:
+    """HTML for one run entry of report.json; "" when the run counted no accesses."""
+    a = r.get("access_matrix")
+    if not a:
+        return ""
+    head = "<h4>Memory accesses by node (access-matrix plugin)</h4>"
+    sample = (a.get("plugin") or {}).get("sample")
+    sd = a.get("slowdown") or {}
+    factor = sd.get("factor")
+    slow = (
+        f"the plugin slowed the workload {factor:g}x (throughput against {sd['plain_runs']} plain run"
+        f"{'s' if sd['plain_runs'] != 1 else ''} of the same setup in this report)"
+        if factor
+        else "slowdown not measured (no plain run of the same setup in this report)"
+    )
+    if a.get("problem"):
+        return head + f'<div class="box bad"><p>{escape(a["problem"])}</p></div>'
+    matrix = a.get("matrix") or []
+    labels = [str(i) for i in range(len(matrix))]
+    lp = a.get("local_pct")
+    facts = (
+        f'<p class="facts">access-local <strong>{lp if lp is not None else "-"} %</strong> · '
+        f"{a.get('accesses', 0):,} sampled accesses (every {sample}th) · {escape(slow)}. "
+        "Instrumented runs are kept out of throughput comparisons.</p>"
+    )
+    heat = svg.heatmap(
+        matrix, labels, title="accesses by node", row_axis="CPU node", col_axis="memory node"
+    )
+    caption = (
+        f"Sampled loads and stores in the workload window ({a.get('window_s', ['?', '?'])[0]} s to "
+        f"{a.get('window_s', ['?', '?'])[1]} s); the diagonal is local."
+    )
+    figs = [f'<figure>{heat}<figcaption>{escape(caption)}</figcaption></figure>']
+    series = a.get("series") or []
+    if series:
+        t = [float(s["t"]) for s in series]
+        lines: dict[str, list[float | None]] = {"access local %": [s.get("local_pct") for s in series]}
+        vs = (r.get("metrics") or {}).get("vmstat_series") or {}
+        if vs.get("t"):
+            lines["hint local %"] = _step_hold(t, list(vs["t"]), list(vs.get("hint_local_pct") or []))
+        chart = svg.line_chart(
+            t,
+            lines,
+            title="local % over time",
+            x_label="s since workload start",
+            y_max=100,
+            colors={"access local %": "#059669", "hint local %": "#0891b2"},
+        )
+        figs.append(
+            f"<figure>{chart}<figcaption>Access-local %: the plugin's sampled accesses per "
+            f"{a.get('interval_ms', '?')} ms snapshot. Hint-local %: the kernel's numa_hint_faults_local / "
+            "numa_hint_faults per vmstat interval (a sample of faults; gaps: no faults).</figcaption></figure>"
+        )
+    return head + facts + f'<div class="grid">{"".join(figs)}</div>'

@@ -1,0 +1,239 @@
+"""Real machines' topologies -> spec files: ``numactl -H`` output and a host's ``/sys/devices/system/node``.
+
+Bug reports paste ``numactl -H``; a host can be read directly from sysfs. Both
+give nodes (CPUs, memory) and the SLIT. :func:`to_spec_yaml` writes a spec the
+rest of numalab loads (``lab.topology.spec``), scaled to sizes a laptop can boot
+(``cpus_per_node``/``mem_per_node``) with the machine's own sizes kept in its
+``description``. CPU-less nodes stay CPU-less; node ids that are not contiguous
+(``available: 2 nodes (0,2)``) are renumbered 0.. in order, and the description
+says so.
+
+Bad or partial input is a one-line :class:`LabError` naming the line (numactl)
+or the file (sysfs).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+from lab.cpulist import parse_cpulist
+from lab.errors import LabError
+from lab.topology.model import LOCAL_DISTANCE, MAX_DISTANCE, MAX_NODES, Node, Topology, check_name, validate
+from lab.topology.numactl import Machine, MachineNode, parse_numactl
+
+SYSFS_NODE_ROOT = Path("/sys/devices/system/node")
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError as err:
+        raise LabError(f"{path}: cannot read ({err.strerror or err})") from None
+    except UnicodeDecodeError:
+        raise LabError(f"{path}: not text") from None
+
+
+def read_sysfs(root: Path = SYSFS_NODE_ROOT) -> Machine:
+    """A host's nodes from ``/sys/devices/system/node`` (or a copy of it under ``root``):
+    ``has_memory``/``online``, and per node ``cpulist``, ``meminfo`` (MemTotal) and ``distance``."""
+    if not root.is_dir():
+        raise LabError(f"{root}: not a directory (expected a copy of /sys/devices/system/node)")
+    online_file = root / "online"
+    if online_file.exists():
+        text = _read(online_file).strip()
+        try:
+            ids = parse_cpulist(text)
+        except (LabError, ValueError):
+            raise LabError(f"{online_file}: cannot read the node list {text!r}") from None
+    else:
+        ids = sorted(int(p.name[4:]) for p in root.glob("node[0-9]*") if p.name[4:].isdigit())
+    if not ids:
+        raise LabError(f"{root}: no node directories (node0, node1, ...)")
+    if len(ids) > MAX_NODES:
+        raise LabError(f"{root}: {len(ids)} nodes, at most {MAX_NODES} are supported")
+    for node in ids:
+        if not (root / f"node{node}").is_dir():
+            raise LabError(f"{root / f'node{node}'}: missing, but {online_file.name} lists node {node}")
+    nodes = []
+    rows = []
+    for node in ids:
+        d = root / f"node{node}"
+        cpulist = _read(d / "cpulist").strip()
+        try:
+            cpus = tuple(parse_cpulist(cpulist)) if cpulist else ()
+        except (LabError, ValueError):
+            raise LabError(f"{d / 'cpulist'}: cannot read the CPU list {cpulist!r}") from None
+        mem = re.search(r"MemTotal:\s*(\d+)\s*kB", _read(d / "meminfo"))
+        if not mem:
+            raise LabError(f"{d / 'meminfo'}: no 'MemTotal: N kB' line")
+        mib = int(mem.group(1)) // 1024
+        if mib <= 0:
+            raise LabError(f"{d / 'meminfo'}: node {node} has no memory; memoryless nodes cannot be emulated")
+        dist_text = _read(d / "distance").split()
+        try:
+            row = tuple(int(x) for x in dist_text)
+        except ValueError:
+            raise LabError(f"{d / 'distance'}: not a row of numbers: {' '.join(dist_text)!r}") from None
+        if len(row) != len(ids):
+            raise LabError(f"{d / 'distance'}: {len(row)} distances for {len(ids)} nodes")
+        for col, v in zip(ids, row):
+            ok = v == LOCAL_DISTANCE if col == node else LOCAL_DISTANCE < v <= MAX_DISTANCE
+            if not ok:
+                raise LabError(f"{d / 'distance'}: distance {node}->{col} is {v}")
+        nodes.append(MachineNode(node, cpus, mib))
+        rows.append(row)
+    return Machine(
+        nodes=tuple(nodes), distances=tuple(rows), origin=f"sysfs ({root})", slow_nodes=_sysfs_slow_nodes(root, nodes)
+    )
+
+
+def _sysfs_slow_nodes(root: Path, nodes: list[MachineNode]) -> tuple[int, ...]:
+    """CPU-less nodes in a memory tier below the top ones (6.1: the slowest tier that has a CPU node, and
+    every faster one), from ``ROOT/../../virtual/memory_tiering`` when the host (6.1+) has it."""
+    tiering = root.parent.parent / "virtual" / "memory_tiering"
+    if not tiering.is_dir():
+        return ()
+    with_cpus = {n.id for n in nodes if n.cpus}
+    tiers: list[tuple[int, list[int]]] = []
+    for d in tiering.glob("memory_tier[0-9]*"):
+        text = _read(d / "nodelist").strip()
+        try:
+            tiers.append((int(d.name.removeprefix("memory_tier")), parse_cpulist(text)))
+        except (LabError, ValueError):
+            raise LabError(f"{d / 'nodelist'}: cannot read the node list {text!r}") from None
+    top = max((tier for tier, members in tiers if with_cpus & set(members)), default=None)
+    if top is None:
+        return ()
+    known = {n.id for n in nodes}
+    return tuple(sorted(n for tier, members in tiers if tier > top for n in members if n in known - with_cpus))
+
+
+def _mem_text(mib: int) -> str:
+    return f"{mib // 1024}G" if mib % 1024 == 0 else f"{mib}M"
+
+
+def scaled_topology(
+    machine: Machine, name: str, cpus_per_node: int, mem_per_node_mib: int, slow_cpuless: bool = False
+) -> Topology:
+    """The machine with every CPU node given ``cpus_per_node`` CPUs and every node ``mem_per_node_mib``
+    (CPU-less nodes stay CPU-less), described with its original sizes; validated. ``slow_cpuless`` makes
+    the CPU-less nodes a slower memory tier (lab.topology.tiers: dax kmem, as CXL memory comes up)."""
+    check_name(name, "--name")
+    real = "; ".join(f"node {n.id}: {len(n.cpus)} CPUs, {n.memory_mib} MiB" for n in machine.nodes)
+    renumbered = [n.id for n in machine.nodes] != list(range(len(machine.nodes)))
+    plural = "s" if len(machine.nodes) > 1 else ""
+    description = (
+        f"Imported from {machine.origin}: {len(machine.nodes)} node{plural}, {machine.total_cpus} CPUs ({real})"
+        + (f"; node ids {[n.id for n in machine.nodes]} renumbered 0..{len(machine.nodes) - 1}" if renumbered else "")
+        + (f"; nodes {list(machine.slow_nodes)} are in a lower memory tier" if machine.slow_nodes else "")
+        + f". Scaled to {cpus_per_node} CPUs and {_mem_text(mem_per_node_mib)} per node."
+    )
+    topo = Topology(
+        name=name,
+        nodes=tuple(Node(i, cpus_per_node if n.cpus else 0, mem_per_node_mib) for i, n in enumerate(machine.nodes)),
+        distances=machine.distances,
+        description=description,
+    )
+    cpuless = [i for i, n in enumerate(machine.nodes) if not n.cpus]
+    if slow_cpuless and not cpuless:
+        raise LabError("--slow-cpuless: the machine has no CPU-less nodes")
+    # the machine's own lower tiers (sysfs), or every CPU-less node with --slow-cpuless
+    slow = cpuless if slow_cpuless else [i for i, n in enumerate(machine.nodes) if n.id in machine.slow_nodes]
+    if slow:
+        from lab.topology.tiers import parse_tiers
+
+        tiers = parse_tiers(
+            {"tiers": {"slow_nodes": slow}}, [n.cpus for n in topo.nodes], [list(r) for r in topo.distances]
+        )
+        topo = replace(topo, tiers=tiers)
+    try:
+        validate(topo)
+    except LabError as err:
+        raise LabError(f"{machine.origin} scaled to {cpus_per_node} CPUs per node: {err}") from None
+    return topo
+
+
+def to_spec_yaml(topo: Topology) -> str:
+    """A spec file (the format of ``topologies/*.yaml``) for ``topo``: explicit nodes and SLIT."""
+    lines = [f"name: {topo.name}", f"description: {_yaml_str(topo.description)}"]
+    cpus = {n.cpus for n in topo.nodes}
+    mems = {n.memory_mib for n in topo.nodes}
+    if len(cpus) == 1 and len(mems) == 1:
+        lines += [
+            f"nodes: {topo.n_nodes}",
+            f"cpus_per_node: {cpus.pop()}",
+            f"memory_per_node: {_mem_text(mems.pop())}",
+        ]
+    else:
+        lines.append("nodes:")
+        lines += [f"  - {{id: {n.id}, cpus: {n.cpus}, memory: {_mem_text(n.memory_mib)}}}" for n in topo.nodes]
+    if topo.threads != 1:
+        lines.append(f"threads: {topo.threads}")
+    if topo.tiers and topo.tiers.slow_nodes:
+        slow = ", ".join(map(str, topo.tiers.slow_nodes))
+        lines += ["tiers:", f"  slow_nodes: [{slow}]"]
+    width = max(len(str(v)) for row in topo.distances for v in row)
+    lines.append("distances:")
+    lines += ["  - [" + ", ".join(str(v).rjust(width) for v in row) + "]" for row in topo.distances]
+    return "\n".join(lines) + "\n"
+
+
+def _yaml_str(text: str) -> str:
+    """A double-quoted YAML scalar (the description has ':' and ';')."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def safe_name(stem: str) -> str:
+    """A file's stem made into a spec name (letters, digits and ._+-, at most 64)."""
+    name = re.sub(r"[^A-Za-z0-9._+-]+", "-", stem).strip("-._+")[:64]
+    return name or "imported"
+
+
+def yaml_data(text: str) -> object:
+    """Parse a spec text written by :func:`to_spec_yaml` (to check that it loads back)."""
+    import yaml
+
+    return yaml.safe_load(text)
+
+
+def import_spec(
+    file: str | None,
+    from_sysfs: str | None,
+    name: str | None,
+    cpus_per_node: int,
+    mem_per_node: str,
+    slow_cpuless: bool = False,
+) -> tuple[Topology, str]:
+    """``numalab topo import``: numactl -H output (a file, or ``-`` for standard input) or a sysfs
+    node directory -> the scaled topology and its spec text (checked to load back as it)."""
+    import sys
+
+    from lab.paths import read_text_file
+    from lab.topology.spec import load_spec, parse_mib
+
+    if (file is None) == (from_sysfs is None):
+        raise LabError("topo import: give a numactl -H file (or - for stdin) or --from-sysfs [ROOT], not both")
+    if from_sysfs is not None:
+        machine = read_sysfs(Path(from_sysfs))
+        default_name = "host"
+    else:
+        assert file is not None
+        if file == "-":
+            try:
+                text = sys.stdin.buffer.read().decode("utf-8")
+            except UnicodeDecodeError:
+                raise LabError("-: standard input is not UTF-8 text") from None
+        else:
+            text = read_text_file(Path(file))
+        machine = parse_numactl(text, file)
+        default_name = "imported" if file == "-" else Path(file).stem
+    if cpus_per_node < 1:
+        raise LabError(f"--cpus-per-node: must be >= 1, got {cpus_per_node}")
+    mem = parse_mib(mem_per_node, "--mem-per-node")
+    topo = scaled_topology(machine, name or safe_name(default_name), cpus_per_node, mem, slow_cpuless)
+    spec = to_spec_yaml(topo)
+    loaded = load_spec(yaml_data(spec), "the imported spec")
+    assert loaded.distances == topo.distances and loaded.nodes == topo.nodes
+    return topo, spec

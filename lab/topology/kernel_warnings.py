@@ -1,0 +1,29 @@
+"""What the guest kernel (Linux 6.1) will complain about in a valid spec, before booting it.
+
+Validation (lab.topology.spec) rejects what QEMU or the kernel refuses
+outright. Some specs are accepted by both and still make the kernel log an
+error at boot; ``numalab topo check`` and ``topo show`` warn about those, and
+the run record's topology verdict carries what the kernel actually said
+(lab.guest.kernel_complaints).
+"""
+
+from __future__ import annotations
+
+from lab.topology.model import Topology
+
+
+def predicted_warnings(topo: Topology) -> list[str]:
+    """One sentence per complaint the kernel will make at boot."""
+    cpu_nodes = [n.id for n in topo.nodes if n.cpus]
+    d = topo.distances
+    asym = [(i, j) for i in cpu_nodes for j in cpu_nodes if i < j and d[i][j] != d[j][i]]
+    out = []
+    if asym:
+        pairs = ", ".join(f"{i}->{j} {d[i][j]} but {j}->{i} {d[j][i]}" for i, j in asym[:3])
+        more = f" (and {len(asym) - 3} more pairs)" if len(asym) > 3 else ""
+        out.append(
+            f"asymmetric SLIT between nodes with CPUs ({pairs}{more}): the kernel logs 'ERROR: Node-distance not "
+            "symmetric' (with sched_verbose, which numalab boots with) and builds its NUMA sched domains from one "
+            'direction only; its sched-domain check may also report "ERROR: groups don\'t span domain->span"'
+        )
+    return out

@@ -1,0 +1,103 @@
+"""Seed 002 on real VMs: the group check passes on the baseline 6.1 kernel and catches the old construction.
+
+The baseline kernel (``numalab kernel build``) and the same kernel with
+``seed002-groups-from-one-cpu.patch`` boot ring-4 (one CPU a node) with
+``nodes13`` (two CPU-bound tasks per CPU of nodes 1 and 3, all started on
+node 1) and grid-2x4 idle. Baseline: status ok, the guest's groups are the
+prediction, node 3 busy. Patched: topology-mismatch naming the overlap, and
+node 3 idle while node 1 is busy.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from common import REPO, numalab
+
+from lab.topology.sched_groups import predict_groups
+from lab.topology.spec import load_topology
+
+PATCH = REPO / "kernel-configs" / "patches" / "seed002-groups-from-one-cpu.patch"
+HAVE_SOURCE = Path("/usr/src/linux-source-6.1.tar.xz").exists()
+
+pytestmark = [
+    pytest.mark.vm,
+    pytest.mark.kernel_build,
+    pytest.mark.skipif(not HAVE_SOURCE, reason="linux-source-6.1 not installed (make setup)"),
+]
+
+
+def _build(*args: str) -> dict:
+    proc = numalab("kernel", "build", "--json", *args, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="module")
+def kernels() -> dict[str, dict]:
+    return {
+        "baseline": _build("--name", "baseline"),
+        "seed002": _build("--name", "seed002-groups-from-one-cpu", "--patch", str(PATCH)),
+    }
+
+
+def _run(tmp_path: Path, kernel: str, topology: str, workload: str, duration: str, *extra: str) -> dict:
+    out = tmp_path / f"{topology}-{kernel}-{workload}"
+    proc = numalab("run", "--topology", topology, "--kernel", kernel, "--workload", workload, "--duration", duration,
+                   "--out", str(out), "--json", *extra, timeout=900)  # fmt: skip
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]
+    m = json.loads(proc.stdout)
+    assert (out / "manifest.json").is_file()
+    return m
+
+
+RING4 = ("--cpus-per-node", "1", "--mem-per-node", "256M")
+
+
+def test_ring4_baseline_groups_match_and_nodes_1_and_3_are_both_used(tmp_path, kernels) -> None:
+    m = _run(tmp_path, "baseline", "ring-4", "nodes13", "8", *RING4)
+    assert m["status"] == "ok", m["reason"]
+    groups = m["guest_topology"]["sched_groups"]
+    assert groups["checked"] and groups["unchecked_cpus"] == []
+    # the stored guest view is the prediction (what was compared)
+    for cpu, doms in groups["predicted"].items():
+        assert [d["groups"] for d in groups["guest"][cpu]] == [d["groups"] for d in doms]
+    assert [d["groups"] for d in groups["guest"]["1"]] == [["1", "2", "0"], ["0-2", "0,2-3"]]
+    busy = m["metrics"]["node_cpu"]["busy_s"]
+    assert busy["3"] > 0.5 * busy["1"] > 0, busy  # the balancer moved tasks from node 1 to node 3
+    assert m["workload"]["result"]["balance_pct"] > 50
+
+
+def test_ring4_old_construction_is_caught_and_leaves_node_3_idle(tmp_path, kernels) -> None:
+    m = _run(tmp_path, "seed002-groups-from-one-cpu", "ring-4", "nodes13", "8", *RING4)
+    assert m["status"] == "topology-mismatch"
+    assert m["kernel"]["guest_release"] == kernels["seed002"]["release"]
+    assert m["reason"].startswith("cpu 1 NUMA domain-1 (span 0-3): sched groups {0-1,3} {1-3} != predicted")
+    assert "overlap on CPUs 1,3 (nodes 1,3)" in m["reason"]
+    problems = [p for p in m["guest_topology"]["problems"] if "sched groups" in p]
+    assert [p.split()[1] for p in problems] == ["1", "3"]  # nodes 0 and 2 keep their groups
+    # what the patched guest built is the old construction, as lab.topology.sched_groups models it
+    old = predict_groups(load_topology("ring-4").with_overrides(1, None, None), "first-cpu")
+    guest = m["guest_topology"]["sched_groups"]["guest"]
+    assert {c: [d["groups"] for d in doms] for c, doms in guest.items()} == {
+        str(c): [d["groups"] for d in doms] for c, doms in old.items()
+    }
+    busy = m["metrics"]["node_cpu"]["busy_s"]
+    assert busy["1"] > 2.0 and busy["3"] < 0.2 * busy["1"], busy  # one node busy, the other idle
+    assert m["workload"]["result"]["balance_pct"] < 20
+
+
+def test_grid_2x4_baseline_passes_and_old_construction_is_caught(tmp_path, kernels) -> None:
+    base = _run(tmp_path, "baseline", "grid-2x4", "idle", "1")
+    assert base["status"] == "ok", base["reason"]
+    assert base["guest_topology"]["sched_groups"]["checked"]
+    bad = _run(tmp_path, "seed002-groups-from-one-cpu", "grid-2x4", "idle", "1")
+    assert bad["status"] == "topology-mismatch"
+    assert "sched groups" in bad["reason"] and "groups, which overlap on CPUs" in bad["reason"], bad["reason"]
+    old = predict_groups(load_topology("grid-2x4"), "first-cpu")
+    guest = bad["guest_topology"]["sched_groups"]["guest"]
+    assert {c: [(d["groups"], d["masks"]) for d in doms] for c, doms in guest.items()} == {
+        str(c): [(d["groups"], d["masks"]) for d in doms] for c, doms in old.items()
+    }
