@@ -1,0 +1,46 @@
+"""The trace events numalab knows, each named once.
+
+A tracepoint has two spellings: ``system:name`` where it is enabled (tracefs,
+``trace-cmd record -e``, ``--event``) and the bare ``name`` that each record
+in a trace carries. Both come from one :class:`TraceEvent` here, so that the
+guest plan, the analyses, the metrics, the Perfetto export and the report
+cannot drift apart. Formats are Linux 6.1's (seed README):
+
+* sched_move_numa: pid tgid ngid src_cpu src_nid dst_cpu dst_nid
+* sched_swap_numa, sched_stick_numa: src_{pid,tgid,ngid,cpu,nid} dst_{pid,tgid,ngid,cpu,nid};
+  in sched_stick_numa dst_cpu = -1: no CPU was found; dst_pid = 0: a move to an idle CPU
+  failed; dst_pid > 0: a swap failed
+* mm_migrate_pages: nr_succeeded nr_failed nr_thp_succeeded nr_thp_failed nr_thp_split mode reason
+* sched_migrate_task: comm pid prio orig_cpu dest_cpu
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TraceEvent:
+    system: str
+    name: str  # as a trace record names it
+    short: str  # the word tables and plots use (move, swap, stick, migrate, ...)
+
+    @property
+    def full(self) -> str:
+        """``system:name``, as tracefs and trace-cmd enable it."""
+        return f"{self.system}:{self.name}"
+
+    def __str__(self) -> str:
+        return self.full
+
+
+MOVE_NUMA = TraceEvent("sched", "sched_move_numa", "move")
+SWAP_NUMA = TraceEvent("sched", "sched_swap_numa", "swap")
+STICK_NUMA = TraceEvent("sched", "sched_stick_numa", "stick")
+MIGRATE_PAGES = TraceEvent("migrate", "mm_migrate_pages", "migrate")
+MIGRATE_TASK = TraceEvent("sched", "sched_migrate_task", "lb")
+
+# The NUMA-balancing decisions, in the order tables show them.
+NUMA_DECISIONS: tuple[TraceEvent, ...] = (MOVE_NUMA, SWAP_NUMA, STICK_NUMA)
+KNOWN: tuple[TraceEvent, ...] = (*NUMA_DECISIONS, MIGRATE_PAGES, MIGRATE_TASK)
+BY_NAME: dict[str, TraceEvent] = {e.name: e for e in KNOWN}
