@@ -11,15 +11,15 @@ from lab import __version__
 from lab.errors import LabError
 
 
-def _topology(args: argparse.Namespace):
-    from lab.topology.spec import topology_with_sizes
+def _topology_ref(args: argparse.Namespace):
+    """--topology/TOPOLOGY and the size options (_size_options)."""
+    from lab.topology.spec import TopologyRef
 
-    return topology_with_sizes(
-        args.topology,
-        getattr(args, "cpus_per_node", None),
-        getattr(args, "mem_per_node", None),
-        getattr(args, "threads", None),
-    )
+    return TopologyRef(args.topology, args.cpus_per_node, args.mem_per_node, args.threads)
+
+
+def _topology(args: argparse.Namespace):
+    return _topology_ref(args).load()
 
 
 def _size_options(p: argparse.ArgumentParser) -> None:
@@ -255,17 +255,64 @@ def _repeat_arg(text: str) -> int | str:
         raise argparse.ArgumentTypeError(f"expected a whole number or auto, got {text!r}") from None
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    from lab.runner import run_command
+def run_options_from_args(args: argparse.Namespace):
+    """``numalab run``'s flags -> the library's RunOptions (lab.run_options); the only place that reads them."""
+    from lab.run_options import RunOptions
 
+    return RunOptions(
+        topology=_topology_ref(args),
+        kernels=tuple(args.kernel or ("stock",)),
+        workload=args.workload,
+        duration=args.duration,
+        repeat=1 if args.repeat == "auto" else args.repeat,
+        out=args.out,
+        runs_dir=args.runs_dir,
+        numa_balancing=args.numa_balancing,
+        knobs=tuple(args.knob),
+        kernel_default_knobs=args.kernel_default_knobs,
+        events=tuple(args.event),
+        trace_buffer_kb=args.trace_buffer_kb,
+        no_trace=args.no_trace,
+        trace_mode=args.trace_mode,
+        append=tuple(args.append),
+        backing=args.backing,
+        prealloc=args.prealloc,
+        pinning=args.pinning,
+        firmware=args.firmware,
+        accel=args.accel,
+        timeout=args.timeout,
+        guest_output_limit=args.guest_output_limit,
+        test_fault=args.test_fault or "",
+        backend=args.backend,
+        connect=args.connect,
+        pool_dir=args.pool_dir,
+        no_upload=args.no_upload,
+        access_matrix=args.access_matrix,
+        access_sample=args.access_sample,
+        access_address_map=args.access_address_map or "",
+    )
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from lab.runner import run_options
+
+    opts = run_options_from_args(args)
     if args.repeat == "auto":
         from lab.matrix.ab_auto import run_auto
 
-        return run_auto(args, _progress)
+        return run_auto(opts, args, _progress)
     from lab.analysis.auto_options import reject_without_auto
 
     reject_without_auto(args)
-    return run_command(args, _progress)
+    return run_options(opts, _progress, json_out=args.json, report=args.report)
+
+
+def cmd_run_options(args: argparse.Namespace) -> int:
+    """A run from a RunOptions JSON file: how the matrix starts its children."""
+    from lab.run_options import RunOptions
+    from lab.runner import run_options
+
+    return run_options(RunOptions.load(args.file), _progress, json_out=args.json)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -308,6 +355,7 @@ def build_parser() -> argparse.ArgumentParser:
     from lab.guest.plan import DEFAULT_EVENTS, TRACE_MODES
     from lab.guest.workloads import WORKLOADS
     from lab.placement.plan import BACKINGS
+    from lab.run_options import CHOICES
 
     p = _Parser(
         prog="numalab",
@@ -434,7 +482,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--runs-dir", type=Path, default=Path("runs"), metavar="DIR", help="where runs go (default ./runs)")
     r.add_argument(
         "--numa-balancing",
-        choices=("on", "off", "default", "tiering"),
+        choices=CHOICES["numa_balancing"],
         default="on",
         help="kernel.numa_balancing in the guest (default on); tiering is mode 2 (promotion from lower memory "
         "tiers) with /sys/kernel/mm/numa/demotion_enabled on",
@@ -484,14 +532,14 @@ def build_parser() -> argparse.ArgumentParser:
     _pinning_option(r)
     r.add_argument(
         "--firmware",
-        choices=("auto", "qboot", "seabios"),
+        choices=CHOICES["firmware"],
         default="auto",
         help="guest firmware with --backend qemu: qboot (QEMU's minimal firmware for direct kernel boots, "
         "faster) or seabios (QEMU's default); auto: qboot when QEMU ships it (the default)",
     )
     r.add_argument(
         "--accel",
-        choices=("auto", "kvm", "tcg"),
+        choices=CHOICES["accel"],
         default="auto",
         help="accelerator; auto uses the doctor's cached KVM probe (default auto)",
     )
@@ -508,7 +556,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--test-fault", help=argparse.SUPPRESS)  # panic, hang, hostile=/host/path (the tests)
     r.add_argument(
         "--backend",
-        choices=("qemu", "libvirt"),
+        choices=CHOICES["backend"],
         default="qemu",
         help="qemu: start QEMU directly (default); libvirt: a libvirt daemon runs the VM (README: libvirt)",
     )
@@ -535,8 +583,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--access-sample", type=int, metavar="N", help="with --access-matrix: look up every Nth access of each "
         "vCPU (default 64; 1 counts every access, 20-50x slower)",
     )
-    r.add_argument("--access-address-map", choices=("ram-block", "guest-physical"), help=argparse.SUPPRESS)
+    r.add_argument("--access-address-map", choices=CHOICES["access_address_map"][1:], help=argparse.SUPPRESS)
     r.set_defaults(func=cmd_run)
+    # (no help=: not listed) the matrix's children: numalab run-options OUT/logs/<run>.options.json
+    ro = sub.add_parser("run-options", description="Run what a RunOptions JSON file (lab.run_options) asks for.")
+    ro.add_argument("file", type=Path, metavar="FILE", help="RunOptions as JSON")
+    ro.add_argument("--json", action="store_true", help="print the manifest(s) as JSON on stdout")
+    ro.set_defaults(func=cmd_run_options)
     from lab.matrix.cli import add_matrix_commands
 
     add_matrix_commands(sub)

@@ -1,8 +1,8 @@
-"""``numalab run``: turn command-line choices into run requests and execute them."""
+"""Run options (lab.run_options.RunOptions) -> run requests, executed: what ``numalab run``, the matrix's
+children and the tests call."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import os
@@ -18,7 +18,8 @@ from lab.host.accel import accel_verdict
 from lab.kernel.resolve import resolve_kernel
 from lab.placement.plan import Backing
 from lab.run import Interrupted, RunRequest, execute, print_summary
-from lab.topology.spec import parse_mib, topology_with_sizes
+from lab.run_options import RunOptions
+from lab.topology.spec import parse_mib
 from lab.vm.firmware import resolve_firmware
 from lab.vm.qemu_backend import QemuBackend
 from lab.vm.share import ShareLimits
@@ -32,9 +33,9 @@ def check_seconds(value: float, option: str, maximum: float) -> None:
         raise LabError(f"{option}: must be more than 0 and at most {maximum:g} seconds, got {value:g}")
 
 
-def _knobs(args: argparse.Namespace) -> dict[str, str]:
-    knobs = {} if args.kernel_default_knobs else dict(SHORT_SCAN_KNOBS)
-    for kv in args.knob:
+def _knobs(opts: RunOptions) -> dict[str, str]:
+    knobs = {} if opts.kernel_default_knobs else dict(SHORT_SCAN_KNOBS)
+    for kv in opts.knobs:
         if "=" not in kv:
             raise LabError(f"--knob {kv}: expected NAME=VALUE, e.g. scan_delay_ms=100")
         k, v = kv.split("=", 1)
@@ -45,42 +46,46 @@ def _knobs(args: argparse.Namespace) -> dict[str, str]:
 MAX_TIMEOUT_S = 7 * 86400.0
 
 
-def requests_from_args(args: argparse.Namespace, progress: Callable[[str], None]) -> list[RunRequest]:
-    if not 1 <= args.repeat <= MAX_REPEAT:
-        raise LabError(f"--repeat: must be 1..{MAX_REPEAT}, got {args.repeat}")
-    check_seconds(args.duration, "--duration", MAX_DURATION_S)
-    if args.timeout is not None:
-        check_seconds(args.timeout, "--timeout", MAX_TIMEOUT_S)
+def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> list[RunRequest]:
+    """The runs ``opts`` asks for (repeats and kernels interleaved A B A B), every value checked first."""
+    opts.check_choices()
+    if not 1 <= opts.repeat <= MAX_REPEAT:
+        raise LabError(f"--repeat: must be 1..{MAX_REPEAT}, got {opts.repeat}")
+    check_seconds(opts.duration, "--duration", MAX_DURATION_S)
+    if opts.timeout is not None:
+        check_seconds(opts.timeout, "--timeout", MAX_TIMEOUT_S)
     output_limit = None
-    if args.guest_output_limit is not None:
-        output_limit = parse_mib(args.guest_output_limit, "--guest-output-limit") << 20
+    if opts.guest_output_limit is not None:
+        output_limit = parse_mib(opts.guest_output_limit, "--guest-output-limit") << 20
         ShareLimits(output_bytes=output_limit)  # the minimum, as a one-line error now
-    workload = get_workload(args.workload)
-    topo = topology_with_sizes(args.topology, args.cpus_per_node, args.mem_per_node, args.threads)
-    kernels = [resolve_kernel(k) for k in (args.kernel or ["stock"])]
+    workload = get_workload(opts.workload)
+    topo = opts.topology.load()
+    if not opts.kernels:
+        raise LabError("--kernel: give at least one kernel")
+    kernels = [resolve_kernel(k) for k in opts.kernels]
     names = [k.name for k in kernels]
     if len(set(names)) < len(names):
         raise LabError(f"--kernel: the kernels must have distinct names, got {', '.join(names)}")
     # tiering: NUMA_BALANCING_MEMORY_TIERING (2), promotion from lower memory tiers, with demotion on
-    balancing = {"on": "1", "off": "0", "default": None, "tiering": "2"}[args.numa_balancing]
+    balancing = {"on": "1", "off": "0", "default": None, "tiering": "2"}[opts.numa_balancing]
     if balancing == "2" and not (topo.tiers and topo.tiers.slow_nodes):
         progress(f"warning: --numa-balancing tiering on {topo.name}, which has no slow memory tier: nothing to promote")
     plan = GuestPlan(
-        workload_cmd=workload.command(topo, args.duration),
-        duration_s=args.duration,
+        workload_cmd=workload.command(topo, opts.duration),
+        duration_s=opts.duration,
         numa_balancing=balancing,
-        knobs=_knobs(args),
-        trace_events=() if args.no_trace else tuple(dict.fromkeys([*DEFAULT_EVENTS, *args.event])),
-        trace_buffer_kb=args.trace_buffer_kb,
-        trace_mode=args.trace_mode,
-        test_fault=args.test_fault or "",
-        kernel_args=" ".join(args.append),
-        demotion="true" if args.numa_balancing == "tiering" else "",
+        knobs=_knobs(opts),
+        trace_events=() if opts.no_trace else tuple(dict.fromkeys([*DEFAULT_EVENTS, *opts.events])),
+        trace_buffer_kb=opts.trace_buffer_kb,
+        trace_mode=opts.trace_mode,
+        test_fault=opts.test_fault or "",
+        kernel_args=" ".join(opts.append),
+        demotion="true" if opts.numa_balancing == "tiering" else "",
     )
-    access_sample_from_args(args, None if args.accel == "auto" else args.accel)  # before a libvirt host is asked
-    backend = backend_from_args(args)
-    resolve_firmware(args.firmware, backend.name)  # a firmware this backend cannot boot: say so first
-    if args.accel == "auto":
+    access_sample_of(opts, None if opts.accel == "auto" else opts.accel)  # before a libvirt host is asked
+    backend = backend_of(opts)
+    resolve_firmware(opts.firmware, backend.name)  # a firmware this backend cannot boot: say so first
+    if opts.accel == "auto":
         if not backend.local:
             raise LabError(
                 f"--accel auto: numalab cannot yet probe KVM on the remote libvirt host {backend.uri}; "
@@ -92,35 +97,35 @@ def requests_from_args(args: argparse.Namespace, progress: Callable[[str], None]
         if accel == "tcg":
             progress(f"warning: {reason}")
     else:
-        accel, reason = args.accel, "chosen with --accel"
-    access_sample = access_sample_from_args(args, accel)
-    backing = Backing(args.backing, args.prealloc)
-    batch = batch_dir(args, len(kernels))
+        accel, reason = opts.accel, "chosen with --accel"
+    access_sample = access_sample_of(opts, accel)
+    backing = Backing(opts.backing, opts.prealloc)
+    batch = batch_dir(opts, len(kernels))
     reqs = []
     # A B A B ...: drift on the host affects every kernel alike.
-    for i in range(args.repeat):
+    for i in range(opts.repeat):
         for kernel in kernels:
             if batch is None:
                 out = None
             elif len(kernels) == 1:
-                out = batch if args.repeat == 1 else batch / f"r{i + 1}"
+                out = batch if opts.repeat == 1 else batch / f"r{i + 1}"
             else:
                 out = batch / f"{kernel.name}-r{i + 1}"
-            label = f"{kernel.name} repeat {i + 1}/{args.repeat}"
+            label = f"{kernel.name} repeat {i + 1}/{opts.repeat}"
             reqs.append(
                 RunRequest(
-                    topo, kernel, workload, plan, accel, reason, backing, out, args.runs_dir, args.timeout, label,
-                    backend=backend, pinning=args.pinning, firmware=args.firmware, guest_output_limit=output_limit,
-                    access_sample=access_sample, access_map=getattr(args, "access_address_map", None) or "",
+                    topo, kernel, workload, plan, accel, reason, backing, out, opts.runs_dir, opts.timeout, label,
+                    backend=backend, pinning=opts.pinning, firmware=opts.firmware, guest_output_limit=output_limit,
+                    access_sample=access_sample, access_map=opts.access_address_map,
                 )
             )
     return reqs
 
 
-def access_sample_from_args(args: argparse.Namespace, accel: str | None) -> int:
+def access_sample_of(opts: RunOptions, accel: str | None) -> int:
     """--access-matrix [--access-sample N] -> the plugin's sampling period (0: no plugin)."""
-    sample = getattr(args, "access_sample", None)
-    if not getattr(args, "access_matrix", False):
+    sample = opts.access_sample
+    if not opts.access_matrix:
         if sample is not None:
             raise LabError("--access-sample: only with --access-matrix")
         return 0
@@ -128,38 +133,38 @@ def access_sample_from_args(args: argparse.Namespace, accel: str | None) -> int:
     from lab.vm.access_plugin import DEFAULT_SAMPLE
 
     sample = DEFAULT_SAMPLE if sample is None else sample
-    check_request(sample, accel, getattr(args, "backend", "qemu"), getattr(args, "connect", None) or "")
+    check_request(sample, accel, opts.backend, opts.connect or "")
     return sample
 
 
-def backend_from_args(args: argparse.Namespace):
+def backend_of(opts: RunOptions):
     """--backend qemu|libvirt [--connect URI]; a libvirt host is checked now (one-line error), before any build."""
-    if getattr(args, "backend", "qemu") != "libvirt":
+    if opts.backend != "libvirt":
         for opt in ("connect", "pool_dir", "no_upload"):
-            if getattr(args, opt, None):
+            if getattr(opts, opt):
                 raise LabError(f"--{opt.replace('_', '-')}: only with --backend libvirt")
         return QemuBackend()
     from lab.vm.libvirt_backend import LibvirtBackend
     from lab.vm.libvirt_hosts import HostSpec
 
-    uri = args.connect or "qemu:///system"
+    uri = opts.connect or "qemu:///system"
     if "://" not in uri:
         raise LabError(f"--connect {uri}: not a libvirt URI (e.g. qemu:///system, qemu+ssh://user@host/system)")
-    if args.pool_dir and not args.pool_dir.startswith("/"):
-        raise LabError(f"--pool-dir {args.pool_dir}: must be an absolute path on the libvirt host")
-    backend = LibvirtBackend(uri, HostSpec(uri, 1, args.pool_dir or "", not args.no_upload))
+    if opts.pool_dir and not opts.pool_dir.startswith("/"):
+        raise LabError(f"--pool-dir {opts.pool_dir}: must be an absolute path on the libvirt host")
+    backend = LibvirtBackend(uri, HostSpec(uri, 1, opts.pool_dir or "", not opts.no_upload))
     backend.check()
     return backend
 
 
-def batch_dir(args: argparse.Namespace, n_kernels: int) -> Path | None:
+def batch_dir(opts: RunOptions, n_kernels: int) -> Path | None:
     """Where a batch of runs goes: --out, or runs/ab-<time> for an A/B batch, or None (runs/<id> each)."""
-    if args.out is not None:
-        if args.out.exists() and (args.repeat > 1 or n_kernels > 1):
-            raise LabError(f"--out {args.out}: already exists; give a new directory")
-        return args.out
+    if opts.out is not None:
+        if opts.out.exists() and (opts.repeat > 1 or n_kernels > 1):
+            raise LabError(f"--out {opts.out}: already exists; give a new directory")
+        return opts.out
     if n_kernels > 1:
-        return args.runs_dir / time.strftime("ab-%Y%m%d-%H%M%S", time.gmtime())
+        return opts.runs_dir / time.strftime("ab-%Y%m%d-%H%M%S", time.gmtime())
     return None
 
 
@@ -186,8 +191,11 @@ def print_side_by_side(manifests: list[dict], out) -> None:
         print(f"  {ev:<22}" + "".join(f"{c:>20}" for c in cells), file=out)
 
 
-def run_command(args: argparse.Namespace, progress: Callable[[str], None]) -> int:
-    reqs = requests_from_args(args, progress)
+def run_options(opts: RunOptions, progress: Callable[[str], None], json_out: bool = False, report: bool = False) -> int:
+    """Run everything ``opts`` asks for, print each run's summary (on stderr with ``json_out``, which prints
+    the manifests as JSON on stdout), write an HTML report for A/B batches or with ``report``. Exit status:
+    0 when every run is ok, 1 otherwise; 130/143 when interrupted."""
+    reqs = requests_from_options(opts, progress)
     manifests = []
     paths = []
     try:
@@ -196,22 +204,22 @@ def run_command(args: argparse.Namespace, progress: Callable[[str], None]) -> in
             path, manifest = execute(req, lambda msg, tag=tag: progress(tag + msg))
             manifests.append(manifest)
             paths.append(path)
-            print_summary(manifest, out=sys.stderr if args.json else sys.stdout)
-            print(f"  record: {path}", file=sys.stderr if args.json else sys.stdout)
+            print_summary(manifest, out=sys.stderr if json_out else sys.stdout)
+            print(f"  record: {path}", file=sys.stderr if json_out else sys.stdout)
     except Interrupted as sig:
         progress(f"interrupted by {sig}: QEMU stopped; the unfinished run was left as a hidden .partial directory")
         return 143 if str(sig) == "SIGTERM" else 130
-    human = sys.stderr if args.json else sys.stdout
+    human = sys.stderr if json_out else sys.stdout
     kernels = {m["kernel"]["name"] for m in manifests}
     if len(kernels) > 1:
         print_side_by_side(manifests, human)
-    if args.report or len(kernels) > 1:
+    if report or len(kernels) > 1:
         from lab.report.build import build_report
 
         where = paths[0] if len(paths) == 1 else batch_dir_of(paths)
         report = build_report(paths, where / "report.html")
         print(f"report: {report.html}", file=human)
-    if args.json:
+    if json_out:
         print(json.dumps(manifests[0] if len(manifests) == 1 else manifests, indent=2))
     return 0 if all(m["status"] == "ok" for m in manifests) else 1
 

@@ -10,7 +10,6 @@ verdict lines are printed to paste.
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import sys
 import time
@@ -22,11 +21,12 @@ from lab.analysis.compare import RULES
 from lab.analysis.metrics import get_metric
 from lab.analysis.verdict import DEFAULT_DECIDE, Stop, Verdict, should_stop, verdicts_of
 from lab.errors import LabError
+from lab.run_options import RunOptions
 
 
-def check_auto_args(args: argparse.Namespace) -> tuple[list[str], str]:
+def check_auto_args(opts: RunOptions, args: argparse.Namespace) -> tuple[list[str], str]:
     """The --decide metrics and the significance rule, checked (one-line errors)."""
-    if len(args.kernel or []) != 2:
+    if len(opts.kernels) != 2:
         raise LabError("--repeat auto: give exactly two kernels (--kernel A --kernel B) to compare")
     if args.max_repeats < 1:
         raise LabError(f"--max-repeats: must be >= 1, got {args.max_repeats}")
@@ -46,12 +46,12 @@ def check_auto_args(args: argparse.Namespace) -> tuple[list[str], str]:
     return decide, args.significance
 
 
-def auto_batch(args: argparse.Namespace) -> Path:
-    if args.out is not None:
-        if args.out.exists():
-            raise LabError(f"--out {args.out}: already exists; give a new directory")
-        return args.out
-    return args.runs_dir / time.strftime("ab-auto-%Y%m%d-%H%M%S", time.gmtime())
+def auto_batch(opts: RunOptions) -> Path:
+    if opts.out is not None:
+        if opts.out.exists():
+            raise LabError(f"--out {opts.out}: already exists; give a new directory")
+        return opts.out
+    return opts.runs_dir / time.strftime("ab-auto-%Y%m%d-%H%M%S", time.gmtime())
 
 
 def print_verdicts(verdicts: list[Verdict], stop: Stop, out) -> None:
@@ -60,15 +60,15 @@ def print_verdicts(verdicts: list[Verdict], stop: Stop, out) -> None:
         print(f"verdict: {v.line()}", file=out)
 
 
-def run_auto(args: argparse.Namespace, progress: Callable[[str], None]) -> int:
+def run_auto(opts: RunOptions, args: argparse.Namespace, progress: Callable[[str], None]) -> int:
+    """The runs of ``opts`` (two kernels) in A B pairs; ``args`` holds --repeat auto's own options
+    (lab.analysis.auto_options) and --json."""
     from lab.run import Interrupted, execute, print_summary
-    from lab.runner import requests_from_args
+    from lab.runner import requests_from_options
 
-    decide, rule = check_auto_args(args)
-    batch = auto_batch(args)
-    one = copy.copy(args)
-    one.repeat, one.out = 1, batch
-    protos = requests_from_args(one, progress)  # [A, B], validated like any run
+    decide, rule = check_auto_args(opts, args)
+    batch = auto_batch(opts)
+    protos = requests_from_options(replace(opts, repeat=1, out=batch), progress)  # [A, B], validated like any run
     labels = (protos[0].kernel.name, protos[1].kernel.name)
     human = sys.stderr if args.json else sys.stdout
     sides: dict[str, list[dict]] = {labels[0]: [], labels[1]: []}

@@ -101,8 +101,8 @@ def _reports(out: Path, runs) -> None:
                 _progress(f"report for {r.id}: {err}")
 
 
-def _hosts(spec: MatrixSpec, args: argparse.Namespace) -> tuple[list, list[str]]:
-    """(libvirt hosts to spread over, extra `numalab run` args): the spec's hosts, or --backend/--connect."""
+def _hosts(spec: MatrixSpec, args: argparse.Namespace) -> tuple[list, dict]:
+    """(libvirt hosts to spread over, the runs' backend options): the spec's hosts, or --backend/--connect."""
     from lab.vm.libvirt_hosts import check_host
 
     if spec.hosts:
@@ -111,16 +111,16 @@ def _hosts(spec: MatrixSpec, args: argparse.Namespace) -> tuple[list, list[str]]
         for h in spec.hosts:
             info = check_host(h)  # reachable, or a one-line error naming the URI
             _progress(f"host {h.uri}: {info['hostname']}, libvirt {info['libvirt']}, capacity {h.capacity}")
-        return spec.hosts, []
+        return spec.hosts, {}
     if args.backend == "libvirt":
         uri = args.connect or "qemu:///system"
         from lab.vm.libvirt_hosts import HostSpec
 
         check_host(HostSpec(uri))
-        return [], ["--backend", "libvirt", "--connect", uri]
+        return [], {"backend": "libvirt", "connect": uri}
     if args.connect:
         raise LabError("--connect: only with --backend libvirt")
-    return [], []
+    return [], {}
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -135,7 +135,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     default = f"runs/matrix-{spec.name}" + (f"-shard{shard[0]}of{shard[1]}" if shard else "")
     out = args.out or Path(default)
     check_out_dir(out, spec, shard)
-    hosts, extra = _hosts(spec, args)
+    hosts, backend = _hosts(spec, args)
     kernel_args = _kernel_args(spec)
     check_inputs(out, input_hashes(spec, kernel_args))
     _progress(f"{len(runs)} runs -> {out}" + (f" on {len(hosts)} libvirt hosts" if hosts else ""))
@@ -143,7 +143,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from lab.matrix.auto import merged, run_auto_matrix, write_auto_json
 
         auto = run_auto_matrix(spec, out, kernel_args, _progress, jobs=args.jobs, fail_fast=args.fail_fast,
-                               overcommit=args.overcommit, extra_args=extra, hosts=hosts)  # fmt: skip
+                               overcommit=args.overcommit, backend=backend, hosts=hosts)  # fmt: skip
         runs, outcome = auto.runs, merged(auto)
         for c in auto.cells:
             for v in (v for vs in c.verdicts.values() for v in vs):
@@ -151,7 +151,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         _progress(f"auto verdicts: {write_auto_json(out, auto)}")
     else:
         outcome = execute_matrix(spec, runs, out, kernel_args, args.jobs, args.fail_fast, args.overcommit,
-                                 extra_args=extra, progress=_progress, hosts=hosts)  # fmt: skip
+                                 backend=backend, progress=_progress, hosts=hosts)  # fmt: skip
     if not args.no_reports:
         _reports(out, runs)
     summary = write_outputs(spec, runs, out, outcome, shard)

@@ -1,6 +1,7 @@
 """Run a matrix: pack runs onto the host, survive interruptions, resume, shard.
 
-Every run is a ``numalab run`` child process writing ``OUT/runs/<id>/``; a
+Every run is a child process (``numalab run-options OUT/logs/<id>.options.json``, the
+run's lab.run_options.RunOptions) writing ``OUT/runs/<id>/``; a
 run is done when its manifest exists (run records are renamed into place only
 when complete), so running the same command again skips finished runs and
 redoes interrupted ones. Children die with the runner (PR_SET_PDEATHSIG), and
@@ -28,7 +29,8 @@ from lab.matrix.spec import MatrixRun, MatrixSpec
 from lab.paths import write_text_atomic
 from lab.placement.host_inventory import read_inventory
 from lab.placement.plan import QEMU_OVERHEAD_MIB
-from lab.topology.spec import load_topology, parse_mib
+from lab.run_options import RunOptions
+from lab.topology.spec import SPEC_SIZE_NAMES
 from lab.vm.libvirt_hosts import HostPicker, HostSpec
 from lab.vm.qemu_backend import _die_with_parent
 
@@ -132,29 +134,37 @@ def check_inputs(out: Path, inputs: dict[str, str]) -> None:
 
 def _demand(run: MatrixRun) -> tuple[int, int]:
     """(vCPUs, MiB) a run needs on the host."""
-    t = run.topology
-    topo = load_topology(t.name)
-    mem = parse_mib(t.mem_per_node, "mem_per_node") if t.mem_per_node else None
-    if t.cpus_per_node is not None or mem is not None or t.threads is not None:
-        topo = topo.with_overrides(t.cpus_per_node, mem, t.threads)
+    topo = run.topology.load(SPEC_SIZE_NAMES)
     return topo.total_cpus, topo.total_memory_mib + QEMU_OVERHEAD_MIB
 
 
-def run_command(run: MatrixRun, kernel_arg: str, out: Path, timeout: float | None, extra: list[str]) -> list[str]:
-    cmd = [sys.executable, "-m", "lab.cli", "run", *run.topology.cli_args(), "--kernel", kernel_arg,
-           "--workload", run.workload.name, "--duration", f"{run.workload.duration:g}", *run.setting.cli_args(),
-           "--out", str(run_dir(out, run))]  # fmt: skip
-    if timeout:
-        cmd += ["--timeout", f"{timeout:g}"]
-    return cmd + extra
+def run_options(run: MatrixRun, kernel_arg: str, out: Path, timeout: float | None, backend: dict) -> RunOptions:
+    """What the child runs for ``run``: the run's axes, its record directory, and ``backend`` (the
+    libvirt options of :func:`host_options`, or {} for direct QEMU)."""
+    return RunOptions(
+        topology=run.topology,
+        kernels=(kernel_arg,),
+        workload=run.workload.name,
+        duration=run.workload.duration,
+        numa_balancing=run.setting.numa_balancing,
+        knobs=tuple(f"{k}={v}" for k, v in run.setting.knobs),
+        out=run_dir(out, run),
+        timeout=timeout or None,
+        **backend,
+    )
 
 
-def host_args(host: HostSpec) -> list[str]:
-    """`numalab run` options that send a run to the libvirt host ``host``."""
-    args = ["--backend", "libvirt", "--connect", host.uri]
-    if host.pool_dir:
-        args += ["--pool-dir", host.pool_dir]
-    return args + ([] if host.upload else ["--no-upload"])
+def child_command(opts: RunOptions, options_file: Path) -> list[str]:
+    """The child process of one matrix run: ``numalab run-options FILE``, with ``opts`` written to FILE
+    (kept beside the run's log: what exactly ran)."""
+    options_file.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(options_file, opts.to_json())
+    return [sys.executable, "-m", "lab.cli", "run-options", str(options_file)]
+
+
+def host_options(host: HostSpec) -> dict:
+    """The RunOptions fields that send a run to the libvirt host ``host``."""
+    return {"backend": "libvirt", "connect": host.uri, "pool_dir": host.pool_dir or None, "no_upload": not host.upload}
 
 
 def host_of(manifest: dict) -> str | None:
@@ -215,7 +225,7 @@ def execute_matrix(
     jobs: int | None = None,
     fail_fast: bool = False,
     overcommit: bool = False,
-    extra_args: list[str] | None = None,
+    backend: dict | None = None,
     progress: Callable[[str], None] = lambda _m: None,
     hosts: list[HostSpec] | None = None,
 ) -> MatrixOutcome:
@@ -274,8 +284,9 @@ def execute_matrix(
                     break
                 pending.pop(0)
                 log = out / "logs" / f"{run.id}.log"
-                extra = (extra_args or []) + (host_args(host) if host else [])
-                cmd = run_command(run, kernel_args[run.kernel.name], out, spec.timeout, extra)
+                opts = run_options(run, kernel_args[run.kernel.name], out, spec.timeout,
+                                   host_options(host) if host else (backend or {}))  # fmt: skip
+                cmd = child_command(opts, out / "logs" / f"{run.id}.options.json")
                 share = cpus.take(vcpus) if cpus else None
                 with open(log, "w") as f:
                     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,

@@ -43,7 +43,7 @@ from lab.guest.workloads import WORKLOADS
 from lab.matrix.auto_spec import AutoSpec, parse_auto, parse_expect
 from lab.paths import read_text_file
 from lab.topology.model import check_name
-from lab.topology.spec import load_topology, parse_mib
+from lab.topology.spec import SPEC_SIZE_NAMES, TopologyRef
 from lab.vm.libvirt_hosts import HostSpec, parse_hosts
 
 EXAMPLES = Path(__file__).parent / "examples"
@@ -61,33 +61,6 @@ def _scalar(value: object) -> str:
 
 def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_+-]+", "-", text).strip("-") or "x"
-
-
-@dataclass(frozen=True)
-class TopologyChoice:
-    name: str  # preset name or file path
-    cpus_per_node: int | None = None
-    mem_per_node: str | None = None
-    threads: int | None = None
-
-    @property
-    def label(self) -> str:
-        base = Path(self.name).stem if "/" in self.name or self.name.endswith((".yaml", ".yml")) else self.name
-        extra = "".join(
-            f"-{k[0]}{v}" for k, v in (("cpus", self.cpus_per_node), ("mem", self.mem_per_node), ("t", self.threads))
-            if v is not None
-        )  # fmt: skip
-        return _slug(base + extra)
-
-    def cli_args(self) -> list[str]:
-        args = ["--topology", self.name]
-        if self.cpus_per_node is not None:
-            args += ["--cpus-per-node", str(self.cpus_per_node)]
-        if self.mem_per_node is not None:
-            args += ["--mem-per-node", self.mem_per_node]
-        if self.threads is not None:
-            args += ["--threads", str(self.threads)]
-        return args
 
 
 @dataclass(frozen=True)
@@ -109,17 +82,12 @@ class SettingChoice:
     numa_balancing: str = "on"
     knobs: tuple[tuple[str, str], ...] = ()
 
-    def cli_args(self) -> list[str]:
-        args = ["--numa-balancing", self.numa_balancing]
-        for k, v in self.knobs:
-            args += ["--knob", f"{k}={v}"]
-        return args
 
 
 @dataclass(frozen=True)
 class MatrixRun:
     id: str
-    topology: TopologyChoice
+    topology: TopologyRef
     kernel: KernelChoice
     workload: WorkloadChoice
     setting: SettingChoice
@@ -194,7 +162,7 @@ def _list(data: dict, key: str, default: list | None = None) -> list:
     return value
 
 
-def _topologies(data: dict) -> list[TopologyChoice]:
+def _topologies(data: dict) -> list[TopologyRef]:
     out = []
     for i, item in enumerate(_list(data, "topologies")):
         if isinstance(item, str):
@@ -204,14 +172,10 @@ def _topologies(data: dict) -> list[TopologyChoice]:
         unknown = set(item) - {"name", "cpus_per_node", "mem_per_node", "threads"}
         if unknown:
             raise LabError(f"topologies[{i}].{sorted(unknown)[0]}: unknown field")
-        choice = TopologyChoice(str(item["name"]), item.get("cpus_per_node"), item.get("mem_per_node"),
-                                item.get("threads"))  # fmt: skip
+        choice = TopologyRef(str(item["name"]), item.get("cpus_per_node"), item.get("mem_per_node"),
+                             item.get("threads"))  # fmt: skip
         try:
-            topo = load_topology(choice.name)
-            if choice.mem_per_node is not None:
-                parse_mib(choice.mem_per_node, "mem_per_node")
-            if choice.cpus_per_node is not None or choice.threads is not None:
-                topo.with_overrides(choice.cpus_per_node, None, choice.threads)
+            choice.load(SPEC_SIZE_NAMES)
         except LabError as err:
             raise LabError(f"topologies[{i}]: {err}") from None
         out.append(choice)
