@@ -46,6 +46,8 @@ from lab.vm import tcg_boot
 from lab.vm.backend import Backend
 from lab.vm.console import Stage
 from lab.vm.firmware import firmware_name, resolve_firmware
+from lab.vm.hang import describe as describe_hang
+from lab.vm.hang import symbolize
 from lab.vm.libvirt_hosts import is_local_uri
 from lab.vm.qemu_argv import BootSpec
 from lab.vm.qemu_backend import QemuBackend
@@ -342,9 +344,17 @@ def _collect(
         manifest["trace_incomplete"] = True  # compare leaves the run out unless asked (lab.analysis.lost)
     if unpacked.problems:
         manifest["unpack_problems"] = unpacked.problems
+    if outcome.hang_state:
+        manifest["vm_at_timeout"] = symbolize(outcome.hang_state, _system_map(req.kernel))
     if status != "ok":
         manifest["console_tail"] = console_excerpt(console, status)
     return manifest
+
+
+def _system_map(kernel: Kernel) -> Path | None:
+    """The kernel's System.map, where the stock kernel cache and numalab's builds keep it (beside the image)."""
+    path = Path(kernel.image).parent / "System.map"
+    return path if path.is_file() else None
 
 
 def _secs(v: float | None) -> str:
@@ -385,5 +395,7 @@ def print_summary(manifest: dict, out=sys.stdout) -> None:
             f"  numa_hint_faults={vm.get('numa_hint_faults', '-')}"
             f"  hint-local={'-' if hl is None or not vm.get('numa_hint_faults') else percent(hl, 2) + '%'}"
         )
+    if manifest.get("vm_at_timeout"):
+        lines.append(f"  at the timeout: {describe_hang(manifest['vm_at_timeout'])}")
     lines += access_run.summary_lines(manifest)
     print("\n".join(lines), file=out)

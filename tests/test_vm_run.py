@@ -110,6 +110,14 @@ def test_hanging_guest_times_out_and_qemu_is_gone(tmp_path) -> None:
     m = json.loads(proc.stdout)
     assert m["status"] == "timeout"
     assert not _qemu_running(str(tmp_path))
+    # Where the VM was at the timeout, asked of QEMU before it was killed: running, and every vCPU's RIP in
+    # the kernel (the stock kernel has no System.map to name them); the init sleeps, so vCPUs idle (halted).
+    at = m["vm_at_timeout"]
+    assert at["status"] == "running"
+    assert [v["cpu"] for v in at["vcpus"]] == list(range(4))
+    assert all(v["rip"].startswith("ffffffff") for v in at["vcpus"])
+    assert any(v["halted"] for v in at["vcpus"])
+    assert "at the timeout: QEMU running; vCPUs: " in proc.stderr
     # (and QEMU's default firmware still boots numalab's guests: it got as far as the readback)
     assert m["firmware"] == {"name": "seabios", "rom": None, "choice": "seabios"}
     assert "BIOS 0.1 " not in _dmi(out)

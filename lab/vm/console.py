@@ -28,6 +28,7 @@ class VmOutcome:
     pin_error: str | None = None
     limit: str | None = None  # why the run was stopped for sending too much (lab.vm.share.ShareGuard)
     vm_failure: str | None = None  # QEMU itself failed (did not start, exited with an error, was killed)
+    hang_state: dict | None = None  # at a timeout: QEMU's run state and each vCPU's RIP (lab.vm.hang)
 
     def stage(self, name: str) -> Stage | None:
         return next((s for s in self.stages if s.name == name), None)

@@ -26,6 +26,7 @@ from lab.paths import cache_dir, write_text_atomic
 from lab.placement.plan import Placement
 from lab.topology.model import Topology
 from lab.vm.console import Stage, VmOutcome, watch
+from lab.vm.hang import vm_state
 from lab.vm.qemu_argv import BootSpec, qemu_argv
 from lab.vm.qmp import QemuGone, Qmp
 from lab.vm.share import ShareGuard, ShareLimits
@@ -123,6 +124,8 @@ def run_vm(
                 qmp.close()
         start = time.monotonic()
         watch(console_log, outcome, timeout_s, proc.poll, on_stage, on_tick, wait=_exit_waiter(pidfd), guard=guard)
+        if outcome.timed_out and qmp_socket is not None and proc.poll() is None:
+            outcome.hang_state = vm_state(qmp_socket, lambda: proc.poll() is None)
         if outcome.exit_code not in (None, 0):
             outcome.vm_failure = _qemu_failure(outcome.exit_code, qemu_log)
     finally:
