@@ -20,6 +20,7 @@ from lab.analysis.numa import ANALYSES, Analysis, analyse_trace, default_events
 from lab.cli import build_parser
 from lab.events import BY_NAME, KNOWN, MIGRATE_PAGES, MIGRATE_TASK, NUMA_DECISIONS, STICK_NUMA
 from lab.guest.workloads import get_workload
+from lab.report import perfetto
 from lab.runner import plan_from_args
 from lab.topology.spec import load_topology
 from lab.trace.tracedat import TraceData
@@ -63,6 +64,11 @@ def test_a_run_traces_every_event_its_default_analyses_need() -> None:
     out = analyse_trace(TraceData([]), load_topology("ring-4"), recorded, 0.0)
     assert set(out["skipped"]) == {a.name for a in ANALYSES if not a.default}
     assert f"default set: {', '.join(plan.trace_events)})" in _run_help()
+
+
+def test_the_perfetto_timeline_has_its_events_in_a_default_trace() -> None:
+    """The Perfetto export decodes events too (lab.report.perfetto.REQUIRES): a default run traces them all."""
+    assert set(perfetto.REQUIRES) <= set(default_events())
 
 
 def test_extra_events_come_after_the_default_set_once_and_no_trace_traces_nothing() -> None:
