@@ -352,7 +352,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from lab.guest.plan import DEFAULT_EVENTS, TRACE_MODES
+    from lab.analysis.numa import default_events
+    from lab.guest.plan import TRACE_MODES
     from lab.guest.workloads import WORKLOADS
     from lab.placement.plan import BACKINGS
     from lab.run_options import CHOICES
@@ -504,7 +505,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="SYS:EVENT",
-        help=f"extra trace event (default set: {', '.join(DEFAULT_EVENTS)})",
+        help=f"extra trace event (default set: {', '.join(e.full for e in default_events())})",
     )
     r.add_argument(
         "--trace-buffer-kb", type=int, default=4096, metavar="KB", help="per-CPU trace buffer (default 4096)"

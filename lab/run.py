@@ -177,8 +177,8 @@ def _execute(req: RunRequest, progress, placement, run_id: str, partial: Path, t
     tcg_args = tcg_boot.boot_args(req.kernel.image, req.accel, tsc_host)
     cmdline = " ".join([req.plan.cmdline(), *tier_kernel_args(req.topology), *([tcg_args] if tcg_args else [])])
     firmware = resolve_firmware(req.firmware, req.backend.name)
-    tools = image.tools_for(req.workload.kind, req.plan.trace_mode, bool(req.plan.trace_events))
-    programs = image.workload_binaries(req.plan.workload_cmd)
+    tools = image.tools_for(req.workload, req.plan.trace_mode, bool(req.plan.trace_events))
+    programs = image.workload_binaries(req.workload)
     layers = [
         image.base_image(),
         image.workload_image(programs),

@@ -11,14 +11,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from lab.analysis.numa import default_events
 from lab.errors import LabError
-from lab.guest.plan import DEFAULT_EVENTS, MAX_DURATION_S, SHORT_SCAN_KNOBS, GuestPlan
-from lab.guest.workloads import get_workload
+from lab.guest.plan import MAX_DURATION_S, SHORT_SCAN_KNOBS, GuestPlan
+from lab.guest.workloads import Workload, get_workload
 from lab.host.accel import accel_verdict
 from lab.kernel.resolve import resolve_kernel
 from lab.placement.plan import Backing
 from lab.run import Interrupted, RunRequest, execute, print_summary
 from lab.run_options import RunOptions
+from lab.topology.model import Topology
 from lab.topology.spec import parse_mib
 from lab.vm.firmware import resolve_firmware
 from lab.vm.qemu_backend import QemuBackend
@@ -46,6 +48,32 @@ def _knobs(opts: RunOptions) -> dict[str, str]:
 MAX_TIMEOUT_S = 7 * 86400.0
 
 
+def trace_events_of(opts: RunOptions) -> tuple[str, ...]:
+    """What a run traces: the events the default analyses need (lab.analysis.numa), then the
+    --event ones, each once; nothing with --no-trace."""
+    if opts.no_trace:
+        return ()
+    return tuple(dict.fromkeys([*(e.full for e in default_events()), *opts.events]))
+
+
+def plan_of(opts: RunOptions, workload: Workload, topo: Topology) -> GuestPlan:
+    """The guest plan of ``opts`` (the same for every kernel and repeat)."""
+    # tiering: NUMA_BALANCING_MEMORY_TIERING (2), promotion from lower memory tiers, with demotion on
+    balancing = {"on": "1", "off": "0", "default": None, "tiering": "2"}[opts.numa_balancing]
+    return GuestPlan(
+        workload_cmd=workload.command(topo, opts.duration),
+        duration_s=opts.duration,
+        numa_balancing=balancing,
+        knobs=_knobs(opts),
+        trace_events=trace_events_of(opts),
+        trace_buffer_kb=opts.trace_buffer_kb,
+        trace_mode=opts.trace_mode,
+        test_fault=opts.test_fault,
+        kernel_args=" ".join(opts.append),
+        demotion="true" if opts.numa_balancing == "tiering" else "",
+    )
+
+
 def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> list[RunRequest]:
     """The runs ``opts`` asks for (repeats and kernels interleaved A B A B), every value checked first."""
     opts.check_choices()
@@ -66,22 +94,9 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
     names = [k.name for k in kernels]
     if len(set(names)) < len(names):
         raise LabError(f"--kernel: the kernels must have distinct names, got {', '.join(names)}")
-    # tiering: NUMA_BALANCING_MEMORY_TIERING (2), promotion from lower memory tiers, with demotion on
-    balancing = {"on": "1", "off": "0", "default": None, "tiering": "2"}[opts.numa_balancing]
-    if balancing == "2" and not (topo.tiers and topo.tiers.slow_nodes):
+    if opts.numa_balancing == "tiering" and not (topo.tiers and topo.tiers.slow_nodes):
         progress(f"warning: --numa-balancing tiering on {topo.name}, which has no slow memory tier: nothing to promote")
-    plan = GuestPlan(
-        workload_cmd=workload.command(topo, opts.duration),
-        duration_s=opts.duration,
-        numa_balancing=balancing,
-        knobs=_knobs(opts),
-        trace_events=() if opts.no_trace else tuple(dict.fromkeys([*DEFAULT_EVENTS, *opts.events])),
-        trace_buffer_kb=opts.trace_buffer_kb,
-        trace_mode=opts.trace_mode,
-        test_fault=opts.test_fault or "",
-        kernel_args=" ".join(opts.append),
-        demotion="true" if opts.numa_balancing == "tiering" else "",
-    )
+    plan = plan_of(opts, workload, topo)
     access_sample_of(opts, None if opts.accel == "auto" else opts.accel)  # before a libvirt host is asked
     backend = backend_of(opts)
     resolve_firmware(opts.firmware, backend.name)  # a firmware this backend cannot boot: say so first

@@ -22,7 +22,6 @@ from lab.analysis.mmtests import autonuma_cost, derived_rows, hint_local_percent
 from lab.analysis.numa import NUMA_KINDS
 from lab.analysis.record import RunRecord
 from lab.errors import LabError
-from lab.guest.plan import DEFAULT_EVENTS
 from lab.trace.tracedat import check_file, read_trace
 
 DATA = Path(__file__).parent / "data" / "runs"
@@ -82,7 +81,7 @@ def test_truncated_trace_is_marked_not_silently_short(tmp_path: Path) -> None:
 
 def test_run_metrics_on_a_real_record() -> None:
     r = RunRecord.load(ON[0])
-    m = run_metrics(r.path, r.topology, DEFAULT_EVENTS, r.workload_start_uptime)
+    m = run_metrics(r.path, r.topology, tuple(r.manifest["settings"]["trace_events"]), r.workload_start_uptime)
     ev = m["events"]
     moves = m["numa"]["node_moves"]
     # Every move/swap/stick with a destination lands in exactly one matrix cell.
@@ -111,7 +110,7 @@ def test_lost_events_come_from_the_guest_stats(tmp_path: Path) -> None:
     stats = (run / "trace-stats.txt").read_text()
     (run / "trace-stats.txt").write_text(stats.replace("overrun: 0", "overrun: 7", 1))
     r = RunRecord.load(run)
-    assert run_metrics(run, r.topology, DEFAULT_EVENTS, None)["lost_events"] == 7
+    assert run_metrics(run, r.topology, tuple(r.manifest["settings"]["trace_events"]), None)["lost_events"] == 7
 
 
 # --- statistics ---------------------------------------------------------------------

@@ -8,6 +8,8 @@ import pytest
 
 from lab.errors import LabError
 from lab.guest import image
+from lab.guest.workloads import WORKLOADS, get_workload
+from lab.topology.spec import load_topology
 
 
 def _paths(archive) -> set[str]:
@@ -29,18 +31,18 @@ def _paths(archive) -> set[str]:
 
 
 @pytest.mark.parametrize(
-    ("kind", "mode", "tracing", "tools"),
+    ("workload", "mode", "tracing", "tools"),
     [
-        ("lab", "raw", True, ()),
-        ("lab", "extract", True, ("trace-cmd",)),
-        ("lab", "record", True, ("trace-cmd",)),
-        ("lab", "record", False, ()),  # --no-trace: nothing records
-        ("perf", "raw", True, ("perf",)),
-        ("perf", "record", True, ("trace-cmd", "perf")),
+        ("numa01", "raw", True, ()),
+        ("numa01", "extract", True, ("trace-cmd",)),
+        ("numa01", "record", True, ("trace-cmd",)),
+        ("numa01", "record", False, ()),  # --no-trace: nothing records
+        ("perf-numa01", "raw", True, ("perf",)),
+        ("perf-numa01", "record", True, ("trace-cmd", "perf")),
     ],
 )
-def test_tools_for(kind, mode, tracing, tools) -> None:
-    assert image.tools_for(kind, mode, tracing) == tools
+def test_tools_for(workload, mode, tracing, tools) -> None:
+    assert image.tools_for(get_workload(workload), mode, tracing) == tools
 
 
 def test_base_has_busybox_init_and_tracegrab_but_no_workload_perf_or_trace_cmd(tmp_path, monkeypatch) -> None:
@@ -86,12 +88,14 @@ def test_kernel_command_line_sets_up_the_trace_at_boot_unless_trace_cmd_records(
     raw = GuestPlan("idle", 1, trace_events=("sched:sched_move_numa", "sched:sched_switch"), trace_buffer_kb=2048)
     events = "trace_event=sched:sched_move_numa,sched:sched_switch"
     assert raw.cmdline() == f"{KERNEL_CMDLINE} {events} trace_buf_size=2048K"
-    assert "trace_event=" in GuestPlan("idle", 1, trace_mode="extract").cmdline()
-    assert GuestPlan("idle", 1, trace_mode="record").cmdline() == KERNEL_CMDLINE
+    numa = ("sched:sched_move_numa",)
+    extract = GuestPlan("idle", 1, trace_events=numa, trace_mode="extract")
+    assert "trace_event=sched:sched_move_numa " in extract.cmdline()
+    assert GuestPlan("idle", 1, trace_events=numa, trace_mode="record").cmdline() == KERNEL_CMDLINE
     assert GuestPlan("idle", 1, trace_events=()).cmdline() == KERNEL_CMDLINE
     assert GuestPlan("idle", 1, trace_events=(), kernel_args=" initcall_debug ").cmdline().endswith(" initcall_debug")
     with pytest.raises(LabError, match="--append"):
-        GuestPlan("idle", 1, kernel_args="a\nb")
+        GuestPlan("idle", 1, trace_events=(), kernel_args="a\nb")
 
 
 def test_base_is_found_again_by_fingerprint_and_rebuilt_when_the_init_changes(tmp_path, monkeypatch) -> None:
@@ -117,11 +121,32 @@ def test_base_is_found_again_by_fingerprint_and_rebuilt_when_the_init_changes(tm
 
 def test_a_run_carries_only_the_workload_program_it_starts(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("NUMALAB_CACHE", str(tmp_path))
-    assert image.workload_binaries("numa01 --duration 20 --threads 4 --mem-mib 512") == ("numa01",)
-    assert image.workload_binaries("perf bench numa mem -p 2 -t 2") == ()  # perf comes as a tool layer
-    assert image.workload_binaries("numalab-tracegrab /tmp x:y") == ()  # in the base already
-    assert image.workload_binaries("") == ()
+    assert image.workload_binaries(get_workload("numa01")) == ("numa01",)
+    assert image.workload_binaries(get_workload("tiering")) == ("numa02",)
+    assert image.workload_binaries(get_workload("perf-numa01")) == ()  # perf comes as a tool layer
     assert image.workload_image(()) is None
     layer = image.workload_image(("pairs",))
     assert _paths(layer) == {"usr/bin/pairs"}
     assert image.workload_image(("pairs",)) == layer  # cached by content
+
+
+def test_each_workload_declares_what_its_command_starts(tmp_path, monkeypatch) -> None:
+    """The program a workload's command starts is one it declares, built by images/workloads, or a declared
+    host tool: the image carries what the run needs (and, for the lab's programs, nothing else)."""
+    monkeypatch.setenv("NUMALAB_CACHE", str(tmp_path))
+    built = image.build_workloads()
+    for w in WORKLOADS.values():
+        first = w.command(load_topology("ring-4"), 20).split()[0]
+        assert first in w.programs + w.tools, w.name
+        assert len(w.programs) <= 1 and set(w.tools) <= set(image.GUEST_TOOLS), w.name
+        assert all((built / p).is_file() for p in image.workload_binaries(w)), w.name
+
+
+def test_a_workload_declaring_a_program_that_is_not_built_is_a_one_line_error(tmp_path, monkeypatch) -> None:
+    from dataclasses import replace
+
+    monkeypatch.setenv("NUMALAB_CACHE", str(tmp_path))
+    with pytest.raises(LabError, match="workload numa01: images/workloads builds no workload program 'stream'"):
+        image.workload_binaries(replace(get_workload("numa01"), programs=("stream",)))
+    with pytest.raises(LabError, match="no workload program 'numalab-tracegrab'"):  # the base's, not a workload's
+        image.workload_binaries(replace(get_workload("idle"), programs=(image.TRACEGRAB,)))

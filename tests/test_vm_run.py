@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 from common import REPO, numalab
 
-from lab.guest.plan import NUMA_EVENTS
+from lab.events import NUMA_DECISIONS
 
 pytestmark = pytest.mark.vm
 
@@ -59,7 +59,7 @@ def test_ring4_numa01_produces_numa_balancing_events(tmp_path) -> None:
         assert m["firmware"]["name"] == "qboot" and "BIOS 0.1 " in _dmi(out)
 
     counts = _report_counts(out / "trace.dat")
-    numa_events = sum(counts[e.split(":")[1]] for e in NUMA_EVENTS)
+    numa_events = sum(counts[e.name] for e in NUMA_DECISIONS)
     assert numa_events > 0, counts
     for ev, n in counts.items():
         assert m["metrics"]["events"][ev] == n

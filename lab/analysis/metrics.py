@@ -7,8 +7,9 @@ from pathlib import Path
 
 from lab.analysis.lost import completeness, lost_per_cpu
 from lab.analysis.mmtests import autonuma_cost, deltas, derived_rows, hint_local_percent
-from lab.analysis.numa import ANALYSIS_EVENTS, NUMA_KINDS, analyse_trace
+from lab.analysis.numa import ANALYSIS_EVENTS, analyse_trace
 from lab.errors import LabError
+from lab.events import MIGRATE_PAGES, NUMA_DECISIONS
 from lab.guest.readback import read_vmstat, read_vmstat_series
 from lab.topology.model import Topology
 from lab.trace.tracedat import read_trace, stats_lost, stats_per_cpu
@@ -100,7 +101,7 @@ MIGRATE_REASONS = ("numa_misplaced", "demotion")  # NUMA balancing's (promotion,
 
 
 def _migrated_by_reason(m: dict) -> dict:
-    """Pages migrate:mm_migrate_pages says were moved, per reason (0 when traced and none were)."""
+    """Pages the mm_migrate_pages events say were moved, per reason (0 when traced and none were)."""
     by = (m.get("numa") or {}).get("migrate_pages")
     if not isinstance(by, dict):
         return {}
@@ -129,8 +130,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("workload.round_trips_per_s", "pair round trips", "1/s", "higher", "hmean"),
     Metric("workload.balance_pct", "nodes 1/3 busy balance (nodes13)", "%", "higher"),
     Metric("workload.converged_s", "perf bench convergence", "s", "lower"),
-    *(Metric(f"events.{k}", k, "events", "lower") for k in NUMA_KINDS),
-    Metric("events.mm_migrate_pages", "mm_migrate_pages", "events", "lower"),
+    *(Metric(f"events.{e.name}", e.name, "events", "lower") for e in (*NUMA_DECISIONS, MIGRATE_PAGES)),
     Metric("vmstat.numa_pte_updates", "NUMA PTE updates", "pages", "lower"),
     Metric("vmstat.numa_hint_faults", "NUMA hint faults", "faults", "lower"),
     Metric("vmstat.numa_hint_faults_local", "NUMA hint local faults", "faults", "higher"),

@@ -1,14 +1,12 @@
-"""Per-run analyses of the NUMA-balancing trace. Each declares the events it needs.
+"""Per-run analyses of the NUMA-balancing trace. Each declares the events it needs (``requires``).
 
 ``analyse_trace`` runs every analysis whose events are in the trace's event
 set (an analysis whose events were not recorded is reported as skipped, not as
-zeros). Tracepoint formats are Linux 6.1's:
-
-* sched_move_numa: pid tgid ngid src_cpu src_nid dst_cpu dst_nid
-* sched_swap_numa / sched_stick_numa: src_{pid,tgid,ngid,cpu,nid} dst_{pid,tgid,ngid,cpu,nid}
-* sched_stick_numa: dst_cpu = -1 no CPU found; dst_pid = 0 a move to an idle
-  CPU failed; dst_pid > 0 a swap failed.
-* mm_migrate_pages: nr_succeeded nr_failed nr_thp_succeeded nr_thp_failed nr_thp_split mode reason
+zeros). The events numalab traces by default are the ones the analyses marked
+``default`` require (:func:`default_events`), as LISA derives its trace
+configuration from its analyses: an analysis added or changed here changes what
+a run records, and no list elsewhere can fall behind. Tracepoint formats are in
+:mod:`lab.events`.
 """
 
 from __future__ import annotations
@@ -17,19 +15,31 @@ from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from lab.events import (
+    BY_NAME,
+    MIGRATE_PAGES,
+    MIGRATE_TASK,
+    MOVE_NUMA,
+    NUMA_DECISIONS,
+    STICK_NUMA,
+    SWAP_NUMA,
+    TraceEvent,
+)
 from lab.topology.model import Topology
 from lab.trace.tracedat import Event, TraceData
 
-NUMA_KINDS = ("sched_move_numa", "sched_swap_numa", "sched_stick_numa")
-SHORT = {"sched_move_numa": "move", "sched_swap_numa": "swap", "sched_stick_numa": "stick"}
+NUMA_KINDS = tuple(e.name for e in NUMA_DECISIONS)  # as trace records name them
+# The rates series of mm_migrate_pages: named after its analysis, as report.json files already have it.
+MIGRATE_SERIES = "migrate_pages"
 
 
 @dataclass(frozen=True)
 class Analysis:
     name: str
-    requires: tuple[str, ...]
+    requires: tuple[TraceEvent, ...]
     fn: Callable[[TraceData, Topology, float], dict]
     any_of: bool = False  # True: runs if any required event was recorded
+    default: bool = True  # its events are traced unless the user says otherwise (default_events)
 
 
 def _matrix(n: int) -> list[list[int]]:
@@ -45,12 +55,12 @@ def node_moves(trace: TraceData, topo: Topology, _t0: float) -> dict:
     n = topo.n_nodes
     hops = topo.hops()
     out: dict = {}
-    for kind in NUMA_KINDS:
+    for kind in NUMA_DECISIONS:
         m = _matrix(n)
         by_hops: Counter = Counter()
         by_dist: Counter = Counter()
         unplaced = 0
-        for e in trace.named(kind):
+        for e in trace.named(kind.name):
             s, d = _nids(e)
             if not (0 <= s < n and 0 <= d < n):
                 unplaced += 1  # e.g. a stick with no destination
@@ -59,7 +69,7 @@ def node_moves(trace: TraceData, topo: Topology, _t0: float) -> dict:
             by_dist[topo.distances[s][d]] += 1
             if hops is not None:
                 by_hops[hops[s][d]] += 1
-        out[SHORT[kind]] = {
+        out[kind.short] = {
             "matrix": m,
             "by_distance": {str(k): v for k, v in sorted(by_dist.items())},
             "by_hops": {str(k): v for k, v in sorted(by_hops.items())} if hops is not None else None,
@@ -70,7 +80,7 @@ def node_moves(trace: TraceData, topo: Topology, _t0: float) -> dict:
 
 def stick_reasons(trace: TraceData, _topo: Topology, _t0: float) -> dict:
     reasons = Counter()
-    for e in trace.named("sched_stick_numa"):
+    for e in trace.named(STICK_NUMA.name):
         if e.int("dst_cpu", 0) == -1:
             reasons["no_cpu"] += 1
         elif e.int("dst_pid", 0) == 0:
@@ -83,7 +93,7 @@ def stick_reasons(trace: TraceData, _topo: Topology, _t0: float) -> dict:
 def swap_groups(trace: TraceData, _topo: Topology, _t0: float) -> dict:
     """Swaps between tasks of one NUMA group (same ngid) against across groups."""
     same = cross = 0
-    for e in trace.named("sched_swap_numa"):
+    for e in trace.named(SWAP_NUMA.name):
         if e.int("src_ngid", 0) and e.int("src_ngid", 0) == e.int("dst_ngid", -1):
             same += 1
         else:
@@ -97,8 +107,8 @@ def per_task(trace: TraceData, _topo: Topology, _t0: float) -> dict:
     procs: dict[int, Counter] = defaultdict(Counter)
     comms: dict[int, str] = {}
     for e in trace.named(*NUMA_KINDS):
-        kind = SHORT[e.name]
-        if e.name == "sched_move_numa":
+        kind = BY_NAME[e.name].short
+        if e.name == MOVE_NUMA.name:
             parties = [(e.int("pid"), e.int("tgid"))]
         else:
             parties = [(e.int("src_pid"), e.int("src_tgid"))]
@@ -112,7 +122,7 @@ def per_task(trace: TraceData, _topo: Topology, _t0: float) -> dict:
 
     def table(d: dict[int, Counter]) -> list[dict]:
         return [
-            {"id": k, "comm": comms.get(k, ""), **{SHORT[x]: v.get(SHORT[x], 0) for x in NUMA_KINDS}}
+            {"id": k, "comm": comms.get(k, ""), **{x.short: v.get(x.short, 0) for x in NUMA_DECISIONS}}
             for k, v in sorted(d.items())
         ]
 
@@ -121,12 +131,12 @@ def per_task(trace: TraceData, _topo: Topology, _t0: float) -> dict:
 
 def rates(trace: TraceData, _topo: Topology, t0: float) -> dict:
     """Events per second since the workload started (guest uptime t0)."""
-    series: dict[str, Counter] = {SHORT[k]: Counter() for k in NUMA_KINDS} | {"migrate_pages": Counter()}
+    series: dict[str, Counter] = {k.short: Counter() for k in NUMA_DECISIONS} | {MIGRATE_SERIES: Counter()}
     last = 0
-    for e in trace.named(*NUMA_KINDS, "mm_migrate_pages"):
+    for e in trace.named(*NUMA_KINDS, MIGRATE_PAGES.name):
         sec = max(0, int(e.ts - t0))
         last = max(last, sec)
-        series[SHORT.get(e.name, "migrate_pages")][sec] += 1
+        series[MIGRATE_SERIES if e.name == MIGRATE_PAGES.name else BY_NAME[e.name].short][sec] += 1
     return {
         "bin_s": 1,
         "start_uptime": t0,
@@ -137,7 +147,7 @@ def rates(trace: TraceData, _topo: Topology, t0: float) -> dict:
 def migrate_pages(trace: TraceData, _topo: Topology, _t0: float) -> dict:
     """Page migrations by reason; numa_misplaced is NUMA balancing's."""
     by_reason: dict[str, Counter] = defaultdict(Counter)
-    for e in trace.named("mm_migrate_pages"):
+    for e in trace.named(MIGRATE_PAGES.name):
         c = by_reason[e.fields.get("reason", "?")]
         c["calls"] += 1
         for f in ("nr_succeeded", "nr_failed", "nr_thp_succeeded", "nr_thp_failed", "nr_thp_split"):
@@ -150,7 +160,7 @@ def cross_node_lb(trace: TraceData, topo: Topology, _t0: float) -> dict:
     node_of = {cpu: node for node, cpus in enumerate(topo.node_cpus()) for cpu in cpus}
     total = cross = 0
     m = _matrix(topo.n_nodes)
-    for e in trace.named("sched_migrate_task"):
+    for e in trace.named(MIGRATE_TASK.name):
         total += 1
         a, b = node_of.get(e.int("orig_cpu", -1)), node_of.get(e.int("dest_cpu", -1))
         if a is not None and b is not None and a != b:
@@ -160,28 +170,35 @@ def cross_node_lb(trace: TraceData, topo: Topology, _t0: float) -> dict:
 
 
 ANALYSES = (
-    Analysis("node_moves", NUMA_KINDS, node_moves, any_of=True),
-    Analysis("stick_reasons", ("sched_stick_numa",), stick_reasons),
-    Analysis("swap_groups", ("sched_swap_numa",), swap_groups),
-    Analysis("per_task", NUMA_KINDS, per_task, any_of=True),
-    Analysis("rates", NUMA_KINDS, rates, any_of=True),
-    Analysis("migrate_pages", ("mm_migrate_pages",), migrate_pages),
-    Analysis("cross_node_lb", ("sched_migrate_task",), cross_node_lb),
+    Analysis("node_moves", NUMA_DECISIONS, node_moves, any_of=True),
+    Analysis("stick_reasons", (STICK_NUMA,), stick_reasons),
+    Analysis("swap_groups", (SWAP_NUMA,), swap_groups),
+    Analysis("per_task", NUMA_DECISIONS, per_task, any_of=True),
+    Analysis("rates", NUMA_DECISIONS, rates, any_of=True),
+    Analysis("migrate_pages", (MIGRATE_PAGES,), migrate_pages),
+    # Every load-balancer migration is far more than the NUMA decisions: traced only when asked (--event).
+    Analysis("cross_node_lb", (MIGRATE_TASK,), cross_node_lb, default=False),
 )
 
 
-# Every event some analysis decodes (others are only counted).
-ANALYSIS_EVENTS = tuple(sorted({e for a in ANALYSES for e in a.requires}))
+def default_events(analyses: tuple[Analysis, ...] = ANALYSES) -> tuple[TraceEvent, ...]:
+    """The events a run traces unless told otherwise: those the default analyses require, in the
+    analyses' order, each once."""
+    return tuple(dict.fromkeys(e for a in analyses if a.default for e in a.requires))
+
+
+# Every event some analysis decodes (others are only counted), as trace records name them.
+ANALYSIS_EVENTS = tuple(sorted({e.name for a in ANALYSES for e in a.requires}))
 
 
 def analyse_trace(trace: TraceData, topo: Topology, recorded: set[str], t0: float) -> dict:
     """Run every analysis whose events were recorded; list the others as skipped."""
     out: dict = {"skipped": {}}
     for a in ANALYSES:
-        have = [r for r in a.requires if r in recorded]
+        have = [r for r in a.requires if r.name in recorded]
         ok = bool(have) if a.any_of else len(have) == len(a.requires)
         if ok:
             out[a.name] = a.fn(trace, topo, t0)
         else:
-            out["skipped"][a.name] = f"needs {', '.join(a.requires)} (not recorded)"
+            out["skipped"][a.name] = f"needs {', '.join(r.name for r in a.requires)} (not recorded)"
     return out

@@ -4,12 +4,13 @@ An image is concatenated cpio archives (the kernel unpacks them in turn):
 
 * **base** (kernel-independent): static busybox, ``numalab-tracegrab`` and the
   guest init;
-* **workload** (per workload binary): the one static workload program the run
-  starts (``numa01``, ``pairs``, ...). Each is about 0.8 MB of static libc, and
-  every MB of initramfs costs a TCG boot about 10 ms (QEMU loads it, the kernel
-  unpacks it), so a run carries only its own;
+* **workload** (per workload binary): the static workload programs the run's
+  workload declares (``Workload.programs``: ``numa01``, ``pairs``, ...). Each is
+  about 0.8 MB of static libc, and every MB of initramfs costs a TCG boot about
+  10 ms (QEMU loads it, the kernel unpacks it), so a run carries only its own;
 * **tools** (only when the run needs them): the real ``trace-cmd`` (trace modes
-  ``extract`` and ``record``) and ``perf`` (the ``perf bench numa`` workloads),
+  ``extract`` and ``record``) and ``perf`` (declared in ``Workload.tools`` by the
+  ``perf bench numa`` workloads),
   each with its shared-library closure (resolved with ``ldd``, as dracut does).
   perf's closure is most of an image (about 40 MB), and unpacking it costs a
   TCG guest a fifth of a second, so a run that does not use it goes without;
@@ -34,6 +35,7 @@ from pathlib import Path
 
 from lab.errors import LabError
 from lab.guest import cpio
+from lab.guest.workloads import Workload
 from lab.paths import REPO_ROOT, cache_dir, write_text_atomic
 
 BUSYBOX_CANDIDATES = ("/bin/busybox", "/usr/bin/busybox")
@@ -197,24 +199,22 @@ def base_image() -> Path:
     return path
 
 
-def tools_for(workload_kind: str, trace_mode: str, tracing: bool) -> tuple[str, ...]:
-    """The GUEST_TOOLS a run uses: perf for perf bench workloads, trace-cmd unless the trace is
-    taken raw (numalab-tracegrab, in the base)."""
-    tools = []
-    if tracing and trace_mode != "raw":
-        tools.append("trace-cmd")
-    if workload_kind == "perf":
-        tools.append("perf")
+def tools_for(workload: Workload, trace_mode: str, tracing: bool) -> tuple[str, ...]:
+    """The GUEST_TOOLS a run uses: trace-cmd unless the trace is taken raw (numalab-tracegrab, in
+    the base), then the ones its workload declares (perf for perf bench)."""
+    tools = ["trace-cmd"] if tracing and trace_mode != "raw" else []
+    tools += [t for t in workload.tools if t not in tools]
     return tuple(tools)
 
 
-def workload_binaries(workload_cmd: str) -> tuple[str, ...]:
-    """The lab's own program a workload command starts: its first word, when that is one of
-    images/workloads' binaries (perf bench workloads come with the perf tool layer)."""
-    words = workload_cmd.split()
-    if not words or words[0] == TRACEGRAB:  # a tool of the base, not a workload
-        return ()
-    return (words[0],) if (build_workloads() / words[0]).is_file() else ()
+def workload_binaries(workload: Workload) -> tuple[str, ...]:
+    """The lab's own programs a workload declares (``Workload.programs``), each one that
+    images/workloads builds; numalab-tracegrab is the base's, never a workload's."""
+    built = build_workloads()
+    for name in workload.programs:
+        if name == TRACEGRAB or not (built / name).is_file():
+            raise LabError(f"workload {workload.name}: images/workloads builds no workload program {name!r}")
+    return workload.programs
 
 
 def workload_image(names: tuple[str, ...]) -> Path | None:

@@ -1,4 +1,8 @@
-"""The plan a guest runs: workload, NUMA-balancing settings, tracing. Rendered as /plan/plan.sh."""
+"""The plan a guest runs: workload, NUMA-balancing settings, tracing. Rendered as /plan/plan.sh.
+
+Which events to trace is the caller's to say (``trace_events``): the default set comes from the
+analyses that need it (``lab.analysis.numa.default_events``), a layer above this one.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +12,8 @@ import shlex
 from dataclasses import dataclass, field
 
 from lab.errors import LabError
+from lab.events import MOVE_NUMA
 
-NUMA_EVENTS = ("sched:sched_move_numa", "sched:sched_swap_numa", "sched:sched_stick_numa")
-DEFAULT_EVENTS = (*NUMA_EVENTS, "migrate:mm_migrate_pages")
-OPTIONAL_EVENTS = ("sched:sched_migrate_task",)
 # debugfs sched/numa_balancing knobs for short runs: start scanning after
 # 100 ms and rescan often, so a 20 s run produces NUMA-balancing decisions.
 SHORT_SCAN_KNOBS = {"scan_delay_ms": "100", "scan_period_min_ms": "100", "scan_period_max_ms": "1000"}
@@ -29,7 +31,8 @@ class GuestPlan:
     duration_s: float
     numa_balancing: str | None = "1"  # "1", "0", or None to leave the kernel's default
     knobs: dict[str, str] = field(default_factory=lambda: dict(SHORT_SCAN_KNOBS))
-    trace_events: tuple[str, ...] = DEFAULT_EVENTS
+    # SYSTEM:EVENT names, () for no trace; no default here (see the module doc)
+    trace_events: tuple[str, ...] = field(kw_only=True)
     trace_buffer_kb: int = 4096
     # "raw": tracefs buffers, copied out raw and assembled on the host (lab.trace.assemble);
     # "extract": the same buffers, then trace-cmd extract in the guest; "record": trace-cmd record
@@ -51,7 +54,7 @@ class GuestPlan:
                 raise LabError(f"--knob {k}={v}: value must be a whole number")
         for e in self.trace_events:
             if not re.fullmatch(r"\w+:\w+", e):
-                raise LabError(f"--event {e}: expected SYSTEM:EVENT, e.g. sched:sched_move_numa")
+                raise LabError(f"--event {e}: expected SYSTEM:EVENT, e.g. {MOVE_NUMA.full}")
         if not 0 < self.trace_buffer_kb <= MAX_TRACE_BUFFER_KB:
             raise LabError(f"--trace-buffer-kb: must be 1..{MAX_TRACE_BUFFER_KB}, got {self.trace_buffer_kb}")
         if self.trace_mode not in TRACE_MODES:

@@ -8,6 +8,9 @@
 * ``nodes13``: CPU-bound tasks bound to nodes 1 and 3, all started on node 1
   (seed 002's worst case for sched groups built from one CPU's view).
 * ``idle``: nothing, for boot-overhead measurements.
+
+Each workload declares what the guest image must carry to run it (``programs``,
+``tools``); lab.guest.image lays exactly those over its base.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from lab.errors import LabError
 from lab.topology.model import Topology
@@ -31,6 +34,10 @@ class Workload:
     description: str
     command: Callable[[Topology, float], str]
     kind: str  # "lab" (NUMALAB_RESULT line) or "perf" (perf bench summary)
+    # What the guest image must carry to run it (lab.guest.image): our own static programs, built from
+    # images/workloads, and host tools (lab.guest.image.GUEST_TOOLS), each with its library closure.
+    programs: tuple[str, ...] = field(kw_only=True)
+    tools: tuple[str, ...] = field(default=(), kw_only=True)
 
 
 def _mem(topo: Topology, parts: int, cap: int) -> int:
@@ -117,51 +124,88 @@ def _perf(procs: Callable[[int, int], int], threads: Callable[[int, int], int], 
     return cmd
 
 
+PERF_TOOL = ("perf",)  # perf bench numa: the host's perf, as a tool layer
+
 WORKLOADS: dict[str, Workload] = {
     w.name: w
     for w in [
-        Workload("numa01", "2 processes, threads share each process's memory (adverse)", _numa01(False), "lab"),
-        Workload("numa01-thread-alloc", "numa01 with per-thread slices of the process memory", _numa01(True), "lab"),
-        Workload("numa02", "1 process, every thread its own private memory (ideal locality)", _numa02(False), "lab"),
-        Workload("numa02-smt", "numa02 with half the threads", _numa02(True), "lab"),
-        Workload("pairs", "communicating task pairs over pipes (seed 003)", _pairs, "lab"),
-        Workload("nodes13", "2 x CPUs tasks bound to nodes 1 and 3, all started on node 1 (seed 002)", _nodes13, "lab"),
+        Workload(
+            "numa01",
+            "2 processes, threads share each process's memory (adverse)",
+            _numa01(False),
+            "lab",
+            programs=("numa01",),
+        ),
+        Workload(
+            "numa01-thread-alloc",
+            "numa01 with per-thread slices of the process memory",
+            _numa01(True),
+            "lab",
+            programs=("numa01",),
+        ),
+        Workload(
+            "numa02",
+            "1 process, every thread its own private memory (ideal locality)",
+            _numa02(False),
+            "lab",
+            programs=("numa02",),
+        ),
+        Workload("numa02-smt", "numa02 with half the threads", _numa02(True), "lab", programs=("numa02",)),
+        Workload("pairs", "communicating task pairs over pipes (seed 003)", _pairs, "lab", programs=("pairs",)),
+        Workload(
+            "nodes13",
+            "2 x CPUs tasks bound to nodes 1 and 3, all started on node 1 (seed 002)",
+            _nodes13,
+            "lab",
+            programs=("nodes13",),
+        ),
         Workload(
             "tiering",
             "numa02 with a hot set 1.25x the fast memory tier: pages must be promoted and demoted",
             _tiering,
             "lab",
+            programs=("numa02",),
         ),
-        Workload("idle", "no work: boot and trace overhead only", _idle, "lab"),
+        Workload("idle", "no work: boot and trace overhead only", _idle, "lab", programs=("idle",)),
         Workload(
             "perf-numa01",
             "seed 000 numa01.sh: 2 procs x ncpus/2 threads, process-shared memory",
             _perf(lambda c, n: 2, lambda c, n: c // 2, False),
             "perf",
+            programs=(),
+            tools=PERF_TOOL,
         ),
         Workload(
             "perf-numa02",
             "seed 000 numa02.sh: 1 proc x ncpus threads, 32MB thread-local memory",
             _perf(lambda c, n: 1, lambda c, n: c, True),
             "perf",
+            programs=(),
+            tools=PERF_TOOL,
         ),
         Workload(
             "perf-numa03",
             "seed 000 numa03.sh: 1 proc x ncpus threads, process-shared memory",
             _perf(lambda c, n: 1, lambda c, n: c, False),
             "perf",
+            programs=(),
+            tools=PERF_TOOL,
         ),
         Workload(
             "perf-numa04",
             "seed 000 numa04.sh: nr_nodes procs x ncpus/nr_nodes threads",
             _perf(lambda c, n: n, lambda c, n: c // n, False),
             "perf",
+            programs=(),
+            tools=PERF_TOOL,
         ),
         Workload(
             "perf-numa05",
             "seed 000 numa05.sh: 2*nr_nodes procs x ncpus/(2*nr_nodes) threads",
             _perf(lambda c, n: 2 * n, lambda c, n: c // (2 * n), False),
             "perf",
+            programs=(),
+            tools=PERF_TOOL,
         ),
     ]
 }

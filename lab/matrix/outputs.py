@@ -13,6 +13,7 @@ from lab.analysis.compare import Comparison, compare_runs, pct_better, to_dict, 
 from lab.analysis.metrics import get_metric, metric_values
 from lab.analysis.record import RunRecord
 from lab.errors import LabError
+from lab.events import MOVE_NUMA, SWAP_NUMA
 from lab.matrix.runner import MatrixOutcome, RunResult, host_of, run_dir
 from lab.matrix.spec import Gate, MatrixRun, MatrixSpec
 from lab.paths import write_text_atomic
@@ -209,10 +210,10 @@ def overview_html(spec, runs, results, comps, gates, recs) -> str:
                 vals = metric_values(recs[r.id].manifest) if r.id in recs else {}
                 detail = ""
                 if vals:
-                    moves = int(vals.get("events.sched_move_numa", 0))
-                    swaps = int(vals.get("events.sched_swap_numa", 0))
+                    moves = int(vals.get(f"events.{MOVE_NUMA.name}", 0))
+                    swaps = int(vals.get(f"events.{SWAP_NUMA.name}", 0))
                     migrated = int(vals.get("vmstat.numa_pages_migrated", 0))
-                    detail = f" <small>move {moves} swap {swaps} migr {migrated}</small>"
+                    detail = f" <small>{MOVE_NUMA.short} {moves} {SWAP_NUMA.short} {swaps} migr {migrated}</small>"
                 has_report = r.id in recs and (recs[r.id].path / "report.html").exists()
                 link = f"runs/{r.id}/report.html" if has_report else f"runs/{r.id}/"
                 parts.append(f'<div class="{cls}"><a href="{e(link)}">r{r.repeat}</a> {e(res.status)}{detail}</div>')

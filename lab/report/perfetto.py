@@ -28,11 +28,14 @@ from lab.analysis.lost import lost_per_cpu
 from lab.analysis.numa import NUMA_KINDS
 from lab.analysis.record import RunRecord
 from lab.errors import LabError
+from lab.events import MIGRATE_PAGES, MOVE_NUMA, NUMA_DECISIONS, SWAP_NUMA, TraceEvent
 from lab.trace.tracedat import Event, TraceData, read_trace, stats_per_cpu
 
+# The events this export decodes, as an analysis declares them (lab.analysis.numa).
+REQUIRES: tuple[TraceEvent, ...] = (*NUMA_DECISIONS, MIGRATE_PAGES)
 PID = 1
-FLOW_KINDS = ("sched_move_numa", "sched_swap_numa")
-MIGRATE = "mm_migrate_pages"
+FLOW_KINDS = (MOVE_NUMA.name, SWAP_NUMA.name)  # the decisions that move a task: an arrow to the destination
+MIGRATE = MIGRATE_PAGES.name
 CATEGORY = "numa"
 DST_CATEGORY = "numa.dst"
 
@@ -122,7 +125,7 @@ def trace_events(
                     "args": {"succeeded": ok, "failed": failed},
                 }
             )
-            out.append({"name": "mm_migrate_pages calls/s", "ph": "C", "ts": ts, "pid": PID, "args": {"calls": calls}})
+            out.append({"name": f"{MIGRATE} calls/s", "ph": "C", "ts": ts, "pid": PID, "args": {"calls": calls}})
     for name, t in (marks or {}).items():
         out.append({"name": name, "cat": "numalab", "ph": "i", "s": "g", "ts": _us(t), "pid": PID, "tid": 0})
     return {
@@ -139,7 +142,7 @@ def perfetto_trace(run: RunRecord) -> dict:
     ``otherData.problems`` (the report says the same), rather than no report.
     """
     try:
-        data = read_trace(run.file("trace.dat"), (*NUMA_KINDS, MIGRATE))
+        data = read_trace(run.file("trace.dat"), tuple(e.name for e in REQUIRES))
     except LabError as err:
         data = TraceData([], problems=[str(err)])
     stages = {s["name"]: s.get("uptime") for s in run.manifest.get("stages", [])}

@@ -12,15 +12,18 @@ import math
 from collections.abc import Sequence
 from html import escape
 
+from lab.events import MOVE_NUMA, STICK_NUMA, SWAP_NUMA
+
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', sans-serif"
 INK = "#1f2933"
 MUTED = "#61707f"
 GRID = "#e3e8ee"
-# One colour per NUMA event kind, used by every chart and the legend.
+# One colour per NUMA event kind (its short word; mm_migrate_pages by its rates series,
+# lab.analysis.numa.MIGRATE_SERIES), used by every chart and the legend.
 KIND_COLORS = {
-    "move": "#2563eb",
-    "swap": "#d97706",
-    "stick": "#7c3aed",
+    MOVE_NUMA.short: "#2563eb",
+    SWAP_NUMA.short: "#d97706",
+    STICK_NUMA.short: "#7c3aed",
     "migrate_pages": "#059669",
 }
 PALETTE = ("#2563eb", "#d97706", "#059669", "#7c3aed", "#dc2626", "#0891b2", "#65a30d", "#db2777")

@@ -27,8 +27,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from lab.analysis.numa import default_events  # noqa: E402
 from lab.guest import image  # noqa: E402
 from lab.guest.plan import GuestPlan  # noqa: E402
+from lab.guest.workloads import get_workload  # noqa: E402
 
 POWEROFF_INIT = "#!/bin/busybox sh\n/bin/busybox poweroff -f\n"
 
@@ -74,8 +76,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="numalab-floor-") as tmp_s:
         tmp = Path(tmp_s)
         floor_initrd = image.minimal_initrd(tmp / "floor.cpio", POWEROFF_INIT)
-        plan = GuestPlan(workload_cmd="idle --duration 0.1", duration_s=0.1)
-        layers = [image.base_image(), image.workload_image(image.workload_binaries(plan.workload_cmd))]
+        plan = GuestPlan(
+            workload_cmd="idle --duration 0.1", duration_s=0.1, trace_events=tuple(e.full for e in default_events())
+        )
+        layers = [image.base_image(), image.workload_image(image.workload_binaries(get_workload("idle")))]
         plan_initrd = image.assemble_initrd(tmp / "plan.cpio", layers, plan.to_shell())
         figures: dict[str, list[float]] = {"floor": [], "plan": []}
         for _ in range(repeats):
