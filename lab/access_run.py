@@ -8,6 +8,7 @@ from pathlib import Path
 
 from lab.analysis.access import read_log, self_check, summarize
 from lab.errors import LabError
+from lab.record_files import ACCESS_MATRIX_JSON, ACCESS_MATRIX_TXT
 from lab.topology.model import Topology
 from lab.vm.access_plugin import AccessPlugin, prepare
 from lab.vm.libvirt_hosts import is_local_uri
@@ -15,8 +16,8 @@ from lab.vm.qemu_backend import qemu_version
 
 STATUS = "access-map-mismatch"  # the self-check failed: the counts cannot be trusted
 CLOCK_STATUS = "guest-clock-skew"  # the guest's clock did not follow the host's during the workload
-RAW_FILE = "access-matrix.txt"
-JSON_FILE = "access-matrix.json"
+RAW_FILE = ACCESS_MATRIX_TXT
+JSON_FILE = ACCESS_MATRIX_JSON
 
 
 def check_request(sample: int, accel: str | None, backend: str, uri: str = "") -> None:

@@ -38,6 +38,17 @@ from lab.kernel.resolve import Kernel
 from lab.paths import run_scratch, write_text_atomic
 from lab.placement.host_inventory import read_inventory
 from lab.placement.plan import Backing, plan_placement
+from lab.record_files import (
+    CONSOLE_LOG,
+    DMESG_BOOT,
+    KERNEL_NOTES,
+    KNOBS,
+    MANIFEST,
+    TRACE_RECORD_RC,
+    UNAME,
+    WORKLOAD_OUT,
+    WORKLOAD_RC,
+)
 from lab.topology.kernel_view import predict
 from lab.topology.model import Topology
 from lab.topology.tiers import kernel_args as tier_kernel_args
@@ -191,7 +202,7 @@ def _execute(req: RunRequest, progress, placement, run_id: str, partial: Path, t
         initrd=str(initrd),
         cmdline=cmdline,
         results_dir=str(share),
-        console_log=str((partial / "console.log").resolve()),
+        console_log=str((partial / CONSOLE_LOG).resolve()),
         qmp_socket=str(tmp / "qmp.sock"),
         accel=req.accel,
         name=f"numalab-{run_id}",
@@ -237,7 +248,7 @@ def _execute(req: RunRequest, progress, placement, run_id: str, partial: Path, t
             manifest, partial, access, req.topology, state.get("workload_start_ns"), state.get("workload_end_ns")
         )
     if manifest["status"] == "ok" and "lpj=" not in boot.cmdline:
-        tcg_boot.learn(req.kernel.image, req.accel, _read(partial / "dmesg-boot.txt"), tsc_host)
+        tcg_boot.learn(req.kernel.image, req.accel, _read(partial / DMESG_BOOT), tsc_host)
     manifest["kernel"]["boot_protocol"] = protocol
     manifest["firmware"] = {"name": firmware_name(firmware), "rom": firmware or None, "choice": req.firmware}
     manifest["guest_image"] = {
@@ -245,7 +256,7 @@ def _execute(req: RunRequest, progress, placement, run_id: str, partial: Path, t
         "programs": list(programs),
         "initrd_bytes": initrd.stat().st_size,
     }
-    write_text_atomic(partial / "manifest.json", json.dumps(manifest, indent=2, sort_keys=False) + "\n")
+    write_text_atomic(partial / MANIFEST, json.dumps(manifest, indent=2, sort_keys=False) + "\n")
     _check_room(partial)
     return manifest
 
@@ -270,14 +281,14 @@ def _collect(
     problems = check_topology(req.topology, readback, domains) if outcome.stage("booted") else []
     groups = read_sched_groups(d)  # the sched_verbose dump's groups, against 6.1's construction
     problems += check_groups(req.topology, groups) if outcome.stage("booted") else []
-    console = _read(d / "console.log")
+    console = _read(d / CONSOLE_LOG)
     evidence = Evidence(
         console_tail=console[-20000:],
         timed_out=outcome.timed_out,
         booted=outcome.stage("booted") is not None,
         guest_done=guest_done(share),
-        workload_rc=_int_file(d / "workload.rc"),
-        trace_rc=_int_file(d / "trace-record.rc"),
+        workload_rc=_int_file(d / WORKLOAD_RC),
+        trace_rc=_int_file(d / TRACE_RECORD_RC),
         topology_problems=tuple(problems),
         unpack_problems=tuple(unpacked.problems),
         limit=outcome.limit or unpacked.limit,
@@ -287,7 +298,7 @@ def _collect(
     booted = outcome.stage("booted")
     ws, we = outcome.stage("workload-start"), outcome.stage("workload-end")
     workload_s = (we.guest_uptime - ws.guest_uptime) if ws and we and ws.guest_uptime and we.guest_uptime else None
-    result = parse_output(req.workload, _read(d / "workload.out")) if (d / "workload.out").exists() else None
+    result = parse_output(req.workload, _read(d / WORKLOAD_OUT)) if (d / WORKLOAD_OUT).exists() else None
     t0 = ws.guest_uptime if ws else None
     metrics = run_metrics(d, req.topology, req.plan.trace_events, t0) if evidence.booted else {}
     if evidence.booted and (cpu_time := node_cpu_time(d, req.topology)):
@@ -302,7 +313,7 @@ def _collect(
         "numalab": __version__,
         "topology": req.topology.to_dict() | {"kernel_view": predict(req.topology)},
         "kernel": req.kernel.to_dict()
-        | {"guest_release": _read(d / "uname.txt").strip() or None, "build_id": build_id(d / "kernel-notes.bin")},
+        | {"guest_release": _read(d / UNAME).strip() or None, "build_id": build_id(d / KERNEL_NOTES)},
         "workload": {
             "name": req.workload.name,
             "command": req.plan.workload_cmd,
@@ -310,7 +321,7 @@ def _collect(
             "result": result,
             "exit_code": evidence.workload_rc,
         },
-        "settings": req.plan.to_dict() | {"readback": _read(d / "knobs.txt").splitlines()},
+        "settings": req.plan.to_dict() | {"readback": _read(d / KNOBS).splitlines()},
         "accelerator": {"name": req.accel, "reason": req.accel_reason},
         "placement": placement.to_dict() | {"pinned": outcome.pinned, "pin_error": outcome.pin_error},
         "backend": backend_info,

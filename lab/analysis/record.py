@@ -8,6 +8,7 @@ from functools import cached_property
 from pathlib import Path
 
 from lab.errors import LabError
+from lab.record_files import MANIFEST
 from lab.topology.model import Topology, topology_from_dict
 
 # The fields the analyses and reports read, and their types (None: may be null).
@@ -49,7 +50,7 @@ class RunRecord:
     @classmethod
     def load(cls, path: Path | str) -> RunRecord:
         path = Path(path)
-        mf = path / "manifest.json"
+        mf = path / MANIFEST
         if not path.is_dir():
             raise LabError(f"{path}: not a directory (expected a numalab run record)")
         if not mf.exists():

@@ -16,6 +16,7 @@ from lab.errors import LabError
 from lab.matrix.runner import MatrixOutcome, RunResult, host_of, run_dir
 from lab.matrix.spec import Gate, MatrixRun, MatrixSpec
 from lab.paths import write_text_atomic
+from lab.record_files import MANIFEST
 
 JUNIT_FAILURES = ("panic", "timeout", "topology-mismatch")
 
@@ -36,7 +37,7 @@ def _records(out: Path, runs: list[MatrixRun]) -> dict[str, RunRecord]:
     recs = {}
     for r in runs:
         d = run_dir(out, r)
-        if (d / "manifest.json").exists():
+        if (d / MANIFEST).exists():
             recs[r.id] = RunRecord.load(d)
     return recs
 

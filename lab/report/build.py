@@ -24,18 +24,19 @@ from lab.analysis.record import RunRecord
 from lab.errors import LabError
 from lab.guest.kernel_complaints import read_complaints
 from lab.guest.kernel_complaints import summary as complaint_line
+from lab.record_files import (
+    CONSOLE_LOG,
+    DMESG_BOOT,
+    MANIFEST,
+    QEMU_ARGV,
+    TOPOLOGY,
+    TRACE_DAT,
+    VMSTAT_SERIES,
+    WORKLOAD_OUT,
+)
 from lab.report.access import slowdowns
 
-RAW_FILES = (
-    "manifest.json",
-    "trace.dat",
-    "console.log",
-    "qemu-argv.txt",
-    "dmesg-boot.txt",
-    "workload.out",
-    "vmstat.series",
-    "topology.txt",
-)
+RAW_FILES = (MANIFEST, TRACE_DAT, CONSOLE_LOG, QEMU_ARGV, DMESG_BOOT, WORKLOAD_OUT, VMSTAT_SERIES, TOPOLOGY)
 
 
 @dataclass
@@ -171,7 +172,7 @@ def build_report(
     pf_dir = out_html.with_suffix(".perfetto")
     perfetto_paths = []
     for r, entry in zip(runs, entries):
-        if (r.path / "trace.dat").exists():
+        if (r.path / TRACE_DAT).exists():
             path = pf_dir / f"{r.run_id}.json"
             outputs[path] = json.dumps(perfetto_trace(r))
             entry["perfetto"] = _rel(path, out_dir)

@@ -28,6 +28,7 @@ from lab.analysis.lost import lost_per_cpu
 from lab.analysis.numa import NUMA_KINDS
 from lab.analysis.record import RunRecord
 from lab.errors import LabError
+from lab.record_files import TRACE_DAT, TRACE_STATS
 from lab.trace.tracedat import Event, TraceData, read_trace, stats_per_cpu
 
 PID = 1
@@ -139,7 +140,7 @@ def perfetto_trace(run: RunRecord) -> dict:
     ``otherData.problems`` (the report says the same), rather than no report.
     """
     try:
-        data = read_trace(run.file("trace.dat"), (*NUMA_KINDS, MIGRATE))
+        data = read_trace(run.file(TRACE_DAT), (*NUMA_KINDS, MIGRATE))
     except LabError as err:
         data = TraceData([], problems=[str(err)])
     stages = {s["name"]: s.get("uptime") for s in run.manifest.get("stages", [])}
@@ -155,6 +156,6 @@ def perfetto_trace(run: RunRecord) -> dict:
         "kernel": run.kernel_name,
         "node_cpus": run.topology.node_cpus(),
         # each loss once: the buffer stats and trace-cmd's DROPPED notices count the same overruns
-        "lost_events": sum(lost_per_cpu(stats_per_cpu(run.file("trace-stats.txt")), data.dropped).values()),
+        "lost_events": sum(lost_per_cpu(stats_per_cpu(run.file(TRACE_STATS)), data.dropped).values()),
     }
     return result
