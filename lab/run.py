@@ -176,6 +176,12 @@ def execute(req: RunRequest, progress: Callable[[str], None] | None = None) -> t
             signal.signal(s, h)
 
 
+def kernel_cmdline(plan: GuestPlan, topo: Topology, tcg_args: str = "") -> str:
+    """The guest kernel's whole command line: the plan's, the memory tiers' (lab.topology.tiers), then the
+    TCG arguments (lab.vm.tcg_boot; they depend on the host, so the golden files leave them out)."""
+    return " ".join([plan.cmdline(), *tier_kernel_args(topo), *([tcg_args] if tcg_args else [])])
+
+
 def _execute(req: RunRequest, progress, placement, run_id: str, partial: Path, tmp: Path) -> dict:
     say = progress or (lambda _msg: None)
     t_total = time.monotonic()
@@ -184,7 +190,7 @@ def _execute(req: RunRequest, progress, placement, run_id: str, partial: Path, t
     uri = getattr(req.backend, "uri", "")  # a remote libvirt host has its own TSC frequency
     tsc_host = uri if uri and not is_local_uri(uri) else ""
     tcg_args = tcg_boot.boot_args(req.kernel.image, req.accel, tsc_host)
-    cmdline = " ".join([req.plan.cmdline(), *tier_kernel_args(req.topology), *([tcg_args] if tcg_args else [])])
+    cmdline = kernel_cmdline(req.plan, req.topology, tcg_args)
     firmware = resolve_firmware(req.firmware, req.backend.name)
     tools = image.tools_for(req.workload.kind, req.plan.trace_mode, bool(req.plan.trace_events))
     programs = image.workload_binaries(req.plan.workload_cmd)

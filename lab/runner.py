@@ -13,11 +13,12 @@ from pathlib import Path
 
 from lab.errors import LabError
 from lab.guest.plan import DEFAULT_EVENTS, MAX_DURATION_S, SHORT_SCAN_KNOBS, GuestPlan
-from lab.guest.workloads import get_workload
+from lab.guest.workloads import Workload, get_workload
 from lab.host.accel import accel_verdict
 from lab.kernel.resolve import resolve_kernel
 from lab.placement.plan import Backing
 from lab.run import Interrupted, RunRequest, execute, print_summary
+from lab.topology.model import Topology
 from lab.topology.spec import parse_mib, topology_with_sizes
 from lab.vm.firmware import resolve_firmware
 from lab.vm.qemu_backend import QemuBackend
@@ -45,6 +46,29 @@ def _knobs(args: argparse.Namespace) -> dict[str, str]:
 MAX_TIMEOUT_S = 7 * 86400.0
 
 
+def plan_from_args(
+    args: argparse.Namespace, workload: Workload, topo: Topology, progress: Callable[[str], None]
+) -> GuestPlan:
+    """What the guest runs for ``numalab run``'s options (its /plan/plan.sh and kernel command line;
+    the golden files in tests/golden/guest/ pin both down for a few runs)."""
+    # tiering: NUMA_BALANCING_MEMORY_TIERING (2), promotion from lower memory tiers, with demotion on
+    balancing = {"on": "1", "off": "0", "default": None, "tiering": "2"}[args.numa_balancing]
+    if balancing == "2" and not (topo.tiers and topo.tiers.slow_nodes):
+        progress(f"warning: --numa-balancing tiering on {topo.name}, which has no slow memory tier: nothing to promote")
+    return GuestPlan(
+        workload_cmd=workload.command(topo, args.duration),
+        duration_s=args.duration,
+        numa_balancing=balancing,
+        knobs=_knobs(args),
+        trace_events=() if args.no_trace else tuple(dict.fromkeys([*DEFAULT_EVENTS, *args.event])),
+        trace_buffer_kb=args.trace_buffer_kb,
+        trace_mode=args.trace_mode,
+        test_fault=args.test_fault or "",
+        kernel_args=" ".join(args.append),
+        demotion="true" if args.numa_balancing == "tiering" else "",
+    )
+
+
 def requests_from_args(args: argparse.Namespace, progress: Callable[[str], None]) -> list[RunRequest]:
     if not 1 <= args.repeat <= MAX_REPEAT:
         raise LabError(f"--repeat: must be 1..{MAX_REPEAT}, got {args.repeat}")
@@ -61,22 +85,7 @@ def requests_from_args(args: argparse.Namespace, progress: Callable[[str], None]
     names = [k.name for k in kernels]
     if len(set(names)) < len(names):
         raise LabError(f"--kernel: the kernels must have distinct names, got {', '.join(names)}")
-    # tiering: NUMA_BALANCING_MEMORY_TIERING (2), promotion from lower memory tiers, with demotion on
-    balancing = {"on": "1", "off": "0", "default": None, "tiering": "2"}[args.numa_balancing]
-    if balancing == "2" and not (topo.tiers and topo.tiers.slow_nodes):
-        progress(f"warning: --numa-balancing tiering on {topo.name}, which has no slow memory tier: nothing to promote")
-    plan = GuestPlan(
-        workload_cmd=workload.command(topo, args.duration),
-        duration_s=args.duration,
-        numa_balancing=balancing,
-        knobs=_knobs(args),
-        trace_events=() if args.no_trace else tuple(dict.fromkeys([*DEFAULT_EVENTS, *args.event])),
-        trace_buffer_kb=args.trace_buffer_kb,
-        trace_mode=args.trace_mode,
-        test_fault=args.test_fault or "",
-        kernel_args=" ".join(args.append),
-        demotion="true" if args.numa_balancing == "tiering" else "",
-    )
+    plan = plan_from_args(args, workload, topo, progress)
     access_sample_from_args(args, None if args.accel == "auto" else args.accel)  # before a libvirt host is asked
     backend = backend_from_args(args)
     resolve_firmware(args.firmware, backend.name)  # a firmware this backend cannot boot: say so first
