@@ -20,7 +20,7 @@ LAYERS = {
     "host": 5,
     "analysis": 6,
     "report": 7,
-    "run": 8, "access_run": 8,
+    "run": 8, "access_run": 8, "run_manifest": 8,
     "runner": 9,
     "matrix": 10,
     "cli": 11,
