@@ -74,3 +74,29 @@ def test_a_failed_run_gets_its_console_tail_and_no_access_failure(tmp_path) -> N
     manifest = {"status": "ok", "files": ["b", "a"]}
     add_access(manifest, AccessResult({"problem": None}, ("access-matrix.txt",), None))
     assert manifest == {"status": "ok", "files": ["a", "access-matrix.txt", "b"], "access_matrix": {"problem": None}}
+
+
+def test_the_records_accessors_read_what_the_builder_wrote(tmp_path) -> None:
+    """RunRecord's typed accessors against the manifest the builder made (and a real record's files)."""
+    recorded = json.loads((RECORD / MANIFEST).read_text())
+    inputs = _inputs(tmp_path, recorded)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / MANIFEST).write_text(json.dumps(build(replace(inputs, label="A repeat 1/3"))))
+    r = RunRecord.load(run)
+    assert (r.run_id, r.status, r.reason, r.label) == (inputs.run_id, "ok", inputs.reason, "A repeat 1/3")
+    assert (r.kernel_name, r.workload_name, r.accelerator) == ("stock", "idle", "tcg")
+    assert r.workload_duration_s == 1 and r.workload_result == recorded["workload"]["result"]
+    assert r.numa_balancing == "1" and r.knobs == recorded["settings"]["knobs"]
+    assert r.trace_events == inputs.plan.trace_events and r.topology.name == "ring-2"
+    assert r.timings["boot_s"] == recorded["timings"]["boot_s"] and r.metrics == recorded["metrics"]
+    start = next(s["uptime"] for s in recorded["stages"] if s["name"] == "workload-start")
+    assert r.workload_start_uptime == r.stage_uptime("workload-start") == start and r.stage_uptime("nope") is None
+    assert not r.marked_incomplete and r.access_matrix is None
+    # a record without the keys added later (an early manifest): the defaults, not a KeyError
+    old = {k: v for k, v in json.loads((run / MANIFEST).read_text()).items() if k != "label"}
+    old["workload"] = {"name": "idle"}
+    old["settings"] = {}
+    (run / MANIFEST).write_text(json.dumps(old))
+    r = RunRecord.load(run)
+    assert (r.label, r.workload_result, r.knobs, r.trace_events, r.numa_balancing) == ("", {}, {}, (), None)

@@ -109,8 +109,8 @@ def write_outputs(spec: MatrixSpec, runs: list[MatrixRun], out: Path, outcome: M
         if r.id in known:
             results.append(known[r.id])
         elif r.id in recs:
-            m = recs[r.id].manifest
-            results.append(RunResult(r.id, m["status"], m.get("reason", ""), resumed=True, host=host_of(m)))
+            rec = recs[r.id]
+            results.append(RunResult(r.id, rec.status, rec.reason, resumed=True, host=host_of(rec.manifest)))
         else:
             results.append(RunResult(r.id, "not-run", "not run yet (interrupted, or a shard's other part)"))
     comps = comparisons(spec, runs, recs)
@@ -219,7 +219,7 @@ def overview_html(spec, runs, results, comps, gates, recs) -> str:
                 parts.append(f'<div class="{cls}"><a href="{e(link)}">r{r.repeat}</a> {e(res.status)}{detail}</div>')
             cells.append(f"<td>{''.join(parts) or '-'}</td>")
         body.append(f"<tr><th>{e(topo)}<br><small>{e(load)}</small></th>{''.join(cells)}</tr>")
-    accel = sorted({rec.manifest["accelerator"]["name"] for rec in recs.values()})
+    accel = sorted({rec.accelerator for rec in recs.values()})
     banner = ('<p class="banner">These runs used <b>TCG</b> software emulation: compare runs with each other, '
               "not with hardware.</p>") if "tcg" in accel else ""  # fmt: skip
     gate_rows = "".join(

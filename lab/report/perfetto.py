@@ -143,7 +143,7 @@ def perfetto_trace(run: RunRecord) -> dict:
         data = read_trace(run.file(TRACE_DAT), (*NUMA_KINDS, MIGRATE))
     except LabError as err:
         data = TraceData([], problems=[str(err)])
-    stages = {s["name"]: s.get("uptime") for s in run.manifest.get("stages", [])}
+    stages = {s["name"]: s.get("uptime") for s in run.stages}
     marks = {
         label: stages[key]
         for key, label in (("workload-start", "workload start"), ("workload-end", "workload end"))
