@@ -81,6 +81,3 @@ def test_the_code_uses_the_names_not_literals() -> None:
         found += [f"{rel}:{i}: {m.group(1)}" for i, line in enumerate(path.read_text().splitlines(), 1)
                   for m in literal.finditer(line)]
     assert found == []
-    for rel in LITERALS_ALLOWED:  # what they spell out is still a named file (if they still exist)
-        path = REPO / rel
-        assert not path.exists() or set(literal.findall(path.read_text())) <= names, rel
