@@ -23,7 +23,7 @@ help:
 	@echo "make test-fast - only the tests that boot no VM"
 	@echo "make lint   - ruff"
 	@echo "make reproduce [SEEDS='003 004 000'] - run the seed reproductions, reports in reports/reproduce/"
-	@echo "make golden - regenerate tests/golden (QEMU argv and libvirt XML of every preset)"
+	@echo "make golden - regenerate tests/golden (QEMU argv and libvirt XML of every preset, guest plans, manifest shape)"
 	@echo "make bench  - benchmarks: boot overhead vs virtme-ng, trace parsing, matrix packing (prints figures)"
 	@echo "make bench-kernel - kernel build benchmark: cold, one-line rebuild, cache hit (prints figures)"
 	@echo "make reproduce-seed002 - seed 002's sched-group bug: baseline vs old construction on ring-4 and grid-2x4, report in reports/"
@@ -70,7 +70,7 @@ reproduce: setup
 	for s in $(SEEDS); do $(NUMALAB) reproduce $$s || exit $$?; done
 
 golden: venv
-	UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/test_golden.py
+	UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/test_golden.py tests/test_golden_record.py
 
 # libvirt's daemons without systemd (virtlogd + libvirtd/virtqemud); see README "The libvirt backend".
 libvirt-up: setup

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 from lab.analysis.access import read_log, self_check, summarize
 from lab.errors import LabError
+from lab.record_files import ACCESS_MATRIX_JSON, ACCESS_MATRIX_TXT
 from lab.topology.model import Topology
 from lab.vm.access_plugin import AccessPlugin, prepare
 from lab.vm.libvirt_hosts import is_local_uri
@@ -15,8 +17,8 @@ from lab.vm.qemu_backend import qemu_version
 
 STATUS = "access-map-mismatch"  # the self-check failed: the counts cannot be trusted
 CLOCK_STATUS = "guest-clock-skew"  # the guest's clock did not follow the host's during the workload
-RAW_FILE = "access-matrix.txt"
-JSON_FILE = "access-matrix.json"
+RAW_FILE = ACCESS_MATRIX_TXT
+JSON_FILE = ACCESS_MATRIX_JSON
 
 
 def check_request(sample: int, accel: str | None, backend: str, uri: str = "") -> None:
@@ -52,10 +54,22 @@ def summary_lines(manifest: dict) -> list[str]:
     ]
 
 
-def record(
-    manifest: dict, run_dir: Path, plugin: AccessPlugin, topo: Topology, start_ns: int | None, end_ns: int | None
-) -> None:
-    """Counts -> manifest["access_matrix"] and access-matrix.{txt,json}; a failed self-check fails the run."""
+@dataclass(frozen=True)
+class AccessResult:
+    """What the plugin's counts say about one run, for the manifest (lab.run_manifest)."""
+
+    section: dict  # manifest["access_matrix"]
+    files: tuple[str, ...]  # written into the run record
+    failure: tuple[str, str] | None  # (status, reason) that fails an otherwise good run
+
+
+def measure(
+    run_dir: Path, plugin: AccessPlugin, topo: Topology, start_ns: int | None, end_ns: int | None,
+    guest_s: float | None,
+) -> AccessResult:
+    """Counts -> access-matrix.{txt,json} in the run record and the manifest's section; a failed self-check
+    (or a guest clock that did not follow the host's over the workload, ``guest_s`` by the guest's clock)
+    is a failure."""
     section: dict = {"plugin": plugin.to_dict()}
     if plugin.output.exists():
         shutil.copyfile(plugin.output, run_dir / RAW_FILE)
@@ -70,7 +84,6 @@ def record(
         section |= summarize(log, vcpu_nodes, start_ns, end_ns)
         problem = self_check(section)
     host_s = (end_ns - start_ns) / 1e9 if start_ns is not None and end_ns is not None else None
-    guest_s = (manifest.get("timings") or {}).get("workload_s")
     if host_s and guest_s:
         section["guest_clock_ratio"] = round(guest_s / host_s, 3)
         # The host sees the stage marks up to a console poll late: 0.1-0.2 s with direct QEMU, up to about
@@ -84,11 +97,6 @@ def record(
             )
             status = CLOCK_STATUS
     section["problem"] = problem
-    manifest["access_matrix"] = section
     (run_dir / JSON_FILE).write_text(json.dumps(section, indent=1) + "\n")
-    written = [JSON_FILE, *([RAW_FILE] if (run_dir / RAW_FILE).exists() else [])]
-    manifest["files"] = sorted({*manifest.get("files", []), *written})
-    # Only an otherwise good run is failed: a panic or a timeout says more than missing counts.
-    if problem and manifest.get("status") == "ok":
-        manifest["status"] = status
-        manifest["reason"] = problem
+    written = (JSON_FILE, *((RAW_FILE,) if (run_dir / RAW_FILE).exists() else ()))
+    return AccessResult(section, written, (status, problem) if problem else None)

@@ -18,7 +18,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from lab import __version__, access_run
+from lab import access_run
+from lab.access_run import AccessResult
 from lab.analysis.display import percent
 from lab.analysis.lost import describe as describe_lost
 from lab.analysis.lost import is_incomplete
@@ -38,21 +39,32 @@ from lab.kernel.resolve import Kernel
 from lab.paths import run_scratch, write_text_atomic
 from lab.placement.host_inventory import read_inventory
 from lab.placement.plan import Backing, plan_placement
-from lab.topology.kernel_view import predict
+from lab.record_files import (
+    CONSOLE_LOG,
+    DMESG_BOOT,
+    KERNEL_NOTES,
+    KNOBS,
+    MANIFEST,
+    TRACE_RECORD_RC,
+    UNAME,
+    WORKLOAD_OUT,
+    WORKLOAD_RC,
+)
+from lab.run_manifest import GuestImage, GuestView, ManifestInputs, workload_seconds
+from lab.run_manifest import build as build_manifest
 from lab.topology.model import Topology
 from lab.topology.tiers import kernel_args as tier_kernel_args
 from lab.trace.assemble import assemble_run
 from lab.vm import tcg_boot
 from lab.vm.backend import Backend
 from lab.vm.console import Stage
-from lab.vm.firmware import firmware_name, resolve_firmware
+from lab.vm.firmware import resolve_firmware
 from lab.vm.hang import describe as describe_hang
-from lab.vm.hang import symbolize
 from lab.vm.libvirt_hosts import is_local_uri
 from lab.vm.qemu_argv import BootSpec
 from lab.vm.qemu_backend import QemuBackend
 from lab.vm.share import DEFAULT_OUTPUT_LIMIT, ShareLimits, guest_done, inventory, make_share
-from lab.vm.status import Evidence, classify, console_excerpt
+from lab.vm.status import Evidence, classify
 
 BOOT_ALLOWANCE_S = 60.0  # TCG boot of a large guest on a small host
 COLLECT_ALLOWANCE_S = 60.0  # trace-cmd merging + copying results
@@ -167,6 +179,12 @@ def execute(req: RunRequest, progress: Callable[[str], None] | None = None) -> t
             signal.signal(s, h)
 
 
+def kernel_cmdline(plan: GuestPlan, topo: Topology, tcg_args: str = "") -> str:
+    """The guest kernel's whole command line: the plan's, the memory tiers' (lab.topology.tiers), then the
+    TCG arguments (lab.vm.tcg_boot; they depend on the host, so the golden files leave them out)."""
+    return " ".join([plan.cmdline(), *tier_kernel_args(topo), *([tcg_args] if tcg_args else [])])
+
+
 def _execute(req: RunRequest, progress, placement, run_id: str, partial: Path, tmp: Path) -> dict:
     say = progress or (lambda _msg: None)
     t_total = time.monotonic()
@@ -175,7 +193,7 @@ def _execute(req: RunRequest, progress, placement, run_id: str, partial: Path, t
     uri = getattr(req.backend, "uri", "")  # a remote libvirt host has its own TSC frequency
     tsc_host = uri if uri and not is_local_uri(uri) else ""
     tcg_args = tcg_boot.boot_args(req.kernel.image, req.accel, tsc_host)
-    cmdline = " ".join([req.plan.cmdline(), *tier_kernel_args(req.topology), *([tcg_args] if tcg_args else [])])
+    cmdline = kernel_cmdline(req.plan, req.topology, tcg_args)
     firmware = resolve_firmware(req.firmware, req.backend.name)
     tools = image.tools_for(req.workload, req.plan.trace_mode, bool(req.plan.trace_events))
     programs = image.workload_binaries(req.workload)
@@ -193,7 +211,7 @@ def _execute(req: RunRequest, progress, placement, run_id: str, partial: Path, t
         initrd=str(initrd),
         cmdline=cmdline,
         results_dir=str(share),
-        console_log=str((partial / "console.log").resolve()),
+        console_log=str((partial / CONSOLE_LOG).resolve()),
         qmp_socket=str(tmp / "qmp.sock"),
         accel=req.accel,
         name=f"numalab-{run_id}",
@@ -231,23 +249,25 @@ def _execute(req: RunRequest, progress, placement, run_id: str, partial: Path, t
         say(f"stopped the guest: {outcome.limit}")
     unpacked = unpack_results(share, partial, limits.output_bytes)  # the guest's tars -> the run's files
     assemble_run(partial)  # trace-raw/ -> trace.dat (raw trace mode)
-    manifest = _collect(
-        req, run_id, partial, placement, backend_info, outcome, time.monotonic() - t_total, unpacked, share
-    )
+    total_s = time.monotonic() - t_total
+    files = sorted(p.name for p in partial.iterdir() if p.is_file())
+    access_result = None
     if access is not None:
-        access_run.record(
-            manifest, partial, access, req.topology, state.get("workload_start_ns"), state.get("workload_end_ns")
+        workload_s = workload_seconds(outcome)
+        access_result = access_run.measure(
+            partial, access, req.topology, state.get("workload_start_ns"), state.get("workload_end_ns"),
+            round(workload_s, 2) if workload_s is not None else None,
         )
+    image_facts = GuestImage(tuple(tools), tuple(programs), initrd.stat().st_size)
+    manifest = build_manifest(
+        _collect(
+            req, run_id, partial, placement, backend_info, outcome, total_s, unpacked, share, files,
+            boot_protocol=protocol, firmware_rom=firmware, guest_image=image_facts, access=access_result,
+        )
+    )
     if manifest["status"] == "ok" and "lpj=" not in boot.cmdline:
-        tcg_boot.learn(req.kernel.image, req.accel, _read(partial / "dmesg-boot.txt"), tsc_host)
-    manifest["kernel"]["boot_protocol"] = protocol
-    manifest["firmware"] = {"name": firmware_name(firmware), "rom": firmware or None, "choice": req.firmware}
-    manifest["guest_image"] = {
-        "tools": list(tools),
-        "programs": list(programs),
-        "initrd_bytes": initrd.stat().st_size,
-    }
-    write_text_atomic(partial / "manifest.json", json.dumps(manifest, indent=2, sort_keys=False) + "\n")
+        tcg_boot.learn(req.kernel.image, req.accel, _read(partial / DMESG_BOOT), tsc_host)
+    write_text_atomic(partial / MANIFEST, json.dumps(manifest, indent=2, sort_keys=False) + "\n")
     _check_room(partial)
     return manifest
 
@@ -265,96 +285,70 @@ def _check_room(d: Path) -> None:
 
 
 def _collect(
-    req, run_id, d: Path, placement, backend_info: dict, outcome, total_s: float, unpacked: Unpacked, share: Path
-) -> dict:
+    req, run_id, d: Path, placement, backend_info: dict, outcome, total_s: float, unpacked: Unpacked, share: Path,
+    files: list[str], *, boot_protocol: str, firmware_rom: str, guest_image: GuestImage, access: AccessResult | None,
+) -> ManifestInputs:
+    """What the run record and the outcome say, classified, for the manifest (lab.run_manifest)."""
     readback = read_topology(d)
     domains = read_sched_domains(d)
     problems = check_topology(req.topology, readback, domains) if outcome.stage("booted") else []
     groups = read_sched_groups(d)  # the sched_verbose dump's groups, against 6.1's construction
     problems += check_groups(req.topology, groups) if outcome.stage("booted") else []
-    console = _read(d / "console.log")
+    console = _read(d / CONSOLE_LOG)
     evidence = Evidence(
         console_tail=console[-20000:],
         timed_out=outcome.timed_out,
         booted=outcome.stage("booted") is not None,
         guest_done=guest_done(share),
-        workload_rc=_int_file(d / "workload.rc"),
-        trace_rc=_int_file(d / "trace-record.rc"),
+        workload_rc=_int_file(d / WORKLOAD_RC),
+        trace_rc=_int_file(d / TRACE_RECORD_RC),
         topology_problems=tuple(problems),
         unpack_problems=tuple(unpacked.problems),
         limit=outcome.limit or unpacked.limit,
         vm_failure=outcome.vm_failure,
     )
     status, reason = classify(evidence)
-    booted = outcome.stage("booted")
-    ws, we = outcome.stage("workload-start"), outcome.stage("workload-end")
-    workload_s = (we.guest_uptime - ws.guest_uptime) if ws and we and ws.guest_uptime and we.guest_uptime else None
-    result = parse_output(req.workload, _read(d / "workload.out")) if (d / "workload.out").exists() else None
+    ws = outcome.stage("workload-start")
+    result = parse_output(req.workload, _read(d / WORKLOAD_OUT)) if (d / WORKLOAD_OUT).exists() else None
     t0 = ws.guest_uptime if ws else None
     metrics = run_metrics(d, req.topology, req.plan.trace_events, t0) if evidence.booted else {}
     if evidence.booted and (cpu_time := node_cpu_time(d, req.topology)):
         metrics["node_cpu"] = cpu_time
-    manifest = {
-        "format": "numalab-run/1",
-        "run_id": run_id,
-        "label": req.label,
-        "status": status,
-        "reason": reason,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "numalab": __version__,
-        "topology": req.topology.to_dict() | {"kernel_view": predict(req.topology)},
-        "kernel": req.kernel.to_dict()
-        | {"guest_release": _read(d / "uname.txt").strip() or None, "build_id": build_id(d / "kernel-notes.bin")},
-        "workload": {
-            "name": req.workload.name,
-            "command": req.plan.workload_cmd,
-            "duration_s": req.plan.duration_s,
-            "result": result,
-            "exit_code": evidence.workload_rc,
-        },
-        "settings": req.plan.to_dict() | {"readback": _read(d / "knobs.txt").splitlines()},
-        "accelerator": {"name": req.accel, "reason": req.accel_reason},
-        "placement": placement.to_dict() | {"pinned": outcome.pinned, "pin_error": outcome.pin_error},
-        "backend": backend_info,
-        "timings": {
-            "boot_s": round(booted.host_s, 2) if booted else None,
-            "boot_guest_uptime_s": booted.guest_uptime if booted else None,
-            "workload_s": round(workload_s, 2) if workload_s is not None else None,
-            "vm_s": round(outcome.wall_s, 2),
-            "total_s": round(total_s, 2),
-            "timeout_s": req.timeout(),
-        },
-        "guest_topology_ok": status != "topology-mismatch" and booted is not None and not problems,
-        "guest_topology": {
-            "readback": readback,
-            "problems": problems,
-            "sched_domains": domains,
-            "kernel_complaints": read_complaints(d),  # what the guest kernel logged against its topology
-            "sched_groups": groups_record(req.topology, groups),
-        },
-        "stages": [
-            {"name": s.name, "detail": s.detail, "host_s": round(s.host_s, 2), "uptime": s.guest_uptime}
-            for s in outcome.stages
-        ],
-        "metrics": metrics,
-        "files": sorted(p.name for p in d.iterdir() if p.is_file()),
-    }
-    manifest["guest_share"] = inventory(share) | {"limits": asdict(req.limits()), "unpacked_bytes": unpacked.bytes}
-    if metrics.get("trace_incomplete"):
-        manifest["trace_incomplete"] = True  # compare leaves the run out unless asked (lab.analysis.lost)
-    if unpacked.problems:
-        manifest["unpack_problems"] = unpacked.problems
-    if outcome.hang_state:
-        manifest["vm_at_timeout"] = symbolize(outcome.hang_state, _system_map(req.kernel))
-    if status != "ok":
-        manifest["console_tail"] = console_excerpt(console, status)
-    return manifest
+    return ManifestInputs(
+        run_id=run_id,
+        label=req.label,
+        topology=req.topology,
+        kernel=req.kernel,
+        workload_name=req.workload.name,
+        plan=req.plan,
+        accel=req.accel,
+        accel_reason=req.accel_reason,
+        placement=placement.to_dict(),
+        backend_info=backend_info,
+        outcome=outcome,
+        status=status,
+        reason=reason,
+        total_s=total_s,
+        timeout_s=req.timeout(),
+        workload_result=result,
+        workload_rc=evidence.workload_rc,
+        guest_release=_read(d / UNAME).strip() or None,
+        build_id=build_id(d / KERNEL_NOTES),
+        knobs_readback=_read(d / KNOBS).splitlines(),
+        guest=GuestView(readback, domains, problems, read_complaints(d), groups_record(req.topology, groups)),
+        metrics=metrics,
+        files=files,
+        share=inventory(share),
+        limits=asdict(req.limits()),
+        unpacked=unpacked,
+        console=console,
+        boot_protocol=boot_protocol,
+        firmware_rom=firmware_rom,
+        firmware_choice=req.firmware,
+        guest_image=guest_image,
+        access=access,
+    )
 
-
-def _system_map(kernel: Kernel) -> Path | None:
-    """The kernel's System.map, where the stock kernel cache and numalab's builds keep it (beside the image)."""
-    path = Path(kernel.image).parent / "System.map"
-    return path if path.is_file() else None
 
 
 def _secs(v: float | None) -> str:

@@ -57,7 +57,8 @@ def trace_events_of(opts: RunOptions) -> tuple[str, ...]:
 
 
 def plan_of(opts: RunOptions, workload: Workload, topo: Topology) -> GuestPlan:
-    """The guest plan of ``opts`` (the same for every kernel and repeat)."""
+    """The guest plan of ``opts``, the same for every kernel and repeat (its /plan/plan.sh and kernel command
+    line; the golden files in tests/golden/guest/ pin both down for a few runs)."""
     # tiering: NUMA_BALANCING_MEMORY_TIERING (2), promotion from lower memory tiers, with demotion on
     balancing = {"on": "1", "off": "0", "default": None, "tiering": "2"}[opts.numa_balancing]
     return GuestPlan(

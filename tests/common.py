@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from lab.placement.host_inventory import HostInventory, HostNode
 from lab.vm.qemu_argv import BootSpec
@@ -53,3 +57,50 @@ def assert_one_line_error(proc, *needles: str) -> None:
     assert "Traceback" not in proc.stderr
     for n in needles:
         assert n in lines[0], lines[0]
+
+
+def os_release(path: Path = Path("/etc/os-release")) -> dict[str, str]:
+    """/etc/os-release as a dict ({} where there is none)."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return {}
+    pairs = (ln.partition("=") for ln in text.splitlines() if "=" in ln)
+    return {k.strip(): v.strip().strip('"') for k, _, v in pairs}
+
+
+def debian_like(release: dict[str, str] | None = None) -> bool:
+    """Debian or a derivative: where ``make setup`` installs numalab's packages (Makefile APT_PACKAGES)."""
+    rel = os_release() if release is None else release
+    return "debian" in {rel.get("ID", ""), *rel.get("ID_LIKE", "").split()}
+
+
+def platform_ships_qboot(release: dict[str, str] | None = None) -> bool:
+    """Whether this platform's QEMU comes with qboot.rom: Debian's does (``make setup`` installs
+    qemu-system-x86, and its qemu-system-data has /usr/share/qemu/qboot.rom), and so its derivatives'.
+    Where this is True, a QEMU run that did not boot qboot is a broken setup, not a fallback."""
+    return debian_like(release)
+
+
+def require_setup_package(present: bool, what: str, package: str) -> None:
+    """For a test that needs what ``make setup`` installs: on Debian its absence is a broken setup and
+    fails the test, loudly; elsewhere the test is skipped, saying what is missing (never a silent pass)."""
+    if present:
+        return
+    if debian_like():
+        pytest.fail(f"{what} is missing, but make setup installs it on Debian (package {package}): the setup is broken")
+    pytest.skip(f"{what} is missing (Debian package {package}; this is not Debian, where make setup installs it)")
+
+
+def needs_setup_package(present: bool, what: str, package: str) -> Callable:
+    """:func:`require_setup_package` as a test decorator."""
+
+    def decorate(test: Callable) -> Callable:
+        @functools.wraps(test)
+        def wrapper(*args, **kwargs):
+            require_setup_package(present, what, package)
+            return test(*args, **kwargs)
+
+        return wrapper
+
+    return decorate

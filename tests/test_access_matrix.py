@@ -266,13 +266,15 @@ def _plugin(tmp_path: Path, snaps) -> ap.AccessPlugin:
         ([(10 * S, [0] * 10), (13 * S, [100, 0, 50, 0, 0, 0, 100, 0, 0, 0])], 1.0, "access-map-mismatch", "outside"),
     ],
 )
-def test_record_fills_the_manifest_and_fails_untrustworthy_runs(tmp_path, snaps, guest_s, status, needle) -> None:
-    from lab.access_run import record
+def test_measure_fills_the_manifest_and_fails_untrustworthy_runs(tmp_path, snaps, guest_s, status, needle) -> None:
+    from lab.access_run import measure
+    from lab.run_manifest import add_access
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     manifest = {"status": "ok", "reason": "fine", "timings": {"workload_s": guest_s}, "files": ["manifest.json"]}
-    record(manifest, run_dir, _plugin(tmp_path, snaps), _topo([256, 256]), 11 * S + S // 2, 12 * S + S // 2)
+    found = measure(run_dir, _plugin(tmp_path, snaps), _topo([256, 256]), 11 * S + S // 2, 12 * S + S // 2, guest_s)
+    add_access(manifest, found)
     assert manifest["status"] == status
     a = manifest["access_matrix"]
     assert json.loads((run_dir / "access-matrix.json").read_text()) == a
@@ -285,14 +287,15 @@ def test_record_fills_the_manifest_and_fails_untrustworthy_runs(tmp_path, snaps,
         assert a["problem"] is None and manifest["reason"] == "fine"
 
 
-def test_record_keeps_a_failed_guests_status_and_notes_missing_counts(tmp_path) -> None:
-    from lab.access_run import record
+def test_measure_keeps_a_failed_guests_status_and_notes_missing_counts(tmp_path) -> None:
+    from lab.access_run import measure
+    from lab.run_manifest import add_access
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     plugin = ap.AccessPlugin("file=x", tmp_path / "never-written", 64, 1, "ram-block", "7.2", ())
     manifest = {"status": "panic", "reason": "Kernel panic", "timings": {}}
-    record(manifest, run_dir, plugin, _topo([256, 256]), None, None)
+    add_access(manifest, measure(run_dir, plugin, _topo([256, 256]), None, None, None))
     assert manifest["status"] == "panic" and "cannot read" in manifest["access_matrix"]["problem"]
 
 

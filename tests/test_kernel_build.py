@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from common import REPO, assert_one_line_error, numalab
+from common import REPO, assert_one_line_error, needs_setup_package, numalab
 
 from lab.errors import LabError
 from lab.kernel import build as kbuild
@@ -334,7 +334,7 @@ def test_prune_removes_unnamed_builds_old_logs_and_on_request_sources(tmp_path) 
 
 # --- real builds ---------------------------------------------------------------------
 
-needs_source = pytest.mark.skipif(not HAVE_SOURCE, reason="linux-source-6.1 not installed (make setup)")
+needs_source = needs_setup_package(HAVE_SOURCE, "/usr/src/linux-source-6.1.tar.xz", "linux-source-6.1")
 
 
 def _build(*args: str, timeout: float = 1800) -> dict:

@@ -12,7 +12,7 @@ from common import REPO
 LAB = REPO / "lab"
 # Top-level package or module of lab/ -> layer. A module may import its own layer and those below.
 LAYERS = {
-    "__init__": 0, "errors": 0, "paths": 0, "cpulist": 0, "events": 0,
+    "__init__": 0, "errors": 0, "paths": 0, "cpulist": 0, "events": 0, "record_files": 0,
     "topology": 1, "kernel": 1,
     "placement": 2,
     "vm": 3,
@@ -20,7 +20,7 @@ LAYERS = {
     "host": 5,
     "analysis": 6,
     "report": 7,
-    "run": 8, "access_run": 8, "run_options": 8,
+    "run": 8, "access_run": 8, "run_options": 8, "run_manifest": 8,
     "runner": 9,
     "matrix": 10,
     "cli": 11,

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from common import BOOT, HOST
+from common import BOOT, HOST, require_setup_package
 
 from lab.cpulist import format_cpulist, parse_cpulist
 from lab.errors import LabError
@@ -48,10 +48,10 @@ ASYMMETRIC = load_spec(
 
 
 def validate(xml: str, tmp_path: Path) -> None:
-    """Run libvirt's own RelaxNG check; skip (not pass) when the tool is missing."""
+    """Run libvirt's own RelaxNG check; never pass when the tool is missing (common.require_setup_package)."""
     binary = shutil.which(VALIDATOR)
-    if binary is None:
-        pytest.skip(f"{VALIDATOR} not installed (Debian: apt-get install libvirt-clients libxml2-utils)")
+    require_setup_package(binary is not None, VALIDATOR, "libvirt-clients")
+    assert binary is not None
     path = tmp_path / "domain.xml"
     path.write_text(xml)
     proc = subprocess.run([binary, str(path), "domain"], check=False, capture_output=True, text=True, timeout=60)

@@ -18,6 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from common import needs_setup_package
 
 from lab.analysis.numa import NUMA_KINDS
 from lab.analysis.record import RunRecord
@@ -25,19 +26,17 @@ from lab.report.perfetto import PID, perfetto_trace, trace_events
 from lab.trace.tracedat import Event, TraceData
 
 DATA = Path(__file__).parent / "data" / "runs"
-DEV = Path("/tmp/report-runs")
 
 
 def _runs(kind: str) -> list[Path]:
-    for root, pattern in ((DATA, f"ring4-numa01-{kind}-*"), (DEV, f"{kind}-*")):
-        found = sorted(p for p in root.glob(pattern) if (p / "trace.dat").exists())
-        if found:
-            return found
-    return []
+    """The checked-in records with NUMA balancing on or off; missing ones fail (they are part of the repo)."""
+    found = sorted(p for p in DATA.glob(f"ring4-numa01-{kind}-*") if (p / "trace.dat").exists())
+    assert len(found) == 3, f"{DATA}: expected ring4-numa01-{kind}-{{1,2,3}} with trace.dat (see its README)"
+    return found
 
 
 ON, OFF = _runs("on"), _runs("off")
-needs_trace_cmd = pytest.mark.skipif(shutil.which("trace-cmd") is None, reason="trace-cmd is not installed")
+needs_trace_cmd = needs_setup_package(shutil.which("trace-cmd") is not None, "trace-cmd", "trace-cmd")
 _LINE = re.compile(r"^\s*.*?-\d+\s+\[(\d+)\]\s+(?:\S+\s+)?(\d+\.\d+):\s+(\w+):\s*(.*)$")
 
 
@@ -150,8 +149,6 @@ def test_flows_for_move_and_swap_none_for_stick() -> None:
 
 
 def test_unreadable_trace_gives_an_empty_timeline(tmp_path) -> None:
-    if not ON:
-        pytest.skip("no run records")
     run = tmp_path / "run"
     shutil.copytree(ON[0], run)
     (run / "trace.dat").write_bytes(b"\0" * 64)
@@ -204,7 +201,5 @@ def test_real_trace_export_matches_trace_cmd(run: Path) -> None:
 
 @needs_trace_cmd
 def test_balancing_on_has_flows() -> None:
-    if not ON:
-        pytest.skip("no run records")
     flows = sum(1 for r in ON for e in perfetto_trace(RunRecord.load(r))["traceEvents"] if e["ph"] == "s")
     assert flows > 0

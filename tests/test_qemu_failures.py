@@ -9,11 +9,16 @@ import threading
 import time
 
 import pytest
+from common import require_setup_package
 
 from lab.vm.qemu_backend import run_vm
 
 QEMU = shutil.which("qemu-system-x86_64")
-pytestmark = pytest.mark.skipif(QEMU is None, reason="make setup installs qemu-system-x86")
+
+
+@pytest.fixture(autouse=True)
+def _needs_qemu() -> None:
+    require_setup_package(QEMU is not None, "qemu-system-x86_64", "qemu-system-x86")
 
 
 def test_qemu_that_does_not_start_is_reported_at_once_with_what_it_said(tmp_path) -> None:

@@ -8,8 +8,7 @@ from file:// with every network request recorded: a request that is not
 error or any uncaught exception. A full-page screenshot is written next to the
 report (``report.png``) for a person to look at.
 
-Run records: ``tests/data/runs/`` (ring-4 numa01, NUMA balancing on and off);
-until those are committed, the records made under /tmp/report-runs are used.
+Run records: the ones checked in under ``tests/data/runs/`` (copied next to the report); missing ones fail.
 """
 
 from __future__ import annotations
@@ -28,25 +27,21 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from common import REPO
+from common import REPO, needs_setup_package
 
 from lab.report.build import build_report
 from lab.report.html import render_html
 from lab.report.svg import dot_plot, grid_shape, heatmap, line_chart, nice_ticks, topology_graph
 
 DATA_RUNS = REPO / "tests" / "data" / "runs"
-DEV_RUNS = Path("/tmp/report-runs")
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser") if shutil.which(n)), None)
 SECTIONS = ("summary", "topology", "runs", "compare")
 
 
 def _run_dirs() -> list[Path]:
-    for root in (DATA_RUNS, DEV_RUNS):
-        if root.is_dir():
-            dirs = sorted(p for p in root.iterdir() if (p / "manifest.json").exists())
-            if dirs:
-                return dirs
-    pytest.skip(f"no run records: neither {DATA_RUNS} nor {DEV_RUNS} holds any")
+    dirs = sorted(p for p in DATA_RUNS.iterdir() if (p / "manifest.json").exists())
+    assert dirs, f"no run records in {DATA_RUNS}: they are part of the repository (see its README)"
+    return dirs
 
 
 @pytest.fixture(scope="module")
@@ -333,7 +328,7 @@ def load_in_chromium(html: Path, screenshot: Path | None = None, width: int = 12
         shutil.rmtree(profile, ignore_errors=True)
 
 
-browser = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (Debian package: chromium)")
+browser = needs_setup_package(CHROMIUM is not None, "chromium", "chromium")
 
 
 @pytest.mark.browser

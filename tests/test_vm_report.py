@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from common import numalab
+from common import numalab, require_setup_package
 from test_report_html import CHROMIUM, load_in_chromium
 
 from lab.analysis.numa import NUMA_KINDS
@@ -55,8 +55,7 @@ def test_on_against_off_report_and_compare(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     data = json.loads(html.with_suffix(".json").read_text())
     assert len(data["runs"]) == 2 * REPEATS
-    if CHROMIUM is None:
-        pytest.skip("chromium is not installed: the report was built but not rendered")
+    require_setup_package(CHROMIUM is not None, "chromium (the report was built but not rendered)", "chromium")
     res = load_in_chromium(html, html.with_suffix(".png"))
     assert res["errors"] == []
     assert res["requests"] == [html.resolve().as_uri()]

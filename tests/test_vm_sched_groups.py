@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 import pytest
-from common import REPO, numalab
+from common import REPO, numalab, require_setup_package
 
 from lab.topology.sched_groups import predict_groups
 from lab.topology.spec import load_topology
@@ -22,11 +22,12 @@ from lab.topology.spec import load_topology
 PATCH = REPO / "kernel-configs" / "patches" / "seed002-groups-from-one-cpu.patch"
 HAVE_SOURCE = Path("/usr/src/linux-source-6.1.tar.xz").exists()
 
-pytestmark = [
-    pytest.mark.vm,
-    pytest.mark.kernel_build,
-    pytest.mark.skipif(not HAVE_SOURCE, reason="linux-source-6.1 not installed (make setup)"),
-]
+pytestmark = [pytest.mark.vm, pytest.mark.kernel_build]
+
+
+@pytest.fixture(autouse=True)
+def _needs_source() -> None:
+    require_setup_package(HAVE_SOURCE, "/usr/src/linux-source-6.1.tar.xz", "linux-source-6.1")
 
 
 def _build(*args: str) -> dict:

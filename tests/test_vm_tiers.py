@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from common import REPO, numalab
+from common import REPO, needs_setup_package, numalab
 
 from lab.topology.spec import load_topology
 from lab.topology.tiers import predict_tiers, usable_mib
@@ -99,8 +99,11 @@ def test_tiering_mode_2_promotes_and_demotes_against_mode_0(tmp_path):
     assert "(balancing tiering)" in text and "vmstat.pgpromote_success" in text
 
 
+LINUX_SOURCE = Path("/usr/src/linux-source-6.1.tar.xz")
+
+
 @pytest.mark.kernel_build
-@pytest.mark.skipif(not Path("/usr/src/linux-source-6.1.tar.xz").exists(), reason="linux-source-6.1 not installed")
+@needs_setup_package(LINUX_SOURCE.exists(), str(LINUX_SOURCE), "linux-source-6.1")
 def test_a_built_kernel_with_the_tiering_fragment_tiers_and_promotes(tmp_path):
     """kernel-configs/tiering.config on top of the trimmed defaults: HMAT, soft-reserved memory, dax kmem built in
     (so device_dax takes the dax device first, and the init moves it to kmem). A cold build is about 10 minutes

@@ -211,7 +211,7 @@ class Comparison:
 
 def _label(runs: list[RunRecord]) -> str:
     names = sorted({r.kernel_name for r in runs})
-    settings = sorted({str(r.manifest.get("settings", {}).get("numa_balancing")) for r in runs})
+    settings = sorted({str(r.numa_balancing) for r in runs})
     label = "+".join(names)
     if len(settings) == 1 and settings[0] == "0":
         label += " (balancing off)"
@@ -226,18 +226,18 @@ def _check_same_setup(runs: list[RunRecord]) -> tuple[str, str]:
         raise LabError(
             f"runs mix topologies ({', '.join(sorted({t[0] for t in topo}))}): compare one topology at a time"
         )
-    loads = {r.manifest["workload"]["name"] for r in runs}
+    loads = {r.workload_name for r in runs}
     if len(loads) > 1:
         raise LabError(f"runs mix workloads ({', '.join(sorted(loads))}): compare one workload at a time")
     return runs[0].topology.name, loads.pop()
 
 
 def _loss(r: RunRecord) -> dict:
-    return lost_of_record(r.path, r.manifest.get("metrics") or {})
+    return lost_of_record(r.path, r.metrics)
 
 
 def _trace_incomplete(r: RunRecord) -> bool:
-    return bool(r.manifest.get("trace_incomplete")) or bool(_loss(r)["trace_incomplete"])
+    return r.marked_incomplete or bool(_loss(r)["trace_incomplete"])
 
 
 def compare_runs(
@@ -289,7 +289,7 @@ def compare_runs(
             f"significance cannot be judged with fewer than {MIN_REPEATS} runs per side "
             f"(baseline {len(base_ok)}, new {len(new_ok)})"
         )
-    accels = {r.manifest["accelerator"]["name"] for r in base_ok + new_ok}
+    accels = {r.accelerator for r in base_ok + new_ok}
     if "tcg" in accels:
         notes.append("runs used TCG software emulation: absolute times are not comparable with real hardware")
     bl, nl = labels or (_label(base_ok), _label(new_ok))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from lab.record_files import TRACE_STATS
 from lab.trace.tracedat import stats_per_cpu
 
 INCOMPLETE_SHARE = 0.01  # more than 1% of the records lost: the counts are not to be trusted
@@ -59,7 +60,7 @@ def of_record(run_dir: Path, metrics: dict) -> dict:
     keys = ("lost_events", "trace_records", "lost_share", "trace_incomplete")
     if "lost_share" in metrics:
         return {k: metrics.get(k) for k in keys}
-    stats = stats_per_cpu(run_dir / "trace-stats.txt")
+    stats = stats_per_cpu(run_dir / TRACE_STATS)
     events = sum(v for v in (metrics.get("events") or {}).values() if isinstance(v, int))
     if not stats:
         lost = metrics.get("lost_events") or 0

@@ -11,6 +11,7 @@ from lab.analysis.numa import ANALYSIS_EVENTS, analyse_trace
 from lab.errors import LabError
 from lab.events import MIGRATE_PAGES, NUMA_DECISIONS
 from lab.guest.readback import read_vmstat, read_vmstat_series
+from lab.record_files import TRACE_DAT, TRACE_STATS, VMSTAT_END, VMSTAT_SERIES, VMSTAT_START
 from lab.topology.model import Topology
 from lab.trace.tracedat import read_trace, stats_lost, stats_per_cpu
 
@@ -19,7 +20,7 @@ SERIES_KEYS = ("numa_hint_faults", "numa_hint_faults_local", "numa_pages_migrate
 
 def vmstat_series(run_dir: Path, t0: float | None) -> dict:
     """Cumulative NUMA counters per sample, from the workload start, and hint-local % per interval."""
-    samples = read_vmstat_series(run_dir / "vmstat.series")
+    samples = read_vmstat_series(run_dir / VMSTAT_SERIES)
     if not samples:
         return {}
     start_t = t0 if t0 is not None else samples[0][0]
@@ -41,15 +42,15 @@ def run_metrics(run_dir: Path, topo: Topology, recorded: tuple[str, ...], t0: fl
     """Everything measurable about one run, as JSON-ready data."""
     out: dict = {"trace_problems": []}
     recorded_names = {e.split(":")[-1] for e in recorded}
-    trace = run_dir / "trace.dat"
+    trace = run_dir / TRACE_DAT
     if trace.exists():
         try:
             data = read_trace(trace, ANALYSIS_EVENTS)
             counts = data.counts
             out["events"] = {n: counts.get(n, 0) for n in sorted(recorded_names)}
-            stats = stats_lost(run_dir / "trace-stats.txt")
+            stats = stats_lost(run_dir / TRACE_STATS)
             # Each loss once: the per-CPU stats and trace-cmd's DROPPED notices see the same overruns.
-            per_cpu = lost_per_cpu(stats_per_cpu(run_dir / "trace-stats.txt"), data.dropped)
+            per_cpu = lost_per_cpu(stats_per_cpu(run_dir / TRACE_STATS), data.dropped)
             held = sum(counts.values())
             out["lost_events"] = sum(per_cpu.values())
             out["lost_per_cpu"] = {str(c): n for c, n in per_cpu.items() if n}
@@ -63,7 +64,7 @@ def run_metrics(run_dir: Path, topo: Topology, recorded: tuple[str, ...], t0: fl
             out["trace_problems"].append(str(err))
     elif recorded:
         out["trace_problems"].append("no trace.dat in the run")
-    start, end = read_vmstat(run_dir / "vmstat.start"), read_vmstat(run_dir / "vmstat.end")
+    start, end = read_vmstat(run_dir / VMSTAT_START), read_vmstat(run_dir / VMSTAT_END)
     if start and end:
         d = deltas(start, end)
         # Unrounded: figures are rounded once, when shown (lab.analysis.display).

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from lab.record_files import STAT_END, STAT_START
 from lab.topology.model import Topology
 
 USER_HZ = 100
@@ -38,7 +39,7 @@ def read_cpu_ticks(path: Path) -> dict[int, tuple[int, int]]:
 def node_cpu_time(run_dir: Path, topo: Topology) -> dict:
     """{"busy_s": {node: s}, "idle_s": {node: s}, "busy_pct": {node: %}, "busiest_node", "idlest_node"} over
     the workload; {} without both snapshots."""
-    start, end = read_cpu_ticks(run_dir / "stat.start"), read_cpu_ticks(run_dir / "stat.end")
+    start, end = read_cpu_ticks(run_dir / STAT_START), read_cpu_ticks(run_dir / STAT_END)
     if not start or not end:
         return {}
     busy: dict[str, float] = {}

@@ -8,6 +8,7 @@ from functools import cached_property
 from pathlib import Path
 
 from lab.errors import LabError
+from lab.record_files import MANIFEST
 from lab.topology.model import Topology, topology_from_dict
 
 # The fields the analyses and reports read, and their types (None: may be null).
@@ -49,7 +50,7 @@ class RunRecord:
     @classmethod
     def load(cls, path: Path | str) -> RunRecord:
         path = Path(path)
-        mf = path / "manifest.json"
+        mf = path / MANIFEST
         if not path.is_dir():
             raise LabError(f"{path}: not a directory (expected a numalab run record)")
         if not mf.exists():
@@ -77,6 +78,10 @@ class RunRecord:
     def topology(self) -> Topology:
         return topology_from_dict(self.manifest["topology"])
 
+    # Typed accessors: what the analyses and reports read, so that the manifest's layout
+    # (lab.run_manifest, tests/golden/record/manifest.shape) is spelled out here and not at every use.
+    # Those load() checks (_SHAPE) are plain lookups; the rest tolerate records made before the key existed.
+
     @property
     def run_id(self) -> str:
         return self.manifest["run_id"]
@@ -86,12 +91,82 @@ class RunRecord:
         return self.manifest["status"]
 
     @property
+    def reason(self) -> str:
+        return self.manifest["reason"]
+
+    @property
+    def label(self) -> str:
+        return self.manifest.get("label", "")
+
+    @property
     def kernel_name(self) -> str:
         return self.manifest["kernel"]["name"]
 
     @property
+    def workload_name(self) -> str:
+        return self.manifest["workload"]["name"]
+
+    @property
+    def workload_duration_s(self) -> float | None:
+        return self.manifest["workload"].get("duration_s")
+
+    @property
+    def workload_result(self) -> dict:
+        """The workload's parsed output ({} if it printed none that parsed)."""
+        return self.manifest["workload"].get("result") or {}
+
+    @property
+    def accelerator(self) -> str:
+        """"kvm" or "tcg"."""
+        return self.manifest["accelerator"]["name"]
+
+    @property
+    def settings(self) -> dict:
+        return self.manifest["settings"]
+
+    @property
+    def numa_balancing(self) -> str | None:
+        """The kernel.numa_balancing the plan set ("0", "1", "2"), None for the kernel's default."""
+        return self.settings.get("numa_balancing")
+
+    @property
+    def knobs(self) -> dict[str, str]:
+        return self.settings.get("knobs") or {}
+
+    @property
+    def trace_events(self) -> tuple[str, ...]:
+        """The events the run traced, as system:name."""
+        return tuple(self.settings.get("trace_events", []))
+
+    @property
+    def timings(self) -> dict:
+        return self.manifest["timings"]
+
+    @property
+    def metrics(self) -> dict:
+        return self.manifest["metrics"]
+
+    @property
+    def stages(self) -> list[dict]:
+        return self.manifest["stages"]
+
+    def stage_uptime(self, name: str) -> float | None:
+        """The guest's uptime at a stage mark (workload-start, ...), None if the run never reached it."""
+        return next((s["uptime"] for s in self.stages if s["name"] == name), None)
+
+    @property
     def workload_start_uptime(self) -> float | None:
-        return next((s["uptime"] for s in self.manifest.get("stages", []) if s["name"] == "workload-start"), None)
+        return self.stage_uptime("workload-start")
+
+    @property
+    def marked_incomplete(self) -> bool:
+        """The manifest says the trace lost over 1% of its records (lab.analysis.lost)."""
+        return bool(self.manifest.get("trace_incomplete"))
+
+    @property
+    def access_matrix(self) -> dict | None:
+        """--access-matrix's section, None for a run without the plugin."""
+        return self.manifest.get("access_matrix")
 
     def file(self, name: str) -> Path:
         return self.path / name

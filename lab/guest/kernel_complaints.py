@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from lab.record_files import DMESG_BOOT
+
 _TS = re.compile(r"^\[\s*\d+\.\d+\]\s?")
 _ATTACH = re.compile(r"^CPU(\d+) attaching sched-domain")
 _DOMAIN = re.compile(r"^\s*domain-(\d+): span=(\S+) level=(\S+)")
@@ -93,7 +95,7 @@ def complaints(dmesg: str) -> list[dict]:
 
 def read_complaints(run_dir: Path) -> list[dict]:
     """The complaints in a run record's dmesg-boot.txt ([] without one)."""
-    path = run_dir / "dmesg-boot.txt"
+    path = run_dir / DMESG_BOOT
     return complaints(path.read_text(errors="replace")) if path.exists() else []
 
 

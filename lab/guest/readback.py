@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from lab.cpulist import format_cpulist, parse_cpulist
+from lab.record_files import SCHED_DOMAINS, SCHEDSTAT, TIERS, TOPOLOGY
 from lab.topology.kernel_view import expected_numa_spans
 from lab.topology.model import Topology
 from lab.topology.tiers import check_tiers, predict_tiers, read_tiers, usable_mib
@@ -26,7 +27,7 @@ def read_topology(run_dir: Path) -> dict | None:
     ``.../node0/meminfo:Node 0 MemTotal:  504384 kB``, ``/sys/devices/system/cpu/online:0-3``);
     records made before that have ``node 0 cpulist 0-1``, ``node 0 memtotal_kb 504384`` and
     ``online 0-3`` lines. Both are read."""
-    path = run_dir / "topology.txt"
+    path = run_dir / TOPOLOGY
     if not path.exists():
         return None
     nodes: dict[int, dict] = {}
@@ -60,7 +61,7 @@ def read_topology(run_dir: Path) -> dict | None:
         elif len(parts) >= 3 and parts[0] == "node":
             put(int(parts[1]), parts[2], " ".join(parts[3:]))
     out = {"nodes": {k: nodes[k] for k in sorted(nodes)}, "online": online}
-    tiers = run_dir / "tiers.txt"
+    tiers = run_dir / TIERS
     if tiers.exists():  # memory tiers, demotion_enabled and HMAT access0 (lab.topology.tiers)
         out["memory_tiers"] = read_tiers(tiers.read_text())
     return out
@@ -74,7 +75,7 @@ def _mask_to_cpus(mask: str) -> list[int]:
 def read_sched_domains(run_dir: Path) -> dict[int, list[dict]]:
     """cpu -> [{"level", "name", "cpus"}] from /proc/schedstat masks and debugfs names."""
     names: dict[tuple[int, int], str] = {}
-    dom_file = run_dir / "sched-domains.txt"
+    dom_file = run_dir / SCHED_DOMAINS
     if dom_file.exists():
         for line in dom_file.read_text().splitlines():
             # "PATH VALUE" (older records) or grep -H's "PATH:VALUE"
@@ -82,7 +83,7 @@ def read_sched_domains(run_dir: Path) -> dict[int, list[dict]]:
             if m:
                 names[(int(m.group(1)), int(m.group(2)))] = m.group(3)
     out: dict[int, list[dict]] = {}
-    stat = run_dir / "schedstat.txt"
+    stat = run_dir / SCHEDSTAT
     if not stat.exists():
         return out
     cpu = None

@@ -29,9 +29,10 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
+from lab.record_files import READBACK_TAR, RESULTS_TAR
 from lab.vm.share import DEFAULT_OUTPUT_LIMIT, GuestLimitExceeded, fmt_bytes, open_guest_file
 
-TARS = ("readback.tar", "results.tar")
+TARS = (READBACK_TAR, RESULTS_TAR)
 MAX_MEMBERS = 20000  # a 288-vCPU trace-raw/ has about 2,000
 
 

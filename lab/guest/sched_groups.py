@@ -23,6 +23,7 @@ import re
 from pathlib import Path
 
 from lab.cpulist import format_cpulist, parse_cpulist
+from lab.record_files import DMESG_BOOT
 from lab.topology.model import Topology
 from lab.topology.sched_groups import predict_groups
 
@@ -93,7 +94,7 @@ def parse_dump(text: str) -> dict[int, list[dict]]:
 
 
 def read_sched_groups(run_dir: Path) -> dict[int, list[dict]]:
-    path = run_dir / "dmesg-boot.txt"
+    path = run_dir / DMESG_BOOT
     return parse_dump(path.read_text(errors="replace")) if path.exists() else {}
 
 

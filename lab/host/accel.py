@@ -16,6 +16,7 @@ from pathlib import Path
 
 from lab.guest.image import minimal_initrd
 from lab.paths import cache_dir, write_text_atomic
+from lab.record_files import CONSOLE_LOG, QEMU_LOG
 from lab.vm.qemu_backend import run_vm
 
 PROBE_MARK = "NUMALAB-PROBE-OK"
@@ -41,7 +42,7 @@ def probe(accel: str, kernel: Path, timeout_s: float = PROBE_TIMEOUT_S) -> dict:
     with tempfile.TemporaryDirectory(prefix="numalab-probe-") as tmp_s:
         tmp = Path(tmp_s)
         minimal_initrd(tmp / "initrd", _PROBE_INIT)
-        console = tmp / "console.log"
+        console = tmp / CONSOLE_LOG
         accel_args = ["-accel", "kvm", "-cpu", "host"] if accel == "kvm" else ["-accel", "tcg,thread=multi"]
         argv = [
             "qemu-system-x86_64",
@@ -69,10 +70,10 @@ def probe(accel: str, kernel: Path, timeout_s: float = PROBE_TIMEOUT_S) -> dict:
             "chardev:console",
         ]
         t0 = time.monotonic()
-        out = run_vm(argv, console, None, {}, timeout_s, tmp / "qemu.log")
+        out = run_vm(argv, console, None, {}, timeout_s, tmp / QEMU_LOG)
         seconds = round(time.monotonic() - t0, 2)
         text = console.read_text(errors="replace") if console.exists() else ""
-        qemu_err = (tmp / "qemu.log").read_text(errors="replace").strip()
+        qemu_err = (tmp / QEMU_LOG).read_text(errors="replace").strip()
     if PROBE_MARK in text:
         return {"ok": True, "seconds": seconds, "detail": f"a guest booted and powered off in {seconds:.1f}s"}
     if out.timed_out:

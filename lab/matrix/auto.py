@@ -21,6 +21,7 @@ from pathlib import Path
 from lab.analysis.verdict import Stop, Verdict, should_stop, verdicts_of
 from lab.matrix.runner import MatrixOutcome, execute_matrix, run_dir
 from lab.matrix.spec import MatrixRun, MatrixSpec
+from lab.record_files import DMESG_BOOT, MANIFEST
 from lab.vm.tcg_clock import clock_problem
 
 
@@ -75,14 +76,14 @@ def with_repeat(run: MatrixRun, repeat: int) -> MatrixRun:
 def _manifest(out: Path, run: MatrixRun) -> dict | None:
     """The run's manifest, or None if it has none or its guest clock ran at the wrong rate (then its
     figures are not comparable: a "15 s" workload ran for a fraction of that; lab.vm.tcg_clock)."""
-    mf = run_dir(out, run) / "manifest.json"
+    mf = run_dir(out, run) / MANIFEST
     if not mf.exists():
         return None
     return None if clock_problem_of(out, run) else json.loads(mf.read_text())
 
 
 def clock_problem_of(out: Path, run: MatrixRun) -> str | None:
-    dmesg = run_dir(out, run) / "dmesg-boot.txt"
+    dmesg = run_dir(out, run) / DMESG_BOOT
     return clock_problem(dmesg.read_text(errors="replace")) if dmesg.exists() else None
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lab.errors import LabError
+from lab.record_files import MANIFEST
 
 if TYPE_CHECKING:
     from lab.matrix.spec import MatrixSpec
@@ -94,7 +95,7 @@ def _reports(out: Path, runs) -> None:
 
     for r in runs:
         d = run_dir(out, r)
-        if (d / "manifest.json").exists() and not (d / "report.html").exists():
+        if (d / MANIFEST).exists() and not (d / "report.html").exists():
             try:
                 build_report([d], d / "report.html")
             except LabError as err:
@@ -193,7 +194,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
         if not (d / "runs").is_dir():
             continue  # a shard with no runs
         for run in (d / "runs").iterdir():
-            if (run / "manifest.json").exists() and not (args.out / "runs" / run.name).exists():
+            if (run / MANIFEST).exists() and not (args.out / "runs" / run.name).exists():
                 shutil.copytree(run, args.out / "runs" / run.name, symlinks=True)
                 copied += 1
     summary = write_outputs(spec, spec.runs, args.out, None)

@@ -17,6 +17,7 @@ from lab.events import MOVE_NUMA, SWAP_NUMA
 from lab.matrix.runner import MatrixOutcome, RunResult, host_of, run_dir
 from lab.matrix.spec import Gate, MatrixRun, MatrixSpec
 from lab.paths import write_text_atomic
+from lab.record_files import MANIFEST
 
 JUNIT_FAILURES = ("panic", "timeout", "topology-mismatch")
 
@@ -37,7 +38,7 @@ def _records(out: Path, runs: list[MatrixRun]) -> dict[str, RunRecord]:
     recs = {}
     for r in runs:
         d = run_dir(out, r)
-        if (d / "manifest.json").exists():
+        if (d / MANIFEST).exists():
             recs[r.id] = RunRecord.load(d)
     return recs
 
@@ -109,8 +110,8 @@ def write_outputs(spec: MatrixSpec, runs: list[MatrixRun], out: Path, outcome: M
         if r.id in known:
             results.append(known[r.id])
         elif r.id in recs:
-            m = recs[r.id].manifest
-            results.append(RunResult(r.id, m["status"], m.get("reason", ""), resumed=True, host=host_of(m)))
+            rec = recs[r.id]
+            results.append(RunResult(r.id, rec.status, rec.reason, resumed=True, host=host_of(rec.manifest)))
         else:
             results.append(RunResult(r.id, "not-run", "not run yet (interrupted, or a shard's other part)"))
     comps = comparisons(spec, runs, recs)
@@ -219,7 +220,7 @@ def overview_html(spec, runs, results, comps, gates, recs) -> str:
                 parts.append(f'<div class="{cls}"><a href="{e(link)}">r{r.repeat}</a> {e(res.status)}{detail}</div>')
             cells.append(f"<td>{''.join(parts) or '-'}</td>")
         body.append(f"<tr><th>{e(topo)}<br><small>{e(load)}</small></th>{''.join(cells)}</tr>")
-    accel = sorted({rec.manifest["accelerator"]["name"] for rec in recs.values()})
+    accel = sorted({rec.accelerator for rec in recs.values()})
     banner = ('<p class="banner">These runs used <b>TCG</b> software emulation: compare runs with each other, '
               "not with hardware.</p>") if "tcg" in accel else ""  # fmt: skip
     gate_rows = "".join(

@@ -23,6 +23,7 @@ from lab.errors import LabError
 from lab.matrix.auto import cell_key, clock_problem_of, side_of, with_repeat
 from lab.matrix.runner import run_dir
 from lab.matrix.spec import EXAMPLES, MatrixRun, MatrixSpec, load_matrix
+from lab.record_files import MANIFEST
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ def runs_present(spec: MatrixSpec, out: Path) -> list[MatrixRun]:
     extra = [r for r in spec.runs if r.repeat == last]
     n = last + 1
     while extra:
-        extra = [with_repeat(r, n) for r in extra if (run_dir(out, with_repeat(r, n)) / "manifest.json").exists()]
+        extra = [with_repeat(r, n) for r in extra if (run_dir(out, with_repeat(r, n)) / MANIFEST).exists()]
         runs += extra
         n += 1
     return runs
@@ -97,7 +98,7 @@ def _manifests(out: Path, runs: list[MatrixRun], excluded: list[str]) -> list[di
     """The runs' manifests, leaving out (and naming in ``excluded``) runs whose guest clock was wrong."""
     ms = []
     for r in runs:
-        mf = run_dir(out, r) / "manifest.json"
+        mf = run_dir(out, r) / MANIFEST
         if not mf.exists():
             continue
         problem = clock_problem_of(out, r)
@@ -112,7 +113,7 @@ def _run_span(out: Path, runs: list[MatrixRun]) -> dict:
     """When the runs used ran (from their run ids, UTC) and how long they took together (host time)."""
     stamps, total = [], 0.0
     for r in runs:
-        mf = run_dir(out, r) / "manifest.json"
+        mf = run_dir(out, r) / MANIFEST
         if not mf.exists():
             continue
         m = json.loads(mf.read_text())

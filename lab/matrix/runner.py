@@ -29,6 +29,7 @@ from lab.matrix.spec import MatrixRun, MatrixSpec
 from lab.paths import write_text_atomic
 from lab.placement.host_inventory import read_inventory
 from lab.placement.plan import QEMU_OVERHEAD_MIB
+from lab.record_files import MANIFEST
 from lab.run_options import RunOptions
 from lab.topology.spec import SPEC_SIZE_NAMES
 from lab.vm.libvirt_hosts import HostPicker, HostSpec
@@ -71,7 +72,7 @@ def run_dir(out: Path, run: MatrixRun) -> Path:
 
 
 def is_done(out: Path, run: MatrixRun) -> bool:
-    return (run_dir(out, run) / "manifest.json").exists()
+    return (run_dir(out, run) / MANIFEST).exists()
 
 
 def check_out_dir(out: Path, spec: MatrixSpec, shard: tuple[int, int] | None) -> None:
@@ -173,7 +174,7 @@ def host_of(manifest: dict) -> str | None:
 
 
 def _result_of(out: Path, run: MatrixRun, log: Path, wall: float, cpu: float) -> RunResult:
-    mf = run_dir(out, run) / "manifest.json"
+    mf = run_dir(out, run) / MANIFEST
     if mf.exists():
         m = json.loads(mf.read_text())
         return RunResult(run.id, m["status"], m.get("reason", ""), round(wall, 2), round(cpu, 2), host=host_of(m))

@@ -11,20 +11,18 @@ from lab.report import svg
 
 
 def _setup(r: RunRecord) -> tuple:
-    m = r.manifest
-    s = m.get("settings", {})
     return (
         r.topology.name,
-        m["workload"]["name"],
-        m["workload"].get("duration_s"),
+        r.workload_name,
+        r.workload_duration_s,
         r.kernel_name,
-        s.get("numa_balancing"),
-        tuple(sorted((s.get("knobs") or {}).items())),
+        r.numa_balancing,
+        tuple(sorted(r.knobs.items())),
     )
 
 
 def _gbps(r: RunRecord) -> float | None:
-    v = ((r.manifest.get("workload") or {}).get("result") or {}).get("gbps")
+    v = r.workload_result.get("gbps")
     return float(v) if isinstance(v, (int, float)) and v > 0 else None
 
 
@@ -34,11 +32,11 @@ def slowdowns(runs: list[RunRecord]) -> dict[str, dict]:
     plain: dict[tuple, list[float]] = {}
     for r in runs:
         g = _gbps(r)
-        if r.status == "ok" and "access_matrix" not in r.manifest and g is not None:
+        if r.status == "ok" and r.access_matrix is None and g is not None:
             plain.setdefault(_setup(r), []).append(g)
     out = {}
     for r in runs:
-        if "access_matrix" not in r.manifest:
+        if r.access_matrix is None:
             continue
         base, g = plain.get(_setup(r)), _gbps(r)
         if base and g:

@@ -24,18 +24,19 @@ from lab.analysis.record import RunRecord
 from lab.errors import LabError
 from lab.guest.kernel_complaints import read_complaints
 from lab.guest.kernel_complaints import summary as complaint_line
+from lab.record_files import (
+    CONSOLE_LOG,
+    DMESG_BOOT,
+    MANIFEST,
+    QEMU_ARGV,
+    TOPOLOGY,
+    TRACE_DAT,
+    VMSTAT_SERIES,
+    WORKLOAD_OUT,
+)
 from lab.report.access import slowdowns
 
-RAW_FILES = (
-    "manifest.json",
-    "trace.dat",
-    "console.log",
-    "qemu-argv.txt",
-    "dmesg-boot.txt",
-    "workload.out",
-    "vmstat.series",
-    "topology.txt",
-)
+RAW_FILES = (MANIFEST, TRACE_DAT, CONSOLE_LOG, QEMU_ARGV, DMESG_BOOT, WORKLOAD_OUT, VMSTAT_SERIES, TOPOLOGY)
 
 
 @dataclass
@@ -48,9 +49,8 @@ class ReportPaths:
 
 
 def group_key(r: RunRecord) -> tuple:
-    s = r.manifest.get("settings", {})
-    knobs = tuple(sorted((s.get("knobs") or {}).items()))
-    return (r.kernel_name, s.get("numa_balancing"), knobs, "access_matrix" in r.manifest)
+    knobs = tuple(sorted(r.knobs.items()))
+    return (r.kernel_name, r.numa_balancing, knobs, r.access_matrix is not None)
 
 
 def group_label(key: tuple) -> str:
@@ -85,7 +85,7 @@ def comparisons_for(
     notes: list[str] = []
     by_setup: dict[tuple[str, str], list[RunRecord]] = {}
     for r in runs:
-        by_setup.setdefault((r.topology.name, r.manifest["workload"]["name"]), []).append(r)
+        by_setup.setdefault((r.topology.name, r.workload_name), []).append(r)
     if len(by_setup) > 1:
         notes.append(
             "these runs mix topologies or workloads ("
@@ -113,19 +113,18 @@ def _rel(path: Path, start: Path) -> str:
 
 def run_entry(r: RunRecord, out_dir: Path) -> dict:
     m = r.manifest
-    recorded = tuple(m.get("settings", {}).get("trace_events", []))
-    metrics = run_metrics(r.path, r.topology, recorded, r.workload_start_uptime)
+    metrics = run_metrics(r.path, r.topology, r.trace_events, r.workload_start_uptime)
     return {
         "run_id": r.run_id,
         "path": _rel(r.path, out_dir),
         "status": r.status,
-        "reason": m.get("reason", ""),
-        "label": m.get("label", ""),
+        "reason": r.reason,
+        "label": r.label,
         "group": group_label(group_key(r)),
         "topology": m["topology"],
         "kernel": m["kernel"],
         "workload": m["workload"],
-        "settings": m.get("settings", {}),
+        "settings": r.settings,
         "accelerator": m["accelerator"],
         "placement": m.get("placement", {}),
         "backend": {k: v for k, v in m.get("backend", {}).items() if k != "argv"},
@@ -134,12 +133,12 @@ def run_entry(r: RunRecord, out_dir: Path) -> dict:
         # Re-read from dmesg-boot.txt, so records made before the manifest carried them get them too.
         "guest_kernel_complaints": read_complaints(r.path),
         "trace_incomplete": bool(metrics.get("trace_incomplete")),
-        "timings": m.get("timings", {}),
+        "timings": r.timings,
         "metrics": metrics,
         "files": {f: _rel(r.path / f, out_dir) for f in RAW_FILES if (r.path / f).exists()},
         "console_tail": m.get("console_tail", []),
-        "stages": m.get("stages", []),
-        "access_matrix": m.get("access_matrix"),
+        "stages": r.stages,
+        "access_matrix": r.access_matrix,
     }
 
 
@@ -171,7 +170,7 @@ def build_report(
     pf_dir = out_html.with_suffix(".perfetto")
     perfetto_paths = []
     for r, entry in zip(runs, entries):
-        if (r.path / "trace.dat").exists():
+        if (r.path / TRACE_DAT).exists():
             path = pf_dir / f"{r.run_id}.json"
             outputs[path] = json.dumps(perfetto_trace(r))
             entry["perfetto"] = _rel(path, out_dir)

@@ -29,6 +29,7 @@ from lab.analysis.numa import NUMA_KINDS
 from lab.analysis.record import RunRecord
 from lab.errors import LabError
 from lab.events import MIGRATE_PAGES, MOVE_NUMA, NUMA_DECISIONS, SWAP_NUMA, TraceEvent
+from lab.record_files import TRACE_DAT, TRACE_STATS
 from lab.trace.tracedat import Event, TraceData, read_trace, stats_per_cpu
 
 # The events this export decodes, as an analysis declares them (lab.analysis.numa).
@@ -142,10 +143,10 @@ def perfetto_trace(run: RunRecord) -> dict:
     ``otherData.problems`` (the report says the same), rather than no report.
     """
     try:
-        data = read_trace(run.file("trace.dat"), tuple(e.name for e in REQUIRES))
+        data = read_trace(run.file(TRACE_DAT), tuple(e.name for e in REQUIRES))
     except LabError as err:
         data = TraceData([], problems=[str(err)])
-    stages = {s["name"]: s.get("uptime") for s in run.manifest.get("stages", [])}
+    stages = {s["name"]: s.get("uptime") for s in run.stages}
     marks = {
         label: stages[key]
         for key, label in (("workload-start", "workload start"), ("workload-end", "workload end"))
@@ -158,6 +159,6 @@ def perfetto_trace(run: RunRecord) -> dict:
         "kernel": run.kernel_name,
         "node_cpus": run.topology.node_cpus(),
         # each loss once: the buffer stats and trace-cmd's DROPPED notices count the same overruns
-        "lost_events": sum(lost_per_cpu(stats_per_cpu(run.file("trace-stats.txt")), data.dropped).values()),
+        "lost_events": sum(lost_per_cpu(stats_per_cpu(run.file(TRACE_STATS)), data.dropped).values()),
     }
     return result

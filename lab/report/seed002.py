@@ -24,6 +24,7 @@ from pathlib import Path
 from lab.analysis.compare import Stats, significant
 from lab.errors import LabError
 from lab.paths import write_text_atomic
+from lab.record_files import MANIFEST
 
 SEED_CLAIM = (
     "On a 4-node ring, groups built from one CPU's point of view put nodes 1 and 3 in both groups of the last "
@@ -37,18 +38,18 @@ SEED_CLAIM = (
 def _runs(paths: list[Path]) -> list[dict]:
     dirs: list[Path] = []
     for p in paths:
-        if (p / "manifest.json").is_file():
+        if (p / MANIFEST).is_file():
             dirs.append(p)
         elif (p / "runs").is_dir():
-            dirs.extend(sorted(d for d in (p / "runs").iterdir() if (d / "manifest.json").is_file()))
+            dirs.extend(sorted(d for d in (p / "runs").iterdir() if (d / MANIFEST).is_file()))
         else:
             raise LabError(f"{p}: neither a run record nor a matrix output directory")
     out = []
     for d in dirs:
         try:
-            out.append(json.loads((d / "manifest.json").read_text()) | {"_dir": str(d)})
+            out.append(json.loads((d / MANIFEST).read_text()) | {"_dir": str(d)})
         except (OSError, json.JSONDecodeError) as err:
-            raise LabError(f"{d / 'manifest.json'}: cannot read ({err})") from None
+            raise LabError(f"{d / MANIFEST}: cannot read ({err})") from None
     if not out:
         raise LabError("no run records found")
     return out

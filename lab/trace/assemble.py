@@ -26,8 +26,9 @@ import subprocess
 from pathlib import Path
 
 from lab.errors import LabError
+from lab.record_files import TRACE_DAT, TRACE_RAW, TRACE_RECORD_LOG, TRACE_RECORD_RC
 
-RAW_DIR = "trace-raw"
+RAW_DIR = TRACE_RAW
 
 
 def _restore(args: list[str]) -> None:
@@ -66,12 +67,12 @@ def assemble_run(run_dir: Path) -> None:
     if not raw.is_dir():
         return
     try:
-        cpus = assemble(raw, run_dir / "trace.dat")
+        cpus = assemble(raw, run_dir / TRACE_DAT)
     except LabError as e:
-        with open(run_dir / "trace-record.log", "a") as log:
+        with open(run_dir / TRACE_RECORD_LOG, "a") as log:
             log.write(f"host: {e}\n")
-        (run_dir / "trace-record.rc").write_text("1\n")
+        (run_dir / TRACE_RECORD_RC).write_text("1\n")
         return
-    with open(run_dir / "trace-record.log", "a") as log:
+    with open(run_dir / TRACE_RECORD_LOG, "a") as log:
         log.write(f"host: trace.dat assembled with trace-cmd restore from {cpus} per-CPU buffers\n")
     shutil.rmtree(raw)

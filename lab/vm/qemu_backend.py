@@ -24,6 +24,7 @@ from lab.cpulist import format_cpulist
 from lab.errors import LabError
 from lab.paths import cache_dir, write_text_atomic
 from lab.placement.plan import Placement
+from lab.record_files import QEMU_ARGV, QEMU_LOG
 from lab.topology.model import Topology
 from lab.vm.console import Stage, VmOutcome, watch
 from lab.vm.hang import vm_state
@@ -206,14 +207,14 @@ class QemuBackend:
         # (memfd and hugepage backings are files QEMU sizes itself: no file-size limit there)
         ram = placement.backing.kind == "ram"
         max_file = max(limits.output_bytes, limits.console_bytes) + (1 << 20) if ram else None
-        (run_dir / "qemu-argv.txt").write_text(shlex.join(argv) + "\n")
+        (run_dir / QEMU_ARGV).write_text(shlex.join(argv) + "\n")
         outcome = run_vm(
             argv,
             Path(boot.console_log),
             Path(boot.qmp_socket) if boot.qmp_socket else None,
             dict(enumerate(placement.vcpu_pins)),
             timeout_s,
-            run_dir / "qemu.log",
+            run_dir / QEMU_LOG,
             on_stage,
             on_tick,
             ShareGuard(Path(boot.results_dir), Path(boot.console_log), limits),

@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from lab.errors import LabError
+from lab.record_files import GUEST_DONE, SHARE_FILES
 
-SHARE_FILES = ("readback.tar", "results.tar", "guest-done")
 QEMU_METADATA_DIR = ".virtfs_metadata"  # QEMU's mapped-file metadata: not the guest's to see
 
 GiB = 1 << 30
@@ -153,7 +153,7 @@ def open_guest_file(share: Path, name: str, max_bytes: int) -> BinaryIO | None:
 def guest_done(share: Path) -> bool:
     """The guest init's last word, ``guest-done``: a small regular file."""
     try:
-        f = open_guest_file(share, "guest-done", 4096)
+        f = open_guest_file(share, GUEST_DONE, 4096)
     except (ValueError, GuestLimitExceeded):
         return False
     if f is None:
