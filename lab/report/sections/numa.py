@@ -1,0 +1,249 @@
+"""A run's NUMA-balancing analysis: what the trace and /proc/vmstat say the scheduler did.
+
+Split by what a reader asks in turn: was there any activity at all, can the
+trace be read, where did tasks move (node matrices), why did they stay, what
+migrated pages, and how it went over time.
+"""
+
+from __future__ import annotations
+
+from lab.analysis.display import percent
+from lab.report import svg
+from lab.report.html_parts import box, e, figure, get, kv_table, num, table
+
+KINDS = ("move", "swap", "stick")
+KIND_EVENT = {"move": "sched_move_numa", "swap": "sched_swap_numa", "stick": "sched_stick_numa"}
+KIND_COLOR = {"move": "#1d4ed8", "swap": "#b45309", "stick": "#6d28d9"}
+STICK_REASONS = {
+    "no_cpu": "no CPU found (dst_cpu = -1)",
+    "move_to_idle_failed": "move to idle CPU failed",
+    "swap_failed": "swap failed",
+}
+
+
+def _fold_table(title: str, node_moves: dict, key: str, axis: str) -> str:
+    vals = sorted({k for kind in KINDS for k in (get(node_moves, kind, key) or {})}, key=lambda s: int(s))
+    if not vals:
+        return ""
+    rows = [[e(kind)] + [num((get(node_moves, kind, key) or {}).get(v, 0)) for v in vals] for kind in KINDS]
+    return (
+        f"<div><h4>{e(title)}</h4>"
+        + table([e(axis)] + [e(v) for v in vals], rows, "small", tuple(range(1, len(vals) + 1)))
+        + "</div>"
+    )
+
+
+def is_quiet(m: dict) -> bool:
+    """No NUMA-balancing activity at all: no events, no hint faults, no migrations."""
+    ev = m.get("events") or {}
+    vm = m.get("vmstat") or {}
+    return (
+        bool(ev)
+        and not any(ev.values())
+        and not vm.get("numa_hint_faults")
+        and not vm.get("numa_pages_migrated")
+        and not vm.get("numa_pte_updates")
+    )
+
+
+def numa_section(r: dict) -> str:
+    m = r.get("metrics") or {}
+    out = []
+    if not m:
+        return ""
+    if is_quiet(m):
+        nb = get(r, "settings", "numa_balancing")
+        why = " (numa_balancing = 0: expected)" if nb == "0" else " (unexpected with NUMA balancing on)"
+        return box(
+            "ok" if nb == "0" else "warn",
+            "No NUMA-balancing activity" + why,
+            [
+                "no sched_move_numa, sched_swap_numa, sched_stick_numa or mm_migrate_pages events in the trace",
+                "no NUMA PTE updates, hint faults or page migrations in /proc/vmstat",
+            ],
+        )
+    # A trace that could not be read at all: say so instead of drawing its zeros.
+    if m.get("numa") and m.get("trace_problems") and not any((m.get("events") or {}).values()):
+        out.append(
+            box(
+                "warn",
+                "No trace data: the NUMA events of this run could not be read",
+                [
+                    "the pictures of the trace (node matrices, stick reasons, event rates) are left out; "
+                    "/proc/vmstat below is unaffected"
+                ],
+            )
+        )
+        numa = {}
+    else:
+        numa = m.get("numa") or {}
+        if not numa:
+            out.append('<p class="muted">No NUMA-balancing trace analysis for this run.</p>')
+        elif m.get("trace_problems"):
+            out.append('<p class="muted">The trace is incomplete (see above): the counts below are lower bounds.</p>')
+    n = len(get(r, "topology", "distances", default=[]) or [])
+    labels = [str(i) for i in range(n)]
+    nm = numa.get("node_moves")
+    if nm:
+        figs = []
+        for kind in KINDS:
+            mat = get(nm, kind, "matrix")
+            if mat is None:
+                continue
+            extra = get(nm, kind, "without_destination") or 0
+            cap = f"{KIND_EVENT[kind]}: src_nid → dst_nid"
+            if extra:
+                cap += f"; {num(extra)} without a destination node (not in the matrix)"
+            figs.append(figure(svg.heatmap(mat, labels, title=kind, color=KIND_COLOR[kind]), e(cap)))
+        folds = _fold_table("by SLIT distance", nm, "by_distance", "distance") + _fold_table(
+            "by hops", nm, "by_hops", "hops"
+        )
+        out.append("<h4>Source → destination node</h4>")
+        out.append(f'<div class="grid">{"".join(figs)}<div class="folds">{folds}</div></div>')
+    side = []
+    sr = numa.get("stick_reasons")
+    if sr is not None:
+        items = [(STICK_REASONS.get(k, k), v, KIND_COLOR["stick"]) for k, v in sr.items()]
+        side.append(
+            "<div><h4>Stick reasons</h4>"
+            + figure(svg.bar_chart(items, width=420), "Why sched_stick_numa kept a task where it was.")
+            + "</div>"
+        )
+    sg = numa.get("swap_groups")
+    if sg is not None:
+        side.append(
+            "<div><h4>Swaps and NUMA groups</h4>"
+            + kv_table(
+                [("same group (ngid)", num(sg.get("same_group"))), ("across groups", num(sg.get("cross_group")))]
+            )
+            + "</div>"
+        )
+    mp = numa.get("migrate_pages")
+    if mp is not None:
+        rows = [
+            [e(reason)]
+            + [num(c.get(f, 0)) for f in ("calls", "succeeded", "failed", "thp_succeeded", "thp_failed", "thp_split")]
+            for reason, c in mp.items()
+        ]
+        side.append(
+            "<div><h4>mm_migrate_pages by reason</h4>"
+            + (
+                table(
+                    ["reason", "calls", "pages ok", "failed", "THP ok", "THP failed", "THP split"],
+                    rows,
+                    "small",
+                    (1, 2, 3, 4, 5, 6),
+                )
+                if rows
+                else '<p class="muted">no page migrations</p>'
+            )
+            + "</div>"
+        )
+    vt = _vmstat_table(m)
+    if vt:
+        side.append(vt)
+    lb = numa.get("cross_node_lb")
+    if lb is not None:
+        side.append(
+            "<div><h4>Load-balancer migrations</h4>"
+            + kv_table(
+                [("sched_migrate_task", num(lb.get("migrations"))), ("crossing nodes", num(lb.get("cross_node")))]
+            )
+            + "</div>"
+        )
+    if side:
+        out.append(f'<div class="grid">{"".join(side)}</div>')
+    charts = []
+    series = get(numa, "rates", "series") or {}
+    vs = m.get("vmstat_series") or {}
+    bin_s = get(numa, "rates", "bin_s", default=1) or 1
+    length = max((len(v) for v in series.values()), default=0)
+    rx = [i * bin_s for i in range(length)]
+    # The same x axis (seconds since the workload started) for every chart of the run, with its end marked.
+    x_range = (0.0, max([*rx, *(vs.get("t") or []), 1]))
+    duration = get(r, "workload", "duration_s")
+    marks = [(float(duration), "workload end")] if isinstance(duration, (int, float)) else []
+    common = {"x_label": "s since workload start", "x_range": x_range, "marks": marks}
+    if series:
+        sched = {k: series[k] for k in KINDS if k in series}
+        charts.append(
+            figure(
+                svg.line_chart(rx, sched, title="NUMA scheduler events per second", colors=KIND_COLOR, **common),
+                "sched_move_numa / sched_swap_numa / sched_stick_numa per second.",
+            )
+        )
+        if "migrate_pages" in series:
+            charts.append(
+                figure(
+                    svg.line_chart(
+                        rx,
+                        {"calls": series["migrate_pages"]},
+                        title="mm_migrate_pages calls per second",
+                        colors={"calls": svg.KIND_COLORS["migrate_pages"]},
+                        **common,
+                    ),
+                    "Page-migration calls (each moves one page or one THP).",
+                )
+            )
+    if vs.get("t"):
+        charts.append(
+            figure(
+                svg.line_chart(
+                    vs["t"],
+                    {"hint local %": vs.get("hint_local_pct", [])},
+                    title="NUMA hint-local % per interval",
+                    y_max=100,
+                    colors={"hint local %": "#0891b2"},
+                    **common,
+                ),
+                "numa_hint_faults_local / numa_hint_faults in each vmstat sample interval (gaps: no faults).",
+            )
+        )
+        charts.append(
+            figure(
+                svg.line_chart(
+                    vs["t"],
+                    {"pages": vs.get("numa_pages_migrated", [])},
+                    title="NUMA pages migrated (cumulative)",
+                    colors={"pages": svg.KIND_COLORS["migrate_pages"]},
+                    **common,
+                ),
+                "numa_pages_migrated from /proc/vmstat, since the workload started.",
+            )
+        )
+    if charts:
+        out.append("<h4>Over time</h4>")
+        out.append(f'<div class="grid">{"".join(charts)}</div>')
+    pt = numa.get("per_task") or {}
+    if pt.get("processes") or pt.get("tasks"):
+
+        def rows_of(items: list[dict]) -> list[list[str]]:
+            return [[e(i.get("id")), e(i.get("comm"))] + [num(i.get(k, 0)) for k in KINDS] for i in items]
+
+        out.append(
+            "<details><summary>Per process and per task counts</summary>"
+            '<div class="grid"><div><h4>processes (tgid)</h4>'
+            + table(["tgid", "comm", *KINDS], rows_of(pt.get("processes", [])), "small", (2, 3, 4))
+            + "</div><div><h4>tasks (pid)</h4>"
+            + table(["pid", "comm", *KINDS], rows_of(pt.get("tasks", [])), "small", (2, 3, 4))
+            + "</div></div></details>"
+        )
+    skipped = numa.get("skipped") or {}
+    if skipped:
+        out.append(
+            '<p class="muted">Not analysed: ' + "; ".join(f"{e(k)} ({e(v)})" for k, v in skipped.items()) + ".</p>"
+        )
+    return "".join(out)
+
+
+def _vmstat_table(m: dict) -> str:
+    rows = m.get("mmtests") or {}
+    if not rows:
+        return ""
+    return (
+        "<div><h4>vmstat (mmtests rows)</h4>"
+        + table(["", "value"], [[e(k), percent(v, 2) if k.endswith("percent") else num(v)] for k, v in rows.items()],
+                "small", (1,))
+        + "</div>"
+    )
+
