@@ -46,120 +46,145 @@ def is_quiet(m: dict) -> bool:
     )
 
 
-def numa_section(r: dict) -> str:
-    m = r.get("metrics") or {}
-    out = []
-    if not m:
-        return ""
-    if is_quiet(m):
-        nb = get(r, "settings", "numa_balancing")
-        why = " (numa_balancing = 0: expected)" if nb == "0" else " (unexpected with NUMA balancing on)"
-        return box(
-            "ok" if nb == "0" else "warn",
-            "No NUMA-balancing activity" + why,
+def _quiet_box(r: dict) -> str:
+    """The whole section when nothing happened: expected with balancing off, a finding with it on."""
+    nb = get(r, "settings", "numa_balancing")
+    why = " (numa_balancing = 0: expected)" if nb == "0" else " (unexpected with NUMA balancing on)"
+    return box(
+        "ok" if nb == "0" else "warn",
+        "No NUMA-balancing activity" + why,
+        [
+            "no sched_move_numa, sched_swap_numa, sched_stick_numa or mm_migrate_pages events in the trace",
+            "no NUMA PTE updates, hint faults or page migrations in /proc/vmstat",
+        ],
+    )
+
+
+def _trace_analysis(m: dict) -> tuple[dict, str]:
+    """The trace analysis to draw and what to say first about it. A trace that could not be read at all
+    gives no analysis (its zeros would look like a quiet run) and a box saying so."""
+    if m.get("numa") and m.get("trace_problems") and not any((m.get("events") or {}).values()):
+        return {}, box(
+            "warn",
+            "No trace data: the NUMA events of this run could not be read",
             [
-                "no sched_move_numa, sched_swap_numa, sched_stick_numa or mm_migrate_pages events in the trace",
-                "no NUMA PTE updates, hint faults or page migrations in /proc/vmstat",
+                "the pictures of the trace (node matrices, stick reasons, event rates) are left out; "
+                "/proc/vmstat below is unaffected"
             ],
         )
-    # A trace that could not be read at all: say so instead of drawing its zeros.
-    if m.get("numa") and m.get("trace_problems") and not any((m.get("events") or {}).values()):
-        out.append(
-            box(
-                "warn",
-                "No trace data: the NUMA events of this run could not be read",
-                [
-                    "the pictures of the trace (node matrices, stick reasons, event rates) are left out; "
-                    "/proc/vmstat below is unaffected"
-                ],
-            )
-        )
-        numa = {}
-    else:
-        numa = m.get("numa") or {}
-        if not numa:
-            out.append('<p class="muted">No NUMA-balancing trace analysis for this run.</p>')
-        elif m.get("trace_problems"):
-            out.append('<p class="muted">The trace is incomplete (see above): the counts below are lower bounds.</p>')
+    numa = m.get("numa") or {}
+    if not numa:
+        return numa, '<p class="muted">No NUMA-balancing trace analysis for this run.</p>'
+    if m.get("trace_problems"):
+        return numa, '<p class="muted">The trace is incomplete (see above): the counts below are lower bounds.</p>'
+    return numa, ""
+
+
+def _node_moves(r: dict, numa: dict) -> str:
+    """Where tasks went: a src_nid -> dst_nid heatmap per decision kind, with the counts folded by SLIT
+    distance and by hops beside them."""
+    nm = numa.get("node_moves")
+    if not nm:
+        return ""
     n = len(get(r, "topology", "distances", default=[]) or [])
     labels = [str(i) for i in range(n)]
-    nm = numa.get("node_moves")
-    if nm:
-        figs = []
-        for kind in KINDS:
-            mat = get(nm, kind, "matrix")
-            if mat is None:
-                continue
-            extra = get(nm, kind, "without_destination") or 0
-            cap = f"{KIND_EVENT[kind]}: src_nid → dst_nid"
-            if extra:
-                cap += f"; {num(extra)} without a destination node (not in the matrix)"
-            figs.append(figure(svg.heatmap(mat, labels, title=kind, color=KIND_COLOR[kind]), e(cap)))
-        folds = _fold_table("by SLIT distance", nm, "by_distance", "distance") + _fold_table(
-            "by hops", nm, "by_hops", "hops"
-        )
-        out.append("<h4>Source → destination node</h4>")
-        out.append(f'<div class="grid">{"".join(figs)}<div class="folds">{folds}</div></div>')
-    side = []
+    figs = []
+    for kind in KINDS:
+        mat = get(nm, kind, "matrix")
+        if mat is None:
+            continue
+        extra = get(nm, kind, "without_destination") or 0
+        cap = f"{KIND_EVENT[kind]}: src_nid → dst_nid"
+        if extra:
+            cap += f"; {num(extra)} without a destination node (not in the matrix)"
+        figs.append(figure(svg.heatmap(mat, labels, title=kind, color=KIND_COLOR[kind]), e(cap)))
+    folds = _fold_table("by SLIT distance", nm, "by_distance", "distance") + _fold_table(
+        "by hops", nm, "by_hops", "hops"
+    )
+    return f'<h4>Source → destination node</h4><div class="grid">{"".join(figs)}<div class="folds">{folds}</div></div>'
+
+
+def _stick_reasons(numa: dict) -> str:
     sr = numa.get("stick_reasons")
-    if sr is not None:
-        items = [(STICK_REASONS.get(k, k), v, KIND_COLOR["stick"]) for k, v in sr.items()]
-        side.append(
-            "<div><h4>Stick reasons</h4>"
-            + figure(svg.bar_chart(items, width=420), "Why sched_stick_numa kept a task where it was.")
-            + "</div>"
-        )
+    if sr is None:
+        return ""
+    items = [(STICK_REASONS.get(k, k), v, KIND_COLOR["stick"]) for k, v in sr.items()]
+    return (
+        "<div><h4>Stick reasons</h4>"
+        + figure(svg.bar_chart(items, width=420), "Why sched_stick_numa kept a task where it was.")
+        + "</div>"
+    )
+
+
+def _swap_groups(numa: dict) -> str:
     sg = numa.get("swap_groups")
-    if sg is not None:
-        side.append(
-            "<div><h4>Swaps and NUMA groups</h4>"
-            + kv_table(
-                [("same group (ngid)", num(sg.get("same_group"))), ("across groups", num(sg.get("cross_group")))]
-            )
-            + "</div>"
-        )
+    if sg is None:
+        return ""
+    return (
+        "<div><h4>Swaps and NUMA groups</h4>"
+        + kv_table([("same group (ngid)", num(sg.get("same_group"))), ("across groups", num(sg.get("cross_group")))])
+        + "</div>"
+    )
+
+
+def _migrate_pages(numa: dict) -> str:
     mp = numa.get("migrate_pages")
-    if mp is not None:
-        rows = [
-            [e(reason)]
-            + [num(c.get(f, 0)) for f in ("calls", "succeeded", "failed", "thp_succeeded", "thp_failed", "thp_split")]
-            for reason, c in mp.items()
-        ]
-        side.append(
-            "<div><h4>mm_migrate_pages by reason</h4>"
-            + (
-                table(
-                    ["reason", "calls", "pages ok", "failed", "THP ok", "THP failed", "THP split"],
-                    rows,
-                    "small",
-                    (1, 2, 3, 4, 5, 6),
-                )
-                if rows
-                else '<p class="muted">no page migrations</p>'
+    if mp is None:
+        return ""
+    rows = [
+        [e(reason)]
+        + [num(c.get(f, 0)) for f in ("calls", "succeeded", "failed", "thp_succeeded", "thp_failed", "thp_split")]
+        for reason, c in mp.items()
+    ]
+    return (
+        "<div><h4>mm_migrate_pages by reason</h4>"
+        + (
+            table(
+                ["reason", "calls", "pages ok", "failed", "THP ok", "THP failed", "THP split"],
+                rows,
+                "small",
+                (1, 2, 3, 4, 5, 6),
             )
-            + "</div>"
+            if rows
+            else '<p class="muted">no page migrations</p>'
         )
-    vt = _vmstat_table(m)
-    if vt:
-        side.append(vt)
+        + "</div>"
+    )
+
+
+def _load_balancer(numa: dict) -> str:
     lb = numa.get("cross_node_lb")
-    if lb is not None:
-        side.append(
-            "<div><h4>Load-balancer migrations</h4>"
-            + kv_table(
-                [("sched_migrate_task", num(lb.get("migrations"))), ("crossing nodes", num(lb.get("cross_node")))]
-            )
-            + "</div>"
-        )
-    if side:
-        out.append(f'<div class="grid">{"".join(side)}</div>')
+    if lb is None:
+        return ""
+    return (
+        "<div><h4>Load-balancer migrations</h4>"
+        + kv_table([("sched_migrate_task", num(lb.get("migrations"))), ("crossing nodes", num(lb.get("cross_node")))])
+        + "</div>"
+    )
+
+
+def _side_tables(m: dict, numa: dict) -> str:
+    """Why tasks stayed, swaps and groups, page migrations, vmstat and the load balancer, side by side."""
+    side = [
+        _stick_reasons(numa),
+        _swap_groups(numa),
+        _migrate_pages(numa),
+        _vmstat_table(m),
+        _load_balancer(numa),
+    ]
+    side = [x for x in side if x]
+    return f'<div class="grid">{"".join(side)}</div>' if side else ""
+
+
+def _over_time(r: dict, m: dict, numa: dict) -> str:
+    """Event rates and vmstat samples over time, every chart on the same x axis (seconds since the
+    workload started) with the workload's end marked."""
     charts = []
     series = get(numa, "rates", "series") or {}
     vs = m.get("vmstat_series") or {}
     bin_s = get(numa, "rates", "bin_s", default=1) or 1
     length = max((len(v) for v in series.values()), default=0)
     rx = [i * bin_s for i in range(length)]
-    # The same x axis (seconds since the workload started) for every chart of the run, with its end marked.
     x_range = (0.0, max([*rx, *(vs.get("t") or []), 1]))
     duration = get(r, "workload", "duration_s")
     marks = [(float(duration), "workload end")] if isinstance(duration, (int, float)) else []
@@ -211,29 +236,52 @@ def numa_section(r: dict) -> str:
                 "numa_pages_migrated from /proc/vmstat, since the workload started.",
             )
         )
-    if charts:
-        out.append("<h4>Over time</h4>")
-        out.append(f'<div class="grid">{"".join(charts)}</div>')
+    return f'<h4>Over time</h4><div class="grid">{"".join(charts)}</div>' if charts else ""
+
+
+def _per_task(numa: dict) -> str:
     pt = numa.get("per_task") or {}
-    if pt.get("processes") or pt.get("tasks"):
+    if not (pt.get("processes") or pt.get("tasks")):
+        return ""
 
-        def rows_of(items: list[dict]) -> list[list[str]]:
-            return [[e(i.get("id")), e(i.get("comm"))] + [num(i.get(k, 0)) for k in KINDS] for i in items]
+    def rows_of(items: list[dict]) -> list[list[str]]:
+        return [[e(i.get("id")), e(i.get("comm"))] + [num(i.get(k, 0)) for k in KINDS] for i in items]
 
-        out.append(
-            "<details><summary>Per process and per task counts</summary>"
-            '<div class="grid"><div><h4>processes (tgid)</h4>'
-            + table(["tgid", "comm", *KINDS], rows_of(pt.get("processes", [])), "small", (2, 3, 4))
-            + "</div><div><h4>tasks (pid)</h4>"
-            + table(["pid", "comm", *KINDS], rows_of(pt.get("tasks", [])), "small", (2, 3, 4))
-            + "</div></div></details>"
-        )
+    return (
+        "<details><summary>Per process and per task counts</summary>"
+        '<div class="grid"><div><h4>processes (tgid)</h4>'
+        + table(["tgid", "comm", *KINDS], rows_of(pt.get("processes", [])), "small", (2, 3, 4))
+        + "</div><div><h4>tasks (pid)</h4>"
+        + table(["pid", "comm", *KINDS], rows_of(pt.get("tasks", [])), "small", (2, 3, 4))
+        + "</div></div></details>"
+    )
+
+
+def _skipped(numa: dict) -> str:
     skipped = numa.get("skipped") or {}
-    if skipped:
-        out.append(
-            '<p class="muted">Not analysed: ' + "; ".join(f"{e(k)} ({e(v)})" for k, v in skipped.items()) + ".</p>"
-        )
-    return "".join(out)
+    if not skipped:
+        return ""
+    return '<p class="muted">Not analysed: ' + "; ".join(f"{e(k)} ({e(v)})" for k, v in skipped.items()) + ".</p>"
+
+
+def numa_section(r: dict) -> str:
+    """The run's NUMA-balancing analysis, or a box saying there was none to see."""
+    m = r.get("metrics") or {}
+    if not m:
+        return ""
+    if is_quiet(m):
+        return _quiet_box(r)
+    numa, lead = _trace_analysis(m)
+    return "".join(
+        [
+            lead,
+            _node_moves(r, numa),
+            _side_tables(m, numa),
+            _over_time(r, m, numa),
+            _per_task(numa),
+            _skipped(numa),
+        ]
+    )
 
 
 def _vmstat_table(m: dict) -> str:
