@@ -9,27 +9,16 @@ from lab.cpulist import format_cpulist
 from lab.guest.kernel_complaints import summary as complaint_line
 from lab.report import svg
 from lab.report.html_parts import anchor, box, e, figure, kv_table, num, table
+from lab.topology import render
 
 
 def _topo_key(t: dict) -> str:
     return json.dumps([t.get("name"), t.get("distances"), t.get("node_cpus")])
 
 
-def _edges(t: dict) -> list[tuple[int, int]]:
-    """The spec's links, or the nearest-neighbour pairs of the SLIT (as lab.topology.render does)."""
-    d = t.get("distances") or []
-    if t.get("links"):
-        return sorted({(min(a, b), max(a, b)) for a, b in t["links"]})
-    n = len(d)
-    edges = []
-    for i in range(n):
-        remote = [d[i][j] for j in range(n) if j != i]
-        if remote:
-            edges += [(min(i, j), max(i, j)) for j in range(n) if j != i and d[i][j] == min(remote)]
-    return sorted(set(edges))
-
-
 def topology_svg(t: dict) -> str:
+    """The topology as a graph: the edges of ``lab.topology.render`` (the spec's links, or the SLIT's
+    nearest pairs, with the other pairs drawn faint on small machines)."""
     d = t.get("distances") or []
     n = len(d)
     node_cpus = t.get("node_cpus") or [[] for _ in range(n)]
@@ -42,34 +31,27 @@ def topology_svg(t: dict) -> str:
             lines.append(f"{mem[i]} MiB")
         nodes.append(lines)
         dashed.append(not cpus)
-
-    def label(a: int, b: int) -> str:
-        return str(d[a][b]) if d[a][b] == d[b][a] else f"{d[a][b]}/{d[b][a]}"
-
-    near = _edges(t)
-    edges = [(a, b, label(a, b)) for a, b in near]
+    near = render.edges(d, t.get("links"))
+    edges = [(a, b, render.edge_label(d, a, b)) for a, b in near]
     # A SLIT without links: the nearest pairs are the edges; on small machines the other pairs are drawn faint.
     faint = []
     if not t.get("links") and n <= 6:
-        faint = [(a, b, label(a, b)) for a in range(n) for b in range(a + 1, n) if (a, b) not in near]
+        faint = [(a, b, render.edge_label(d, a, b)) for a in range(n) for b in range(a + 1, n) if (a, b) not in near]
     return svg.topology_graph(nodes, edges, dashed=dashed, faint=faint)
 
 
 def distance_table(d: list[list[int]]) -> str:
+    """The SLIT as an HTML table, remote entries shaded by how far they are (``render.distance_grid``)."""
     n = len(d)
-    values = sorted({v for row in d for v in row})
-    hi = max(values) if values else 10
     head = "<tr><th>node</th>" + "".join(f"<th>{j}</th>" for j in range(n)) + "</tr>"
     rows = []
-    for i in range(n):
-        cells = []
-        for j in range(n):
-            v = d[i][j]
-            if i == j:
-                cells.append(f'<td class="local">{v}</td>')
-            else:
-                t = (v - 10) / (hi - 10) if hi > 10 else 0
-                cells.append(f'<td style="background:{svg.mix("#eef3fd", "#f59e0b", 0.15 + 0.7 * t)}">{v}</td>')
+    for i, row in enumerate(render.distance_grid(d)):
+        cells = [
+            f'<td class="local">{c.value}</td>'
+            if c.far is None
+            else f'<td style="background:{svg.mix("#eef3fd", "#f59e0b", 0.15 + 0.7 * c.far)}">{c.value}</td>'
+            for c in row
+        ]
         rows.append(f"<tr><th>{i}</th>{''.join(cells)}</tr>")
     return f'<table class="dist"><thead>{head}</thead><tbody>{"".join(rows)}</tbody></table>'
 
