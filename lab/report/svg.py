@@ -16,13 +16,6 @@ FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', sans-serif"
 INK = "#1f2933"
 MUTED = "#61707f"
 GRID = "#e3e8ee"
-# One colour per NUMA event kind, used by every chart and the legend.
-KIND_COLORS = {
-    "move": "#2563eb",
-    "swap": "#d97706",
-    "stick": "#7c3aed",
-    "migrate_pages": "#059669",
-}
 PALETTE = ("#2563eb", "#d97706", "#059669", "#7c3aed", "#dc2626", "#0891b2", "#65a30d", "#db2777")
 
 

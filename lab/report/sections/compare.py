@@ -7,17 +7,18 @@ from pathlib import Path
 
 from lab.analysis.compare import Comparison, Row, to_html
 from lab.analysis.metrics import METRIC_KEYS, metric_values
+from lab.events import MOVE_NUMA, SWAP_NUMA
 from lab.report import svg
+from lab.report.colors import BASE_COLOR, NEW_COLOR
 from lab.report.html_parts import e, figure
 
 KEY_METRICS = (
     "workload.gbps",
-    "events.sched_move_numa",
-    "events.sched_swap_numa",
+    f"events.{MOVE_NUMA.name}",
+    f"events.{SWAP_NUMA.name}",
     "vmstat.numa_pages_migrated",
     "vmstat.hint_local_pct",
 )
-BASE_COLOR, NEW_COLOR = "#64748b", "#2563eb"
 
 
 def _values_by_run(report: dict) -> dict[str, dict[str, float]]:

@@ -8,12 +8,16 @@ migrated pages, and how it went over time.
 from __future__ import annotations
 
 from lab.analysis.display import percent
+from lab.events import MIGRATE_PAGES, MIGRATE_TASK, NUMA_DECISIONS, STICK_NUMA
 from lab.report import svg
+from lab.report.colors import EVENT_COLORS, HINT_LOCAL_COLOR
 from lab.report.html_parts import box, e, figure, get, kv_table, num, table
 
-KINDS = ("move", "swap", "stick")
-KIND_EVENT = {"move": "sched_move_numa", "swap": "sched_swap_numa", "stick": "sched_stick_numa"}
-KIND_COLOR = {"move": "#1d4ed8", "swap": "#b45309", "stick": "#6d28d9"}
+# The decisions by their short word, as the analyses key node moves, rates and per-task counts.
+KINDS = tuple(ev.short for ev in NUMA_DECISIONS)
+KIND_EVENT = {ev.short: ev.name for ev in NUMA_DECISIONS}
+# lab.analysis.numa's key for the mm_migrate_pages analysis and for its series of rates.
+MIGRATE_PAGES_KEY = "migrate_pages"
 STICK_REASONS = {
     "no_cpu": "no CPU found (dst_cpu = -1)",
     "move_to_idle_failed": "move to idle CPU failed",
@@ -54,7 +58,7 @@ def _quiet_box(r: dict) -> str:
         "ok" if nb == "0" else "warn",
         "No NUMA-balancing activity" + why,
         [
-            "no sched_move_numa, sched_swap_numa, sched_stick_numa or mm_migrate_pages events in the trace",
+            f"no {', '.join(ev.name for ev in NUMA_DECISIONS)} or {MIGRATE_PAGES.name} events in the trace",
             "no NUMA PTE updates, hint faults or page migrations in /proc/vmstat",
         ],
     )
@@ -97,7 +101,7 @@ def _node_moves(r: dict, numa: dict) -> str:
         cap = f"{KIND_EVENT[kind]}: src_nid → dst_nid"
         if extra:
             cap += f"; {num(extra)} without a destination node (not in the matrix)"
-        figs.append(figure(svg.heatmap(mat, labels, title=kind, color=KIND_COLOR[kind]), e(cap)))
+        figs.append(figure(svg.heatmap(mat, labels, title=kind, color=EVENT_COLORS[kind]), e(cap)))
     folds = _fold_table("by SLIT distance", nm, "by_distance", "distance") + _fold_table(
         "by hops", nm, "by_hops", "hops"
     )
@@ -108,10 +112,10 @@ def _stick_reasons(numa: dict) -> str:
     sr = numa.get("stick_reasons")
     if sr is None:
         return ""
-    items = [(STICK_REASONS.get(k, k), v, KIND_COLOR["stick"]) for k, v in sr.items()]
+    items = [(STICK_REASONS.get(k, k), v, EVENT_COLORS[STICK_NUMA.short]) for k, v in sr.items()]
     return (
         "<div><h4>Stick reasons</h4>"
-        + figure(svg.bar_chart(items, width=420), "Why sched_stick_numa kept a task where it was.")
+        + figure(svg.bar_chart(items, width=420), f"Why {STICK_NUMA.name} kept a task where it was.")
         + "</div>"
     )
 
@@ -128,7 +132,7 @@ def _swap_groups(numa: dict) -> str:
 
 
 def _migrate_pages(numa: dict) -> str:
-    mp = numa.get("migrate_pages")
+    mp = numa.get(MIGRATE_PAGES_KEY)
     if mp is None:
         return ""
     rows = [
@@ -137,7 +141,7 @@ def _migrate_pages(numa: dict) -> str:
         for reason, c in mp.items()
     ]
     return (
-        "<div><h4>mm_migrate_pages by reason</h4>"
+        f"<div><h4>{MIGRATE_PAGES.name} by reason</h4>"
         + (
             table(
                 ["reason", "calls", "pages ok", "failed", "THP ok", "THP failed", "THP split"],
@@ -158,7 +162,7 @@ def _load_balancer(numa: dict) -> str:
         return ""
     return (
         "<div><h4>Load-balancer migrations</h4>"
-        + kv_table([("sched_migrate_task", num(lb.get("migrations"))), ("crossing nodes", num(lb.get("cross_node")))])
+        + kv_table([(MIGRATE_TASK.name, num(lb.get("migrations"))), ("crossing nodes", num(lb.get("cross_node")))])
         + "</div>"
     )
 
@@ -193,18 +197,18 @@ def _over_time(r: dict, m: dict, numa: dict) -> str:
         sched = {k: series[k] for k in KINDS if k in series}
         charts.append(
             figure(
-                svg.line_chart(rx, sched, title="NUMA scheduler events per second", colors=KIND_COLOR, **common),
-                "sched_move_numa / sched_swap_numa / sched_stick_numa per second.",
+                svg.line_chart(rx, sched, title="NUMA scheduler events per second", colors=EVENT_COLORS, **common),
+                " / ".join(ev.name for ev in NUMA_DECISIONS) + " per second.",
             )
         )
-        if "migrate_pages" in series:
+        if MIGRATE_PAGES_KEY in series:
             charts.append(
                 figure(
                     svg.line_chart(
                         rx,
-                        {"calls": series["migrate_pages"]},
-                        title="mm_migrate_pages calls per second",
-                        colors={"calls": svg.KIND_COLORS["migrate_pages"]},
+                        {"calls": series[MIGRATE_PAGES_KEY]},
+                        title=f"{MIGRATE_PAGES.name} calls per second",
+                        colors={"calls": EVENT_COLORS[MIGRATE_PAGES.short]},
                         **common,
                     ),
                     "Page-migration calls (each moves one page or one THP).",
@@ -218,7 +222,7 @@ def _over_time(r: dict, m: dict, numa: dict) -> str:
                     {"hint local %": vs.get("hint_local_pct", [])},
                     title="NUMA hint-local % per interval",
                     y_max=100,
-                    colors={"hint local %": "#0891b2"},
+                    colors={"hint local %": HINT_LOCAL_COLOR},
                     **common,
                 ),
                 "numa_hint_faults_local / numa_hint_faults in each vmstat sample interval (gaps: no faults).",
@@ -230,7 +234,7 @@ def _over_time(r: dict, m: dict, numa: dict) -> str:
                     vs["t"],
                     {"pages": vs.get("numa_pages_migrated", [])},
                     title="NUMA pages migrated (cumulative)",
-                    colors={"pages": svg.KIND_COLORS["migrate_pages"]},
+                    colors={"pages": EVENT_COLORS[MIGRATE_PAGES.short]},
                     **common,
                 ),
                 "numa_pages_migrated from /proc/vmstat, since the workload started.",

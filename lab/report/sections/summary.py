@@ -4,6 +4,7 @@ table of every run, the part a reader sees first and the one that says which run
 from __future__ import annotations
 
 from lab.analysis.display import percent
+from lab.events import MIGRATE_PAGES, NUMA_DECISIONS
 from lab.report.html_parts import accel_badge, accel_name, anchor, box, e, get, num, status_badge, wrap_id
 
 
@@ -111,10 +112,7 @@ def summary(report: dict) -> str:
     num_cols = [
         ("boot (s)", "", lambda r: num(get(r, "timings", "boot_s"))),
         ("GB/s", "", lambda r: num(get(r, "workload", "result", "gbps"))),
-        ("move", "trace events", ev("sched_move_numa")),
-        ("swap", "trace events", ev("sched_swap_numa")),
-        ("stick", "trace events", ev("sched_stick_numa")),
-        ("migrate", "trace events", ev("mm_migrate_pages")),
+        *((x.short, "trace events", ev(x.name)) for x in (*NUMA_DECISIONS, MIGRATE_PAGES)),
         ("lost", "trace events", lost),
         ("pages migrated", "/proc/vmstat", vm("numa_pages_migrated")),
         ("hint local %", "/proc/vmstat", hint_local),
@@ -165,8 +163,9 @@ def summary(report: dict) -> str:
             + "."
         )
     legend = (
-        '<p class="muted">move / swap / stick / migrate: sched_move_numa, sched_swap_numa, sched_stick_numa and '
-        "mm_migrate_pages events in the trace; lost: events the tracer dropped. Pages migrated and hint local % "
+        f'<p class="muted">{" / ".join(x.short for x in (*NUMA_DECISIONS, MIGRATE_PAGES))}: '
+        f"{', '.join(x.name for x in NUMA_DECISIONS)} and {MIGRATE_PAGES.name} "
+        "events in the trace; lost: events the tracer dropped. Pages migrated and hint local % "
         "(numa_hint_faults_local / numa_hint_faults) from /proc/vmstat over the run.</p>"
     )
     return "".join(f"<p>{x}</p>" for x in intro) + tbl + legend

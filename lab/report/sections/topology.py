@@ -8,6 +8,7 @@ import json
 from lab.cpulist import format_cpulist
 from lab.guest.kernel_complaints import summary as complaint_line
 from lab.report import svg
+from lab.report.colors import DISTANCE_FAR, DISTANCE_NEAR
 from lab.report.html_parts import anchor, box, e, figure, kv_table, num, table
 from lab.topology import render
 
@@ -49,7 +50,7 @@ def distance_table(d: list[list[int]]) -> str:
         cells = [
             f'<td class="local">{c.value}</td>'
             if c.far is None
-            else f'<td style="background:{svg.mix("#eef3fd", "#f59e0b", 0.15 + 0.7 * c.far)}">{c.value}</td>'
+            else f'<td style="background:{svg.mix(DISTANCE_NEAR, DISTANCE_FAR, 0.15 + 0.7 * c.far)}">{c.value}</td>'
             for c in row
         ]
         rows.append(f"<tr><th>{i}</th>{''.join(cells)}</tr>")
@@ -128,7 +129,83 @@ def placement_html(p: dict) -> str:
     return "".join(parts)
 
 
+def _machine(t: dict) -> list[str]:
+    """The topology itself: its graph, its SLIT and the kernel's view of it as predicted."""
+    d = t.get("distances") or []
+    src = (
+        "the links of the spec"
+        if t.get("links")
+        else "the nearest pairs in the SLIT (the spec has no links; farther pairs dashed)"
+    )
+    out = [f"<h3>{e(t.get('name'))}</h3>"]
+    if t.get("description"):
+        out.append(f"<p>{e(t['description'])}</p>")
+    out.append('<div class="grid">')
+    out.append(
+        figure(
+            topology_svg(t),
+            f"Nodes with their CPUs and memory; edges are {e(src)}, labelled with their SLIT distance.",
+        )
+    )
+    out.append(
+        "<div><h4>Distance matrix (SLIT)</h4>"
+        + distance_table(d)
+        + f'<p class="muted">{e(t.get("total_cpus"))} CPUs, {e(t.get("threads", 1))} thread(s) per core, '
+        f"{num(t.get('total_memory_mib'))} MiB.</p></div>"
+    )
+    kv_summary, kv_levels = kernel_view(t.get("kernel_view"))
+    out.append(f"<div><h4>Predicted kernel view</h4>{kv_summary}</div>")
+    out.append("</div>")
+    out.append(kv_levels)
+    return out
+
+
+def _guest_verdict(r: dict) -> str:
+    ok = r.get("guest_topology_ok")
+    if ok and r.get("guest_kernel_complaints"):
+        return '<span class="badge warn">matches, kernel complained</span>'
+    if ok:
+        return '<span class="badge ok">guest matches</span>'
+    if r.get("guest_topology_problems") or ok is False:
+        return '<span class="badge bad">mismatch</span>'
+    return '<span class="badge warn">not checked</span>'
+
+
+def _guest_verification(runs: list[dict]) -> list[str]:
+    """Per run: did the guest see the topology it was given (its /sys and sched domains), and did its
+    kernel complain at boot."""
+    rows = []
+    for r in runs:
+        probs = [
+            *(r.get("guest_topology_problems") or []),
+            *(f"kernel: {complaint_line(c)}" for c in r.get("guest_kernel_complaints") or []),
+        ]
+        rows.append(
+            [f'<a href="#{anchor(r["run_id"])}">{e(r["run_id"])}</a>', _guest_verdict(r), e("; ".join(map(str, probs)))]
+        )
+    return [
+        "<h4>Guest topology verification</h4>",
+        '<p class="muted">The guest\'s own /sys node list, distances and sched domains, compared with the '
+        "spec and the prediction.</p>",
+        table(["run", "verdict", "problems"], rows),
+    ]
+
+
+def _host_placements(runs: list[dict]) -> list[str]:
+    """The host placement, once per distinct placement among the runs."""
+    places: dict[str, list[dict]] = {}
+    for r in runs:
+        places.setdefault(json.dumps(r.get("placement") or {}, sort_keys=True), []).append(r)
+    out = []
+    for p_runs in places.values():
+        who = "all runs" if len(places) == 1 else ", ".join(r["run_id"] for r in p_runs)
+        out.append(f"<h3>Host placement <small>({e(who)})</small></h3>")
+        out.append(placement_html(p_runs[0].get("placement") or {}))
+    return out
+
+
 def topology_section(report: dict) -> str:
+    """Per distinct topology among the runs: the machine, the guests' verification and the placements."""
     runs = report.get("runs", [])
     if not runs:
         return '<p class="muted">No runs.</p>'
@@ -137,65 +214,7 @@ def topology_section(report: dict) -> str:
         by_topo.setdefault(_topo_key(r.get("topology") or {}), []).append(r)
     out = []
     for group in by_topo.values():
-        t = group[0].get("topology") or {}
-        d = t.get("distances") or []
-        src = (
-            "the links of the spec"
-            if t.get("links")
-            else "the nearest pairs in the SLIT (the spec has no links; farther pairs dashed)"
-        )
-        out.append(f"<h3>{e(t.get('name'))}</h3>")
-        if t.get("description"):
-            out.append(f"<p>{e(t['description'])}</p>")
-        out.append('<div class="grid">')
-        out.append(
-            figure(
-                topology_svg(t),
-                f"Nodes with their CPUs and memory; edges are {e(src)}, labelled with their SLIT distance.",
-            )
-        )
-        out.append(
-            "<div><h4>Distance matrix (SLIT)</h4>"
-            + distance_table(d)
-            + f'<p class="muted">{e(t.get("total_cpus"))} CPUs, {e(t.get("threads", 1))} thread(s) per core, '
-            f"{num(t.get('total_memory_mib'))} MiB.</p></div>"
-        )
-        kv_summary, kv_levels = kernel_view(t.get("kernel_view"))
-        out.append(f"<div><h4>Predicted kernel view</h4>{kv_summary}</div>")
-        out.append("</div>")
-        out.append(kv_levels)
-        # Guest verification.
-        rows = []
-        for r in group:
-            ok = r.get("guest_topology_ok")
-            probs = r.get("guest_topology_problems") or []
-            complaints = r.get("guest_kernel_complaints") or []
-            verdict = (
-                '<span class="badge warn">matches, kernel complained</span>'
-                if ok and complaints
-                else '<span class="badge ok">guest matches</span>'
-                if ok
-                else '<span class="badge bad">mismatch</span>'
-                if probs or ok is False
-                else '<span class="badge warn">not checked</span>'
-            )
-            probs = [*probs, *(f"kernel: {complaint_line(c)}" for c in complaints)]
-            rows.append(
-                [f'<a href="#{anchor(r["run_id"])}">{e(r["run_id"])}</a>', verdict, e("; ".join(map(str, probs)))]
-            )
-        out.append("<h4>Guest topology verification</h4>")
-        out.append(
-            '<p class="muted">The guest\'s own /sys node list, distances and sched domains, compared with the '
-            "spec and the prediction.</p>"
-        )
-        out.append(table(["run", "verdict", "problems"], rows))
-        # Host placement, once per distinct placement.
-        places: dict[str, list[dict]] = {}
-        for r in group:
-            places.setdefault(json.dumps(r.get("placement") or {}, sort_keys=True), []).append(r)
-        for p_runs in places.values():
-            who = "all runs" if len(places) == 1 else ", ".join(r["run_id"] for r in p_runs)
-            out.append(f"<h3>Host placement <small>({e(who)})</small></h3>")
-            out.append(placement_html(p_runs[0].get("placement") or {}))
+        out += _machine(group[0].get("topology") or {})
+        out += _guest_verification(group)
+        out += _host_placements(group)
     return "\n".join(out)
-
