@@ -32,7 +32,8 @@ from common import REPO
 
 from lab.report.build import build_report
 from lab.report.html import render_html
-from lab.report.svg import dot_plot, grid_shape, heatmap, line_chart, nice_ticks, topology_graph
+from lab.report.svg import dot_plot, heatmap, line_chart, nice_ticks
+from lab.report.svg_topology import grid_shape, topology_graph
 
 DATA_RUNS = REPO / "tests" / "data" / "runs"
 DEV_RUNS = Path("/tmp/report-runs")

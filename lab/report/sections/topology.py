@@ -7,7 +7,7 @@ import json
 
 from lab.cpulist import format_cpulist
 from lab.guest.kernel_complaints import summary as complaint_line
-from lab.report import svg
+from lab.report import svg, svg_topology
 from lab.report.colors import DISTANCE_FAR, DISTANCE_NEAR
 from lab.report.html_parts import anchor, box, e, figure, kv_table, num, table
 from lab.topology import render
@@ -38,7 +38,7 @@ def topology_svg(t: dict) -> str:
     faint = []
     if not t.get("links") and n <= 6:
         faint = [(a, b, render.edge_label(d, a, b)) for a in range(n) for b in range(a + 1, n) if (a, b) not in near]
-    return svg.topology_graph(nodes, edges, dashed=dashed, faint=faint)
+    return svg_topology.topology_graph(nodes, edges, dashed=dashed, faint=faint)
 
 
 def distance_table(d: list[list[int]]) -> str:
