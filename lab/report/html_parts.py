@@ -34,6 +34,7 @@ def num(v: object, digits: int = 2) -> str:
 
 
 def get(d: dict | None, *path: str, default: object = None) -> object:
+    """A value deep in the report model, or ``default``: a failed or older run's model lacks whole parts."""
     node: object = d
     for p in path:
         if not isinstance(node, dict) or p not in node:
