@@ -166,6 +166,15 @@ def test_show_text_has_the_slit_and_the_type(name):
     assert show_json(name)["kernel_view"]["type"] in proc.stdout
 
 
+def test_show_text_joins_a_cpuless_node_to_its_nearest_nodes():
+    """The SLIT has no links: node 2 (CPU-less, 40 from both others) is drawn joined to both, as the HTML
+    report draws it (one implementation: lab.topology.render.edges)."""
+    proc = numalab("topo", "show", str(DATA / "valid-cpuless.yaml"))
+    assert proc.returncode == 0, proc.stderr
+    node2 = r"^\s*\[2\] \(no cpus, 256M\)\s+--40-- \[0\]\s+--40-- \[1\]$"
+    assert re.search(node2, proc.stdout, re.MULTILINE), proc.stdout
+
+
 # --- topo list -------------------------------------------------------------------------------------
 
 

@@ -19,7 +19,6 @@ DATA_RUNS = REPO / "tests" / "data" / "runs"
 # Modules that still spell record files out, with the reason (each is owned by another change).
 LITERALS_ALLOWED = {
     "lab/vm/libvirt_backend.py": "owned by the libvirt backend's own change",
-    "lab/report/html.py": "being split into smaller modules by another change",
 }
 
 

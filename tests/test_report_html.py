@@ -31,7 +31,8 @@ from common import REPO, needs_setup_package
 
 from lab.report.build import build_report
 from lab.report.html import render_html
-from lab.report.svg import dot_plot, grid_shape, heatmap, line_chart, nice_ticks, topology_graph
+from lab.report.svg import dot_plot, heatmap, line_chart, nice_ticks
+from lab.report.svg_topology import grid_shape, topology_graph
 
 DATA_RUNS = REPO / "tests" / "data" / "runs"
 CHROMIUM = next((shutil.which(n) for n in ("chromium", "chromium-browser") if shutil.which(n)), None)
@@ -128,6 +129,32 @@ def test_empty_comparison_says_why(built: Path) -> None:
     report = json.loads(built.with_suffix(".json").read_text())
     out = render_html(report, [])
     assert "No A/B comparison" in out
+
+
+def test_each_event_has_one_colour_in_every_chart(built: Path) -> None:
+    """The heatmap, the rate chart's legend and the stick-reason bars of a kind all draw its one colour
+    (lab.report.colors, keyed by lab.events' short words); no other event colour appears."""
+    from lab.events import MIGRATE_PAGES, NUMA_DECISIONS, STICK_NUMA
+    from lab.report.colors import EVENT_COLORS
+
+    assert set(EVENT_COLORS) == {ev.short for ev in (*NUMA_DECISIONS, MIGRATE_PAGES)}
+    assert len(set(EVENT_COLORS.values())) == len(EVENT_COLORS)
+    text = built.read_text()
+    for kind, colour in EVENT_COLORS.items():
+        # The chart legends: a swatch of the kind's colour right before its name.
+        assert re.search(rf'fill="{colour}"/><text [^>]*>{kind}</text>', text) or kind == MIGRATE_PAGES.short, kind
+        assert text.count(colour) > 3, kind
+    heat = re.findall(r'<svg [^>]*class="chart heatmap".*?</svg>', text)
+    assert heat, "no node-move heatmaps in the report"
+    for h in heat:
+        kind = re.search(r"<title>(\w+)</title>", h).group(1)
+        # The busiest cell is drawn in the kind's colour itself (an all-zero matrix has none).
+        if re.search(r'<rect [^>]*fill="(?!#f5f7fa)', h):
+            assert f'fill="{EVENT_COLORS[kind]}"' in h, kind
+    stick_bars = re.findall(r'<svg [^>]*class="chart bars".*?</svg>', text)
+    assert stick_bars and all(f'fill="{EVENT_COLORS[STICK_NUMA.short]}"' in b for b in stick_bars)
+    migrate = [c for c in re.findall(r"<svg .*?</svg>", text) if f"{MIGRATE_PAGES.name} calls per second" in c]
+    assert migrate and all(f'fill="{EVENT_COLORS[MIGRATE_PAGES.short]}"' in c for c in migrate)
 
 
 # --- the SVG helpers ----------------------------------------------------------------------

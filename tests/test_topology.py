@@ -513,3 +513,18 @@ def test_a_parsed_spec_is_remembered_by_content(tmp_path, monkeypatch) -> None:
     assert load_topology(str(spec)) == first and calls == []
     spec.write_text(spec.read_text().replace("cpus_per_node: 1", "cpus_per_node: 2"))
     assert load_topology(str(spec)).total_cpus == 4 and len(calls) == 1
+
+
+def test_render_edges_are_the_links_or_each_nodes_nearest_pairs():
+    from lab.topology.render import distance_grid, edge_label, edges
+
+    asym = [[10, 20, 30], [20, 10, 20], [20, 20, 10]]
+    # Node 2's nearest are 0 and 1 (its own row), though 2 is not node 0's nearest.
+    assert edges(asym) == [(0, 1), (0, 2), (1, 2)]
+    assert edges(asym, [[1, 0], [2, 1]]) == [(0, 1), (1, 2)]
+    assert edge_label(asym, 0, 2) == "30/20" and edge_label(asym, 0, 1) == "20"
+    assert edges(load_topology("ring-4").distances) == [(0, 1), (0, 3), (1, 2), (2, 3)]
+    grid = distance_grid(asym)
+    assert [c.value for c in grid[0]] == [10, 20, 30]
+    assert grid[0][0].far is None and grid[0][1].far == 0.5 and grid[0][2].far == 1
+    assert distance_grid([[10]])[0][0].far is None

@@ -8,6 +8,7 @@ from statistics import mean
 
 from lab.analysis.record import RunRecord
 from lab.report import svg
+from lab.report.colors import ACCESS_LOCAL_COLOR, HINT_LOCAL_COLOR
 
 
 def _setup(r: RunRecord) -> tuple:
@@ -105,7 +106,7 @@ def access_section(r: dict) -> str:
             title="local % over time",
             x_label="s since workload start",
             y_max=100,
-            colors={"access local %": "#059669", "hint local %": "#0891b2"},
+            colors={"access local %": ACCESS_LOCAL_COLOR, "hint local %": HINT_LOCAL_COLOR},
         )
         figs.append(
             f"<figure>{chart}<figcaption>Access-local %: the plugin's sampled accesses per "

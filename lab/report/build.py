@@ -22,6 +22,7 @@ from lab.analysis.lost import describe as describe_lost
 from lab.analysis.metrics import run_metrics
 from lab.analysis.record import RunRecord
 from lab.errors import LabError
+from lab.events import NUMA_DECISIONS
 from lab.guest.kernel_complaints import read_complaints
 from lab.guest.kernel_complaints import summary as complaint_line
 from lab.record_files import (
@@ -223,14 +224,15 @@ def render_markdown(report: dict, comparisons: list[Comparison]) -> str:
     for n in report["notes"]:
         lines += [f"> {n}", ""]
     lines += [
-        "| run | status | topology | kernel | workload | accel | move | swap | stick | lost | pages migrated "
-        "| hint local % |",
+        "| run | status | topology | kernel | workload | accel | "
+        + " | ".join(ev.short for ev in NUMA_DECISIONS)
+        + " | lost | pages migrated | hint local % |",
         "|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     blank = " | " * 10
     for r in report["runs"]:
         m = r["metrics"]
-        ev = m.get("events", {})
+        events = m.get("events", {})
         vm = m.get("vmstat", {})
         hint = percent(vm["hint_local_pct"], 2) if vm.get("numa_hint_faults") else "no faults" if vm else "-"
         lost = m.get("lost_events", "-")
@@ -238,8 +240,8 @@ def render_markdown(report: dict, comparisons: list[Comparison]) -> str:
             lost = f"**{lost:,} ({percent(m['lost_share'] * 100)}%)**"
         cells = [
             r["run_id"], r["status"], r["topology"]["name"], r["group"], r["workload"]["name"],
-            r["accelerator"]["name"].upper(), ev.get("sched_move_numa", "-"), ev.get("sched_swap_numa", "-"),
-            ev.get("sched_stick_numa", "-"), lost, vm.get("numa_pages_migrated", "-"), hint,
+            r["accelerator"]["name"].upper(), *(events.get(ev.name, "-") for ev in NUMA_DECISIONS),
+            lost, vm.get("numa_pages_migrated", "-"), hint,
         ]  # fmt: skip
         lines.append("| " + " | ".join(map(str, cells)) + " |")
         for p in m.get("trace_problems", []):

@@ -1,4 +1,5 @@
-"""Small SVG charts for the HTML report: heatmap, line chart, dot plot, bars and a topology graph.
+"""Small SVG charts for the HTML report: heatmap, line chart, dot plot and bars (the topology graph is in
+``lab.report.svg_topology``).
 
 Every helper returns one ``<svg>`` element as a string: viewBox-based (it
 scales with its container), with its own fonts and colours as attributes (so
@@ -12,24 +13,14 @@ import math
 from collections.abc import Sequence
 from html import escape
 
-from lab.events import MOVE_NUMA, STICK_NUMA, SWAP_NUMA
-
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', sans-serif"
 INK = "#1f2933"
 MUTED = "#61707f"
 GRID = "#e3e8ee"
-# One colour per NUMA event kind (its short word; mm_migrate_pages by its rates series,
-# lab.analysis.numa.MIGRATE_SERIES), used by every chart and the legend.
-KIND_COLORS = {
-    MOVE_NUMA.short: "#2563eb",
-    SWAP_NUMA.short: "#d97706",
-    STICK_NUMA.short: "#7c3aed",
-    "migrate_pages": "#059669",
-}
 PALETTE = ("#2563eb", "#d97706", "#059669", "#7c3aed", "#dc2626", "#0891b2", "#65a30d", "#db2777")
 
 
-def _f(v: float) -> str:
+def coord(v: float) -> str:
     """A coordinate: at most 1 decimal, no trailing zeros."""
     s = f"{v:.1f}"
     return s[:-2] if s.endswith(".0") else s
@@ -67,20 +58,20 @@ def nice_ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     return ticks
 
 
-def _svg(width: float, height: float, title: str, body: list[str], cls: str = "") -> str:
+def svg_doc(width: float, height: float, title: str, body: list[str], cls: str = "") -> str:
     c = f' class="{escape(cls)}"' if cls else ""
     return (
-        f'<svg xmlns="http://www.w3.org/2000/svg"{c} viewBox="0 0 {_f(width)} {_f(height)}" '
-        f'width="{_f(width)}" height="{_f(height)}" role="img" aria-label="{escape(title)}" '
+        f'<svg xmlns="http://www.w3.org/2000/svg"{c} viewBox="0 0 {coord(width)} {coord(height)}" '
+        f'width="{coord(width)}" height="{coord(height)}" role="img" aria-label="{escape(title)}" '
         f'font-family="{FONT}" font-size="11" fill="{INK}">'
         f"<title>{escape(title)}</title>" + "".join(body) + "</svg>"
     )
 
 
-def _text(x: float, y: float, s: object, anchor: str = "start", size: float | None = None, **attrs: str) -> str:
+def text_at(x: float, y: float, s: object, anchor: str = "start", size: float | None = None, **attrs: str) -> str:
     extra = "".join(f' {k.replace("_", "-")}="{escape(str(v))}"' for k, v in attrs.items())
-    sz = f' font-size="{_f(size)}"' if size else ""
-    return f'<text x="{_f(x)}" y="{_f(y)}" text-anchor="{anchor}"{sz}{extra}>{escape(str(s))}</text>'
+    sz = f' font-size="{coord(size)}"' if size else ""
+    return f'<text x="{coord(x)}" y="{coord(y)}" text-anchor="{anchor}"{sz}{extra}>{escape(str(s))}</text>'
 
 
 def mix(c1: str, c2: str, t: float) -> str:
@@ -109,36 +100,36 @@ def heatmap(
     vmax = max((v for row in matrix for v in row), default=0)
     body = []
     if title:
-        body.append(_text(left, 16, title, size=13, font_weight="600"))
-    body.append(_text(left + n * cell / 2, top - 22, col_axis, "middle", fill=MUTED))
+        body.append(text_at(left, 16, title, size=13, font_weight="600"))
+    body.append(text_at(left + n * cell / 2, top - 22, col_axis, "middle", fill=MUTED))
     body.append(
-        f'<text transform="translate(14 {_f(top + n * cell / 2)}) rotate(-90)" text-anchor="middle" '
+        f'<text transform="translate(14 {coord(top + n * cell / 2)}) rotate(-90)" text-anchor="middle" '
         f'fill="{MUTED}">{escape(row_axis)}</text>'
     )
     for j, lab in enumerate(labels):
-        body.append(_text(left + j * cell + cell / 2, top - 4, lab, "middle", font_weight="600"))
+        body.append(text_at(left + j * cell + cell / 2, top - 4, lab, "middle", font_weight="600"))
     for i, row in enumerate(matrix):
         y = top + i * cell
-        body.append(_text(left - 6, y + cell / 2 + 4, labels[i], "end", font_weight="600"))
+        body.append(text_at(left - 6, y + cell / 2 + 4, labels[i], "end", font_weight="600"))
         for j, v in enumerate(row):
             x = left + j * cell
             t = (v / vmax) if vmax else 0
             fill = "#f5f7fa" if v == 0 else mix("#eef3fd", color, 0.15 + 0.85 * t)
             stroke = ' stroke="#9aa5b1" stroke-dasharray="3 2"' if i == j else ' stroke="#ffffff"'
             body.append(
-                f'<rect x="{_f(x)}" y="{_f(y)}" width="{cell}" height="{cell}" fill="{fill}"{stroke}>'
+                f'<rect x="{coord(x)}" y="{coord(y)}" width="{cell}" height="{cell}" fill="{fill}"{stroke}>'
                 f"<title>{escape(f'{labels[i]} → {labels[j]}: {v:g}')}</title></rect>"
             )
             ink = "#ffffff" if t > 0.55 else (MUTED if v == 0 else INK)
-            body.append(_text(x + cell / 2, y + cell / 2 + 4, fmt_num(v), "middle", fill=ink))
-        body.append(_text(left + n * cell + 8, y + cell / 2 + 4, fmt_num(sum(row)), fill=MUTED))
-    body.append(_text(left + n * cell + 8, top - 4, "Σ", fill=MUTED))
+            body.append(text_at(x + cell / 2, y + cell / 2 + 4, fmt_num(v), "middle", fill=ink))
+        body.append(text_at(left + n * cell + 8, y + cell / 2 + 4, fmt_num(sum(row)), fill=MUTED))
+    body.append(text_at(left + n * cell + 8, top - 4, "Σ", fill=MUTED))
     yt = top + n * cell + 16
-    body.append(_text(left - 6, yt, "Σ", "end", fill=MUTED))
+    body.append(text_at(left - 6, yt, "Σ", "end", fill=MUTED))
     for j in range(n):
-        body.append(_text(left + j * cell + cell / 2, yt, fmt_num(sum(r[j] for r in matrix)), "middle", fill=MUTED))
-    body.append(_text(left + n * cell + 8, yt, fmt_num(sum(sum(r) for r in matrix)), fill=INK, font_weight="600"))
-    return _svg(width, height, title or "heatmap", body, "chart heatmap")
+        body.append(text_at(left + j * cell + cell / 2, yt, fmt_num(sum(r[j] for r in matrix)), "middle", fill=MUTED))
+    body.append(text_at(left + n * cell + 8, yt, fmt_num(sum(sum(r) for r in matrix)), fill=INK, font_weight="600"))
+    return svg_doc(width, height, title or "heatmap", body, "chart heatmap")
 
 
 def line_chart(
@@ -181,25 +172,27 @@ def line_chart(
 
     body = []
     if title:
-        body.append(_text(left, 15, title, size=13, font_weight="600"))
+        body.append(text_at(left, 15, title, size=13, font_weight="600"))
     for v in yt:
-        body.append(f'<line x1="{left}" x2="{left + pw}" y1="{_f(py(v))}" y2="{_f(py(v))}" stroke="{GRID}"/>')
-        body.append(_text(left - 5, py(v) + 4, fmt_num(v), "end", fill=MUTED))
+        body.append(f'<line x1="{left}" x2="{left + pw}" y1="{coord(py(v))}" y2="{coord(py(v))}" stroke="{GRID}"/>')
+        body.append(text_at(left - 5, py(v) + 4, fmt_num(v), "end", fill=MUTED))
     for v in xt:
-        body.append(f'<line x1="{_f(px(v))}" x2="{_f(px(v))}" y1="{top + ph}" y2="{top + ph + 4}" stroke="{MUTED}"/>')
-        body.append(_text(px(v), top + ph + 15, fmt_num(v), "middle", fill=MUTED))
+        body.append(
+            f'<line x1="{coord(px(v))}" x2="{coord(px(v))}" y1="{top + ph}" y2="{top + ph + 4}" stroke="{MUTED}"/>'
+        )
+        body.append(text_at(px(v), top + ph + 15, fmt_num(v), "middle", fill=MUTED))
     body.append(f'<line x1="{left}" x2="{left + pw}" y1="{top + ph}" y2="{top + ph}" stroke="{MUTED}"/>')
     for mx, label in marks:
         if x0 <= mx <= x1:
             body.append(
-                f'<line x1="{_f(px(mx))}" x2="{_f(px(mx))}" y1="{top}" y2="{top + ph}" stroke="{MUTED}" '
+                f'<line x1="{coord(px(mx))}" x2="{coord(px(mx))}" y1="{top}" y2="{top + ph}" stroke="{MUTED}" '
                 f'stroke-dasharray="4 3"/>'
             )
-            body.append(_text(px(mx) - 3, top + 10, label, "end", size=10, fill=MUTED))
+            body.append(text_at(px(mx) - 3, top + 10, label, "end", size=10, fill=MUTED))
     if x_label:
-        body.append(_text(left + pw, height - 3, x_label, "end", fill=MUTED))
+        body.append(text_at(left + pw, height - 3, x_label, "end", fill=MUTED))
     if y_label:
-        body.append(_text(4, top - 8 if not title else top - 6, y_label, fill=MUTED))
+        body.append(text_at(4, top - 8 if not title else top - 6, y_label, fill=MUTED))
     lx = left + pw
     names = list(series)
     for k, name in reversed(list(enumerate(names))):
@@ -207,10 +200,10 @@ def line_chart(
         w = 9 + 6.2 * len(name)
         lx -= w + 14
         ly = 15
-        body.append(f'<rect x="{_f(lx)}" y="{ly - 8}" width="10" height="10" rx="2" fill="{c}"/>')
-        body.append(_text(lx + 14, ly + 1, name, fill=INK))
+        body.append(f'<rect x="{coord(lx)}" y="{ly - 8}" width="10" height="10" rx="2" fill="{c}"/>')
+        body.append(text_at(lx + 14, ly + 1, name, fill=INK))
     if not ys or not any(ys):
-        body.append(_text(left + pw / 2, top + ph / 2, "no data" if not ys else "all zero", "middle", fill=MUTED))
+        body.append(text_at(left + pw / 2, top + ph / 2, "no data" if not ys else "all zero", "middle", fill=MUTED))
     for k, (name, vals) in enumerate(series.items()):
         c = colors.get(name, PALETTE[k % len(PALETTE)])
         runs: list[list[tuple[float, float]]] = [[]]
@@ -222,14 +215,14 @@ def line_chart(
             runs[-1].append((px(xv), py(yv)))
         for pts in runs:
             if len(pts) > 1:
-                d = " ".join(f"{_f(a)},{_f(b)}" for a, b in pts)
+                d = " ".join(f"{coord(a)},{coord(b)}" for a, b in pts)
                 body.append(
                     f'<polyline points="{d}" fill="none" stroke="{c}" stroke-width="1.8" stroke-linejoin="round"/>'
                 )
             if len(pts) == 1 or len(xs) <= 40:
                 for a, b in pts:
-                    body.append(f'<circle cx="{_f(a)}" cy="{_f(b)}" r="2.2" fill="{c}"/>')
-    return _svg(width, height, title or "line chart", body, "chart line")
+                    body.append(f'<circle cx="{coord(a)}" cy="{coord(b)}" r="2.2" fill="{c}"/>')
+    return svg_doc(width, height, title or "line chart", body, "chart line")
 
 
 def dot_plot(
@@ -261,35 +254,36 @@ def dot_plot(
 
     body = []
     if title:
-        body.append(_text(8, 15, title, size=12.5, font_weight="600"))
+        body.append(text_at(8, 15, title, size=12.5, font_weight="600"))
     axis_y = top + row_h * len(groups) + 4
     for t in ticks:
-        body.append(f'<line x1="{_f(px(t))}" x2="{_f(px(t))}" y1="{top - 4}" y2="{axis_y}" stroke="{GRID}"/>')
-        body.append(_text(px(t), axis_y + 13, fmt_num(t), "middle", fill=MUTED))
+        body.append(f'<line x1="{coord(px(t))}" x2="{coord(px(t))}" y1="{top - 4}" y2="{axis_y}" stroke="{GRID}"/>')
+        body.append(text_at(px(t), axis_y + 13, fmt_num(t), "middle", fill=MUTED))
     if unit:
-        body.append(_text(width - right, axis_y + 26, unit, "end", fill=MUTED))
+        body.append(text_at(width - right, axis_y + 26, unit, "end", fill=MUTED))
     for i, (label, vs, color) in enumerate(groups):
         cy = top + row_h * i + row_h / 2
-        body.append(_text(label_w - 8, cy + 4, label[:28], "end"))
+        body.append(text_at(label_w - 8, cy + 4, label[:28], "end"))
         for v in vs:
             body.append(
-                f'<circle cx="{_f(px(v))}" cy="{_f(cy)}" r="4.5" fill="{color}" fill-opacity="0.55" '
+                f'<circle cx="{coord(px(v))}" cy="{coord(cy)}" r="4.5" fill="{color}" fill-opacity="0.55" '
                 f'stroke="{color}"><title>{escape(f"{label}: {v:g}")}</title></circle>'
             )
         if vs:
             hm = harmonic and all(v > 0 for v in vs)
             m = len(vs) / sum(1 / v for v in vs) if hm else sum(vs) / len(vs)
             body.append(
-                f'<line x1="{_f(px(m))}" x2="{_f(px(m))}" y1="{_f(cy - 10)}" y2="{_f(cy + 10)}" '
+                f'<line x1="{coord(px(m))}" x2="{coord(px(m))}" y1="{coord(cy - 10)}" y2="{coord(cy + 10)}" '
                 f'stroke="{INK}" stroke-width="2"/>'
             )
             mx = min(max(px(m), label_w + 24), width - right - 24)
-            body.append(_text(mx, cy - 12, f"{'Hmean' if hm else 'mean'} {fmt_num(m)}", "middle", size=9.5, fill=MUTED))
+            mean = f"{'Hmean' if hm else 'mean'} {fmt_num(m)}"
+            body.append(text_at(mx, cy - 12, mean, "middle", size=9.5, fill=MUTED))
         else:
-            body.append(_text(label_w + 4, cy + 4, "no value", fill=MUTED))
+            body.append(text_at(label_w + 4, cy + 4, "no value", fill=MUTED))
     if note:
-        body.append(_text(8, height - 4, note, size=10, fill=MUTED))
-    return _svg(width, height, title or "dot plot", body, "chart dots")
+        body.append(text_at(8, height - 4, note, size=10, fill=MUTED))
+    return svg_doc(width, height, title or "dot plot", body, "chart dots")
 
 
 def bar_chart(items: Sequence[tuple[str, float, str]], title: str = "", width: int = 360) -> str:
@@ -301,122 +295,14 @@ def bar_chart(items: Sequence[tuple[str, float, str]], title: str = "", width: i
     vmax = max((v for _, v, _ in items), default=0) or 1
     body = []
     if title:
-        body.append(_text(8, 15, title, size=12.5, font_weight="600"))
+        body.append(text_at(8, 15, title, size=12.5, font_weight="600"))
     for i, (label, v, color) in enumerate(items):
         y = top + i * row_h
-        body.append(_text(label_w - 8, y + row_h / 2 + 4, label, "end"))
+        body.append(text_at(label_w - 8, y + row_h / 2 + 4, label, "end"))
         w = max(1.0, v / vmax * pw) if v else 0
         body.append(
-            f'<rect x="{_f(label_w)}" y="{_f(y + 4)}" width="{_f(w)}" height="{row_h - 8}" rx="2" fill="{color}"/>'
+            f'<rect x="{coord(label_w)}" y="{coord(y + 4)}" width="{coord(w)}" height="{row_h - 8}" rx="2" '
+            f'fill="{color}"/>'
         )
-        body.append(_text(label_w + w + 5, y + row_h / 2 + 4, fmt_num(v), fill=INK))
-    return _svg(width, height, title or "bar chart", body, "chart bars")
-
-
-def circle_layout(n: int, cx: float, cy: float, r: float) -> list[tuple[float, float]]:
-    """Node 0 at the top, then clockwise."""
-    if n == 1:
-        return [(cx, cy)]
-    return [(cx + r * math.sin(2 * math.pi * i / n), cy - r * math.cos(2 * math.pi * i / n)) for i in range(n)]
-
-
-def grid_shape(n: int, links: Sequence[tuple[int, int]]) -> tuple[int, int] | None:
-    """(rows, cols) when every link joins row-major grid neighbours (node = row * cols + col), else None."""
-    for rows in range(2, int(math.isqrt(n)) + 1):
-        if n % rows:
-            continue
-        cols = n // rows
-        if links and all(
-            (a // cols == b // cols and abs(a - b) == 1) or (a % cols == b % cols and abs(a - b) == cols)
-            for a, b in links
-        ):
-            return rows, cols
-    return None
-
-
-def topology_graph(
-    nodes: Sequence[Sequence[str]],
-    edges: Sequence[tuple[int, int, str]],
-    title: str = "",
-    dashed: Sequence[bool] = (),
-    faint: Sequence[tuple[int, int, str]] = (),
-    caption: str = "",
-) -> str:
-    """Nodes as circles (first line bold, then details); edges labelled (e.g. with distances).
-
-    Nodes sit on a grid when the edges are those of a row-major grid, else on a circle. ``dashed[i]``
-    draws node i with a dashed outline (a node without CPUs); ``faint`` edges are drawn dashed and light
-    (e.g. the farther pairs of a SLIT). When every edge has the same label and they would crowd the
-    picture, the label is said once under it instead.
-    """
-    n = len(nodes)
-    node_r = 42 if n <= 8 else 30
-    top = 24 if title else 0
-    shape = grid_shape(n, [(a, b) for a, b, _ in edges]) if not faint else None
-    if shape:
-        rows, cols = shape
-        gap = node_r * 2 + 64
-        width, height = cols * gap, rows * gap
-        pos = [(gap / 2 + (i % cols) * gap, top + gap / 2 + (i // cols) * gap) for i in range(n)]
-        cx, cy = width / 2, top + height / 2
-    else:
-        ring = 0 if n == 1 else max(95.0, (node_r * 2.6) * n / (2 * math.pi))
-        width = height = 2 * (ring + node_r) + 24
-        cx, cy = width / 2, top + height / 2
-        pos = circle_layout(n, cx, cy, ring)
-    labels = {label for _, _, label in edges}
-    crowded = not shape and len(edges) > n
-    if len(labels) == 1 and crowded:
-        caption = (f"every link: {labels.pop()}" + (f"; {caption}" if caption else "")).strip()
-        edges = [(a, b, "") for a, b, _ in edges]
-    bottom = 20 if caption else 0
-    body = []
-    if title:
-        body.append(_text(8, 16, title, size=13, font_weight="600"))
-    for a, b, _label in faint:
-        (x1, y1), (x2, y2) = pos[a], pos[b]
-        body.append(
-            f'<line x1="{_f(x1)}" y1="{_f(y1)}" x2="{_f(x2)}" y2="{_f(y2)}" stroke="#b6c2cf" stroke-width="1.5" '
-            f'stroke-dasharray="6 4"/>'
-        )
-    for a, b, _label in edges:
-        (x1, y1), (x2, y2) = pos[a], pos[b]
-        body.append(
-            f'<line x1="{_f(x1)}" y1="{_f(y1)}" x2="{_f(x2)}" y2="{_f(y2)}" stroke="#8795a1" stroke-width="2"/>'
-        )
-    for (a, b, label), light in [*((x, True) for x in faint), *((x, False) for x in edges)]:
-        if not label:
-            continue
-        (x1, y1), (x2, y2) = pos[a], pos[b]
-        # Chords through the centre would collide: shift their labels along the edge.
-        t = 0.5 if abs((x1 + x2) / 2 - cx) + abs((y1 + y2) / 2 - cy) > 4 else 0.3
-        mx, my = x1 + (x2 - x1) * t, y1 + (y2 - y1) * t
-        w = 8 + 7 * len(label)
-        stroke = "#b6c2cf" if light else "#8795a1"
-        body.append(
-            f'<rect x="{_f(mx - w / 2)}" y="{_f(my - 9)}" width="{_f(w)}" height="18" rx="9" fill="#ffffff" '
-            f'stroke="{stroke}"/>'
-        )
-        body.append(_text(mx, my + 4, label, "middle", font_weight="600", fill=MUTED if light else "#334e68"))
-    for i, lines in enumerate(nodes):
-        x, y = pos[i]
-        dash = ' stroke-dasharray="5 3"' if i < len(dashed) and dashed[i] else ""
-        body.append(
-            f'<circle cx="{_f(x)}" cy="{_f(y)}" r="{node_r}" fill="#e8f0fe" stroke="#1d4ed8" stroke-width="2"{dash}/>'
-        )
-        y0 = y - (len(lines) - 1) * 7 + 4
-        for k, line in enumerate(lines):
-            body.append(
-                _text(
-                    x,
-                    y0 + k * 14,
-                    line,
-                    "middle",
-                    size=12.5 if k == 0 else 10.5,
-                    font_weight="700" if k == 0 else "400",
-                    fill=INK if k == 0 else "#334e68",
-                )
-            )
-    if caption:
-        body.append(_text(width / 2, top + height + 12, caption, "middle", fill=MUTED))
-    return _svg(width, height + top + bottom, title or "topology", body, "chart topology")
+        body.append(text_at(label_w + w + 5, y + row_h / 2 + 4, fmt_num(v), fill=INK))
+    return svg_doc(width, height, title or "bar chart", body, "chart bars")

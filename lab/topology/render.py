@@ -1,9 +1,37 @@
-"""Text pictures of a topology: the SLIT as a table and the links as ASCII."""
+"""Pictures of a topology: the SLIT as a table, the links as ASCII, and the parts both the text and the
+HTML report draw from (which node pairs are edges, how an edge is labelled, how far each SLIT entry is).
+
+The edges and the distance table are worked out here once, from plain distance
+matrices and link lists, so that ``numalab topo show`` and the HTML report
+(which has only the run record's topology as data) cannot disagree.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 from lab.cpulist import format_cpulist
-from lab.topology.model import Topology
+from lab.topology.model import LOCAL_DISTANCE, Topology
+
+Distances = Sequence[Sequence[int]]
+
+
+@dataclass(frozen=True)
+class DistanceCell:
+    value: int
+    far: float | None  # None on the diagonal; else 0 (local distance) .. 1 (the table's largest distance)
+
+
+def distance_grid(distances: Distances) -> list[list[DistanceCell]]:
+    """The SLIT with each remote entry's place between the local distance and the table's largest one."""
+    hi = max((v for row in distances for v in row), default=LOCAL_DISTANCE)
+    span = hi - LOCAL_DISTANCE
+
+    def far(v: int) -> float:
+        return (v - LOCAL_DISTANCE) / span if span > 0 else 0
+
+    return [[DistanceCell(v, None if i == j else far(v)) for j, v in enumerate(row)] for i, row in enumerate(distances)]
 
 
 def distance_table(topo: Topology) -> str:
@@ -11,32 +39,46 @@ def distance_table(topo: Topology) -> str:
     n = topo.n_nodes
     w = max(3, len(str(n - 1)) + 1)
     lines = ["node distances:", "node " + "".join(f"{j:>{w}}" for j in range(n))]
-    for i in range(n):
-        lines.append(f"{i:>3}: " + "".join(f"{topo.distances[i][j]:>{w}}" for j in range(n)))
+    for i, row in enumerate(distance_grid(topo.distances)):
+        lines.append(f"{i:>3}: " + "".join(f"{c.value:>{w}}" for c in row))
     return "\n".join(lines)
 
 
-def _edges(topo: Topology) -> list[tuple[int, int]]:
-    """Links, or for an explicit matrix the nearest-neighbour pairs."""
-    if topo.links:
-        return sorted({(min(a, b), max(a, b)) for a, b in topo.links})
-    n = topo.n_nodes
-    edges = []
+def nearest_pairs(distances: Distances) -> list[tuple[int, int]]:
+    """Every node joined to its nearest other node(s) (by its own row of the SLIT), as sorted (a < b) pairs.
+
+    A pair is an edge when it is nearest for either end: a CPU-less node far from all others still gets
+    joined to the nodes nearest to it."""
+    n = len(distances)
+    pairs = set()
     for i in range(n):
-        remote = [topo.distances[i][j] for j in range(n) if j != i]
+        remote = [distances[i][j] for j in range(n) if j != i]
         if remote:
             near = min(remote)
-            edges += [(i, j) for j in range(i + 1, n) if topo.distances[i][j] == near]
-    return edges
+            pairs |= {(min(i, j), max(i, j)) for j in range(n) if j != i and distances[i][j] == near}
+    return sorted(pairs)
+
+
+def edges(distances: Distances, links: Sequence[Sequence[int]] | None = None) -> list[tuple[int, int]]:
+    """The spec's links, or for an explicit matrix without links the nearest-neighbour pairs; (a < b), sorted."""
+    if links:
+        return sorted({(min(a, b), max(a, b)) for a, b in links})
+    return nearest_pairs(distances)
+
+
+def edge_label(distances: Distances, a: int, b: int) -> str:
+    """The SLIT distance of a pair: one number, or 'a->b/b->a' when the SLIT is asymmetric there."""
+    ab, ba = distances[a][b], distances[b][a]
+    return str(ab) if ab == ba else f"{ab}/{ba}"
 
 
 def link_picture(topo: Topology) -> str:
     """One line per node: its CPUs/memory and its links with their distances."""
     cpus = topo.node_cpus()
-    edges = _edges(topo)
+    pairs = edges(topo.distances, topo.links)
     lines = ["links (" + ("from the spec" if topo.links else "nearest neighbours in the SLIT") + "):"]
     for node in topo.nodes:
-        peers = [(b if a == node.id else a) for a, b in edges if node.id in (a, b)]
+        peers = [(b if a == node.id else a) for a, b in pairs if node.id in (a, b)]
         cpu = f"cpus {format_cpulist(cpus[node.id])}" if node.cpus else "no cpus"
         links = "  ".join(f"--{topo.distances[node.id][p]}-- [{p}]" for p in peers) or "(no links)"
         lines.append(f"  [{node.id}] ({cpu}, {node.memory_mib}M)  {links}")
