@@ -10,7 +10,7 @@ from lab.analysis.access import read_log, self_check, summarize
 from lab.errors import LabError
 from lab.topology.model import Topology
 from lab.vm.access_plugin import AccessPlugin, prepare
-from lab.vm.libvirt_hosts import is_local_uri
+from lab.vm.libvirt_conn import is_local_uri
 from lab.vm.qemu_backend import qemu_version
 
 STATUS = "access-map-mismatch"  # the self-check failed: the counts cannot be trusted

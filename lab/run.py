@@ -46,7 +46,7 @@ from lab.vm import tcg_boot
 from lab.vm.backend import Backend
 from lab.vm.console import Stage
 from lab.vm.firmware import firmware_name, resolve_firmware
-from lab.vm.libvirt_hosts import is_local_uri
+from lab.vm.libvirt_conn import is_local_uri
 from lab.vm.qemu_argv import BootSpec
 from lab.vm.qemu_backend import QemuBackend
 from lab.vm.share import DEFAULT_OUTPUT_LIMIT, ShareLimits, guest_done, inventory, make_share

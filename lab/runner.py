@@ -140,7 +140,7 @@ def backend_from_args(args: argparse.Namespace):
                 raise LabError(f"--{opt.replace('_', '-')}: only with --backend libvirt")
         return QemuBackend()
     from lab.vm.libvirt_backend import LibvirtBackend
-    from lab.vm.libvirt_hosts import HostSpec
+    from lab.vm.libvirt_hostspec import HostSpec
 
     uri = args.connect or "qemu:///system"
     if "://" not in uri:

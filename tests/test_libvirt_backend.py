@@ -208,7 +208,7 @@ def test_host_lacking_the_image_is_one_line(daemons, tmp_path: Path) -> None:
     assert numalab_domains(SYSTEM) == []
     import libvirt
 
-    from lab.vm.libvirt_hosts import HostSpec
+    from lab.vm.libvirt_hostspec import HostSpec
 
     conn = libvirt.open(SYSTEM)
     try:

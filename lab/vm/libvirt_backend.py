@@ -6,7 +6,7 @@ is destroyed in a ``finally`` on every path (end, failure, timeout, Ctrl-C,
 SIGTERM), and libvirt itself destroys it if numalab dies without running
 that ``finally`` (SIGKILL), because the connection that started it closes.
 
-Files go through libvirt's storage API only (see :mod:`lab.vm.libvirt_hosts`),
+Files go through libvirt's storage API only (see :mod:`lab.vm.libvirt_storage`),
 so a remote host (``qemu+ssh://``) works like the local daemon and the tests
 on this machine exercise the very path a remote host takes:
 
@@ -45,8 +45,20 @@ from lab.cpulist import format_cpulist
 from lab.errors import LabError
 from lab.placement.plan import Placement, plan_placement
 from lab.topology.model import Topology
-from lab.vm import libvirt_hosts as lh
 from lab.vm.console import Stage, VmOutcome, watch
+from lab.vm.libvirt_conn import (
+    close_quietly,
+    connect,
+    host_inventory,
+    is_error,
+    is_local_uri,
+    libvirt_module,
+    qemu_dac_label,
+    short_error,
+    version_string,
+)
+from lab.vm.libvirt_hostspec import HostSpec, check_host
+from lab.vm.libvirt_storage import ImageStore, download, ensure_pool
 from lab.vm.libvirt_xml import domain_xml
 from lab.vm.qemu_argv import BootSpec
 from lab.vm.share import SHARE_FILES, ShareLimits, fmt_bytes, over_limit
@@ -107,18 +119,18 @@ class LibvirtBackend:
 
     name = "libvirt"
 
-    def __init__(self, uri: str = "qemu:///system", host: lh.HostSpec | None = None) -> None:
-        self.host = host or lh.HostSpec(uri)
+    def __init__(self, uri: str = "qemu:///system", host: HostSpec | None = None) -> None:
+        self.host = host or HostSpec(uri)
         self.uri = self.host.uri
 
     @property
     def local(self) -> bool:
         """The daemon runs on this machine (its KVM verdict is this machine's probe)."""
-        return lh.is_local_uri(self.uri)
+        return is_local_uri(self.uri)
 
     def check(self) -> dict:
         """Fail early, with a one-line error, when the host cannot be reached (before building images)."""
-        return lh.check_host(self.host)
+        return check_host(self.host)
 
     def run(
         self,
@@ -131,18 +143,18 @@ class LibvirtBackend:
         on_tick: Callable[[float], None] | None = None,
         limits: ShareLimits | None = None,
     ) -> tuple[VmOutcome, dict]:
-        conn = lh.connect(self.uri)
+        conn = connect(self.uri)
         try:
             return _Run(conn, self.host, boot, run_dir, limits or ShareLimits()).go(
                 topo, placement, timeout_s, on_stage, on_tick
             )
         finally:
-            lh.close_quietly(conn)
+            close_quietly(conn)
 
 
 class _Run:
-    def __init__(self, conn, host: lh.HostSpec, boot: BootSpec, run_dir: Path, limits: ShareLimits) -> None:
-        self.libvirt = lh.libvirt_module()
+    def __init__(self, conn, host: HostSpec, boot: BootSpec, run_dir: Path, limits: ShareLimits) -> None:
+        self.libvirt = libvirt_module()
         self.limits = limits
         self.host_files: dict[str, Path] = {}  # files QEMU itself writes into the results directory -> local path
         self.last_share_check = 0.0
@@ -152,7 +164,7 @@ class _Run:
         self.run_dir = run_dir
         self.name = boot.name
         self.dom = None
-        self.store: lh.ImageStore | None = None
+        self.store: ImageStore | None = None
         self.results_pool = None
         self.console_vol = None
         self.console_pos = 0
@@ -165,9 +177,9 @@ class _Run:
             "name": "libvirt",
             "uri": conn.getURI(),
             "hostname": conn.getHostname(),
-            "local": lh.is_local_uri(host.uri),
-            "libvirt_version": lh._version(conn.getLibVersion()),
-            "hypervisor_version": lh._version(conn.getVersion()),
+            "local": is_local_uri(host.uri),
+            "libvirt_version": version_string(conn.getLibVersion()),
+            "hypervisor_version": version_string(conn.getVersion()),
             "domain": self.name,
             "problems": [],
         }
@@ -182,7 +194,7 @@ class _Run:
         if not self.info["local"]:
             # Pin and bind on the host that runs the VM, not on this one.
             placement = plan_placement(
-                topo, lh.host_inventory(self.conn), placement.backing, pinning=placement.pinning_policy
+                topo, host_inventory(self.conn), placement.backing, pinning=placement.pinning_policy
             )
             self.info["placement"] = placement.to_dict()
         outcome = VmOutcome(None, False, 0.0)
@@ -195,7 +207,7 @@ class _Run:
             try:
                 self.dom = self.conn.createXML(xml, libvirt.VIR_DOMAIN_START_AUTODESTROY)
             except libvirt.libvirtError as err:
-                msg = lh.short_error(err)
+                msg = short_error(err)
                 if "already exists" in msg or "already defined" in msg:
                     raise LabError(self._clash_message()) from None
                 raise LabError(f"{self.host.uri}: libvirt could not start domain {self.name}: {msg}") from None
@@ -204,7 +216,7 @@ class _Run:
             watch(self.console_local, outcome, timeout_s, self._exited, on_stage, on_tick, guard=self._guard)
             finished = True
         except libvirt.libvirtError as err:
-            raise LabError(f"{self.host.uri}: {lh.short_error(err)} (domain {self.name})") from None
+            raise LabError(f"{self.host.uri}: {short_error(err)} (domain {self.name})") from None
         finally:
             with _signals_deferred():
                 outcome.wall_s = time.monotonic() - start
@@ -222,20 +234,20 @@ class _Run:
         try:
             self.conn.lookupByName(self.name)
         except self.libvirt.libvirtError as err:
-            if lh._is_error(err, self.libvirt.VIR_ERR_NO_DOMAIN):
+            if is_error(err, self.libvirt.VIR_ERR_NO_DOMAIN):
                 return
-            raise LabError(f"{self.host.uri}: {lh.short_error(err)}") from None
+            raise LabError(f"{self.host.uri}: {short_error(err)}") from None
         raise LabError(self._clash_message())
 
     def _stage_files(self, domain_type: str) -> None:
         """Upload kernel and initrd, make the results directory and the pool that brings it back."""
-        self.store = lh.ImageStore(self.conn, self.host).open()
+        self.store = ImageStore(self.conn, self.host).open()
         t0 = time.monotonic()
         kernel = self.store.put_kernel(Path(self.boot.kernel))
         initrd = self.store.put_file(Path(self.boot.initrd), f"{self.name}.initrd")
-        owner = lh.qemu_dac_label(self.conn, domain_type)
+        owner = qemu_dac_label(self.conn, domain_type)
         results = self.store.make_dir(f"{self.name}.results", owner)
-        self.results_pool = lh.ensure_pool(self.conn, f"{self.name}-results", results, build=False)
+        self.results_pool = ensure_pool(self.conn, f"{self.name}-results", results, build=False)
         self.rboot = replace(
             self.boot, kernel=kernel, initrd=initrd, results_dir=results, console_log=f"{results}/{CONSOLE_NAME}"
         )
@@ -268,17 +280,17 @@ class _Run:
             self.info["vcpu_pin_info"] = pins
         except libvirt.libvirtError as err:
             pins = {}
-            self.info["problems"].append(f"vcpuPinInfo: {lh.short_error(err)}")
+            self.info["problems"].append(f"vcpuPinInfo: {short_error(err)}")
         try:
             vcpus, maps = self.dom.vcpus()
             self.info["vcpu_affinity"] = _cpusets(maps)
             self.info["vcpu_host_cpu"] = {v[0]: v[3] for v in vcpus}
         except libvirt.libvirtError as err:
-            self.info["problems"].append(f"vcpus: {lh.short_error(err)}")
+            self.info["problems"].append(f"vcpus: {short_error(err)}")
         try:
             self.info["numa_parameters"] = self.dom.numaParameters(0)
         except libvirt.libvirtError as err:
-            self.info["problems"].append(f"numaParameters: {lh.short_error(err)}")
+            self.info["problems"].append(f"numaParameters: {short_error(err)}")
         live = ET.fromstring(self.dom.XMLDesc(0))
         (self.run_dir / "domain-live.xml").write_text(self.dom.XMLDesc(0))
         self.info["memnodes"] = {m.get("cellid"): m.get("nodeset") for m in live.iter("memnode")}
@@ -329,7 +341,7 @@ class _Run:
         try:
             state, reason = self.dom.state(0)
         except libvirt.libvirtError as err:
-            if lh._is_error(err, libvirt.VIR_ERR_NO_DOMAIN):
+            if is_error(err, libvirt.VIR_ERR_NO_DOMAIN):
                 self.gone_code = 0 if self.gone_code is None else self.gone_code
                 self.info.setdefault("exit", "powered off (the transient domain is gone)")
                 return self.gone_code
@@ -358,7 +370,7 @@ class _Run:
                 self.console_vol = self.results_pool.storageVolLookupByName(CONSOLE_NAME)
             size = self.console_vol.info()[1]
             if size > self.console_pos:
-                self.console_pos += lh.download(
+                self.console_pos += download(
                     self.conn, self.console_vol, self.console_local, self.console_pos, append=True
                 )
         except libvirt.libvirtError:
@@ -375,8 +387,8 @@ class _Run:
                     self.dom.destroy()
                     self.info["exit"] = "destroyed (timeout)" if timed_out else "destroyed"
             except libvirt.libvirtError as err:
-                if not lh._is_error(err, libvirt.VIR_ERR_NO_DOMAIN):
-                    problems.append(f"destroy: {lh.short_error(err)}")
+                if not is_error(err, libvirt.VIR_ERR_NO_DOMAIN):
+                    problems.append(f"destroy: {short_error(err)}")
         self._qemu_log_tail()
         if self.results_pool is not None:
             if fetch:
@@ -387,13 +399,13 @@ class _Run:
                     vol.delete(0)
                 self.results_pool.destroy()
             except libvirt.libvirtError as err:
-                problems.append(f"results pool: {lh.short_error(err)}")
+                problems.append(f"results pool: {short_error(err)}")
         if self.store is not None:
             for suffix in (".results", ".initrd", *((".plugin.so",) if self.boot.plugin else ())):
                 try:
                     self.store.remove(self.name + suffix)
                 except libvirt.libvirtError as err:
-                    problems.append(f"removing {self.name}{suffix}: {lh.short_error(err)}")
+                    problems.append(f"removing {self.name}{suffix}: {short_error(err)}")
 
     def _fetch_results(self) -> None:
         libvirt = self.libvirt
@@ -417,10 +429,10 @@ class _Run:
                         " limit)"
                     )
                     continue
-                total += lh.download(self.conn, vol, dest, max_bytes=self.limits.output_bytes - total)
+                total += download(self.conn, vol, dest, max_bytes=self.limits.output_bytes - total)
                 files += 1
         except libvirt.libvirtError as err:
-            self.info["problems"].append(f"downloading results: {lh.short_error(err)}")
+            self.info["problems"].append(f"downloading results: {short_error(err)}")
         self.info["results"].update(
             {"files": files, "downloaded_bytes": total, "download_s": round(time.monotonic() - t0, 2)}
         )
@@ -458,9 +470,9 @@ def _owner(dom) -> dict:
     return {"pid": pid, "host": host, "alive": alive, "run_dir": meta.get("run_dir", "")}
 
 
-def leftovers(conn, spec: lh.HostSpec | None = None) -> dict:
+def leftovers(conn, spec: HostSpec | None = None) -> dict:
     """numalab-* domains, per-run pools and per-run volumes on the host behind ``conn``."""
-    libvirt = lh.libvirt_module()
+    libvirt = libvirt_module()
     doms = []
     live_names = set()
     for dom in conn.listAllDomains(0):
@@ -471,7 +483,7 @@ def leftovers(conn, spec: lh.HostSpec | None = None) -> dict:
             state = dom.state(0)[0]
             persistent = bool(dom.isPersistent())
         except libvirt.libvirtError as err:
-            if lh._is_error(err, libvirt.VIR_ERR_NO_DOMAIN):
+            if is_error(err, libvirt.VIR_ERR_NO_DOMAIN):
                 continue  # it went away (a transient run ended) between the listing and now
             raise
         owner = _owner(dom)
@@ -493,7 +505,7 @@ def leftovers(conn, spec: lh.HostSpec | None = None) -> dict:
     ]
     vols = []
     try:
-        pool = conn.storagePoolLookupByName((spec or lh.HostSpec(conn.getURI())).pool_name)
+        pool = conn.storagePoolLookupByName((spec or HostSpec(conn.getURI())).pool_name)
         if pool.isActive():
             pool.refresh(0)
             for v in pool.listAllVolumes(0):
@@ -507,10 +519,10 @@ def leftovers(conn, spec: lh.HostSpec | None = None) -> dict:
     return {"domains": doms, "pools": sorted(pools), "volumes": sorted(vols), "live": sorted(live_names)}
 
 
-def clean(conn, spec: lh.HostSpec | None = None) -> dict:
+def clean(conn, spec: HostSpec | None = None) -> dict:
     """Remove leftovers: destroy and undefine numalab-* domains whose numalab process is gone, their pools
     and volumes. Domains of a numalab process still running on this machine are kept."""
-    libvirt = lh.libvirt_module()
+    libvirt = libvirt_module()
     found = leftovers(conn, spec)
     removed: dict = {"domains": [], "pools": [], "volumes": [], "kept": found["live"], "problems": []}
     for d in found["domains"]:
@@ -524,8 +536,8 @@ def clean(conn, spec: lh.HostSpec | None = None) -> dict:
                 dom.undefineFlags(libvirt.VIR_DOMAIN_UNDEFINE_NVRAM | libvirt.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE)
             removed["domains"].append(d["name"])
         except libvirt.libvirtError as err:
-            if not lh._is_error(err, libvirt.VIR_ERR_NO_DOMAIN):
-                removed["problems"].append(f"{d['name']}: {lh.short_error(err)}")
+            if not is_error(err, libvirt.VIR_ERR_NO_DOMAIN):
+                removed["problems"].append(f"{d['name']}: {short_error(err)}")
     for name in found["pools"]:
         try:
             pool = conn.storagePoolLookupByName(name)
@@ -539,9 +551,9 @@ def clean(conn, spec: lh.HostSpec | None = None) -> dict:
                 pool.undefine()
             removed["pools"].append(name)
         except libvirt.libvirtError as err:
-            removed["problems"].append(f"pool {name}: {lh.short_error(err)}")
+            removed["problems"].append(f"pool {name}: {short_error(err)}")
     if found["volumes"]:
-        store = lh.ImageStore(conn, spec or lh.HostSpec(conn.getURI())).open()
+        store = ImageStore(conn, spec or HostSpec(conn.getURI())).open()
         for name in found["volumes"]:
             if name.endswith(".results"):
                 _empty_dir(conn, store, name, removed["problems"])
@@ -553,16 +565,16 @@ def clean(conn, spec: lh.HostSpec | None = None) -> dict:
     return removed
 
 
-def _empty_dir(conn, store: lh.ImageStore, name: str, problems: list[str]) -> None:
+def _empty_dir(conn, store: ImageStore, name: str, problems: list[str]) -> None:
     """Delete the files of a results directory whose pool is gone (through a short-lived pool on it)."""
-    libvirt = lh.libvirt_module()
+    libvirt = libvirt_module()
     path = f"{store.path}/{name}"
     pool_name = f"{name[: -len('.results')]}-results"
     try:
-        pool = lh.ensure_pool(conn, pool_name, path, build=False)
+        pool = ensure_pool(conn, pool_name, path, build=False)
         pool.refresh(0)
         for v in pool.listAllVolumes(0):
             v.delete(0)
         pool.destroy()
     except libvirt.libvirtError as err:
-        problems.append(f"emptying {path}: {lh.short_error(err)}")
+        problems.append(f"emptying {path}: {short_error(err)}")
