@@ -10,6 +10,7 @@ Both go through the storage API for images and results, as a remote host does.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -157,6 +158,37 @@ def test_doctor_lists_and_cleans_leftovers(daemons) -> None:
     assert proc.returncode == 0, proc.stderr
     assert name in json.loads(proc.stdout)["libvirt"]["cleaned"]["domains"]
     assert numalab_domains(SYSTEM) == []
+
+
+def test_clean_keeps_the_domain_of_a_live_owner_only(daemons, tmp_path: Path) -> None:
+    """A domain's owner is the exact process that made it (pid and start time in its metadata): this
+    process is alive, so its domain is kept; a process that has exited (its pid may be reused) is not."""
+    import libvirt
+
+    from lab.vm.libvirt_backend import with_metadata
+
+    gone = subprocess.Popen(["sleep", "0"])
+    gone.wait()
+    xml = ("<domain type='qemu'><name>{}</name><memory unit='MiB'>64</memory><vcpu>1</vcpu>"
+           "<os><type arch='x86_64' machine='pc'>hvm</type></os></domain>")  # fmt: skip
+    live_xml = with_metadata(xml.format("numalab-owner-live"), tmp_path)
+    dead_xml = with_metadata(xml.format("numalab-owner-gone"), tmp_path).replace(
+        f'pid="{os.getpid()}"', f'pid="{gone.pid}"')  # fmt: skip
+    conn = libvirt.open(SESSION)
+    try:
+        live, dead = conn.defineXML(live_xml), conn.defineXML(dead_xml)
+        proc = numalab("doctor", "--connect", SESSION, "--clean", "--json")
+        assert proc.returncode == 0, proc.stderr
+        cleaned = json.loads(proc.stdout)["libvirt"]["cleaned"]
+        assert "numalab-owner-gone" in cleaned["domains"] and "numalab-owner-live" in cleaned["kept"], cleaned
+        assert numalab_domains(SESSION) == ["numalab-owner-live"]
+    finally:
+        live.undefine()
+        try:
+            dead.undefine()
+        except libvirt.libvirtError:
+            pass
+        conn.close()
 
 
 def test_domain_name_clash_is_one_line(daemons, tmp_path: Path) -> None:

@@ -91,15 +91,34 @@ def _signals_deferred():
             signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
+def process_start(pid: int) -> str:
+    """Which process ``pid`` is: its start time (clock ticks since boot, /proc/PID/stat field 22) and
+    this boot's id, or "" when no such process runs. A pid is reused; a pid with its start time is not."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+    fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) ": field 3 (state) is fields[0]
+    return f"{boot}:{fields[22 - 3]}"
+
+
 def with_metadata(xml: str, run_dir: Path) -> str:
-    """Add numalab's <metadata> (owner pid and host) so leftovers can be told from live runs."""
+    """Add numalab's <metadata>: the owner process (host, pid and that process's start) so a leftover
+    can be told from the domain of a run still going, whatever program started it."""
     ET.register_namespace(METADATA_KEY, METADATA_NS)
     root = ET.fromstring(xml)
     meta = ET.Element("metadata")
     ET.SubElement(
         meta,
         f"{{{METADATA_NS}}}run",
-        {"pid": str(os.getpid()), "host": socket.gethostname(), "run_dir": str(run_dir), "started": _now()},
+        {
+            "pid": str(os.getpid()),
+            "pid_start": process_start(os.getpid()),
+            "host": socket.gethostname(),
+            "run_dir": str(run_dir),
+            "started": _now(),
+        },
     )
     root.insert(1, meta)
     ET.indent(root, space="  ")
@@ -460,13 +479,8 @@ def _owner(dom) -> dict:
         return {}
     pid = int(meta.get("pid", "0") or 0)
     host = meta.get("host", "")
-    alive = False
-    if pid and host == socket.gethostname():
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-            alive = b"lab.cli" in cmd or b"numalab" in cmd or b"pytest" in cmd
-        except OSError:
-            alive = False
+    start = meta.get("pid_start", "")  # (none in the metadata of older runs: they count as gone)
+    alive = bool(pid and start and host == socket.gethostname() and process_start(pid) == start)
     return {"pid": pid, "host": host, "alive": alive, "run_dir": meta.get("run_dir", "")}
 
 
