@@ -81,14 +81,9 @@ def requests_from_args(args: argparse.Namespace, progress: Callable[[str], None]
     backend = backend_from_args(args)
     resolve_firmware(args.firmware, backend.name)  # a firmware this backend cannot boot: say so first
     if args.accel == "auto":
-        if not backend.local:
-            raise LabError(
-                f"--accel auto: numalab cannot yet probe KVM on the remote libvirt host {backend.uri}; "
-                "give --accel kvm or --accel tcg"
-            )
-        verdict = accel_verdict(kernels[0].image)
+        verdict = accel_verdict(kernels[0].image, backend)  # on the host the backend runs VMs on
         accel = verdict["accel"]
-        reason = verdict.get("warning") or f"KVM probe: {verdict['kvm']['detail']}"
+        reason = verdict.get("warning") or f"KVM probe{verdict.get('where', '')}: {verdict['kvm']['detail']}"
         if accel == "tcg":
             progress(f"warning: {reason}")
     else:

@@ -108,6 +108,65 @@ def test_sigterm_leaves_no_domain(daemons, tmp_path: Path) -> None:
     assert not out.exists()
 
 
+# A second URI to the system daemon (not qemu:///system's spelling): a host numalab has no verdict for.
+SYSTEM_AGAIN = "qemu+unix:///system?socket=/run/libvirt/libvirt-sock"
+
+
+def _forget_verdict(uri: str) -> None:
+    from lab.host.accel import _cache_file
+    from lab.vm.libvirt_backend import LibvirtBackend
+
+    _cache_file(LibvirtBackend(uri).probe_host()["key"]).unlink(missing_ok=True)
+
+
+def test_accel_auto_probes_the_libvirt_host(daemons, tmp_path: Path) -> None:
+    """--accel auto on a libvirt host probes that host's daemon (its QEMU runs as its own user, with its
+    own access to KVM), not this machine: the session daemon's user has no KVM here, so the run falls back
+    to TCG, says why, and completes."""
+    _forget_verdict(SESSION)
+    out = tmp_path / "run"
+    t0 = time.monotonic()
+    proc = numalab("run", "--backend", "libvirt", "--connect", SESSION, "--accel", "auto", "--topology", "ring-2",
+                   "--workload", "idle", "--duration", "1", "--out", str(out), timeout=600)  # fmt: skip
+    took = time.monotonic() - t0
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    m = manifest(out)
+    assert m["status"] == "ok" and m["accelerator"]["name"] == "tcg" and m["backend"]["domain_type"] == "qemu"
+    reason = m["accelerator"]["reason"]
+    assert "KVM is unusable on the libvirt host" in reason and SESSION in reason, reason
+    assert "warning: KVM is unusable" in proc.stderr
+    assert took < 300, f"the probe and the run took {took:.0f}s"
+    assert numalab_domains(SESSION) == []
+    # The verdict is cached for that host: the next run asks no probe.
+    from lab.host.accel import accel_verdict
+    from lab.vm.libvirt_backend import LibvirtBackend
+
+    assert accel_verdict(Path("/nonexistent"), LibvirtBackend(SESSION))["cached"] is True
+
+
+def test_the_kvm_probe_boots_a_kvm_domain_on_the_host(daemons) -> None:
+    """The system daemon offers KVM domains, so the probe really starts a transient <domain type='kvm'>
+    there; on this machine KVM guests abort or hang, so it fails (within the probe's timeout), and a TCG
+    domain boots instead. Nothing is left on the host."""
+    from lab.host.accel import PROBE_TIMEOUT_S, accel_verdict
+    from lab.kernel.stock import fetch_stock
+    from lab.vm.libvirt_backend import LibvirtBackend
+
+    backend = LibvirtBackend(SYSTEM_AGAIN)
+    assert backend.kvm_missing() == ""
+    verdict = accel_verdict(fetch_stock() / "vmlinuz", backend, refresh=True)
+    assert verdict["cached"] is False and verdict["uri"] == SYSTEM_AGAIN and verdict["host"]
+    if verdict["accel"] == "kvm":
+        assert verdict["kvm"]["ok"] is True
+    else:
+        kvm = verdict["kvm"]
+        assert kvm["ok"] is False and kvm["seconds"] < PROBE_TIMEOUT_S + 30, verdict
+        assert "numalab-probe-kvm-" in kvm["detail"] or "hung" in kvm["detail"], kvm  # a domain was started
+        assert verdict["tcg"]["ok"] is True, verdict
+        assert SYSTEM_AGAIN in verdict["warning"]
+    assert numalab_domains(SYSTEM) == []
+
+
 TWO_HOSTS = f"""
 name: two-hosts
 topologies: [ring-2]

@@ -31,7 +31,10 @@ parameters) goes into the manifest's ``backend`` section.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import platform
 import signal
 import socket
 import time
@@ -47,6 +50,7 @@ from lab.placement.plan import Placement, plan_placement
 from lab.topology.model import Topology
 from lab.vm.console import Stage, VmOutcome, watch
 from lab.vm.libvirt_conn import (
+    capabilities,
     close_quietly,
     connect,
     host_inventory,
@@ -143,9 +147,40 @@ class LibvirtBackend:
         self.uri = self.host.uri
 
     @property
-    def local(self) -> bool:
-        """The daemon runs on this machine (its KVM verdict is this machine's probe)."""
-        return is_local_uri(self.uri)
+    def host_id(self) -> str:
+        """"" for a daemon on this machine (its VMs share this machine's clock), else the URI."""
+        return "" if is_local_uri(self.uri) else self.uri
+
+    def probe_host(self) -> dict:
+        """The daemon's host as an accelerator verdict holds for it: the URI (each daemon runs QEMU as
+        its own user, with its own access to /dev/kvm), the host's name, its QEMU and libvirt, its CPU
+        model, and the host kernel when the host is this machine (libvirt does not tell a remote one's)."""
+        conn = connect(self.uri)
+        try:
+            facts = {
+                "uri": self.uri,
+                "host": conn.getHostname(),
+                "host_kernel": "" if self.host_id else platform.release(),
+                "hypervisor": version_string(conn.getVersion()),
+                "libvirt": version_string(conn.getLibVersion()),
+                "cpu_model": conn.getInfo()[0],
+            }
+        finally:
+            close_quietly(conn)
+        key = hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:16]
+        return facts | {"key": f"libvirt-{key}", "where": f" on the libvirt host {self.uri} ({facts['host']})"}
+
+    def kvm_missing(self) -> str:
+        """Why a KVM domain cannot even be tried on this host ("" when its capabilities offer one)."""
+        conn = connect(self.uri)
+        try:
+            caps = capabilities(conn)
+        finally:
+            close_quietly(conn)
+        types = {d.get("type") for d in caps.findall("./guest/arch[@name='x86_64']/domain")}
+        if "kvm" in types:
+            return ""
+        return f"the libvirt host {self.uri} offers no KVM domains (x86_64 domain types: {', '.join(sorted(types))})"
 
     def check(self) -> dict:
         """Fail early, with a one-line error, when the host cannot be reached (before building images)."""
@@ -427,6 +462,8 @@ class _Run:
                     problems.append(f"removing {self.name}{suffix}: {short_error(err)}")
 
     def _fetch_results(self) -> None:
+        if not self.boot.results_dir:  # a guest that sends nothing back (the KVM probe)
+            return
         libvirt = self.libvirt
         t0 = time.monotonic()
         files, total = 0, 0
