@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -224,7 +225,7 @@ def test_clean_keeps_the_domain_of_a_live_owner_only(daemons, tmp_path: Path) ->
     process is alive, so its domain is kept; a process that has exited (its pid may be reused) is not."""
     import libvirt
 
-    from lab.vm.libvirt_backend import with_metadata
+    from lab.vm.libvirt_leftovers import with_metadata
 
     gone = subprocess.Popen(["sleep", "0"])
     gone.wait()
@@ -233,16 +234,20 @@ def test_clean_keeps_the_domain_of_a_live_owner_only(daemons, tmp_path: Path) ->
     live_xml = with_metadata(xml.format("numalab-owner-live"), tmp_path)
     dead_xml = with_metadata(xml.format("numalab-owner-gone"), tmp_path).replace(
         f'pid="{os.getpid()}"', f'pid="{gone.pid}"')  # fmt: skip
+    # An older numalab recorded no start time: kept while its pid runs.
+    old_xml = re.sub(r' pid_start="[^"]*"', "", with_metadata(xml.format("numalab-owner-old"), tmp_path))
     conn = libvirt.open(SESSION)
     try:
-        live, dead = conn.defineXML(live_xml), conn.defineXML(dead_xml)
+        live, dead, old = conn.defineXML(live_xml), conn.defineXML(dead_xml), conn.defineXML(old_xml)
         proc = numalab("doctor", "--connect", SESSION, "--clean", "--json")
         assert proc.returncode == 0, proc.stderr
         cleaned = json.loads(proc.stdout)["libvirt"]["cleaned"]
         assert "numalab-owner-gone" in cleaned["domains"] and "numalab-owner-live" in cleaned["kept"], cleaned
-        assert numalab_domains(SESSION) == ["numalab-owner-live"]
+        assert set(numalab_domains(SESSION)) >= {"numalab-owner-live", "numalab-owner-old"}
+        assert "numalab-owner-gone" not in numalab_domains(SESSION)
     finally:
         live.undefine()
+        old.undefine()
         try:
             dead.undefine()
         except libvirt.libvirtError:

@@ -33,10 +33,10 @@ def tool_version(cmd: list[str]) -> str | None:
 
 def libvirt_report(uri: str, clean: bool = False) -> dict:
     """The libvirt host behind ``uri``: reachable (else a one-line LabError), versions, numalab-* leftovers."""
-    from lab.vm.libvirt_backend import clean as clean_leftovers
-    from lab.vm.libvirt_backend import leftovers
     from lab.vm.libvirt_conn import close_quietly, connect
     from lab.vm.libvirt_hostspec import HostSpec, check_host
+    from lab.vm.libvirt_leftovers import clean as clean_leftovers
+    from lab.vm.libvirt_leftovers import leftovers
 
     host = HostSpec(uri)
     conn = connect(uri)

@@ -36,10 +36,8 @@ def short_error(err: Exception) -> str:
     return " ".join(msg.split())
 
 
-
 def is_error(err, *codes: int) -> bool:
     return getattr(err, "get_error_code", lambda: None)() in codes
-
 
 
 def uri_parts(uri: str) -> dict:
@@ -59,7 +57,6 @@ def is_local_uri(uri: str) -> bool:
     """True when the URI's daemon runs on this machine (no host, or this host's own name)."""
     host = uri_parts(uri)["host"]
     return host in ("", "localhost", "127.0.0.1", "::1", socket.gethostname(), socket.getfqdn())
-
 
 
 def connect(uri: str):

@@ -91,7 +91,6 @@ def parse_hosts(data, where: str = "hosts") -> list[HostSpec]:
     return hosts
 
 
-
 def check_host(spec: HostSpec) -> dict:
     """Reachability and what the host is: one-line LabError if it cannot be used."""
     conn = connect(spec.uri)
