@@ -12,7 +12,7 @@ from lab.errors import LabError
 from lab.record_files import ACCESS_MATRIX_JSON, ACCESS_MATRIX_TXT
 from lab.topology.model import Topology
 from lab.vm.access_plugin import AccessPlugin, prepare
-from lab.vm.libvirt_hosts import is_local_uri
+from lab.vm.libvirt_conn import is_local_uri
 from lab.vm.qemu_backend import qemu_version
 
 STATUS = "access-map-mismatch"  # the self-check failed: the counts cannot be trusted

@@ -542,7 +542,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--accel",
         choices=CHOICES["accel"],
         default="auto",
-        help="accelerator; auto uses the doctor's cached KVM probe (default auto)",
+        help="accelerator; auto: a real KVM boot probed on the host that runs the VM (cached; TCG if KVM fails)",
     )
     r.add_argument("--timeout", type=float, metavar="SECONDS", help="hard limit per VM (default: scaled to the run)")
     r.add_argument("--json", action="store_true", help="print the manifest(s) as JSON on stdout")

@@ -60,7 +60,6 @@ from lab.vm.backend import Backend
 from lab.vm.console import Stage
 from lab.vm.firmware import resolve_firmware
 from lab.vm.hang import describe as describe_hang
-from lab.vm.libvirt_hosts import is_local_uri
 from lab.vm.qemu_argv import BootSpec
 from lab.vm.qemu_backend import QemuBackend
 from lab.vm.share import DEFAULT_OUTPUT_LIMIT, ShareLimits, guest_done, inventory, make_share
@@ -190,8 +189,7 @@ def _execute(req: RunRequest, progress, placement, run_id: str, partial: Path, t
     t_total = time.monotonic()
     say("building guest image")
     boot_kernel, protocol = boot_image(req.kernel.image)
-    uri = getattr(req.backend, "uri", "")  # a remote libvirt host has its own TSC frequency
-    tsc_host = uri if uri and not is_local_uri(uri) else ""
+    tsc_host = req.backend.host_id  # a remote libvirt host has its own TSC frequency
     tcg_args = tcg_boot.boot_args(req.kernel.image, req.accel, tsc_host)
     cmdline = kernel_cmdline(req.plan, req.topology, tcg_args)
     firmware = resolve_firmware(req.firmware, req.backend.name)

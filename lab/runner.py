@@ -102,14 +102,9 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
     backend = backend_of(opts)
     resolve_firmware(opts.firmware, backend.name)  # a firmware this backend cannot boot: say so first
     if opts.accel == "auto":
-        if not backend.local:
-            raise LabError(
-                f"--accel auto: numalab cannot yet probe KVM on the remote libvirt host {backend.uri}; "
-                "give --accel kvm or --accel tcg"
-            )
-        verdict = accel_verdict(kernels[0].image)
+        verdict = accel_verdict(kernels[0].image, backend)  # on the host the backend runs VMs on
         accel = verdict["accel"]
-        reason = verdict.get("warning") or f"KVM probe: {verdict['kvm']['detail']}"
+        reason = verdict.get("warning") or f"KVM probe{verdict.get('where', '')}: {verdict['kvm']['detail']}"
         if accel == "tcg":
             progress(f"warning: {reason}")
     else:
@@ -161,7 +156,7 @@ def backend_of(opts: RunOptions):
                 raise LabError(f"--{opt.replace('_', '-')}: only with --backend libvirt")
         return QemuBackend()
     from lab.vm.libvirt_backend import LibvirtBackend
-    from lab.vm.libvirt_hosts import HostSpec
+    from lab.vm.libvirt_hostspec import HostSpec
 
     uri = opts.connect or "qemu:///system"
     if "://" not in uri:

@@ -10,6 +10,8 @@ Both go through the storage API for images and results, as a remote host does.
 from __future__ import annotations
 
 import json
+import os
+import re
 import signal
 import subprocess
 import sys
@@ -107,6 +109,65 @@ def test_sigterm_leaves_no_domain(daemons, tmp_path: Path) -> None:
     assert not out.exists()
 
 
+# A second URI to the system daemon (not qemu:///system's spelling): a host numalab has no verdict for.
+SYSTEM_AGAIN = "qemu+unix:///system?socket=/run/libvirt/libvirt-sock"
+
+
+def _forget_verdict(uri: str) -> None:
+    from lab.host.accel import _cache_file
+    from lab.vm.libvirt_backend import LibvirtBackend
+
+    _cache_file(LibvirtBackend(uri).probe_host()["key"]).unlink(missing_ok=True)
+
+
+def test_accel_auto_probes_the_libvirt_host(daemons, tmp_path: Path) -> None:
+    """--accel auto on a libvirt host probes that host's daemon (its QEMU runs as its own user, with its
+    own access to KVM), not this machine: the session daemon's user has no KVM here, so the run falls back
+    to TCG, says why, and completes."""
+    _forget_verdict(SESSION)
+    out = tmp_path / "run"
+    t0 = time.monotonic()
+    proc = numalab("run", "--backend", "libvirt", "--connect", SESSION, "--accel", "auto", "--topology", "ring-2",
+                   "--workload", "idle", "--duration", "1", "--out", str(out), timeout=600)  # fmt: skip
+    took = time.monotonic() - t0
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    m = manifest(out)
+    assert m["status"] == "ok" and m["accelerator"]["name"] == "tcg" and m["backend"]["domain_type"] == "qemu"
+    reason = m["accelerator"]["reason"]
+    assert "KVM is unusable on the libvirt host" in reason and SESSION in reason, reason
+    assert "warning: KVM is unusable" in proc.stderr
+    assert took < 300, f"the probe and the run took {took:.0f}s"
+    assert numalab_domains(SESSION) == []
+    # The verdict is cached for that host: the next run asks no probe.
+    from lab.host.accel import accel_verdict
+    from lab.vm.libvirt_backend import LibvirtBackend
+
+    assert accel_verdict(Path("/nonexistent"), LibvirtBackend(SESSION))["cached"] is True
+
+
+def test_the_kvm_probe_boots_a_kvm_domain_on_the_host(daemons) -> None:
+    """The system daemon offers KVM domains, so the probe really starts a transient <domain type='kvm'>
+    there; on this machine KVM guests abort or hang, so it fails (within the probe's timeout), and a TCG
+    domain boots instead. Nothing is left on the host."""
+    from lab.host.accel import PROBE_TIMEOUT_S, accel_verdict
+    from lab.kernel.stock import fetch_stock
+    from lab.vm.libvirt_backend import LibvirtBackend
+
+    backend = LibvirtBackend(SYSTEM_AGAIN)
+    assert backend.kvm_missing() == ""
+    verdict = accel_verdict(fetch_stock() / "vmlinuz", backend, refresh=True)
+    assert verdict["cached"] is False and verdict["uri"] == SYSTEM_AGAIN and verdict["host"]
+    if verdict["accel"] == "kvm":
+        assert verdict["kvm"]["ok"] is True
+    else:
+        kvm = verdict["kvm"]
+        assert kvm["ok"] is False and kvm["seconds"] < PROBE_TIMEOUT_S + 30, verdict
+        assert "numalab-probe-kvm-" in kvm["detail"] or "hung" in kvm["detail"], kvm  # a domain was started
+        assert verdict["tcg"]["ok"] is True, verdict
+        assert SYSTEM_AGAIN in verdict["warning"]
+    assert numalab_domains(SYSTEM) == []
+
+
 TWO_HOSTS = f"""
 name: two-hosts
 topologies: [ring-2]
@@ -159,6 +220,41 @@ def test_doctor_lists_and_cleans_leftovers(daemons) -> None:
     assert numalab_domains(SYSTEM) == []
 
 
+def test_clean_keeps_the_domain_of_a_live_owner_only(daemons, tmp_path: Path) -> None:
+    """A domain's owner is the exact process that made it (pid and start time in its metadata): this
+    process is alive, so its domain is kept; a process that has exited (its pid may be reused) is not."""
+    import libvirt
+
+    from lab.vm.libvirt_leftovers import with_metadata
+
+    gone = subprocess.Popen(["sleep", "0"])
+    gone.wait()
+    xml = ("<domain type='qemu'><name>{}</name><memory unit='MiB'>64</memory><vcpu>1</vcpu>"
+           "<os><type arch='x86_64' machine='pc'>hvm</type></os></domain>")  # fmt: skip
+    live_xml = with_metadata(xml.format("numalab-owner-live"), tmp_path)
+    dead_xml = with_metadata(xml.format("numalab-owner-gone"), tmp_path).replace(
+        f'pid="{os.getpid()}"', f'pid="{gone.pid}"')  # fmt: skip
+    # An older numalab recorded no start time: kept while its pid runs.
+    old_xml = re.sub(r' pid_start="[^"]*"', "", with_metadata(xml.format("numalab-owner-old"), tmp_path))
+    conn = libvirt.open(SESSION)
+    try:
+        live, dead, old = conn.defineXML(live_xml), conn.defineXML(dead_xml), conn.defineXML(old_xml)
+        proc = numalab("doctor", "--connect", SESSION, "--clean", "--json")
+        assert proc.returncode == 0, proc.stderr
+        cleaned = json.loads(proc.stdout)["libvirt"]["cleaned"]
+        assert "numalab-owner-gone" in cleaned["domains"] and "numalab-owner-live" in cleaned["kept"], cleaned
+        assert set(numalab_domains(SESSION)) >= {"numalab-owner-live", "numalab-owner-old"}
+        assert "numalab-owner-gone" not in numalab_domains(SESSION)
+    finally:
+        live.undefine()
+        old.undefine()
+        try:
+            dead.undefine()
+        except libvirt.libvirtError:
+            pass
+        conn.close()
+
+
 def test_domain_name_clash_is_one_line(daemons, tmp_path: Path) -> None:
     import libvirt
 
@@ -208,7 +304,7 @@ def test_host_lacking_the_image_is_one_line(daemons, tmp_path: Path) -> None:
     assert numalab_domains(SYSTEM) == []
     import libvirt
 
-    from lab.vm.libvirt_hosts import HostSpec
+    from lab.vm.libvirt_hostspec import HostSpec
 
     conn = libvirt.open(SYSTEM)
     try:

@@ -17,7 +17,7 @@ from lab.matrix.spec import parse_matrix
 from lab.run_options import CHOICES, RunOptions
 from lab.runner import requests_from_options
 from lab.topology.spec import TopologyRef
-from lab.vm.libvirt_hosts import HostSpec
+from lab.vm.libvirt_hostspec import HostSpec
 
 
 def _cli(*argv: str) -> RunOptions:

@@ -1,26 +1,40 @@
-"""Which accelerator really works here: a real boot under KVM, with a short timeout.
+"""Which accelerator really works on the host a backend runs VMs on: a real boot under KVM, with a short timeout.
 
 /dev/kvm existing proves nothing (on some hosts guests hang right after the
 BIOS), so the probe boots the stock kernel with a tiny initramfs whose init
-prints a marker and powers off. The verdict is cached per host and host kernel.
+prints a marker and powers off, through the backend itself: direct QEMU on
+this machine, or a transient domain on a libvirt host (local or remote: the
+daemon runs QEMU as its own user, with its own access to KVM). The verdict is
+cached per host as the backend describes it (``Backend.probe_host``: this
+machine and its kernel; a libvirt URI, its host's name and versions).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import platform
+import secrets
 import tempfile
 import time
 from pathlib import Path
 
+from lab.errors import LabError
 from lab.guest.image import minimal_initrd
 from lab.paths import cache_dir, write_text_atomic
-from lab.record_files import CONSOLE_LOG, QEMU_LOG
-from lab.vm.qemu_backend import run_vm
+from lab.placement.host_inventory import read_inventory
+from lab.record_files import CONSOLE_LOG
+from lab.placement.plan import plan_placement
+from lab.topology.model import Node, Topology
+from lab.vm.backend import Backend
+from lab.vm.qemu_argv import BootSpec
+from lab.vm.qemu_backend import QemuBackend
 
 PROBE_MARK = "NUMALAB-PROBE-OK"
 PROBE_TIMEOUT_S = 25.0
+TCG_PROBE_TIMEOUT_S = 60.0
+PROBE_CMDLINE = "console=ttyS0 quiet panic=-1"
+# One node, one vCPU: the smallest machine the run's own command line writer (or domain XML) makes.
+PROBE_TOPOLOGY = Topology("kvm-probe", (Node(0, 1, 256),), ((10,),))
 _PROBE_INIT = f"""#!/bin/busybox sh
 /bin/busybox mount -t proc proc /proc
 /bin/busybox echo {PROBE_MARK}
@@ -28,64 +42,60 @@ _PROBE_INIT = f"""#!/bin/busybox sh
 """
 
 
-def _cache_file() -> Path:
-    return cache_dir("accel") / f"{platform.node()}-{platform.release()}.json"
+def _cache_file(key: str) -> Path:
+    return cache_dir("accel") / f"{key}.json"
 
 
-def probe(accel: str, kernel: Path, timeout_s: float = PROBE_TIMEOUT_S) -> dict:
-    """Boot a 1-vCPU guest with ``accel``; {"ok", "seconds", "detail"}."""
+def probe_boot(accel: str, kernel: Path, workdir: Path) -> BootSpec:
+    """The probe guest's boot: no share, no QMP, not paused (nothing to pin), the marker on the console."""
+    return BootSpec(
+        kernel=str(kernel),
+        initrd=str(minimal_initrd(workdir / "initrd", _PROBE_INIT)),
+        cmdline=PROBE_CMDLINE,
+        results_dir="",
+        console_log=str(workdir / CONSOLE_LOG),
+        qmp_socket=None,
+        accel=accel,
+        name=f"numalab-probe-{accel}-{os.getpid()}-{secrets.token_hex(3)}",  # never a leftover's name
+        start_paused=False,
+    )
+
+
+def probe(accel: str, kernel: Path, timeout_s: float = PROBE_TIMEOUT_S, backend: Backend | None = None) -> dict:
+    """Boot a 1-vCPU guest with ``accel`` through ``backend`` (direct QEMU by default);
+    {"ok", "seconds", "detail"}."""
+    backend = backend or QemuBackend()
     if accel == "kvm":
-        if not os.path.exists("/dev/kvm"):
-            return {"ok": False, "seconds": 0.0, "detail": "/dev/kvm does not exist"}
-        if not os.access("/dev/kvm", os.R_OK | os.W_OK):
-            return {"ok": False, "seconds": 0.0, "detail": "/dev/kvm is not accessible (add yourself to group kvm)"}
+        missing = backend.kvm_missing()
+        if missing:
+            return {"ok": False, "seconds": 0.0, "detail": missing}
     with tempfile.TemporaryDirectory(prefix="numalab-probe-") as tmp_s:
         tmp = Path(tmp_s)
-        minimal_initrd(tmp / "initrd", _PROBE_INIT)
-        console = tmp / CONSOLE_LOG
-        accel_args = ["-accel", "kvm", "-cpu", "host"] if accel == "kvm" else ["-accel", "tcg,thread=multi"]
-        argv = [
-            "qemu-system-x86_64",
-            "-machine",
-            "pc",
-            *accel_args,
-            "-m",
-            "256M",
-            "-smp",
-            "1",
-            "-nodefaults",
-            "-no-user-config",
-            "-no-reboot",
-            "-display",
-            "none",
-            "-kernel",
-            str(kernel),
-            "-initrd",
-            str(tmp / "initrd"),
-            "-append",
-            "console=ttyS0 quiet panic=-1",
-            "-chardev",
-            f"file,id=console,path={console}",
-            "-serial",
-            "chardev:console",
-        ]
+        boot = probe_boot(accel, kernel, tmp)
+        placement = plan_placement(PROBE_TOPOLOGY, read_inventory(), pinning="node")
         t0 = time.monotonic()
-        out = run_vm(argv, console, None, {}, timeout_s, tmp / QEMU_LOG)
+        try:
+            outcome, _info = backend.run(PROBE_TOPOLOGY, placement, boot, tmp, timeout_s)
+        except LabError as err:  # e.g. a libvirt host that refuses the domain
+            return {"ok": False, "seconds": round(time.monotonic() - t0, 2), "detail": str(err)}
         seconds = round(time.monotonic() - t0, 2)
+        console = Path(boot.console_log)
         text = console.read_text(errors="replace") if console.exists() else ""
-        qemu_err = (tmp / QEMU_LOG).read_text(errors="replace").strip()
     if PROBE_MARK in text:
         return {"ok": True, "seconds": seconds, "detail": f"a guest booted and powered off in {seconds:.1f}s"}
-    if out.timed_out:
+    if outcome.timed_out:
         detail = f"the guest hung: no output from init within {timeout_s:.0f}s"
     else:
-        detail = f"QEMU exited {out.exit_code}: {qemu_err.splitlines()[-1] if qemu_err else 'no message'}"
+        detail = outcome.vm_failure or f"the guest stopped (exit {outcome.exit_code}) without the probe's marker"
     return {"ok": False, "seconds": seconds, "detail": detail}
 
 
-def accel_verdict(kernel: Path, refresh: bool = False) -> dict:
-    """{"accel": "kvm"|"tcg", "kvm": probe, "tcg": probe|None, "cached": bool, ...}, cached per host kernel."""
-    path = _cache_file()
+def accel_verdict(kernel: Path, backend: Backend | None = None, refresh: bool = False) -> dict:
+    """{"accel": "kvm"|"tcg", "kvm": probe, "tcg": probe|None, "warning", "cached": bool, ...} for the host
+    ``backend`` runs VMs on (direct QEMU, this machine, by default), cached per that host."""
+    backend = backend or QemuBackend()
+    host = backend.probe_host()
+    path = _cache_file(host["key"])
     if path.exists() and not refresh:
         try:
             verdict = json.loads(path.read_text())
@@ -93,18 +103,17 @@ def accel_verdict(kernel: Path, refresh: bool = False) -> dict:
             return verdict
         except (json.JSONDecodeError, OSError):
             pass
-    kvm = probe("kvm", kernel)
+    kvm = probe("kvm", kernel, backend=backend)
     verdict = {
         "accel": "kvm" if kvm["ok"] else "tcg",
         "kvm": kvm,
-        "host": platform.node(),
-        "host_kernel": platform.release(),
+        **{k: v for k, v in host.items() if k != "key"},
         "probed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     if not kvm["ok"]:
-        verdict["tcg"] = probe("tcg", kernel, timeout_s=60)
+        verdict["tcg"] = probe("tcg", kernel, timeout_s=TCG_PROBE_TIMEOUT_S, backend=backend)
         verdict["warning"] = (
-            f"KVM is unusable ({kvm['detail']}); using TCG software emulation "
+            f"KVM is unusable{host['where']} ({kvm['detail']}); using TCG software emulation "
             "(-accel tcg,thread=multi), which is much slower"
         )
     write_text_atomic(path, json.dumps(verdict, indent=2) + "\n")

@@ -33,20 +33,21 @@ def tool_version(cmd: list[str]) -> str | None:
 
 def libvirt_report(uri: str, clean: bool = False) -> dict:
     """The libvirt host behind ``uri``: reachable (else a one-line LabError), versions, numalab-* leftovers."""
-    from lab.vm import libvirt_hosts as lh
-    from lab.vm.libvirt_backend import clean as clean_leftovers
-    from lab.vm.libvirt_backend import leftovers
+    from lab.vm.libvirt_conn import close_quietly, connect
+    from lab.vm.libvirt_hostspec import HostSpec, check_host
+    from lab.vm.libvirt_leftovers import clean as clean_leftovers
+    from lab.vm.libvirt_leftovers import leftovers
 
-    host = lh.HostSpec(uri)
-    conn = lh.connect(uri)
+    host = HostSpec(uri)
+    conn = connect(uri)
     try:
-        report = lh.check_host(host) | {"leftovers": leftovers(conn, host)}
+        report = check_host(host) | {"leftovers": leftovers(conn, host)}
         if clean:
             report["cleaned"] = clean_leftovers(conn, host)
             report["leftovers"] = leftovers(conn, host)
         return report
     finally:
-        lh.close_quietly(conn)
+        close_quietly(conn)
 
 
 def doctor_report(

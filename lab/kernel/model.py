@@ -22,15 +22,6 @@ class Kernel:
                 h.update(block)
         return h.hexdigest()
 
-    def config_option(self, option: str) -> str | None:
-        """The value of CONFIG_<option> in the kernel's .config, if known."""
-        if not self.config or not self.config.exists():
-            return None
-        for line in self.config.read_text().splitlines():
-            if line.startswith(f"CONFIG_{option}="):
-                return line.split("=", 1)[1]
-        return None
-
     def to_dict(self) -> dict:
         return {
             "name": self.name,

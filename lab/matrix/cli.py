@@ -104,7 +104,7 @@ def _reports(out: Path, runs) -> None:
 
 def _hosts(spec: MatrixSpec, args: argparse.Namespace) -> tuple[list, dict]:
     """(libvirt hosts to spread over, the runs' backend options): the spec's hosts, or --backend/--connect."""
-    from lab.vm.libvirt_hosts import check_host
+    from lab.vm.libvirt_hostspec import check_host
 
     if spec.hosts:
         if args.backend == "qemu" or args.connect:
@@ -115,7 +115,7 @@ def _hosts(spec: MatrixSpec, args: argparse.Namespace) -> tuple[list, dict]:
         return spec.hosts, {}
     if args.backend == "libvirt":
         uri = args.connect or "qemu:///system"
-        from lab.vm.libvirt_hosts import HostSpec
+        from lab.vm.libvirt_hostspec import HostSpec
 
         check_host(HostSpec(uri))
         return [], {"backend": "libvirt", "connect": uri}

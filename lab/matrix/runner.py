@@ -25,6 +25,7 @@ from pathlib import Path
 
 from lab.cpulist import format_cpulist
 from lab.errors import LabError
+from lab.matrix.host_picker import HostPicker
 from lab.matrix.spec import MatrixRun, MatrixSpec
 from lab.paths import write_text_atomic
 from lab.placement.host_inventory import read_inventory
@@ -32,7 +33,7 @@ from lab.placement.plan import QEMU_OVERHEAD_MIB
 from lab.record_files import MANIFEST
 from lab.run_options import RunOptions
 from lab.topology.spec import SPEC_SIZE_NAMES
-from lab.vm.libvirt_hosts import HostPicker, HostSpec
+from lab.vm.libvirt_hostspec import HostSpec
 from lab.vm.qemu_backend import _die_with_parent
 
 MEM_HEADROOM_MIB = 1024
@@ -294,7 +295,7 @@ def execute_matrix(
                                             preexec_fn=_child_setup(share))  # fmt: skip
                 running[proc.pid] = (run, proc, time.monotonic())
                 if host:
-                    picker.busy[host.uri] += 1
+                    picker.take(host)
                     placed[proc.pid] = host
                 if share:
                     given[proc.pid] = share

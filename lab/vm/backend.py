@@ -14,8 +14,25 @@ from lab.vm.share import ShareLimits
 
 
 class Backend(Protocol):
+    """What a run and the accelerator probe (lab.host.accel) ask of whatever starts VMs.
+
+    Nothing above this layer asks which backend it has: what differs between them (which host the
+    VMs run on, how KVM is checked there) is asked here."""
+
     name: str
-    local: bool  # the VM runs on this machine (so this machine's KVM probe applies)
+    # "" when the VMs run on this machine; else which host they run on (a libvirt URI), whose own
+    # facts (its TSC frequency: lab.vm.tcg_clock) must not be mixed with this machine's.
+    host_id: str
+
+    def probe_host(self) -> dict:
+        """The host the VMs run on, as far as an accelerator verdict depends on it: "key" (a file-name-safe
+        string the verdict is cached under), "host", "host_kernel", "where" ("" for this machine, else
+        " on <the host>" for messages), and whatever else tells this host from another."""
+        ...
+
+    def kvm_missing(self) -> str:
+        """Why a KVM boot cannot even be tried there ("" when it can: only a real boot says if it works)."""
+        ...
 
     def run(
         self,

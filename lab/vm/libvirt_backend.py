@@ -6,7 +6,7 @@ is destroyed in a ``finally`` on every path (end, failure, timeout, Ctrl-C,
 SIGTERM), and libvirt itself destroys it if numalab dies without running
 that ``finally`` (SIGKILL), because the connection that started it closes.
 
-Files go through libvirt's storage API only (see :mod:`lab.vm.libvirt_hosts`),
+Files go through libvirt's storage API only (see :mod:`lab.vm.libvirt_storage`),
 so a remote host (``qemu+ssh://``) works like the local daemon and the tests
 on this machine exercise the very path a remote host takes:
 
@@ -26,14 +26,16 @@ on this machine exercise the very path a remote host takes:
 
 vCPU pinning and memory binding come from ``<cputune>``/``<numatune>``;
 what libvirt reports back (``vcpuPinInfo``, the live affinities, the NUMA
-parameters) goes into the manifest's ``backend`` section.
+parameters) goes into the manifest's ``backend`` section. The domain's metadata names the
+process that started it, so leftovers can be told from live runs (:mod:`lab.vm.libvirt_leftovers`).
 """
 
 from __future__ import annotations
 
-import os
+import hashlib
+import json
+import platform
 import signal
-import socket
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
@@ -45,24 +47,31 @@ from lab.cpulist import format_cpulist
 from lab.errors import LabError
 from lab.placement.plan import Placement, plan_placement
 from lab.topology.model import Topology
-from lab.vm import libvirt_hosts as lh
 from lab.vm.console import Stage, VmOutcome, watch
+from lab.vm.libvirt_conn import (
+    capabilities,
+    close_quietly,
+    connect,
+    host_inventory,
+    is_error,
+    is_local_uri,
+    libvirt_module,
+    qemu_dac_label,
+    short_error,
+    version_string,
+)
+from lab.vm.libvirt_hostspec import HostSpec, check_host
+from lab.vm.libvirt_leftovers import clean_hint, with_metadata
+from lab.vm.libvirt_storage import ImageStore, download, ensure_pool
 from lab.vm.libvirt_xml import domain_xml
 from lab.vm.qemu_argv import BootSpec
 from lab.vm.share import SHARE_FILES, ShareLimits, fmt_bytes, over_limit
 
-DOMAIN_PREFIX = "numalab-"
-METADATA_NS = "https://numalab.invalid/xmlns/run/1"
-METADATA_KEY = "numalab"
 CONSOLE_NAME = "console.log"
 CONSOLE_POLL_S = 0.3
 STATE_POLL_S = 0.3
 SHARE_POLL_S = 2.0
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-
-
-def clean_hint(uri: str) -> str:
-    return f"numalab doctor --connect {uri} --clean"
 
 
 @contextmanager
@@ -79,25 +88,6 @@ def _signals_deferred():
             signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def with_metadata(xml: str, run_dir: Path) -> str:
-    """Add numalab's <metadata> (owner pid and host) so leftovers can be told from live runs."""
-    ET.register_namespace(METADATA_KEY, METADATA_NS)
-    root = ET.fromstring(xml)
-    meta = ET.Element("metadata")
-    ET.SubElement(
-        meta,
-        f"{{{METADATA_NS}}}run",
-        {"pid": str(os.getpid()), "host": socket.gethostname(), "run_dir": str(run_dir), "started": _now()},
-    )
-    root.insert(1, meta)
-    ET.indent(root, space="  ")
-    return ET.tostring(root, encoding="unicode") + "\n"
-
-
-def _now() -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-
-
 def _cpusets(rows) -> dict[int, str]:
     return {i: format_cpulist(c for c, on in enumerate(row) if on) for i, row in enumerate(rows)}
 
@@ -107,18 +97,49 @@ class LibvirtBackend:
 
     name = "libvirt"
 
-    def __init__(self, uri: str = "qemu:///system", host: lh.HostSpec | None = None) -> None:
-        self.host = host or lh.HostSpec(uri)
+    def __init__(self, uri: str = "qemu:///system", host: HostSpec | None = None) -> None:
+        self.host = host or HostSpec(uri)
         self.uri = self.host.uri
 
     @property
-    def local(self) -> bool:
-        """The daemon runs on this machine (its KVM verdict is this machine's probe)."""
-        return lh.is_local_uri(self.uri)
+    def host_id(self) -> str:
+        """"" for a daemon on this machine (its VMs share this machine's clock), else the URI."""
+        return "" if is_local_uri(self.uri) else self.uri
+
+    def probe_host(self) -> dict:
+        """The daemon's host as an accelerator verdict holds for it: the URI (each daemon runs QEMU as
+        its own user, with its own access to /dev/kvm), the host's name, its QEMU and libvirt, its CPU
+        model, and the host kernel when the host is this machine (libvirt does not tell a remote one's)."""
+        conn = connect(self.uri)
+        try:
+            facts = {
+                "uri": self.uri,
+                "host": conn.getHostname(),
+                "host_kernel": "" if self.host_id else platform.release(),
+                "hypervisor": version_string(conn.getVersion()),
+                "libvirt": version_string(conn.getLibVersion()),
+                "cpu_model": conn.getInfo()[0],
+            }
+        finally:
+            close_quietly(conn)
+        key = hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()[:16]
+        return facts | {"key": f"libvirt-{key}", "where": f" on the libvirt host {self.uri} ({facts['host']})"}
+
+    def kvm_missing(self) -> str:
+        """Why a KVM domain cannot even be tried on this host ("" when its capabilities offer one)."""
+        conn = connect(self.uri)
+        try:
+            caps = capabilities(conn)
+        finally:
+            close_quietly(conn)
+        types = {d.get("type") for d in caps.findall("./guest/arch[@name='x86_64']/domain")}
+        if "kvm" in types:
+            return ""
+        return f"the libvirt host {self.uri} offers no KVM domains (x86_64 domain types: {', '.join(sorted(types))})"
 
     def check(self) -> dict:
         """Fail early, with a one-line error, when the host cannot be reached (before building images)."""
-        return lh.check_host(self.host)
+        return check_host(self.host)
 
     def run(
         self,
@@ -131,18 +152,18 @@ class LibvirtBackend:
         on_tick: Callable[[float], None] | None = None,
         limits: ShareLimits | None = None,
     ) -> tuple[VmOutcome, dict]:
-        conn = lh.connect(self.uri)
+        conn = connect(self.uri)
         try:
             return _Run(conn, self.host, boot, run_dir, limits or ShareLimits()).go(
                 topo, placement, timeout_s, on_stage, on_tick
             )
         finally:
-            lh.close_quietly(conn)
+            close_quietly(conn)
 
 
 class _Run:
-    def __init__(self, conn, host: lh.HostSpec, boot: BootSpec, run_dir: Path, limits: ShareLimits) -> None:
-        self.libvirt = lh.libvirt_module()
+    def __init__(self, conn, host: HostSpec, boot: BootSpec, run_dir: Path, limits: ShareLimits) -> None:
+        self.libvirt = libvirt_module()
         self.limits = limits
         self.host_files: dict[str, Path] = {}  # files QEMU itself writes into the results directory -> local path
         self.last_share_check = 0.0
@@ -152,7 +173,7 @@ class _Run:
         self.run_dir = run_dir
         self.name = boot.name
         self.dom = None
-        self.store: lh.ImageStore | None = None
+        self.store: ImageStore | None = None
         self.results_pool = None
         self.console_vol = None
         self.console_pos = 0
@@ -165,9 +186,9 @@ class _Run:
             "name": "libvirt",
             "uri": conn.getURI(),
             "hostname": conn.getHostname(),
-            "local": lh.is_local_uri(host.uri),
-            "libvirt_version": lh._version(conn.getLibVersion()),
-            "hypervisor_version": lh._version(conn.getVersion()),
+            "local": is_local_uri(host.uri),
+            "libvirt_version": version_string(conn.getLibVersion()),
+            "hypervisor_version": version_string(conn.getVersion()),
             "domain": self.name,
             "problems": [],
         }
@@ -182,7 +203,7 @@ class _Run:
         if not self.info["local"]:
             # Pin and bind on the host that runs the VM, not on this one.
             placement = plan_placement(
-                topo, lh.host_inventory(self.conn), placement.backing, pinning=placement.pinning_policy
+                topo, host_inventory(self.conn), placement.backing, pinning=placement.pinning_policy
             )
             self.info["placement"] = placement.to_dict()
         outcome = VmOutcome(None, False, 0.0)
@@ -195,7 +216,7 @@ class _Run:
             try:
                 self.dom = self.conn.createXML(xml, libvirt.VIR_DOMAIN_START_AUTODESTROY)
             except libvirt.libvirtError as err:
-                msg = lh.short_error(err)
+                msg = short_error(err)
                 if "already exists" in msg or "already defined" in msg:
                     raise LabError(self._clash_message()) from None
                 raise LabError(f"{self.host.uri}: libvirt could not start domain {self.name}: {msg}") from None
@@ -204,7 +225,7 @@ class _Run:
             watch(self.console_local, outcome, timeout_s, self._exited, on_stage, on_tick, guard=self._guard)
             finished = True
         except libvirt.libvirtError as err:
-            raise LabError(f"{self.host.uri}: {lh.short_error(err)} (domain {self.name})") from None
+            raise LabError(f"{self.host.uri}: {short_error(err)} (domain {self.name})") from None
         finally:
             with _signals_deferred():
                 outcome.wall_s = time.monotonic() - start
@@ -222,20 +243,20 @@ class _Run:
         try:
             self.conn.lookupByName(self.name)
         except self.libvirt.libvirtError as err:
-            if lh._is_error(err, self.libvirt.VIR_ERR_NO_DOMAIN):
+            if is_error(err, self.libvirt.VIR_ERR_NO_DOMAIN):
                 return
-            raise LabError(f"{self.host.uri}: {lh.short_error(err)}") from None
+            raise LabError(f"{self.host.uri}: {short_error(err)}") from None
         raise LabError(self._clash_message())
 
     def _stage_files(self, domain_type: str) -> None:
         """Upload kernel and initrd, make the results directory and the pool that brings it back."""
-        self.store = lh.ImageStore(self.conn, self.host).open()
+        self.store = ImageStore(self.conn, self.host).open()
         t0 = time.monotonic()
         kernel = self.store.put_kernel(Path(self.boot.kernel))
         initrd = self.store.put_file(Path(self.boot.initrd), f"{self.name}.initrd")
-        owner = lh.qemu_dac_label(self.conn, domain_type)
+        owner = qemu_dac_label(self.conn, domain_type)
         results = self.store.make_dir(f"{self.name}.results", owner)
-        self.results_pool = lh.ensure_pool(self.conn, f"{self.name}-results", results, build=False)
+        self.results_pool = ensure_pool(self.conn, f"{self.name}-results", results, build=False)
         self.rboot = replace(
             self.boot, kernel=kernel, initrd=initrd, results_dir=results, console_log=f"{results}/{CONSOLE_NAME}"
         )
@@ -268,17 +289,17 @@ class _Run:
             self.info["vcpu_pin_info"] = pins
         except libvirt.libvirtError as err:
             pins = {}
-            self.info["problems"].append(f"vcpuPinInfo: {lh.short_error(err)}")
+            self.info["problems"].append(f"vcpuPinInfo: {short_error(err)}")
         try:
             vcpus, maps = self.dom.vcpus()
             self.info["vcpu_affinity"] = _cpusets(maps)
             self.info["vcpu_host_cpu"] = {v[0]: v[3] for v in vcpus}
         except libvirt.libvirtError as err:
-            self.info["problems"].append(f"vcpus: {lh.short_error(err)}")
+            self.info["problems"].append(f"vcpus: {short_error(err)}")
         try:
             self.info["numa_parameters"] = self.dom.numaParameters(0)
         except libvirt.libvirtError as err:
-            self.info["problems"].append(f"numaParameters: {lh.short_error(err)}")
+            self.info["problems"].append(f"numaParameters: {short_error(err)}")
         live = ET.fromstring(self.dom.XMLDesc(0))
         (self.run_dir / "domain-live.xml").write_text(self.dom.XMLDesc(0))
         self.info["memnodes"] = {m.get("cellid"): m.get("nodeset") for m in live.iter("memnode")}
@@ -329,7 +350,7 @@ class _Run:
         try:
             state, reason = self.dom.state(0)
         except libvirt.libvirtError as err:
-            if lh._is_error(err, libvirt.VIR_ERR_NO_DOMAIN):
+            if is_error(err, libvirt.VIR_ERR_NO_DOMAIN):
                 self.gone_code = 0 if self.gone_code is None else self.gone_code
                 self.info.setdefault("exit", "powered off (the transient domain is gone)")
                 return self.gone_code
@@ -358,7 +379,7 @@ class _Run:
                 self.console_vol = self.results_pool.storageVolLookupByName(CONSOLE_NAME)
             size = self.console_vol.info()[1]
             if size > self.console_pos:
-                self.console_pos += lh.download(
+                self.console_pos += download(
                     self.conn, self.console_vol, self.console_local, self.console_pos, append=True
                 )
         except libvirt.libvirtError:
@@ -375,8 +396,8 @@ class _Run:
                     self.dom.destroy()
                     self.info["exit"] = "destroyed (timeout)" if timed_out else "destroyed"
             except libvirt.libvirtError as err:
-                if not lh._is_error(err, libvirt.VIR_ERR_NO_DOMAIN):
-                    problems.append(f"destroy: {lh.short_error(err)}")
+                if not is_error(err, libvirt.VIR_ERR_NO_DOMAIN):
+                    problems.append(f"destroy: {short_error(err)}")
         self._qemu_log_tail()
         if self.results_pool is not None:
             if fetch:
@@ -387,15 +408,17 @@ class _Run:
                     vol.delete(0)
                 self.results_pool.destroy()
             except libvirt.libvirtError as err:
-                problems.append(f"results pool: {lh.short_error(err)}")
+                problems.append(f"results pool: {short_error(err)}")
         if self.store is not None:
             for suffix in (".results", ".initrd", *((".plugin.so",) if self.boot.plugin else ())):
                 try:
                     self.store.remove(self.name + suffix)
                 except libvirt.libvirtError as err:
-                    problems.append(f"removing {self.name}{suffix}: {lh.short_error(err)}")
+                    problems.append(f"removing {self.name}{suffix}: {short_error(err)}")
 
     def _fetch_results(self) -> None:
+        if not self.boot.results_dir:  # a guest that sends nothing back (the KVM probe)
+            return
         libvirt = self.libvirt
         t0 = time.monotonic()
         files, total = 0, 0
@@ -417,10 +440,10 @@ class _Run:
                         " limit)"
                     )
                     continue
-                total += lh.download(self.conn, vol, dest, max_bytes=self.limits.output_bytes - total)
+                total += download(self.conn, vol, dest, max_bytes=self.limits.output_bytes - total)
                 files += 1
         except libvirt.libvirtError as err:
-            self.info["problems"].append(f"downloading results: {lh.short_error(err)}")
+            self.info["problems"].append(f"downloading results: {short_error(err)}")
         self.info["results"].update(
             {"files": files, "downloaded_bytes": total, "download_s": round(time.monotonic() - t0, 2)}
         )
@@ -436,133 +459,3 @@ class _Run:
             return
         (self.run_dir / "qemu.log").write_text(text)
         self.info["qemu_log"] = "qemu.log"
-
-
-# --- leftovers (numalab doctor --connect URI [--clean]) ----------------------------------------------
-
-
-def _owner(dom) -> dict:
-    try:
-        meta = ET.fromstring(dom.metadata(2, METADATA_NS, 0))  # VIR_DOMAIN_METADATA_ELEMENT
-    except Exception:  # noqa: BLE001 - no numalab metadata: not ours or an old run
-        return {}
-    pid = int(meta.get("pid", "0") or 0)
-    host = meta.get("host", "")
-    alive = False
-    if pid and host == socket.gethostname():
-        try:
-            cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-            alive = b"lab.cli" in cmd or b"numalab" in cmd or b"pytest" in cmd
-        except OSError:
-            alive = False
-    return {"pid": pid, "host": host, "alive": alive, "run_dir": meta.get("run_dir", "")}
-
-
-def leftovers(conn, spec: lh.HostSpec | None = None) -> dict:
-    """numalab-* domains, per-run pools and per-run volumes on the host behind ``conn``."""
-    libvirt = lh.libvirt_module()
-    doms = []
-    live_names = set()
-    for dom in conn.listAllDomains(0):
-        name = dom.name()
-        if not name.startswith(DOMAIN_PREFIX):
-            continue
-        try:
-            state = dom.state(0)[0]
-            persistent = bool(dom.isPersistent())
-        except libvirt.libvirtError as err:
-            if lh._is_error(err, libvirt.VIR_ERR_NO_DOMAIN):
-                continue  # it went away (a transient run ended) between the listing and now
-            raise
-        owner = _owner(dom)
-        if owner.get("alive"):
-            live_names.add(name)
-        doms.append(
-            {
-                "name": name,
-                "running": state != libvirt.VIR_DOMAIN_SHUTOFF,
-                "persistent": persistent,
-                "owner": owner,
-            }
-        )
-    pools = [
-        p.name()
-        for p in conn.listAllStoragePools(0)
-        if p.name().startswith(DOMAIN_PREFIX) and p.name().endswith("-results")
-        and p.name()[: -len("-results")] not in live_names
-    ]
-    vols = []
-    try:
-        pool = conn.storagePoolLookupByName((spec or lh.HostSpec(conn.getURI())).pool_name)
-        if pool.isActive():
-            pool.refresh(0)
-            for v in pool.listAllVolumes(0):
-                n = v.name()
-                base = n.removesuffix(".plugin.so") if n.endswith(".plugin.so") else n.rsplit(".", 1)[0]
-                kinds = (".initrd", ".results", ".plugin.so")  # (.plugin.so: --access-matrix)
-                if n.startswith(DOMAIN_PREFIX) and n.endswith(kinds) and base not in live_names:
-                    vols.append(n)
-    except libvirt.libvirtError:
-        pass
-    return {"domains": doms, "pools": sorted(pools), "volumes": sorted(vols), "live": sorted(live_names)}
-
-
-def clean(conn, spec: lh.HostSpec | None = None) -> dict:
-    """Remove leftovers: destroy and undefine numalab-* domains whose numalab process is gone, their pools
-    and volumes. Domains of a numalab process still running on this machine are kept."""
-    libvirt = lh.libvirt_module()
-    found = leftovers(conn, spec)
-    removed: dict = {"domains": [], "pools": [], "volumes": [], "kept": found["live"], "problems": []}
-    for d in found["domains"]:
-        if d["name"] in found["live"]:
-            continue
-        try:
-            dom = conn.lookupByName(d["name"])
-            if dom.isActive():
-                dom.destroy()
-            if dom.isPersistent():
-                dom.undefineFlags(libvirt.VIR_DOMAIN_UNDEFINE_NVRAM | libvirt.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE)
-            removed["domains"].append(d["name"])
-        except libvirt.libvirtError as err:
-            if not lh._is_error(err, libvirt.VIR_ERR_NO_DOMAIN):
-                removed["problems"].append(f"{d['name']}: {lh.short_error(err)}")
-    for name in found["pools"]:
-        try:
-            pool = conn.storagePoolLookupByName(name)
-            if not pool.isActive():
-                pool.create(0)
-            pool.refresh(0)
-            for v in pool.listAllVolumes(0):
-                v.delete(0)
-            pool.destroy()
-            if pool.isPersistent():
-                pool.undefine()
-            removed["pools"].append(name)
-        except libvirt.libvirtError as err:
-            removed["problems"].append(f"pool {name}: {lh.short_error(err)}")
-    if found["volumes"]:
-        store = lh.ImageStore(conn, spec or lh.HostSpec(conn.getURI())).open()
-        for name in found["volumes"]:
-            if name.endswith(".results"):
-                _empty_dir(conn, store, name, removed["problems"])
-            store.remove(name)
-            if name not in [v[0] for v in store.volumes()]:
-                removed["volumes"].append(name)
-            else:
-                removed["problems"].append(f"volume {name}: could not be removed")
-    return removed
-
-
-def _empty_dir(conn, store: lh.ImageStore, name: str, problems: list[str]) -> None:
-    """Delete the files of a results directory whose pool is gone (through a short-lived pool on it)."""
-    libvirt = lh.libvirt_module()
-    path = f"{store.path}/{name}"
-    pool_name = f"{name[: -len('.results')]}-results"
-    try:
-        pool = lh.ensure_pool(conn, pool_name, path, build=False)
-        pool.refresh(0)
-        for v in pool.listAllVolumes(0):
-            v.delete(0)
-        pool.destroy()
-    except libvirt.libvirtError as err:
-        problems.append(f"emptying {path}: {lh.short_error(err)}")

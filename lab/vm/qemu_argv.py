@@ -21,7 +21,8 @@ class BootSpec:
     kernel: str
     initrd: str
     cmdline: str
-    results_dir: str  # the guest's drop directory (lab.vm.share): virtio-9p, mount tag "results", mapped-file
+    results_dir: str  # the guest's drop directory (lab.vm.share): virtio-9p, mount tag "results", mapped-file;
+    # "" for a guest that sends nothing back (the KVM probe): no share device (direct QEMU)
     console_log: str
     qmp_socket: str | None = None
     accel: str = "tcg"
@@ -162,13 +163,16 @@ def qemu_argv(topo: Topology, placement: Placement, boot: BootSpec, qemu: str = 
         f"file,id=console,path={opt_value(boot.console_log)}",
         "-serial",
         "chardev:console",
-        "-fsdev",
-        # mapped-file: the guest's symlinks, device nodes, owners and mode bits stay metadata in
-        # QEMU's .virtfs_metadata files; on the host every guest file is a plain 0600 file.
-        f"local,id=results,path={opt_value(boot.results_dir)},security_model=mapped-file,multidevs=remap",
-        "-device",
-        "virtio-9p-pci,fsdev=results,mount_tag=results,bus=pcie.0,addr=0x2",
     ]
+    if boot.results_dir:
+        argv += [
+            "-fsdev",
+            # mapped-file: the guest's symlinks, device nodes, owners and mode bits stay metadata in
+            # QEMU's .virtfs_metadata files; on the host every guest file is a plain 0600 file.
+            f"local,id=results,path={opt_value(boot.results_dir)},security_model=mapped-file,multidevs=remap",
+            "-device",
+            "virtio-9p-pci,fsdev=results,mount_tag=results,bus=pcie.0,addr=0x2",
+        ]
     if boot.plugin:
         argv += ["-plugin", boot.plugin]
     if boot.qmp_socket:

@@ -10,6 +10,7 @@ import ctypes
 import functools
 import json
 import os
+import platform
 import resource
 import select
 import shlex
@@ -189,7 +190,20 @@ class QemuBackend:
     """Direct QEMU on this host: no daemon needed."""
 
     name = "qemu"
-    local = True  # QEMU runs on this machine
+    host_id = ""  # QEMU runs on this machine
+
+    def probe_host(self) -> dict:
+        """This machine and its kernel: what its accelerator verdict holds for (lab.vm.backend.Backend)."""
+        return {"key": f"{platform.node()}-{platform.release()}", "host": platform.node(),
+                "host_kernel": platform.release(), "where": ""}  # fmt: skip
+
+    def kvm_missing(self) -> str:
+        """Why a KVM boot cannot even be tried here ("" when /dev/kvm is there for us to open)."""
+        if not os.path.exists("/dev/kvm"):
+            return "/dev/kvm does not exist"
+        if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+            return "/dev/kvm is not accessible (add yourself to group kvm)"
+        return ""
 
     def run(
         self,
@@ -217,7 +231,7 @@ class QemuBackend:
             run_dir / QEMU_LOG,
             on_stage,
             on_tick,
-            ShareGuard(Path(boot.results_dir), Path(boot.console_log), limits),
+            ShareGuard(Path(boot.results_dir) if boot.results_dir else None, Path(boot.console_log), limits),
             max_file,
         )
         return outcome, {"name": self.name, "version": qemu_version(), "argv": argv, "exit_code": outcome.exit_code}
