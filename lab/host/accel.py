@@ -22,8 +22,8 @@ from lab.errors import LabError
 from lab.guest.image import minimal_initrd
 from lab.paths import cache_dir, write_text_atomic
 from lab.placement.host_inventory import read_inventory
-from lab.record_files import CONSOLE_LOG
 from lab.placement.plan import plan_placement
+from lab.record_files import CONSOLE_LOG
 from lab.topology.model import Node, Topology
 from lab.vm.backend import Backend
 from lab.vm.qemu_argv import BootSpec
