@@ -26,21 +26,21 @@ def test_learned_lpj_is_passed_on_later_tcg_boots_of_the_same_image(tmp_path, mo
     monkeypatch.setenv("NUMALAB_CACHE", str(tmp_path / "cache"))
     image = tmp_path / "bzImage"
     image.write_bytes(b"kernel")
-    assert tcg_boot.boot_args(image, "tcg") == "tsc=reliable no_timer_check"
+    assert tcg_boot.boot_args(image, "tcg") == "tsc=reliable no_timer_check cryptomgr.notests"
     assert tcg_boot.learn(image, "tcg", DMESG) == 9199920
-    assert tcg_boot.boot_args(image, "tcg") == "tsc=reliable no_timer_check lpj=9199920"
+    assert tcg_boot.boot_args(image, "tcg") == "tsc=reliable no_timer_check cryptomgr.notests lpj=9199920"
     # A remote libvirt host has its own TSC: nothing learned here applies there.
-    assert tcg_boot.boot_args(image, "tcg", "qemu+ssh://lab2/system") == "tsc=reliable no_timer_check"
+    assert tcg_boot.boot_args(image, "tcg", "qemu+ssh://lab2/system") == "tsc=reliable no_timer_check cryptomgr.notests"
     assert tcg_boot.learn(image, "tcg", DMESG.replace("9199920", "12000000"), "qemu+ssh://lab2/system")
-    assert tcg_boot.boot_args(image, "tcg", "qemu+ssh://lab2/system") == "tsc=reliable no_timer_check lpj=12000000"
-    assert tcg_boot.boot_args(image, "tcg") == "tsc=reliable no_timer_check lpj=9199920"
+    assert tcg_boot.boot_args(image, "tcg", "qemu+ssh://lab2/system") == "tsc=reliable no_timer_check cryptomgr.notests lpj=12000000"
+    assert tcg_boot.boot_args(image, "tcg") == "tsc=reliable no_timer_check cryptomgr.notests lpj=9199920"
     # KVM guests use kvmclock and never calibrate: nothing is added or learned.
     assert tcg_boot.boot_args(image, "kvm") == ""
     assert tcg_boot.learn(image, "kvm", DMESG) is None
     # A rebuilt image (new mtime) starts again without lpj=.
     st = image.stat()
     os.utime(image, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
-    assert tcg_boot.boot_args(image, "tcg") == "tsc=reliable no_timer_check"
+    assert tcg_boot.boot_args(image, "tcg") == "tsc=reliable no_timer_check cryptomgr.notests"
 
 
 def test_no_calibration_line_learns_nothing(tmp_path, monkeypatch) -> None:
@@ -50,7 +50,7 @@ def test_no_calibration_line_learns_nothing(tmp_path, monkeypatch) -> None:
     assert tcg_boot.learn(image, "tcg", "[    0.1] Calibrating delay loop (skipped) preset value.. ") is None
     (tmp_path / "cache").mkdir(exist_ok=True)
     (tmp_path / "cache" / "tcg-lpj.json").write_text("not json")
-    assert tcg_boot.boot_args(image, "tcg") == "tsc=reliable no_timer_check"
+    assert tcg_boot.boot_args(image, "tcg") == "tsc=reliable no_timer_check cryptomgr.notests"
 
 
 def test_an_lpj_no_real_tsc_gives_is_not_learned_or_used(tmp_path, monkeypatch) -> None:
@@ -63,12 +63,12 @@ def test_an_lpj_no_real_tsc_gives_is_not_learned_or_used(tmp_path, monkeypatch) 
         assert tcg_boot.learn(image, "tcg", DMESG.replace("9199920", bad)) is None, bad
     forged = "[    1.0] numalab: Calibrating delay loop (skipped), value calculated using timer frequency.. 1.00 BogoMIPS (lpj=9199920)\n"  # noqa: E501
     assert tcg_boot.learn(image, "tcg", forged) is None
-    assert tcg_boot.boot_args(image, "tcg") == "tsc=reliable no_timer_check"
+    assert tcg_boot.boot_args(image, "tcg") == "tsc=reliable no_timer_check cryptomgr.notests"
     key = tcg_boot._key(image, "")
     (tmp_path / "cache" / "tcg-lpj.json").write_text(f'{{"{key}": 1e30, "x": "9199920 rm -rf"}}')
-    assert tcg_boot.boot_args(image, "tcg") == "tsc=reliable no_timer_check"
+    assert tcg_boot.boot_args(image, "tcg") == "tsc=reliable no_timer_check cryptomgr.notests"
     (tmp_path / "cache" / "tcg-lpj.json").write_text(f'{{"{key}": 5000000000}}')
-    assert tcg_boot.boot_args(image, "tcg") == "tsc=reliable no_timer_check"
+    assert tcg_boot.boot_args(image, "tcg") == "tsc=reliable no_timer_check cryptomgr.notests"
 
 
 def test_this_machines_own_tsc_wins_over_what_a_guest_says(tmp_path, monkeypatch) -> None:

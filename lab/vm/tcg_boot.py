@@ -1,4 +1,4 @@
-"""Kernel arguments for TCG guests: a reliable TSC, no timer check, no delay-loop calibration.
+"""Kernel arguments for TCG guests: a reliable TSC, no timer check, no crypto self-tests, no delay-loop calibration.
 
 **tsc=reliable.** QEMU's default x86 CPU is an AMD model without the
 constant-TSC flag, so a guest kernel with more than one CPU assumes its TSCs
@@ -16,6 +16,22 @@ QEMU's board is known to be right, and a KVM guest skips the check on its
 own (arch/x86/kernel/kvm.c sets no_timer_check); a TCG guest, which does not
 know it is virtual, waits. Measured here: about 0.09 s off the kernel's time
 to init (medians of 9 boots, interleaved with boots without it).
+
+**cryptomgr.notests.** Kernels with the crypto manager's self-tests (Debian's
+stock kernel: CRYPTO_FIPS, RSA and DH built in; numalab's builds too) run
+them at boot in ``cryptomgr_test`` kthreads. Some are long computations (big
+number arithmetic) that reach no scheduling point, and a voluntary-preemption
+kernel cannot preempt them. About 3 s into boot the kernel switches its
+clocksource from tsc-early to tsc with ``stop_machine()``, which waits until
+every CPU runs its stopper thread: the CPUs that got there spin. Under TCG
+those spinning vCPUs take host CPU from the one still in the self-test (8
+vCPU threads on 2 host cores here), so the test and the boot crawl. Seen
+here twice in two full test runs, 8-vCPU boots of the stock kernel that
+never reached init: "watchdog: BUG: soft lockup - CPU#0..6 stuck for 131s!
+[migration/N]", CPU#7 "[cryptomgr_test:102]", until the timeout. The
+self-tests check the crypto code, which no scheduler experiment measures;
+without them an idle stock-kernel seed000-4node boot took 2.92 s against
+3.56 s (host time to init, means of 6 interleaved boots each).
 
 **lpj=.** The TSC is still not constant, so every secondary CPU runs
 ``calibrate_delay_direct()`` while it comes up: about 0.15 s per vCPU, which
@@ -71,13 +87,16 @@ def _load() -> dict[str, int]:
     return {k: v for k, v in data.items() if valid_lpj(v)} if isinstance(data, dict) else {}
 
 
+TCG_ARGS = "tsc=reliable no_timer_check cryptomgr.notests"
+
+
 def boot_args(kernel_image: Path, accel: str, host: str = "") -> str:
-    """Extra kernel arguments for this boot: under TCG ``tsc=reliable no_timer_check``, and
-    ``lpj=N`` once it is known. ``host``: "" for this machine, else the remote host's libvirt URI."""
+    """Extra kernel arguments for this boot: under TCG ``tsc=reliable no_timer_check cryptomgr.notests``,
+    ``tsc_early_khz=`` (lab.vm.tcg_clock) and ``lpj=N`` once they are known. ``host``: "" for this machine, else the remote host's libvirt URI."""
     if accel != "tcg":
         return ""
     lpj = _load().get(_key(kernel_image, host))
-    fixed = " ".join(filter(None, ("tsc=reliable no_timer_check", tcg_clock.clock_args(host))))
+    fixed = " ".join(filter(None, (TCG_ARGS, tcg_clock.clock_args(host))))
     return f"{fixed} lpj={lpj}" if lpj else fixed
 
 
