@@ -92,7 +92,8 @@ TCG_ARGS = "tsc=reliable no_timer_check cryptomgr.notests"
 
 def boot_args(kernel_image: Path, accel: str, host: str = "") -> str:
     """Extra kernel arguments for this boot: under TCG ``tsc=reliable no_timer_check cryptomgr.notests``,
-    ``tsc_early_khz=`` (lab.vm.tcg_clock) and ``lpj=N`` once they are known. ``host``: "" for this machine, else the remote host's libvirt URI."""
+    ``tsc_early_khz=`` (lab.vm.tcg_clock) and ``lpj=N`` once they are known. ``host``: "" for this
+    machine, else the remote host's libvirt URI."""
     if accel != "tcg":
         return ""
     lpj = _load().get(_key(kernel_image, host))
