@@ -23,7 +23,7 @@ LAYERS = {
     "run": 8, "access_run": 8, "run_options": 8, "run_manifest": 8,
     "runner": 9,
     "matrix": 10,
-    "cli": 11,
+    "cli": 11, "topo_cli": 11,
 }  # fmt: skip
 
 
