@@ -1,4 +1,4 @@
-"""Kernel arguments for TCG boots: tsc=reliable and no_timer_check always; lpj= learned from the
+"""Kernel arguments for TCG boots: tsc=reliable, no_timer_check and cryptomgr.notests always; lpj= learned from the
 guest's own dmesg, per kernel image."""
 
 from __future__ import annotations

@@ -45,9 +45,9 @@ def test_only_a_sound_calibration_is_learned_and_passed_on(tmp_path, monkeypatch
     assert tcg_clock.trusted_khz("[    0.0] tsc: Detected 2297.448 MHz processor\n") is None  # source unknown
     assert tcg_clock.trusted_khz("[ 1.0] tsc: Refined TSC clocksource calibration: 2299.998 MHz\n") == 2299998
     assert tcg_boot.learn(image, "tcg", BAD + LPJ) == 9189792
-    assert tcg_boot.boot_args(image, "tcg") == "tsc=reliable no_timer_check lpj=9189792"  # no sound clock yet
+    assert tcg_boot.boot_args(image, "tcg") == f"{tcg_boot.TCG_ARGS} lpj=9189792"  # no sound clock yet
     tcg_boot.learn(image, "tcg", GOOD + LPJ)
-    assert tcg_boot.boot_args(image, "tcg") == "tsc=reliable no_timer_check tsc_early_khz=2297448 lpj=9189792"
+    assert tcg_boot.boot_args(image, "tcg") == f"{tcg_boot.TCG_ARGS} tsc_early_khz=2297448 lpj=9189792"
     # learned once per host: a later boot does not move it, a remote host has its own
     assert tcg_clock.learn(GOOD.replace("2297.448", "2301.000")) == 2297448
     assert tcg_clock.clock_args("qemu+ssh://lab2/system") == ""
