@@ -18,8 +18,9 @@ know it is virtual, waits. Measured here: about 0.09 s off the kernel's time
 to init (medians of 9 boots, interleaved with boots without it).
 
 **cryptomgr.notests.** Kernels with the crypto manager's self-tests (Debian's
-stock kernel: CRYPTO_FIPS, RSA and DH built in; numalab's builds too) run
-them at boot in ``cryptomgr_test`` kthreads. Some are long computations (big
+stock kernel: CRYPTO_FIPS, RSA and DH built in; numalab's trimmed builds have
+no crypto manager, so for them the argument changes nothing) run them at boot
+in ``cryptomgr_test`` kthreads. Some are long computations (big
 number arithmetic) that reach no scheduling point, and a voluntary-preemption
 kernel cannot preempt them. About 3 s into boot the kernel switches its
 clocksource from tsc-early to tsc with ``stop_machine()``, which waits until
