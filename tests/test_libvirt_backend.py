@@ -89,6 +89,23 @@ def test_parity_with_direct_qemu(daemons, tmp_path: Path) -> None:
     assert manifest(q)["guest_topology"]["readback"] == m["guest_topology"]["readback"]
 
 
+def test_a_hanging_guest_times_out_with_where_it_was(daemons, tmp_path: Path) -> None:
+    """A timeout through libvirt records the domain's state and every vCPU's RIP (QEMU's human monitor
+    through libvirt), like direct QEMU, and leaves no domain behind."""
+    out = tmp_path / "hang"
+    proc = numalab("run", "--backend", "libvirt", "--connect", SYSTEM, "--topology", "ring-2", "--workload", "idle",
+                   "--duration", "1", "--test-fault", "hang", "--timeout", "30", "--out", str(out), "--json",
+                   timeout=300)  # fmt: skip
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    m = json.loads(proc.stdout)
+    assert m["status"] == "timeout"
+    at = m["vm_at_timeout"]
+    assert at["status"] == "running" and [v["cpu"] for v in at["vcpus"]] == list(range(4))
+    assert all(v["rip"].startswith("ffffffff") for v in at["vcpus"]) and any(v["halted"] for v in at["vcpus"])
+    assert "at the timeout: QEMU running; vCPUs: " in proc.stderr
+    assert m["backend"]["domain"] not in numalab_domains(SYSTEM)
+
+
 def test_sigterm_leaves_no_domain(daemons, tmp_path: Path) -> None:
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "lab.cli", "run", "--backend", "libvirt", "--connect", SESSION,

@@ -5,8 +5,9 @@ init runs, so a boot that hangs leaves an empty console: "timeout (it never
 booted)" and no clue whether QEMU never started the vCPUs (a lab bug), the
 vCPUs sit halted in the idle loop waiting for an interrupt that never comes
 (a timer or IPI problem), or one of them spins somewhere in the kernel. Just
-before the VM is killed, numalab asks QEMU's monitor (QMP) for its run state
-(``query-status``) and the registers of every vCPU (``info registers -a``)
+before the VM is killed, numalab asks QEMU's monitor (QMP; for a libvirt domain,
+its state and libvirt's monitor passthrough) for its run state (``query-status``)
+and the registers of every vCPU (``info registers -a``)
 and keeps each vCPU's RIP and halted flag; with the kernel's System.map
 (shipped next to stock and built kernel images) each RIP is named
 ``function+0xoffset``. Direct PVH boots do not relocate the kernel (no KASLR:

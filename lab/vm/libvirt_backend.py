@@ -48,6 +48,7 @@ from lab.errors import LabError
 from lab.placement.plan import Placement, plan_placement
 from lab.topology.model import Topology
 from lab.vm.console import Stage, VmOutcome, watch
+from lab.vm.hang import parse_registers
 from lab.vm.libvirt_conn import (
     capabilities,
     close_quietly,
@@ -66,6 +67,9 @@ from lab.vm.libvirt_storage import ImageStore, download, ensure_pool
 from lab.vm.libvirt_xml import domain_xml
 from lab.vm.qemu_argv import BootSpec
 from lab.vm.share import SHARE_FILES, ShareLimits, fmt_bytes, over_limit
+
+# virDomainState -> the word QEMU's query-status would use (lab.vm.hang reports either)
+DOMAIN_STATES = {1: "running", 2: "blocked", 3: "paused", 4: "shutdown", 5: "shutoff", 6: "crashed", 7: "suspended"}
 
 CONSOLE_NAME = "console.log"
 CONSOLE_POLL_S = 0.3
@@ -223,6 +227,8 @@ class _Run:
             start = time.monotonic()
             self._read_pinning(outcome, placement)
             watch(self.console_local, outcome, timeout_s, self._exited, on_stage, on_tick, guard=self._guard)
+            if outcome.timed_out:
+                outcome.hang_state = self._hang_state()
             finished = True
         except libvirt.libvirtError as err:
             raise LabError(f"{self.host.uri}: {short_error(err)} (domain {self.name})") from None
@@ -386,6 +392,22 @@ class _Run:
             return  # not there yet, or a refresh raced with virtlogd: next time
 
     # --- teardown -----------------------------------------------------------------------------------
+
+    def _hang_state(self) -> dict | None:
+        """Where the domain was at the timeout (lab.vm.hang): libvirt's state for it and, through QEMU's
+        human monitor, every vCPU's registers. Best effort: None if the domain or the daemon will not say."""
+        try:
+            import libvirt_qemu
+        except ImportError:
+            return None
+        try:
+            state, _reason = self.dom.state()
+            regs = libvirt_qemu.qemuMonitorCommand(
+                self.dom, "info registers -a", libvirt_qemu.VIR_DOMAIN_QEMU_MONITOR_COMMAND_HMP
+            )
+        except self.libvirt.libvirtError:
+            return None
+        return {"status": DOMAIN_STATES.get(state, f"state {state}"), "vcpus": parse_registers(regs)}
 
     def _teardown(self, fetch: bool, timed_out: bool) -> None:
         libvirt = self.libvirt
