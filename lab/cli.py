@@ -71,6 +71,7 @@ def run_options_from_args(args: argparse.Namespace):
         firmware=args.firmware,
         accel=args.accel,
         timeout=args.timeout,
+        boot_deadline=args.boot_deadline,
         guest_output_limit=args.guest_output_limit,
         test_fault=args.test_fault or "",
         backend=args.backend,
@@ -265,6 +266,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="accelerator; auto: a real KVM boot probed on the host that runs the VM (cached; TCG if KVM fails)",
     )
     r.add_argument("--timeout", type=float, metavar="SECONDS", help="hard limit per VM (default: scaled to the run)")
+    r.add_argument(
+        "--boot-deadline",
+        type=float,
+        metavar="SECONDS",
+        help="under TCG, stop and boot the VM once more if its init has not started within SECONDS (a stall of "
+        "QEMU's TCG seen here; the stalled boot is kept in the manifest); default 60 + 2 per vCPU, 0: never",
+    )
     r.add_argument("--json", action="store_true", help="print the manifest(s) as JSON on stdout")
     r.add_argument("--report", action="store_true", help="also write an HTML report (always done for A/B runs)")
     r.add_argument(

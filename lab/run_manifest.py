@@ -82,6 +82,7 @@ class ManifestInputs:
     firmware_choice: str
     guest_image: GuestImage
     access: AccessResult | None = None  # --access-matrix
+    stalled_boots: tuple[dict, ...] = ()  # earlier boots of this run given up at the boot deadline (lab.run)
 
 
 def workload_seconds(outcome: VmOutcome) -> float | None:
@@ -150,6 +151,8 @@ def build(i: ManifestInputs) -> dict:
         manifest["trace_incomplete"] = True  # compare leaves the run out unless asked (lab.analysis.lost)
     if i.unpacked.problems:
         manifest["unpack_problems"] = i.unpacked.problems
+    if i.stalled_boots:
+        manifest["stalled_boots"] = list(i.stalled_boots)
     if i.outcome.hang_state:
         manifest["vm_at_timeout"] = symbolize(i.outcome.hang_state, system_map(i.kernel))
     if i.status != "ok":

@@ -69,6 +69,7 @@ class RunOptions:
     firmware: str = "auto"
     accel: str = "auto"
     timeout: float | None = None
+    boot_deadline: float | None = None  # TCG: re-boot once if init has not started by then; None default, 0 never
     guest_output_limit: str | None = None  # a size, e.g. 2G
     test_fault: str = ""  # panic, hang, hostile=/host/path (the tests)
     backend: str = "qemu"

@@ -83,6 +83,8 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
     check_seconds(opts.duration, "--duration", MAX_DURATION_S)
     if opts.timeout is not None:
         check_seconds(opts.timeout, "--timeout", MAX_TIMEOUT_S)
+    if opts.boot_deadline:  # (0: never re-boot)
+        check_seconds(opts.boot_deadline, "--boot-deadline", MAX_TIMEOUT_S)
     output_limit = None
     if opts.guest_output_limit is not None:
         output_limit = parse_mib(opts.guest_output_limit, "--guest-output-limit") << 20
@@ -128,6 +130,7 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
                     topo, kernel, workload, plan, accel, reason, backing, out, opts.runs_dir, opts.timeout, label,
                     backend=backend, pinning=opts.pinning, firmware=opts.firmware, guest_output_limit=output_limit,
                     access_sample=access_sample, access_map=opts.access_address_map,
+                    boot_deadline_s=opts.boot_deadline,
                 )
             )
     return reqs

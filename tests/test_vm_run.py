@@ -271,3 +271,33 @@ def test_boot_enabled_events_record_only_the_workload(tmp_path) -> None:
     expiries = [ln for ln in report.stdout.splitlines() if "hrtimer_expire_entry:" in ln]
     assert expiries and all("function=0x" not in ln for ln in expiries), expiries[:3]
     assert any("function=tick_" in ln or "function=hrtimer_wakeup" in ln for ln in expiries), expiries[:3]
+
+
+def test_a_boot_that_stalls_before_init_is_booted_once_more(tmp_path) -> None:
+    """Under TCG a boot whose init has not started by the boot deadline is stopped and booted again (QEMU's
+    multi-threaded TCG rarely stalls a vCPU at boot here: lab.run.RunRequest.boot_deadline). The guest's
+    test fault stalls only a boot without numalab.boot_attempt= on its command line: the second boot runs."""
+    out = tmp_path / "stall"
+    proc = numalab("run", "--topology", "ring-2", "--workload", "idle", "--duration", "1", "--accel", "tcg",
+                   "--test-fault", "stall-boot-once", "--boot-deadline", "15", "--out", str(out), "--json",
+                   timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    m = json.loads(proc.stdout)
+    assert m["status"] == "ok"
+    (sb,) = m["stalled_boots"]
+    assert sb["attempt"] == 1 and sb["deadline_s"] == 15 and 15 <= sb["vm_s"] < 60
+    assert sb["vm_at_timeout"]["status"] == "running" and len(sb["vm_at_timeout"]["vcpus"]) == 4
+    assert "numalab.boot_attempt=2" in (out / "cmdline.txt").read_text()
+    assert "boot attempt 1 stalled: no init after 15s" in proc.stderr
+    assert "boot attempt 1 stalled (no init after 15s;" in proc.stderr  # the summary line
+
+
+def test_boot_deadline_0_never_boots_again(tmp_path) -> None:
+    out = tmp_path / "stall"
+    proc = numalab("run", "--topology", "ring-2", "--workload", "idle", "--duration", "1", "--accel", "tcg",
+                   "--test-fault", "stall-boot-once", "--boot-deadline", "0", "--timeout", "20", "--out", str(out),
+                   "--json", timeout=300)  # fmt: skip
+    assert proc.returncode == 1
+    m = json.loads(proc.stdout)
+    assert m["status"] == "timeout" and "stalled_boots" not in m
+    assert "boot_attempt" not in " ".join(m["settings"].get("readback", [])) and "booted again" not in proc.stderr

@@ -44,11 +44,14 @@ class Backend(Protocol):
         on_stage: Callable[[Stage], None] | None = None,
         on_tick: Callable[[float], None] | None = None,
         limits: ShareLimits | None = None,
+        boot_deadline_s: float | None = None,
     ) -> tuple[VmOutcome, dict]:
         """Boot the VM, follow its console (lab.vm.console.watch) until it powers off or the
         timeout passes, and make sure it is gone on every path (timeout, error, signal).
         ``boot.results_dir`` is the run's share (lab.vm.share), a directory on this machine that the
         guest's files must end up in; ``limits`` bound what the guest may send (console, share):
-        the backend stops a VM that goes over them and says why in ``outcome.limit``.
+        the backend stops a VM that goes over them and says why in ``outcome.limit``. A VM whose guest init
+        has not reported "booted" ``boot_deadline_s`` after the start is stopped as a timeout with
+        ``outcome.boot_stalled`` (console.watch).
         Returns the outcome and the manifest's "backend" section (it must hold "name")."""
         ...

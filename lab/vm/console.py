@@ -29,6 +29,7 @@ class VmOutcome:
     limit: str | None = None  # why the run was stopped for sending too much (lab.vm.share.ShareGuard)
     vm_failure: str | None = None  # QEMU itself failed (did not start, exited with an error, was killed)
     hang_state: dict | None = None  # at a timeout: QEMU's run state and each vCPU's RIP (lab.vm.hang)
+    boot_stalled: bool = False  # stopped at the boot deadline: the guest init never reported "booted"
 
     def stage(self, name: str) -> Stage | None:
         return next((s for s in self.stages if s.name == name), None)
@@ -60,6 +61,7 @@ def watch(
     poll_s: float = 0.1,
     wait: Callable[[float], None] = time.sleep,
     guard: Callable[[], str | None] | None = None,
+    boot_deadline_s: float | None = None,
 ) -> None:
     """Follow the console until ``exited()`` returns an exit code or the timeout passes.
 
@@ -68,7 +70,10 @@ def watch(
     ``poll_s`` after the guest powers off.
 
     ``guard`` (if given) is asked at every look: a reason it returns ends the watch, with the
-    reason in ``outcome.limit``; the backend then stops the VM."""
+    reason in ``outcome.limit``; the backend then stops the VM.
+
+    ``boot_deadline_s`` (if given): a guest whose init has not reported "booted" by then is given up
+    on as a timeout with ``outcome.boot_stalled`` set (lab.run boots it once more)."""
     start = time.monotonic()
     pos = 0
     pending = b""
@@ -95,6 +100,9 @@ def watch(
             return
         if now > timeout_s:
             outcome.timed_out = True
+            return
+        if boot_deadline_s is not None and now > boot_deadline_s and outcome.stage("booted") is None:
+            outcome.timed_out = outcome.boot_stalled = True
             return
         if guard is not None and (reason := guard()):
             outcome.limit = reason

@@ -155,11 +155,12 @@ class LibvirtBackend:
         on_stage: Callable[[Stage], None] | None = None,
         on_tick: Callable[[float], None] | None = None,
         limits: ShareLimits | None = None,
+        boot_deadline_s: float | None = None,
     ) -> tuple[VmOutcome, dict]:
         conn = connect(self.uri)
         try:
             return _Run(conn, self.host, boot, run_dir, limits or ShareLimits()).go(
-                topo, placement, timeout_s, on_stage, on_tick
+                topo, placement, timeout_s, on_stage, on_tick, boot_deadline_s
             )
         finally:
             close_quietly(conn)
@@ -199,7 +200,7 @@ class _Run:
 
     # --- the run ------------------------------------------------------------------------------------
 
-    def go(self, topo, placement, timeout_s, on_stage, on_tick) -> tuple[VmOutcome, dict]:
+    def go(self, topo, placement, timeout_s, on_stage, on_tick, boot_deadline_s=None) -> tuple[VmOutcome, dict]:
         libvirt = self.libvirt
         domain_type = "kvm" if self.boot.accel == "kvm" else "qemu"
         self.info["domain_type"] = domain_type
@@ -226,7 +227,8 @@ class _Run:
                 raise LabError(f"{self.host.uri}: libvirt could not start domain {self.name}: {msg}") from None
             start = time.monotonic()
             self._read_pinning(outcome, placement)
-            watch(self.console_local, outcome, timeout_s, self._exited, on_stage, on_tick, guard=self._guard)
+            watch(self.console_local, outcome, timeout_s, self._exited, on_stage, on_tick, guard=self._guard,
+                  boot_deadline_s=boot_deadline_s)
             if outcome.timed_out:
                 outcome.hang_state = self._hang_state()
             finished = True

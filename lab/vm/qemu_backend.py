@@ -76,6 +76,7 @@ def run_vm(
     on_tick: Callable[[float], None] | None = None,
     guard: Callable[[], str | None] | None = None,
     max_file_bytes: int | None = None,
+    boot_deadline_s: float | None = None,
 ) -> VmOutcome:
     """Boot, pin, and wait for QEMU to exit, the timeout to pass or ``guard`` to object.
 
@@ -125,7 +126,8 @@ def run_vm(
             finally:
                 qmp.close()
         start = time.monotonic()
-        watch(console_log, outcome, timeout_s, proc.poll, on_stage, on_tick, wait=_exit_waiter(pidfd), guard=guard)
+        watch(console_log, outcome, timeout_s, proc.poll, on_stage, on_tick, wait=_exit_waiter(pidfd), guard=guard,
+              boot_deadline_s=boot_deadline_s)
         if outcome.timed_out and qmp_socket is not None and proc.poll() is None:
             outcome.hang_state = vm_state(qmp_socket, lambda: proc.poll() is None)
         if outcome.exit_code not in (None, 0):
@@ -215,6 +217,7 @@ class QemuBackend:
         on_stage: Callable[[Stage], None] | None = None,
         on_tick: Callable[[float], None] | None = None,
         limits: ShareLimits | None = None,
+        boot_deadline_s: float | None = None,
     ) -> tuple[VmOutcome, dict]:
         argv = qemu_argv(topo, placement, boot)
         limits = limits or ShareLimits()
@@ -233,5 +236,6 @@ class QemuBackend:
             on_tick,
             ShareGuard(Path(boot.results_dir) if boot.results_dir else None, Path(boot.console_log), limits),
             max_file,
+            boot_deadline_s,
         )
         return outcome, {"name": self.name, "version": qemu_version(), "argv": argv, "exit_code": outcome.exit_code}
