@@ -20,19 +20,12 @@ to init (medians of 9 boots, interleaved with boots without it).
 **cryptomgr.notests.** Kernels with the crypto manager's self-tests (Debian's
 stock kernel: CRYPTO_FIPS, RSA and DH built in; numalab's trimmed builds have
 no crypto manager, so for them the argument changes nothing) run them at boot
-in ``cryptomgr_test`` kthreads. Some are long computations (big
-number arithmetic) that reach no scheduling point, and a voluntary-preemption
-kernel cannot preempt them. About 3 s into boot the kernel switches its
-clocksource from tsc-early to tsc with ``stop_machine()``, which waits until
-every CPU runs its stopper thread: the CPUs that got there spin. Under TCG
-those spinning vCPUs take host CPU from the one still in the self-test (8
-vCPU threads on 2 host cores here), so the test and the boot crawl. Seen
-here twice in two full test runs, 8-vCPU boots of the stock kernel that
-never reached init: "watchdog: BUG: soft lockup - CPU#0..6 stuck for 131s!
-[migration/N]", CPU#7 "[cryptomgr_test:102]", until the timeout. The
-self-tests check the crypto code, which no scheduler experiment measures;
-without them an idle stock-kernel seed000-4node boot took 2.92 s against
-3.56 s (host time to init, means of 6 interleaved boots each).
+in ``cryptomgr_test`` kthreads, work no scheduler experiment measures. Without
+them an idle stock-kernel seed000-4node boot took 2.92 s against 3.56 s (host
+time to init, means of 6 interleaved boots each). (It was first added for a
+boot that stalled with CPU 7 in a self-test and the other vCPUs in
+stop_machine; a later stall with no self-tests showed the vCPUs were not
+running guest code at all: QEMU's TCG, handled by lab.run's boot deadline.)
 
 **lpj=.** The TSC is still not constant, so every secondary CPU runs
 ``calibrate_delay_direct()`` while it comes up: about 0.15 s per vCPU, which
