@@ -46,6 +46,7 @@ from pathlib import Path
 from lab.cpulist import format_cpulist
 from lab.errors import LabError
 from lab.placement.plan import Placement, plan_placement
+from lab.record_files import CONSOLE_LOG, DOMAIN_LIVE_XML, DOMAIN_XML, QEMU_LOG
 from lab.topology.model import Topology
 from lab.vm.console import Stage, VmOutcome, watch
 from lab.vm.hang import parse_registers
@@ -71,7 +72,6 @@ from lab.vm.share import SHARE_FILES, ShareLimits, fmt_bytes, over_limit
 # virDomainState -> the word QEMU's query-status would use (lab.vm.hang reports either)
 DOMAIN_STATES = {1: "running", 2: "blocked", 3: "paused", 4: "shutdown", 5: "shutoff", 6: "crashed", 7: "suspended"}
 
-CONSOLE_NAME = "console.log"
 CONSOLE_POLL_S = 0.3
 STATE_POLL_S = 0.3
 SHARE_POLL_S = 2.0
@@ -217,7 +217,7 @@ class _Run:
         try:
             self._stage_files(domain_type)
             xml = with_metadata(domain_xml(topo, placement, self.rboot, domain_type), self.run_dir)
-            (self.run_dir / "domain.xml").write_text(xml)
+            (self.run_dir / DOMAIN_XML).write_text(xml)
             try:
                 self.dom = self.conn.createXML(xml, libvirt.VIR_DOMAIN_START_AUTODESTROY)
             except libvirt.libvirtError as err:
@@ -266,7 +266,7 @@ class _Run:
         results = self.store.make_dir(f"{self.name}.results", owner)
         self.results_pool = ensure_pool(self.conn, f"{self.name}-results", results, build=False)
         self.rboot = replace(
-            self.boot, kernel=kernel, initrd=initrd, results_dir=results, console_log=f"{results}/{CONSOLE_NAME}"
+            self.boot, kernel=kernel, initrd=initrd, results_dir=results, console_log=f"{results}/{CONSOLE_LOG}"
         )
         if self.boot.plugin:  # --access-matrix: the plugin into the pool, its counts into the results
             self.rboot = replace(self.rboot, plugin=self._stage_plugin(results))
@@ -309,7 +309,7 @@ class _Run:
         except libvirt.libvirtError as err:
             self.info["problems"].append(f"numaParameters: {short_error(err)}")
         live = ET.fromstring(self.dom.XMLDesc(0))
-        (self.run_dir / "domain-live.xml").write_text(self.dom.XMLDesc(0))
+        (self.run_dir / DOMAIN_LIVE_XML).write_text(self.dom.XMLDesc(0))
         self.info["memnodes"] = {m.get("cellid"): m.get("nodeset") for m in live.iter("memnode")}
         self.info["seclabels"] = [
             {"model": s.get("model"), "label": s.findtext("label")} for s in live.findall("seclabel")
@@ -348,7 +348,7 @@ class _Run:
         try:
             self.results_pool.refresh(0)
             vols = self.results_pool.listAllVolumes(0)
-            total = sum(v.info()[1] for v in vols if v.name() != CONSOLE_NAME)
+            total = sum(v.info()[1] for v in vols if v.name() != CONSOLE_LOG)
         except self.libvirt.libvirtError:
             return None  # a refresh raced with the guest's writes: next time
         return over_limit(self.limits, total, len(vols), self.console_pos)
@@ -384,7 +384,7 @@ class _Run:
                     return
                 self.last_refresh = now
                 self.results_pool.refresh(0)
-                self.console_vol = self.results_pool.storageVolLookupByName(CONSOLE_NAME)
+                self.console_vol = self.results_pool.storageVolLookupByName(CONSOLE_LOG)
             size = self.console_vol.info()[1]
             if size > self.console_pos:
                 self.console_pos += download(
@@ -452,7 +452,7 @@ class _Run:
             for vol in self.results_pool.listAllVolumes(0):
                 kind, size = vol.info()[:2]
                 name = vol.name()
-                if name == CONSOLE_NAME:
+                if name == CONSOLE_LOG:
                     continue  # mirrored while the guest ran
                 dest = self.host_files.get(name, local / name)
                 if (name not in SHARE_FILES and name not in self.host_files) or kind != libvirt.VIR_STORAGE_VOL_FILE:
@@ -481,5 +481,5 @@ class _Run:
             text = log.read_text(errors="replace")
         except OSError:
             return
-        (self.run_dir / "qemu.log").write_text(text)
-        self.info["qemu_log"] = "qemu.log"
+        (self.run_dir / QEMU_LOG).write_text(text)
+        self.info["qemu_log"] = QEMU_LOG
