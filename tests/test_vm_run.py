@@ -10,7 +10,7 @@ import time
 from collections import Counter
 
 import pytest
-from common import REPO, numalab, platform_ships_qboot
+from common import REPO, numalab, platform_ships_qboot, require_setup_package
 
 from lab.events import NUMA_DECISIONS
 
@@ -123,6 +123,26 @@ def test_hanging_guest_times_out_and_qemu_is_gone(tmp_path) -> None:
     # (and QEMU's default firmware still boots numalab's guests: it got as far as the readback)
     assert m["firmware"] == {"name": "seabios", "rom": None, "choice": "seabios"}
     assert "BIOS 0.1 " not in _dmi(out)
+
+
+@pytest.mark.kernel_build
+def test_a_built_kernels_vcpus_are_named_at_the_timeout(tmp_path) -> None:
+    """numalab's builds keep System.map beside the image: a timed-out VM's RIPs are named from it (the
+    kernel boots PVH, so its addresses are System.map's). The guest init sleeps: the vCPUs idle, halted."""
+    from pathlib import Path
+
+    require_setup_package(Path("/usr/src/linux-source-6.1.tar.xz").exists(), "/usr/src/linux-source-6.1.tar.xz",
+                          "linux-source-6.1")  # fmt: skip
+    built = numalab("kernel", "build", "--name", "baseline", timeout=1800)
+    assert built.returncode == 0, built.stderr[-3000:]
+    out = tmp_path / "hang"
+    proc = numalab("run", "--topology", "ring-2", "--kernel", "baseline", "--workload", "idle", "--duration", "1",
+                   "--test-fault", "hang", "--timeout", "25", "--out", str(out), "--json", timeout=300)  # fmt: skip
+    m = json.loads(proc.stdout)
+    assert m["status"] == "timeout"
+    vcpus = m["vm_at_timeout"]["vcpus"]
+    assert len(vcpus) == 4 and all(v["halted"] and "+0x" in v["symbol"] for v in vcpus), vcpus
+    assert "halted at " + vcpus[0]["symbol"] in proc.stderr
 
 
 def test_sigterm_leaves_no_qemu_and_no_complete_record(tmp_path) -> None:
