@@ -151,10 +151,14 @@ def build(i: ManifestInputs) -> dict:
         manifest["trace_incomplete"] = True  # compare leaves the run out unless asked (lab.analysis.lost)
     if i.unpacked.problems:
         manifest["unpack_problems"] = i.unpacked.problems
+    smap = system_map(i.kernel)
     if i.stalled_boots:
-        manifest["stalled_boots"] = list(i.stalled_boots)
+        manifest["stalled_boots"] = [
+            sb | {"vm_at_timeout": symbolize(sb["vm_at_timeout"], smap) if sb.get("vm_at_timeout") else None}
+            for sb in i.stalled_boots
+        ]
     if i.outcome.hang_state:
-        manifest["vm_at_timeout"] = symbolize(i.outcome.hang_state, system_map(i.kernel))
+        manifest["vm_at_timeout"] = symbolize(i.outcome.hang_state, smap)
     if i.status != "ok":
         manifest["console_tail"] = console_excerpt(i.console, i.status)
     if i.access is not None:

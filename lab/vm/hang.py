@@ -87,8 +87,10 @@ def symbolize(state: dict, system_map: Path | None) -> dict:
     return state
 
 
-def describe(state: dict) -> str:
+def describe(state: dict | None) -> str:
     """One line: 'QEMU running; vCPUs: 0-6 halted at default_idle+0x1e, 7 at foo+0x10'."""
+    if not state:
+        return "QEMU did not say where"
     groups: dict[str, list[int]] = {}
     for v in state.get("vcpus", []):
         where = v.get("symbol") or v["rip"]
