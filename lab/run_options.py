@@ -26,7 +26,7 @@ from pathlib import Path
 from lab.errors import LabError
 from lab.guest.plan import TRACE_MODES
 from lab.placement.plan import BACKINGS, PINNINGS
-from lab.topology.spec import TopologyRef
+from lab.topology.ref import TopologyRef
 from lab.vm.access_plugin import ADDRESS_MODES
 from lab.vm.firmware import FIRMWARES
 

@@ -14,7 +14,7 @@ from lab.errors import LabError
 
 def topology_ref(args: argparse.Namespace):
     """--topology/TOPOLOGY and the size options (_size_options)."""
-    from lab.topology.spec import TopologyRef
+    from lab.topology.ref import TopologyRef
 
     return TopologyRef(args.topology, args.cpus_per_node, args.mem_per_node, args.threads)
 

@@ -16,7 +16,7 @@ from lab.matrix.runner import child_command, host_options, run_options
 from lab.matrix.spec import parse_matrix
 from lab.run_options import CHOICES, RunOptions
 from lab.runner import requests_from_options
-from lab.topology.spec import TopologyRef
+from lab.topology.ref import TopologyRef
 from lab.vm.libvirt_hostspec import HostSpec
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from lab.events import (
     BY_NAME,
@@ -26,7 +27,9 @@ from lab.events import (
     TraceEvent,
 )
 from lab.topology.model import Topology
-from lab.trace.tracedat import Event, TraceData
+
+if TYPE_CHECKING:  # (annotations only: the CLI imports this module for its --event help, at every start)
+    from lab.trace.tracedat import Event, TraceData
 
 NUMA_KINDS = tuple(e.name for e in NUMA_DECISIONS)  # as trace records name them
 # The rates series of mm_migrate_pages: named after its analysis, as report.json files already have it.

@@ -32,7 +32,7 @@ from lab.placement.host_inventory import read_inventory
 from lab.placement.plan import QEMU_OVERHEAD_MIB
 from lab.record_files import MANIFEST
 from lab.run_options import RunOptions
-from lab.topology.spec import SPEC_SIZE_NAMES
+from lab.topology.ref import SPEC_SIZE_NAMES
 from lab.vm.libvirt_hostspec import HostSpec
 from lab.vm.qemu_backend import _die_with_parent
 

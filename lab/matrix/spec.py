@@ -43,7 +43,7 @@ from lab.guest.workloads import WORKLOADS
 from lab.matrix.auto_spec import AutoSpec, parse_auto, parse_expect
 from lab.paths import read_text_file
 from lab.topology.model import check_name
-from lab.topology.spec import SPEC_SIZE_NAMES, TopologyRef
+from lab.topology.ref import SPEC_SIZE_NAMES, TopologyRef
 from lab.vm.libvirt_hostspec import HostSpec, parse_hosts
 
 EXAMPLES = Path(__file__).parent / "examples"

@@ -18,11 +18,7 @@ more than a trace of them used a wrong map and fails (``lab.analysis.access``).
 
 from __future__ import annotations
 
-import hashlib
 import re
-import shutil
-import subprocess
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,6 +96,11 @@ def node_ranges(topo: Topology, mode: str) -> list[NodeRange]:
 
 def build_plugin(qemu_version: tuple[int, int], cc: str = "gcc") -> Path:
     """access_matrix.so built with the host compiler for this QEMU's plugin API, cached by sources + API."""
+    import hashlib  # (here, not at the top: numalab's CLI imports this module at every start)
+    import shutil
+    import subprocess
+    import tempfile
+
     api = plugin_api(qemu_version)
     srcs = sorted(p for p in PLUGIN_SRC.iterdir() if p.is_file())
     h = hashlib.sha256(f"api={api}".encode())
