@@ -66,15 +66,16 @@ def host_tsc_khz(dmesg: str | None = None) -> int | None:
         except OSError:
             boot = ""
         key = f"host {boot}"
-        if boot and key in _load():
-            return _load()[key]
+        known = _load()
+        if boot and key in known:
+            return known[key]
         try:
             dmesg = subprocess.run(["dmesg"], capture_output=True, text=True, timeout=10).stdout
         except (OSError, subprocess.SubprocessError):
             return None
         khz = host_tsc_khz(dmesg)
         if khz and boot:
-            data = {k: v for k, v in _load().items() if not k.startswith("host ")} | {key: khz}
+            data = {k: v for k, v in known.items() if not k.startswith("host ")} | {key: khz}
             write_text_atomic(cache_dir() / _FILE, json.dumps(data, indent=1, sort_keys=True) + "\n")
         return khz
     found = list(_REFINED.finditer(dmesg)) or list(_DETECTED.finditer(dmesg))
