@@ -79,7 +79,7 @@ golden: venv
 # The documentation: docs/*.md built by mkdocs (mkdocs.yml); completions and the man page come from the
 # CLI's own parser (scripts/cli_docs.py). tests/test_docs.py builds all three and runs the documented commands.
 docs: venv completions man
-	$(PY) -m mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
 
 completions: venv
 	PYTHONPATH=. $(PY) scripts/cli_docs.py completions build/completions
