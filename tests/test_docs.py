@@ -103,7 +103,8 @@ def test_mkdocs_builds_strictly(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     # The hook's generated table and the included preset table are in the pages.
-    assert "<code>kernel-notes.bin</code>" in (tmp_path / "site/run-record/index.html").read_text()
+    record = (tmp_path / "site/run-record/index.html").read_text()
+    assert "<code>kernel-notes.bin</code>" in record and "<code>guest_share</code>" in record
     assert "seed000-4node" in (tmp_path / "site/topologies/index.html").read_text()
 
 
