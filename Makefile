@@ -1,4 +1,4 @@
-# numalab — see README.md. Every target installs what it needs (idempotent).
+# numalab — see README.md and docs/ (make docs). Every target installs what it needs (idempotent).
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -15,7 +15,8 @@ APT_PACKAGES := qemu-system-x86 busybox-static trace-cmd linux-perf kmod cpio \
 	libvirt-daemon-system libvirt-dev pkg-config python3-dev shellcheck
 PYTEST_ARGS ?=
 
-.PHONY: setup apt venv test test-fast demo lint golden bench bench-kernel clean help reproduce reproduce-seed002
+.PHONY: setup apt venv test test-fast demo lint golden bench bench-kernel clean help reproduce reproduce-seed002 \
+	docs completions man
 
 help:
 	@echo "make demo   - boot ring-4 and mesh-4 with numa01, NUMA tracepoints traced, print summaries, write an HTML report"
@@ -28,6 +29,9 @@ help:
 	@echo "make bench-kernel - kernel build benchmark: cold, one-line rebuild, cache hit (prints figures)"
 	@echo "make reproduce-seed002 - seed 002's sched-group bug: baseline vs old construction on ring-4 and grid-2x4, report in reports/"
 	@echo "make libvirt-up - start libvirt's daemons by hand (no systemd needed) for --backend libvirt"
+	@echo "make docs   - the documentation site into site/ (mkdocs --strict), plus completions and the man page"
+	@echo "make completions - bash and zsh completion into build/completions/, from the CLI's parser"
+	@echo "make man    - the man page build/man/numalab.1, from the CLI's parser"
 	@echo "make setup  - apt packages + $(VENV) (done by the targets above)"
 
 setup: apt venv
@@ -72,7 +76,18 @@ reproduce: setup
 golden: venv
 	UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/test_golden.py tests/test_golden_record.py
 
-# libvirt's daemons without systemd (virtlogd + libvirtd/virtqemud); see README "The libvirt backend".
+# The documentation: docs/*.md built by mkdocs (mkdocs.yml); completions and the man page come from the
+# CLI's own parser (scripts/cli_docs.py). tests/test_docs.py builds all three and runs the documented commands.
+docs: venv completions man
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
+
+completions: venv
+	PYTHONPATH=. $(PY) scripts/cli_docs.py completions build/completions
+
+man: venv
+	PYTHONPATH=. $(PY) scripts/cli_docs.py man build/man
+
+# libvirt's daemons without systemd (virtlogd + libvirtd/virtqemud); see docs/libvirt.md.
 libvirt-up: setup
 	$(SUDO) python3 -m lab.host.libvirtd up
 
@@ -98,4 +113,4 @@ reproduce-seed002: setup
 	$(NUMALAB) report $(SEED002_DIR)/runs/* --out reports/seed002-runs.html
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache images/workloads/build images/plugins/build
+	rm -rf $(VENV) runs .pytest_cache images/workloads/build images/plugins/build site build

@@ -363,8 +363,8 @@ def test_ring4_overlap_is_in_the_30_level_domain_as_documented() -> None:
     assert "30-level domain" in row and "{0-3,6-7} and {2-7}" in row and "at the 20 level" not in row
 
 
-def test_readme_names_the_json_after_the_html() -> None:
-    readme = (REPO / "README.md").read_text()
+def test_docs_name_the_json_after_the_html() -> None:
+    readme = (REPO / "docs" / "reports.md").read_text()
     assert "`--out r.html` gives `r.json`" in readme
 
 

@@ -1,0 +1,189 @@
+"""The documentation: README.md, the mkdocs site in docs/, the man page and the shell completions.
+
+No VM. The site builds with ``mkdocs build --strict`` (no broken link or anchor, every page in the
+nav), and every ``numalab`` command the docs mark runnable runs (see docs/cli.md, "Documented commands
+are tested"), so the docs cannot drift from the CLI.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from common import REPO
+
+DOCS = REPO / "docs"
+SCRIPTS = REPO / "scripts"
+# A runnable block: the marker comment on the line before a ```console fence.
+RUNNABLE = re.compile(r"^<!-- runnable(?: exit=(\d+))? -->\n```console\n(.*?)^```", re.M | re.S)
+# What a runnable command's scratch directory sees of the repository.
+SHARED = ("tests", "topologies", "lab", "kernel-configs")
+
+
+@dataclass(frozen=True)
+class Command:
+    where: str  # page:line
+    line: str  # what follows "$ "
+    expect: tuple[str, ...]  # output lines that must appear ("..." skips)
+    exit: int
+
+
+def documented_commands() -> list[Command]:
+    out = []
+    for page in sorted(DOCS.rglob("*.md")):
+        text = page.read_text()
+        for m in RUNNABLE.finditer(text):
+            first = text.count("\n", 0, m.start(2)) + 1
+            cmd: list = []
+            for i, line in enumerate(m.group(2).splitlines()):
+                if line.startswith("$ "):
+                    if cmd:
+                        out.append(Command(*cmd))
+                    cmd = [f"{page.relative_to(REPO)}:{first + i}", line[2:], (), int(m.group(1) or 0)]
+                elif cmd:
+                    cmd[2] = (*cmd[2], line)
+                else:
+                    raise AssertionError(f"{page.name}:{first + i}: output before any '$ ' command")
+            if cmd:
+                out.append(Command(*cmd))
+    return out
+
+
+COMMANDS = documented_commands()
+
+
+def _norm(s: str) -> str:
+    return " ".join(s.split())
+
+
+def test_the_docs_mark_commands_runnable() -> None:
+    assert len(COMMANDS) >= 10, [c.where for c in COMMANDS]
+    assert all(c.line.startswith("numalab ") for c in COMMANDS), [c.line for c in COMMANDS]
+    pages = {c.where.split(":")[0] for c in COMMANDS}
+    for page in ("topologies.md", "reports.md", "matrix.md", "getting-started.md"):
+        assert f"docs/{page}" in pages
+
+
+@pytest.fixture(scope="module")
+def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory that sees the repository's data, where documented commands may write files."""
+    d = tmp_path_factory.mktemp("documented")
+    for name in SHARED:
+        (d / name).symlink_to(REPO / name)
+    return d
+
+
+@pytest.mark.parametrize("cmd", COMMANDS, ids=[c.where for c in COMMANDS])
+def test_documented_command_runs(cmd: Command, scratch: Path) -> None:
+    env = os.environ | {"PYTHONPATH": str(REPO), "NUMALAB_PY": sys.executable}
+    script = f'numalab() {{ "$NUMALAB_PY" -m lab.cli "$@"; }}\n{cmd.line}\n'
+    proc = subprocess.run(["bash", "-c", script], cwd=scratch, env=env, capture_output=True, text=True, timeout=120)
+    said = proc.stdout + proc.stderr
+    assert proc.returncode == cmd.exit, f"{cmd.where}: `{cmd.line}` exited {proc.returncode}:\n{said[-2000:]}"
+    lines = [_norm(x) for x in said.splitlines()]
+    for want in cmd.expect:
+        if want.strip() in ("", "..."):
+            continue
+        assert any(_norm(want) in got for got in lines), f"{cmd.where}: `{cmd.line}` did not print: {want}"
+
+
+def test_mkdocs_builds_strictly(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=os.environ | {"NO_MKDOCS_2_WARNING": "1"},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # The hook's generated table and the included preset table are in the pages.
+    record = (tmp_path / "site/run-record/index.html").read_text()
+    assert "<code>kernel-notes.bin</code>" in record and "<code>guest_share</code>" in record
+    assert "seed000-4node" in (tmp_path / "site/topologies/index.html").read_text()
+
+
+def test_readme_is_short_and_starts_with_the_two_commands() -> None:
+    lines = (REPO / "README.md").read_text().splitlines()
+    assert len(lines) <= 160, len(lines)
+    first_screen = "\n".join(lines[:45])
+    assert "make demo" in first_screen and "make test" in first_screen
+    for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", "\n".join(lines)):
+        if "://" not in target:
+            assert (REPO / target).exists(), f"README links to {target}, which does not exist"
+
+
+def test_the_readme_picture_is_what_the_report_code_draws(tmp_path: Path) -> None:
+    out = tmp_path / "fig.svg"
+    subprocess.run(
+        [sys.executable, str(SCRIPTS / "docs_figure.py"), "tests/data/runs/ring4-numa01-on-1", str(out)],
+        cwd=REPO,
+        env=os.environ | {"PYTHONPATH": str(REPO)},
+        check=True,
+        timeout=60,
+    )
+    committed = DOCS / "img" / "ring-4-topology.svg"
+    assert out.read_text() == committed.read_text(), (
+        f"{committed} is stale: python scripts/docs_figure.py tests/data/runs/ring4-numa01-on-1 {committed}"
+    )
+
+
+def _cli_docs(kind: str, out: Path) -> None:
+    subprocess.run(
+        [sys.executable, str(SCRIPTS / "cli_docs.py"), kind, str(out)],
+        cwd=REPO,
+        env=os.environ | {"PYTHONPATH": str(REPO)},
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+
+
+def _subcommands() -> list[str]:
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        import cli_docs
+    finally:
+        sys.path.remove(str(SCRIPTS))
+    return list(cli_docs.subcommands(cli_docs.public_parser()))
+
+
+def test_man_page_names_every_subcommand(tmp_path: Path) -> None:
+    _cli_docs("man", tmp_path)
+    page = (tmp_path / "numalab.1").read_text().replace("\\-", "-")
+    assert page.startswith(".TH NUMALAB")
+    paths = _subcommands()
+    assert "topo show" in paths and "matrix run" in paths and "run-options" not in paths
+    for path in paths:
+        assert f"'numalab {path}'" in page, path
+    assert "run-options" not in page
+
+
+def _bash_complete(script: Path, words: list[str]) -> set[str]:
+    line = " ".join(words)
+    bash = (
+        f"source {script}\nCOMP_WORDS=({' '.join(words)} '')\nCOMP_CWORD={len(words)}\n"
+        f"COMP_LINE='{line} '\nCOMP_POINT=${{#COMP_LINE}}\n_shtab_numalab\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"\n"
+    )
+    proc = subprocess.run(["bash", "-c", bash], capture_output=True, text=True, timeout=30, check=True)
+    return set(proc.stdout.split())
+
+
+def test_completions_offer_every_subcommand(tmp_path: Path) -> None:
+    _cli_docs("completions", tmp_path)
+    bash, zsh = tmp_path / "numalab.bash", tmp_path / "_numalab"
+    paths = _subcommands()
+    top = {p for p in paths if " " not in p}
+    assert _bash_complete(bash, ["numalab"]) == top
+    for group in {p.split()[0] for p in paths if " " in p}:
+        assert _bash_complete(bash, ["numalab", group]) == {p.split()[1] for p in paths if p.startswith(f"{group} ")}
+    text = zsh.read_text()
+    assert text.startswith("#compdef numalab")
+    for path in paths:
+        assert path.split()[-1] in text, path
+    assert "run-options" not in text and "run-options" not in bash.read_text()
