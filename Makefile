@@ -67,7 +67,7 @@ demo: setup
 	$(NUMALAB) report $(DEMO_DIR)/ring-4 $(DEMO_DIR)/mesh-4 --out $(DEMO_DIR)/report.html
 
 lint: venv
-	$(VENV)/bin/ruff check lab tests
+	$(VENV)/bin/ruff check lab tests docs/tools
 
 SEEDS ?= 003 004 000
 reproduce: setup
@@ -77,15 +77,15 @@ golden: venv
 	UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/test_golden.py tests/test_golden_record.py
 
 # The documentation: docs/*.md built by mkdocs (mkdocs.yml); completions and the man page come from the
-# CLI's own parser (scripts/cli_docs.py). tests/test_docs.py builds all three and runs the documented commands.
+# CLI's own parser (docs/tools/cli_docs.py). tests/test_docs.py builds all three and runs the documented commands.
 docs: venv completions man
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
 
 completions: venv
-	PYTHONPATH=. $(PY) scripts/cli_docs.py completions build/completions
+	PYTHONPATH=. $(PY) docs/tools/cli_docs.py completions build/completions
 
 man: venv
-	PYTHONPATH=. $(PY) scripts/cli_docs.py man build/man
+	PYTHONPATH=. $(PY) docs/tools/cli_docs.py man build/man
 
 # libvirt's daemons without systemd (virtlogd + libvirtd/virtqemud); see docs/libvirt.md.
 libvirt-up: setup

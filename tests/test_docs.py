@@ -18,7 +18,7 @@ import pytest
 from common import REPO
 
 DOCS = REPO / "docs"
-SCRIPTS = REPO / "scripts"
+SCRIPTS = REPO / "docs" / "tools"
 # A runnable block: the marker comment on the line before a ```console fence.
 RUNNABLE = re.compile(r"^<!-- runnable(?: exit=(\d+))? -->\n```console\n(.*?)^```", re.M | re.S)
 # What a runnable command's scratch directory sees of the repository.
@@ -129,7 +129,7 @@ def test_the_readme_picture_is_what_the_report_code_draws(tmp_path: Path) -> Non
     )
     committed = DOCS / "img" / "ring-4-topology.svg"
     assert out.read_text() == committed.read_text(), (
-        f"{committed} is stale: python scripts/docs_figure.py tests/data/runs/ring4-numa01-on-1 {committed}"
+        f"{committed} is stale: python docs/tools/docs_figure.py tests/data/runs/ring4-numa01-on-1 {committed}"
     )
 
 

@@ -1,7 +1,7 @@
 """Shell completions (bash, zsh) and a man page, generated from numalab's own argparse parser.
 
-    python scripts/cli_docs.py completions OUT_DIR   # OUT_DIR/numalab.bash, OUT_DIR/_numalab
-    python scripts/cli_docs.py man OUT_DIR           # OUT_DIR/numalab.1
+    python docs/tools/cli_docs.py completions OUT_DIR   # OUT_DIR/numalab.bash, OUT_DIR/_numalab
+    python docs/tools/cli_docs.py man OUT_DIR           # OUT_DIR/numalab.1
 
 shtab turns the parser into completion scripts and argparse-manpage into a man page (both from PyPI,
 in the dev extra), so neither can drift from the CLI. Each file is written whole or not at all.

@@ -1,6 +1,6 @@
 """The README's picture: a run record's topology graph and SLIT, drawn by the report's own code.
 
-    python scripts/docs_figure.py tests/data/runs/ring4-numa01-on-1 docs/img/ring-4-topology.svg
+    python docs/tools/docs_figure.py tests/data/runs/ring4-numa01-on-1 docs/img/ring-4-topology.svg
 
 The graph is ``lab.report.sections.topology.topology_svg`` (the HTML report's figure); the SLIT is
 shaded as the report's distance table is (``lab.topology.render.distance_grid`` and the report's

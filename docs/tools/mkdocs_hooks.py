@@ -12,7 +12,7 @@ import re
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]  # docs/tools/ -> the repository
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
