@@ -87,9 +87,9 @@ def test_access_matrix_on_qemu10_maps_ram_above_4g(tmp_path, qemu10) -> None:
     assert [r for r in ranges if r["node"] == 1] == [{"node": 1, "start": hex(4 << 30), "end": hex(6 << 30)}], ranges
     mat = a["matrix"]
     assert mat[0][1] + mat[1][1] > 1000  # node 1's memory, all above 4 GiB, was counted
-    # Nothing outside the nodes in the workload's window; over the whole run, a few reads of the firmware ROM
-    # (mapped below 4 GiB, RAM to the plugin) before the kernel starts (seen: 4).
-    assert a["outside_share"] == 0 and a["outside_whole_run"] < 100
+    # Next to nothing outside the nodes (a wrong map of the RAM above 4 GiB would put half the accesses there):
+    # seen 0-2 in the window (a share of 1e-6) and 4 over the whole run, reads of the firmware ROM or similar.
+    assert a["outside_share"] < 0.001 and a["outside_whole_run"] < 100
 
 
 def test_a_qemu10_boot_reads_no_file_of_the_system_qemu(tmp_path, qemu10) -> None:
