@@ -12,11 +12,11 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := qemu-system-x86 busybox-static trace-cmd linux-perf kmod cpio \
 	gcc make libc6-dev libvirt-clients libxml2-utils python3-venv python3-pip chromium \
 	linux-source-6.1 ccache flex bison bc libelf-dev libssl-dev lz4 xz-utils git patch \
-	libvirt-daemon-system libvirt-dev pkg-config python3-dev shellcheck
+	libvirt-daemon-system libvirt-dev pkg-config python3-dev shellcheck strace
 PYTEST_ARGS ?=
 
-.PHONY: setup apt venv test test-fast demo lint golden bench bench-kernel clean help reproduce reproduce-seed002 \
-	docs completions man
+.PHONY: setup setup-qemu10 apt venv test test-fast demo lint golden bench bench-kernel clean help reproduce \
+	reproduce-seed002 docs completions man
 
 help:
 	@echo "make demo   - boot ring-4 and mesh-4 with numa01, NUMA tracepoints traced, print summaries, write an HTML report"
@@ -33,6 +33,7 @@ help:
 	@echo "make completions - bash and zsh completion into build/completions/, from the CLI's parser"
 	@echo "make man    - the man page build/man/numalab.1, from the CLI's parser"
 	@echo "make setup  - apt packages + $(VENV) (done by the targets above)"
+	@echo "make setup-qemu10 - QEMU 10 from Debian's backports, unpacked into numalab's cache (numalab run --qemu backports)"
 
 setup: apt venv
 	@$(PY) -m lab.vm.access_plugin  # the access-matrix TCG plugin, for the installed QEMU (cached)
@@ -53,7 +54,12 @@ $(VENV)/.installed: pyproject.toml
 
 venv: $(VENV)/.installed
 
-test: setup
+# QEMU 10 beside the system's 7.2: apt-get download into a private, versioned prefix (no system change).
+setup-qemu10: setup
+	@$(PY) -m lab.host.qemu_prefix > /dev/null
+	@$(PY) -m lab.vm.access_plugin backports
+
+test: setup setup-qemu10
 	$(PY) -m pytest -ra $(PYTEST_ARGS)
 
 test-fast: setup
@@ -94,10 +100,11 @@ libvirt-up: setup
 libvirt-down:
 	$(SUDO) python3 -m lab.host.libvirtd down
 
-bench: setup
+bench: setup setup-qemu10
 	tests/bench/boot.sh
 	$(PY) tests/bench/trace_parse.py
 	tests/bench/matrix.sh
+	$(PY) tests/bench/qemu_versions.py
 
 bench-kernel: setup
 	tests/bench/kernel_build.sh

@@ -13,7 +13,6 @@ from lab.record_files import ACCESS_MATRIX_JSON, ACCESS_MATRIX_TXT
 from lab.topology.model import Topology
 from lab.vm.access_plugin import AccessPlugin, prepare
 from lab.vm.libvirt_conn import is_local_uri
-from lab.vm.qemu_backend import qemu_version
 
 STATUS = "access-map-mismatch"  # the self-check failed: the counts cannot be trusted
 CLOCK_STATUS = "guest-clock-skew"  # the guest's clock did not follow the host's during the workload
@@ -35,9 +34,9 @@ def check_request(sample: int, accel: str | None, backend: str, uri: str = "") -
         )
 
 
-def setup(topo: Topology, sample: int, workdir: Path, mode: str = "") -> AccessPlugin:
-    """Build/find the plugin for the installed QEMU; the counts go to ``workdir``."""
-    return prepare(topo, sample, workdir / RAW_FILE, qemu_version(), mode)
+def setup(topo: Topology, sample: int, workdir: Path, qemu_version: str, mode: str = "") -> AccessPlugin:
+    """Build/find the plugin for the run's QEMU (its ``--version`` line); the counts go to ``workdir``."""
+    return prepare(topo, sample, workdir / RAW_FILE, qemu_version, mode)
 
 
 def summary_lines(manifest: dict) -> list[str]:

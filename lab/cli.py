@@ -14,13 +14,21 @@ from lab.topo_cli import add_topo_commands, pinning_option, size_options, topolo
 # --- doctor -----------------------------------------------------------------
 
 
+QEMU_HELP = (
+    "the QEMU to run VMs with (--backend qemu): system (qemu-system-x86_64 on PATH), backports (the QEMU 10 "
+    "that make setup-qemu10 unpacked) or a binary's path; default $NUMALAB_QEMU, else system. Its version and "
+    "firmware come from the binary itself"
+)
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from lab.host.doctor import doctor_report, print_doctor
 
     if args.clean and not args.connect:
         raise LabError("--clean: needs --connect URI (the libvirt host to clean)")
     report = doctor_report(
-        refresh=args.refresh, progress=None if args.json else _progress, connect=args.connect, clean=args.clean
+        refresh=args.refresh, progress=None if args.json else _progress, connect=args.connect, clean=args.clean,
+        qemu=args.qemu or "",
     )
     if args.json:
         print(json.dumps(report, indent=2))
@@ -75,6 +83,7 @@ def run_options_from_args(args: argparse.Namespace):
         guest_output_limit=args.guest_output_limit,
         test_fault=args.test_fault or "",
         backend=args.backend,
+        qemu=args.qemu or "",
         connect=args.connect,
         pool_dir=args.pool_dir,
         no_upload=args.no_upload,
@@ -167,6 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     d.add_argument("--json", action="store_true", help="machine-readable output")
     d.add_argument("--refresh", action="store_true", help="probe again instead of using the cached verdict")
+    d.add_argument("--qemu", metavar="PATH", help=QEMU_HELP)
     d.add_argument("--connect", metavar="URI", help="also check this libvirt host and list leftover numalab-* domains")
     d.add_argument("--clean", action="store_true", help="with --connect: destroy and undefine the leftovers")
     d.set_defaults(func=cmd_doctor)
@@ -289,6 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="qemu",
         help="qemu: start QEMU directly (default); libvirt: a libvirt daemon runs the VM (README: libvirt)",
     )
+    r.add_argument("--qemu", metavar="PATH", help=QEMU_HELP)
     r.add_argument(
         "--connect", metavar="URI", help="libvirt URI for --backend libvirt (default qemu:///system), e.g. "
         "qemu+ssh://user@host/system",

@@ -58,7 +58,6 @@ from lab.trace.assemble import assemble_run
 from lab.vm import tcg_boot
 from lab.vm.backend import Backend
 from lab.vm.console import Stage
-from lab.vm.firmware import resolve_firmware
 from lab.vm.hang import describe as describe_hang
 from lab.vm.qemu_argv import BootSpec
 from lab.vm.qemu_backend import QemuBackend
@@ -210,7 +209,7 @@ def _execute(req: RunRequest, progress, placement, run_id: str, partial: Path, t
     tsc_host = req.backend.host_id  # a remote libvirt host has its own TSC frequency
     tcg_args = tcg_boot.boot_args(req.kernel.image, req.accel, tsc_host)
     cmdline = kernel_cmdline(req.plan, req.topology, tcg_args)
-    firmware = resolve_firmware(req.firmware, req.backend.name)
+    firmware = req.backend.firmware_rom(req.firmware)
     tools = image.tools_for(req.workload, req.plan.trace_mode, bool(req.plan.trace_events))
     programs = image.workload_binaries(req.workload)
     layers = [
@@ -220,7 +219,10 @@ def _execute(req: RunRequest, progress, placement, run_id: str, partial: Path, t
         image.modules_image(req.kernel.modules_dir, image.tier_modules(req.topology)),
     ]
     initrd = image.assemble_initrd(tmp / "initrd.cpio", layers, req.plan.to_shell())
-    access = access_run.setup(req.topology, req.access_sample, tmp, req.access_map) if req.access_sample else None
+    access = None
+    if req.access_sample:
+        qemu = req.backend.emulator_version()
+        access = access_run.setup(req.topology, req.access_sample, tmp, qemu, req.access_map)
     share = make_share(tmp)
     boot = BootSpec(
         kernel=str(boot_kernel),

@@ -73,6 +73,7 @@ class RunOptions:
     guest_output_limit: str | None = None  # a size, e.g. 2G
     test_fault: str = ""  # panic, hang, hostile=/host/path (the tests)
     backend: str = "qemu"
+    qemu: str = ""  # the QEMU binary (path or command); "" is $NUMALAB_QEMU, else the PATH's qemu-system-x86_64
     connect: str | None = None  # libvirt URI
     pool_dir: str | None = None
     no_upload: bool = False

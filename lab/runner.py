@@ -22,7 +22,7 @@ from lab.run import Interrupted, RunRequest, execute, print_summary
 from lab.run_options import RunOptions
 from lab.topology.model import Topology
 from lab.topology.spec import parse_mib
-from lab.vm.firmware import resolve_firmware
+from lab.vm.emulator import resolve as resolve_emulator
 from lab.vm.qemu_backend import QemuBackend
 from lab.vm.share import ShareLimits
 
@@ -102,7 +102,7 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
     plan = plan_of(opts, workload, topo)
     access_sample_of(opts, None if opts.accel == "auto" else opts.accel)  # before a libvirt host is asked
     backend = backend_of(opts)
-    resolve_firmware(opts.firmware, backend.name)  # a firmware this backend cannot boot: say so first
+    backend.firmware_rom(opts.firmware)  # a firmware this backend cannot boot: say so first
     if opts.accel == "auto":
         verdict = accel_verdict(kernels[0].image, backend)  # on the host the backend runs VMs on
         accel = verdict["accel"]
@@ -157,7 +157,9 @@ def backend_of(opts: RunOptions):
         for opt in ("connect", "pool_dir", "no_upload"):
             if getattr(opts, opt):
                 raise LabError(f"--{opt.replace('_', '-')}: only with --backend libvirt")
-        return QemuBackend()
+        return QemuBackend(resolve_emulator(opts.qemu))
+    if opts.qemu:
+        raise LabError("--qemu: only with --backend qemu (a libvirt host runs the emulator its domains name)")
     from lab.vm.libvirt_backend import LibvirtBackend
     from lab.vm.libvirt_hostspec import HostSpec
 

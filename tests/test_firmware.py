@@ -14,6 +14,7 @@ from lab.errors import LabError
 from lab.placement.host_inventory import read_inventory
 from lab.placement.plan import plan_placement
 from lab.topology.spec import load_topology
+from lab.vm.emulator import resolve as resolve_emulator
 from lab.vm.firmware import find_qboot, firmware_name, resolve_firmware
 from lab.vm.libvirt_xml import domain_xml
 from lab.vm.qemu_argv import qemu_argv
@@ -60,10 +61,11 @@ def test_this_platforms_qemu_ships_qboot_and_auto_boots_it() -> None:
     if not platform_ships_qboot(rel):
         pytest.skip(f"not Debian ({rel.get('PRETTY_NAME', 'no /etc/os-release')}): whether its QEMU ships qboot "
                     "is not known here, and runs fall back to SeaBIOS (the VM tests check that they say so)")
-    rom = find_qboot()
+    dirs = resolve_emulator().firmware_dirs  # where the system QEMU itself looks (its -L help)
+    rom = find_qboot(dirs)
     assert rom, ("qboot.rom not found, but Debian's QEMU ships it (/usr/share/qemu/qboot.rom in qemu-system-data, "
                  "which make setup installs): the setup is broken; apt-get install qemu-system-data")
-    assert resolve_firmware("auto", "qemu") == rom and firmware_name(rom) == "qboot"
+    assert resolve_firmware("auto", "qemu", dirs) == rom and firmware_name(rom) == "qboot"
 
 
 def test_debian_and_its_derivatives_are_known_to_ship_qboot(tmp_path) -> None:

@@ -6,12 +6,16 @@ import shutil
 import subprocess
 from collections.abc import Callable
 
+from lab.errors import LabError
 from lab.host.accel import accel_verdict
 from lab.kernel.stock import fetch_stock
 from lab.placement.host_inventory import read_inventory
+from lab.vm.emulator import DEFAULT_QEMU, Emulator, private_prefixes
+from lab.vm.emulator import resolve as resolve_emulator
+from lab.vm.firmware import find_qboot
+from lab.vm.qemu_backend import QemuBackend
 
 TOOLS = {
-    "qemu": ["qemu-system-x86_64", "--version"],
     "libvirtd": ["libvirtd", "--version"],
     "virsh": ["virsh", "--version"],
     "trace-cmd": ["trace-cmd", "--version"],
@@ -29,6 +33,20 @@ def tool_version(cmd: list[str]) -> str | None:
         return None
     text = (res.stdout or res.stderr).strip()
     return next((ln.strip() for ln in text.splitlines() if ln.strip()), "") or None
+
+
+def emulators(chosen: Emulator) -> list[dict]:
+    """The QEMUs numalab can run: the chosen one first, the system's, and those unpacked into its cache
+    (make setup-qemu10), each with its version and where its qboot comes from."""
+    found: dict[str, Emulator] = {chosen.binary: chosen}
+    candidates = [DEFAULT_QEMU, *(str(p / "usr" / "bin" / DEFAULT_QEMU) for p in private_prefixes())]
+    for c in candidates:
+        try:
+            e = resolve_emulator(c)
+        except LabError:
+            continue
+        found.setdefault(e.binary, e)
+    return [e.to_dict() | {"chosen": e is chosen, "qboot": find_qboot(e.firmware_dirs)} for e in found.values()]
 
 
 def libvirt_report(uri: str, clean: bool = False) -> dict:
@@ -55,15 +73,19 @@ def doctor_report(
     progress: Callable[[str], None] | None = None,
     connect: str | None = None,
     clean: bool = False,
+    qemu: str = "",
 ) -> dict:
     say = progress or (lambda _m: None)
     libvirt = libvirt_report(connect, clean) if connect else None
+    emulator = resolve_emulator(qemu)
     say("fetching the stock kernel for the probe (cached after the first time)")
     kernel = fetch_stock()
-    say("probing KVM with a real guest boot" + ("" if refresh else " (or using the cached verdict)"))
-    verdict = accel_verdict(kernel / "vmlinuz", refresh=refresh)
+    say(f"probing KVM with a real guest boot on QEMU {emulator.short_version}"
+        + ("" if refresh else " (or using the cached verdict)"))  # fmt: skip
+    verdict = accel_verdict(kernel / "vmlinuz", QemuBackend(emulator), refresh=refresh)
     report = {
         "accelerator": verdict,
+        "emulators": emulators(emulator),
         "tools": {name: tool_version(cmd) for name, cmd in TOOLS.items()},
         "host": read_inventory().to_dict(),
     }
@@ -81,6 +103,10 @@ def print_doctor(report: dict) -> None:
         print(f"  tcg: {'usable' if v['tcg']['ok'] else 'UNUSABLE'} - {v['tcg']['detail']}")
     if v.get("warning"):
         print(f"warning: {v['warning']}")
+    print("emulators:")
+    for e in report["emulators"]:
+        mark = "*" if e["chosen"] else " "
+        print(f" {mark} QEMU {e['version']:<8} {e['binary']}  qboot {e['qboot'] or 'none'}")
     print("tools:")
     for name, ver in report["tools"].items():
         print(f"  {name:<10} {ver or 'not found'}")

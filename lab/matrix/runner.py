@@ -150,6 +150,7 @@ def run_options(run: MatrixRun, kernel_arg: str, out: Path, timeout: float | Non
         duration=run.workload.duration,
         numa_balancing=run.setting.numa_balancing,
         knobs=tuple(f"{k}={v}" for k, v in run.setting.knobs),
+        qemu=run.setting.qemu,
         out=run_dir(out, run),
         timeout=timeout or None,
         **backend,

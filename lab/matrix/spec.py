@@ -7,7 +7,8 @@
     kernels: [stock, {name: patched, path: /path/to/bzImage},
               {name: revert, build: {patches: [kernel-configs/patches/x.patch]}}]
     workloads: [numa01, {name: pairs, duration: 10}]
-    settings: [{name: on}, {name: off, numa_balancing: off, knobs: {scan_delay_ms: 100}}]
+    settings: [{name: on}, {name: off, numa_balancing: off, knobs: {scan_delay_ms: 100}},
+               {name: qemu10, qemu: backports}]   # qemu: system (default), backports, or a binary's path
     repeats: 3
     duration: 20                 # default workload duration
     timeout: 300                 # per run (default: scaled to the run)
@@ -81,6 +82,7 @@ class SettingChoice:
     name: str
     numa_balancing: str = "on"
     knobs: tuple[tuple[str, str], ...] = ()
+    qemu: str = ""  # the QEMU binary (numalab run --qemu): "" the default, system, backports or a path
 
 
 
@@ -226,8 +228,8 @@ def _settings(data: dict) -> list[SettingChoice]:
     out = []
     for i, item in enumerate(_list(data, "settings", [{"name": "default"}])):
         if not isinstance(item, dict) or "name" not in item:
-            raise LabError(f"settings[{i}]: expected {{name, numa_balancing, knobs}}")
-        unknown = set(item) - {"name", "numa_balancing", "knobs"}
+            raise LabError(f"settings[{i}]: expected {{name, numa_balancing, knobs, qemu}}")
+        unknown = set(item) - {"name", "numa_balancing", "knobs", "qemu"}
         if unknown:
             raise LabError(f"settings[{i}].{sorted(unknown)[0]}: unknown field")
         bal = item.get("numa_balancing", "on")
@@ -243,7 +245,10 @@ def _settings(data: dict) -> list[SettingChoice]:
             if not str(v).isdigit():
                 raise LabError(f"settings[{i}].knobs.{k}: value must be a whole number, got {v!r}")
         pairs = tuple(sorted((k, str(v)) for k, v in knobs.items()))
-        out.append(SettingChoice(_slug(_scalar(item["name"])), bal, pairs))
+        qemu = item.get("qemu", "")
+        if not isinstance(qemu, str):
+            raise LabError(f"settings[{i}].qemu: expected system, backports or a QEMU binary's path, got {qemu!r}")
+        out.append(SettingChoice(_slug(_scalar(item["name"])), bal, pairs, qemu))
     return out
 
 

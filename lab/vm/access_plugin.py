@@ -219,15 +219,18 @@ def prepare(topo: Topology, sample: int, output: Path, qemu_version_text: str, m
     )
 
 
-def main() -> int:
-    """``python -m lab.vm.access_plugin``: build the plugin for the installed QEMU (make setup does)."""
+def main(argv: list[str] | None = None) -> int:
+    """``python -m lab.vm.access_plugin [QEMU]``: build the plugin for that QEMU (default: the system's; make setup
+    does this)."""
     import sys
 
-    from lab.vm.qemu_backend import qemu_version
+    from lab.vm.emulator import resolve
 
-    text = qemu_version()
-    if not text:
-        print("numalab: qemu-system-x86_64 not found; the access-matrix plugin is built when QEMU is installed")
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        text = resolve(args[0] if args else "").version
+    except LabError as err:
+        print(f"numalab: {err}; the access-matrix plugin is built when QEMU is installed")
         return 0
     try:
         so = build_plugin(parse_qemu_version(text))

@@ -34,6 +34,15 @@ class Backend(Protocol):
         """Why a KVM boot cannot even be tried there ("" when it can: only a real boot says if it works)."""
         ...
 
+    def emulator_version(self) -> str:
+        """The QEMU that runs the VMs, as its ``--version`` line (the access-matrix plugin follows it)."""
+        ...
+
+    def firmware_rom(self, choice: str) -> str:
+        """--firmware auto|qboot|seabios -> the ROM to boot ("" for the default), from the QEMU's own data
+        directories; a one-line LabError for a choice this backend cannot boot."""
+        ...
+
     def run(
         self,
         topo: Topology,

@@ -11,34 +11,34 @@ The guest's DMI line in ``dmesg-boot.txt`` names the firmware it booted
 
 ``--firmware seabios`` keeps QEMU's default. libvirt hosts always boot their
 default firmware: a ROM path on a remote host cannot be checked from here.
+
+qboot is looked up where the run's QEMU itself looks for ROMs, in its order
+(lab.vm.emulator.Emulator.firmware_dirs: the -L directories of a private
+prefix, then the binary's built-in path), never in a fixed list: a QEMU 10
+must not boot the system 7.2's ``qboot.rom``.
 """
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 from lab.errors import LabError
 
 FIRMWARES = ("auto", "qboot", "seabios")
 QBOOT = "qboot.rom"
-# QEMU's data directories on distributions, and the one relative to the binary (a source build).
-DATA_DIRS = ("/usr/share/qemu", "/usr/local/share/qemu", "/usr/share/qemu-kvm")
 
 
-def find_qboot(qemu: str = "qemu-system-x86_64", data_dirs: tuple[str, ...] = DATA_DIRS) -> str | None:
-    dirs = [Path(d) for d in data_dirs]
-    binary = shutil.which(qemu)
-    if binary:
-        dirs.append(Path(binary).resolve().parent.parent / "share" / "qemu")
-    for d in dirs:
-        if (d / QBOOT).is_file():
-            return str(d / QBOOT)
+def find_qboot(data_dirs: tuple[str, ...]) -> str | None:
+    """qboot.rom in the first of ``data_dirs`` (the QEMU's own search path, in order) that has it."""
+    for d in data_dirs:
+        if (Path(d) / QBOOT).is_file():
+            return str(Path(d) / QBOOT)
     return None
 
 
-def resolve_firmware(choice: str, backend: str, data_dirs: tuple[str, ...] = DATA_DIRS) -> str:
-    """The ``-bios`` ROM for this run, or "" for QEMU's default (SeaBIOS)."""
+def resolve_firmware(choice: str, backend: str, data_dirs: tuple[str, ...] = ()) -> str:
+    """The ``-bios`` ROM for this run, or "" for QEMU's default (SeaBIOS); ``data_dirs``: where the run's
+    QEMU looks for ROMs (lab.vm.emulator.Emulator.firmware_dirs)."""
     if choice not in FIRMWARES:
         raise LabError(f"--firmware {choice}: expected one of {', '.join(FIRMWARES)}")
     if choice == "seabios":
@@ -47,9 +47,11 @@ def resolve_firmware(choice: str, backend: str, data_dirs: tuple[str, ...] = DAT
         if choice == "qboot":
             raise LabError("--firmware qboot: only with --backend qemu (libvirt hosts boot their default firmware)")
         return ""
-    rom = find_qboot(data_dirs=data_dirs)
+    rom = find_qboot(data_dirs)
     if rom is None and choice == "qboot":
-        raise LabError(f"--firmware qboot: {QBOOT} not found in {', '.join(data_dirs)}; install qemu-system-data")
+        where = ", ".join(data_dirs) or "none"
+        raise LabError(f"--firmware qboot: {QBOOT} not found in this QEMU's data directories ({where}); "
+                       "install qemu-system-data")  # fmt: skip
     return rom or ""
 
 

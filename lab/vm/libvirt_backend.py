@@ -49,6 +49,7 @@ from lab.placement.plan import Placement, plan_placement
 from lab.record_files import CONSOLE_LOG, DOMAIN_LIVE_XML, DOMAIN_XML, QEMU_LOG
 from lab.topology.model import Topology
 from lab.vm.console import Stage, VmOutcome, watch
+from lab.vm.firmware import resolve_firmware
 from lab.vm.hang import parse_registers
 from lab.vm.libvirt_conn import (
     capabilities,
@@ -140,6 +141,18 @@ class LibvirtBackend:
         if "kvm" in types:
             return ""
         return f"the libvirt host {self.uri} offers no KVM domains (x86_64 domain types: {', '.join(sorted(types))})"
+
+    def emulator_version(self) -> str:
+        """The host's QEMU as a ``--version`` line (what the daemon reports: libvirt runs its own emulator)."""
+        conn = connect(self.uri)
+        try:
+            return f"QEMU emulator version {version_string(conn.getVersion())}"
+        finally:
+            close_quietly(conn)
+
+    def firmware_rom(self, choice: str) -> str:
+        """libvirt hosts boot their default firmware ("": --firmware qboot is a one-line error)."""
+        return resolve_firmware(choice, self.name)
 
     def check(self) -> dict:
         """Fail early, with a one-line error, when the host cannot be reached (before building images)."""

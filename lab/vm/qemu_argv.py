@@ -6,6 +6,7 @@ builds, and golden files under ``tests/golden/qemu`` pin it down.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lab.placement.plan import Placement
@@ -132,15 +133,18 @@ def machine_option(topo: Topology) -> str:
     return "q35,hmat=on" if topo.tiers and topo.tiers.hmat else "q35"
 
 
-def qemu_argv(topo: Topology, placement: Placement, boot: BootSpec, qemu: str = "qemu-system-x86_64") -> list[str]:
-    """The whole command line. No network device; serial console to a file.
+def qemu_argv(
+    topo: Topology, placement: Placement, boot: BootSpec, qemu: Sequence[str] = ("qemu-system-x86_64",)
+) -> list[str]:
+    """The whole command line. No network device; serial console to a file. ``qemu`` is its start: the
+    binary and its -L data directories (lab.vm.emulator.Emulator.argv_prefix).
 
     q35 rather than pc: its PCIe root complex routes the 9p device's interrupt without the
     ACPI PCI link objects the pc machine's guest has to evaluate (AML, slow under TCG).
     Measured here: an idle ring-4 run took 0.14 s less (medians of 7, interleaved)."""
     accel = ["-accel", "kvm", "-cpu", "host"] if boot.accel == "kvm" else ["-accel", "tcg,thread=multi"]
     argv = [
-        qemu,
+        *qemu,
         "-name",
         boot.name,
         "-machine",

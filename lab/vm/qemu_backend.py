@@ -7,14 +7,12 @@ killed in a ``finally`` on every other path: no orphans.
 from __future__ import annotations
 
 import ctypes
-import functools
-import json
+import hashlib
 import os
 import platform
 import resource
 import select
 import shlex
-import shutil
 import signal
 import subprocess
 import time
@@ -23,11 +21,13 @@ from pathlib import Path
 
 from lab.cpulist import format_cpulist
 from lab.errors import LabError
-from lab.paths import cache_dir, write_text_atomic
 from lab.placement.plan import Placement
 from lab.record_files import QEMU_ARGV, QEMU_LOG
 from lab.topology.model import Topology
 from lab.vm.console import Stage, VmOutcome, watch
+from lab.vm.emulator import Emulator
+from lab.vm.emulator import resolve as resolve_emulator
+from lab.vm.firmware import resolve_firmware
 from lab.vm.hang import vm_state
 from lab.vm.qemu_argv import BootSpec, qemu_argv
 from lab.vm.qmp import QemuGone, Qmp
@@ -77,6 +77,7 @@ def run_vm(
     guard: Callable[[], str | None] | None = None,
     max_file_bytes: int | None = None,
     boot_deadline_s: float | None = None,
+    env: dict[str, str] | None = None,
 ) -> VmOutcome:
     """Boot, pin, and wait for QEMU to exit, the timeout to pass or ``guard`` to object.
 
@@ -91,6 +92,7 @@ def run_vm(
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 preexec_fn=_child_setup(max_file_bytes),
+                env={**os.environ, **env} if env else None,
             )
         except FileNotFoundError:
             raise LabError(f"{argv[0]}: not found; install qemu-system-x86 (make setup)") from None
@@ -159,45 +161,31 @@ def _qemu_failure(code: int | None, qemu_log: Path) -> str | None:
     return f"QEMU exited with {code}" + (f": {said[-1][:300]}" if said else " (qemu.log is empty)")
 
 
-def qemu_version(qemu: str = "qemu-system-x86_64") -> str:
-    path = shutil.which(qemu)
-    if path is None:
-        return ""
-    st = os.stat(path)
-    return _qemu_version(path, st.st_size, st.st_mtime_ns)
-
-
-@functools.cache
-def _qemu_version(path: str, size: int, mtime_ns: int) -> str:
-    """``qemu --version``'s first line, remembered per binary (path, size and mtime) in the cache
-    directory: asking costs a QEMU start, 20-60 ms, on every run. An upgraded binary is asked again."""
-    key = f"{path}:{size}:{mtime_ns}"
-    store = cache_dir() / "qemu-versions.json"
-    try:
-        known = json.loads(store.read_text())
-    except (OSError, ValueError):
-        known = {}
-    if isinstance(known, dict) and isinstance(known.get(key), str):
-        return known[key]
-    out = subprocess.run([path, "--version"], capture_output=True, text=True).stdout
-    version = out.splitlines()[0] if out else ""
-    if version:
-        known = {k: v for k, v in known.items() if not k.startswith(f"{path}:")} if isinstance(known, dict) else {}
-        known[key] = version
-        write_text_atomic(store, json.dumps(known, indent=1, sort_keys=True) + "\n")
-    return version
-
-
 class QemuBackend:
-    """Direct QEMU on this host: no daemon needed."""
+    """Direct QEMU on this host: no daemon needed. ``emulator``: which QEMU (default: $NUMALAB_QEMU, else the
+    PATH's qemu-system-x86_64; lab.vm.emulator)."""
 
     name = "qemu"
     host_id = ""  # QEMU runs on this machine
 
+    def __init__(self, emulator: Emulator | None = None) -> None:
+        self.emulator = emulator or resolve_emulator()
+
     def probe_host(self) -> dict:
-        """This machine and its kernel: what its accelerator verdict holds for (lab.vm.backend.Backend)."""
-        return {"key": f"{platform.node()}-{platform.release()}", "host": platform.node(),
-                "host_kernel": platform.release(), "where": ""}  # fmt: skip
+        """This machine, its kernel and the QEMU binary: what its accelerator verdict holds for
+        (lab.vm.backend.Backend). Another QEMU (or an upgraded one) is probed anew."""
+        qemu = hashlib.sha256(self.emulator.identity().encode()).hexdigest()[:10]
+        return {"key": f"{platform.node()}-{platform.release()}-qemu{qemu}", "host": platform.node(),
+                "host_kernel": platform.release(), "qemu": self.emulator.binary,
+                "qemu_version": self.emulator.short_version, "where": ""}  # fmt: skip
+
+    def emulator_version(self) -> str:
+        """The QEMU's ``--version`` line (the access-matrix plugin's API and address map follow it)."""
+        return self.emulator.version
+
+    def firmware_rom(self, choice: str) -> str:
+        """--firmware auto|qboot|seabios -> the -bios ROM from this QEMU's own data directories ("" default)."""
+        return resolve_firmware(choice, self.name, self.emulator.firmware_dirs)
 
     def kvm_missing(self) -> str:
         """Why a KVM boot cannot even be tried here ("" when /dev/kvm is there for us to open)."""
@@ -219,7 +207,7 @@ class QemuBackend:
         limits: ShareLimits | None = None,
         boot_deadline_s: float | None = None,
     ) -> tuple[VmOutcome, dict]:
-        argv = qemu_argv(topo, placement, boot)
+        argv = qemu_argv(topo, placement, boot, self.emulator.argv_prefix())
         limits = limits or ShareLimits()
         # (memfd and hugepage backings are files QEMU sizes itself: no file-size limit there)
         ram = placement.backing.kind == "ram"
@@ -237,5 +225,7 @@ class QemuBackend:
             ShareGuard(Path(boot.results_dir) if boot.results_dir else None, Path(boot.console_log), limits),
             max_file,
             boot_deadline_s,
+            self.emulator.env(),
         )
-        return outcome, {"name": self.name, "version": qemu_version(), "argv": argv, "exit_code": outcome.exit_code}
+        info = {"name": self.name, "version": self.emulator.version, "qemu": self.emulator.to_dict()}
+        return outcome, info | {"argv": argv, "exit_code": outcome.exit_code}

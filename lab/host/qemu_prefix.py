@@ -1,0 +1,181 @@
+"""A second QEMU beside the system's: Debian's backports build, unpacked into a private prefix.
+
+``make setup-qemu10`` (``python -m lab.host.qemu_prefix``) asks apt for
+``qemu-system-x86`` from ``<codename>-backports`` with a private apt
+configuration (its own source list, package lists and download cache under
+numalab's cache), downloads the packages apt would upgrade for it
+(``apt-get download``: QEMU, its data and firmware, SeaBIOS) and unpacks them
+into ``<cache>/qemu/<version>/``. Nothing is installed; the system's apt
+sources and packages are left alone. The archive is the one the system's own
+sources name for Debian (a local mirror stays the mirror).
+
+A private prefix gets no security updates from apt: fetch again (``--refresh``)
+to follow the backports archive.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from lab.errors import LabError
+from lab.paths import cache_dir, write_text_atomic
+from lab.vm.emulator import DEFAULT_QEMU, resolve
+
+PACKAGE = "qemu-system-x86"
+_INST = re.compile(r"^Inst (\S+) (?:\[[^]]*\] )?\((\S+) (.*)\)")
+
+
+def _codename() -> str:
+    try:
+        text = Path("/etc/os-release").read_text()
+    except OSError:
+        text = ""
+    fields = dict(ln.split("=", 1) for ln in text.splitlines() if "=" in ln)
+    if fields.get("ID", "").strip('"') != "debian" or not fields.get("VERSION_CODENAME"):
+        raise LabError("setup-qemu10: needs Debian (its backports archive); give another QEMU with --qemu PATH")
+    return fields["VERSION_CODENAME"].strip('"')
+
+
+def _run(cmd: list[str], what: str, cwd: Path | None = None) -> str:
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, stdin=subprocess.DEVNULL, timeout=900)
+    except FileNotFoundError:
+        raise LabError(f"setup-qemu10: {cmd[0]}: not found (needs Debian's apt)") from None
+    except subprocess.TimeoutExpired:
+        raise LabError(f"setup-qemu10: {what}: no answer in 15 minutes") from None
+    if res.returncode != 0:
+        last = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["(no output)"]
+        raise LabError(f"setup-qemu10: {what} failed: {last[0]}")
+    return res.stdout
+
+
+def debian_archive(codename: str) -> str:
+    """The archive URI the system's apt sources use for Debian ``codename`` (apt-get indextargets)."""
+    out = _run(["apt-get", "indextargets", "--format", "$(REPO_URI) $(RELEASE) $(ORIGIN)"], "apt-get indextargets")
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[1] == codename and parts[2] == "Debian":
+            return parts[0]
+    raise LabError(f"setup-qemu10: the system's apt sources name no Debian {codename} archive "
+                   "(run apt-get update first)")  # fmt: skip
+
+
+class PrivateApt:
+    """apt with its own source list, lists and cache (under ``root``): the system's stay as they are."""
+
+    def __init__(self, root: Path, archive: str, codename: str) -> None:
+        self.root = root
+        for d in ("lists/partial", "cache/archives/partial", "etc"):
+            (root / d).mkdir(parents=True, exist_ok=True)
+        suites = f"{codename} {codename}-updates {codename}-backports"
+        write_text_atomic(root / "etc" / "sources.list",
+                          "".join(f"deb {archive} {s} main\n" for s in suites.split()))  # fmt: skip
+        self.options = [
+            "-o", f"Dir::Etc::SourceList={root / 'etc' / 'sources.list'}",
+            "-o", "Dir::Etc::SourceParts=/nonexistent",
+            "-o", f"Dir::State::Lists={root / 'lists'}",
+            "-o", f"Dir::Cache={root / 'cache'}",
+        ]  # fmt: skip
+        if os.geteuid() == 0:  # root's apt would hand downloads to _apt, who cannot write into root's cache
+            self.options += ["-o", "APT::Sandbox::User=root"]
+
+    def update(self) -> None:
+        _run(["apt-get", *self.options, "-q", "update"], "apt-get update (private lists)")
+
+    def upgrade_set(self, package: str, release: str) -> list[tuple[str, str]]:
+        """(name, version) of what installing ``package`` from ``release`` would bring from ``release``: the
+        package and those of its dependencies this system's versions do not satisfy."""
+        out = _run(["apt-get", *self.options, "-s", "-q", "install", "--no-install-recommends", "-t", release,
+                    package], f"apt-get -s install {package}")  # fmt: skip
+        found = []
+        for line in out.splitlines():
+            m = _INST.match(line)
+            if m and "backports" in m.group(3).lower():
+                found.append((m.group(1), m.group(2)))
+        if not any(name == package for name, _ in found):
+            raise LabError(f"setup-qemu10: {release} has no newer {package} than this system's")
+        return found
+
+    def download(self, packages: list[tuple[str, str]], into: Path) -> list[Path]:
+        _run(["apt-get", *self.options, "-q", "download", *(f"{n}={v}" for n, v in packages)],
+             "apt-get download", cwd=into)  # fmt: skip
+        return sorted(into.glob("*.deb"))
+
+
+def prefix_dir(version: str) -> Path:
+    """``<cache>/qemu/<Debian version>``, the version made file-name safe."""
+    return cache_dir("qemu") / re.sub(r"[^A-Za-z0-9.+-]", "_", version.split(":", 1)[-1])
+
+
+def fetch(release_suffix: str = "backports", refresh: bool = False, say=print) -> Path:
+    """The backports QEMU's binary in its private prefix (fetched and unpacked unless already there)."""
+    codename = _codename()
+    release = f"{codename}-{release_suffix}"
+    apt = PrivateApt(cache_dir("qemu", ".apt"), debian_archive(codename), codename)
+    say(f"numalab: asking apt (private lists) for {PACKAGE} from {release}")
+    apt.update()
+    packages = apt.upgrade_set(PACKAGE, release)
+    version = dict(packages)[PACKAGE]
+    prefix = prefix_dir(version)
+    binary = prefix / "usr" / "bin" / DEFAULT_QEMU
+    if (prefix / ".complete").exists() and binary.is_file() and not refresh:
+        say(f"numalab: QEMU {version} already in {prefix}")
+        return binary
+    tmp = Path(tempfile.mkdtemp(dir=prefix.parent, prefix=f".{prefix.name}."))
+    try:
+        debs = tmp / ".debs"
+        debs.mkdir()
+        say(f"numalab: downloading {', '.join(f'{n} {v}' for n, v in packages)}")
+        for deb in apt.download(packages, debs):
+            _run(["dpkg-deb", "-x", str(deb), str(tmp)], f"dpkg-deb -x {deb.name}")
+        shutil.rmtree(debs)
+        _check_libraries(tmp / "usr" / "bin" / DEFAULT_QEMU)
+        write_text_atomic(tmp / "VERSION", f"{version}\n{release}\n")
+        (tmp / ".complete").touch()
+        shutil.rmtree(prefix, ignore_errors=True)
+        tmp.rename(prefix)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    e = resolve(str(binary))
+    say(f"numalab: {e.version} in {prefix} (firmware from {', '.join(e.data_dirs)}); "
+        "use it with --qemu " + str(binary))  # fmt: skip
+    return binary
+
+
+def _check_libraries(binary: Path) -> None:
+    """The unpacked binary runs with this system's libraries (apt brought the newer ones it needs)."""
+    out = _run(["ldd", str(binary)], f"ldd {binary.name}")
+    missing = [ln.split()[0] for ln in out.splitlines() if "not found" in ln]
+    if missing:
+        raise LabError(f"setup-qemu10: {binary.name} needs libraries this system lacks: {', '.join(missing)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m lab.host.qemu_prefix",
+        description="Fetch Debian's backports QEMU into a private prefix under numalab's cache (make setup-qemu10); "
+        "prints the binary's path. System packages and apt sources are left alone.",
+    )
+    p.add_argument("--refresh", action="store_true", help="fetch and unpack again even if the version is there")
+    p.add_argument("--print-binary", action="store_true", help="only print the binary's path (for scripts)")
+    args = p.parse_args(argv)
+    say = (lambda _m: None) if args.print_binary else (lambda m: print(m, file=sys.stderr))
+    try:
+        binary = fetch(refresh=args.refresh, say=say)
+    except LabError as err:
+        print(f"numalab: error: {err}", file=sys.stderr)
+        return 2
+    print(binary)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
