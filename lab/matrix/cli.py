@@ -160,8 +160,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     totals = ", ".join(f"{v} {k}" for k, v in summary["totals"].items() if k != "runs")
     print(f"matrix {spec.name}: {summary['totals']['runs']} runs: {totals}")
     if t:
-        print(f"  wall {t['wall_s']}s, run CPU {t['cpu_s']}s on {t['cores']} cores: utilisation "
-              f"{t['utilisation'] * 100:.0f}%")  # fmt: skip
+        use = "n/a (no run started)" if t["utilisation"] is None else f"{t['utilisation'] * 100:.0f}%"
+        print(f"  wall {t['wall_s']}s, run CPU {t['cpu_s']}s on {t['cores']} cores: utilisation {use}")
     for g in summary["gates"]:
         print(f"  gate {g['verdict'].upper():<12} {g['gate']} [{g['group']}]: {g['detail']}")
     print(f"  overview: {out / 'index.html'}\n  junit: {out / 'junit.xml'}\n  summary: {out / 'summary.json'}")
@@ -197,7 +197,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
             if (run / MANIFEST).exists() and not (args.out / "runs" / run.name).exists():
                 shutil.copytree(run, args.out / "runs" / run.name, symlinks=True)
                 copied += 1
-    summary = write_outputs(spec, spec.runs, args.out, None)
+    summary = write_outputs(spec, spec.runs, args.out, None, sources=list(args.dirs))
     print(f"merged {copied} runs from {len(args.dirs)} directories into {args.out}: "
           + ", ".join(f"{v} {k}" for k, v in summary["totals"].items()))  # fmt: skip
     return 1 if summary["gates_failed"] or summary["totals"].get("ok", 0) < len(spec.runs) else 0
