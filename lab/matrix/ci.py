@@ -11,6 +11,10 @@ What a GitHub-hosted runner does with it (``ubuntu-latest``, which has ``/dev/kv
   shard artifacts, ``numalab matrix merge`` (whose exit code carries the
   gates: a failing gate or a run that is not ok fails the workflow), and
   JUnit plus the HTML overview uploaded as artifacts and published as a check;
+* the cache (``.numalab-cache``: the stock kernel, kernel builds) is restored
+  before the shard and saved after it even when the shard failed (a failing
+  run must not cost the next pipeline its kernel build), unless the exact key
+  was restored;
 * least privilege: ``permissions: {}`` at the top, ``contents: read`` for the
   jobs, ``checks: write`` only where the JUnit check is published; every
   action pinned to the commit of a release tag; checkout keeps no credentials.
@@ -22,15 +26,20 @@ merge job's ``run`` steps, in fresh clones.
 
 from __future__ import annotations
 
+import re
 import shlex
+import subprocess
+from pathlib import Path
 
-from lab.matrix.spec import MatrixSpec
+from lab.errors import LabError
+from lab.matrix.spec import EXAMPLES, MatrixSpec
 
-# (repository, commit of the release tag, tag): read from the actions' own repositories
-# (``git rev-parse TAG^{commit}``); update all three together.
+# (action, commit of the release tag, tag): read from the actions' own repositories
+# (``git rev-parse TAG^{commit}``); update all three together (cache/restore and cache/save with each other).
 ACTIONS = {
     "checkout": ("actions/checkout", "3d3c42e5aac5ba805825da76410c181273ba90b1", "v7.0.1"),
-    "cache": ("actions/cache", "27d5ce7f107fe9357f9df03efb73ab90386fccae", "v5.0.5"),
+    "cache/restore": ("actions/cache/restore", "27d5ce7f107fe9357f9df03efb73ab90386fccae", "v5.0.5"),
+    "cache/save": ("actions/cache/save", "27d5ce7f107fe9357f9df03efb73ab90386fccae", "v5.0.5"),
     "upload-artifact": ("actions/upload-artifact", "bbbca2ddaa5d8feaa63e36b76fdaad77386f024f", "v7.0.0"),
     "download-artifact": ("actions/download-artifact", "3e5f45b2cfb9172054b4087a40e8e0b5a5461e7c", "v8.0.1"),
     "junit-report": ("mikepenz/action-junit-report", "d9f48fc87bc235f7e214acf696ca5abc0a986f16", "v6.4.2"),
@@ -54,6 +63,41 @@ MERGE_SETUP = [
     "python3 -m venv .venv",
     ".venv/bin/pip install -q -e .",
 ]
+
+
+# What a spec path in the emitted files may hold: it goes into shell commands, YAML scalars and comments,
+# and GitHub expands ``${{ }}`` anywhere in a workflow.
+_SAFE_PATH = re.compile(r"[A-Za-z0-9_.+@/ -]+")
+
+
+def ci_spec_path(given: str, spec: MatrixSpec) -> tuple[str, bool]:
+    """How the CI jobs name the spec, and whether git tracks it: a built-in example's name as given, or the
+    spec's path relative to the top level of its git checkout (the jobs run at the root of their checkout).
+    A spec outside a git checkout, or one whose path could not be written safely, is a one-line error."""
+    source = Path(spec.source)
+    if "/" not in given and source.parent.resolve() == EXAMPLES.resolve() and source.stem == given:
+        return given, True
+    real = source.resolve()
+    try:  # the checkout the spec is named in (a symlink in it must lead to a file in it, checked below)
+        proc = subprocess.run(["git", "-C", str(source.absolute().parent), "rev-parse", "--show-toplevel"],
+                              capture_output=True, text=True)  # fmt: skip
+    except OSError as err:
+        raise LabError(f"{given}: cannot ask git for the repository root: {err.strerror or err}") from None
+    if proc.returncode != 0:
+        why = (proc.stderr.strip().splitlines() or ["git said nothing"])[-1].removeprefix("fatal: ")
+        where = "outside any git repository" if "not a git repository" in why else f"git: {why}"
+        raise LabError(f"{given}: {where}: the CI jobs read the spec from their checkout of the repository, "
+                       "so it must be in the repository the CI file is for")  # fmt: skip
+    top = Path(proc.stdout.strip()).resolve()
+    if not real.is_relative_to(top):  # a symlink out of the checkout
+        raise LabError(f"{given}: resolves to {real}, outside the repository {top}: the CI checkout would not have it")
+    rel = real.relative_to(top).as_posix()
+    if not _SAFE_PATH.fullmatch(rel) or rel.startswith("-"):
+        raise LabError(f"{given}: its path in the repository ({rel!r}) may hold only ASCII letters, digits, spaces "
+                       "and _ . + @ / - (not - first): it is written into shell commands and YAML")  # fmt: skip
+    tracked = subprocess.run(["git", "-C", str(top), "ls-files", "--error-unmatch", "--", rel],
+                             capture_output=True).returncode == 0  # fmt: skip
+    return rel, tracked
 
 
 def uses(action: str) -> str:
@@ -123,7 +167,8 @@ jobs:
       - uses: {uses("checkout")}
         with:
           persist-credentials: false
-      - uses: {uses("cache")}
+      - uses: {uses("cache/restore")}
+        id: cache
         with:
           path: .numalab-cache
           key: numalab-{CONTAINER_IMAGE.replace(":", "-")}-${{{{ hashFiles('Makefile', 'kernel-configs/**') }}}}
@@ -142,6 +187,11 @@ jobs:
             {CONTAINER_IMAGE} bash -euo pipefail -c "$SHARD_SCRIPT" || rc=$?
           sudo chown -R "$(id -u):$(id -g)" "$GITHUB_WORKSPACE"
           exit "$rc"
+      - uses: {uses("cache/save")}
+        if: ${{{{ always() && steps.cache.outputs.cache-hit != 'true' }}}}
+        with:
+          path: .numalab-cache
+          key: ${{{{ steps.cache.outputs.cache-primary-key }}}}
       - uses: {uses("upload-artifact")}
         if: ${{{{ !cancelled() }}}}
         with:
