@@ -54,18 +54,20 @@ def _clone(dest: Path) -> Path:
 
 
 def _emit(tmp_path: Path, shards: int) -> dict:
-    """The GitHub workflow for SPEC, emitted from another directory with the spec's absolute path (this tree's
-    lab), after checking that HEAD, which the clones get, has the spec."""
+    """The GitHub workflow for SPEC as a user would emit it: from a clone of HEAD (its own lab), in another
+    directory, with the spec's absolute path. That clone is then moved away, so that no job can find the spec
+    by a path of the emitting machine (the old bug on a runner: `no such file or example`)."""
     head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
     if subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", f"HEAD:{SPEC}"]).returncode != 0:
         pytest.fail(f"{SPEC} is not committed: the rehearsal clones HEAD ({head.strip()})")
+    emitter = _clone(tmp_path / "emitter" / "numalab")
     wf_path = tmp_path / "numalab.yml"
     elsewhere = tmp_path / "emitter-cwd"
     elsewhere.mkdir()
-    proc = numalab("matrix", "ci", str(REPO / SPEC), "--github", str(wf_path), "--shards", str(shards),
-                   env={"PYTHONPATH": str(REPO)}, cwd=elsewhere)  # fmt: skip
+    proc = numalab("matrix", "ci", str(emitter / SPEC), "--github", str(wf_path), "--shards", str(shards),
+                   env={"PYTHONPATH": str(emitter)}, cwd=elsewhere)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert str(REPO) not in wf_path.read_text()
+    emitter.rename(tmp_path / "emitter" / "gone")
     return yaml.safe_load(wf_path.read_text())
 
 
