@@ -266,6 +266,34 @@ def test_spec_path_is_relative_to_the_repository_root(tmp_path: Path) -> None:
     assert_one_line_error(proc, "ci/a#{x}.yaml", "letters, digits")
 
 
+def test_files_the_spec_names_must_be_found_from_the_repository_root(tmp_path: Path) -> None:
+    """Topology files and bzImage paths are read relative to the current directory, which is the repository
+    root in a CI job: one named otherwise (or by an absolute path), or a build recipe's absolute path, would
+    be a path of the emitting machine again."""
+    repo = tmp_path / "checkout"
+    (repo / "ci").mkdir(parents=True)
+    (repo / "ci" / "two.yaml").write_text((REPO / "topologies" / "ring-2.yaml").read_text())
+    _git("init", "-q", cwd=repo)
+    env = {"PYTHONPATH": str(REPO)}
+    base = "workloads: [{name: idle, duration: 1}]\n"
+
+    def emit(text: str, cwd: Path) -> subprocess.CompletedProcess:
+        (repo / "ci" / "m.yaml").write_text(base + text)
+        return numalab("matrix", "ci", str(repo / "ci" / "m.yaml"), "--gitlab", "-", env=env, cwd=cwd)
+
+    proc = emit("topologies: [ci/two.yaml]\n", repo)  # from the root: the same file in CI
+    assert proc.returncode == 0 and "ci/m.yaml --shard" in proc.stdout, proc.stderr
+    assert_one_line_error(emit("topologies: [two.yaml]\n", repo / "ci"), "topologies: two.yaml",
+                          "does not name")  # fmt: skip
+    assert_one_line_error(emit(f"topologies: [{repo / 'ci' / 'two.yaml'}]\n", repo), "topologies:",
+                          "absolute path of this machine")  # fmt: skip
+    (tmp_path / "bzImage").write_bytes(b"x")
+    assert_one_line_error(emit(f"topologies: [ring-2]\nkernels: [{tmp_path / 'bzImage'}]\n", repo), "kernels:",
+                          "absolute path")  # fmt: skip
+    recipe = f"topologies: [ring-2]\nkernels: [{{name: p, build: {{patches: [{tmp_path / 'x.patch'}]}}}}]\n"
+    assert_one_line_error(emit(recipe, repo), "kernels: p: build.patches[0]", "path of this machine")
+
+
 def test_built_in_examples_keep_their_names(tmp_path: Path) -> None:
     """By name, an example stays a name (numalab finds it in any checkout); by path, it is a path in this one."""
     env = {"PYTHONPATH": str(REPO)}

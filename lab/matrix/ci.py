@@ -73,7 +73,8 @@ _SAFE_PATH = re.compile(r"[A-Za-z0-9_.+@/ -]+")
 def ci_spec_path(given: str, spec: MatrixSpec) -> tuple[str, bool]:
     """How the CI jobs name the spec, and whether git tracks it: a built-in example's name as given, or the
     spec's path relative to the top level of its git checkout (the jobs run at the root of their checkout).
-    A spec outside a git checkout, or one whose path could not be written safely, is a one-line error."""
+    A spec outside a git checkout, one whose path could not be written safely, or one naming files the jobs
+    would not find (:func:`check_references`) is a one-line error."""
     source = Path(spec.source)
     if "/" not in given and source.parent.resolve() == EXAMPLES.resolve() and source.stem == given:
         return given, True
@@ -95,9 +96,41 @@ def ci_spec_path(given: str, spec: MatrixSpec) -> tuple[str, bool]:
     if not _SAFE_PATH.fullmatch(rel) or rel.startswith("-"):
         raise LabError(f"{given}: its path in the repository ({rel!r}) may hold only ASCII letters, digits, spaces "
                        "and _ . + @ / - (not - first): it is written into shell commands and YAML")  # fmt: skip
+    check_references(spec, top)
     tracked = subprocess.run(["git", "-C", str(top), "ls-files", "--error-unmatch", "--", rel],
                              capture_output=True).returncode == 0  # fmt: skip
     return rel, tracked
+
+
+def check_references(spec: MatrixSpec, top: Path) -> None:
+    """The files a spec names must be found by the CI jobs too, which run at the repository root ``top``:
+    topology files and bzImage paths are read relative to the current directory, so each must name, from
+    ``top``, the file it names here (and lie in the repository); a build recipe's files are read relative to
+    the spec's directory, so none may be an absolute path of this machine."""
+    here = Path.cwd()
+    files = [(f"topologies: {t.name}", t.name) for t in dict.fromkeys(r.topology for r in spec.runs)
+             if "/" in t.name or t.name.endswith((".yaml", ".yml"))]  # fmt: skip
+    files += [(f"kernels: {k.name}", k.spec) for k in spec.kernels
+              if k.build is None and k.spec != "stock" and ("/" in k.spec or Path(k.spec).exists())]  # fmt: skip
+    for field, name in files:
+        found, in_ci = (here / name).resolve(), (top / name).resolve()
+        if Path(name).is_absolute():
+            why = "an absolute path of this machine"
+        elif found != in_ci or not in_ci.is_relative_to(top):
+            why = f"read from the repository root ({top}) where the CI jobs run, it does not name {found}"
+        else:
+            continue
+        raise LabError(f"{spec.source}: {field}: {why}: give it relative to the repository root, inside it")
+    for k in spec.kernels:
+        if k.build is None:
+            continue
+        paths = [("source", k.build.get("source")), ("series", k.build.get("series"))]
+        paths += [(f"{key}[{i}]", p) for key in ("patches", "fragments") for i, p in enumerate(k.build.get(key) or [])]
+        for key, p in paths:
+            if isinstance(p, str) and p.startswith(("/", "~")):
+                raise LabError(f"{spec.source}: kernels: {k.name}: build.{key}: {p} is a path of this machine, "
+                               "which the CI jobs do not have: put the file in the repository and give it "
+                               "relative to the spec's directory")  # fmt: skip
 
 
 def uses(action: str) -> str:
