@@ -19,6 +19,11 @@ What a GitHub-hosted runner does with it (``ubuntu-latest``, which has ``/dev/kv
   jobs, ``checks: write`` only where the JUnit check is published; every
   action pinned to the commit of a release tag; checkout keeps no credentials.
 
+Every job runs at the root of its checkout, so the files name the spec from
+there (:func:`ci_spec_path`): relative to the top level of the spec's git
+checkout, whatever path or directory it was emitted with, or a built-in
+example by its name.
+
 The commands inside the container are ``SHARD_SCRIPT`` (an ``env`` entry of
 the shard step): ``tests/test_ci_rehearsal.py`` runs exactly those, and the
 merge job's ``run`` steps, in fresh clones.
