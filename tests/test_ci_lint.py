@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -127,11 +128,22 @@ def test_github_workflow_shape(tmp_path: Path) -> None:
     assert "--device /dev/kvm" in run_step["run"] and "debian:12" in run_step["run"]
     script = run_step["env"]["SHARD_SCRIPT"]
     assert "make setup" in script and '--shard "$SHARD/3"' in script
+    # the cache is restored before the shard and saved after it even when the shard failed (actions/cache's
+    # own post step saves only on success), unless the exact key was restored
+    restore = next(i for i, s in enumerate(steps) if s.get("uses", "").startswith("actions/cache/restore@"))
+    save = next(i for i, s in enumerate(steps) if s.get("uses", "").startswith("actions/cache/save@"))
+    assert restore < steps.index(run_step) < save
+    assert not any(s.get("uses", "").startswith("actions/cache@") for s in steps)
+    cache_id = steps[restore]["id"]
+    assert steps[save]["if"] == f"${{{{ always() && steps.{cache_id}.outputs.cache-hit != 'true' }}}}"
+    assert steps[save]["with"] == {"path": steps[restore]["with"]["path"],
+                                   "key": f"${{{{ steps.{cache_id}.outputs.cache-primary-key }}}}"}  # fmt: skip
+    assert ACTIONS["cache/restore"][1:] == ACTIONS["cache/save"][1:]  # one release of actions/cache
     # every action is pinned to a 40-hex commit
     for job in wf["jobs"].values():
         for step in job["steps"]:
             if "uses" in step:
-                assert re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", step["uses"]), step["uses"]
+                assert re.fullmatch(r"[\w.-]+/[\w.-]+(/[\w.-]+)?@[0-9a-f]{40}", step["uses"]), step["uses"]
     # the merge job installs only the package, and nothing swallows its exit code
     runs = [s["run"] for s in merge["steps"] if "run" in s]
     assert any(".venv/bin/pip install -q -e ." in r and "[" not in r for r in runs), runs
@@ -153,6 +165,7 @@ def test_gitlab_pipeline_parses_and_passes_the_schema(tmp_path: Path, spec: str,
     assert "make setup" in shard["script"] and any(f'--shard "{index}"' in c for c in shard["script"])
     assert shard["image"] == merge["image"] == "debian:12"
     assert merge["needs"] == [{"job": "numalab-shard", "artifacts": True}] and merge["when"] == "always"
+    assert shard["cache"]["when"] == "always"  # a failing shard's kernel build is kept for the next pipeline
     assert merge["artifacts"]["reports"]["junit"] == "merged/junit.xml" and merge["artifacts"]["when"] == "always"
     assert not any("make setup" in c or "libvirt" in c for c in merge["script"])
     proc = _run([_venv_tool("check-jsonschema", "check-jsonschema"), "--builtin-schema", "vendor.gitlab-ci", str(gl)])
@@ -170,6 +183,128 @@ def test_gitlab_runner_tag(tmp_path: Path) -> None:
     gl = tmp_path / "gl.yml"
     assert numalab("matrix", "ci", "ci-smoke", "--gitlab", str(gl), "--gitlab-tag", "kvm").returncode == 0
     assert yaml.safe_load(gl.read_text())["numalab-shard"]["tags"] == ["kvm"]
+    assert numalab("matrix", "ci", "ci-smoke", "--gitlab", str(gl)).returncode == 0
+    assert "tags" not in yaml.safe_load(gl.read_text())["numalab-shard"]
+
+
+@pytest.mark.parametrize(
+    ("tag", "needle"),
+    [("", "--gitlab-tag: empty"), ("  ", "--gitlab-tag: empty"), (" kvm", "not a runner tag"),
+     ("kvm,big", "not a runner tag"), ("kvm\nx", "not a runner tag")],
+)  # fmt: skip
+def test_gitlab_runner_tag_that_is_not_a_tag_is_refused(tmp_path: Path, tag: str, needle: str) -> None:
+    """An empty tag used to drop tags: silently (the shards then went to any runner, /dev/kvm or not)."""
+    gl = tmp_path / "gl.yml"
+    assert_one_line_error(numalab("matrix", "ci", "ci-smoke", "--gitlab", str(gl), "--gitlab-tag", tag), needle)
+    assert not gl.exists()
+
+
+def test_gitlab_runner_tag_needs_gitlab(tmp_path: Path) -> None:
+    gh = tmp_path / "gh.yml"
+    assert_one_line_error(numalab("matrix", "ci", "ci-smoke", "--github", str(gh), "--gitlab-tag", "kvm"),
+                          "--gitlab-tag: only with --gitlab")  # fmt: skip
+    assert not gh.exists()
+
+
+# --- the spec's path in the emitted files ---------------------------------------------------------------------
+
+
+def _git(*args: str, cwd: Path) -> None:
+    subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+def _spec_args(path: Path) -> list[str]:
+    """The commands' spec arguments as the emitted files give them: shard run and merge, GitHub and GitLab."""
+    gh, gl = yaml.safe_load((path / "gh.yml").read_text()), yaml.safe_load((path / "gl.yml").read_text())
+    step = next(s for s in gh["jobs"]["shard"]["steps"] if "SHARD_SCRIPT" in s.get("env", {}))
+    merge = next(s["run"] for s in gh["jobs"]["merge"]["steps"] if "matrix merge" in s.get("run", ""))
+    cmds = [step["env"]["SHARD_SCRIPT"].splitlines()[-1], merge, gl["numalab-shard"]["script"][-1],
+            gl["numalab-merge"]["script"][-1]]  # fmt: skip
+    out = []
+    for c in cmds:
+        argv = shlex.split(c)
+        out.append(argv[argv.index("run") + 1] if "run" in argv else argv[argv.index("--spec") + 1])
+    return out
+
+
+def test_spec_path_is_relative_to_the_repository_root(tmp_path: Path) -> None:
+    """Given as an absolute path, or relative to another directory, the spec is named from the root of its
+    checkout, where the CI jobs run: never by a path of the machine that emitted the files."""
+    repo = tmp_path / "some" / "checkout"
+    (repo / "ci" / "specs").mkdir(parents=True)
+    (repo / "ci" / "specs" / "m.yaml").write_text((REPO / "tests/data/ci-rehearsal.yaml").read_text())
+    _git("init", "-q", cwd=repo)
+    _git("add", "ci/specs/m.yaml", cwd=repo)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {"PYTHONPATH": str(REPO)}  # this tree's lab, from another directory
+    for given, cwd in [(str(repo / "ci/specs/m.yaml"), elsewhere), ("../some/checkout/ci/specs/m.yaml", elsewhere),
+                       ("specs/m.yaml", repo / "ci"), ("m.yaml", repo / "ci" / "specs")]:  # fmt: skip
+        proc = numalab("matrix", "ci", given, "--github", str(tmp_path / "gh.yml"), "--gitlab",
+                       str(tmp_path / "gl.yml"), env=env, cwd=cwd)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stderr == "", proc.stderr  # tracked: no warning
+        assert _spec_args(tmp_path) == ["ci/specs/m.yaml"] * 4, given
+        for f in ("gh.yml", "gl.yml"):
+            assert str(tmp_path) not in (tmp_path / f).read_text(), (given, f)
+    # a symlink in the checkout that leads out of it, and a spec outside any checkout: one-line errors
+    (tmp_path / "outside.yaml").write_text((REPO / "tests/data/ci-rehearsal.yaml").read_text())
+    (repo / "ci" / "link.yaml").symlink_to(tmp_path / "outside.yaml")
+    for given, needle in [(str(tmp_path / "outside.yaml"), "outside any git repository"),
+                          (str(repo / "ci" / "link.yaml"), "outside the repository")]:  # fmt: skip
+        proc = numalab("matrix", "ci", given, "--gitlab", str(tmp_path / "no.yml"), env=env, cwd=elsewhere)
+        assert_one_line_error(proc, given, needle)
+        assert not (tmp_path / "no.yml").exists()
+    # not committed: written, with a warning that the CI checkout will not have it
+    (repo / "ci" / "new.yaml").write_text((REPO / "tests/data/ci-rehearsal.yaml").read_text())
+    proc = numalab("matrix", "ci", str(repo / "ci" / "new.yaml"), "--gitlab", "-", env=env, cwd=elsewhere)
+    assert proc.returncode == 0 and "ci/new.yaml --shard" in proc.stdout, proc.stderr
+    assert "warning" in proc.stderr and "not tracked by git" in proc.stderr
+    # a path that cannot be written into YAML and shell commands as it is
+    (repo / "ci" / "a#{x}.yaml").write_text((REPO / "tests/data/ci-rehearsal.yaml").read_text())
+    proc = numalab("matrix", "ci", "ci/a#{x}.yaml", "--gitlab", str(tmp_path / "no.yml"), env=env, cwd=repo)
+    assert_one_line_error(proc, "ci/a#{x}.yaml", "letters, digits")
+
+
+def test_files_the_spec_names_must_be_found_from_the_repository_root(tmp_path: Path) -> None:
+    """Topology files and bzImage paths are read relative to the current directory, which is the repository
+    root in a CI job: one named otherwise (or by an absolute path), or a build recipe's absolute path, would
+    be a path of the emitting machine again."""
+    repo = tmp_path / "checkout"
+    (repo / "ci").mkdir(parents=True)
+    (repo / "ci" / "two.yaml").write_text((REPO / "topologies" / "ring-2.yaml").read_text())
+    _git("init", "-q", cwd=repo)
+    env = {"PYTHONPATH": str(REPO)}
+    base = "workloads: [{name: idle, duration: 1}]\n"
+
+    def emit(text: str, cwd: Path) -> subprocess.CompletedProcess:
+        (repo / "ci" / "m.yaml").write_text(base + text)
+        return numalab("matrix", "ci", str(repo / "ci" / "m.yaml"), "--gitlab", "-", env=env, cwd=cwd)
+
+    proc = emit("topologies: [ci/two.yaml]\n", repo)  # from the root: the same file in CI
+    assert proc.returncode == 0 and "ci/m.yaml --shard" in proc.stdout, proc.stderr
+    assert_one_line_error(emit("topologies: [two.yaml]\n", repo / "ci"), "topologies: two.yaml",
+                          "does not name")  # fmt: skip
+    assert_one_line_error(emit(f"topologies: [{repo / 'ci' / 'two.yaml'}]\n", repo), "topologies:",
+                          "absolute path of this machine")  # fmt: skip
+    (tmp_path / "bzImage").write_bytes(b"x")
+    assert_one_line_error(emit(f"topologies: [ring-2]\nkernels: [{tmp_path / 'bzImage'}]\n", repo), "kernels:",
+                          "absolute path")  # fmt: skip
+    recipe = f"topologies: [ring-2]\nkernels: [{{name: p, build: {{patches: [{tmp_path / 'x.patch'}]}}}}]\n"
+    assert_one_line_error(emit(recipe, repo), "kernels: p: build.patches[0]", "path of this machine")
+
+
+def test_built_in_examples_keep_their_names(tmp_path: Path) -> None:
+    """By name, an example stays a name (numalab finds it in any checkout); by path, it is a path in this one."""
+    env = {"PYTHONPATH": str(REPO)}
+    proc = numalab("matrix", "ci", "ci-smoke", "--github", str(tmp_path / "gh.yml"), "--gitlab",
+                   str(tmp_path / "gl.yml"), env=env, cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert _spec_args(tmp_path) == ["ci-smoke"] * 4
+    proc = numalab("matrix", "ci", str(REPO / "lab/matrix/examples/ci-smoke.yaml"), "--github",
+                   str(tmp_path / "gh.yml"), "--gitlab", str(tmp_path / "gl.yml"), env=env, cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert _spec_args(tmp_path) == ["lab/matrix/examples/ci-smoke.yaml"] * 4
 
 
 def test_ci_bad_input_is_one_line(tmp_path: Path) -> None:

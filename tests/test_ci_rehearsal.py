@@ -13,6 +13,12 @@ cache would give it).
 The matrix (``tests/data/ci-rehearsal.yaml``): ring-2, idle for a second,
 numa_balancing on/off, 2 repeats: 4 runs in 2 shards of one whole A/B set
 each, so the merge has a gate to judge.
+
+The workflow is emitted as a user in another directory would: the spec by its
+absolute path in this checkout, so the clones (at other paths) only work if the
+emitted files name it from the repository root. The faster sibling test does
+the same with a third, empty shard (no VM): the shard script and the merge
+command in a clone at another path.
 """
 
 from __future__ import annotations
@@ -47,23 +53,68 @@ def _clone(dest: Path) -> Path:
     return dest
 
 
-@pytest.mark.vm
-def test_shards_in_fresh_clones_then_merge(tmp_path: Path) -> None:
+def _emit(tmp_path: Path, shards: int) -> dict:
+    """The GitHub workflow for SPEC as a user would emit it: from a clone of HEAD (its own lab), in another
+    directory, with the spec's absolute path. That clone is then moved away, so that no job can find the spec
+    by a path of the emitting machine (the old bug on a runner: `no such file or example`)."""
     head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
     if subprocess.run(["git", "-C", str(REPO), "cat-file", "-e", f"HEAD:{SPEC}"]).returncode != 0:
         pytest.fail(f"{SPEC} is not committed: the rehearsal clones HEAD ({head.strip()})")
+    emitter = _clone(tmp_path / "emitter" / "numalab")
     wf_path = tmp_path / "numalab.yml"
-    proc = numalab("matrix", "ci", SPEC, "--github", str(wf_path), "--shards", str(SHARDS))
+    elsewhere = tmp_path / "emitter-cwd"
+    elsewhere.mkdir()
+    proc = numalab("matrix", "ci", str(emitter / SPEC), "--github", str(wf_path), "--shards", str(shards),
+                   env={"PYTHONPATH": str(emitter)}, cwd=elsewhere)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    wf = yaml.safe_load(wf_path.read_text())
-    shard_job, merge_job = wf["jobs"]["shard"], wf["jobs"]["merge"]
-    assert shard_job["strategy"]["matrix"]["shard"] == [1, 2]
-    container_step = next(s for s in shard_job["steps"] if "SHARD_SCRIPT" in s.get("env", {}))
-    script = container_step["env"]["SHARD_SCRIPT"]
+    emitter.rename(tmp_path / "emitter" / "gone")
+    return yaml.safe_load(wf_path.read_text())
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTEST"))}
+
+def _shard_script(wf: dict) -> str:
+    return next(s for s in wf["jobs"]["shard"]["steps"] if "SHARD_SCRIPT" in s.get("env", {}))["env"]["SHARD_SCRIPT"]
+
+
+def _runner_env() -> dict[str, str]:
+    """The environment of a job's script: CI set, the shared numalab cache (as a restored cache would give it),
+    and no trace of the venv running the tests."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VIRTUAL_ENV", "PYTEST", "PYTHONPATH"))}
     env.update(CI="true", NUMALAB_CACHE=str(cache_root()))
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if "/.venv/" not in p)
+    return env
+
+
+def test_shard_script_and_merge_from_a_clone_at_another_path(tmp_path: Path) -> None:
+    """Emitted with an absolute spec path from another directory, the shard script runs in a clone at a path
+    of its own (here its empty third shard: no VM, but the spec, kernels and outputs as in any shard), and the
+    merge job's command merges its output there."""
+    wf = _emit(tmp_path, 3)
+    assert wf["jobs"]["shard"]["strategy"]["matrix"]["shard"] == [1, 2, 3]
+    clone = _clone(tmp_path / "runner" / "work" / "numalab-clone")
+    env = _runner_env()
+    proc = _bash(_shard_script(wf), clone, {**env, "SHARD": "3"}, timeout=1200)
+    assert proc.returncode == 0, f"shard 3:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    assert "0 runs" in proc.stdout and "utilisation n/a (no run started)" in proc.stdout, proc.stdout
+    out = clone / "out" / "shard-3"
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["source"] == SPEC and summary["shard"] == [3, 3] and summary["totals"] == {"runs": 0}
+    # the merge job's command, with the shard's artifact where download-artifact puts it
+    shutil.copytree(out, clone / "shards" / "numalab-shard-3", symlinks=True)
+    merge = next(s["run"] for s in wf["jobs"]["merge"]["steps"] if "matrix merge" in s.get("run", ""))
+    proc = _bash(merge, clone, env, timeout=300)
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # 4 runs not run: the merge says so in its exit code
+    assert "merged 0 runs from 1 directories" in proc.stdout and "error" not in proc.stderr, proc.stderr
+    merged = json.loads((clone / "merged" / "summary.json").read_text())
+    assert merged["source"] == SPEC and merged["totals"] == {"not-run": 4, "runs": 4}
+
+
+@pytest.mark.vm
+def test_shards_in_fresh_clones_then_merge(tmp_path: Path) -> None:
+    wf = _emit(tmp_path, SHARDS)
+    shard_job, merge_job = wf["jobs"]["shard"], wf["jobs"]["merge"]
+    assert shard_job["strategy"]["matrix"]["shard"] == [1, 2]
+    script = _shard_script(wf)
+    env = _runner_env()
     artifacts = tmp_path / "artifacts"
     timings = {}
     for shard in shard_job["strategy"]["matrix"]["shard"]:
@@ -97,11 +148,17 @@ def test_shards_in_fresh_clones_then_merge(tmp_path: Path) -> None:
     out = merge / "merged"
     summary = json.loads((out / "summary.json").read_text())
     assert summary["totals"] == {"ok": 4, "runs": 4}, summary["totals"]
+    # every run keeps the time its shard measured (the merge used to write 0.0)
+    shard_runs = {r["id"]: r for shard in (1, 2) for r in json.loads(
+        (artifacts / f"numalab-shard-{shard}" / "summary.json").read_text())["runs"]}  # fmt: skip
+    assert {r["id"]: r["wall_s"] for r in summary["runs"]} == {i: r["wall_s"] for i, r in shard_runs.items()}
+    assert all(r["wall_s"] > 0 for r in summary["runs"])
     assert summary["gates_failed"] == 0
     assert [g["verdict"] for g in summary["gates"]] == ["pass"], summary["gates"]
     suite = ET.parse(out / "junit.xml").getroot()
     cases = list(suite.iter("testcase"))
     assert len(cases) == 5 and not [c for c in cases if c.find("failure") is not None]
+    assert {c.get("name"): c.get("time") for c in cases[:4]} == {i: f"{r['wall_s']:.1f}" for i, r in shard_runs.items()}
     assert "gate" in (out / "index.html").read_text()
     # what the upload steps would upload
     for step in merge_job["steps"]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import pytest
 from common import REPO, assert_one_line_error, numalab
 
 from lab.errors import LabError
+from lab.matrix.runner import run_dir
 from lab.matrix.spec import load_matrix, parse_matrix, parse_shard
 
 
@@ -115,6 +117,108 @@ def test_github_workflow_uses_the_shards(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     text = wf.read_text()
     assert "shard: [1, 2, 3]" in text and '--shard "$SHARD/3"' in text and "matrix merge" in text
+
+
+# --- outputs: times carried through resume and merge, and an empty shard (real records, no VMs) ----------
+
+RECORDED = """
+name: recorded
+topologies: [ring-4]
+workloads: [{name: numa01, duration: 10}]
+settings: [{name: on, numa_balancing: on}, {name: off, numa_balancing: off}]
+repeats: 3
+baseline: {setting: on}
+"""
+
+
+def _shard_dirs(tmp_path: Path) -> tuple[Path, object, list[Path], dict[str, tuple[float, float]]]:
+    """Two shard directories as `matrix run --shard i/2` leaves them: tests/data/runs' real ring-4 numa01 records
+    (on/off, r1..r3) as the runs, and the summaries written with the times the runner measured for each run."""
+    from lab.matrix.outputs import write_outputs
+    from lab.matrix.runner import MatrixOutcome, RunResult, check_out_dir
+
+    spec_file = write(tmp_path, RECORDED)
+    spec = load_matrix(str(spec_file))
+    times = {r.id: (30.0 + i * 1.25, 50.0 + i) for i, r in enumerate(spec.runs)}  # none is a record's total_s
+    dirs = []
+    for i in (1, 2):
+        out = tmp_path / f"shard{i}"
+        check_out_dir(out, spec, (i, 2))
+        runs = spec.shard(i, 2)
+        for r in runs:
+            src = REPO / "tests/data/runs" / f"ring4-numa01-{r.setting.name}-{r.repeat}"
+            shutil.copytree(src, run_dir(out, r))
+        results = [RunResult(r.id, "ok", "", *times[r.id]) for r in runs]
+        write_outputs(spec, runs, out, MatrixOutcome(results, 99.0, 150.0, 2), (i, 2))
+        dirs.append(out)
+    return spec_file, spec, dirs, times
+
+
+def _junit_times(path: Path) -> dict[str, str]:
+    return {c.get("name"): c.get("time") for c in ET.parse(path).getroot().iter("testcase") if "gates" not in
+            c.get("classname")}  # fmt: skip
+
+
+def test_merge_keeps_the_times_the_shards_measured(tmp_path: Path) -> None:
+    spec_file, spec, dirs, times = _shard_dirs(tmp_path)
+    assert _junit_times(dirs[0] / "junit.xml") == {
+        r.id: f"{times[r.id][0]:.1f}" for r in spec.shard(1, 2)
+    }  # the shard's own, as measured
+    merged = tmp_path / "merged"
+    proc = numalab("matrix", "merge", *map(str, dirs), "--spec", str(spec_file), "--out", str(merged))
+    assert "merged 6 runs from 2 directories" in proc.stdout, proc.stdout + proc.stderr
+    assert _junit_times(merged / "junit.xml") == {r.id: f"{times[r.id][0]:.1f}" for r in spec.runs}
+    runs = json.loads((merged / "summary.json").read_text())["runs"]
+    assert {r["id"]: (r["wall_s"], r["cpu_s"]) for r in runs} == times
+
+
+def test_merge_without_a_shard_summary_takes_the_records_own_time(tmp_path: Path) -> None:
+    """A shard whose summary is gone or forged: its runs' wall time is the record's total_s, their CPU unknown."""
+    spec_file, spec, dirs, _times = _shard_dirs(tmp_path)
+    (dirs[1] / "summary.json").unlink()
+    forged = json.loads((dirs[0] / "summary.json").read_text())
+    assert len(forged["runs"]) == 4
+    for r, bad in zip(forged["runs"], [float("nan"), -1, "12", True]):
+        r["wall_s"] = bad
+    (dirs[0] / "summary.json").write_text(json.dumps(forged))  # NaN written as NaN
+    merged = tmp_path / "merged"
+    numalab("matrix", "merge", *map(str, dirs), "--spec", str(spec_file), "--out", str(merged))
+    runs = {r["id"]: r for r in json.loads((merged / "summary.json").read_text())["runs"]}
+    totals = {r.id: json.loads((run_dir(merged, r) / "manifest.json").read_text())["timings"]["total_s"]
+              for r in spec.runs}  # fmt: skip
+    assert {i: (r["wall_s"], r["cpu_s"]) for i, r in runs.items()} == {i: (t, None) for i, t in totals.items()}
+    assert _junit_times(merged / "junit.xml") == {i: f"{t:.1f}" for i, t in totals.items()}
+
+
+def test_a_resumed_shard_keeps_its_runs_times(tmp_path: Path) -> None:
+    from lab.matrix.outputs import write_outputs
+    from lab.matrix.runner import MatrixOutcome, RunResult
+
+    _spec_file, spec, dirs, times = _shard_dirs(tmp_path)
+    runs = spec.shard(1, 2)
+    resumed = [RunResult(r.id, "ok", "", resumed=True) for r in runs]  # as execute_matrix gives done runs
+    outcome = MatrixOutcome(resumed, 0.0001, 0.6, 2)
+    summary = write_outputs(spec, runs, dirs[0], outcome, (1, 2))
+    assert {r["id"]: (r["wall_s"], r["cpu_s"]) for r in summary["runs"]} == {r.id: times[r.id] for r in runs}
+    assert _junit_times(dirs[0] / "junit.xml") == {r.id: f"{times[r.id][0]:.1f}" for r in runs}
+    # nothing started: no utilisation (0.6 s over 0.1 ms on 2 cores was 300000%)
+    assert outcome.utilisation is None and summary["timing"]["utilisation"] is None
+
+
+def test_an_empty_shard_has_no_utilisation(tmp_path: Path) -> None:
+    """The real runner on a shard with no runs: no ratio over next to no wall time, and the CPU it reports is
+    its own while the matrix ran (not the process's since it started)."""
+    from lab.matrix.outputs import write_outputs
+    from lab.matrix.runner import execute_matrix
+
+    spec = load_matrix(str(write(tmp_path, GATED)))
+    assert spec.shard(2, 2) == []
+    out = tmp_path / "out"
+    outcome = execute_matrix(spec, [], out, {})
+    assert outcome.results == [] and outcome.utilisation is None
+    assert outcome.cpu_s < 0.5, outcome.cpu_s  # not the interpreter's start-up and imports
+    summary = write_outputs(spec, [], out, outcome, (2, 2))
+    assert summary["timing"]["utilisation"] is None and summary["totals"] == {"runs": 0}
 
 
 def test_concurrent_local_runs_get_cpus_of_their_own() -> None:

@@ -11,9 +11,18 @@ What a GitHub-hosted runner does with it (``ubuntu-latest``, which has ``/dev/kv
   shard artifacts, ``numalab matrix merge`` (whose exit code carries the
   gates: a failing gate or a run that is not ok fails the workflow), and
   JUnit plus the HTML overview uploaded as artifacts and published as a check;
+* the cache (``.numalab-cache``: the stock kernel, kernel builds) is restored
+  before the shard and saved after it even when the shard failed (a failing
+  run must not cost the next pipeline its kernel build), unless the exact key
+  was restored;
 * least privilege: ``permissions: {}`` at the top, ``contents: read`` for the
   jobs, ``checks: write`` only where the JUnit check is published; every
   action pinned to the commit of a release tag; checkout keeps no credentials.
+
+Every job runs at the root of its checkout, so the files name the spec from
+there (:func:`ci_spec_path`): relative to the top level of the spec's git
+checkout, whatever path or directory it was emitted with, or a built-in
+example by its name.
 
 The commands inside the container are ``SHARD_SCRIPT`` (an ``env`` entry of
 the shard step): ``tests/test_ci_rehearsal.py`` runs exactly those, and the
@@ -22,15 +31,20 @@ merge job's ``run`` steps, in fresh clones.
 
 from __future__ import annotations
 
+import re
 import shlex
+import subprocess
+from pathlib import Path
 
-from lab.matrix.spec import MatrixSpec
+from lab.errors import LabError
+from lab.matrix.spec import EXAMPLES, MatrixSpec
 
-# (repository, commit of the release tag, tag): read from the actions' own repositories
-# (``git rev-parse TAG^{commit}``); update all three together.
+# (action, commit of the release tag, tag): read from the actions' own repositories
+# (``git rev-parse TAG^{commit}``); update all three together (cache/restore and cache/save with each other).
 ACTIONS = {
     "checkout": ("actions/checkout", "3d3c42e5aac5ba805825da76410c181273ba90b1", "v7.0.1"),
-    "cache": ("actions/cache", "27d5ce7f107fe9357f9df03efb73ab90386fccae", "v5.0.5"),
+    "cache/restore": ("actions/cache/restore", "27d5ce7f107fe9357f9df03efb73ab90386fccae", "v5.0.5"),
+    "cache/save": ("actions/cache/save", "27d5ce7f107fe9357f9df03efb73ab90386fccae", "v5.0.5"),
     "upload-artifact": ("actions/upload-artifact", "bbbca2ddaa5d8feaa63e36b76fdaad77386f024f", "v7.0.0"),
     "download-artifact": ("actions/download-artifact", "3e5f45b2cfb9172054b4087a40e8e0b5a5461e7c", "v8.0.1"),
     "junit-report": ("mikepenz/action-junit-report", "d9f48fc87bc235f7e214acf696ca5abc0a986f16", "v6.4.2"),
@@ -54,6 +68,74 @@ MERGE_SETUP = [
     "python3 -m venv .venv",
     ".venv/bin/pip install -q -e .",
 ]
+
+
+# What a spec path in the emitted files may hold: it goes into shell commands, YAML scalars and comments,
+# and GitHub expands ``${{ }}`` anywhere in a workflow.
+_SAFE_PATH = re.compile(r"[A-Za-z0-9_.+@/ -]+")
+
+
+def ci_spec_path(given: str, spec: MatrixSpec) -> tuple[str, bool]:
+    """How the CI jobs name the spec, and whether git tracks it: a built-in example's name as given, or the
+    spec's path relative to the top level of its git checkout (the jobs run at the root of their checkout).
+    A spec outside a git checkout, one whose path could not be written safely, or one naming files the jobs
+    would not find (:func:`check_references`) is a one-line error."""
+    source = Path(spec.source)
+    if "/" not in given and source.parent.resolve() == EXAMPLES.resolve() and source.stem == given:
+        return given, True
+    real = source.resolve()
+    try:  # the checkout the spec is named in (a symlink in it must lead to a file in it, checked below)
+        proc = subprocess.run(["git", "-C", str(source.absolute().parent), "rev-parse", "--show-toplevel"],
+                              capture_output=True, text=True)  # fmt: skip
+    except OSError as err:
+        raise LabError(f"{given}: cannot ask git for the repository root: {err.strerror or err}") from None
+    if proc.returncode != 0:
+        why = (proc.stderr.strip().splitlines() or ["git said nothing"])[-1].removeprefix("fatal: ")
+        where = "outside any git repository" if "not a git repository" in why else f"git: {why}"
+        raise LabError(f"{given}: {where}: the CI jobs read the spec from their checkout of the repository, "
+                       "so it must be in the repository the CI file is for")  # fmt: skip
+    top = Path(proc.stdout.strip()).resolve()
+    if not real.is_relative_to(top):  # a symlink out of the checkout
+        raise LabError(f"{given}: resolves to {real}, outside the repository {top}: the CI checkout would not have it")
+    rel = real.relative_to(top).as_posix()
+    if not _SAFE_PATH.fullmatch(rel) or rel.startswith("-"):
+        raise LabError(f"{given}: its path in the repository ({rel!r}) may hold only ASCII letters, digits, spaces "
+                       "and _ . + @ / - (not - first): it is written into shell commands and YAML")  # fmt: skip
+    check_references(spec, top)
+    tracked = subprocess.run(["git", "-C", str(top), "ls-files", "--error-unmatch", "--", rel],
+                             capture_output=True).returncode == 0  # fmt: skip
+    return rel, tracked
+
+
+def check_references(spec: MatrixSpec, top: Path) -> None:
+    """The files a spec names must be found by the CI jobs too, which run at the repository root ``top``:
+    topology files and bzImage paths are read relative to the current directory, so each must name, from
+    ``top``, the file it names here (and lie in the repository); a build recipe's files are read relative to
+    the spec's directory, so none may be an absolute path of this machine."""
+    here = Path.cwd()
+    files = [(f"topologies: {t.name}", t.name) for t in dict.fromkeys(r.topology for r in spec.runs)
+             if "/" in t.name or t.name.endswith((".yaml", ".yml"))]  # fmt: skip
+    files += [(f"kernels: {k.name}", k.spec) for k in spec.kernels
+              if k.build is None and k.spec != "stock" and ("/" in k.spec or Path(k.spec).exists())]  # fmt: skip
+    for field, name in files:
+        found, in_ci = (here / name).resolve(), (top / name).resolve()
+        if Path(name).is_absolute():
+            why = "an absolute path of this machine"
+        elif found != in_ci or not in_ci.is_relative_to(top):
+            why = f"read from the repository root ({top}) where the CI jobs run, it does not name {found}"
+        else:
+            continue
+        raise LabError(f"{spec.source}: {field}: {why}: give it relative to the repository root, inside it")
+    for k in spec.kernels:
+        if k.build is None:
+            continue
+        paths = [("source", k.build.get("source")), ("series", k.build.get("series"))]
+        paths += [(f"{key}[{i}]", p) for key in ("patches", "fragments") for i, p in enumerate(k.build.get(key) or [])]
+        for key, p in paths:
+            if isinstance(p, str) and p.startswith(("/", "~")):
+                raise LabError(f"{spec.source}: kernels: {k.name}: build.{key}: {p} is a path of this machine, "
+                               "which the CI jobs do not have: put the file in the repository and give it "
+                               "relative to the spec's directory")  # fmt: skip
 
 
 def uses(action: str) -> str:
@@ -123,7 +205,8 @@ jobs:
       - uses: {uses("checkout")}
         with:
           persist-credentials: false
-      - uses: {uses("cache")}
+      - uses: {uses("cache/restore")}
+        id: cache
         with:
           path: .numalab-cache
           key: numalab-{CONTAINER_IMAGE.replace(":", "-")}-${{{{ hashFiles('Makefile', 'kernel-configs/**') }}}}
@@ -142,6 +225,11 @@ jobs:
             {CONTAINER_IMAGE} bash -euo pipefail -c "$SHARD_SCRIPT" || rc=$?
           sudo chown -R "$(id -u):$(id -g)" "$GITHUB_WORKSPACE"
           exit "$rc"
+      - uses: {uses("cache/save")}
+        if: ${{{{ always() && steps.cache.outputs.cache-hit != 'true' }}}}
+        with:
+          path: .numalab-cache
+          key: ${{{{ steps.cache.outputs.cache-primary-key }}}}
       - uses: {uses("upload-artifact")}
         if: ${{{{ !cancelled() }}}}
         with:

@@ -160,8 +160,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     totals = ", ".join(f"{v} {k}" for k, v in summary["totals"].items() if k != "runs")
     print(f"matrix {spec.name}: {summary['totals']['runs']} runs: {totals}")
     if t:
-        print(f"  wall {t['wall_s']}s, run CPU {t['cpu_s']}s on {t['cores']} cores: utilisation "
-              f"{t['utilisation'] * 100:.0f}%")  # fmt: skip
+        use = "n/a (no run started)" if t["utilisation"] is None else f"{t['utilisation'] * 100:.0f}%"
+        print(f"  wall {t['wall_s']}s, run CPU {t['cpu_s']}s on {t['cores']} cores: utilisation {use}")
     for g in summary["gates"]:
         print(f"  gate {g['verdict'].upper():<12} {g['gate']} [{g['group']}]: {g['detail']}")
     print(f"  overview: {out / 'index.html'}\n  junit: {out / 'junit.xml'}\n  summary: {out / 'summary.json'}")
@@ -197,7 +197,7 @@ def cmd_merge(args: argparse.Namespace) -> int:
             if (run / MANIFEST).exists() and not (args.out / "runs" / run.name).exists():
                 shutil.copytree(run, args.out / "runs" / run.name, symlinks=True)
                 copied += 1
-    summary = write_outputs(spec, spec.runs, args.out, None)
+    summary = write_outputs(spec, spec.runs, args.out, None, sources=list(args.dirs))
     print(f"merged {copied} runs from {len(args.dirs)} directories into {args.out}: "
           + ", ".join(f"{v} {k}" for k, v in summary["totals"].items()))  # fmt: skip
     return 1 if summary["gates_failed"] or summary["totals"].get("ok", 0) < len(spec.runs) else 0
@@ -218,22 +218,30 @@ def _write_ci_file(dest: str, text: str, what: str) -> None:
 
 
 def cmd_ci(args: argparse.Namespace) -> int:
-    from lab.matrix.ci import github_workflow
-    from lab.matrix.gitlab import gitlab_pipeline
+    from lab.matrix.ci import ci_spec_path, github_workflow
+    from lab.matrix.gitlab import check_runner_tag, gitlab_pipeline
 
     if not args.github and not args.gitlab:
         raise LabError("matrix ci: give --github FILE and/or --gitlab FILE")
     if args.github == "-" and args.gitlab == "-":
         raise LabError("matrix ci: only one of --github and --gitlab can be '-' (stdout)")
-    spec = load_matrix(args.file)
+    if args.gitlab_tag is not None:
+        if not args.gitlab:
+            raise LabError("--gitlab-tag: only with --gitlab (it picks the runners of the GitLab shard jobs)")
+        check_runner_tag(args.gitlab_tag)
     if args.shards < 1:
         raise LabError(f"--shards: must be >= 1, got {args.shards}")
     if args.shards > 200:
         raise LabError(f"--shards: at most 200 (GitLab's parallel: limit), got {args.shards}")
+    spec = load_matrix(args.file)
+    spec_path, tracked = ci_spec_path(args.file, spec)
+    if not tracked:
+        print(f"numalab: warning: {args.file} is not committed ({spec_path} is not tracked by git): commit it, "
+              "or the CI checkout will not have it", file=sys.stderr)  # fmt: skip
     if args.github:
-        _write_ci_file(args.github, github_workflow(spec, args.file, args.shards), "GitHub workflow")
+        _write_ci_file(args.github, github_workflow(spec, spec_path, args.shards), "GitHub workflow")
     if args.gitlab:
-        _write_ci_file(args.gitlab, gitlab_pipeline(spec, args.file, args.shards, args.gitlab_tag), "GitLab pipeline")
+        _write_ci_file(args.gitlab, gitlab_pipeline(spec, spec_path, args.shards, args.gitlab_tag), "GitLab pipeline")
     if "-" not in (args.github, args.gitlab):
         print(f"{args.shards} shards over {len(spec.runs)} runs")
     return 0
@@ -284,9 +292,12 @@ def add_matrix_commands(sub) -> None:
         description="Write a GitHub Actions workflow and/or a GitLab CI pipeline: shard jobs in a debian:12 "
         "container (with /dev/kvm when the runner has it) plus a merge job whose exit code carries the gates.",
     )
-    p.add_argument("file", metavar="FILE", help="matrix spec")
+    p.add_argument("file", metavar="FILE",
+                   help="matrix spec in this git repository (the CI files name it relative to the repository root), "
+                   "or the name of an example in lab/matrix/examples")  # fmt: skip
     p.add_argument("--github", metavar="FILE", help="GitHub Actions workflow to write ('-' for stdout)")
     p.add_argument("--gitlab", metavar="FILE", help="GitLab CI pipeline to write ('-' for stdout)")
-    p.add_argument("--gitlab-tag", metavar="TAG", help="runner tag for the GitLab shard jobs (e.g. one with /dev/kvm)")
+    p.add_argument("--gitlab-tag", metavar="TAG",
+                   help="runner tag for the GitLab shard jobs (e.g. one with /dev/kvm; not empty)")  # fmt: skip
     p.add_argument("--shards", type=int, default=4, metavar="N", help="number of shards (default 4)")
     p.set_defaults(func=cmd_ci)

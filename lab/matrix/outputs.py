@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
+import math
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -100,18 +102,64 @@ def evaluate_gates(spec: MatrixSpec, comps: list[tuple[str, Comparison]]) -> lis
     return results
 
 
+def _seconds(value: object) -> float | None:
+    """A time in seconds read back from a file: a finite number >= 0 (and below a year), else None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) and 0 <= value < 366 * 86400 else None
+
+
+def recorded_times(dirs: list[Path]) -> dict[str, tuple[float, float | None]]:
+    """Run id -> (wall, CPU) seconds as the matrix invocation that made the run measured them, from the
+    summary.json of ``dirs`` (a shard's, or this directory's from an earlier invocation); the first directory
+    that has a run wins. A missing or unreadable summary, or an entry that is not a time, is passed over:
+    the run's own record then gives its wall time (:func:`write_outputs`)."""
+    times: dict[str, tuple[float, float | None]] = {}
+    for d in dirs:
+        try:
+            runs = json.loads((d / "summary.json").read_bytes()).get("runs")
+        except (OSError, ValueError, AttributeError, RecursionError):
+            continue
+        for entry in runs if isinstance(runs, list) else []:
+            if not isinstance(entry, dict) or not isinstance(entry.get("id"), str):
+                continue
+            wall = _seconds(entry.get("wall_s"))
+            if wall and entry["id"] not in times:  # 0: an entry that never had a time
+                times[entry["id"]] = (wall, _seconds(entry.get("cpu_s")))
+    return times
+
+
+def _timed(res: RunResult, rec: RunRecord | None, times: dict[str, tuple[float, float | None]]) -> RunResult:
+    """A run done before this invocation, with the times it was run in (not 0): as recorded in a summary,
+    else the record's own total time (its CPU time then unknown)."""
+    if not res.resumed or res.status == "not-run":
+        return res
+    if res.id in times:
+        wall, cpu = times[res.id]
+    elif rec is not None:
+        wall, cpu = _seconds((rec.manifest.get("timings") or {}).get("total_s")) or 0.0, None
+    else:
+        return res
+    return dataclasses.replace(res, wall_s=wall, cpu_s=cpu)
+
+
 def write_outputs(spec: MatrixSpec, runs: list[MatrixRun], out: Path, outcome: MatrixOutcome | None,
-                  shard: tuple[int, int] | None = None) -> dict:  # fmt: skip
-    """summary.json, junit.xml and index.html for the runs in ``out``; returns the summary."""
+                  shard: tuple[int, int] | None = None, sources: list[Path] | None = None) -> dict:  # fmt: skip
+    """summary.json, junit.xml and index.html for the runs in ``out``; returns the summary. Runs that this
+    invocation did not run keep the times measured when they ran, from ``sources``' summaries (the shards of a
+    merge) or ``out``'s own earlier one."""
     recs = _records(out, runs)
+    times = recorded_times([*(sources or []), out])
     known = {r.id: r for r in outcome.results} if outcome else {}
     results: list[RunResult] = []
     for r in runs:
         if r.id in known:
-            results.append(known[r.id])
+            results.append(_timed(known[r.id], recs.get(r.id), times))
         elif r.id in recs:
             rec = recs[r.id]
-            results.append(RunResult(r.id, rec.status, rec.reason, resumed=True, host=host_of(rec.manifest)))
+            res = RunResult(r.id, rec.status, rec.reason, resumed=True, host=host_of(rec.manifest))
+            results.append(_timed(res, rec, times))
         else:
             results.append(RunResult(r.id, "not-run", "not run yet (interrupted, or a shard's other part)"))
     comps = comparisons(spec, runs, recs)
@@ -142,8 +190,9 @@ def write_outputs(spec: MatrixSpec, runs: list[MatrixRun], out: Path, outcome: M
         "gates_failed": sum(g.verdict == "fail" for g in gates),
     }
     if outcome:
+        u = outcome.utilisation
         summary["timing"] = {"wall_s": round(outcome.wall_s, 1), "cpu_s": round(outcome.cpu_s, 1),
-                             "cores": outcome.cores, "utilisation": round(outcome.utilisation or 0, 3)}  # fmt: skip
+                             "cores": outcome.cores, "utilisation": None if u is None else round(u, 3)}  # fmt: skip
     _write(out / "summary.json", json.dumps(summary, indent=2) + "\n")
     _write(out / "junit.xml", junit_xml(spec, runs, results, gates))
     _write(out / "index.html", overview_html(spec, runs, results, comps, gates, recs))

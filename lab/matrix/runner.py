@@ -46,7 +46,7 @@ class RunResult:
     status: str
     reason: str
     wall_s: float = 0.0
-    cpu_s: float = 0.0
+    cpu_s: float | None = 0.0  # None: not known (a run done before, whose summary did not say)
     resumed: bool = False  # done by an earlier invocation
     host: str | None = None  # the libvirt URI that ran it (None: direct QEMU on this machine)
 
@@ -65,7 +65,10 @@ class MatrixOutcome:
 
     @property
     def utilisation(self) -> float | None:
-        return self.cpu_s / (self.cores * self.wall_s) if self.wall_s > 0 else None
+        """Run CPU over the cores' time while the matrix ran; None when this invocation started no run (an
+        empty shard, or everything resumed): a ratio over next to no wall time says nothing."""
+        started = any(not r.resumed for r in self.results)
+        return self.cpu_s / (self.cores * self.wall_s) if started and self.wall_s > 0 else None
 
 
 def run_dir(out: Path, run: MatrixRun) -> Path:
@@ -262,6 +265,7 @@ def execute_matrix(
     cpus = CpuShares(host.online_cpus) if not picker and not overcommit else None
     given: dict[int, tuple[int, ...]] = {}
     t0 = time.monotonic()
+    own0 = resource.getrusage(resource.RUSAGE_SELF)
     cpu_total = 0.0
     finished = 0
     interrupted = False
@@ -347,5 +351,6 @@ def execute_matrix(
             signal.signal(s, h)
     wall = time.monotonic() - t0
     ordered = [results[r.id] for r in runs if r.id in results]
-    own = resource.getrusage(resource.RUSAGE_SELF)
-    return MatrixOutcome(ordered, wall, cpu_total + own.ru_utime + own.ru_stime, cores, interrupted)
+    own = resource.getrusage(resource.RUSAGE_SELF)  # this process's own share while the matrix ran
+    own_s = own.ru_utime + own.ru_stime - own0.ru_utime - own0.ru_stime
+    return MatrixOutcome(ordered, wall, cpu_total + own_s, cores, interrupted)
