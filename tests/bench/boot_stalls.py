@@ -19,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))  # this checkout's lab, whatever the venv's editable install points at
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:

@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))  # this checkout's lab, whatever the venv's editable install points at
 TOPO = ["--topology", "ring-4", "--cpus-per-node", "1", "--mem-per-node", "256M", "--accel", "tcg"]
 
 
