@@ -333,3 +333,17 @@ def test_gitlab_runs_the_commands_the_rehearsal_ran(tmp_path: Path) -> None:
     assert pipe["numalab-shard"]["script"] == github.replace("$SHARD", "$CI_NODE_INDEX").splitlines()
     merge = next(s["run"] for s in wf["jobs"]["merge"]["steps"] if "matrix merge" in s.get("run", ""))
     assert pipe["numalab-merge"]["script"][-1] == merge.replace("shards/*", "out/shard-*")
+
+
+def test_a_matrix_on_qemu10_fetches_it_in_the_shard(tmp_path: Path) -> None:
+    """A setting with qemu: backports makes the shards run make setup-qemu10 too (GitHub and GitLab)."""
+    from lab.matrix.ci import needs_qemu10, shard_commands
+    from lab.matrix.spec import parse_matrix
+
+    spec = parse_matrix({"topologies": ["ring-2"], "workloads": ["idle"],
+                         "settings": [{"name": "q72"}, {"name": "q10", "qemu": "backports"}]}, "x", "qemus")  # fmt: skip
+    assert needs_qemu10(spec) and not needs_qemu10(parse_matrix({"topologies": ["ring-2"], "workloads": ["idle"]},
+                                                               "y", "plain"))  # fmt: skip
+    assert "make setup setup-qemu10" in shard_commands("m.yaml", "1", "2", "out", True)
+    assert "make setup" in shard_commands("m.yaml", "1", "2", "out") and not any(
+        "qemu10" in c for c in shard_commands("m.yaml", "1", "2", "out"))

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 
 from lab.errors import LabError
-from lab.matrix.ci import CONTAINER_IMAGE, merge_command, shard_commands
+from lab.matrix.ci import CONTAINER_IMAGE, merge_command, needs_qemu10, shard_commands
 from lab.matrix.spec import MatrixSpec
 
 MERGE_SETUP = [
@@ -54,7 +54,8 @@ def gitlab_pipeline(spec: MatrixSpec, spec_path: str, shards: int, tag: str | No
         index, total, parallel = "$CI_NODE_INDEX", "$CI_NODE_TOTAL", f"\n  parallel: {shards}"
     else:  # GitLab's parallel: takes 2..200
         index, total, parallel = "1", "1", ""
-    shard_script = "\n".join(f"    - {_item(c)}" for c in shard_commands(spec_path, index, total, f"out/shard-{index}"))
+    commands = shard_commands(spec_path, index, total, f"out/shard-{index}", needs_qemu10(spec))
+    shard_script = "\n".join(f"    - {_item(c)}" for c in commands)
     merge_script = "\n".join(f"    - {_item(c)}" for c in [*MERGE_SETUP, merge_command(spec_path, "out/shard-*")])
     if tag is not None:
         check_runner_tag(tag)
