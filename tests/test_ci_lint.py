@@ -340,8 +340,8 @@ def test_a_matrix_on_qemu10_fetches_it_in_the_shard(tmp_path: Path) -> None:
     from lab.matrix.ci import needs_qemu10, shard_commands
     from lab.matrix.spec import parse_matrix
 
-    spec = parse_matrix({"topologies": ["ring-2"], "workloads": ["idle"],
-                         "settings": [{"name": "q72"}, {"name": "q10", "qemu": "backports"}]}, "x", "qemus")  # fmt: skip
+    settings = [{"name": "q72"}, {"name": "q10", "qemu": "backports"}]
+    spec = parse_matrix({"topologies": ["ring-2"], "workloads": ["idle"], "settings": settings}, "x", "qemus")
     assert needs_qemu10(spec) and not needs_qemu10(parse_matrix({"topologies": ["ring-2"], "workloads": ["idle"]},
                                                                "y", "plain"))  # fmt: skip
     assert "make setup setup-qemu10" in shard_commands("m.yaml", "1", "2", "out", True)
