@@ -23,7 +23,7 @@ from lab.access_run import AccessResult
 from lab.analysis.display import percent
 from lab.analysis.lost import describe as describe_lost
 from lab.analysis.lost import is_incomplete
-from lab.analysis.metrics import run_metrics
+from lab.analysis.metrics import per_vcpu_second, run_metrics
 from lab.analysis.node_cpu import node_cpu_time
 from lab.errors import LabError
 from lab.guest import image
@@ -348,6 +348,8 @@ def _collect(
     metrics = run_metrics(d, req.topology, req.plan.trace_events, t0) if evidence.booted else {}
     if evidence.booted and (cpu_time := node_cpu_time(d, req.topology)):
         metrics["node_cpu"] = cpu_time
+    if twins := per_vcpu_second(result, outcome.vcpu_time):
+        metrics["per_vcpu_s"] = twins  # work per vCPU CPU-second (lab.analysis.metrics.TWINS)
     return ManifestInputs(
         run_id=run_id,
         label=req.label,
