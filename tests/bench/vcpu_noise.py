@@ -34,7 +34,8 @@ from lab.analysis.metrics import METRIC_KEYS, TWINS, metric_values  # noqa: E402
 def runs(out: Path, args: argparse.Namespace) -> list[dict]:
     """``numalab run --repeat N`` into ``out``; every repeat's manifest (failed ones too: they are counted)."""
     cmd = [sys.executable, "-m", "lab.cli", "run", "--topology", args.topology, "--workload", args.workload,
-           "--duration", f"{args.duration:g}", "--repeat", str(args.repeats), "--no-trace", "--out", str(out)]  # fmt: skip
+           "--duration", f"{args.duration:g}", "--repeat", str(args.repeats), "--no-trace",
+           "--out", str(out)]  # fmt: skip
     subprocess.run(cmd, cwd=REPO, stdout=subprocess.DEVNULL, check=False, timeout=args.repeats * 600)
     return [json.loads(p.read_text()) for p in sorted(out.glob("r*/manifest.json"))]
 
