@@ -426,6 +426,13 @@ def print_summary(manifest: dict, out=sys.stdout) -> None:
             f"  numa_hint_faults={vm.get('numa_hint_faults', '-')}"
             f"  hint-local={'-' if hl is None or not vm.get('numa_hint_faults') else percent(hl, 2) + '%'}"
         )
+    vt = manifest.get("vcpu_time") or {}
+    if vt.get("run_s") is not None:
+        twins = "".join(f"  {k}={v:.4g}" for k, v in (m.get("per_vcpu_s") or {}).items())
+        wait = f", {vt['wait_s']:.2f}s waiting" if vt.get("wait_s") is not None else ""
+        lines.append(f"  vCPU time {vt['run_s']:.2f}s{wait} over {vt['window_s']:g}s ({vt['n_vcpus']} vCPUs){twins}")
+    elif vt.get("problem"):
+        lines.append(f"  vCPU time not measured: {vt['problem']}")
     for sb in manifest.get("stalled_boots", []):
         lines.append(f"  boot attempt {sb['attempt']} stalled (no init after {sb['deadline_s']:.0f}s;"
                      f" {describe_hang(sb.get('vm_at_timeout'))});"
