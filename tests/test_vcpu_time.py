@@ -104,3 +104,15 @@ def test_every_throughput_metric_has_a_twin_equal_to_work_over_vcpu_seconds() ->
     assert metric_values(manifest)["workload.gbps_per_vcpu_s"] == pytest.approx(1.1)
     # an access-matrix run's throughput is never compared: nor its twin
     assert "workload.gbps_per_vcpu_s" not in metric_values(manifest | {"access_matrix": {"local_pct": 50}})
+
+
+def test_the_twins_can_decide_an_auto_matrix_and_a_gate() -> None:
+    from lab.matrix.spec import parse_matrix
+
+    spec = parse_matrix({"name": "m", "topologies": ["ring-2"], "kernels": ["a", "b"], "workloads": ["pairs"],
+                         "baseline": {"kernel": "a"}, "repeats": "auto",
+                         "auto": {"decide": ["workload.round_trips_per_vcpu_s", "workload.gbps_per_vcpu_s"]},
+                         "gates": [{"metric": "workload.round_trips_per_vcpu_s", "worse_than_baseline_pct": 5}]},
+                        "m.yaml", "m")  # fmt: skip
+    assert spec.auto is not None and spec.auto.decide == ("workload.round_trips_per_vcpu_s", "workload.gbps_per_vcpu_s")
+    assert spec.gates[0].metric == "workload.round_trips_per_vcpu_s"
