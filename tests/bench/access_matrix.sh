@@ -54,6 +54,6 @@ for cfg, (gbps, b, local, n, stuck) in rows.items():
     s = slowdown(rows["plain"][0], gbps)
     h = hmean(gbps)
     bx = f"{b / base_b:.1f}x" if b and base_b else "-"
-    print(f"{cfg:8}{n:>4}{stuck:>9}{h or 0:>11.3f}{f'{s:.1f}x' if s else '-':>10}{b or 0:>8.2f}{bx:>8}  "
+    print(f"{cfg:8}{n:>4}{stuck:>9}{f'{h:.3f}' if h else '-':>11}{f'{s:.1f}x' if s else '-':>10}{b or 0:>8.2f}{bx:>8}  "
           f"{', '.join(f'{v:.1f}' for v in local) or '-'}")
 PY
