@@ -45,6 +45,9 @@ def test_an_all_zero_baseline_has_one_verdict_in_text_markdown_and_html() -> Non
     html = cmp.to_html(c)
     assert f'class="worse">{row.diff_text()} *</td>' in html
     assert "Δ: the absolute change" in cmp.to_text(c) and "Δ: the absolute change" in cmp.to_markdown(c)
+    # no row of any stat reads a %diff past PCT_SHOWN_MAX (Min, Max, Stddev of a 0 baseline included)
+    pcts = [float(x) for x in re.findall(r"(-?\d+\.\d+)%[*)]", cmp.to_text(c))]
+    assert pcts and max(map(abs, pcts)) <= cmp.PCT_SHOWN_MAX
     # and a row that is not significant is neither starred nor bold, in either
     text = cmp.to_text(c).splitlines()
     for r in c.rows:

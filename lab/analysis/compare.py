@@ -159,14 +159,16 @@ def diff_text(base: float, new: float, better: str) -> str:
     """The %diff as shown everywhere (compare, the report, verdict lines): '+1.23%' (+ is better), or, on a
     near-zero baseline (0, or |%diff| > PCT_SHOWN_MAX), the absolute change of the mean: 'Δ+12.5'
     (its sign is the value's, not better/worse)."""
-    p = pct_better(base, new, better)
-    if p is not None and abs(p) <= PCT_SHOWN_MAX:
-        return f"{p:+.2f}%"
-    return f"Δ{new - base:+.4g}"
+    return _shown(base, new, pct_better(base, new, better)) or f"{pct_better(base, new, better):+.2f}%"
+
+
+def _shown(base: float, new: float, p: float | None) -> str | None:
+    """'Δ+12.5' where a %diff ``p`` would mislead (a 0 or tiny baseline), else None (show ``p``)."""
+    return None if p is not None and abs(p) <= PCT_SHOWN_MAX else f"Δ{new - base:+.4g}"
 
 
 NEAR_ZERO_NOTE = (
-    f"Δ: the absolute change of the mean, shown instead of a %diff where the baseline mean is 0 or tiny "
+    f"Δ: the absolute change (new - baseline), shown instead of a %diff where the baseline is 0 or tiny "
     f"(|%diff| > {PCT_SHOWN_MAX:g}%)"
 )
 
@@ -352,7 +354,7 @@ def _num(v: float) -> str:
 def _pct(p: float | None, mark: bool, text: str | None = None) -> str:
     """A %diff cell of the text table: ``( 1.23%)``, starred ``* 1.23%*`` when significant; ``text``
     (the mean row's :func:`diff_text`) replaces the number, e.g. with Δ on a near-zero baseline."""
-    if text is not None and not text.endswith("%"):
+    if text is not None:
         s = f"{text:>8}"
     elif p is None:
         s = "   n/a  "
@@ -362,7 +364,7 @@ def _pct(p: float | None, mark: bool, text: str | None = None) -> str:
 
 
 def _has_delta(c: Comparison) -> bool:
-    return any(not r.diff_text().endswith("%") for r in c.rows)
+    return any(_shown(b, n, p) for r in c.rows for _stat, b, n, p, _m in r.lines())
 
 
 def _rule_text(rule: str) -> str:
@@ -390,7 +392,7 @@ def to_text(c: Comparison) -> str:
     for r in c.rows:
         for stat, b, n, p, is_mean in r.lines():
             mark = bool(is_mean and r.significant)
-            text = r.diff_text() if is_mean else None
+            text = _shown(b, n, p)
             body.append(f"{stat:<9}{r.metric.key:<{w}}  {_num(b):>12} (   0.00%)  {_num(n):>12} {_pct(p, mark, text)}")
     return "\n".join(head + body) + "\n"
 
@@ -431,7 +433,7 @@ def to_html(c: Comparison) -> str:
         verdict = r.verdict()
         for i, (stat, b, n, p, is_mean) in enumerate(r.lines()):
             cls = f' class="{verdict}"' if is_mean and verdict in ("better", "worse") else ""
-            ps = r.diff_text() if is_mean else "n/a" if p is None else f"{p:+.2f}%"
+            ps = _shown(b, n, p) or f"{p:+.2f}%"
             metric = ""
             if i == 0:
                 metric = f'<td rowspan="{len(r.lines())}">{e(r.metric.key)}'
