@@ -48,3 +48,23 @@ def test_vcpu_time_and_the_twin_on_a_real_vm(tmp_path: Path) -> None:
     assert rows["workload.gbps"]["mean"] == rows["workload.gbps_per_vcpu_s"]["mean"] == "Hmean"
     twin = rows["workload.gbps_per_vcpu_s"]["baseline_mean"]
     assert twin == pytest.approx(m["metrics"]["per_vcpu_s"]["gbps_per_vcpu_s"])
+
+
+def test_the_round_trip_twin_and_the_report_on_a_real_vm(tmp_path: Path) -> None:
+    """pairs' round trips per vCPU-second, and the report's table and facts with both metrics."""
+    out = tmp_path / "pairs"
+    proc = numalab("run", "--topology", "ring-2", "--cpus-per-node", "1", "--workload", "pairs", "--duration", "5",
+                   "--no-trace", "--out", str(out), timeout=400)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    m = json.loads((out / "manifest.json").read_text())
+    assert m["status"] == "ok", m["reason"]
+    vt = m["vcpu_time"]
+    assert vt["source"] == "schedstat" and 0 < vt["run_s"] <= vt["n_vcpus"] * vt["window_s"] * 1.05, vt
+    twin = m["metrics"]["per_vcpu_s"]["round_trips_per_vcpu_s"]
+    assert twin == pytest.approx(m["workload"]["result"]["round_trips"] / vt["run_s"], rel=1e-9) and twin > 0
+    rep = numalab("report", str(out), "--out", str(tmp_path / "report.html"), timeout=120)
+    assert rep.returncode == 0, rep.stderr
+    data = json.loads((tmp_path / "report.json").read_text())
+    (run,) = data["runs"]
+    assert run["vcpu_time"] == vt and run["metrics"]["per_vcpu_s"] == m["metrics"]["per_vcpu_s"]
+    assert "vCPUs ran" in (tmp_path / "report.html").read_text()
