@@ -23,7 +23,7 @@ from lab.access_run import AccessResult
 from lab.analysis.display import percent
 from lab.analysis.lost import describe as describe_lost
 from lab.analysis.lost import is_incomplete
-from lab.analysis.metrics import run_metrics
+from lab.analysis.metrics import per_vcpu_second, run_metrics
 from lab.analysis.node_cpu import node_cpu_time
 from lab.errors import LabError
 from lab.guest import image
@@ -350,6 +350,8 @@ def _collect(
     metrics = run_metrics(d, req.topology, req.plan.trace_events, t0) if evidence.booted else {}
     if evidence.booted and (cpu_time := node_cpu_time(d, req.topology)):
         metrics["node_cpu"] = cpu_time
+    if twins := per_vcpu_second(result, outcome.vcpu_time):
+        metrics["per_vcpu_s"] = twins  # work per vCPU CPU-second (lab.analysis.metrics.TWINS)
     return ManifestInputs(
         run_id=run_id,
         label=req.label,
@@ -426,6 +428,13 @@ def print_summary(manifest: dict, out=sys.stdout) -> None:
             f"  numa_hint_faults={vm.get('numa_hint_faults', '-')}"
             f"  hint-local={'-' if hl is None or not vm.get('numa_hint_faults') else percent(hl, 2) + '%'}"
         )
+    vt = manifest.get("vcpu_time") or {}
+    if vt.get("run_s") is not None:
+        twins = "".join(f"  {k}={v:.4g}" for k, v in (m.get("per_vcpu_s") or {}).items())
+        wait = f", {vt['wait_s']:.2f}s waiting" if vt.get("wait_s") is not None else ""
+        lines.append(f"  vCPU time {vt['run_s']:.2f}s{wait} over {vt['window_s']:g}s ({vt['n_vcpus']} vCPUs){twins}")
+    elif vt.get("problem"):
+        lines.append(f"  vCPU time not measured: {vt['problem']}")
     for sb in manifest.get("stalled_boots", []):
         lines.append(f"  boot attempt {sb['attempt']} stalled (no init after {sb['deadline_s']:.0f}s;"
                      f" {describe_hang(sb.get('vm_at_timeout'))});"

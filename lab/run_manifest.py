@@ -131,6 +131,9 @@ def build(i: ManifestInputs) -> dict:
             "total_s": round(i.total_s, 2),
             "timeout_s": i.timeout_s,
         },
+        # The vCPU threads' CPU time and wait to run over the workload window (lab.vm.vcpu_time); the
+        # ``*_per_vcpu_s`` metrics divide the workload's work by its run_s (lab.analysis.metrics).
+        "vcpu_time": i.outcome.vcpu_time,
         "guest_topology_ok": i.status != "topology-mismatch" and booted is not None and not i.guest.problems,
         "guest_topology": {
             "readback": i.guest.readback,

@@ -89,6 +89,21 @@ def test_parity_with_direct_qemu(daemons, tmp_path: Path) -> None:
     assert manifest(q)["guest_topology"]["readback"] == m["guest_topology"]["readback"]
 
 
+def test_vcpu_time_from_the_domains_vcpu_stats(daemons, tmp_path: Path) -> None:
+    """Issue 26: the libvirt backend's vcpu_time comes from libvirt's vCPU statistics (vcpu.N.time and
+    vcpu.N.delay), through the connection, as for a remote host; the same checks as direct QEMU's."""
+    from test_vm_vcpu_time import check_vcpu_time
+
+    out = tmp_path / "run"
+    proc = numalab("run", "--backend", "libvirt", "--connect", SYSTEM, "--topology", "ring-2", "--workload",
+                   "numa01", "--duration", "6", "--no-trace", "--out", str(out), timeout=400)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    m = manifest(out)
+    assert m["status"] == "ok" and m["backend"]["name"] == "libvirt", m["reason"]
+    vt = check_vcpu_time(m, "libvirt")
+    assert vt["vcpus"][0]["slices"] is None  # libvirt does not give timeslices
+
+
 def test_a_hanging_guest_times_out_with_where_it_was(daemons, tmp_path: Path) -> None:
     """A timeout through libvirt records the domain's state and every vCPU's RIP (QEMU's human monitor
     through libvirt), like direct QEMU, and leaves no domain behind."""

@@ -34,7 +34,7 @@ def _inputs(tmp_path: Path, m: dict) -> ManifestInputs:
     stages = [Stage(s["name"], s["detail"], s["host_s"], s["uptime"]) for s in m["stages"]]
     placement = {key: v for key, v in m["placement"].items() if key not in ("pinned", "pin_error")}
     outcome = VmOutcome(m["backend"]["exit_code"], False, m["timings"]["vm_s"], stages,
-                        m["placement"]["pinned"], m["placement"]["pin_error"])  # fmt: skip
+                        m["placement"]["pinned"], m["placement"]["pin_error"], vcpu_time=m["vcpu_time"])  # fmt: skip
     share = {key: v for key, v in m["guest_share"].items() if key not in ("limits", "unpacked_bytes")}
     return ManifestInputs(
         run_id=m["run_id"], label=m["label"], topology=RunRecord.load(RECORD).topology, kernel=kernel,

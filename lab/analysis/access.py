@@ -162,3 +162,34 @@ def self_check(summary: dict) -> str | None:
             f"memory (first at {summary['outside_first']}): the plugin's address map does not fit this QEMU"
         )
     return None
+
+
+def prefault_unfinished(result: dict | None) -> str | None:
+    """Why a run's GB/s is not the workload's memory traffic, or None.
+
+    numa01-thread-alloc's threads each touch the whole process area first (the prefault), then loop over
+    their own slice until the deadline. Under a slow (instrumented, loaded) TCG guest a thread can still be
+    in the prefault at the deadline: it does no pass over its slice (0 loops), and the run's GB/s measures
+    page faults (0.02-0.11 GB/s against about 1 for a run that finished: the workload is bimodal). Such a
+    run says nothing about a slowdown and is left out of it."""
+    if not result or not result.get("prefault"):
+        return None
+    tasks = [t for t in result.get("per_task") or [] if isinstance(t, dict)]
+    stuck = [t for t in tasks if t.get("loops") == 0]
+    return f"{len(stuck)} of {len(tasks)} threads never finished the prefault (0 passes)" if stuck else None
+
+
+def hmean(values: list[float]) -> float | None:
+    """The harmonic mean of positive rates (None if any is not positive, or there are none)."""
+    if not values or any(v <= 0 for v in values):
+        return None
+    return len(values) / sum(1 / v for v in values)
+
+
+def slowdown(plain_gbps: list[float], instrumented_gbps: list[float]) -> float | None:
+    """The plugin's slowdown, the one definition of the report and tests/bench/access_matrix.sh: the harmonic
+    mean of the plain runs' GB/s divided by that of the instrumented runs (one run, or a configuration's
+    runs), both of the same setup and both without runs that never finished the prefault
+    (:func:`prefault_unfinished`). Rates are averaged harmonically, as numalab compare does (Hmean)."""
+    base, inst = hmean(plain_gbps), hmean(instrumented_gbps)
+    return base / inst if base and inst else None

@@ -19,7 +19,8 @@ def add_auto_options(p: argparse.ArgumentParser) -> None:
         action="append",
         metavar="METRIC",
         help=f"metric that must become significant (repeatable; default {DECIDE_DEFAULT}; "
-        "the names are those of numalab compare, e.g. vmstat.hint_local_pct, workload.round_trips_per_s)",
+        "the names are those of numalab compare, e.g. vmstat.hint_local_pct, workload.round_trips_per_s; under TCG "
+        "on a busy host, a throughput's per-vCPU-second twin, e.g. workload.gbps_per_vcpu_s)",
     )
     g.add_argument("--min-repeats", type=int, default=MIN_PAIRS, metavar="N",
                    help=f"pairs before the first look (default {MIN_PAIRS}: fewer are never judged)")  # fmt: skip

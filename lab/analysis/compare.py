@@ -142,6 +142,37 @@ def pct_better(base: float, new: float, better: str) -> float | None:
     return change if better == "higher" else -change
 
 
+def moved(base: float, new: float, better: str) -> str:
+    """Which way the means moved: 'better', 'worse' or 'same', from the sign of the change itself (so an
+    all-zero baseline, whose %diff is n/a, still has a direction)."""
+    if new == base:
+        return "same"
+    return "better" if (new > base) == (better == "higher") else "worse"
+
+
+# A baseline mean this small beside the change makes a %diff meaningless (-33331% from a baseline of 0.003):
+# past this many percent, or from a baseline of 0, the absolute change is shown instead.
+PCT_SHOWN_MAX = 1000.0
+
+
+def diff_text(base: float, new: float, better: str) -> str:
+    """The %diff as shown everywhere (compare, the report, verdict lines): '+1.23%' (+ is better), or, on a
+    near-zero baseline (0, or |%diff| > PCT_SHOWN_MAX), the absolute change of the mean: 'Δ+12.5'
+    (its sign is the value's, not better/worse)."""
+    return _shown(base, new, pct_better(base, new, better)) or f"{pct_better(base, new, better):+.2f}%"
+
+
+def _shown(base: float, new: float, p: float | None) -> str | None:
+    """'Δ+12.5' where a %diff ``p`` would mislead (a 0 or tiny baseline), else None (show ``p``)."""
+    return None if p is not None and abs(p) <= PCT_SHOWN_MAX else f"Δ{new - base:+.4g}"
+
+
+NEAR_ZERO_NOTE = (
+    f"Δ: the absolute change (new - baseline), shown instead of a %diff where the baseline is 0 or tiny "
+    f"(|%diff| > {PCT_SHOWN_MAX:g}%)"
+)
+
+
 def _mean_name(metric: Metric, base: Stats, new: Stats) -> str:
     return "Hmean" if metric.mean == "hmean" and base.hmean is not None and new.hmean is not None else "Amean"
 
@@ -188,8 +219,11 @@ class Row:
             return "unknown"
         if not self.significant:
             return "same"
-        pct = pct_better(self.mean(self.base), self.mean(self.new), self.metric.better)
-        return "better" if (pct or 0) > 0 else "worse"
+        return moved(self.mean(self.base), self.mean(self.new), self.metric.better)
+
+    def diff_text(self) -> str:
+        """The mean row's %diff (or Δ on a near-zero baseline: :func:`diff_text`)."""
+        return diff_text(self.mean(self.base), self.mean(self.new), self.metric.better)
 
 
 @dataclass
@@ -317,11 +351,20 @@ def _num(v: float) -> str:
     return f"{v:.2f}" if a < 1e6 else f"{v:.4g}"
 
 
-def _pct(p: float | None, mark: bool) -> str:
-    if p is None:
-        return "(   n/a )"
-    s = f"{p:7.2f}%"
+def _pct(p: float | None, mark: bool, text: str | None = None) -> str:
+    """A %diff cell of the text table: ``( 1.23%)``, starred ``* 1.23%*`` when significant; ``text``
+    (the mean row's :func:`diff_text`) replaces the number, e.g. with Δ on a near-zero baseline."""
+    if text is not None:
+        s = f"{text:>8}"
+    elif p is None:
+        s = "   n/a  "
+    else:
+        s = f"{p:7.2f}%"
     return f"*{s}*" if mark else f"({s})"
+
+
+def _has_delta(c: Comparison) -> bool:
+    return any(_shown(b, n, p) for r in c.rows for _stat, b, n, p, _m in r.lines())
 
 
 def _rule_text(rule: str) -> str:
@@ -339,6 +382,7 @@ def to_text(c: Comparison) -> str:
         f"numalab compare: {c.topology} / {c.workload}",
         f"  baseline: {c.base_label} ({len(c.base_runs)} runs)   new: {c.new_label} ({len(c.new_runs)} runs)",
         f"  + means better; * marks significance ({_rule_text(c.rule)})",
+        *([f"  {NEAR_ZERO_NOTE}"] if _has_delta(c) else []),
         *(f"  note: {n}" for n in c.notes),
         *(f"  excluded: {e}" for e in c.excluded),
         "",
@@ -348,7 +392,8 @@ def to_text(c: Comparison) -> str:
     for r in c.rows:
         for stat, b, n, p, is_mean in r.lines():
             mark = bool(is_mean and r.significant)
-            body.append(f"{stat:<9}{r.metric.key:<{w}}  {_num(b):>12} (   0.00%)  {_num(n):>12} {_pct(p, mark)}")
+            text = _shown(b, n, p)
+            body.append(f"{stat:<9}{r.metric.key:<{w}}  {_num(b):>12} (   0.00%)  {_num(n):>12} {_pct(p, mark, text)}")
     return "\n".join(head + body) + "\n"
 
 
@@ -358,6 +403,7 @@ def to_markdown(c: Comparison) -> str:
         "",
         f"+ means better; **bold** = significant ({_rule_text(c.rule)}). "
         f"Baseline {len(c.base_runs)} runs, new {len(c.new_runs)} runs.",
+        *([f"\n> {NEAR_ZERO_NOTE}"] if _has_delta(c) else []),
         *(f"\n> {n}" for n in c.notes),
         *(f"\n> excluded: {e}" for e in c.excluded),
         "",
@@ -367,10 +413,9 @@ def to_markdown(c: Comparison) -> str:
     ]
     for r in c.rows:
         mb, mn = r.mean(r.base), r.mean(r.new)
-        p = pct_better(mb, mn, r.metric.better)
-        ps = "n/a" if p is None else f"{p:+.2f}%"
+        ps = r.diff_text()
         if r.significant:
-            ps = f"**{ps}**"
+            ps = f"**{ps}**"  # as the text table stars it, whatever the %diff (n/a, Δ) reads
         cvb, cvn = r.coeffvar(r.base), r.coeffvar(r.new)
         lines.append(
             f"| {r.metric.key} | {r.metric.better} | {r.mean_name} | {_num(mb)} | {_num(mn)} | {ps} | "
@@ -388,7 +433,7 @@ def to_html(c: Comparison) -> str:
         verdict = r.verdict()
         for i, (stat, b, n, p, is_mean) in enumerate(r.lines()):
             cls = f' class="{verdict}"' if is_mean and verdict in ("better", "worse") else ""
-            ps = "n/a" if p is None else f"{p:+.2f}%"
+            ps = _shown(b, n, p) or f"{p:+.2f}%"
             metric = ""
             if i == 0:
                 metric = f'<td rowspan="{len(r.lines())}">{e(r.metric.key)}'
@@ -397,7 +442,8 @@ def to_html(c: Comparison) -> str:
                 f"<tr>{metric}<td>{stat}</td><td>{_num(b)}</td><td>{_num(n)}</td><td{cls}>{ps}"
                 f"{' *' if is_mean and r.significant else ''}</td></tr>"
             )
-    notes = "".join(f'<p class="note">{e(n)}</p>' for n in c.notes)
+    notes = f'<p class="note">{e(NEAR_ZERO_NOTE)}</p>' if _has_delta(c) else ""
+    notes += "".join(f'<p class="note">{e(n)}</p>' for n in c.notes)
     notes += "".join(f'<p class="note">excluded: {e(x)}</p>' for x in c.excluded)
     return (
         f'<div class="compare"><h3>{e(c.topology)} / {e(c.workload)}: {e(c.base_label)} vs {e(c.new_label)}</h3>'
@@ -433,6 +479,8 @@ def to_dict(c: Comparison) -> dict:
                 "baseline_mean": r.mean(r.base),
                 "new_mean": r.mean(r.new),
                 "pct_diff": pct_better(r.mean(r.base), r.mean(r.new), r.metric.better),
+                "abs_diff": r.mean(r.new) - r.mean(r.base),
+                "diff_text": r.diff_text(),
                 "significant": r.significant,
                 "verdict": r.verdict(),
             }

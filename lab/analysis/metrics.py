@@ -68,7 +68,11 @@ def run_metrics(run_dir: Path, topo: Topology, recorded: tuple[str, ...], t0: fl
     if start and end:
         d = deltas(start, end)
         # Unrounded: figures are rounded once, when shown (lab.analysis.display).
-        d["hint_local_pct"] = hint_local_percent(d.get("numa_hint_faults", 0), d.get("numa_hint_faults_local", 0))
+        # None with no hint faults: mmtests' 100% "local" of nothing would read as perfect locality.
+        d["hint_local_pct"] = (
+            hint_local_percent(d["numa_hint_faults"], d.get("numa_hint_faults_local", 0))
+            if d.get("numa_hint_faults") else None
+        )
         d["autonuma_cost"] = autonuma_cost(
             d.get("numa_pte_updates", 0), d.get("numa_hint_faults", 0), d.get("numa_pages_migrated", 0)
         )
@@ -76,6 +80,52 @@ def run_metrics(run_dir: Path, topo: Topology, recorded: tuple[str, ...], t0: fl
         out["mmtests"] = derived_rows(d)
         out["vmstat_series"] = vmstat_series(run_dir, t0)
     return out
+
+
+@dataclass(frozen=True)
+class Twin:
+    """A throughput metric's per-vCPU-second twin: the same work divided by vCPU CPU time, not guest time."""
+
+    rate: str  # the workload result's rate, e.g. "gbps" (work per guest second)
+    key: str  # the twin's name in workload.*, e.g. "gbps_per_vcpu_s"
+    work: str  # the result's count of the same work, e.g. "bytes_touched"
+    scale: float  # work units per count (1e-9: bytes -> GB)
+
+
+TWINS = (
+    Twin("gbps", "gbps_per_vcpu_s", "bytes_touched", 1e-9),
+    Twin("round_trips_per_s", "round_trips_per_vcpu_s", "round_trips", 1.0),
+)
+
+
+def per_vcpu_second(result: dict | None, vcpu_time: dict | None) -> dict[str, float]:
+    """Each throughput metric's twin, exactly: W / S, where
+
+    * W is the work the workload reports for its run: its own count (``bytes_touched`` / 1e9 GB,
+      ``round_trips``); a workload that gives only a rate (perf bench's GB/s) counts rate x its
+      ``elapsed_s``;
+    * S is the vCPU threads' CPU seconds summed over all vCPUs between the guest's workload-start and
+      workload-end stage marks (the manifest's ``vcpu_time.run_s``, lab.vm.vcpu_time): what the host
+      gave the guest while it did that work, its kernel's share (tracing, NUMA balancing) included.
+
+    A twin exists where its rate does. Empty when there is no such window (no vcpu_time, or S = 0)."""
+    run_s = (vcpu_time or {}).get("run_s")
+    if not result or not isinstance(run_s, (int, float)) or run_s <= 0:
+        return {}
+    out = {}
+    for t in TWINS:
+        work, rate, elapsed = result.get(t.work), result.get(t.rate), result.get("elapsed_s")
+        if not _number(rate):
+            continue  # a twin only where the workload reports the rate itself
+        if _number(work):
+            out[t.key] = work * t.scale / run_s
+        elif _number(elapsed):
+            out[t.key] = rate * elapsed / run_s
+    return out
+
+
+def _number(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 @dataclass(frozen=True)
@@ -115,7 +165,8 @@ def _flat(manifest: dict) -> dict:
     result = (manifest.get("workload") or {}).get("result") or {}
     return {
         "workload": {k: v for k, v in result.items() if isinstance(v, (int, float))}
-        | {"elapsed_s": result.get("elapsed_s"), "gbps": result.get("gbps")},
+        | {"elapsed_s": result.get("elapsed_s"), "gbps": result.get("gbps")}
+        | (m.get("per_vcpu_s") or {}),
         "events": m.get("events", {}),
         "vmstat": m.get("vmstat", {}),
         "migrate": _migrated_by_reason(m),
@@ -128,7 +179,9 @@ def _flat(manifest: dict) -> dict:
 METRICS: tuple[Metric, ...] = (
     Metric("workload.elapsed_s", "workload elapsed", "s", "lower"),
     Metric("workload.gbps", "workload throughput", "GB/s", "higher", "hmean"),
+    Metric("workload.gbps_per_vcpu_s", "workload throughput per vCPU CPU-second", "GB/vCPU-s", "higher", "hmean"),
     Metric("workload.round_trips_per_s", "pair round trips", "1/s", "higher", "hmean"),
+    Metric("workload.round_trips_per_vcpu_s", "pair round trips per vCPU CPU-second", "1/vCPU-s", "higher", "hmean"),
     Metric("workload.balance_pct", "nodes 1/3 busy balance (nodes13)", "%", "higher"),
     Metric("workload.converged_s", "perf bench convergence", "s", "lower"),
     *(Metric(f"events.{e.name}", e.name, "events", "lower") for e in (*NUMA_DECISIONS, MIGRATE_PAGES)),

@@ -49,13 +49,13 @@ class Check:
 
 
 def outcome_of(expected: str, v: Verdict) -> str:
-    if not v.n_base or not v.n_new or v.pct_diff is None:
+    if not v.n_base or not v.n_new or v.moved == "n/a":
         return "no data"
     if expected == "same":
         if v.significant:
             return "contradicted"
         return "reproduced" if v.significant is False else "not reproduced"
-    moved = "better" if v.pct_diff > 0 else "worse" if v.pct_diff < 0 else "same"
+    moved = v.moved  # from the means themselves: an all-zero baseline has a direction too
     if v.significant:
         return "reproduced" if moved == expected else "contradicted"
     return "same direction, not significant" if moved == expected else "not reproduced"

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from lab.analysis.compare import MIN_REPEATS, Row, Stats, pct_better, significant
+from lab.analysis.compare import MIN_REPEATS, Row, Stats, diff_text, pct_better, significant
+from lab.analysis.compare import moved as moved_of
 from lab.analysis.metrics import get_metric, metric_values
 from lab.analysis.power import ci_overlap_margin, repeats_needed
 
@@ -46,15 +47,23 @@ class Verdict:
     ci_margin: float | None  # |Δ| / (1.96(σb+σn))
     base_label: str = "A"
     new_label: str = "B"
-    context: str = ""  # e.g. "ring-4 pairs"
+    context: str = ""  # the cell, e.g. "ring-4/pairs/default" (:func:`cell_label`)
     mean_name: str = "Amean"  # the mean %diff compares (compare.Row: the metric's own, Hmean for rates)
 
     @property
     def moved(self) -> str:
-        """Which way the means moved, significant or not: better, worse, same, or n/a."""
-        if self.pct_diff is None:
+        """Which way the means moved, significant or not: better, worse, same, or n/a (no means). An
+        all-zero baseline has no %diff but still a direction."""
+        if self.mean_base is None or self.mean_new is None:
             return "n/a"
-        return "better" if self.pct_diff > 0 else "worse" if self.pct_diff < 0 else "same"
+        return moved_of(self.mean_base, self.mean_new, self.better)
+
+    @property
+    def diff(self) -> str:
+        """The %diff as compare shows it: '+1.23%', or the absolute change 'Δ+12.5' on a near-zero baseline."""
+        if self.mean_base is None or self.mean_new is None:
+            return "n/a"
+        return diff_text(self.mean_base, self.mean_new, self.better)
 
     @property
     def decided(self) -> bool:
@@ -62,7 +71,7 @@ class Verdict:
 
     def line(self) -> str:
         """One line to paste: metric, direction, %diff, significance, repeats, accelerator."""
-        pct = "n/a" if self.pct_diff is None else f"{self.pct_diff:+.2f}%"
+        pct = self.diff
         if self.significant is None:
             sig = f"not judged (<{MIN_REPEATS} runs a side)" if min(self.n_base, self.n_new) < MIN_REPEATS else "n/a"
         else:
@@ -81,7 +90,14 @@ class Verdict:
         )
 
     def to_dict(self) -> dict:
-        return asdict(self) | {"decided": self.decided, "moved": self.moved, "line": self.line()}
+        return asdict(self) | {"decided": self.decided, "moved": self.moved, "diff": self.diff, "line": self.line()}
+
+
+def cell_label(topology: str, workload: str, other: str) -> str:
+    """The one name of a comparison's cell in verdict lines, auto.json and the reproduction reports:
+    topology/workload/the axis that is not compared (the setting's name when kernels are compared, else the
+    kernel's), e.g. "ring-2/pairs/default"."""
+    return f"{topology}/{workload}/{other}"
 
 
 def verdict_of(
@@ -101,10 +117,13 @@ def verdict_of(
     bs, ns = Stats.of(base), Stats.of(new)
     row = Row(metric, bs, ns, significant(bs, ns, rule))
     mb, mn = row.mean(bs), row.mean(ns)
-    power = repeats_needed(base, new)
+    # A runs-needed estimate from the spread of 1 or 2 runs a side says nothing ("~5860/side" after 1+1):
+    # given only from MIN_REPEATS runs a side, where significance is judged too.
+    power = repeats_needed(base, new) if min(len(base), len(new)) >= MIN_REPEATS else None
     return Verdict(
         metric.key, metric.better, row.verdict(), pct_better(mb, mn, metric.better), row.significant, rule,
-        bs.n, ns.n, mb, mn, accelerator, power.per_side, ci_overlap_margin(base, new), *labels, context,
+        bs.n, ns.n, mb, mn, accelerator, power.per_side if power else None, ci_overlap_margin(base, new), *labels,
+        context,
         row.mean_name,
     )  # fmt: skip
 

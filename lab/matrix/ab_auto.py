@@ -19,7 +19,7 @@ from pathlib import Path
 
 from lab.analysis.compare import RULES
 from lab.analysis.metrics import get_metric
-from lab.analysis.verdict import DEFAULT_DECIDE, Stop, Verdict, should_stop, verdicts_of
+from lab.analysis.verdict import DEFAULT_DECIDE, Stop, Verdict, cell_label, should_stop, verdicts_of
 from lab.errors import LabError
 from lab.run_options import RunOptions
 
@@ -44,6 +44,19 @@ def check_auto_args(opts: RunOptions, args: argparse.Namespace) -> tuple[list[st
     if args.significance not in RULES:
         raise LabError(f"--significance {args.significance}: not one of {', '.join(RULES)}")
     return decide, args.significance
+
+
+def settings_name(opts: RunOptions) -> str:
+    """The third part of the verdict's cell label (lab.analysis.verdict.cell_label), as a matrix names its
+    settings: "default" for numalab's defaults, else what differs (e.g. "balancing-off+knobs")."""
+    parts = []
+    if opts.numa_balancing != "on":
+        parts.append(f"balancing-{opts.numa_balancing}")
+    if opts.knobs:
+        parts.append("knobs")
+    if opts.kernel_default_knobs:
+        parts.append("kernel-default-knobs")
+    return "+".join(parts) or "default"
 
 
 def auto_batch(opts: RunOptions) -> Path:
@@ -77,7 +90,7 @@ def run_auto(opts: RunOptions, args: argparse.Namespace, progress: Callable[[str
     pairs = 0
     stop = Stop(False, "", "")
     verdicts: list[Verdict] = []
-    context = f"{protos[0].topology.name} {protos[0].workload.name}"
+    context = cell_label(protos[0].topology.name, protos[0].workload.name, settings_name(opts))
     try:
         while True:
             pair_t0 = time.monotonic()

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lab.analysis.verdict import Stop, Verdict, should_stop, verdicts_of
+from lab.analysis.verdict import Stop, Verdict, cell_label, should_stop, verdicts_of
 from lab.matrix.runner import MatrixOutcome, execute_matrix, run_dir
 from lab.matrix.spec import MatrixRun, MatrixSpec
 from lab.record_files import DMESG_BOOT, MANIFEST
@@ -61,7 +61,7 @@ def _side_axis(spec: MatrixSpec) -> str:
 
 def cell_key(spec: MatrixSpec, run: MatrixRun) -> str:
     other = run.setting.name if _side_axis(spec) == "kernel" else run.kernel.name
-    return f"{run.topology.label}/{run.workload.name}/{other}"
+    return cell_label(run.topology.label, run.workload.name, other)
 
 
 def side_of(spec: MatrixSpec, run: MatrixRun) -> str:

@@ -4,8 +4,8 @@ kernel's hint-local %, and the plugin's slowdown against plain runs of the same 
 from __future__ import annotations
 
 from html import escape
-from statistics import mean
 
+from lab.analysis.access import hmean, prefault_unfinished, slowdown
 from lab.analysis.record import RunRecord
 from lab.report import svg
 from lab.report.colors import ACCESS_LOCAL_COLOR, HINT_LOCAL_COLOR
@@ -28,22 +28,31 @@ def _gbps(r: RunRecord) -> float | None:
 
 
 def slowdowns(runs: list[RunRecord]) -> dict[str, dict]:
-    """Per instrumented run: its workload throughput against the mean of the plain (uninstrumented) ok runs
-    of the same topology, workload, duration, kernel and settings in the same report."""
+    """Per instrumented run: lab.analysis.access.slowdown of its GB/s against the plain (uninstrumented) ok
+    runs of the same topology, workload, duration, kernel and settings in the same report. Runs that never
+    finished numa01-thread-alloc's prefault are left out on both sides and said so."""
     plain: dict[tuple, list[float]] = {}
+    plain_out: dict[tuple, int] = {}
     for r in runs:
         g = _gbps(r)
         if r.status == "ok" and r.access_matrix is None and g is not None:
-            plain.setdefault(_setup(r), []).append(g)
+            if prefault_unfinished(r.workload_result):
+                plain_out[_setup(r)] = plain_out.get(_setup(r), 0) + 1
+            else:
+                plain.setdefault(_setup(r), []).append(g)
     out = {}
     for r in runs:
         if r.access_matrix is None:
             continue
-        base, g = plain.get(_setup(r)), _gbps(r)
-        if base and g:
-            out[r.run_id] = {"factor": round(mean(base) / g, 2), "plain_runs": len(base), "plain_gbps": mean(base)}
-        else:
-            out[r.run_id] = {"factor": None, "plain_runs": len(base or [])}
+        base, g = plain.get(_setup(r)) or [], _gbps(r)
+        entry: dict = {"factor": None, "plain_runs": len(base), "plain_left_out": plain_out.get(_setup(r), 0)}
+        stuck = prefault_unfinished(r.workload_result)
+        if stuck:
+            entry["prefault"] = stuck
+        elif base and g:
+            factor = slowdown(base, [g])
+            entry |= {"factor": round(factor, 2) if factor else None, "plain_gbps_hmean": hmean(base)}
+        out[r.run_id] = entry
     return out
 
 
@@ -69,12 +78,15 @@ def access_section(r: dict) -> str:
     sample = (a.get("plugin") or {}).get("sample")
     sd = a.get("slowdown") or {}
     factor = sd.get("factor")
-    slow = (
-        f"the plugin slowed the workload {factor:g}x (throughput against {sd['plain_runs']} plain run"
-        f"{'s' if sd['plain_runs'] != 1 else ''} of the same setup in this report)"
-        if factor
-        else "slowdown not measured (no plain run of the same setup in this report)"
-    )
+    left_out = sd.get("plain_left_out") or 0
+    left = f"; {left_out} plain run(s) that never finished the prefault left out" if left_out else ""
+    if factor:
+        slow = (f"the plugin slowed the workload {factor:g}x (Hmean GB/s of {sd['plain_runs']} plain run"
+                f"{'s' if sd['plain_runs'] != 1 else ''} of the same setup in this report / this run's GB/s{left})")
+    elif sd.get("prefault"):
+        slow = f"slowdown not measured: this run's {sd['prefault']}, so its GB/s counts page faults"
+    else:
+        slow = f"slowdown not measured (no plain run of the same setup in this report{left})"
     if a.get("problem"):
         return head + f'<div class="box bad"><p>{escape(a["problem"])}</p></div>'
     matrix = a.get("matrix") or []

@@ -19,7 +19,7 @@ from lab import __version__
 from lab.analysis.compare import DEFAULT_RULE, Comparison, compare_runs, to_dict, to_markdown, to_text
 from lab.analysis.display import percent
 from lab.analysis.lost import describe as describe_lost
-from lab.analysis.metrics import run_metrics
+from lab.analysis.metrics import per_vcpu_second, run_metrics
 from lab.analysis.record import RunRecord
 from lab.errors import LabError
 from lab.events import NUMA_DECISIONS
@@ -115,6 +115,8 @@ def _rel(path: Path, start: Path) -> str:
 def run_entry(r: RunRecord, out_dir: Path) -> dict:
     m = r.manifest
     metrics = run_metrics(r.path, r.topology, r.trace_events, r.workload_start_uptime)
+    if twins := per_vcpu_second((m.get("workload") or {}).get("result"), m.get("vcpu_time")):
+        metrics["per_vcpu_s"] = twins  # as the run stored them (lab.analysis.metrics.per_vcpu_second)
     return {
         "run_id": r.run_id,
         "path": _rel(r.path, out_dir),
@@ -135,6 +137,7 @@ def run_entry(r: RunRecord, out_dir: Path) -> dict:
         "guest_kernel_complaints": read_complaints(r.path),
         "trace_incomplete": bool(metrics.get("trace_incomplete")),
         "timings": r.timings,
+        "vcpu_time": m.get("vcpu_time"),
         "metrics": metrics,
         "files": {f: _rel(r.path / f, out_dir) for f in RAW_FILES if (r.path / f).exists()},
         "console_tail": m.get("console_tail", []),

@@ -40,7 +40,7 @@ def rows(rep: Reproduction) -> list[dict]:
             "seed": c.expectation.seed,
             "expected": c.expectation.direction,
             "ours": f"{v.mean_name} {_num(v.mean_base)} -> {_num(v.mean_new)}",
-            "pct": "n/a" if v.pct_diff is None else f"{v.pct_diff:+.2f}%",
+            "pct": v.diff,
             "measured": v.moved,
             "outcome": c.outcome,
             "significance": sig,

@@ -30,6 +30,7 @@ class VmOutcome:
     vm_failure: str | None = None  # QEMU itself failed (did not start, exited with an error, was killed)
     hang_state: dict | None = None  # at a timeout: QEMU's run state and each vCPU's RIP (lab.vm.hang)
     boot_stalled: bool = False  # stopped at the boot deadline: the guest init never reported "booted"
+    vcpu_time: dict | None = None  # the vCPU threads' CPU time over the workload window (lab.vm.vcpu_time)
 
     def stage(self, name: str) -> Stage | None:
         return next((s for s in self.stages if s.name == name), None)

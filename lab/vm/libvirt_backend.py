@@ -69,6 +69,7 @@ from lab.vm.libvirt_storage import ImageStore, download, ensure_pool
 from lab.vm.libvirt_xml import domain_xml
 from lab.vm.qemu_argv import BootSpec
 from lab.vm.share import SHARE_FILES, ShareLimits, fmt_bytes, over_limit
+from lab.vm.vcpu_time import Sample, StageSampler, libvirt_stats_sample
 
 # virDomainState -> the word QEMU's query-status would use (lab.vm.hang reports either)
 DOMAIN_STATES = {1: "running", 2: "blocked", 3: "paused", 4: "shutdown", 5: "shutoff", 6: "crashed", 7: "suspended"}
@@ -240,8 +241,12 @@ class _Run:
                 raise LabError(f"{self.host.uri}: libvirt could not start domain {self.name}: {msg}") from None
             start = time.monotonic()
             self._read_pinning(outcome, placement)
-            watch(self.console_local, outcome, timeout_s, self._exited, on_stage, on_tick, guard=self._guard,
-                  boot_deadline_s=boot_deadline_s)
+            sampler = StageSampler("libvirt", self._vcpu_sample, on_stage)
+            try:
+                watch(self.console_local, outcome, timeout_s, self._exited, sampler, on_tick, guard=self._guard,
+                      boot_deadline_s=boot_deadline_s)
+            finally:
+                outcome.vcpu_time = sampler.result()
             if outcome.timed_out:
                 outcome.hang_state = self._hang_state()
             finished = True
@@ -334,6 +339,14 @@ class _Run:
                 outcome.pinned[vcpu] = want
             elif outcome.pin_error is None:
                 outcome.pin_error = f"vCPU {vcpu} -> CPUs {want}: libvirt reports affinity {got or 'unknown'}"
+
+    def _vcpu_sample(self) -> Sample:
+        """The domain's vCPU times now (lab.vm.vcpu_time): libvirt's per-vCPU statistics."""
+        try:
+            ((_dom, stats),) = self.conn.domainListGetStats([self.dom], self.libvirt.VIR_DOMAIN_STATS_VCPU)
+        except self.libvirt.libvirtError as err:
+            raise LabError(f"vCPU statistics: {short_error(err)}") from None
+        return libvirt_stats_sample(stats)
 
     # --- watching -----------------------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ from lab.vm.hang import vm_state
 from lab.vm.qemu_argv import BootSpec, qemu_argv
 from lab.vm.qmp import QemuGone, Qmp
 from lab.vm.share import ShareGuard, ShareLimits
+from lab.vm.vcpu_time import StageSampler, schedstat_sampler
 
 PR_SET_PDEATHSIG = 1
 
@@ -98,6 +99,7 @@ def run_vm(
             raise LabError(f"{argv[0]}: not found; install qemu-system-x86 (make setup)") from None
     start = time.monotonic()
     outcome = VmOutcome(None, False, 0.0)
+    sampler: StageSampler | None = None  # the vCPU threads' times at the workload's start and end
     try:
         pidfd: int | None = os.pidfd_open(proc.pid)
     except OSError:  # a kernel before 5.3
@@ -115,7 +117,9 @@ def run_vm(
                 outcome.vm_failure = _qemu_failure(outcome.exit_code, qemu_log) or f"QEMU did not start: {err}"
                 return outcome
             try:
-                for vcpu, tid in qmp.vcpu_threads().items():
+                tids = qmp.vcpu_threads()
+                sampler = StageSampler("schedstat", schedstat_sampler(proc.pid, tids), on_stage)
+                for vcpu, tid in tids.items():
                     cpus = pins.get(vcpu)
                     if not cpus:
                         continue
@@ -128,8 +132,11 @@ def run_vm(
             finally:
                 qmp.close()
         start = time.monotonic()
-        watch(console_log, outcome, timeout_s, proc.poll, on_stage, on_tick, wait=_exit_waiter(pidfd), guard=guard,
-              boot_deadline_s=boot_deadline_s)
+        try:
+            watch(console_log, outcome, timeout_s, proc.poll, sampler or on_stage, on_tick, wait=_exit_waiter(pidfd),
+                  guard=guard, boot_deadline_s=boot_deadline_s)
+        finally:
+            outcome.vcpu_time = sampler.result() if sampler else None
         if outcome.timed_out and qmp_socket is not None and proc.poll() is None:
             outcome.hang_state = vm_state(qmp_socket, lambda: proc.poll() is None)
         if outcome.exit_code not in (None, 0):

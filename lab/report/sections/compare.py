@@ -14,6 +14,9 @@ from lab.report.html_parts import e, figure
 
 KEY_METRICS = (
     "workload.gbps",
+    "workload.gbps_per_vcpu_s",  # its twin: the same work per vCPU CPU-second (less host noise under TCG)
+    "workload.round_trips_per_s",
+    "workload.round_trips_per_vcpu_s",
     f"events.{MOVE_NUMA.name}",
     f"events.{SWAP_NUMA.name}",
     "vmstat.numa_pages_migrated",

@@ -129,6 +129,13 @@ def _facts(r: dict) -> str:
     gbps = get(r, "workload", "result", "gbps")
     if gbps is not None:
         bits.append(f"<strong>{num(gbps)} GB/s</strong>")
+    twin = (m.get("per_vcpu_s") or {}).get("gbps_per_vcpu_s")
+    if twin is not None:
+        bits.append(f"<strong>{num(twin)} GB per vCPU-second</strong>")
+    vt = r.get("vcpu_time") or {}
+    if vt.get("run_s") is not None:
+        wait = f", {num(vt['wait_s'])} s waiting for a host CPU" if vt.get("wait_s") is not None else ""
+        bits.append(f"vCPUs ran {num(vt['run_s'])} s{wait} in the {num(vt.get('window_s'))} s workload window")
     vm = m.get("vmstat") or {}
     if vm:
         bits.append(f"{num(vm.get('numa_pages_migrated'))} pages migrated")

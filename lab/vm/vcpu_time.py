@@ -1,0 +1,138 @@
+"""The vCPU threads' CPU time and wait to run over the workload window (the manifest's ``vcpu_time``).
+
+Under TCG a guest's throughput by its own clock moves 20-100% with host load: the guest's clock
+runs at host speed while its vCPU threads get less CPU. Work per vCPU CPU-second (the work divided
+by the CPU time the vCPU threads got during the workload) takes most of that out
+(lab.analysis.metrics, the ``*_per_vcpu_s`` metrics).
+
+Each backend samples its vCPU threads when the guest's ``workload-start`` and ``workload-end``
+stage marks reach the console watcher (:class:`StageSampler` wraps the run's ``on_stage``):
+
+* direct QEMU: ``/proc/<qemu pid>/task/<vCPU tid>/schedstat`` (run ns, wait-to-run ns, timeslices),
+  the thread ids from QMP's ``query-cpus-fast``;
+* libvirt: the domain's vCPU statistics (``virConnectGetAllDomainStats`` with VIR_DOMAIN_STATS_VCPU:
+  ``vcpu.N.time``, and ``vcpu.N.delay``, the time the thread waited in the host's run queue, which
+  libvirt reads from the same schedstat file), so a remote host works too.
+
+Both samples are taken when the watcher reads the stage line (every 0.1 s for QEMU, 0.3 s for
+libvirt's console mirror), so the window is the workload's, give or take that delay at each end.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lab.vm.console import Stage
+
+START, END = "workload-start", "workload-end"
+
+
+@dataclass(frozen=True)
+class ThreadTime:
+    run_ns: int  # CPU time
+    wait_ns: int | None  # time runnable but waiting for a host CPU (None: the source does not say)
+    slices: int | None  # timeslices run (None: the source does not say)
+
+
+Sample = dict[int, ThreadTime]  # vCPU index -> its thread's counters
+
+
+def read_schedstat(pid: int, tid: int, proc: Path = Path("/proc")) -> ThreadTime | None:
+    """One thread's /proc/<pid>/task/<tid>/schedstat, or None if it is gone or unreadable."""
+    try:
+        words = (proc / str(pid) / "task" / str(tid) / "schedstat").read_text().split()
+        run, wait, slices = (int(w) for w in words[:3])
+    except (OSError, ValueError):
+        return None
+    return ThreadTime(run, wait, slices)
+
+
+def schedstat_sampler(pid: int, tids: dict[int, int], proc: Path = Path("/proc")) -> Callable[[], Sample]:
+    """A sampler of the vCPU threads ``tids`` (vCPU index -> thread id) of QEMU process ``pid``."""
+
+    def sample() -> Sample:
+        out = {}
+        for vcpu, tid in sorted(tids.items()):
+            t = read_schedstat(pid, tid, proc)
+            if t is not None:
+                out[vcpu] = t
+        return out
+
+    return sample
+
+
+def libvirt_stats_sample(stats: dict) -> Sample:
+    """vCPU counters from one domain's VIR_DOMAIN_STATS_VCPU record (``vcpu.N.time``, ``vcpu.N.delay``)."""
+    out = {}
+    for i in range(int(stats.get("vcpu.current", stats.get("vcpu.maximum", 0)) or 0)):
+        run = stats.get(f"vcpu.{i}.time")
+        if run is None:
+            continue
+        delay = stats.get(f"vcpu.{i}.delay")
+        out[i] = ThreadTime(int(run), int(delay) if delay is not None else None, None)
+    return out
+
+
+def _s(ns: int | None) -> float | None:
+    return None if ns is None else round(ns / 1e9, 6)
+
+
+def window(source: str, start: tuple[float, Sample], end: tuple[float, Sample]) -> dict:
+    """The manifest's ``vcpu_time`` from the samples at the workload's start and end (host monotonic s, counters).
+
+    ``run_s``/``wait_s`` are summed over the vCPUs present in both samples; ``wait_s`` is None when
+    the source does not give it for every vCPU."""
+    (t0, a), (t1, b) = start, end
+    vcpus = []
+    for i in sorted(set(a) & set(b)):
+        x, y = a[i], b[i]
+        wait = None if x.wait_ns is None or y.wait_ns is None else y.wait_ns - x.wait_ns
+        slices = None if x.slices is None or y.slices is None else y.slices - x.slices
+        vcpus.append({"vcpu": i, "run_s": _s(y.run_ns - x.run_ns), "wait_s": _s(wait), "slices": slices})
+    waits = [v["wait_s"] for v in vcpus]
+    return {
+        "source": source,
+        "window_s": round(t1 - t0, 3),
+        "n_vcpus": len(vcpus),
+        "run_s": round(sum(v["run_s"] for v in vcpus), 6),
+        "wait_s": round(sum(waits), 6) if vcpus and None not in waits else None,
+        "vcpus": vcpus,
+    }
+
+
+@dataclass
+class StageSampler:
+    """Wraps a run's ``on_stage``: samples the vCPU threads at the workload's start and end marks.
+
+    ``sample`` may fail (the VM went away, libvirt said no): the failure is kept as ``problem``
+    and the run goes on; the manifest then says why there is no ``vcpu_time``."""
+
+    source: str
+    sample: Callable[[], Sample]
+    inner: Callable[[Stage], None] | None = None
+    taken: dict[str, tuple[float, Sample]] = field(default_factory=dict)
+    problem: str | None = None
+
+    def __call__(self, st: Stage) -> None:
+        if st.name in (START, END) and st.name not in self.taken:
+            t = time.monotonic()
+            try:
+                self.taken[st.name] = (t, self.sample())
+            except Exception as err:  # noqa: BLE001 - a failed sample is recorded, never a failed run
+                self.problem = self.problem or f"{st.name}: {err}"
+        if self.inner is not None:
+            self.inner(st)
+
+    def result(self) -> dict | None:
+        """The manifest's ``vcpu_time``: the window's figures, or why there are none (None: no workload ran)."""
+        if START not in self.taken and END not in self.taken and self.problem is None:
+            return None
+        if START in self.taken and END in self.taken and self.taken[START][1] and self.taken[END][1]:
+            return window(self.source, self.taken[START], self.taken[END])
+        why = self.problem or (
+            "the workload never ended (no workload-end stage)" if END not in self.taken else "no vCPU thread was read"
+        )
+        return {"source": self.source, "problem": why}
