@@ -83,8 +83,9 @@ def parse_yaml(data: bytes | str, where: str) -> object:
         raise LabError(f"{where}: more than the {_size(MAX_SPEC_BYTES)} a spec may have")
     import yaml
 
-    loader = _loader_class()(text)
+    loader = None
     try:
+        loader = _loader_class()(text)  # (reading starts here: a NUL byte is an error already)
         node = loader.get_single_node()
         if node is None:
             return None
@@ -92,6 +93,10 @@ def parse_yaml(data: bytes | str, where: str) -> object:
         return loader.construct_document(node)
     except _Refused as err:
         raise LabError(f"{where}: {err}") from None
+    except yaml.reader.ReaderError as err:
+        line = text.count("\n", 0, max(0, err.position)) + 1
+        bad = f"character #x{err.character:04x}" if isinstance(err.character, int) else "a character"
+        raise LabError(f"{where}: not valid YAML at line {line} ({bad} is not allowed)") from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
         at = f" at line {mark.line + 1}" if mark else ""
@@ -100,7 +105,8 @@ def parse_yaml(data: bytes | str, where: str) -> object:
     except (ValueError, OverflowError, RecursionError) as err:  # e.g. a 5,000-digit number, a date 2024-13-45
         raise LabError(f"{where}: {_value_problem(err)}") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 _LOADER: type | None = None

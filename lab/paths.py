@@ -11,8 +11,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from lab.errors import LabError
-
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
