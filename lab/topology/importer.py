@@ -223,8 +223,13 @@ def import_spec(
     else:
         assert file is not None
         if file == "-":
+            from lab.datafile import MAX_SPEC_BYTES
+
+            data = sys.stdin.buffer.read(MAX_SPEC_BYTES + 1)
+            if len(data) > MAX_SPEC_BYTES:
+                raise LabError(f"-: standard input: more than the {MAX_SPEC_BYTES >> 20} MiB numactl -H output may be")
             try:
-                text = sys.stdin.buffer.read().decode("utf-8")
+                text = data.decode("utf-8")
             except UnicodeDecodeError:
                 raise LabError("-: standard input is not UTF-8 text") from None
         else:
