@@ -324,3 +324,10 @@ def test_kernel_build_says_it_waits_for_the_lock(tmp_path, monkeypatch) -> None:
     finally:
         holder.kill()
         holder.wait()
+
+
+def test_topo_import_from_standard_input_is_capped() -> None:
+    proc = subprocess.run([sys.executable, "-m", "lab.cli", "topo", "import", "-"], input=b"0" * (3 << 20),
+                          capture_output=True, cwd=REPO, timeout=60)  # fmt: skip
+    assert proc.returncode == 2 and proc.stderr.decode().count("\n") == 1
+    assert "-: standard input: more than the 1 MiB numactl -H output may be" in proc.stderr.decode()
