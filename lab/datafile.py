@@ -41,7 +41,10 @@ def read_bytes(path: Path | str, what: str = "", limit: int = MAX_SPEC_BYTES) ->
     """The bytes of ``path``, refused (one line) past ``limit`` without reading them all."""
     label = f"{what} {path}" if what else str(path)
     try:
-        with open(path, "rb") as f:
+        # Opened without blocking: a FIFO nobody writes to reads as empty instead of hanging here.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        os.set_blocking(fd, True)
+        with open(fd, "rb") as f:
             st = os.fstat(f.fileno())
             if st.st_size > limit:
                 raise LabError(f"{label}: {st.st_size:,} bytes, more than the {_size(limit)} such a file may have")

@@ -331,3 +331,10 @@ def test_topo_import_from_standard_input_is_capped() -> None:
                           capture_output=True, cwd=REPO, timeout=60)  # fmt: skip
     assert proc.returncode == 2 and proc.stderr.decode().count("\n") == 1
     assert "-: standard input: more than the 1 MiB numactl -H output may be" in proc.stderr.decode()
+
+
+@pytest.mark.parametrize("cmd", [("topo", "check"), ("run-options",)])
+def test_a_fifo_nobody_writes_to_does_not_hang_the_reader(tmp_path, cmd) -> None:
+    fifo = tmp_path / "f.yaml"
+    os.mkfifo(fifo)
+    assert_one_line_error(_quick(*cmd, str(fifo), limit=30), str(fifo))
