@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import shutil
@@ -9,8 +10,6 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-
-from lab.errors import LabError
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,8 +34,13 @@ def write_text_atomic(path: Path, text: str) -> None:
     temporary file beside it (named per process, so concurrent writers do not share one), then
     a rename."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError as err:  # named as the file the caller asked for, not the temporary one
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise OSError(err.errno, err.strerror, str(path)) from None
 
 
 SCRATCH_PREFIX = "numalab-"
@@ -82,15 +86,10 @@ def clean_stale_scratch(tmpdir: Path | None = None) -> list[Path]:
     return removed
 
 
-def read_text_file(path: Path, what: str = "") -> str:
-    """A text file a user gave (a spec, a fragment, a series), or a one-line error naming it."""
+def read_text_file(path: Path, what: str = "", limit: int | None = None) -> str:
+    """A text file a user gave (a spec, a fragment, a series), or a one-line error naming it; at most
+    ``limit`` bytes (lab.datafile.MAX_SPEC_BYTES by default)."""
+    from lab.datafile import MAX_SPEC_BYTES, read_bytes, text_of
+
     label = f"{what} {path}" if what else str(path)
-    try:
-        data = Path(path).read_bytes()
-    except OSError as err:
-        raise LabError(f"{label}: cannot read: {err.strerror}") from None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data[: err.start].count(b"\n") + 1
-        raise LabError(f"{label}: not UTF-8 text (line {line})") from None
+    return text_of(read_bytes(path, what, MAX_SPEC_BYTES if limit is None else limit), label)

@@ -24,6 +24,9 @@ class RecordFile:
     about: str
 
 
+# The manifest's "format": what a reader of records reads (lab.analysis.record refuses any other).
+RUN_FORMAT = "numalab-run/1"
+
 # The host's files.
 MANIFEST = "manifest.json"
 CONSOLE_LOG = "console.log"

@@ -18,6 +18,7 @@ from lab.access_run import AccessResult
 from lab.guest.plan import GuestPlan
 from lab.guest.results import Unpacked
 from lab.kernel.resolve import Kernel
+from lab.record_files import RUN_FORMAT
 from lab.topology.kernel_view import predict
 from lab.topology.model import Topology
 from lab.vm.console import VmOutcome
@@ -25,7 +26,7 @@ from lab.vm.firmware import firmware_name
 from lab.vm.hang import symbolize
 from lab.vm.status import console_excerpt
 
-FORMAT = "numalab-run/1"
+FORMAT = RUN_FORMAT  # (lab.record_files: the readers check it)
 
 
 @dataclass(frozen=True)

@@ -9,27 +9,33 @@ ill-typed fields with a one-line error. So renaming a flag cannot silently
 change what a matrix runs, and renaming a field breaks loudly where it is
 used.
 
-Checks of values (ranges, names of workloads, kernels, ...) stay where they
-are made today, in :func:`lab.runner.requests_from_options`, so every caller
-gets the same one-line errors.
+The value checks itself (:meth:`RunOptions.check`, run on construction): ranges,
+choices, the workload's name, and options that conflict (``--no-trace`` with
+``--event``). So ``numalab run``, ``numalab run-options`` and each run of a
+matrix (``numalab matrix check`` too) refuse the same things with the same
+one-line errors. What needs a file, a kernel or a host (the topology, the
+kernels, the accelerator) is checked by :func:`lab.runner.requests_from_options`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab.errors import LabError
-from lab.guest.plan import TRACE_MODES
+from lab.guest.plan import MAX_DURATION_S, SHORT_SCAN_KNOBS, TRACE_MODES, GuestPlan
 from lab.placement.plan import BACKINGS, PINNINGS
 from lab.topology.ref import TopologyRef
 from lab.vm.access_plugin import ADDRESS_MODES
 from lab.vm.firmware import FIRMWARES
 
+MAX_REPEAT = 1000
+MAX_TIMEOUT_S = 7 * 86400.0
 NUMA_BALANCING = ("on", "off", "default", "tiering")
 ACCELS = ("auto", "kvm", "tcg")
 BACKENDS = ("qemu", "libvirt")
@@ -44,6 +50,12 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "backend": BACKENDS,
     "access_address_map": ("", *ADDRESS_MODES),
 }
+
+
+def check_seconds(value: float, option: str, maximum: float) -> None:
+    """A number of seconds that is finite, > 0 and at most ``maximum`` (one-line error otherwise)."""
+    if not math.isfinite(value) or value <= 0 or value > maximum:
+        raise LabError(f"{option}: must be more than 0 and at most {maximum:g} seconds, got {value:g}")
 
 
 @dataclass(frozen=True)
@@ -80,6 +92,64 @@ class RunOptions:
     access_matrix: bool = False
     access_sample: int | None = None
     access_address_map: str = ""  # ram-block or guest-physical; "" chooses by QEMU version
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Every check the options can make alone, conflicts between them included (one-line errors
+        naming the command line's flag); what needs a file, a kernel or a host is lab.runner's."""
+        self.check_choices()
+        if not self.kernels:
+            raise LabError("--kernel: give at least one kernel")
+        if not 1 <= self.repeat <= MAX_REPEAT:
+            raise LabError(f"--repeat: must be 1..{MAX_REPEAT}, got {self.repeat}")
+        check_seconds(self.duration, "--duration", MAX_DURATION_S)
+        if self.timeout is not None:
+            check_seconds(self.timeout, "--timeout", MAX_TIMEOUT_S)
+        if self.boot_deadline is not None and self.boot_deadline != 0:  # (0: never re-boot)
+            check_seconds(self.boot_deadline, "--boot-deadline", MAX_TIMEOUT_S)
+        if self.no_trace:
+            if self.events:
+                raise LabError(f"--event {self.events[0]}: not with --no-trace (nothing is traced)")
+            if self.trace_mode != "raw":
+                raise LabError(f"--trace-mode {self.trace_mode}: not with --no-trace (nothing is traced)")
+        if self.access_sample is not None and not self.access_matrix:
+            raise LabError("--access-sample: only with --access-matrix")
+        if self.backend != "libvirt":
+            for opt in ("connect", "pool_dir", "no_upload"):
+                if getattr(self, opt):
+                    raise LabError(f"--{opt.replace('_', '-')}: only with --backend libvirt")
+        if self.guest_output_limit is not None:
+            self.output_limit_bytes()
+        from lab.guest.workloads import get_workload
+
+        get_workload(self.workload)
+        # The guest plan's own checks (knobs, events, trace buffer, kernel arguments), on a plan of these options.
+        GuestPlan("true", self.duration, knobs=self.knob_values(), trace_events=self.events,
+                  trace_buffer_kb=self.trace_buffer_kb, trace_mode=self.trace_mode, test_fault=self.test_fault,
+                  kernel_args=" ".join(self.append))  # fmt: skip
+
+    def knob_values(self) -> dict[str, str]:
+        """The debugfs knobs a run sets: numalab's short-scan ones (unless --kernel-default-knobs), then --knob's."""
+        knobs = {} if self.kernel_default_knobs else dict(SHORT_SCAN_KNOBS)
+        for kv in self.knobs:
+            if "=" not in kv:
+                raise LabError(f"--knob {kv}: expected NAME=VALUE, e.g. scan_delay_ms=100")
+            k, v = kv.split("=", 1)
+            knobs[k.strip()] = v.strip()
+        return knobs
+
+    def output_limit_bytes(self) -> int | None:
+        """--guest-output-limit in bytes (None: the default)."""
+        if self.guest_output_limit is None:
+            return None
+        from lab.topology.spec import parse_mib
+        from lab.vm.share import ShareLimits
+
+        limit = parse_mib(self.guest_output_limit, "--guest-output-limit") << 20
+        ShareLimits(output_bytes=limit)  # the minimum, as a one-line error
+        return limit
 
     def check_choices(self) -> None:
         """A one-line error for a word option that is none of its choices (the command line's argparse
@@ -118,17 +188,16 @@ class RunOptions:
                 values[name] = _typed(value, hints[name])
             except (TypeError, ValueError) as err:
                 raise LabError(f"{source}: {name}: {err}") from None
-        return cls(**values)
+        try:
+            return cls(**values)
+        except LabError as err:
+            raise LabError(f"{source}: {err}") from None
 
     @classmethod
     def load(cls, path: Path) -> RunOptions:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except UnicodeDecodeError:
-            raise LabError(f"{path}: not UTF-8 text") from None
-        except json.JSONDecodeError as err:
-            raise LabError(f"{path}: not JSON ({err.msg} at line {err.lineno})") from None
-        return cls.from_dict(data, str(path))
+        from lab.datafile import load_json
+
+        return cls.from_dict(load_json(path), str(path))
 
 
 def _typed(value: object, hint: object) -> object:

@@ -4,7 +4,6 @@ children and the tests call."""
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 import time
@@ -13,7 +12,7 @@ from pathlib import Path
 
 from lab.analysis.numa import default_events
 from lab.errors import LabError
-from lab.guest.plan import MAX_DURATION_S, SHORT_SCAN_KNOBS, GuestPlan
+from lab.guest.plan import GuestPlan
 from lab.guest.workloads import Workload, get_workload
 from lab.host.accel import accel_verdict
 from lab.kernel.resolve import resolve_kernel
@@ -21,31 +20,8 @@ from lab.placement.plan import Backing
 from lab.run import Interrupted, RunRequest, execute, print_summary
 from lab.run_options import RunOptions
 from lab.topology.model import Topology
-from lab.topology.spec import parse_mib
 from lab.vm.emulator import resolve as resolve_emulator
 from lab.vm.qemu_backend import QemuBackend
-from lab.vm.share import ShareLimits
-
-MAX_REPEAT = 1000
-
-
-def check_seconds(value: float, option: str, maximum: float) -> None:
-    """A number of seconds that is finite, > 0 and at most ``maximum`` (one-line error otherwise)."""
-    if not math.isfinite(value) or value <= 0 or value > maximum:
-        raise LabError(f"{option}: must be more than 0 and at most {maximum:g} seconds, got {value:g}")
-
-
-def _knobs(opts: RunOptions) -> dict[str, str]:
-    knobs = {} if opts.kernel_default_knobs else dict(SHORT_SCAN_KNOBS)
-    for kv in opts.knobs:
-        if "=" not in kv:
-            raise LabError(f"--knob {kv}: expected NAME=VALUE, e.g. scan_delay_ms=100")
-        k, v = kv.split("=", 1)
-        knobs[k.strip()] = v.strip()
-    return knobs
-
-
-MAX_TIMEOUT_S = 7 * 86400.0
 
 
 def trace_events_of(opts: RunOptions) -> tuple[str, ...]:
@@ -65,7 +41,7 @@ def plan_of(opts: RunOptions, workload: Workload, topo: Topology) -> GuestPlan:
         workload_cmd=workload.command(topo, opts.duration),
         duration_s=opts.duration,
         numa_balancing=balancing,
-        knobs=_knobs(opts),
+        knobs=opts.knob_values(),
         trace_events=trace_events_of(opts),
         trace_buffer_kb=opts.trace_buffer_kb,
         trace_mode=opts.trace_mode,
@@ -77,22 +53,10 @@ def plan_of(opts: RunOptions, workload: Workload, topo: Topology) -> GuestPlan:
 
 def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> list[RunRequest]:
     """The runs ``opts`` asks for (repeats and kernels interleaved A B A B), every value checked first."""
-    opts.check_choices()
-    if not 1 <= opts.repeat <= MAX_REPEAT:
-        raise LabError(f"--repeat: must be 1..{MAX_REPEAT}, got {opts.repeat}")
-    check_seconds(opts.duration, "--duration", MAX_DURATION_S)
-    if opts.timeout is not None:
-        check_seconds(opts.timeout, "--timeout", MAX_TIMEOUT_S)
-    if opts.boot_deadline:  # (0: never re-boot)
-        check_seconds(opts.boot_deadline, "--boot-deadline", MAX_TIMEOUT_S)
-    output_limit = None
-    if opts.guest_output_limit is not None:
-        output_limit = parse_mib(opts.guest_output_limit, "--guest-output-limit") << 20
-        ShareLimits(output_bytes=output_limit)  # the minimum, as a one-line error now
+    opts.check()  # (done on construction too; again here for options changed with object.__setattr__)
+    output_limit = opts.output_limit_bytes()
     workload = get_workload(opts.workload)
     topo = opts.topology.load()
-    if not opts.kernels:
-        raise LabError("--kernel: give at least one kernel")
     kernels = [resolve_kernel(k) for k in opts.kernels]
     names = [k.name for k in kernels]
     if len(set(names)) < len(names):
@@ -140,9 +104,7 @@ def access_sample_of(opts: RunOptions, accel: str | None) -> int:
     """--access-matrix [--access-sample N] -> the plugin's sampling period (0: no plugin)."""
     sample = opts.access_sample
     if not opts.access_matrix:
-        if sample is not None:
-            raise LabError("--access-sample: only with --access-matrix")
-        return 0
+        return 0  # (with --access-sample: RunOptions.check refuses it)
     from lab.access_run import check_request
     from lab.vm.access_plugin import DEFAULT_SAMPLE
 
@@ -154,9 +116,6 @@ def access_sample_of(opts: RunOptions, accel: str | None) -> int:
 def backend_of(opts: RunOptions):
     """--backend qemu|libvirt [--connect URI]; a libvirt host is checked now (one-line error), before any build."""
     if opts.backend != "libvirt":
-        for opt in ("connect", "pool_dir", "no_upload"):
-            if getattr(opts, opt):
-                raise LabError(f"--{opt.replace('_', '-')}: only with --backend libvirt")
         return QemuBackend(resolve_emulator(opts.qemu))
     if opts.qemu:
         raise LabError("--qemu: only with --backend qemu (a libvirt host runs the emulator its domains name)")

@@ -151,7 +151,7 @@ def cmd_topo_check(args: argparse.Namespace) -> int:
     from lab.topology.kernel_view import predict
     from lab.topology.kernel_warnings import predicted_warnings
 
-    topo = _topology(args)
+    topo = topology_ref(args).load(cache=False)  # a check writes nothing, not even the parsed-spec cache
     v = predict(topo)
     print(
         f"{topo.source or topo.name}: ok ({topo.n_nodes} nodes, {topo.total_cpus} vCPUs, "

@@ -499,7 +499,7 @@ def test_reference_type_on_known_machines():
 
 def test_a_parsed_spec_is_remembered_by_content(tmp_path, monkeypatch) -> None:
     """The second load of the same text does not parse YAML again; a changed text does."""
-    import yaml
+    import lab.datafile as yaml  # (the spec reader's YAML parser)
 
     monkeypatch.setenv("NUMALAB_CACHE", str(tmp_path / "cache"))
     spec = tmp_path / "two.yaml"
@@ -508,8 +508,8 @@ def test_a_parsed_spec_is_remembered_by_content(tmp_path, monkeypatch) -> None:
     )
     first = load_topology(str(spec))
     calls = []
-    real = yaml.safe_load
-    monkeypatch.setattr(yaml, "safe_load", lambda text: calls.append(text) or real(text))
+    real = yaml.parse_yaml
+    monkeypatch.setattr(yaml, "parse_yaml", lambda text, where: calls.append(text) or real(text, where))
     assert load_topology(str(spec)) == first and calls == []
     spec.write_text(spec.read_text().replace("cpus_per_node: 1", "cpus_per_node: 2"))
     assert load_topology(str(spec)).total_cpus == 4 and len(calls) == 1

@@ -169,7 +169,7 @@ workloads: [{name: idle, duration: 1}]
         ("repeats: auto\nexpect: [{metric: nope, direction: worse}]\n", "expect[0].metric"),
         ("repeats: auto\nexpect: [{metric: vmstat.hint_local_pct, direction: worse, workloads: [numa01]}]\n",
          "expect[0].workloads"),
-        ("repeats: many\n", "repeats: must be a whole number >= 1 or auto"),
+        ("repeats: many\n", "repeats: must be a whole number 1..1000 or auto"),
     ],
 )
 def test_bad_auto_specs_are_one_line_errors(tmp_path: Path, extra: str, needle: str) -> None:
@@ -202,7 +202,7 @@ def _fake_execute(values: dict[tuple[str, str], list[float]], calls: list[int]):
                 new += 1
                 vals = values[(r.topology.label, r.kernel.name)]
                 d.mkdir(parents=True)
-                m = {"status": "ok", "accelerator": {"name": "tcg"},
+                m = {"format": "numalab-run/1", "status": "ok", "accelerator": {"name": "tcg"},
                      "metrics": {"vmstat": {"numa_pages_migrated": vals[(r.repeat - 1) % len(vals)]}}}  # fmt: skip
                 (d / "manifest.json").write_text(json.dumps(m))
                 results.append(RunResult(r.id, "ok", "", 1.0, 1.0))
@@ -274,7 +274,7 @@ def test_reproduce_report_from_recorded_runs(tmp_path: Path, monkeypatch) -> Non
     for r in spec.runs + [mauto.with_repeat(r, 4) for r in spec.runs if r.repeat == 3]:
         d = run_dir(out, r)
         d.mkdir(parents=True)
-        m = {"status": "ok", "accelerator": {"name": "tcg"},
+        m = {"format": "numalab-run/1", "status": "ok", "accelerator": {"name": "tcg"},
              "workload": {"result": {"round_trips_per_s": 1000.0 + r.repeat}},
              "metrics": {"vmstat": {"hint_local_pct": hint[r.kernel.name][r.repeat - 1], "numa_hint_faults": 1000,
                                     "numa_hint_faults_local": round(10 * hint[r.kernel.name][r.repeat - 1]),
@@ -306,7 +306,8 @@ def test_a_run_with_a_wrong_guest_clock_is_left_out_and_its_pair_redone(tmp_path
     for r in spec.runs:
         d = run_dir(out, r)
         d.mkdir(parents=True)
-        m = {"status": "ok", "accelerator": {"name": "tcg"}, "workload": {"result": {"gbps": 1.0 + r.repeat}},
+        m = {"format": "numalab-run/1", "status": "ok", "accelerator": {"name": "tcg"},
+             "workload": {"result": {"gbps": 1.0 + r.repeat}},
              "metrics": {"events": {"sched_stick_numa": r.repeat}}}  # fmt: skip
         (d / "manifest.json").write_text(json.dumps(m))
         bad = r.repeat == 2 and r.kernel.name == "baseline"

@@ -22,9 +22,10 @@ def add_auto_options(p: argparse.ArgumentParser) -> None:
         "the names are those of numalab compare, e.g. vmstat.hint_local_pct, workload.round_trips_per_s; under TCG "
         "on a busy host, a throughput's per-vCPU-second twin, e.g. workload.gbps_per_vcpu_s)",
     )
-    g.add_argument("--min-repeats", type=int, default=MIN_PAIRS, metavar="N",
+    # (default None, then MIN_PAIRS/MAX_PAIRS in auto_defaults: so a --min-repeats without --repeat auto is seen)
+    g.add_argument("--min-repeats", type=int, metavar="N",
                    help=f"pairs before the first look (default {MIN_PAIRS}: fewer are never judged)")  # fmt: skip
-    g.add_argument("--max-repeats", type=int, default=MAX_PAIRS, metavar="N",
+    g.add_argument("--max-repeats", type=int, metavar="N",
                    help=f"at most N A B pairs (default {MAX_PAIRS})")  # fmt: skip
     g.add_argument("--time-budget", type=float, metavar="SECONDS",
                    help="start no pair that would end after SECONDS (judged by the last pair's time)")  # fmt: skip
@@ -38,9 +39,19 @@ def add_auto_options(p: argparse.ArgumentParser) -> None:
 
 
 def reject_without_auto(args: argparse.Namespace) -> None:
-    """--decide and --time-budget mean nothing without --repeat auto: say so rather than ignore them."""
+    """--decide, --min-repeats, --max-repeats and --time-budget mean nothing without --repeat auto: say so
+    rather than ignore them."""
     from lab.errors import LabError
 
-    for opt, value in (("--decide", args.decide), ("--time-budget", args.time_budget)):
-        if value:
+    for opt, value in (("--decide", args.decide), ("--min-repeats", args.min_repeats),
+                       ("--max-repeats", args.max_repeats), ("--time-budget", args.time_budget)):  # fmt: skip
+        if value is not None and value != []:
             raise LabError(f"{opt}: only with --repeat auto")
+
+
+def auto_defaults(args: argparse.Namespace) -> None:
+    """--min-repeats and --max-repeats not given: their defaults (argparse leaves them None)."""
+    if args.min_repeats is None:
+        args.min_repeats = MIN_PAIRS
+    if args.max_repeats is None:
+        args.max_repeats = MAX_PAIRS

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from lab.datafile import load_json
 from lab.errors import LabError
-from lab.record_files import MANIFEST
+from lab.record_files import MANIFEST, RUN_FORMAT
 from lab.topology.model import Topology, topology_from_dict
 
 # The fields the analyses and reports read, and their types (None: may be null).
@@ -42,6 +42,19 @@ def _shape_problem(manifest: dict) -> str | None:
     return None
 
 
+def load_manifest(mf: Path) -> dict:
+    """A run record's manifest.json, read with lab.datafile's bounded reader (a record may come from CI or
+    a colleague): a JSON object whose ``format`` is the one this numalab reads, or a one-line error."""
+    manifest = load_json(mf)
+    fmt = manifest.get("format") if isinstance(manifest, dict) else None
+    if not isinstance(fmt, str) or not fmt.startswith("numalab-run/"):
+        raise LabError(f"{mf}: not a numalab run manifest (no 'format: {RUN_FORMAT}')")
+    if fmt != RUN_FORMAT:
+        raise LabError(f"{mf}: format {fmt[:40]!r}: this numalab reads {RUN_FORMAT} records only")
+    assert isinstance(manifest, dict)
+    return manifest
+
+
 @dataclass
 class RunRecord:
     path: Path
@@ -56,14 +69,7 @@ class RunRecord:
         if not mf.exists():
             hint = " (an unfinished run: it was interrupted)" if path.name.endswith(".partial") else ""
             raise LabError(f"{path}: not a numalab run (no manifest.json){hint}")
-        try:
-            manifest = json.loads(mf.read_bytes())
-        except json.JSONDecodeError as err:
-            raise LabError(f"{mf}: not valid JSON (line {err.lineno})") from None
-        except (OSError, UnicodeDecodeError) as err:
-            raise LabError(f"{mf}: cannot read: {getattr(err, 'strerror', None) or err}") from None
-        if not isinstance(manifest, dict) or not str(manifest.get("format", "")).startswith("numalab-run/"):
-            raise LabError(f"{mf}: not a numalab run manifest (no 'format: numalab-run/…')")
+        manifest = load_manifest(mf)
         problem = _shape_problem(manifest)
         if problem:
             raise LabError(f"{mf}: not a numalab run manifest ({problem})")

@@ -19,6 +19,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -94,12 +95,27 @@ def cache_key(req: BuildRequest) -> str:
 
 
 @contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
+def _locked(path: Path, progress: Progress | None = None) -> Iterator[None]:
+    """``path`` locked (flock) while the block runs. When another numalab holds it, ``progress`` says so
+    first, naming the holder: the holder writes its pid and command into the lock file."""
+    with open(path, "a+") as f:
         try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if progress is not None:
+                f.seek(0)
+                holder = " ".join(f.read(300).split())
+                who = f" (held by {holder})" if holder else ""
+                progress(f"waiting for the source tree's build lock {path}{who}")
+            fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            f.truncate(0)
+            f.write(f"pid {os.getpid()}: numalab {' '.join(sys.argv[1:])[:200]}\n")
+            f.flush()
             yield
         finally:
+            f.truncate(0)
+            f.flush()
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
@@ -252,7 +268,7 @@ def build_kernel(req: BuildRequest, progress: Progress) -> BuildResult:
     key = cache_key(req)
     meta = _cached(key)
     if meta is None:
-        with _locked(source_root(req.source) / ".lock"):
+        with _locked(source_root(req.source) / ".lock", progress):
             meta = _cached(key)  # another numalab may have built it meanwhile
             if meta is None:
                 result = _build_locked(req, key, name, progress)
@@ -276,8 +292,9 @@ def make_request(source: str | None, patches: list[str] | None, series: str | No
     return BuildRequest(resolve_source(source), loaded_patches, loaded_fragments, name, jobs)
 
 
-def build_from_recipe(name: str, recipe: dict, base_dir: Path, progress: Progress) -> str:
-    """A matrix spec's ``build: {source, patches, series, fragments}``; returns the name to boot."""
+def recipe_request(name: str, recipe: dict, base_dir: Path) -> BuildRequest:
+    """A matrix spec's ``build: {source, patches, series, fragments}`` as a build request: every file it
+    names read and checked (``numalab matrix check`` calls it, so a missing patch is found before any run)."""
 
     def rel(p: str) -> str:
         cand = base_dir / p
@@ -286,13 +303,25 @@ def build_from_recipe(name: str, recipe: dict, base_dir: Path, progress: Progres
     unknown = set(recipe) - {"source", "patches", "series", "fragments"}
     if unknown:
         raise LabError(f"kernels: {name}: build.{sorted(unknown)[0]}: unknown field")
+    for key in ("patches", "fragments"):
+        if not isinstance(recipe.get(key) or [], list):
+            raise LabError(f"kernels: {name}: build.{key}: expected a list of files")
     src = recipe.get("source")
-    req = make_request(
-        rel(str(src)) if src and "@" not in str(src) else src,
-        [rel(str(p)) for p in recipe.get("patches") or []],
-        rel(str(recipe["series"])) if recipe.get("series") else None,
-        [rel(str(f)) for f in recipe.get("fragments") or []],
-        name,
-    )
+    try:
+        return make_request(
+            rel(str(src)) if src and "@" not in str(src) else (None if src is None else str(src)),
+            [rel(str(p)) for p in recipe.get("patches") or []],
+            rel(str(recipe["series"])) if recipe.get("series") else None,
+            [rel(str(f)) for f in recipe.get("fragments") or []],
+            name,
+        )
+    except LabError as err:
+        raise LabError(f"kernels: {name}: build: {err}") from None
+
+
+def build_from_recipe(name: str, recipe: dict, base_dir: Path, progress: Progress) -> str:
+    """A matrix spec's ``build: {source, patches, series, fragments}``, built (or found in the cache);
+    returns the name to boot."""
+    req = recipe_request(name, recipe, base_dir)
     build_kernel(req, progress)
     return name

@@ -11,29 +11,32 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from lab.analysis.auto_options import auto_defaults
 from lab.analysis.compare import RULES
 from lab.analysis.metrics import get_metric
 from lab.analysis.verdict import DEFAULT_DECIDE, Stop, Verdict, cell_label, should_stop, verdicts_of
 from lab.errors import LabError
-from lab.run_options import RunOptions
+from lab.run_options import MAX_REPEAT, RunOptions
 
 
 def check_auto_args(opts: RunOptions, args: argparse.Namespace) -> tuple[list[str], str]:
     """The --decide metrics and the significance rule, checked (one-line errors)."""
+    auto_defaults(args)
     if len(opts.kernels) != 2:
         raise LabError("--repeat auto: give exactly two kernels (--kernel A --kernel B) to compare")
-    if args.max_repeats < 1:
-        raise LabError(f"--max-repeats: must be >= 1, got {args.max_repeats}")
+    if not 1 <= args.max_repeats <= MAX_REPEAT:
+        raise LabError(f"--max-repeats: must be 1..{MAX_REPEAT}, got {args.max_repeats}")
     if args.min_repeats < 1 or args.min_repeats > args.max_repeats:
         raise LabError(f"--min-repeats: must be between 1 and --max-repeats ({args.max_repeats}), "
                        f"got {args.min_repeats}")  # fmt: skip
-    if args.time_budget is not None and args.time_budget <= 0:
+    if args.time_budget is not None and not (math.isfinite(args.time_budget) and args.time_budget > 0):
         raise LabError(f"--time-budget: must be > 0 seconds, got {args.time_budget:g}")
     decide = list(dict.fromkeys(args.decide or DEFAULT_DECIDE))
     for key in decide:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lab.analysis.record import load_manifest
 from lab.analysis.verdict import Stop, Verdict, cell_label, should_stop, verdicts_of
 from lab.matrix.runner import MatrixOutcome, execute_matrix, run_dir
 from lab.matrix.spec import MatrixRun, MatrixSpec
@@ -79,7 +80,7 @@ def _manifest(out: Path, run: MatrixRun) -> dict | None:
     mf = run_dir(out, run) / MANIFEST
     if not mf.exists():
         return None
-    return None if clock_problem_of(out, run) else json.loads(mf.read_text())
+    return None if clock_problem_of(out, run) else load_manifest(mf)
 
 
 def clock_problem_of(out: Path, run: MatrixRun) -> str | None:

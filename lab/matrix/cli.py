@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lab.datafile import load_json
 from lab.errors import LabError
 from lab.record_files import MANIFEST
 
@@ -55,6 +56,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     from lab.kernel.resolve import resolve_kernel
 
     spec = load_matrix(args.file)
+    _check_recipes(spec)
     for k in spec.kernels:
         if k.build is None and k.spec != "stock":
             try:
@@ -69,10 +71,23 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_recipes(spec: MatrixSpec) -> None:
+    """Every build recipe's files (source, patches, series, fragments) read and checked, before any build."""
+    from lab.kernel.build import recipe_request
+
+    for k in spec.kernels:
+        if k.build is not None:
+            try:
+                recipe_request(k.name, k.build, Path(spec.source).parent)
+            except LabError as err:
+                raise LabError(f"{spec.source}: {err}") from None
+
+
 def _kernel_args(spec: MatrixSpec) -> dict[str, str]:
     """What each kernel is for `numalab run --kernel`; build recipes are built (or found in the cache) first."""
     from lab.kernel.resolve import resolve_kernel
 
+    _check_recipes(spec)  # all of them, before the first build
     out = {}
     for k in spec.kernels:
         if k.build is not None:
@@ -180,7 +195,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
         meta = d / "matrix.json"
         if not meta.exists():
             raise LabError(f"{d}: not a matrix output directory (no matrix.json)")
-        metas.append(json.loads(meta.read_text()))
+        data = load_json(meta)
+        if not isinstance(data, dict) or not isinstance(data.get("fingerprint"), str):
+            raise LabError(f"{meta}: not a numalab matrix record (no 'fingerprint')")
+        metas.append(data)
     prints = {m["fingerprint"] for m in metas}
     if len(prints) > 1:
         raise LabError(f"merge: the directories come from different specs (fingerprints {', '.join(sorted(prints))})")

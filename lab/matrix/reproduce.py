@@ -17,8 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from lab.analysis.record import load_manifest
 from lab.analysis.reproduction import Check, check
 from lab.analysis.verdict import verdicts_of
+from lab.datafile import load_json
 from lab.errors import LabError
 from lab.matrix.auto import cell_key, clock_problem_of, side_of, with_repeat
 from lab.matrix.runner import run_dir
@@ -105,7 +107,7 @@ def _manifests(out: Path, runs: list[MatrixRun], excluded: list[str]) -> list[di
         if problem:
             excluded.append(f"{r.id}: {problem}")
             continue
-        ms.append(json.loads(mf.read_text()))
+        ms.append(load_manifest(mf))
     return ms
 
 
@@ -116,7 +118,7 @@ def _run_span(out: Path, runs: list[MatrixRun]) -> dict:
         mf = run_dir(out, r) / MANIFEST
         if not mf.exists():
             continue
-        m = json.loads(mf.read_text())
+        m = load_manifest(mf)
         stamp = str(m.get("run_id", ""))[:15]
         if len(stamp) == 15:
             stamps.append(stamp)
@@ -137,7 +139,11 @@ def evaluate(seed: Seed, spec: MatrixSpec, out: Path, context: dict | None = Non
     stops = {}
     auto_json = out / "auto.json"
     if auto_json.exists():
-        stops = {c["cell"]: c for c in json.loads(auto_json.read_text()).get("cells", [])}
+        cells = load_json(auto_json)
+        cells = cells.get("cells") if isinstance(cells, dict) else None
+        if not isinstance(cells, list) or not all(isinstance(c, dict) and "cell" in c for c in cells):
+            raise LabError(f"{auto_json}: not a numalab auto.json (no list of cells)")
+        stops = {c["cell"]: c for c in cells}
     cells: dict[str, list[MatrixRun]] = {}
     for r in runs:
         cells.setdefault(cell_key(spec, r), []).append(r)

@@ -23,10 +23,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lab.analysis.record import load_manifest
 from lab.cpulist import format_cpulist
+from lab.datafile import load_json
 from lab.errors import LabError
 from lab.matrix.host_picker import HostPicker
-from lab.matrix.spec import MatrixRun, MatrixSpec
+from lab.matrix.spec import MatrixRun, MatrixSpec, run_options_of
 from lab.paths import write_text_atomic
 from lab.placement.host_inventory import read_inventory
 from lab.placement.plan import QEMU_OVERHEAD_MIB
@@ -87,10 +89,9 @@ def check_out_dir(out: Path, spec: MatrixSpec, shard: tuple[int, int] | None) ->
     if out.exists() and not out.is_dir():
         raise LabError(f"--out {out}: exists and is not a directory")
     if meta.exists():
-        try:
-            have = json.loads(meta.read_text())
-        except (OSError, ValueError) as err:
-            raise LabError(f"{meta}: not readable as a matrix record ({err})") from None
+        have = load_json(meta)
+        if not isinstance(have, dict):
+            raise LabError(f"{meta}: not a numalab matrix record (not a JSON object)")
         if have.get("fingerprint") != want["fingerprint"]:
             raise LabError(
                 f"--out {out}: holds results of a different matrix spec ({have.get('source')}, fingerprint "
@@ -124,8 +125,10 @@ def input_hashes(spec: MatrixSpec, kernel_args: dict[str, str]) -> dict[str, str
 def check_inputs(out: Path, inputs: dict[str, str]) -> None:
     """Refuse to resume into ``out`` when a topology file or kernel image changed since its runs."""
     meta = out / "matrix.json"
-    have = json.loads(meta.read_text())
-    before = have.get("inputs")
+    have = load_json(meta)
+    before = have.get("inputs") if isinstance(have, dict) else None
+    if not isinstance(have, dict) or not isinstance(before or {}, dict):
+        raise LabError(f"{meta}: not a numalab matrix record")
     if before is not None:
         changed = [k for k in sorted(set(before) | set(inputs)) if before.get(k) != inputs.get(k)]
         if changed and any((out / "runs").glob("*/manifest.json")):
@@ -146,18 +149,7 @@ def _demand(run: MatrixRun) -> tuple[int, int]:
 def run_options(run: MatrixRun, kernel_arg: str, out: Path, timeout: float | None, backend: dict) -> RunOptions:
     """What the child runs for ``run``: the run's axes, its record directory, and ``backend`` (the
     libvirt options of :func:`host_options`, or {} for direct QEMU)."""
-    return RunOptions(
-        topology=run.topology,
-        kernels=(kernel_arg,),
-        workload=run.workload.name,
-        duration=run.workload.duration,
-        numa_balancing=run.setting.numa_balancing,
-        knobs=tuple(f"{k}={v}" for k, v in run.setting.knobs),
-        qemu=run.setting.qemu,
-        out=run_dir(out, run),
-        timeout=timeout or None,
-        **backend,
-    )
+    return run_options_of(run, kernel_arg, timeout, out=run_dir(out, run), **backend)
 
 
 def child_command(opts: RunOptions, options_file: Path) -> list[str]:
@@ -181,7 +173,10 @@ def host_of(manifest: dict) -> str | None:
 def _result_of(out: Path, run: MatrixRun, log: Path, wall: float, cpu: float) -> RunResult:
     mf = run_dir(out, run) / MANIFEST
     if mf.exists():
-        m = json.loads(mf.read_text())
+        try:
+            m = load_manifest(mf)
+        except LabError as err:
+            return RunResult(run.id, "error", str(err), round(wall, 2), round(cpu, 2))
         return RunResult(run.id, m["status"], m.get("reason", ""), round(wall, 2), round(cpu, 2), host=host_of(m))
     lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()] if log.exists() else []
     err = next((ln for ln in reversed(lines) if "error" in ln), lines[-1] if lines else "no output")

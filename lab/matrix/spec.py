@@ -30,19 +30,19 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import yaml
-
 from lab.analysis.metrics import METRIC_KEYS
 from lab.analysis.reproduction import Expectation
+from lab.datafile import load_yaml
 from lab.errors import LabError
 from lab.guest.plan import KNOB_NAMES
 from lab.guest.workloads import WORKLOADS
 from lab.matrix.auto_spec import AutoSpec, parse_auto, parse_expect
-from lab.paths import read_text_file
+from lab.run_options import MAX_REPEAT, RunOptions
 from lab.topology.model import check_name
 from lab.topology.ref import SPEC_SIZE_NAMES, TopologyRef
 from lab.vm.libvirt_hostspec import HostSpec, parse_hosts
@@ -269,17 +269,47 @@ def _matches(run: MatrixRun, f: dict[str, str]) -> bool:
     return all(axes.get(k) == v or (k == "topology" and axes["topology_name"] == v) for k, v in f.items())
 
 
+def _seconds(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+def run_options_of(run: MatrixRun, kernel_arg: str, timeout: float | None, **more: object) -> RunOptions:
+    """The options of the child that runs ``run`` (checked on construction: what numalab run refuses, a
+    matrix refuses)."""
+    return RunOptions(
+        topology=run.topology,
+        kernels=(kernel_arg,),
+        workload=run.workload.name,
+        duration=run.workload.duration,
+        numa_balancing=run.setting.numa_balancing,
+        knobs=tuple(f"{k}={v}" for k, v in run.setting.knobs),
+        qemu=run.setting.qemu,
+        timeout=timeout or None,
+        **more,  # type: ignore[arg-type]
+    )
+
+
+def _check_run_options(runs: list[MatrixRun], timeout: float | None) -> None:
+    """Each run's options, as numalab run checks them (once per run that differs in more than its repeat)."""
+    seen = set()
+    for run in runs:
+        key = tuple(run.axes().values())
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            run_options_of(run, run.kernel.spec, timeout)
+        except LabError as err:
+            raise LabError(f"run {run.id}: {err}") from None
+
+
 def load_matrix(path_or_name: str) -> MatrixSpec:
     path = Path(path_or_name)
     if not path.exists() and "/" not in path_or_name and not path_or_name.endswith((".yaml", ".yml")):
         path = EXAMPLES / f"{path_or_name}.yaml"
     if not path.is_file():
         raise LabError(f"matrix {path_or_name}: no such file or example")
-    try:
-        data = yaml.safe_load(read_text_file(path, "matrix"))
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        raise LabError(f"{path}: not valid YAML{f' at line {mark.line + 1}' if mark else ''}") from None
+    data = load_yaml(path, "matrix")
     try:
         return parse_matrix(data, str(path), path.stem)
     except LabError as err:
@@ -296,14 +326,16 @@ def parse_matrix(data: object, source: str, default_name: str) -> MatrixSpec:
     auto = parse_auto(data.get("auto")) if repeats == "auto" else None
     if auto is None and data.get("auto") is not None:
         raise LabError("auto: only with repeats: auto")
+    if auto is not None and auto.max_pairs > MAX_REPEAT:  # (before any run is made: the cap of numalab run)
+        raise LabError(f"auto.max: at most {MAX_REPEAT} repeats, got {auto.max_pairs}")
     repeats = auto.min_pairs if auto else repeats
-    if not isinstance(repeats, int) or isinstance(repeats, bool) or repeats < 1:
-        raise LabError(f"repeats: must be a whole number >= 1 or auto, got {repeats!r}")
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or not 1 <= repeats <= MAX_REPEAT:
+        raise LabError(f"repeats: must be a whole number 1..{MAX_REPEAT} or auto, got {repeats!r}")
     duration = data.get("duration", 20)
-    if not isinstance(duration, (int, float)) or duration <= 0:
+    if not _seconds(duration):
         raise LabError(f"duration: must be a number of seconds > 0, got {duration!r}")
     timeout = data.get("timeout")
-    if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
+    if timeout is not None and not _seconds(timeout):
         raise LabError(f"timeout: must be a number of seconds > 0, got {timeout!r}")
     topologies, kernels = _topologies(data), _kernels(data)
     workloads, settings = _workloads(data, float(duration)), _settings(data)
@@ -333,6 +365,10 @@ def parse_matrix(data: object, source: str, default_name: str) -> MatrixSpec:
     value = _scalar(value)
     if value not in names:
         raise LabError(f"baseline.{axis}: {value!r} is not one of the matrix's {axis}s ({', '.join(names)})")
+    if auto is not None and len(names) < 2:  # (numalab run --repeat auto refuses one kernel too)
+        raise LabError(f"repeats: auto compares the baseline's {axis}s, and the matrix has one ({names[0]}): "
+                       f"give at least two {axis}s")  # fmt: skip
+    _check_run_options(runs, float(timeout) if timeout else None)
     gates = []
     for i, g in enumerate(data.get("gates") or []):
         if not isinstance(g, dict) or set(g) - {"metric", "worse_than_baseline_pct", "significant"}:

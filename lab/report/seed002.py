@@ -22,6 +22,7 @@ import sys
 from pathlib import Path
 
 from lab.analysis.compare import Stats, significant
+from lab.analysis.record import load_manifest
 from lab.errors import LabError
 from lab.paths import write_text_atomic
 from lab.record_files import MANIFEST
@@ -46,10 +47,7 @@ def _runs(paths: list[Path]) -> list[dict]:
             raise LabError(f"{p}: neither a run record nor a matrix output directory")
     out = []
     for d in dirs:
-        try:
-            out.append(json.loads((d / MANIFEST).read_text()) | {"_dir": str(d)})
-        except (OSError, json.JSONDecodeError) as err:
-            raise LabError(f"{d / MANIFEST}: cannot read ({err})") from None
+        out.append(load_manifest(d / MANIFEST) | {"_dir": str(d)})
     if not out:
         raise LabError("no run records found")
     return out

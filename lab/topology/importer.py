@@ -21,7 +21,7 @@ from pathlib import Path
 from lab.cpulist import parse_cpulist
 from lab.errors import LabError
 from lab.topology.model import LOCAL_DISTANCE, MAX_DISTANCE, MAX_NODES, Node, Topology, check_name, validate
-from lab.topology.numactl import Machine, MachineNode, parse_numactl
+from lab.topology.numactl import Machine, MachineNode, check_machine, parse_numactl
 
 SYSFS_NODE_ROOT = Path("/sys/devices/system/node")
 
@@ -84,9 +84,11 @@ def read_sysfs(root: Path = SYSFS_NODE_ROOT) -> Machine:
                 raise LabError(f"{d / 'distance'}: distance {node}->{col} is {v}")
         nodes.append(MachineNode(node, cpus, mib))
         rows.append(row)
-    return Machine(
+    machine = Machine(
         nodes=tuple(nodes), distances=tuple(rows), origin=f"sysfs ({root})", slow_nodes=_sysfs_slow_nodes(root, nodes)
     )
+    check_machine(machine, lambda node, kind: str(root / f"node{node}" / ("cpulist" if kind == "cpus" else kind)))
+    return machine
 
 
 def _sysfs_slow_nodes(root: Path, nodes: list[MachineNode]) -> tuple[int, ...]:
@@ -193,9 +195,9 @@ def safe_name(stem: str) -> str:
 
 def yaml_data(text: str) -> object:
     """Parse a spec text written by :func:`to_spec_yaml` (to check that it loads back)."""
-    import yaml
+    from lab.datafile import parse_yaml
 
-    return yaml.safe_load(text)
+    return parse_yaml(text, "the imported spec")
 
 
 def import_spec(
@@ -221,8 +223,13 @@ def import_spec(
     else:
         assert file is not None
         if file == "-":
+            from lab.datafile import MAX_SPEC_BYTES
+
+            data = sys.stdin.buffer.read(MAX_SPEC_BYTES + 1)
+            if len(data) > MAX_SPEC_BYTES:
+                raise LabError(f"-: standard input: more than the {MAX_SPEC_BYTES >> 20} MiB numactl -H output may be")
             try:
-                text = sys.stdin.buffer.read().decode("utf-8")
+                text = data.decode("utf-8")
             except UnicodeDecodeError:
                 raise LabError("-: standard input is not UTF-8 text") from None
         else:

@@ -7,6 +7,7 @@ user who gives numactl output to ``topo check`` at ``topo import``.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from lab.cpulist import parse_cpulist
@@ -180,14 +181,32 @@ def parse_numactl(text: str, origin: str = "-") -> Machine:
     missing = [node for node in ids if node not in rows]
     if missing:
         raise LabError(f"{at(last)}: the distance table ends without a row for node {missing[0]}")
-    seen: dict[int, int] = {}
-    for node in ids:
-        for c in cpus[node]:
-            if c in seen:
-                raise LabError(f"{origin}: CPU {c} is listed for node {seen[c]} and node {node}")
-            seen[c] = node
-    return Machine(
+    machine = Machine(
         nodes=tuple(MachineNode(node, cpus[node], sizes[node]) for node in ids),
         distances=tuple(rows[node] for node in ids),
         origin=f"numactl -H output ({origin})",
     )
+    check_machine(machine, lambda node, kind: origin)
+    return machine
+
+
+def check_machine(machine: Machine, where: Callable[[int, str], str]) -> None:
+    """What every reader of a real machine (numactl -H output, a sysfs node directory) refuses: a CPU
+    listed for two nodes, and an asymmetric SLIT (the kernel itself complains of one; a spec can still
+    give one in full, by hand). ``where(node, "cpus" | "distance")`` names the file (and line) it came from."""
+    seen: dict[int, int] = {}
+    for n in machine.nodes:
+        for c in n.cpus:
+            if c in seen:
+                raise LabError(f"{where(n.id, 'cpus')}: CPU {c} is listed for node {seen[c]} and node {n.id}")
+            seen[c] = n.id
+    ids = [n.id for n in machine.nodes]
+    for i, a in enumerate(ids):
+        for j in range(i):
+            b = ids[j]
+            if machine.distances[i][j] != machine.distances[j][i]:
+                raise LabError(
+                    f"{where(a, 'distance')}: distance {a}->{b} is {machine.distances[i][j]} but {b}->{a} is "
+                    f"{machine.distances[j][i]}; an imported SLIT must be symmetric (give an asymmetric one in a "
+                    "spec, as a full distances matrix)"
+                )

@@ -21,12 +21,13 @@ def topology_with_sizes(
     mem_per_node: str | None = None,
     threads: int | None = None,
     names: tuple[str, str, str] = CLI_SIZE_NAMES,
+    cache: bool = True,
 ) -> Topology:
     """A topology with size overrides; errors name them as ``names`` (the command line's options,
-    or a matrix spec's fields)."""
+    or a matrix spec's fields). ``cache``: lab.topology.spec.load_topology's."""
     from lab.topology.spec import load_topology, parse_mib  # (the spec reader: on use, not at start)
 
-    topo = load_topology(name_or_path)
+    topo = load_topology(name_or_path, cache)
     mem = parse_mib(mem_per_node, names[1]) if mem_per_node else None
     if any(x is not None for x in (cpus_per_node, mem, threads)):
         try:
@@ -47,8 +48,8 @@ class TopologyRef:
     mem_per_node: str | None = None  # a size, e.g. 512M
     threads: int | None = None
 
-    def load(self, names: tuple[str, str, str] = CLI_SIZE_NAMES) -> Topology:
-        return topology_with_sizes(self.name, self.cpus_per_node, self.mem_per_node, self.threads, names)
+    def load(self, names: tuple[str, str, str] = CLI_SIZE_NAMES, cache: bool = True) -> Topology:
+        return topology_with_sizes(self.name, self.cpus_per_node, self.mem_per_node, self.threads, names, cache)
 
     @property
     def label(self) -> str:

@@ -269,39 +269,43 @@ def spec_path(name_or_path: str) -> Path:
     return path
 
 
-def load_topology(name_or_path: str) -> Topology:
-    """A preset name (``ring-4``) or a path to a YAML spec."""
+def load_topology(name_or_path: str, cache: bool = True) -> Topology:
+    """A preset name (``ring-4``) or a path to a YAML spec. ``cache``: use the parsed-spec cache (a
+    check reads the file itself and writes nothing)."""
     path = spec_path(name_or_path)
     from lab.paths import read_text_file
 
     text = read_text_file(path)
     if looks_like_numactl(text):
         raise LabError(f"{path}: this is numactl -H output, not a spec; numalab topo import {path} makes one")
-    return load_spec(_parse_yaml(text, path), str(path), name=path.stem)
+    return load_spec(_parse_yaml(text, path, cache), str(path), name=path.stem)
 
 
-def _parse_yaml(text: str, path: Path):
-    """YAML -> data, remembered by the text's hash as JSON in the cache directory: importing
-    PyYAML (it compiles dozens of regular expressions) is most of a `numalab` start."""
+# The cache's entries are named with this: a spec an older reader accepted (a duplicate key, say) is read again.
+_CACHE_VERSION = "v2"
+
+
+def _parse_yaml(text: str, path: Path, cache: bool = True):
+    """YAML -> data (lab.datafile's bounded reader), remembered by the text's hash as JSON in the cache
+    directory: importing PyYAML (it compiles dozens of regular expressions) is most of a `numalab` start."""
+    from lab.datafile import parse_yaml
     from lab.paths import cache_dir, write_text_atomic
 
-    cached = cache_dir("specs") / f"{hashlib.sha256(text.encode()).hexdigest()[:24]}.json"
+    digest = hashlib.sha256(text.encode()).hexdigest()[:24]
+    cached = cache_dir("specs") / f"{digest}.{_CACHE_VERSION}.json" if cache else None
+    if cached is not None:
+        try:
+            return json.loads(cached.read_text())
+        except (OSError, ValueError, RecursionError):
+            pass
+    data = parse_yaml(text, str(path))  # (bounded: the dump below cannot expand an alias bomb)
     try:
-        return json.loads(cached.read_text())
-    except (OSError, ValueError):
-        pass
-    import yaml
-
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        at = f" at line {mark.line + 1}" if mark else ""
-        raise LabError(f"{path}: not valid YAML{at}") from None
-    try:
-        as_json = json.dumps(data)
+        as_json = json.dumps(data, allow_nan=False)
     except (TypeError, ValueError):
         return data  # (dates and the like: not cached)
-    if json.loads(as_json) == data:  # e.g. integer mapping keys would come back as strings
-        write_text_atomic(cached, as_json)
+    if cached is not None and json.loads(as_json) == data:  # e.g. integer mapping keys would come back as strings
+        try:
+            write_text_atomic(cached, as_json)
+        except OSError:
+            pass  # a cache that cannot be written is no reason to fail
     return data
