@@ -29,6 +29,7 @@ from lab.placement.plan import BACKINGS, PINNINGS
 from lab.topology.ref import TopologyRef
 from lab.vm.access_plugin import ADDRESS_MODES
 from lab.vm.firmware import FIRMWARES
+from lab.vm.guest_clock import CLOCKS
 
 NUMA_BALANCING = ("on", "off", "default", "tiering")
 ACCELS = ("auto", "kvm", "tcg")
@@ -41,6 +42,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "pinning": PINNINGS,
     "firmware": FIRMWARES,
     "accel": ACCELS,
+    "clock": CLOCKS,
     "backend": BACKENDS,
     "access_address_map": ("", *ADDRESS_MODES),
 }
@@ -68,6 +70,7 @@ class RunOptions:
     pinning: str = "auto"
     firmware: str = "auto"
     accel: str = "auto"
+    clock: str = "host"  # the guest's clock: host, or virtual (it counts instructions: lab.vm.guest_clock)
     timeout: float | None = None
     boot_deadline: float | None = None  # TCG: re-boot once if init has not started by then; None default, 0 never
     guest_output_limit: str | None = None  # a size, e.g. 2G
