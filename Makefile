@@ -105,6 +105,7 @@ bench: setup setup-qemu10
 	$(PY) tests/bench/trace_parse.py
 	tests/bench/matrix.sh
 	$(PY) tests/bench/qemu_versions.py
+	$(PY) tests/bench/virtual_clock.py
 
 bench-kernel: setup
 	tests/bench/kernel_build.sh
