@@ -106,6 +106,7 @@ bench: setup setup-qemu10
 	tests/bench/matrix.sh
 	$(PY) tests/bench/vcpu_noise.py
 	$(PY) tests/bench/qemu_versions.py
+	$(PY) tests/bench/virtual_clock.py
 
 bench-kernel: setup
 	tests/bench/kernel_build.sh

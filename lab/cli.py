@@ -78,6 +78,7 @@ def run_options_from_args(args: argparse.Namespace):
         pinning=args.pinning,
         firmware=args.firmware,
         accel=args.accel,
+        clock=args.clock,
         timeout=args.timeout,
         boot_deadline=args.boot_deadline,
         guest_output_limit=args.guest_output_limit,
@@ -274,6 +275,14 @@ def build_parser() -> argparse.ArgumentParser:
         choices=CHOICES["accel"],
         default="auto",
         help="accelerator; auto: a real KVM boot probed on the host that runs the VM (cached; TCG if KVM fails)",
+    )
+    r.add_argument(
+        "--clock",
+        choices=CHOICES["clock"],
+        default="host",
+        help="the guest's clock under TCG: host (default), or virtual: it advances with the instructions the vCPUs "
+        "execute (QEMU's -icount, 1 G a guest second shared by the vCPUs; QEMU 10: --qemu backports), so host load "
+        "cannot change what the guest measures",
     )
     r.add_argument("--timeout", type=float, metavar="SECONDS", help="hard limit per VM (default: scaled to the run)")
     r.add_argument(

@@ -59,6 +59,7 @@ class ManifestInputs:
     plan: GuestPlan
     accel: str
     accel_reason: str
+    clock: dict  # lab.vm.guest_clock.GuestClock.to_dict()
     placement: dict  # lab.placement.plan.Placement.to_dict()
     backend_info: dict
     outcome: VmOutcome
@@ -121,7 +122,7 @@ def build(i: ManifestInputs) -> dict:
             "exit_code": i.workload_rc,
         },
         "settings": i.plan.to_dict() | {"readback": i.knobs_readback},
-        "accelerator": {"name": i.accel, "reason": i.accel_reason},
+        "accelerator": {"name": i.accel, "reason": i.accel_reason, "clock": i.clock},
         "placement": i.placement | {"pinned": i.outcome.pinned, "pin_error": i.outcome.pin_error},
         "backend": i.backend_info,
         "timings": {

@@ -33,6 +33,7 @@ from lab.placement.plan import BACKINGS, PINNINGS
 from lab.topology.ref import TopologyRef
 from lab.vm.access_plugin import ADDRESS_MODES
 from lab.vm.firmware import FIRMWARES
+from lab.vm.guest_clock import CLOCKS
 
 MAX_REPEAT = 1000
 MAX_TIMEOUT_S = 7 * 86400.0
@@ -47,6 +48,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "pinning": PINNINGS,
     "firmware": FIRMWARES,
     "accel": ACCELS,
+    "clock": CLOCKS,
     "backend": BACKENDS,
     "access_address_map": ("", *ADDRESS_MODES),
 }
@@ -80,6 +82,7 @@ class RunOptions:
     pinning: str = "auto"
     firmware: str = "auto"
     accel: str = "auto"
+    clock: str = "host"  # the guest's clock: host, or virtual (it counts instructions: lab.vm.guest_clock)
     timeout: float | None = None
     boot_deadline: float | None = None  # TCG: re-boot once if init has not started by then; None default, 0 never
     guest_output_limit: str | None = None  # a size, e.g. 2G

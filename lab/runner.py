@@ -20,7 +20,10 @@ from lab.placement.plan import Backing
 from lab.run import Interrupted, RunRequest, execute, print_summary
 from lab.run_options import RunOptions
 from lab.topology.model import Topology
+from lab.vm.emulator import qemu_version_tuple
 from lab.vm.emulator import resolve as resolve_emulator
+from lab.vm.guest_clock import GuestClock
+from lab.vm.guest_clock import check as check_clock
 from lab.vm.qemu_backend import QemuBackend
 
 
@@ -65,9 +68,15 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
         progress(f"warning: --numa-balancing tiering on {topo.name}, which has no slow memory tier: nothing to promote")
     plan = plan_of(opts, workload, topo)
     access_sample_of(opts, None if opts.accel == "auto" else opts.accel)  # before a libvirt host is asked
+    check_clock(opts.clock, opts.backend, opts.accel, None)  # before a libvirt host is asked
     backend = backend_of(opts)
     backend.firmware_rom(opts.firmware)  # a firmware this backend cannot boot: say so first
-    if opts.accel == "auto":
+    clock = GuestClock(opts.clock)
+    if clock.virtual:
+        check_clock(opts.clock, backend.name, opts.accel, qemu_version_tuple(backend.emulator_version()))
+        # KVM cannot count instructions: no probe
+        accel, reason = "tcg", "--clock virtual (QEMU's instruction counter is the guest's clock: TCG only)"
+    elif opts.accel == "auto":
         verdict = accel_verdict(kernels[0].image, backend)  # on the host the backend runs VMs on
         accel = verdict["accel"]
         reason = verdict.get("warning") or f"KVM probe{verdict.get('where', '')}: {verdict['kvm']['detail']}"
@@ -94,7 +103,7 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
                     topo, kernel, workload, plan, accel, reason, backing, out, opts.runs_dir, opts.timeout, label,
                     backend=backend, pinning=opts.pinning, firmware=opts.firmware, guest_output_limit=output_limit,
                     access_sample=access_sample, access_map=opts.access_address_map,
-                    boot_deadline_s=opts.boot_deadline,
+                    boot_deadline_s=opts.boot_deadline, clock=clock,
                 )
             )
     return reqs

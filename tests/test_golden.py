@@ -18,6 +18,7 @@ from common import BOOT, HOST
 from lab.placement.plan import plan_placement
 from lab.topology.spec import load_topology, preset_names
 from lab.vm.emulator import Emulator
+from lab.vm.guest_clock import GuestClock
 from lab.vm.libvirt_xml import domain_xml
 from lab.vm.qemu_argv import qemu_argv
 from lab.vm.tcg_boot import boot_args
@@ -117,3 +118,13 @@ def test_qemu10_argv_golden(preset: str) -> None:
     _check(GOLDEN / "qemu10" / f"{preset}.argv", _argv_text(argv))
     plain = qemu_argv(topo, plan_placement(topo, HOST), boot)
     assert argv[5:] == plain[1:]  # the binary and its two -L directories are all that differ
+
+
+def test_qemu10_virtual_clock_argv_golden() -> None:
+    """--clock virtual: one TCG thread and QEMU's instruction counter as the guest's clock."""
+    topo = load_topology("ring-4")
+    boot = replace(BOOT, firmware="/opt/numalab/qemu/10.0.2/usr/share/qemu/qboot.rom", clock=GuestClock("virtual"))
+    argv = qemu_argv(topo, plan_placement(topo, HOST), boot, QEMU10.argv_prefix())
+    _check(GOLDEN / "qemu10" / "ring-4-virtual-clock.argv", _argv_text(argv))
+    i = argv.index("-accel")
+    assert argv[i : i + 4] == ["-accel", "tcg,thread=single", "-icount", "shift=0,sleep=off"]

@@ -37,7 +37,7 @@ def test_every_run_flag_reaches_its_option() -> None:
         "--out", "/tmp/x", "--runs-dir", "/tmp/r", "--numa-balancing", "tiering", "--knob", "scan_delay_ms=5",
         "--kernel-default-knobs", "--event", "sched:sched_migrate_task", "--trace-buffer-kb", "64",
         "--trace-mode", "record", "--append", "quiet", "--backing", "memfd", "--prealloc", "--pinning", "node",
-        "--firmware", "seabios", "--accel", "tcg", "--timeout", "99", "--boot-deadline", "20",
+        "--firmware", "seabios", "--accel", "tcg", "--clock", "virtual", "--timeout", "99", "--boot-deadline", "20",
         "--guest-output-limit", "2G", "--qemu", "/q",
         "--test-fault", "panic", "--backend", "libvirt", "--connect", "qemu:///session", "--pool-dir", "/p",
         "--no-upload", "--access-matrix", "--access-sample", "8", "--access-address-map", "guest-physical",

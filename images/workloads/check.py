@@ -19,6 +19,7 @@ RUNS = [
     ("pairs", ["--pairs", "2", "--mem-mib", "1", "--msg-bytes", "100000"], "pairs"),
     ("idle", [], "idle"),
     ("nodes13", ["--a-cpu", "0", "--b-cpu", "1", "--tasks", "2"], "nodes13"),
+    ("spin", ["--threads", "2"], "spin"),
 ]
 BAD_ARGS = [[], ["--duration"], ["--duration", "0"], ["--duration", "-1"], ["--duration", "x"],
             ["--duration", "nan"], ["--duration", "1", "--bogus"], ["--duration", "1", "extra"],
@@ -46,8 +47,11 @@ def check_result(name, p, workload):
             fail(f"{name}: key {k} missing or not {t.__name__}: {r.get(k)!r}")
     if r["workload"] != workload:
         fail(f"{name}: workload {r['workload']!r} != {workload!r}")
+    if workload == "spin" and not (r["insns"] > 0 and r["insns"] == sum(t["insns"] for t in r["per_task"])
+                                   and r["insn_per_s"] > 0):
+        fail(f"{name}: bad spin fields: {r}")
     if workload != "idle":
-        if r["bytes_touched"] <= 0 or len(r["per_task"]) != r["threads"]:
+        if (r["bytes_touched"] <= 0 and workload != "spin") or len(r["per_task"]) != r["threads"]:
             fail(f"{name}: no work done or per_task length mismatch")
         for t in r["per_task"]:
             if not TASK_KEYS <= t.keys():

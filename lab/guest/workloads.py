@@ -101,6 +101,10 @@ def _idle(topo: Topology, d: float) -> str:
     return f"idle --duration {_dur(d)}"
 
 
+def _spin(topo: Topology, d: float) -> str:
+    return f"spin --duration {_dur(d)} --threads {topo.total_cpus}"
+
+
 def _perf(procs: Callable[[int, int], int], threads: Callable[[int, int], int], per_thread_mem: bool):
     """Seed 000's ``perf bench numa mem --no-data_rand_walk -p P -t T -G 0 -P MB -T MB -l 50 -c -s S``.
 
@@ -167,6 +171,13 @@ WORKLOADS: dict[str, Workload] = {
             programs=("numa02",),
         ),
         Workload("idle", "no work: boot and trace overhead only", _idle, "lab", programs=("idle",)),
+        Workload(
+            "spin",
+            "a counted busy loop on every CPU: instructions per guest second (the --clock virtual check)",
+            _spin,
+            "lab",
+            programs=("spin",),
+        ),
         Workload(
             "perf-numa01",
             "seed 000 numa01.sh: 2 procs x ncpus/2 threads, process-shared memory",

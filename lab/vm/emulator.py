@@ -51,10 +51,10 @@ class Emulator:
 
     @property
     def version_tuple(self) -> tuple[int, int, int]:
-        m = _VERSION.search(self.version)
-        if not m:
+        v = qemu_version_tuple(self.version)
+        if v is None:
             raise LabError(f"{self.binary}: cannot tell the QEMU version from {self.version!r}")
-        return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+        return v
 
     @property
     def short_version(self) -> str:
@@ -86,6 +86,12 @@ class Emulator:
     def to_dict(self) -> dict:
         return {"binary": self.binary, "version": self.short_version, "version_line": self.version,
                 "data_dirs": list(self.data_dirs), "env": self.env()}  # fmt: skip
+
+
+def qemu_version_tuple(version_line: str) -> tuple[int, int, int] | None:
+    """``QEMU emulator version 10.0.2 (...)`` -> (10, 0, 2); None when the line names no version."""
+    m = _VERSION.search(version_line)
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)) if m else None
 
 
 def _is_elf(path: str) -> bool:

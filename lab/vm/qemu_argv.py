@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from lab.placement.plan import Placement
 from lab.topology.model import Topology
+from lab.vm.guest_clock import GuestClock
 
 ACCELS = ("kvm", "tcg")
 
@@ -31,6 +32,7 @@ class BootSpec:
     start_paused: bool = True  # so vCPUs can be pinned before the guest runs
     firmware: str = ""  # a -bios ROM (lab.vm.firmware: qboot); "" for QEMU's default, SeaBIOS
     plugin: str = ""  # a TCG plugin, the value of -plugin (lab.vm.access_plugin); "" for none
+    clock: GuestClock = GuestClock()  # TCG: the host's clock, or one that counts instructions (lab.vm.guest_clock)
 
 
 @dataclass(frozen=True)
@@ -142,7 +144,7 @@ def qemu_argv(
     q35 rather than pc: its PCIe root complex routes the 9p device's interrupt without the
     ACPI PCI link objects the pc machine's guest has to evaluate (AML, slow under TCG).
     Measured here: an idle ring-4 run took 0.14 s less (medians of 7, interleaved)."""
-    accel = ["-accel", "kvm", "-cpu", "host"] if boot.accel == "kvm" else ["-accel", "tcg,thread=multi"]
+    accel = ["-accel", "kvm", "-cpu", "host"] if boot.accel == "kvm" else boot.clock.accel_args()
     argv = [
         *qemu,
         "-name",

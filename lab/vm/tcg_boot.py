@@ -84,12 +84,16 @@ def _load() -> dict[str, int]:
 TCG_ARGS = "tsc=reliable no_timer_check cryptomgr.notests"
 
 
-def boot_args(kernel_image: Path, accel: str, host: str = "") -> str:
+def boot_args(kernel_image: Path, accel: str, host: str = "", virtual_clock: bool = False) -> str:
     """Extra kernel arguments for this boot: under TCG ``tsc=reliable no_timer_check cryptomgr.notests``,
     ``tsc_early_khz=`` (lab.vm.tcg_clock) and ``lpj=N`` once they are known. ``host``: "" for this
-    machine, else the remote host's libvirt URI."""
+    machine, else the remote host's libvirt URI. Under the virtual clock (lab.vm.guest_clock) the TSC counts
+    instructions, not the host's cycles: neither the host's TSC frequency nor a learned lpj applies, and
+    the guest calibrates against the PIT, which runs on the same instruction count."""
     if accel != "tcg":
         return ""
+    if virtual_clock:
+        return TCG_ARGS
     lpj = _load().get(_key(kernel_image, host))
     fixed = " ".join(filter(None, (TCG_ARGS, tcg_clock.clock_args(host))))
     return f"{fixed} lpj={lpj}" if lpj else fixed

@@ -1,0 +1,81 @@
+"""The guest's clock: the host's (default), or one that follows the work the vCPUs do (``--clock virtual``).
+
+Under TCG a guest does 5-20x less work per second than hardware while its clock
+runs at host speed: NUMA balancing's scan periods, the tick and the load
+balancer's intervals, all wall-clock, come far too often per unit of work, and
+how often depends on how loaded the host is.
+
+``--clock virtual`` runs QEMU with ``-icount shift=0,sleep=off``: the guest's
+virtual clock, and with it the TSC, the LAPIC timer, the HPET and the PM timer,
+advances by 2^shift ns for every instruction the vCPUs execute, and jumps to the
+next timer when every vCPU is idle (``sleep=off``). Guest time is then a count
+of instructions, the same whatever the host is doing. What this costs:
+
+* One host thread runs every vCPU in turn (icount rules out multi-threaded
+  TCG), so a run takes longer in host time; the guest's time is unaffected.
+* The modelled speed is shared: 1 G instructions per guest second (shift 0)
+  across all vCPUs that are running, so with N busy vCPUs each does 1/N G per
+  guest second. A busy vCPU's speed depends on how many others are busy, which
+  real machines do not do.
+* QEMU 7.2's icount hangs SMP boots (seen here); QEMU 10.0 boots them
+  (``--qemu backports``, make setup-qemu10).
+
+The other mechanism the plugin API offers, ``qemu_plugin_update_ns`` (QEMU 9.1+),
+only runs timers up to a time: under TCG without icount QEMU's virtual clock is
+the host's (the TCG accelerator has no ``set_virtual_clock``), so a plugin can
+hold vCPUs back (contrib/plugins/ips.c sleeps them) but cannot make guest time
+follow the instructions. icount can.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lab.errors import LabError
+
+CLOCKS = ("host", "virtual")
+ICOUNT_SHIFT = 0  # 2^0 ns a guest instruction: 1 G instructions per guest second, shared by the vCPUs
+MIN_QEMU = (10, 0)  # 7.2's icount hangs SMP boots
+
+
+@dataclass(frozen=True)
+class GuestClock:
+    mode: str = "host"
+    shift: int = ICOUNT_SHIFT
+
+    @property
+    def virtual(self) -> bool:
+        return self.mode == "virtual"
+
+    @property
+    def insn_per_guest_s(self) -> float | None:
+        """Instructions per guest second, all vCPUs together (None for the host clock)."""
+        return 1e9 / (1 << self.shift) if self.virtual else None
+
+    def accel_args(self) -> list[str]:
+        """QEMU's TCG options for this clock."""
+        if self.virtual:
+            return ["-accel", "tcg,thread=single", "-icount", f"shift={self.shift},sleep=off"]
+        return ["-accel", "tcg,thread=multi"]
+
+    def to_dict(self) -> dict:
+        if not self.virtual:
+            return {"mode": "host"}
+        return {"mode": "virtual", "icount_shift": self.shift, "insn_per_guest_s": self.insn_per_guest_s,
+                "shared_by": "the running vCPUs, in turn on one host thread"}  # fmt: skip
+
+
+def check(mode: str, backend: str, accel: str, qemu_version: tuple[int, int, int] | None) -> None:
+    """One-line errors for a clock this run cannot have (``accel`` as asked: auto, kvm or tcg)."""
+    if mode not in CLOCKS:
+        raise LabError(f"--clock {mode}: expected one of {', '.join(CLOCKS)}")
+    if mode == "host":
+        return
+    if backend != "qemu":
+        raise LabError("--clock virtual: only with --backend qemu (the libvirt backend does not pass -icount)")
+    if accel == "kvm":
+        raise LabError("--clock virtual: needs TCG (under KVM the guest runs at the host's speed, in its time)")
+    if qemu_version is not None and qemu_version[:2] < MIN_QEMU:
+        have = ".".join(map(str, qemu_version))
+        raise LabError(f"--clock virtual: QEMU {have}'s icount hangs SMP boots; use QEMU 10 "
+                       "(make setup-qemu10, then --qemu backports)")  # fmt: skip

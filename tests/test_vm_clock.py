@@ -1,0 +1,73 @@
+"""--clock virtual on real VMs (QEMU 10, TCG, the stock kernel): the guest's clock counts the instructions its
+vCPUs execute, at the stated speed, whatever the host is doing."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from common import assert_one_line_error, debian_like, numalab
+
+from lab.errors import LabError
+
+SMALL = ["--cpus-per-node", "1", "--mem-per-node", "256M"]
+
+
+@pytest.fixture(scope="module")
+def qemu10() -> str:
+    from lab.host.qemu_prefix import fetch
+
+    try:
+        return str(fetch(say=lambda _m: None))
+    except LabError as err:
+        if debian_like():
+            pytest.fail(f"make setup-qemu10 failed on Debian: {err}")
+        pytest.skip(f"no backports QEMU here: {err}")
+
+
+def _hog(n: int = 2) -> list[subprocess.Popen]:
+    """n busy processes, one per host core: the host load that moves throughput under the host clock."""
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+
+
+@pytest.mark.vm
+def test_guest_time_is_instructions_at_the_stated_speed_under_host_load(tmp_path, qemu10) -> None:
+    """spin on both vCPUs of ring-2 while a busy process runs on every host core: the vCPUs together execute
+    1 G instructions per guest second (within 1%), the TSC the guest calibrates runs at 1 GHz, and the
+    kernel gets no host-derived clock arguments."""
+    hogs = _hog(os.cpu_count() or 2)
+    try:
+        out = tmp_path / "spin"
+        proc = numalab("run", "--qemu", qemu10, "--clock", "virtual", "--topology", "ring-2", *SMALL, "--workload",
+                       "spin", "--duration", "3", "--no-trace", "--out", str(out), "--json", timeout=600)  # fmt: skip
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    m = json.loads(proc.stdout)
+    assert m["status"] == "ok", m["reason"]
+    clock = m["accelerator"]["clock"]
+    assert clock["mode"] == "virtual" and clock["insn_per_guest_s"] == 1e9
+    r = m["workload"]["result"]
+    assert abs(r["insn_per_s"] / 1e9 - 1) < 0.01, r
+    assert abs(r["insn_per_s_per_thread"] * 2 / 1e9 - 1) < 0.01, r  # two busy vCPUs share the speed
+    mhz = re.search(r"tsc: Detected ([\d.]+) MHz", (out / "dmesg-boot.txt").read_text())
+    assert mhz and abs(float(mhz.group(1)) - 1000) < 10, mhz
+    cmdline = (out / "cmdline.txt").read_text()
+    assert "tsc_early_khz=" not in cmdline and "lpj=" not in cmdline
+    argv = m["backend"]["argv"]
+    assert argv[argv.index("-icount") + 1] == "shift=0,sleep=off" and "tcg,thread=single" in argv
+
+
+def test_what_the_virtual_clock_cannot_do_is_a_one_line_error(tmp_path) -> None:
+    base = ["run", "--topology", "ring-2", "--workload", "idle", "--duration", "1", "--clock", "virtual",
+            "--out", str(tmp_path / "x")]  # fmt: skip
+    assert_one_line_error(numalab(*base, "--accel", "kvm"), "--clock virtual: needs TCG")
+    assert_one_line_error(numalab(*base, "--qemu", "system"), "--clock virtual: QEMU 7.2", "icount hangs SMP boots")
+    assert_one_line_error(numalab(*base, "--backend", "libvirt", "--connect", "qemu:///nowhere"), "--clock virtual")
+    assert not (tmp_path / "x").exists()
