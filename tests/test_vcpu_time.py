@@ -60,6 +60,14 @@ def test_the_sampler_reads_real_threads_over_a_window() -> None:
     assert vt["wait_s"] is not None and vt["wait_s"] >= 0 and vt["vcpus"][0]["slices"] >= 1
 
 
+def test_a_thread_that_runs_every_vcpu_is_counted_once() -> None:
+    """Single-threaded TCG (--clock virtual): QMP names one thread for every vCPU; its time is counted once."""
+    me = threading.get_native_id()
+    sample = schedstat_sampler(os.getpid(), {0: me, 1: me, 2: me})()
+    assert list(sample) == [0]
+    assert window("schedstat", (0.0, sample), (1.0, sample))["n_vcpus"] == 1
+
+
 def test_a_window_that_never_ends_says_why() -> None:
     s = StageSampler("schedstat", lambda: {0: ThreadTime(1, 2, 3)})
     assert s.result() is None  # no workload ran

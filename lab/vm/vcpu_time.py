@@ -51,11 +51,16 @@ def read_schedstat(pid: int, tid: int, proc: Path = Path("/proc")) -> ThreadTime
 
 
 def schedstat_sampler(pid: int, tids: dict[int, int], proc: Path = Path("/proc")) -> Callable[[], Sample]:
-    """A sampler of the vCPU threads ``tids`` (vCPU index -> thread id) of QEMU process ``pid``."""
+    """A sampler of the vCPU threads ``tids`` (vCPU index -> thread id) of QEMU process ``pid``. A thread that
+    runs several vCPUs (single-threaded TCG: --clock virtual) is read once, as its lowest vCPU."""
+    first: dict[int, int] = {}
+    for vcpu, tid in sorted(tids.items()):
+        first.setdefault(tid, vcpu)
+    threads = {vcpu: tid for tid, vcpu in first.items()}
 
     def sample() -> Sample:
         out = {}
-        for vcpu, tid in sorted(tids.items()):
+        for vcpu, tid in sorted(threads.items()):
             t = read_schedstat(pid, tid, proc)
             if t is not None:
                 out[vcpu] = t
