@@ -95,6 +95,7 @@ class Twin:
 TWINS = (
     Twin("gbps", "gbps_per_vcpu_s", "bytes_touched", 1e-9),
     Twin("round_trips_per_s", "round_trips_per_vcpu_s", "round_trips", 1.0),
+    Twin("insn_per_s", "insn_per_vcpu_s", "insns", 1.0),  # spin: how fast the host ran the guest's instructions
 )
 
 
@@ -185,6 +186,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("workload.balance_pct", "nodes 1/3 busy balance (nodes13)", "%", "higher"),
     Metric("workload.converged_s", "perf bench convergence", "s", "lower"),
     Metric("workload.insn_per_s", "instructions per guest second (spin)", "1/s", "higher", "hmean"),
+    Metric("workload.insn_per_vcpu_s", "instructions per vCPU CPU-second (spin)", "1/vCPU-s", "higher", "hmean"),
     *(Metric(f"events.{e.name}", e.name, "events", "lower") for e in (*NUMA_DECISIONS, MIGRATE_PAGES)),
     Metric("vmstat.numa_pte_updates", "NUMA PTE updates", "pages", "lower"),
     Metric("vmstat.numa_hint_faults", "NUMA hint faults", "faults", "lower"),
