@@ -110,6 +110,13 @@ def test_a_matrix_setting_chooses_the_qemu(tmp_path) -> None:
                          "settings": [{"name": "q72"}, {"name": "q10", "qemu": "backports"}],
                          "baseline": {"setting": "q72"}}, "inline", "qemus")  # fmt: skip
     assert [run_options(r, "stock", tmp_path, None, {}).qemu for r in spec.runs] == ["", "backports"]
+    settings = [{"name": "host"}, {"name": "virtual", "qemu": "backports", "clock": "virtual"}]
+    clocked = parse_matrix({"topologies": ["ring-2"], "workloads": ["idle"], "settings": settings,
+                            "baseline": {"setting": "host"}}, "inline", "clocks")  # fmt: skip
+    assert [run_options(r, "stock", tmp_path, None, {}).clock for r in clocked.runs] == ["host", "virtual"]
+    with pytest.raises(LabError, match=r"settings\[0\]\.clock: expected one of host, virtual, got 'icount'"):
+        parse_matrix({"topologies": ["ring-2"], "workloads": ["idle"], "settings": [{"name": "x", "clock": "icount"}]},
+                     "inline", "bad")  # fmt: skip
     with pytest.raises(LabError, match=r"settings\[0\]\.qemu: expected system, backports or a QEMU binary's path"):
         parse_matrix({"topologies": ["ring-2"], "workloads": ["idle"], "settings": [{"name": "x", "qemu": 10}]},
                      "inline", "bad")  # fmt: skip

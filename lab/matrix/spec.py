@@ -8,7 +8,8 @@
               {name: revert, build: {patches: [kernel-configs/patches/x.patch]}}]
     workloads: [numa01, {name: pairs, duration: 10}]
     settings: [{name: on}, {name: off, numa_balancing: off, knobs: {scan_delay_ms: 100}},
-               {name: qemu10, qemu: backports}]   # qemu: system (default), backports, or a binary's path
+               {name: qemu10, qemu: backports},   # qemu: system (default), backports, or a binary's path
+               {name: virtual, qemu: backports, clock: virtual}]   # clock: host (default) or virtual
     repeats: 3
     duration: 20                 # default workload duration
     timeout: 300                 # per run (default: scaled to the run)
@@ -45,6 +46,7 @@ from lab.matrix.auto_spec import AutoSpec, parse_auto, parse_expect
 from lab.run_options import MAX_REPEAT, RunOptions
 from lab.topology.model import check_name
 from lab.topology.ref import SPEC_SIZE_NAMES, TopologyRef
+from lab.vm.guest_clock import CLOCKS
 from lab.vm.libvirt_hostspec import HostSpec, parse_hosts
 
 EXAMPLES = Path(__file__).parent / "examples"
@@ -83,6 +85,7 @@ class SettingChoice:
     numa_balancing: str = "on"
     knobs: tuple[tuple[str, str], ...] = ()
     qemu: str = ""  # the QEMU binary (numalab run --qemu): "" the default, system, backports or a path
+    clock: str = "host"  # the guest's clock (numalab run --clock): host or virtual
 
 
 
@@ -228,8 +231,8 @@ def _settings(data: dict) -> list[SettingChoice]:
     out = []
     for i, item in enumerate(_list(data, "settings", [{"name": "default"}])):
         if not isinstance(item, dict) or "name" not in item:
-            raise LabError(f"settings[{i}]: expected {{name, numa_balancing, knobs, qemu}}")
-        unknown = set(item) - {"name", "numa_balancing", "knobs", "qemu"}
+            raise LabError(f"settings[{i}]: expected {{name, numa_balancing, knobs, qemu, clock}}")
+        unknown = set(item) - {"name", "numa_balancing", "knobs", "qemu", "clock"}
         if unknown:
             raise LabError(f"settings[{i}].{sorted(unknown)[0]}: unknown field")
         bal = item.get("numa_balancing", "on")
@@ -248,7 +251,10 @@ def _settings(data: dict) -> list[SettingChoice]:
         qemu = item.get("qemu", "")
         if not isinstance(qemu, str):
             raise LabError(f"settings[{i}].qemu: expected system, backports or a QEMU binary's path, got {qemu!r}")
-        out.append(SettingChoice(_slug(_scalar(item["name"])), bal, pairs, qemu))
+        clock = item.get("clock", "host")
+        if clock not in CLOCKS:
+            raise LabError(f"settings[{i}].clock: expected one of {', '.join(CLOCKS)}, got {clock!r}")
+        out.append(SettingChoice(_slug(_scalar(item["name"])), bal, pairs, qemu, clock))
     return out
 
 
@@ -284,6 +290,7 @@ def run_options_of(run: MatrixRun, kernel_arg: str, timeout: float | None, **mor
         numa_balancing=run.setting.numa_balancing,
         knobs=tuple(f"{k}={v}" for k, v in run.setting.knobs),
         qemu=run.setting.qemu,
+        clock=run.setting.clock,
         timeout=timeout or None,
         **more,  # type: ignore[arg-type]
     )
