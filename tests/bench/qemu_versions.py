@@ -33,11 +33,8 @@ def run(out: Path, qemu: str, *args: str) -> dict | None:
 
 
 def gbps_per_vcpu_s(m: dict) -> float | None:
-    result = (m.get("workload") or {}).get("result") or {}
-    for key, value in result.items():
-        if key.endswith("_per_vcpu_s"):
-            return value
-    return None
+    """The run's GB per vCPU CPU-second (the manifest's metrics.per_vcpu_s)."""
+    return ((m.get("metrics") or {}).get("per_vcpu_s") or {}).get("gbps_per_vcpu_s")
 
 
 def main() -> int:
