@@ -26,7 +26,7 @@ from pathlib import Path
 
 from lab.errors import LabError
 from lab.paths import cache_dir, write_text_atomic
-from lab.vm.emulator import DEFAULT_QEMU, resolve
+from lab.vm.emulator import DEFAULT_QEMU, private_prefixes, resolve
 
 PACKAGE = "qemu-system-x86"
 _INST = re.compile(r"^Inst (\S+) (?:\[[^]]*\] )?\((\S+) (.*)\)")
@@ -115,7 +115,13 @@ def prefix_dir(version: str) -> Path:
 
 
 def fetch(release_suffix: str = "backports", refresh: bool = False, say=print) -> Path:
-    """The backports QEMU's binary in its private prefix (fetched and unpacked unless already there)."""
+    """The backports QEMU's binary in its private prefix: the newest one already unpacked (no network), or,
+    with ``refresh`` or when there is none, the archive's current version, fetched and unpacked."""
+    have = private_prefixes()
+    if have and not refresh:
+        binary = have[0] / "usr" / "bin" / DEFAULT_QEMU
+        say(f"numalab: QEMU from {have[0]} (--refresh to look for a newer one)")
+        return binary
     codename = _codename()
     release = f"{codename}-{release_suffix}"
     apt = PrivateApt(cache_dir("qemu", ".apt"), debian_archive(codename), codename)
@@ -164,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
         description="Fetch Debian's backports QEMU into a private prefix under numalab's cache (make setup-qemu10); "
         "prints the binary's path. System packages and apt sources are left alone.",
     )
-    p.add_argument("--refresh", action="store_true", help="fetch and unpack again even if the version is there")
+    p.add_argument("--refresh", action="store_true",
+                   help="ask the archive for its current version (and fetch it) even if one is unpacked")  # fmt: skip
     p.add_argument("--print-binary", action="store_true", help="only print the binary's path (for scripts)")
     args = p.parse_args(argv)
     say = (lambda _m: None) if args.print_binary else (lambda m: print(m, file=sys.stderr))
