@@ -120,3 +120,21 @@ def test_a_matrix_setting_chooses_the_qemu(tmp_path) -> None:
     with pytest.raises(LabError, match=r"settings\[0\]\.qemu: expected system, backports or a QEMU binary's path"):
         parse_matrix({"topologies": ["ring-2"], "workloads": ["idle"], "settings": [{"name": "x", "qemu": 10}]},
                      "inline", "bad")  # fmt: skip
+
+
+def test_what_apt_would_take_from_backports() -> None:
+    """make setup-qemu10 downloads exactly the packages apt would take from backports (real apt output)."""
+    from lab.host.qemu_prefix import prefix_dir, upgrade_set
+
+    simulated = (
+        "Inst qemu-system-x86 [1:7.2+dfsg-7+deb12u18+b3] (1:10.0.2+ds-2+deb13u1~bpo12+1 Debian Backports:"
+        "oldstable-backports [amd64]) []\n"
+        "Inst libvirglrenderer1 (0.10.4-1 Debian:12.15/oldstable [amd64])\n"
+        "Inst seabios [1.16.2-1] (1.16.3-2~bpo12+1 Debian Backports:oldstable-backports [all])\n"
+        "Conf seabios (1.16.3-2~bpo12+1 Debian Backports:oldstable-backports [all])\n"
+    )
+    assert upgrade_set(simulated, "qemu-system-x86", "bookworm-backports") == [
+        ("qemu-system-x86", "1:10.0.2+ds-2+deb13u1~bpo12+1"), ("seabios", "1.16.3-2~bpo12+1")]
+    with pytest.raises(LabError, match="^setup-qemu10: bookworm-backports has no newer qemu-system-x86"):
+        upgrade_set("Inst seabios [1] (2 Debian Backports:x [all])\n", "qemu-system-x86", "bookworm-backports")
+    assert prefix_dir("1:10.0.2+ds-2+deb13u1~bpo12+1").name == "10.0.2+ds-2+deb13u1_bpo12+1"

@@ -94,19 +94,25 @@ class PrivateApt:
         package and those of its dependencies this system's versions do not satisfy."""
         out = _run(["apt-get", *self.options, "-s", "-q", "install", "--no-install-recommends", "-t", release,
                     package], f"apt-get -s install {package}")  # fmt: skip
-        found = []
-        for line in out.splitlines():
-            m = _INST.match(line)
-            if m and "backports" in m.group(3).lower():
-                found.append((m.group(1), m.group(2)))
-        if not any(name == package for name, _ in found):
-            raise LabError(f"setup-qemu10: {release} has no newer {package} than this system's")
-        return found
+        return upgrade_set(out, package, release)
 
     def download(self, packages: list[tuple[str, str]], into: Path) -> list[Path]:
         _run(["apt-get", *self.options, "-q", "download", *(f"{n}={v}" for n, v in packages)],
              "apt-get download", cwd=into)  # fmt: skip
         return sorted(into.glob("*.deb"))
+
+
+def upgrade_set(simulated: str, package: str, release: str) -> list[tuple[str, str]]:
+    """(name, version) of the packages an ``apt-get -s install -t RELEASE PACKAGE`` would take from the
+    backports archive (its ``Inst`` lines); a one-line error when PACKAGE is not among them."""
+    found = []
+    for line in simulated.splitlines():
+        m = _INST.match(line)
+        if m and "backports" in m.group(3).lower():
+            found.append((m.group(1), m.group(2)))
+    if not any(name == package for name, _ in found):
+        raise LabError(f"setup-qemu10: {release} has no newer {package} than this system's")
+    return found
 
 
 def prefix_dir(version: str) -> Path:
