@@ -37,6 +37,20 @@ HOST = HostInventory(
 )
 
 
+def qemu10_binary() -> str:
+    """The backports QEMU 10 (make setup-qemu10; fetched into numalab's cache if it is not there): fails the
+    test on Debian when it cannot be had, skips it elsewhere."""
+    from lab.errors import LabError
+    from lab.host.qemu_prefix import fetch
+
+    try:
+        return str(fetch(say=lambda _m: None))
+    except LabError as err:
+        if debian_like():
+            pytest.fail(f"make setup-qemu10 failed on Debian: {err}")
+        pytest.skip(f"no backports QEMU here: {err}")
+
+
 def numalab(*args: str, timeout: float = 600, env: dict | None = None, cwd: Path | None = None):
     """Run the real CLI in a subprocess (as a user would)."""
     return subprocess.run(

@@ -10,23 +10,14 @@ import subprocess
 import sys
 
 import pytest
-from common import assert_one_line_error, debian_like, numalab
-
-from lab.errors import LabError
+from common import assert_one_line_error, numalab, qemu10_binary
 
 SMALL = ["--cpus-per-node", "1", "--mem-per-node", "256M"]
 
 
 @pytest.fixture(scope="module")
 def qemu10() -> str:
-    from lab.host.qemu_prefix import fetch
-
-    try:
-        return str(fetch(say=lambda _m: None))
-    except LabError as err:
-        if debian_like():
-            pytest.fail(f"make setup-qemu10 failed on Debian: {err}")
-        pytest.skip(f"no backports QEMU here: {err}")
+    return qemu10_binary()
 
 
 def _hog(n: int = 2) -> list[subprocess.Popen]:

@@ -11,9 +11,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from common import debian_like, numalab
+from common import numalab, qemu10_binary
 
-from lab.errors import LabError
 from lab.host.accel import PROBE_MARK, PROBE_TOPOLOGY, probe_boot
 from lab.kernel.stock import fetch_stock
 from lab.placement.host_inventory import read_inventory
@@ -31,15 +30,7 @@ SYSTEM_QEMU_FILES = ("/usr/share/qemu/", "/usr/share/seabios/", "/usr/lib/ipxe/"
 
 @pytest.fixture(scope="module")
 def qemu10() -> str:
-    """The backports QEMU's binary (fetched once into numalab's cache; make setup-qemu10 does the same)."""
-    from lab.host.qemu_prefix import fetch
-
-    try:
-        return str(fetch(say=lambda _m: None))
-    except LabError as err:
-        if debian_like():
-            pytest.fail(f"make setup-qemu10 failed on Debian: {err}")
-        pytest.skip(f"no backports QEMU here: {err}")
+    return qemu10_binary()
 
 
 def _run(tmp_path: Path, name: str, *args: str) -> dict:
