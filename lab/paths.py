@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import shutil
 import tempfile
@@ -37,6 +38,17 @@ def write_text_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
+
+
+def json_text(obj: object, indent: int | None = 2, **kw) -> str:
+    """Strict JSON, as everything numalab writes: NaN and Infinity (not JSON, though Python writes them)
+    raise ValueError instead of reaching a file other readers then refuse."""
+    return json.dumps(obj, indent=indent, allow_nan=False, **kw)
+
+
+def write_json_atomic(path: Path, obj: object, indent: int | None = 2, **kw) -> None:
+    """:func:`json_text` of ``obj`` and a newline, written with :func:`write_text_atomic`."""
+    write_text_atomic(path, json_text(obj, indent, **kw) + "\n")
 
 
 SCRATCH_PREFIX = "numalab-"

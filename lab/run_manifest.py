@@ -83,6 +83,7 @@ class ManifestInputs:
     guest_image: GuestImage
     access: AccessResult | None = None  # --access-matrix
     stalled_boots: tuple[dict, ...] = ()  # earlier boots of this run given up at the boot deadline (lab.run)
+    data_problems: tuple[str, ...] = ()  # the guest's files that could not be read (lab.run._guarded)
 
 
 def workload_seconds(outcome: VmOutcome) -> float | None:
@@ -151,6 +152,8 @@ def build(i: ManifestInputs) -> dict:
         manifest["trace_incomplete"] = True  # compare leaves the run out unless asked (lab.analysis.lost)
     if i.unpacked.problems:
         manifest["unpack_problems"] = i.unpacked.problems
+    if i.data_problems:
+        manifest["guest_data_problems"] = list(i.data_problems)
     smap = system_map(i.kernel)
     if i.stalled_boots:
         manifest["stalled_boots"] = [

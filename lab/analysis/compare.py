@@ -240,6 +240,11 @@ def _trace_incomplete(r: RunRecord) -> bool:
     return r.marked_incomplete or bool(_loss(r)["trace_incomplete"])
 
 
+def _trace_problem(r: RunRecord) -> str:
+    problems = r.metrics.get("trace_problems") or []
+    return str(problems[0])[:200] if problems else "unreadable"
+
+
 def compare_runs(
     base: list[RunRecord],
     new: list[RunRecord],
@@ -263,11 +268,11 @@ def compare_runs(
         )
     elif incomplete:
         excluded += [
-            f"{r.path.name} (trace incomplete: {describe_lost(_loss(r))})" for r in incomplete
+            f"{r.path.name} (trace incomplete: {describe_lost(_loss(r)) or _trace_problem(r)})" for r in incomplete
         ]
         notes.append(
-            f"{len(incomplete)} run(s) left out: their trace lost more than 1% of its records, so their event counts "
-            "are low (--include-incomplete to count them)"
+            f"{len(incomplete)} run(s) left out: their trace lost more than 1% of its records or could not be read, "
+            "so their event counts are low (--include-incomplete to count them)"
         )
     keep = [r for r in base + new if r.status == "ok" and (include_incomplete or r not in incomplete)]
     base_ok = [r for r in base if r in keep]

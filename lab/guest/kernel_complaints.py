@@ -22,8 +22,8 @@ from pathlib import Path
 from lab.record_files import DMESG_BOOT
 
 _TS = re.compile(r"^\[\s*\d+\.\d+\]\s?")
-_ATTACH = re.compile(r"^CPU(\d+) attaching sched-domain")
-_DOMAIN = re.compile(r"^\s*domain-(\d+): span=(\S+) level=(\S+)")
+_ATTACH = re.compile(r"^CPU(\d{1,5}) attaching sched-domain")
+_DOMAIN = re.compile(r"^\s*domain-(\d{1,3}): span=(\S{1,4096}) level=(\S{1,64})")
 
 # (source, pattern); the message is the matched text.
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (

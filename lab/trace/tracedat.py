@@ -122,7 +122,7 @@ def read_trace(path: Path, names: tuple[str, ...] | None = None) -> TraceData:
 
 
 STAT_KEYS = ("entries", "overrun", "commit overrun", "dropped events")
-_STAT_LINE = re.compile(r"^(?:\S*/cpu(\d+)/stats:)?\s*([a-z ]+?):\s*(\d+)\s*$")
+_STAT_LINE = re.compile(r"^(?:\S*/cpu(\d{1,5})/stats:)?\s*([a-z ]+?):\s*(\d{1,20})\s*$")
 
 
 def stats_per_cpu(stats: Path) -> dict[int, dict[str, int]]:
@@ -133,7 +133,7 @@ def stats_per_cpu(stats: Path) -> dict[int, dict[str, int]]:
         return out
     cpu: int | None = None
     for line in stats.read_text(errors="replace").splitlines():
-        head = re.fullmatch(r"cpu(\d+)", line.strip())
+        head = re.fullmatch(r"cpu(\d{1,5})", line.strip())
         if head:
             cpu = int(head.group(1))
             continue
@@ -153,5 +153,5 @@ def stats_lost(stats: Path) -> dict[str, int]:
     if stats.exists():
         text = stats.read_text(errors="replace")
         for key in out:
-            out[key] = sum(int(n) for n in re.findall(rf"^(?:\S*/stats:)?\s*{key}:\s*(\d+)", text, re.M))
+            out[key] = sum(int(n) for n in re.findall(rf"^(?:\S*/stats:)?\s*{key}:\s*(\d{{1,20}})", text, re.M))
     return out

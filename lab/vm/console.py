@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lab.untrusted import to_float
+
 STAGE_MARK = "NUMALAB-STAGE "
 
 
@@ -42,13 +44,12 @@ def parse_stage(line: str, t: float) -> Stage | None:
     words = line[i + len(STAGE_MARK) :].split()
     if not words:
         return None
-    uptime = None
-    try:
-        uptime = float(words[-1])
+    uptime = to_float(words[-1])  # (finite, of bounded length: the guest's word)
+    if uptime is not None:
         words = words[:-1]
-    except ValueError:
-        pass
-    return Stage(words[0], " ".join(words[1:]), t, uptime)
+    if not words:
+        return None
+    return Stage(words[0][:64], " ".join(words[1:])[:512], t, uptime)
 
 
 def watch(

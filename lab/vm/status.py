@@ -22,6 +22,8 @@ class Evidence:
     unpack_problems: tuple[str, ...] = ()  # the guest's result tars that did not unpack
     limit: str | None = None  # the guest sent more than it may (console, share, tars): it was stopped
     vm_failure: str | None = None  # QEMU itself failed: did not start, or was killed by a signal
+    result_problem: str | None = None  # the workload's result line was refused (lab.guest.workloads.parse_output)
+    data_problems: tuple[str, ...] = ()  # the guest's files that could not be read at all (lab.run)
 
 
 def classify(ev: Evidence) -> tuple[str, str]:
@@ -54,6 +56,10 @@ def classify(ev: Evidence) -> tuple[str, str]:
         return "workload-failed", f"trace capture failed (exit {ev.trace_rc}; see trace-record.log)"
     if ev.workload_rc != 0:
         return "workload-failed", f"the workload exited {ev.workload_rc}"
+    if ev.result_problem:
+        return "workload-failed", f"the workload's result was refused: {ev.result_problem}"
+    if ev.data_problems:
+        return "workload-failed", f"the guest's files were refused: {ev.data_problems[0]}"
     return "ok", "the guest ran the plan and wrote all results"
 
 

@@ -28,9 +28,9 @@ import subprocess
 from lab.paths import cache_dir, write_text_atomic
 
 _FILE = "tcg-tsc.json"
-_DETECTED = re.compile(r"tsc: Detected (\d+\.\d+) MHz processor")
-_REFINED = re.compile(r"tsc: Refined TSC clocksource calibration: (\d+\.\d+) MHz")
-_DEVIATES = re.compile(r"tsc: PIT calibration deviates from HPET: (\d+) (\d+)")
+_DETECTED = re.compile(r"tsc: Detected (\d{1,9}\.\d{1,9}) MHz processor")
+_REFINED = re.compile(r"tsc: Refined TSC clocksource calibration: (\d{1,9}\.\d{1,9}) MHz")
+_DEVIATES = re.compile(r"tsc: PIT calibration deviates from HPET: (\d{1,12}) (\d{1,12})")
 KHZ_RANGE = (100_000, 20_000_000)  # 100 MHz .. 20 GHz
 
 
