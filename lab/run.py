@@ -353,6 +353,7 @@ def _collect(
         unpack_problems=tuple(unpacked.problems),
         limit=outcome.limit or unpacked.limit,
         vm_failure=outcome.vm_failure,
+        guest_panicked=outcome.guest_panicked,
     )
     ws = outcome.stage("workload-start")
     out_text = read_guest_text(d / WORKLOAD_OUT)  # (a workload may print bytes that are not UTF-8)

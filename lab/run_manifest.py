@@ -23,7 +23,7 @@ from lab.topology.model import Topology
 from lab.vm.console import VmOutcome
 from lab.vm.firmware import firmware_name
 from lab.vm.hang import symbolize
-from lab.vm.status import console_excerpt
+from lab.vm.status import console_excerpt, panic_line
 
 FORMAT = "numalab-run/1"
 
@@ -164,6 +164,9 @@ def build(i: ManifestInputs) -> dict:
         manifest["vm_at_timeout"] = symbolize(i.outcome.hang_state, smap)
     if i.status != "ok":
         manifest["console_tail"] = console_excerpt(i.console, i.status)
+    if i.status != "panic" and (hint := panic_line(i.console)):
+        # A panic line the kernel did not confirm through pvpanic: guest userspace can print one.
+        manifest["panic_hint"] = {"console": hint, "pvpanic": False}
     if i.access is not None:
         add_access(manifest, i.access)
     manifest["firmware"] = {

@@ -17,6 +17,7 @@ from lab.guest.plan import MAX_DURATION_S, SHORT_SCAN_KNOBS, GuestPlan
 from lab.guest.workloads import Workload, get_workload
 from lab.host.accel import accel_verdict
 from lab.kernel.resolve import resolve_kernel
+from lab.paths import read_text_file
 from lab.placement.plan import Backing
 from lab.run import Interrupted, RunRequest, execute, print_summary
 from lab.run_options import RunOptions
@@ -69,10 +70,19 @@ def plan_of(opts: RunOptions, workload: Workload, topo: Topology) -> GuestPlan:
         trace_events=trace_events_of(opts),
         trace_buffer_kb=opts.trace_buffer_kb,
         trace_mode=opts.trace_mode,
-        test_fault=opts.test_fault,
+        test_fault="mutate" if opts.test_fault.startswith("mutate=") else opts.test_fault,
+        test_script=_test_script(opts.test_fault),
         kernel_args=" ".join(opts.append),
         demotion="true" if opts.numa_balancing == "tiering" else "",
     )
+
+
+def _test_script(test_fault: str) -> str:
+    """--test-fault mutate=SCRIPT (the tests): the script's text, for the guest plan."""
+    if not test_fault.startswith("mutate="):
+        return ""
+    path = Path(test_fault.partition("=")[2])
+    return read_text_file(path, "--test-fault mutate=")
 
 
 def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> list[RunRequest]:

@@ -122,6 +122,8 @@ def read_guest_text(path: Path, problems: list[str] | None = None) -> str | None
     become U+FFFD, and ``problems`` is told which file and where."""
     try:
         if not path.is_file():
+            if path.exists() and problems is not None:
+                problems.append(f"{path.name} is not a file")
             return None
         data = path.read_bytes()
     except OSError as e:

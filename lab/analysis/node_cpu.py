@@ -14,7 +14,7 @@ from pathlib import Path
 
 from lab.record_files import STAT_END, STAT_START
 from lab.topology.model import Topology
-from lab.untrusted import to_int
+from lab.untrusted import read_guest_text, to_int
 
 USER_HZ = 100
 
@@ -22,9 +22,7 @@ USER_HZ = 100
 def read_cpu_ticks(path: Path) -> dict[int, tuple[int, int]]:
     """cpu -> (busy ticks, idle ticks) from a /proc/stat copy; {} if missing."""
     out: dict[int, tuple[int, int]] = {}
-    if not path.exists():
-        return out
-    for line in path.read_text(errors="replace").splitlines():
+    for line in (read_guest_text(path) or "").splitlines():
         parts = line.split()
         cpu = to_int(parts[0][3:]) if parts and parts[0].startswith("cpu") else None
         v = [to_int(x) for x in parts[1:9]]

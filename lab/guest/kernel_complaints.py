@@ -20,6 +20,7 @@ import re
 from pathlib import Path
 
 from lab.record_files import DMESG_BOOT
+from lab.untrusted import read_guest_text
 
 _TS = re.compile(r"^\[\s*\d+\.\d+\]\s?")
 _ATTACH = re.compile(r"^CPU(\d{1,5}) attaching sched-domain")
@@ -95,8 +96,7 @@ def complaints(dmesg: str) -> list[dict]:
 
 def read_complaints(run_dir: Path) -> list[dict]:
     """The complaints in a run record's dmesg-boot.txt ([] without one)."""
-    path = run_dir / DMESG_BOOT
-    return complaints(path.read_text(errors="replace")) if path.exists() else []
+    return complaints(read_guest_text(run_dir / DMESG_BOOT) or "")
 
 
 def summary(c: dict) -> str:

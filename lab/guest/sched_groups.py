@@ -26,6 +26,7 @@ from lab.cpulist import checked_cpulist, format_cpulist
 from lab.record_files import DMESG_BOOT
 from lab.topology.model import Topology
 from lab.topology.sched_groups import predict_groups
+from lab.untrusted import read_guest_text
 
 _TS = re.compile(r"^\[\s*\d+\.\d+\]\s?")
 _ATTACH = re.compile(r"CPU(\d{1,5}) attaching sched-domain\(s\):")
@@ -94,8 +95,7 @@ def parse_dump(text: str) -> dict[int, list[dict]]:
 
 
 def read_sched_groups(run_dir: Path) -> dict[int, list[dict]]:
-    path = run_dir / DMESG_BOOT
-    return parse_dump(path.read_text(errors="replace")) if path.exists() else {}
+    return parse_dump(read_guest_text(run_dir / DMESG_BOOT) or "")
 
 
 def _nodes_of(cpus: set[int], node_of: dict[int, int]) -> str:

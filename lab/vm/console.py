@@ -32,6 +32,9 @@ class VmOutcome:
     vm_failure: str | None = None  # QEMU itself failed (did not start, exited with an error, was killed)
     hang_state: dict | None = None  # at a timeout: QEMU's run state and each vCPU's RIP (lab.vm.hang)
     boot_stalled: bool = False  # stopped at the boot deadline: the guest init never reported "booted"
+    # The guest kernel said it panicked through the pvpanic device (QMP GUEST_PANICKED, libvirt's "crashed"):
+    # a signal its userspace cannot fake, unlike a panic line on the console.
+    guest_panicked: bool = False
 
     def stage(self, name: str) -> Stage | None:
         return next((s for s in self.stages if s.name == name), None)

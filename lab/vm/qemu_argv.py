@@ -163,6 +163,12 @@ def qemu_argv(topo: Topology, placement: Placement, boot: BootSpec, qemu: str = 
         f"file,id=console,path={opt_value(boot.console_log)}",
         "-serial",
         "chardev:console",
+        # The guest kernel reports its panics here (QMP's GUEST_PANICKED: lab.vm.status); QEMU does nothing
+        # more, so the guest's own panic path (panic=-1: reboot, and -no-reboot ends QEMU) runs as before.
+        "-device",
+        "pvpanic",
+        "-action",
+        "panic=none",
     ]
     if boot.results_dir:
         argv += [
