@@ -40,9 +40,9 @@ def write_text_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def json_text(obj: object, indent: int | None = 2, **kw) -> str:
+def json_text(obj: object, indent: int | None = None, **kw) -> str:
     """Strict JSON, as everything numalab writes: NaN and Infinity (not JSON, though Python writes them)
-    raise ValueError instead of reaching a file other readers then refuse."""
+    raise ValueError instead of reaching a file other readers then refuse. Otherwise ``json.dumps``."""
     return json.dumps(obj, indent=indent, allow_nan=False, **kw)
 
 

@@ -304,7 +304,7 @@ def _execute(req: RunRequest, progress, placement, run_id: str, partial: Path, t
     manifest, nonfinite = finite_copy(manifest)
     if nonfinite:  # (the readers refuse them; this is the net under them: the record stays strict JSON)
         manifest["nonfinite_values"] = nonfinite
-    write_text_atomic(partial / MANIFEST, json_text(manifest) + "\n")
+    write_text_atomic(partial / MANIFEST, json_text(manifest, indent=2) + "\n")
     _check_room(partial)
     return manifest
 

@@ -3,7 +3,6 @@ children and the tests call."""
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import sys
@@ -17,7 +16,7 @@ from lab.guest.plan import MAX_DURATION_S, SHORT_SCAN_KNOBS, GuestPlan
 from lab.guest.workloads import Workload, get_workload
 from lab.host.accel import accel_verdict
 from lab.kernel.resolve import resolve_kernel
-from lab.paths import read_text_file
+from lab.paths import json_text, read_text_file
 from lab.placement.plan import Backing
 from lab.run import Interrupted, RunRequest, execute, print_summary
 from lab.run_options import RunOptions
@@ -244,7 +243,7 @@ def run_options(opts: RunOptions, progress: Callable[[str], None], json_out: boo
         report = build_report(paths, where / "report.html")
         print(f"report: {report.html}", file=human)
     if json_out:
-        print(json.dumps(manifests[0] if len(manifests) == 1 else manifests, indent=2))
+        print(json_text(manifests[0] if len(manifests) == 1 else manifests, indent=2))
     return 0 if all(m["status"] == "ok" for m in manifests) else 1
 
 

@@ -37,7 +37,6 @@ lab.analysis.lost) are left out, with a note, unless asked for.
 from __future__ import annotations
 
 import html
-import json
 import math
 from dataclasses import dataclass, field
 
@@ -46,6 +45,8 @@ from lab.analysis.lost import of_record as lost_of_record
 from lab.analysis.metrics import METRICS, Metric, metric_values
 from lab.analysis.record import RunRecord
 from lab.errors import LabError
+from lab.paths import json_text
+from lab.untrusted import finite_copy
 
 MIN_REPEATS = 3
 RULES = ("welch", "ci-overlap")
@@ -447,4 +448,4 @@ def to_dict(c: Comparison) -> dict:
 
 
 def to_json(c: Comparison) -> str:
-    return json.dumps(to_dict(c), indent=2) + "\n"
+    return json_text(finite_copy(to_dict(c))[0], indent=2) + "\n"  # (NaN, from an old record: null)

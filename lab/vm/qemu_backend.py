@@ -23,7 +23,7 @@ from pathlib import Path
 
 from lab.cpulist import format_cpulist
 from lab.errors import LabError
-from lab.paths import cache_dir, write_text_atomic
+from lab.paths import cache_dir, json_text, write_text_atomic
 from lab.placement.plan import Placement
 from lab.record_files import QEMU_ARGV, QEMU_LOG
 from lab.topology.model import Topology
@@ -196,7 +196,7 @@ def _qemu_version(path: str, size: int, mtime_ns: int) -> str:
     if version:
         known = {k: v for k, v in known.items() if not k.startswith(f"{path}:")} if isinstance(known, dict) else {}
         known[key] = version
-        write_text_atomic(store, json.dumps(known, indent=1, sort_keys=True) + "\n")
+        write_text_atomic(store, json_text(known, indent=1, sort_keys=True) + "\n")
     return version
 
 
