@@ -137,7 +137,9 @@ def tar_bytes(members: list[tuple[str, bytes | None]]) -> bytes:
 
 def script(phases: dict[str, list[str]]) -> str:
     """The body of numalab_mutate: each phase's lines, then `:` (an empty case arm is not valid sh)."""
-    arms = "\n".join(f"  {phase})\n" + "".join(f"    {ln}\n" for ln in lines) + "    : ;;" for phase, lines in phases.items())
+    arms = "\n".join(
+        f"  {phase})\n" + "".join(f"    {ln}\n" for ln in lines) + "    : ;;" for phase, lines in phases.items()
+    )
     return f'case "$1" in\n{arms}\nesac\n'
 
 

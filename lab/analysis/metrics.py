@@ -184,7 +184,8 @@ def metric_values(manifest: dict) -> dict[str, float]:
         # mmtests reports 100% local with no hint faults; as a metric that
         # would make "no NUMA balancing" look perfect, so leave it out.
         flat["vmstat"] = {k: v for k, v in flat["vmstat"].items() if k != "hint_local_pct"}
-    perf = ((manifest.get("workload") or {}).get("result") or {}).get("converged_s")
+    result = (manifest.get("workload") or {}).get("result")
+    perf = result.get("converged_s") if isinstance(result, dict) else None
     if perf is not None:
         flat["workload"]["converged_s"] = perf
     if manifest.get("access_matrix"):

@@ -76,9 +76,9 @@ def _members(
                 raise UnpackError(f"{tar_name}: {'/'.join(parts[:i])!r} is both a file and a directory")
         kind = "dir" if m.isdir() else "file"
         if kinds.get(rel, kind) != kind:
-            raise UnpackError(f"{tar_name}: {m.name!r} is both a file and a directory")
+            raise UnpackError(f"{tar_name}: {str(rel)!r} is both a file and a directory")
         if kind == "file" and rel in kinds:
-            raise UnpackError(f"{tar_name}: {m.name!r} is in it twice")
+            raise UnpackError(f"{tar_name}: {str(rel)!r} is in it twice")
         kinds[rel] = kind
         total += m.size
         if total > budget:
