@@ -81,7 +81,8 @@ def test_mutated_results_and_result_lines_are_refused_and_recorded(tmp_path) -> 
     # (a trace-record.rc the mutations turned into a directory is no exit code: the result's refusal is next)
     assert m["reason"] in ("trace capture failed (exit 1; see trace-record.log)",
                            "the workload's result was refused: NUMALAB_RESULT line: nested more than 32 deep")
-    assert "trace-raw/kallsyms is not a file" in (tmp_path / "run" / "trace-record.log").read_text()
+    log = tmp_path / "run" / "trace-record.log"
+    assert not log.is_file() or b"trace-raw/kallsyms is not a file" in log.read_bytes()  # (unless a directory)
     assert "PROBLEM:" in printed
     assert "guest_data_problems" not in m, m.get("guest_data_problems")  # every reader was total
 
