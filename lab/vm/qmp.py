@@ -82,7 +82,10 @@ class Qmp:
         return {c["cpu-index"]: c["thread-id"] for c in self.command("query-cpus-fast")}
 
     def close(self) -> None:
-        try:
-            self.sock.close()
-        except OSError:
-            pass
+        """Hang up. A :meth:`listen` thread blocked reading the socket would keep the connection open after a
+        plain close (QEMU's monitor takes one client at a time: the next one would wait): shut it down first."""
+        for end in (lambda: self.sock.shutdown(socket.SHUT_RDWR), self.sock.close):
+            try:
+                end()
+            except OSError:
+                pass
