@@ -163,12 +163,6 @@ def qemu_argv(topo: Topology, placement: Placement, boot: BootSpec, qemu: str = 
         f"file,id=console,path={opt_value(boot.console_log)}",
         "-serial",
         "chardev:console",
-        # The guest kernel reports its panics here (QMP's GUEST_PANICKED: lab.vm.status); QEMU does nothing
-        # more, so the guest's own panic path (panic=-1: reboot, and -no-reboot ends QEMU) runs as before.
-        "-device",
-        "pvpanic",
-        "-action",
-        "panic=none",
     ]
     if boot.results_dir:
         argv += [
@@ -182,6 +176,9 @@ def qemu_argv(topo: Topology, placement: Placement, boot: BootSpec, qemu: str = 
     if boot.plugin:
         argv += ["-plugin", boot.plugin]
     if boot.qmp_socket:
+        # The guest kernel reports its panics to pvpanic, and QMP tells us (GUEST_PANICKED: lab.vm.status).
+        # QEMU does nothing more: the guest's own panic path (panic=-1 reboots, -no-reboot ends QEMU) runs.
+        argv += ["-device", "pvpanic", "-action", "panic=none"]
         argv += ["-qmp", f"unix:{opt_value(boot.qmp_socket)},server=on,wait=off"]
     if boot.start_paused:
         argv.append("-S")
