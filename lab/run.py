@@ -448,9 +448,11 @@ def print_summary(manifest: dict, out=sys.stdout) -> None:
         if m.get("trace_unreadable"):
             incomplete = " (NOT MEASURED: the trace could not be read)"
         lines.append(f"  events{incomplete} " + "  ".join(f"{k}={v}" for k, v in counts.items()))
-    for problem in [*m.get("trace_problems", []), *manifest.get("guest_data_problems", [])]:
+    # (a run that failed has its reason; that its trace is missing then is no news)
+    ok = manifest["status"] == "ok"
+    for problem in [*(m.get("trace_problems", []) if ok else []), *manifest.get("guest_data_problems", [])]:
         lines.append(f"  PROBLEM: {problem}")
-    if m.get("trace_unreadable"):
+    if ok and m.get("trace_unreadable"):
         lines.append("    the trace could not be read: no event counts; numalab compare leaves this run out")
     if m.get("lost_events"):
         lines.append(f"  LOST EVENTS: {describe_lost(m)}")

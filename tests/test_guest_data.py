@@ -352,3 +352,21 @@ def test_metrics_of_a_trace_that_cannot_be_read_mark_the_run(tmp_path) -> None:
     (tmp_path / "trace.dat").write_bytes(b"not a trace")
     m = run_metrics(tmp_path, load_topology("ring-2"), ("sched:sched_move_numa",), None)
     assert m["trace_problems"] and m["trace_unreadable"] and m["trace_incomplete"]
+
+
+def test_the_summary_of_an_ok_run_says_its_trace_could_not_be_read_and_escapes_the_guest() -> None:
+    from lab.run import print_summary
+
+    m = json.loads((ON[0] / "manifest.json").read_text())
+    m["kernel"]["guest_release"] = "6.1\x1b]0;pwned\x07"
+    m["reason"] = "ok\rforged"
+    m["metrics"] |= {"trace_problems": ["trace-cmd report failed: bad page"], "trace_unreadable": True,
+                     "events": {"sched_move_numa": 0}}  # fmt: skip
+    out = io.StringIO()
+    print_summary(m, out)
+    text = out.getvalue()
+    assert "events (NOT MEASURED: the trace could not be read) sched_move_numa=0" in text
+    assert "  PROBLEM: trace-cmd report failed: bad page" in text
+    assert "numalab compare leaves this run out" in text
+    assert "kernel stock (6.1\\x1b]0;pwned\\x07)" in text and "(ok\\x0dforged)" in text
+    assert not any(ord(c) < 32 and c != "\n" for c in text)
