@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from lab.analysis.access import read_log, self_check, summarize
 from lab.errors import LabError
+from lab.paths import json_text
 from lab.record_files import ACCESS_MATRIX_JSON, ACCESS_MATRIX_TXT
 from lab.topology.model import Topology
 from lab.vm.access_plugin import AccessPlugin, prepare
@@ -96,6 +96,6 @@ def measure(
             )
             status = CLOCK_STATUS
     section["problem"] = problem
-    (run_dir / JSON_FILE).write_text(json.dumps(section, indent=1) + "\n")
+    (run_dir / JSON_FILE).write_text(json_text(section, indent=1) + "\n")
     written = (JSON_FILE, *((RAW_FILE,) if (run_dir / RAW_FILE).exists() else ()))
     return AccessResult(section, written, (status, problem) if problem else None)

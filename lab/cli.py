@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from lab import __version__
 from lab.errors import LabError
+from lab.paths import json_text
 from lab.topo_cli import add_topo_commands, pinning_option, size_options, topology_ref
 
 # --- doctor -----------------------------------------------------------------
@@ -31,7 +31,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         qemu=args.qemu or "",
     )
     if args.json:
-        print(json.dumps(report, indent=2))
+        print(json_text(report, indent=2))
     else:
         print_doctor(report)
     return 0

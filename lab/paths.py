@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import shutil
 import tempfile
@@ -41,6 +42,17 @@ def write_text_atomic(path: Path, text: str) -> None:
         with contextlib.suppress(OSError):
             tmp.unlink()
         raise OSError(err.errno, err.strerror, str(path)) from None
+
+
+def json_text(obj: object, indent: int | None = None, **kw) -> str:
+    """Strict JSON, as everything numalab writes: NaN and Infinity (not JSON, though Python writes them)
+    raise ValueError instead of reaching a file other readers then refuse. Otherwise ``json.dumps``."""
+    return json.dumps(obj, indent=indent, allow_nan=False, **kw)
+
+
+def write_json_atomic(path: Path, obj: object, indent: int | None = 2, **kw) -> None:
+    """:func:`json_text` of ``obj`` and a newline, written with :func:`write_text_atomic`."""
+    write_text_atomic(path, json_text(obj, indent, **kw) + "\n")
 
 
 SCRATCH_PREFIX = "numalab-"

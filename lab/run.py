@@ -7,7 +7,7 @@ renamed when complete, so a directory without the dot is always whole.
 from __future__ import annotations
 
 import errno
-import json
+import functools
 import os
 import secrets
 import shutil
@@ -36,7 +36,7 @@ from lab.guest.sched_groups import check_groups, groups_record, read_sched_group
 from lab.guest.workloads import Workload, parse_output
 from lab.kernel.pvh import boot_image
 from lab.kernel.resolve import Kernel
-from lab.paths import run_scratch, write_text_atomic
+from lab.paths import json_text, run_scratch, write_text_atomic
 from lab.placement.host_inventory import read_inventory
 from lab.placement.plan import Backing, plan_placement
 from lab.record_files import (
@@ -45,6 +45,7 @@ from lab.record_files import (
     KERNEL_NOTES,
     KNOBS,
     MANIFEST,
+    READBACK_TAR,
     TRACE_RECORD_RC,
     UNAME,
     WORKLOAD_OUT,
@@ -55,6 +56,7 @@ from lab.run_manifest import build as build_manifest
 from lab.topology.model import Topology
 from lab.topology.tiers import kernel_args as tier_kernel_args
 from lab.trace.assemble import assemble_run
+from lab.untrusted import finite_copy, read_guest_text, term_safe, to_int
 from lab.vm import tcg_boot
 from lab.vm.backend import Backend
 from lab.vm.console import Stage
@@ -141,14 +143,11 @@ def _run_id(req: RunRequest) -> str:
 
 
 def _read(path: Path) -> str:
-    return path.read_text(errors="replace") if path.exists() else ""
+    return read_guest_text(path) or ""
 
 
 def _int_file(path: Path) -> int | None:
-    try:
-        return int(path.read_text().strip())
-    except (OSError, ValueError):
-        return None
+    return to_int(read_guest_text(path) or "")
 
 
 def _install_signal_handlers() -> dict:
@@ -212,7 +211,8 @@ def kernel_cmdline(plan: GuestPlan, topo: Topology, tcg_args: str = "") -> str:
 
 
 def _execute(req: RunRequest, progress, placement, run_id: str, partial: Path, tmp: Path) -> dict:
-    say = progress or (lambda _msg: None)
+    # Progress lines carry the guest's words (stage details): escaped before they reach a terminal.
+    say = (lambda msg: progress(term_safe(msg))) if progress else (lambda _msg: None)
     t_total = time.monotonic()
     say("building guest image")
     boot_kernel, protocol = boot_image(req.kernel.image)
@@ -312,8 +312,12 @@ def _execute(req: RunRequest, progress, placement, run_id: str, partial: Path, t
         )
     )
     if manifest["status"] == "ok" and "lpj=" not in boot.cmdline and not req.clock.virtual:
-        tcg_boot.learn(req.kernel.image, req.accel, _read(partial / DMESG_BOOT), tsc_host)
-    write_text_atomic(partial / MANIFEST, json.dumps(manifest, indent=2, sort_keys=False) + "\n")
+        dmesg = _read(partial / DMESG_BOOT)
+        _guarded([], "boot log", tcg_boot.learn, None, req.kernel.image, req.accel, dmesg, tsc_host)
+    manifest, nonfinite = finite_copy(manifest)
+    if nonfinite:  # (the readers refuse them; this is the net under them: the record stays strict JSON)
+        manifest["nonfinite_values"] = nonfinite
+    write_text_atomic(partial / MANIFEST, json_text(manifest, indent=2) + "\n")
     _check_room(partial)
     return manifest
 
@@ -336,11 +340,20 @@ def _collect(
     stalled_boots: tuple[dict, ...] = (),
 ) -> ManifestInputs:
     """What the run record and the outcome say, classified, for the manifest (lab.run_manifest)."""
-    readback = read_topology(d)
-    domains = read_sched_domains(d)
-    problems = check_topology(req.topology, readback, domains) if outcome.stage("booted") else []
-    groups = read_sched_groups(d)  # the sched_verbose dump's groups, against 6.1's construction
-    problems += check_groups(req.topology, groups) if outcome.stage("booted") else []
+    data_problems: list[str] = []  # the guest's files that were not what its init writes
+    guarded = functools.partial(_guarded, data_problems)
+    readback_problems: list[str] = []
+    readback = guarded("topology readback", read_topology, None, d, readback_problems)
+    domains = guarded("sched domains", read_sched_domains, {}, d, readback_problems)
+    problems: list[str] = []
+    if outcome.stage("booted"):
+        rejected = [p for p in unpacked.problems if p.startswith(READBACK_TAR)]
+        if readback is None and rejected:
+            problems.append(f"the guest's topology readback was rejected: {rejected[0]}")
+        problems += [f"the guest's topology readback is malformed: {p}" for p in readback_problems]
+        problems += guarded("topology check", check_topology, [], req.topology, readback, domains)
+    groups = guarded("sched_verbose dump", read_sched_groups, {}, d)  # the groups, against 6.1's construction
+    problems += guarded("sched groups check", check_groups, [], req.topology, groups) if outcome.stage("booted") else []
     console = _read(d / CONSOLE_LOG)
     evidence = Evidence(
         console_tail=console[-20000:],
@@ -353,13 +366,19 @@ def _collect(
         unpack_problems=tuple(unpacked.problems),
         limit=outcome.limit or unpacked.limit,
         vm_failure=outcome.vm_failure,
+        guest_panicked=outcome.guest_panicked,
     )
-    status, reason = classify(evidence)
     ws = outcome.stage("workload-start")
-    result = parse_output(req.workload, _read(d / WORKLOAD_OUT)) if (d / WORKLOAD_OUT).exists() else None
+    out_text = read_guest_text(d / WORKLOAD_OUT)  # (a workload may print bytes that are not UTF-8)
+    result = guarded("workload output", parse_output, {"parse_error": "unreadable"}, req.workload, out_text or "") \
+        if out_text is not None else None  # fmt: skip
+    if result and result.get("parse_error") and evidence.workload_rc == 0:
+        evidence = replace(evidence, result_problem=result["parse_error"])
+    evidence = replace(evidence, data_problems=tuple(data_problems))
+    status, reason = classify(evidence)
     t0 = ws.guest_uptime if ws else None
-    metrics = run_metrics(d, req.topology, req.plan.trace_events, t0) if evidence.booted else {}
-    if evidence.booted and (cpu_time := node_cpu_time(d, req.topology)):
+    metrics = guarded("metrics", run_metrics, {}, d, req.topology, req.plan.trace_events, t0) if evidence.booted else {}
+    if evidence.booted and (cpu_time := guarded("/proc/stat snapshots", node_cpu_time, {}, d, req.topology)):
         metrics["node_cpu"] = cpu_time
     if twins := per_vcpu_second(result, outcome.vcpu_time):
         metrics["per_vcpu_s"] = twins  # work per vCPU CPU-second (lab.analysis.metrics.TWINS)
@@ -382,10 +401,13 @@ def _collect(
         timeout_s=req.timeout(),
         workload_result=result,
         workload_rc=evidence.workload_rc,
-        guest_release=_read(d / UNAME).strip() or None,
-        build_id=build_id(d / KERNEL_NOTES),
-        knobs_readback=_read(d / KNOBS).splitlines(),
-        guest=GuestView(readback, domains, problems, read_complaints(d), groups_record(req.topology, groups)),
+        guest_release=_read(d / UNAME).strip()[:256] or None,
+        build_id=guarded("kernel notes", build_id, None, d / KERNEL_NOTES),
+        knobs_readback=_read(d / KNOBS).splitlines()[:256],
+        guest=GuestView(
+            readback, domains, problems, guarded("kernel complaints", read_complaints, [], d),
+            guarded("sched groups", groups_record, {}, req.topology, groups),
+        ),  # fmt: skip
         metrics=metrics,
         files=files,
         share=inventory(share),
@@ -398,7 +420,18 @@ def _collect(
         guest_image=guest_image,
         access=access,
         stalled_boots=stalled_boots,
+        data_problems=tuple(data_problems),
     )
+
+
+def _guarded(problems: list[str], what: str, fn: Callable, default, *args):
+    """``fn(*args)``, or ``default`` with the failure in ``problems``: no reader of the guest's files may stop
+    a run record from being written (they are meant to be total; this is the net under them)."""
+    try:
+        return fn(*args)
+    except Exception as e:  # noqa: BLE001 (a guest's file, whatever it holds, is a result)
+        problems.append(f"reading the {what} failed: {type(e).__name__}: {term_safe(str(e))[:200]}")
+        return default
 
 
 
@@ -428,7 +461,15 @@ def print_summary(manifest: dict, out=sys.stdout) -> None:
         share = m.get("lost_share")
         lost_pct = f" {percent(share * 100)}% of its records" if share is not None else " events"
         incomplete = f" (INCOMPLETE: the trace lost{lost_pct})" if is_incomplete(m) else ""
+        if m.get("trace_unreadable"):
+            incomplete = " (NOT MEASURED: the trace could not be read)"
         lines.append(f"  events{incomplete} " + "  ".join(f"{k}={v}" for k, v in counts.items()))
+    # (a run that failed has its reason; that its trace is missing then is no news)
+    ok = manifest["status"] == "ok"
+    for problem in [*(m.get("trace_problems", []) if ok else []), *manifest.get("guest_data_problems", [])]:
+        lines.append(f"  PROBLEM: {problem}")
+    if ok and m.get("trace_unreadable"):
+        lines.append("    the trace could not be read: no event counts; numalab compare leaves this run out")
     if m.get("lost_events"):
         lines.append(f"  LOST EVENTS: {describe_lost(m)}")
         if is_incomplete(m):
@@ -454,4 +495,5 @@ def print_summary(manifest: dict, out=sys.stdout) -> None:
     if manifest.get("vm_at_timeout"):
         lines.append(f"  at the timeout: {describe_hang(manifest['vm_at_timeout'])}")
     lines += access_run.summary_lines(manifest)
-    print("\n".join(lines), file=out)
+    # The reason, the guest's release, complaints...: the guest's words. None reaches a terminal raw.
+    print("\n".join(term_safe(ln) for ln in lines), file=out)

@@ -24,7 +24,7 @@ from lab.topology.model import Topology
 from lab.vm.console import VmOutcome
 from lab.vm.firmware import firmware_name
 from lab.vm.hang import symbolize
-from lab.vm.status import console_excerpt
+from lab.vm.status import console_excerpt, panic_line
 
 FORMAT = RUN_FORMAT  # (lab.record_files: the readers check it)
 
@@ -85,6 +85,7 @@ class ManifestInputs:
     guest_image: GuestImage
     access: AccessResult | None = None  # --access-matrix
     stalled_boots: tuple[dict, ...] = ()  # earlier boots of this run given up at the boot deadline (lab.run)
+    data_problems: tuple[str, ...] = ()  # the guest's files that could not be read (lab.run._guarded)
 
 
 def workload_seconds(outcome: VmOutcome) -> float | None:
@@ -156,6 +157,8 @@ def build(i: ManifestInputs) -> dict:
         manifest["trace_incomplete"] = True  # compare leaves the run out unless asked (lab.analysis.lost)
     if i.unpacked.problems:
         manifest["unpack_problems"] = i.unpacked.problems
+    if i.data_problems:
+        manifest["guest_data_problems"] = list(i.data_problems)
     smap = system_map(i.kernel)
     if i.stalled_boots:
         manifest["stalled_boots"] = [
@@ -166,6 +169,9 @@ def build(i: ManifestInputs) -> dict:
         manifest["vm_at_timeout"] = symbolize(i.outcome.hang_state, smap)
     if i.status != "ok":
         manifest["console_tail"] = console_excerpt(i.console, i.status)
+    if i.status != "panic" and (hint := panic_line(i.console)):
+        # A panic line the kernel did not confirm through pvpanic: guest userspace can print one.
+        manifest["panic_hint"] = {"console": hint, "pvpanic": False}
     if i.access is not None:
         add_access(manifest, i.access)
     manifest["firmware"] = {

@@ -3,7 +3,6 @@ children and the tests call."""
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
@@ -16,6 +15,7 @@ from lab.guest.plan import GuestPlan
 from lab.guest.workloads import Workload, get_workload
 from lab.host.accel import accel_verdict
 from lab.kernel.resolve import resolve_kernel
+from lab.paths import json_text, read_text_file
 from lab.placement.plan import Backing
 from lab.run import Interrupted, RunRequest, execute, print_summary
 from lab.run_options import RunOptions
@@ -48,10 +48,19 @@ def plan_of(opts: RunOptions, workload: Workload, topo: Topology) -> GuestPlan:
         trace_events=trace_events_of(opts),
         trace_buffer_kb=opts.trace_buffer_kb,
         trace_mode=opts.trace_mode,
-        test_fault=opts.test_fault,
+        test_fault="mutate" if opts.test_fault.startswith("mutate=") else opts.test_fault,
+        test_script=_test_script(opts.test_fault),
         kernel_args=" ".join(opts.append),
         demotion="true" if opts.numa_balancing == "tiering" else "",
     )
+
+
+def _test_script(test_fault: str) -> str:
+    """--test-fault mutate=SCRIPT (the tests): the script's text, for the guest plan."""
+    if not test_fault.startswith("mutate="):
+        return ""
+    path = Path(test_fault.partition("=")[2])
+    return read_text_file(path, "--test-fault mutate=")
 
 
 def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> list[RunRequest]:
@@ -204,7 +213,7 @@ def run_options(opts: RunOptions, progress: Callable[[str], None], json_out: boo
         report = build_report(paths, where / "report.html")
         print(f"report: {report.html}", file=human)
     if json_out:
-        print(json.dumps(manifests[0] if len(manifests) == 1 else manifests, indent=2))
+        print(json_text(manifests[0] if len(manifests) == 1 else manifests, indent=2))
     return 0 if all(m["status"] == "ok" for m in manifests) else 1
 
 

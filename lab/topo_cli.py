@@ -5,11 +5,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from lab.errors import LabError
+from lab.paths import json_text
 
 
 def topology_ref(args: argparse.Namespace):
@@ -90,7 +90,7 @@ def cmd_topo_list(args: argparse.Namespace) -> int:
             }
         )
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json_text(rows, indent=2))
         return 0
     print(f"{'NAME':<15}{'NODES':>6}{'CPUS':>6}{'MEM':>7}  {'DISTANCES':<18}{'TYPE':<20}DESCRIPTION")
     for r in rows:
@@ -109,7 +109,7 @@ def cmd_topo_show(args: argparse.Namespace) -> int:
     topo = _topology(args)
     view = predict(topo)
     if args.json:
-        print(json.dumps(topo.to_dict() | {"kernel_view": view}, indent=2))
+        print(json_text(topo.to_dict() | {"kernel_view": view}, indent=2))
         return 0
     from lab.topology.kernel_warnings import predicted_warnings
 
@@ -172,7 +172,7 @@ def cmd_topo_qemu_args(args: argparse.Namespace) -> int:
     argv = (
         topology_args(topo, placement) if args.topology_only else qemu_argv(topo, placement, _boot_for_emitters(args))
     )
-    print(json.dumps(argv) if args.json else shlex.join(argv))
+    print(json_text(argv) if args.json else shlex.join(argv))
     return 0
 
 
@@ -193,7 +193,7 @@ def cmd_topo_vng_args(args: argparse.Namespace) -> int:
     topo = _topology(args)
     opts, notes = vng_args(topo, None if args.no_pin else _placement_for_emitters(topo, args))
     if args.json:
-        print(json.dumps({"args": opts, "notes": notes}))
+        print(json_text({"args": opts, "notes": notes}))
     else:
         print(shlex.join(opts))
         for note in notes:
@@ -216,7 +216,7 @@ def cmd_topo_import(args: argparse.Namespace) -> int:
         write_text_atomic(out, text)
         print(f"{out}: {topo.n_nodes} nodes, {topo.total_cpus} vCPUs, {topo.total_memory_mib} MiB", file=sys.stderr)
     elif args.json:
-        print(json.dumps({"spec": text, "topology": topo.to_dict()}, indent=2))
+        print(json_text({"spec": text, "topology": topo.to_dict()}, indent=2))
     else:
         sys.stdout.write(text)
     return 0

@@ -121,6 +121,20 @@ def test_a_hanging_guest_times_out_with_where_it_was(daemons, tmp_path: Path) ->
     assert m["backend"]["domain"] not in numalab_domains(SYSTEM)
 
 
+def test_a_panic_is_the_crashed_domain_and_a_printed_one_is_only_a_hint(daemons, tmp_path: Path) -> None:
+    """libvirt's <panic model='isa'/>: the guest kernel's panic leaves the domain "crashed" (on_crash preserve),
+    which makes the run a panic; the domain is gone afterwards."""
+    out = tmp_path / "panic"
+    proc = numalab("run", "--backend", "libvirt", "--connect", SYSTEM, "--topology", "ring-2", "--workload", "idle",
+                   "--duration", "1", "--test-fault", "panic", "--out", str(out), "--json", timeout=300)  # fmt: skip
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    m = json.loads(proc.stdout)
+    assert m["status"] == "panic", m["reason"]
+    assert m["backend"]["exit"].startswith("crashed")
+    assert '<panic model="isa"' in (out / "domain.xml").read_text()
+    assert m["backend"]["domain"] not in numalab_domains(SYSTEM)
+
+
 def test_sigterm_leaves_no_domain(daemons, tmp_path: Path) -> None:
     out = tmp_path / "run"
     cmd = [sys.executable, "-m", "lab.cli", "run", "--backend", "libvirt", "--connect", SESSION,

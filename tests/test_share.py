@@ -12,7 +12,7 @@ import pytest
 
 from lab.errors import LabError
 from lab.paths import clean_stale_scratch, run_scratch
-from lab.vm.share import ShareGuard, ShareLimits, guest_done, inventory, open_guest_file
+from lab.vm.share import ShareGuard, ShareLimits, guest_done, inventory, open_guest_file, usage
 
 
 def test_the_guard_names_what_went_over(tmp_path) -> None:
@@ -94,3 +94,23 @@ def test_a_killed_runs_scratch_is_removed_by_the_next_run(tmp_path, monkeypatch)
         assert live.is_dir()
     assert not live.exists()
     assert (tmp_path / "numalab-not-ours").is_dir()
+
+
+def test_the_limit_and_the_manifest_count_the_same_entries(tmp_path) -> None:
+    """QEMU's .virtfs_metadata (one file per guest file with metadata, mapped-file) is not the guest's: with
+    it counted by the limit and not by the inventory, a run said 132 entries and was stopped for 256."""
+    share = tmp_path / "share"
+    share.mkdir()
+    meta = share / ".virtfs_metadata"
+    meta.mkdir()
+    for i in range(5):
+        (share / f"f{i}").write_bytes(b"x")
+        (meta / f"f{i}").write_text("virtfs.uid=0\n" * 10)
+    (share / "d").mkdir()
+    (share / "d" / ".virtfs_metadata").mkdir()
+    (share / "d" / ".virtfs_metadata" / "g").write_text("m")
+    (share / "d" / "g").write_bytes(b"yy")
+    inv = inventory(share)
+    assert (inv["bytes"], inv["entries"]) == usage(share, 100) == (5 + 2 + (share / "d").stat().st_size, 7)
+    assert ShareGuard(share, None, ShareLimits(entries=7))() is None
+    assert ShareGuard(share, None, ShareLimits(entries=6))() == "the guest made more than 6 files in the results share"

@@ -15,7 +15,7 @@ def _console(before: int, after: int) -> str:
 
 def test_panic_line_survives_a_long_backtrace() -> None:
     console = _console(200, 120)
-    status, reason = classify(Evidence(console, False, True, False, None, None, ()))
+    status, reason = classify(Evidence(console, False, True, False, None, None, (), guest_panicked=True))
     assert status == "panic" and reason.startswith("[ 9.1] Kernel panic - not syncing")
     kept = console_excerpt(console, status)
     assert any("Kernel panic - not syncing: sysrq" in ln for ln in kept)
@@ -52,3 +52,30 @@ def test_the_guest_inits_own_failure_is_the_reason() -> None:
     status, reason = classify(Evidence(console, False, True, False, None, None, ()))
     assert status == "workload-failed"
     assert reason == "the guest init failed: no such trace event sched:nope in this kernel"
+
+
+def test_a_panic_is_the_kernels_word_through_pvpanic_not_a_console_line() -> None:
+    """Guest userspace can print "Kernel panic - not syncing"; only the pvpanic device makes a run a panic."""
+    faked = "NUMALAB-STAGE booted 1.2\nKernel panic - not syncing: printed by a workload\n"
+    assert classify(Evidence(faked, False, True, True, 0, 0, ())) == (
+        "ok", "the guest ran the plan and wrote all results"
+    )
+    status, reason = classify(Evidence(faked, False, True, True, 0, 0, (), guest_panicked=True))
+    assert (status, reason) == ("panic", "Kernel panic - not syncing: printed by a workload")
+    assert classify(Evidence("", False, True, False, None, None, (), guest_panicked=True)) == (
+        "panic", "the guest kernel panicked (pvpanic; no panic line on the console)"
+    )
+    # Before init, a kernel with no pvpanic driver yet (a modular one): the console line is kept as the hint.
+    early = "[ 0.5] Kernel panic - not syncing: VFS: Unable to mount root fs\n"
+    status, reason = classify(Evidence(early, False, False, False, None, None, ()))
+    assert status == "boot-failed" and reason.startswith("[ 0.5] Kernel panic - not syncing: VFS")
+    assert "did not report a panic through pvpanic" in reason
+
+
+def test_a_refused_result_or_unreadable_guest_files_fail_an_otherwise_good_run() -> None:
+    ev = Evidence("", False, True, True, 0, 0, (), result_problem="NUMALAB_RESULT is a JSON list, not an object")
+    assert classify(ev) == (
+        "workload-failed", "the workload's result was refused: NUMALAB_RESULT is a JSON list, not an object"
+    )
+    ev = Evidence("", False, True, True, 0, 0, (), data_problems=("reading the metrics failed: x",))
+    assert classify(ev) == ("workload-failed", "the guest's files were refused: reading the metrics failed: x")

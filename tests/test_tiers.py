@@ -282,9 +282,11 @@ def test_tiered_topologies_add_the_dax_modules_in_dependency_order(tmp_path: Pat
         "kernel/drivers/virtio/virtio_pci.ko:\nkernel/net/9p/9pnet_virtio.ko: kernel/net/9p/9pnet.ko\n"
         "kernel/net/9p/9pnet.ko:\nkernel/fs/9p/9p.ko: kernel/net/9p/9pnet.ko\n"
         "kernel/drivers/dax/hmem/dax_hmem.ko:\nkernel/drivers/dax/kmem.ko:\nkernel/drivers/dax/device_dax.ko:\n"
+        "kernel/drivers/misc/pvpanic/pvpanic-mmio.ko: kernel/drivers/misc/pvpanic/pvpanic.ko\n"
+        "kernel/drivers/misc/pvpanic/pvpanic.ko:\n"
     )
     plain = _module_order(mods)
-    assert not any("dax" in m for m in plain) and len(plain) == len(NEEDED_MODULES) + 1
+    assert not any("dax" in m for m in plain) and len(plain) == len(NEEDED_MODULES) + 2  # 9pnet, pvpanic
     tiered = _module_order(mods, extra)
     assert tiered[len(plain) :] == ["kernel/drivers/dax/hmem/dax_hmem.ko", "kernel/drivers/dax/kmem.ko"]
     # device_dax is left out: it would take the dax device kmem has to get

@@ -96,7 +96,10 @@ def test_guest_panic_is_recorded(tmp_path) -> None:
                    "--out", str(out), "--json", timeout=300)
     assert proc.returncode == 1
     m = json.loads(proc.stdout)
-    assert m["status"] == "panic"
+    # The kernel's own word, through the pvpanic device (QMP GUEST_PANICKED), with its console line as the reason.
+    assert m["status"] == "panic", m["reason"]
+    assert m["reason"].endswith("Kernel panic - not syncing: sysrq triggered crash")
+    assert "-device pvpanic" in (out / "qemu-argv.txt").read_text()
     assert any("Kernel panic" in ln for ln in m["console_tail"])
     assert "Kernel panic" in (out / "console.log").read_text()
     # The guest's view of itself was sent before the workload: a crashed run still has it.

@@ -37,7 +37,6 @@ lab.analysis.lost) are left out, with a note, unless asked for.
 from __future__ import annotations
 
 import html
-import json
 import math
 from dataclasses import dataclass, field
 
@@ -46,6 +45,8 @@ from lab.analysis.lost import of_record as lost_of_record
 from lab.analysis.metrics import METRICS, Metric, metric_values
 from lab.analysis.record import RunRecord
 from lab.errors import LabError
+from lab.paths import json_text
+from lab.untrusted import finite_copy
 
 MIN_REPEATS = 3
 RULES = ("welch", "ci-overlap")
@@ -274,6 +275,11 @@ def _trace_incomplete(r: RunRecord) -> bool:
     return r.marked_incomplete or bool(_loss(r)["trace_incomplete"])
 
 
+def _trace_problem(r: RunRecord) -> str:
+    problems = r.metrics.get("trace_problems") or []
+    return str(problems[0])[:200] if problems else "unreadable"
+
+
 def compare_runs(
     base: list[RunRecord],
     new: list[RunRecord],
@@ -297,11 +303,11 @@ def compare_runs(
         )
     elif incomplete:
         excluded += [
-            f"{r.path.name} (trace incomplete: {describe_lost(_loss(r))})" for r in incomplete
+            f"{r.path.name} (trace incomplete: {describe_lost(_loss(r)) or _trace_problem(r)})" for r in incomplete
         ]
         notes.append(
-            f"{len(incomplete)} run(s) left out: their trace lost more than 1% of its records, so their event counts "
-            "are low (--include-incomplete to count them)"
+            f"{len(incomplete)} run(s) left out: their trace lost more than 1% of its records or could not be read, "
+            "so their event counts are low (--include-incomplete to count them)"
         )
     keep = [r for r in base + new if r.status == "ok" and (include_incomplete or r not in incomplete)]
     base_ok = [r for r in base if r in keep]
@@ -490,4 +496,4 @@ def to_dict(c: Comparison) -> dict:
 
 
 def to_json(c: Comparison) -> str:
-    return json.dumps(to_dict(c), indent=2) + "\n"
+    return json_text(finite_copy(to_dict(c))[0], indent=2) + "\n"  # (NaN, from an old record: null)

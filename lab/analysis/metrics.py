@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,6 +65,11 @@ def run_metrics(run_dir: Path, topo: Topology, recorded: tuple[str, ...], t0: fl
             out["trace_problems"].append(str(err))
     elif recorded:
         out["trace_problems"].append("no trace.dat in the run")
+    if recorded and out["trace_problems"]:
+        # Counts from a trace that could not be read whole are not counts: such a run is left out of
+        # comparisons as one that lost events is (lab.analysis.lost, compare).
+        out["trace_unreadable"] = True
+        out["trace_incomplete"] = True
     start, end = read_vmstat(run_dir / VMSTAT_START), read_vmstat(run_dir / VMSTAT_END)
     if start and end:
         d = deltas(start, end)
@@ -146,7 +152,8 @@ class Metric:
             if not isinstance(node, dict) or part not in node:
                 return None
             node = node[part]
-        return float(node) if isinstance(node, (int, float)) and not isinstance(node, bool) else None
+        ok = isinstance(node, (int, float)) and not isinstance(node, bool) and math.isfinite(node)
+        return float(node) if ok else None  # (a record with NaN written by an older numalab: not a value)
 
 
 MIGRATE_REASONS = ("numa_misplaced", "demotion")  # NUMA balancing's (promotion, in tiering mode) and demotion
@@ -164,6 +171,7 @@ def _flat(manifest: dict) -> dict:
     """The manifest plus short aliases under which metrics are addressed."""
     m = manifest.get("metrics", {})
     result = (manifest.get("workload") or {}).get("result") or {}
+    result = result if isinstance(result, dict) else {}  # (a record whose result was a list, before it was refused)
     return {
         "workload": {k: v for k, v in result.items() if isinstance(v, (int, float))}
         | {"elapsed_s": result.get("elapsed_s"), "gbps": result.get("gbps")}
@@ -232,7 +240,8 @@ def metric_values(manifest: dict) -> dict[str, float]:
         # mmtests reports 100% local with no hint faults; as a metric that
         # would make "no NUMA balancing" look perfect, so leave it out.
         flat["vmstat"] = {k: v for k, v in flat["vmstat"].items() if k != "hint_local_pct"}
-    perf = ((manifest.get("workload") or {}).get("result") or {}).get("converged_s")
+    result = (manifest.get("workload") or {}).get("result")
+    perf = result.get("converged_s") if isinstance(result, dict) else None
     if perf is not None:
         flat["workload"]["converged_s"] = perf
     if manifest.get("access_matrix"):

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from lab.record_files import STAT_END, STAT_START
 from lab.topology.model import Topology
+from lab.untrusted import read_guest_text, to_int
 
 USER_HZ = 100
 
@@ -21,18 +22,15 @@ USER_HZ = 100
 def read_cpu_ticks(path: Path) -> dict[int, tuple[int, int]]:
     """cpu -> (busy ticks, idle ticks) from a /proc/stat copy; {} if missing."""
     out: dict[int, tuple[int, int]] = {}
-    if not path.exists():
-        return out
-    for line in path.read_text(errors="replace").splitlines():
+    for line in (read_guest_text(path) or "").splitlines():
         parts = line.split()
-        if not parts or not parts[0].startswith("cpu") or not parts[0][3:].isdigit():
+        cpu = to_int(parts[0][3:]) if parts and parts[0].startswith("cpu") else None
+        v = [to_int(x) for x in parts[1:9]]
+        if cpu is None or cpu < 0 or any(x is None or x < 0 for x in v):
             continue
-        try:
-            v = [int(x) for x in parts[1:9]] + [0] * (8 - len(parts[1:9]))
-        except ValueError:
-            continue
+        v += [0] * (8 - len(v))
         user, nice, system, idle, iowait, irq, softirq, steal = v[:8]
-        out[int(parts[0][3:])] = (user + nice + system + irq + softirq + steal, idle + iowait)
+        out[cpu] = (user + nice + system + irq + softirq + steal, idle + iowait)
     return out
 
 

@@ -20,10 +20,11 @@ import re
 from pathlib import Path
 
 from lab.record_files import DMESG_BOOT
+from lab.untrusted import read_guest_text
 
 _TS = re.compile(r"^\[\s*\d+\.\d+\]\s?")
-_ATTACH = re.compile(r"^CPU(\d+) attaching sched-domain")
-_DOMAIN = re.compile(r"^\s*domain-(\d+): span=(\S+) level=(\S+)")
+_ATTACH = re.compile(r"^CPU(\d{1,5}) attaching sched-domain")
+_DOMAIN = re.compile(r"^\s*domain-(\d{1,3}): span=(\S{1,4096}) level=(\S{1,64})")
 
 # (source, pattern); the message is the matched text.
 _PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
@@ -95,8 +96,7 @@ def complaints(dmesg: str) -> list[dict]:
 
 def read_complaints(run_dir: Path) -> list[dict]:
     """The complaints in a run record's dmesg-boot.txt ([] without one)."""
-    path = run_dir / DMESG_BOOT
-    return complaints(path.read_text(errors="replace")) if path.exists() else []
+    return complaints(read_guest_text(run_dir / DMESG_BOOT) or "")
 
 
 def summary(c: dict) -> str:

@@ -19,8 +19,9 @@ from lab.events import MOVE_NUMA
 SHORT_SCAN_KNOBS = {"scan_delay_ms": "100", "scan_period_min_ms": "100", "scan_period_max_ms": "1000"}
 KNOB_NAMES = ("scan_delay_ms", "scan_period_min_ms", "scan_period_max_ms", "scan_size_mb", "hot_threshold_ms")
 # (the tests) and hostile=/host/path: a guest that attacks its share; stall-boot-once: the first boot stalls
-# before init reports "booted" (a boot with numalab.boot_attempt= on its command line does not)
-TEST_FAULTS = ("", "panic", "hang", "stall-boot-once")
+# before init reports "booted" (a boot with numalab.boot_attempt= on its command line does not); mutate (with
+# test_script): the guest-data fuzz tests' hook, a script the init runs after each phase's real work
+TEST_FAULTS = ("", "panic", "hang", "stall-boot-once", "mutate")
 MAX_DURATION_S = 86400.0  # a workload of a day
 MAX_TRACE_BUFFER_KB = 4 << 20  # 4 GiB per CPU
 TRACE_MODES = ("raw", "extract", "record")
@@ -43,6 +44,9 @@ class GuestPlan:
     test_fault: str = ""
     kernel_args: str = ""  # appended to KERNEL_CMDLINE (numalab run --append)
     demotion: str = ""  # /sys/kernel/mm/numa/demotion_enabled: "true", "false", or "" to leave it
+    # test_fault "mutate" only (the tests): the body of the shell function numalab_mutate, which the guest
+    # init calls as `numalab_mutate PHASE DIR` after the readback, after the results and after sending them
+    test_script: str = ""
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.duration_s) and 0 < self.duration_s <= MAX_DURATION_S):
@@ -63,6 +67,8 @@ class GuestPlan:
             raise LabError(f"--trace-mode {self.trace_mode}: not one of {', '.join(TRACE_MODES)}")
         if self.test_fault not in TEST_FAULTS and not re.fullmatch(r"hostile=/[\w./-]+", self.test_fault):
             raise LabError(f"test fault {self.test_fault!r}: not one of {TEST_FAULTS}")
+        if (self.test_fault == "mutate") != bool(self.test_script):
+            raise LabError("test fault mutate: needs a script (--test-fault mutate=/path/to/script.sh), and only it")
         if self.demotion not in ("", "true", "false"):
             raise LabError(f"demotion: {self.demotion!r} is not true, false or empty")
         if not self.kernel_args.isprintable() or len(self.kernel_args) > 1024:
@@ -94,6 +100,8 @@ class GuestPlan:
         }
         lines = ["# numalab guest plan (generated)"]
         lines += [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
+        if self.test_script:
+            lines += ["numalab_mutate() {", self.test_script.rstrip("\n"), ":", "}"]
         return "\n".join(lines) + "\n"
 
     def to_dict(self) -> dict:

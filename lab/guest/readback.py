@@ -5,11 +5,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from lab.cpulist import format_cpulist, parse_cpulist
+from lab.cpulist import MAX_CPU_ID, checked_cpulist, format_cpulist
 from lab.record_files import SCHED_DOMAINS, SCHEDSTAT, TIERS, TOPOLOGY
 from lab.topology.kernel_view import expected_numa_spans
 from lab.topology.model import Topology
 from lab.topology.tiers import check_tiers, predict_tiers, read_tiers, usable_mib
+from lab.untrusted import read_guest_text, shown, to_float, to_int
 
 # The guest's per-node MemTotal is below the configured size: the kernel
 # image, memmap and reservations come out of it (most on node 0).
@@ -18,85 +19,115 @@ MEM_TOLERANCE_SHARE = 0.12
 
 
 _RAW = re.compile(r".*/node(\d+)/(cpulist|distance|meminfo)$")
-
-
-def read_topology(run_dir: Path) -> dict | None:
+MAX_NODE = 1023  # Linux's MAX_NUMNODES is at most 1 << 10
+def read_topology(run_dir: Path, problems: list[str] | None = None) -> dict | None:
     """topology.txt -> {"nodes": {id: {cpus, distances, memtotal_mib}}, "online": "0-7"}.
 
     The guest writes ``grep -H`` output (``/sys/devices/system/node/node0/cpulist:0-1``,
     ``.../node0/meminfo:Node 0 MemTotal:  504384 kB``, ``/sys/devices/system/cpu/online:0-3``);
     records made before that have ``node 0 cpulist 0-1``, ``node 0 memtotal_kb 504384`` and
-    ``online 0-3`` lines. Both are read."""
-    path = run_dir / TOPOLOGY
-    if not path.exists():
+    ``online 0-3`` lines. Both are read. A line that is not what the guest's kernel writes (the
+    guest is untrusted) is left out and named in ``problems``; this never raises."""
+    problems = [] if problems is None else problems
+    text = read_guest_text(run_dir / TOPOLOGY, problems)
+    if text is None:
         return None
     nodes: dict[int, dict] = {}
     online = ""
 
-    def put(node: int, key: str, value: str) -> None:
-        entry = nodes.setdefault(node, {})
+    def put(node_text: str, key: str, value: str) -> str | None:
+        """Store one value; what is wrong with it, or None."""
+        node = to_int(node_text)
+        if node is None or not 0 <= node <= MAX_NODE:
+            return f"node {shown(node_text, 20)} is not a node number"
         if key == "cpulist":
-            entry["cpus"] = parse_cpulist(value.strip())
+            cpus = checked_cpulist(value)
+            if cpus is None:
+                return f"{shown(value)} is not a cpulist"
+            nodes.setdefault(node, {})["cpus"] = cpus
         elif key == "distance":
-            entry["distances"] = [int(x) for x in value.split()]
-        elif key == "memtotal_kb" and value.strip():
-            entry["memtotal_mib"] = int(value.split()[0]) // 1024
+            dist = [to_int(x) for x in value.split()]
+            if len(dist) > MAX_NODE + 1 or any(d is None or d < 0 for d in dist):
+                return f"{shown(value)} is not a row of distances"
+            nodes.setdefault(node, {})["distances"] = dist
+        elif key == "memtotal_kb":
+            kb = to_int(value.split()[0]) if value.split() else None
+            if kb is None or kb < 0:
+                return f"{shown(value)} is not a size in kB"
+            nodes.setdefault(node, {})["memtotal_mib"] = kb // 1024
+        return None
 
-    for line in path.read_text().splitlines():
+    for n, line in enumerate(text.splitlines(), 1):
+        wrong = None
         if line.startswith("/"):
             file, _, value = line.partition(":")
             m = _RAW.match(file)
             if file.endswith("/cpu/online"):
-                online = value.strip()
+                online = value.strip() if checked_cpulist(value) is not None else ""
+                wrong = None if online or not value.strip() else f"{shown(value)} is not a cpulist"
             elif m and m.group(2) == "meminfo":
-                mem = re.search(r"MemTotal:\s*(\d+)", value)
-                if mem:
-                    put(int(m.group(1)), "memtotal_kb", mem.group(1))
+                mem = re.search(r"MemTotal:\s*(\S+)", value)
+                wrong = put(m.group(1), "memtotal_kb", mem.group(1)) if mem else None
             elif m:
-                put(int(m.group(1)), m.group(2), value)
-            continue
-        parts = line.split()
-        if parts[:1] == ["online"]:
-            online = parts[1] if len(parts) > 1 else ""
-        elif len(parts) >= 3 and parts[0] == "node":
-            put(int(parts[1]), parts[2], " ".join(parts[3:]))
+                wrong = put(m.group(1), m.group(2), value)
+        else:
+            parts = line.split()
+            if parts[:1] == ["online"]:
+                online = parts[1] if len(parts) > 1 and checked_cpulist(parts[1]) is not None else ""
+            elif len(parts) >= 3 and parts[0] == "node":
+                wrong = put(parts[1], parts[2], " ".join(parts[3:]))
+        if wrong:
+            problems.append(f"{TOPOLOGY} line {n}: {wrong}")
     out = {"nodes": {k: nodes[k] for k in sorted(nodes)}, "online": online}
-    tiers = run_dir / TIERS
-    if tiers.exists():  # memory tiers, demotion_enabled and HMAT access0 (lab.topology.tiers)
-        out["memory_tiers"] = read_tiers(tiers.read_text())
+    tiers = read_guest_text(run_dir / TIERS, problems)
+    if tiers is not None:  # memory tiers, demotion_enabled and HMAT access0 (lab.topology.tiers)
+        out["memory_tiers"] = read_tiers(tiers)
     return out
 
 
-def _mask_to_cpus(mask: str) -> list[int]:
-    value = int(mask.replace(",", ""), 16)
+MAX_MASK_DIGITS = 2048  # hex digits of a cpumask: 8192 CPUs
+
+
+def _mask_to_cpus(mask: str) -> list[int] | None:
+    digits = mask.replace(",", "")
+    if not re.fullmatch(rf"[0-9a-fA-F]{{1,{MAX_MASK_DIGITS}}}", digits):
+        return None
+    value = int(digits, 16)
     return [i for i in range(value.bit_length()) if value >> i & 1]
 
 
-def read_sched_domains(run_dir: Path) -> dict[int, list[dict]]:
-    """cpu -> [{"level", "name", "cpus"}] from /proc/schedstat masks and debugfs names."""
+def read_sched_domains(run_dir: Path, problems: list[str] | None = None) -> dict[int, list[dict]]:
+    """cpu -> [{"level", "name", "cpus"}] from /proc/schedstat masks and debugfs names. Lines that are not
+    what the kernel writes are left out and named in ``problems``; this never raises."""
+    problems = [] if problems is None else problems
     names: dict[tuple[int, int], str] = {}
-    dom_file = run_dir / SCHED_DOMAINS
-    if dom_file.exists():
-        for line in dom_file.read_text().splitlines():
-            # "PATH VALUE" (older records) or grep -H's "PATH:VALUE"
-            m = re.search(r"/cpu(\d+)/domain(\d+)/name[\s:]+(\S+)", line)
-            if m:
-                names[(int(m.group(1)), int(m.group(2)))] = m.group(3)
+    dom_text = read_guest_text(run_dir / SCHED_DOMAINS, problems)
+    for line in (dom_text or "").splitlines():
+        # "PATH VALUE" (older records) or grep -H's "PATH:VALUE"
+        m = re.search(r"/cpu(\d{1,5})/domain(\d{1,3})/name[\s:]+(\S{1,64})", line)
+        if m:
+            names[(int(m.group(1)), int(m.group(2)))] = m.group(3)
     out: dict[int, list[dict]] = {}
-    stat = run_dir / SCHEDSTAT
-    if not stat.exists():
+    text = read_guest_text(run_dir / SCHEDSTAT, problems)
+    if text is None:
         return out
     cpu = None
-    for line in stat.read_text().splitlines():
+    for n, line in enumerate(text.splitlines(), 1):
         parts = line.split()
         if parts and parts[0].startswith("cpu") and parts[0][3:].isdigit():
-            cpu = int(parts[0][3:])
+            cpu = to_int(parts[0][3:])
+            if cpu is None or cpu > MAX_CPU_ID:
+                problems.append(f"{SCHEDSTAT} line {n}: {shown(parts[0], 20)} is not a CPU")
+                cpu = None
+                continue
             out[cpu] = []
         elif parts and parts[0].startswith("domain") and cpu is not None:
-            level = int(parts[0][6:])
-            out[cpu].append(
-                {"level": level, "name": names.get((cpu, level), "?"), "cpus": format_cpulist(_mask_to_cpus(parts[1]))}
-            )
+            level = to_int(parts[0][6:])
+            cpus = _mask_to_cpus(parts[1]) if len(parts) > 1 else None
+            if level is None or not 0 <= level < 64 or cpus is None:
+                problems.append(f"{SCHEDSTAT} line {n}: {shown(line)} is not a domain line")
+                continue
+            out[cpu].append({"level": level, "name": names.get((cpu, level), "?"), "cpus": format_cpulist(cpus)})
     return out
 
 
@@ -141,45 +172,45 @@ def check_topology(topo: Topology, readback: dict | None, domains: dict[int, lis
     return problems
 
 
+_VMSTAT_KEY = re.compile(r"[a-z0-9_]{1,64}")
+
+
+def _vmstat_line(line: str) -> tuple[str, int] | None:
+    k, _, v = line.partition(" ")
+    n = to_int(v)
+    return (k, n) if n is not None and _VMSTAT_KEY.fullmatch(k) else None
+
+
 def read_vmstat(path: Path) -> dict[str, int]:
-    out: dict[str, int] = {}
-    if path.exists():
-        for line in path.read_text().splitlines():
-            k, _, v = line.partition(" ")
-            if v.strip().lstrip("-").isdigit():
-                out[k] = int(v)
-    return out
+    """/proc/vmstat's "name value" lines; anything else is left out."""
+    return dict(kv for line in (read_guest_text(path) or "").splitlines() if (kv := _vmstat_line(line)))
 
 
 def read_vmstat_series(path: Path) -> list[tuple[float, dict[str, int]]]:
     """The sampler's '@ <uptime>' blocks."""
     series: list[tuple[float, dict[str, int]]] = []
-    if not path.exists():
-        return series
-    for line in path.read_text().splitlines():
+    for line in (read_guest_text(path) or "").splitlines():
         if line.startswith("@ "):
-            try:
-                series.append((float(line[2:]), {}))
-            except ValueError:
-                continue
-        elif series:
-            k, _, v = line.partition(" ")
-            if v.strip().lstrip("-").isdigit():
-                series[-1][1][k] = int(v)
+            t = to_float(line[2:])
+            if t is not None:
+                series.append((t, {}))
+        elif series and (kv := _vmstat_line(line)):
+            series[-1][1][kv[0]] = kv[1]
     return series
 
 
 def build_id(notes: Path) -> str | None:
     """The GNU build-id from /sys/kernel/notes (ELF note list), as hex."""
-    if not notes.exists():
+    try:
+        data = notes.read_bytes()[: 1 << 16] if notes.is_file() else b""
+    except OSError:
         return None
-    data = notes.read_bytes()
     off = 0
     while off + 12 <= len(data):
         namesz, descsz, ntype = (int.from_bytes(data[off + i : off + i + 4], "little") for i in (0, 4, 8))
         name_start = off + 12
         desc_start = name_start + (namesz + 3) // 4 * 4
         if ntype == 3 and data[name_start : name_start + namesz].rstrip(b"\0") == b"GNU":
-            return data[desc_start : desc_start + descsz].hex()
+            return data[desc_start : desc_start + min(descsz, 64)].hex()
         off = desc_start + (descsz + 3) // 4 * 4
     return None

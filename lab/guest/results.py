@@ -23,16 +23,18 @@ disk) raises OSError: it is not the guest's fault and not a result.
 
 from __future__ import annotations
 
+import errno
 import shutil
 import tarfile
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from lab.record_files import READBACK_TAR, RESULTS_TAR
+from lab.record_files import ALL, READBACK_TAR, RESULTS_TAR
 from lab.vm.share import DEFAULT_OUTPUT_LIMIT, GuestLimitExceeded, fmt_bytes, open_guest_file
 
 TARS = (READBACK_TAR, RESULTS_TAR)
+HOST_FILES = frozenset(f.name for f in ALL if f.side == "host")  # the manifest, the console...: never the guest's
 MAX_MEMBERS = 20000  # a 288-vCPU trace-raw/ has about 2,000
 
 
@@ -52,6 +54,7 @@ def _members(
 ) -> list[tuple[tarfile.TarInfo, PurePosixPath]]:
     out = []
     total = 0
+    kinds: dict[PurePosixPath, str] = {}  # every path the tar makes: "file" or "dir" (parents included)
     for m in tf:
         if len(out) >= MAX_MEMBERS:
             raise GuestLimitExceeded(f"{tar_name} has more than {MAX_MEMBERS} members")
@@ -62,8 +65,21 @@ def _members(
         if not parts or rel.is_absolute() or ".." in parts or not (m.isfile() or m.isdir()) or m.issparse():
             raise UnpackError(f"{tar_name}: unexpected member {m.name!r}")
         rel = PurePosixPath(*parts)
-        if len(parts) == 1 and (run_dir / parts[0]).exists():
+        if (run_dir / parts[0]).exists() or (run_dir / parts[0]).is_symlink():
             raise UnpackError(f"{tar_name}: {parts[0]} is already in the run directory")
+        if parts[0] in HOST_FILES:
+            raise UnpackError(f"{tar_name}: {parts[0]} is a file the host writes")
+        # The same path twice, a file where a directory was (or under a file): each would
+        # unpack one way or the other depending on order, so the tar is refused.
+        for i in range(1, len(parts)):
+            if kinds.setdefault(PurePosixPath(*parts[:i]), "dir") != "dir":
+                raise UnpackError(f"{tar_name}: {'/'.join(parts[:i])!r} is both a file and a directory")
+        kind = "dir" if m.isdir() else "file"
+        if kinds.get(rel, kind) != kind:
+            raise UnpackError(f"{tar_name}: {str(rel)!r} is both a file and a directory")
+        if kind == "file" and rel in kinds:
+            raise UnpackError(f"{tar_name}: {str(rel)!r} is in it twice")
+        kinds[rel] = kind
         total += m.size
         if total > budget:
             raise GuestLimitExceeded(f"{tar_name} unpacks to more than {fmt_bytes(budget)}")
@@ -98,7 +114,12 @@ def _unpack(share: Path, name: str, run_dir: Path, budget: int) -> int | None:
         return sum(m.size for m, _ in members)
     except tarfile.TarError as e:
         raise UnpackError(f"{name}: {e}") from None
-    # (an OSError is the host's: a full disk, a read-only one. It is raised, not blamed on the guest.)
+    except OSError as e:
+        # A name the guest chose that the host's file system refuses (too long, a clash the checks
+        # above missed) is the guest's; a full or read-only disk is the host's, and is raised.
+        if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.ENOMEM):
+            raise
+        raise UnpackError(f"{name}: did not unpack ({e.strerror or e})") from None
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

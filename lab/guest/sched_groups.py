@@ -22,18 +22,19 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from lab.cpulist import format_cpulist, parse_cpulist
+from lab.cpulist import checked_cpulist, format_cpulist
 from lab.record_files import DMESG_BOOT
 from lab.topology.model import Topology
 from lab.topology.sched_groups import predict_groups
+from lab.untrusted import read_guest_text
 
 _TS = re.compile(r"^\[\s*\d+\.\d+\]\s?")
-_ATTACH = re.compile(r"CPU(\d+) attaching sched-domain\(s\):")
-_NULL = re.compile(r"CPU(\d+) attaching NULL sched-domain")
-_DOMAIN = re.compile(r"^\s*domain-(\d+): span=(\S+) level=(\S+)")
+_ATTACH = re.compile(r"CPU(\d{1,5}) attaching sched-domain\(s\):")
+_NULL = re.compile(r"CPU(\d{1,5}) attaching NULL sched-domain")
+_DOMAIN = re.compile(r"^\s*domain-(\d{1,3}): span=(\S{1,4096}) level=(\S{1,64})")
 _GROUPS = re.compile(r"^\s*groups:(.*)$")
 _CONT = re.compile(r"^\s*(\}|,|\d+:\{)")
-_GROUP = re.compile(r"(\d+):\{ span=([^\s}]+)(?: mask=([^\s}]+))?(?: cap=(\d+))?\s*\}")
+_GROUP = re.compile(r"(\d{1,5}):\{ span=([^\s}]+)(?: mask=([^\s}]+))?(?: cap=(\d+))?\s*\}")
 _ERROR = re.compile(r"^\s*ERROR: (.*)$")
 
 
@@ -94,8 +95,7 @@ def parse_dump(text: str) -> dict[int, list[dict]]:
 
 
 def read_sched_groups(run_dir: Path) -> dict[int, list[dict]]:
-    path = run_dir / DMESG_BOOT
-    return parse_dump(path.read_text(errors="replace")) if path.exists() else {}
+    return parse_dump(read_guest_text(run_dir / DMESG_BOOT) or "")
 
 
 def _nodes_of(cpus: set[int], node_of: dict[int, int]) -> str:
@@ -105,7 +105,7 @@ def _nodes_of(cpus: set[int], node_of: dict[int, int]) -> str:
 def _overlap(cpu: int, groups: list[str], node_of: dict[int, int]) -> str:
     """What is wrong with a domain's groups, for the message: the CPU in more than one group, with the CPUs
     those groups share; or any CPU shared by groups."""
-    sets = [set(parse_cpulist(g)) for g in groups]
+    sets = [set(checked_cpulist(g) or ()) for g in groups]
     holding = [s for s in sets if cpu in s]
     if len(holding) > 1:
         shared = set.intersection(*holding)

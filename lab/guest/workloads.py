@@ -16,12 +16,14 @@ Each workload declares what the guest image must carry to run it (``programs``,
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lab.errors import LabError
 from lab.topology.model import Topology
+from lab.untrusted import load_json, shown, to_float
 
 # Share of guest memory a workload may touch: TCG is slow and the guest
 # kernel, initramfs and trace buffers need the rest.
@@ -38,6 +40,9 @@ class Workload:
     # images/workloads, and host tools (lab.guest.image.GUEST_TOOLS), each with its library closure.
     programs: tuple[str, ...] = field(kw_only=True)
     tools: tuple[str, ...] = field(default=(), kw_only=True)
+    # The figures of its NUMALAB_RESULT object that compare reads as metrics (lab.analysis.metrics,
+    # "workload.<key>"): each must be there and a finite number, or the result is refused.
+    numbers: tuple[str, ...] = field(default=("elapsed_s", "gbps"), kw_only=True)
 
 
 def _mem(topo: Topology, parts: int, cap: int) -> int:
@@ -155,13 +160,21 @@ WORKLOADS: dict[str, Workload] = {
             programs=("numa02",),
         ),
         Workload("numa02-smt", "numa02 with half the threads", _numa02(True), "lab", programs=("numa02",)),
-        Workload("pairs", "communicating task pairs over pipes (seed 003)", _pairs, "lab", programs=("pairs",)),
+        Workload(
+            "pairs",
+            "communicating task pairs over pipes (seed 003)",
+            _pairs,
+            "lab",
+            programs=("pairs",),
+            numbers=("elapsed_s", "gbps", "round_trips_per_s"),
+        ),
         Workload(
             "nodes13",
             "2 x CPUs tasks bound to nodes 1 and 3, all started on node 1 (seed 002)",
             _nodes13,
             "lab",
             programs=("nodes13",),
+            numbers=("elapsed_s", "gbps", "balance_pct"),
         ),
         Workload(
             "tiering",
@@ -230,25 +243,47 @@ def get_workload(name: str) -> Workload:
 
 _PERF_LINE = re.compile(r"^\s*(\w+),\s+([-\d.]+),\s+([^,]+),\s+(\S+)\s*$")
 _CONVERGED = re.compile(r"\(\s*([\d.]+)s converged\)")
+RESULT_MARK = "NUMALAB_RESULT "
+
+
+def _is_number(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def check_result(workload: Workload, result: object) -> str | None:
+    """What is wrong with a NUMALAB_RESULT value (None if nothing): it must be a JSON object whose declared
+    figures (``workload.numbers``) are finite numbers."""
+    if not isinstance(result, dict):
+        return f"NUMALAB_RESULT is a JSON {type(result).__name__}, not an object"
+    for key in workload.numbers:
+        if key not in result:
+            return f"NUMALAB_RESULT has no {key}"
+        if not _is_number(result[key]):
+            return f"NUMALAB_RESULT {key} is {shown(json.dumps(result[key])[:60], 60)}, not a finite number"
+    return None
 
 
 def parse_output(workload: Workload, stdout: str) -> dict:
-    """The workload's own figures: a NUMALAB_RESULT JSON line or perf bench's summary."""
+    """The workload's own figures: a NUMALAB_RESULT JSON line or perf bench's summary. Never raises: output
+    that is not what the workload writes (the guest is untrusted) gives ``{"parse_error": why}``, and
+    nothing of it is kept that compare could take for a figure."""
     if workload.kind == "lab":
         for line in reversed(stdout.splitlines()):
-            if line.startswith("NUMALAB_RESULT "):
+            if line.startswith(RESULT_MARK):
                 try:
-                    return json.loads(line[len("NUMALAB_RESULT ") :])
-                except json.JSONDecodeError:
-                    return {"parse_error": "NUMALAB_RESULT line is not valid JSON"}
+                    result = load_json(line[len(RESULT_MARK) :])
+                except ValueError as e:
+                    return {"parse_error": f"NUMALAB_RESULT line: {e}"}
+                wrong = check_result(workload, result)
+                return {"parse_error": wrong} if wrong else result  # type: ignore[return-value]
         return {"parse_error": "no NUMALAB_RESULT line in the workload output"}
     out: dict = {"summary": {}}
     for line in stdout.splitlines():
         m = _PERF_LINE.match(line)
-        if m:
-            out["summary"][m.group(4)] = {"value": float(m.group(2)), "unit": m.group(3).strip()}
-    conv = _CONVERGED.findall(stdout)
-    out["converged_s"] = float(conv[-1]) if conv else None
+        if m and (value := to_float(m.group(2))) is not None:
+            out["summary"][m.group(4)[:64]] = {"value": value, "unit": m.group(3).strip()[:32]}
+    conv = [v for c in _CONVERGED.findall(stdout) if (v := to_float(c)) is not None]
+    out["converged_s"] = conv[-1] if conv else None
     s = out["summary"]
     if not s:
         out["parse_error"] = "no perf bench summary lines in the workload output"

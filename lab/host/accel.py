@@ -20,7 +20,7 @@ from pathlib import Path
 
 from lab.errors import LabError
 from lab.guest.image import minimal_initrd
-from lab.paths import cache_dir, write_text_atomic
+from lab.paths import cache_dir, json_text, write_text_atomic
 from lab.placement.host_inventory import read_inventory
 from lab.placement.plan import plan_placement
 from lab.record_files import CONSOLE_LOG
@@ -116,6 +116,6 @@ def accel_verdict(kernel: Path, backend: Backend | None = None, refresh: bool = 
             f"KVM is unusable{host['where']} ({kvm['detail']}); using TCG software emulation "
             "(-accel tcg,thread=multi), which is much slower"
         )
-    write_text_atomic(path, json.dumps(verdict, indent=2) + "\n")
+    write_text_atomic(path, json_text(verdict, indent=2) + "\n")
     verdict["cached"] = False
     return verdict

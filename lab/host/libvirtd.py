@@ -33,7 +33,7 @@ import sys
 import time
 from pathlib import Path
 
-from lab.paths import write_text_atomic
+from lab.paths import json_text, write_text_atomic
 
 RUN = Path("/run")
 STATE_FILE = RUN / "numalab-libvirt.json"
@@ -175,7 +175,7 @@ def _load_state() -> dict:
 
 
 def _save_state(state: dict) -> None:
-    write_text_atomic(STATE_FILE, json.dumps(state, indent=2) + "\n")
+    write_text_atomic(STATE_FILE, json_text(state, indent=2) + "\n")
 
 
 def kvm_device_like_udev(dev: Path = Path("/dev/kvm")) -> str | None:
@@ -317,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{UP_COMMAND}: error: {err}", file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps(res, indent=2))
+        print(json_text(res, indent=2))
     elif args.action == "up":
         for s in res["started"]:
             print(f"set {s['detail']}" if "detail" in s else f"started {s['name']} (pid {s['pid']})")
@@ -329,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
         for s in res["stopped"]:
             print(f"stopped {s['name']} (pid {s['pid']})")
     else:
-        print(json.dumps(res, indent=2))
+        print(json_text(res, indent=2))
     return 0
 
 

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
+
+from lab.paths import json_text
 
 
 def _progress_printer(quiet: bool):
@@ -27,7 +28,7 @@ def cmd_build(args: argparse.Namespace) -> int:
                        not args.no_default_fragments)  # fmt: skip
     result = build_kernel(req, _progress_printer(args.quiet))
     if args.json:
-        print(json.dumps({"name": result.name, "path": str(result.path), "cached": result.cached,
+        print(json_text({"name": result.name, "path": str(result.path), "cached": result.cached,
                           "seconds": result.seconds, **result.meta}, indent=2))  # fmt: skip
         return 0
     how = f"cache hit in {_seconds(result.seconds)}" if result.cached else f"built in {_seconds(result.seconds)}"
@@ -41,7 +42,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
     builds = list_builds()
     if args.json:
-        print(json.dumps(builds, indent=2))
+        print(json_text(builds, indent=2))
         return 0
     if not builds:
         print("no built kernels (numalab kernel build)")
@@ -73,7 +74,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
         prune(plan)
     total = sum(item["bytes"] for item in plan)
     if args.json:
-        print(json.dumps({"dry_run": args.dry_run, "removed": plan, "bytes": total}, indent=2))
+        print(json_text({"dry_run": args.dry_run, "removed": plan, "bytes": total}, indent=2))
         return 0
     for item in plan:
         print(f"{'would remove' if args.dry_run else 'removed'} {item['what']}: {item['path']} ({_mib(item['bytes'])})")

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.errors import LabError
-from lab.paths import cache_dir, write_text_atomic
+from lab.paths import cache_dir, json_text, write_text_atomic
 
 DEFAULT_TARBALL = Path("/usr/src/linux-source-6.1.tar.xz")
 BASE_REF = "refs/numalab/base"
@@ -70,7 +70,7 @@ def _file_sha256(path: Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             h.update(block)
     known[stamp] = h.hexdigest()
-    write_text_atomic(memo, json.dumps(known, indent=1))
+    write_text_atomic(memo, json_text(known, indent=1))
     return known[stamp]
 
 
@@ -199,7 +199,7 @@ def prepare_tree(source: Source, progress: Progress) -> Path:
     made = _populate(source, tmp)
     made.rename(tree)
     shutil.rmtree(tmp, ignore_errors=True)
-    (root / "source.json").write_text(json.dumps(source.to_dict(), indent=2) + "\n")
+    (root / "source.json").write_text(json_text(source.to_dict(), indent=2) + "\n")
     (tree / ".git" / "numalab-ready").write_text(source.identity + "\n")
     return tree
 

@@ -10,7 +10,6 @@ verdict lines are printed to paste.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -133,14 +132,14 @@ def run_auto(opts: RunOptions, args: argparse.Namespace, progress: Callable[[str
         "runs": [str(p) for p in paths],
         "verdicts": [v.to_dict() for v in verdicts],
     }
-    from lab.paths import write_text_atomic
+    from lab.paths import json_text, write_text_atomic
 
-    write_text_atomic(batch / "verdict.json", json.dumps(result, indent=2) + "\n")
+    write_text_atomic(batch / "verdict.json", json_text(result, indent=2) + "\n")
     print_verdicts(verdicts, stop, human)
     from lab.report.build import build_report
 
     report = build_report(paths, batch / "report.html", rule)
     print(f"report: {report.html}\nverdict data: {batch / 'verdict.json'}", file=human)
     if args.json:
-        print(json.dumps(result, indent=2))
+        print(json_text(result, indent=2))
     return 0 if all(m["status"] == "ok" for ms in sides.values() for m in ms) else 1

@@ -12,7 +12,6 @@ are recomputed from the run records already there.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -166,8 +165,8 @@ def merged(outcome: AutoOutcome) -> MatrixOutcome:
 
 
 def write_auto_json(out: Path, outcome: AutoOutcome) -> Path:
-    from lab.paths import write_text_atomic
+    from lab.paths import json_text, write_text_atomic
 
     path = out / "auto.json"
-    write_text_atomic(path, json.dumps({"cells": [c.to_dict() for c in outcome.cells]}, indent=2) + "\n")
+    write_text_atomic(path, json_text({"cells": [c.to_dict() for c in outcome.cells]}, indent=2) + "\n")
     return path

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 from pathlib import Path
@@ -11,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from lab.datafile import load_json
 from lab.errors import LabError
+from lab.paths import json_text
 from lab.record_files import MANIFEST
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ def cmd_list(args: argparse.Namespace) -> int:
     spec = load_matrix(args.file)
     runs = _selected(spec, args.shard)
     if args.json:
-        print(json.dumps([{"id": r.id, **r.axes(), "repeat": r.repeat, "duration": r.workload.duration} for r in runs],
+        print(json_text([{"id": r.id, **r.axes(), "repeat": r.repeat, "duration": r.workload.duration} for r in runs],
                          indent=2))  # fmt: skip
         return 0
     for r in runs:

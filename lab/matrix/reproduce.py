@@ -232,9 +232,9 @@ def run_reproduction(
             "set_aside": moved, "max_pairs": spec.auto.max_pairs if spec.auto else None}
     ran = any(not r.resumed for o in auto.outcomes for r in o.results)
     sessions = load_sessions(out) + ([this] if ran or moved else [])  # an invocation that ran nothing: not a session
-    from lab.paths import write_text_atomic
+    from lab.paths import json_text, write_text_atomic
 
-    write_text_atomic(out / "reproduce.json", json.dumps({"sessions": sessions}, indent=2) + "\n")
+    write_text_atomic(out / "reproduce.json", json_text({"sessions": sessions}, indent=2) + "\n")
     return context_of(sessions)  # fmt: skip
 
 

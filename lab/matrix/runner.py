@@ -11,7 +11,6 @@ their QEMU with them, so even a SIGKILL leaves no VM behind.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import resource
 import shutil
@@ -29,7 +28,7 @@ from lab.datafile import load_json
 from lab.errors import LabError
 from lab.matrix.host_picker import HostPicker
 from lab.matrix.spec import MatrixRun, MatrixSpec, run_options_of
-from lab.paths import write_text_atomic
+from lab.paths import json_text, write_text_atomic
 from lab.placement.host_inventory import read_inventory
 from lab.placement.plan import QEMU_OVERHEAD_MIB
 from lab.record_files import MANIFEST
@@ -102,7 +101,7 @@ def check_out_dir(out: Path, spec: MatrixSpec, shard: tuple[int, int] | None) ->
         return
     try:
         out.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(meta, json.dumps(want, indent=2) + "\n")
+        write_text_atomic(meta, json_text(want, indent=2) + "\n")
     except OSError as err:
         raise LabError(f"--out {out}: cannot write there ({err.strerror})") from None
 
@@ -137,7 +136,7 @@ def check_inputs(out: Path, inputs: dict[str, str]) -> None:
                 + (f" (and {len(changed) - 1} more)" if len(changed) > 1 else "")
                 + ": use another --out, or remove it to start again"
             )
-    write_text_atomic(meta, json.dumps(have | {"inputs": inputs}, indent=2) + "\n")
+    write_text_atomic(meta, json_text(have | {"inputs": inputs}, indent=2) + "\n")
 
 
 def _demand(run: MatrixRun) -> tuple[int, int]:

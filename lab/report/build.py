@@ -9,7 +9,6 @@ topology and workload, every group is compared against the first one.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import time
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from lab.errors import LabError
 from lab.events import NUMA_DECISIONS
 from lab.guest.kernel_complaints import read_complaints
 from lab.guest.kernel_complaints import summary as complaint_line
+from lab.paths import json_text
 from lab.record_files import (
     CONSOLE_LOG,
     DMESG_BOOT,
@@ -36,6 +36,7 @@ from lab.record_files import (
     WORKLOAD_OUT,
 )
 from lab.report.access import slowdowns
+from lab.untrusted import finite_copy
 
 RAW_FILES = (MANIFEST, TRACE_DAT, CONSOLE_LOG, QEMU_ARGV, DMESG_BOOT, WORKLOAD_OUT, VMSTAT_SERIES, TOPOLOGY)
 
@@ -176,7 +177,7 @@ def build_report(
     for r, entry in zip(runs, entries):
         if (r.path / TRACE_DAT).exists():
             path = pf_dir / f"{r.run_id}.json"
-            outputs[path] = json.dumps(perfetto_trace(r))
+            outputs[path] = json_text(perfetto_trace(r))
             entry["perfetto"] = _rel(path, out_dir)
             perfetto_paths.append(path)
     report = {
@@ -189,7 +190,8 @@ def build_report(
         "notes": notes,
     }
     json_path, md_path = out_html.with_suffix(".json"), out_html.with_suffix(".md")
-    outputs[json_path] = json.dumps(report, indent=2) + "\n"
+    # (a figure that came out NaN, from a record made before they were refused, is written as null)
+    outputs[json_path] = json_text(finite_copy(report)[0], indent=2) + "\n"
     outputs[md_path] = render_markdown(report, comparisons)
     outputs[out_html] = render_html(report, comparisons)
     _write_all(outputs, out_html)
@@ -239,7 +241,9 @@ def render_markdown(report: dict, comparisons: list[Comparison]) -> str:
         vm = m.get("vmstat", {})
         hint = percent(vm["hint_local_pct"], 2) if vm.get("numa_hint_faults") else "no faults" if vm else "-"
         lost = m.get("lost_events", "-")
-        if r.get("trace_incomplete"):
+        if m.get("trace_unreadable"):
+            lost = "**trace unreadable**"
+        elif r.get("trace_incomplete"):
             lost = f"**{lost:,} ({percent(m['lost_share'] * 100)}%)**"
         cells = [
             r["run_id"], r["status"], r["topology"]["name"], r["group"], r["workload"]["name"],

@@ -9,11 +9,10 @@ runs a side the observed variance would need.
 from __future__ import annotations
 
 import html
-import json
 from pathlib import Path
 from typing import Any
 
-from lab.paths import write_text_atomic
+from lab.paths import json_text, write_text_atomic
 
 # A lab.matrix.reproduce.Reproduction (not imported: reports sit below the matrix layer that runs them).
 Reproduction = Any
@@ -223,5 +222,5 @@ def write_reproduction(rep: Reproduction, out_dir: Path) -> list[Path]:
     notes = np.read_text() if np.exists() else ""
     write_text_atomic(paths[0], to_markdown(rep, notes))
     write_text_atomic(paths[1], to_html(rep, notes))
-    write_text_atomic(paths[2], json.dumps(to_json(rep), indent=2, default=str) + "\n")
+    write_text_atomic(paths[2], json_text(to_json(rep), indent=2, default=str) + "\n")
     return paths

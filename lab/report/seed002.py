@@ -17,14 +17,13 @@ imbalance uses the same significance rule as ``numalab compare``
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from lab.analysis.compare import Stats, significant
 from lab.analysis.record import load_manifest
 from lab.errors import LabError
-from lab.paths import write_text_atomic
+from lab.paths import json_text, write_text_atomic
 from lab.record_files import MANIFEST
 
 SEED_CLAIM = (
@@ -315,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = summarise(rows)
     write_text_atomic(args.out, to_markdown(summary, rows, notes))
     if args.json:
-        write_text_atomic(args.json, json.dumps({"summary": summary, "runs": rows}, indent=2) + "\n")
+        write_text_atomic(args.json, json_text({"summary": summary, "runs": rows}, indent=2) + "\n")
     print(args.out)
     return 0
 

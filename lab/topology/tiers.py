@@ -34,8 +34,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lab.cpulist import format_cpulist, parse_cpulist
+from lab.cpulist import checked_cpulist, format_cpulist
 from lab.errors import LabError
+from lab.untrusted import to_int
 
 MEMTIER_CHUNK_BITS = 7
 MEMTIER_ADISTANCE_DRAM = (4 << MEMTIER_CHUNK_BITS) + (1 << (MEMTIER_CHUNK_BITS - 1))  # 576
@@ -319,15 +320,16 @@ def read_tiers(text: str) -> dict:
         elif "access0" in parts and len(parts) >= 4:
             node = parts[parts.index("access0") - 1].removeprefix("node")
             entry = out["hmat_access0"].setdefault(node, {})
-            if value.isdigit():
-                entry[parts[-1]] = int(value)
+            if (n := to_int(value)) is not None and n >= 0:
+                entry[parts[-1]] = n
     return out
 
 
 def check_tiers(predicted: dict, readback: dict) -> list[str]:
     """Problems where the guest's memory tiers or HMAT values differ from the prediction."""
     problems = []
-    got = {k: format_cpulist(parse_cpulist(v)) for k, v in readback.get("tiers", {}).items()}
+    got = {k: format_cpulist(checked_cpulist(v) or []) if checked_cpulist(v) is not None else v
+           for k, v in readback.get("tiers", {}).items()}  # fmt: skip
     if got != predicted["tiers"]:
         problems.append(f"memory tiers: predicted {predicted['tiers']}, the guest has {got}")
     for node, want in predicted.get("hmat_access0", {}).items():

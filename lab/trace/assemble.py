@@ -19,6 +19,7 @@ The result is an ordinary trace.dat that ``trace-cmd report`` reads.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -44,7 +45,7 @@ def _restore(args: list[str]) -> None:
 def assemble(raw: Path, out: Path) -> int:
     """Write ``out`` (trace.dat) from a numalab-tracegrab directory. Returns the number of CPUs.
     ``out`` appears only when complete."""
-    cpus = sorted((p for p in raw.iterdir() if re.fullmatch(r"cpu\d+", p.name)), key=lambda p: int(p.name[3:]))
+    cpus = sorted((p for p in raw.iterdir() if re.fullmatch(r"cpu\d{1,5}", p.name)), key=lambda p: int(p.name[3:]))
     if not cpus or not (raw / "tracing" / "events" / "header_page").exists():
         raise LabError(f"{raw}: no per-CPU trace data or tracefs headers (numalab-tracegrab did not finish)")
     head = raw / "head.dat"
@@ -52,7 +53,9 @@ def assemble(raw: Path, out: Path) -> int:
     # kallsyms only comes when a traced event prints kernel symbols (numalab-tracegrab decides).
     # Without -k, restore would take the host's /proc/kallsyms: the wrong kernel's symbols.
     kallsyms = raw / "kallsyms"
-    if not kallsyms.is_file():
+    if kallsyms.exists() and not kallsyms.is_file():
+        raise LabError(f"{raw.name}/kallsyms is not a file")
+    if not kallsyms.exists():
         kallsyms.write_bytes(b"")
     _restore(["-c", "-t", str(raw / "tracing"), "-k", str(kallsyms), "-o", str(head)])
     _restore(["-i", str(head), "-o", str(tmp), *map(str, cpus)])
@@ -68,11 +71,26 @@ def assemble_run(run_dir: Path) -> None:
         return
     try:
         cpus = assemble(raw, run_dir / TRACE_DAT)
-    except LabError as e:
-        with open(run_dir / TRACE_RECORD_LOG, "a") as log:
-            log.write(f"host: {e}\n")
-        (run_dir / TRACE_RECORD_RC).write_text("1\n")
+    except (LabError, OSError) as e:
+        # (an OSError here is a name the guest sent that the host cannot write over, trace.dat as a
+        # directory; a full or read-only disk is the host's and is raised)
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO):
+            raise
+        why = e if isinstance(e, LabError) else f"cannot write trace.dat ({e.strerror or e})"
+        _note(run_dir, f"host: {why}\n", "1\n")
         return
-    with open(run_dir / TRACE_RECORD_LOG, "a") as log:
-        log.write(f"host: trace.dat assembled with trace-cmd restore from {cpus} per-CPU buffers\n")
+    _note(run_dir, f"host: trace.dat assembled with trace-cmd restore from {cpus} per-CPU buffers\n")
     shutil.rmtree(raw)
+
+
+def _note(run_dir: Path, line: str, rc: str | None = None) -> None:
+    """A line for trace-record.log (and trace-record.rc): the guest sent those files too, so a name it took
+    for something else (a directory) loses the note rather than the run."""
+    for name, text, mode in ((TRACE_RECORD_LOG, line, "a"), (TRACE_RECORD_RC, rc, "w")):
+        if text is None:
+            continue
+        try:
+            with open(run_dir / name, mode) as f:
+                f.write(text)
+        except IsADirectoryError:
+            pass

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab.errors import LabError
+from lab.untrusted import read_guest_text
 
 _LINE = re.compile(r"^\s*(.*?)-(-?\d+)\s+\[(\d+)\]\s+(?:\S+\s+)?(\d+\.\d+):\s+(\w+):\s*(.*)$")
 _FIELD = re.compile(r"(\w+)=(\S*)")
@@ -122,18 +123,16 @@ def read_trace(path: Path, names: tuple[str, ...] | None = None) -> TraceData:
 
 
 STAT_KEYS = ("entries", "overrun", "commit overrun", "dropped events")
-_STAT_LINE = re.compile(r"^(?:\S*/cpu(\d+)/stats:)?\s*([a-z ]+?):\s*(\d+)\s*$")
+_STAT_LINE = re.compile(r"^(?:\S*/cpu(\d{1,5})/stats:)?\s*([a-z ]+?):\s*(\d{1,20})\s*$")
 
 
 def stats_per_cpu(stats: Path) -> dict[int, dict[str, int]]:
     """cpu -> {"entries", "overrun", "commit overrun", "dropped events"} from the guest's per_cpu stats dump
     ("cpuN" headers and bare lines in older records, grep -H's ".../cpuN/stats:key: N" lines now)."""
     out: dict[int, dict[str, int]] = {}
-    if not stats.exists():
-        return out
     cpu: int | None = None
-    for line in stats.read_text(errors="replace").splitlines():
-        head = re.fullmatch(r"cpu(\d+)", line.strip())
+    for line in (read_guest_text(stats) or "").splitlines():
+        head = re.fullmatch(r"cpu(\d{1,5})", line.strip())
         if head:
             cpu = int(head.group(1))
             continue
@@ -150,8 +149,7 @@ def stats_lost(stats: Path) -> dict[str, int]:
     """From the guest's per_cpu/cpuN/stats dump: events lost (overrun) and left for extraction (entries).
     Lines are "entries: N" (older records) or grep -H's ".../cpuN/stats:entries: N"."""
     out = {"overrun": 0, "entries": 0}
-    if stats.exists():
-        text = stats.read_text(errors="replace")
+    if (text := read_guest_text(stats)) is not None:
         for key in out:
-            out[key] = sum(int(n) for n in re.findall(rf"^(?:\S*/stats:)?\s*{key}:\s*(\d+)", text, re.M))
+            out[key] = sum(int(n) for n in re.findall(rf"^(?:\S*/stats:)?\s*{key}:\s*(\d{{1,20}})", text, re.M))
     return out

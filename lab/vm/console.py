@@ -7,6 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lab.untrusted import to_float
+
 STAGE_MARK = "NUMALAB-STAGE "
 
 
@@ -31,6 +33,9 @@ class VmOutcome:
     hang_state: dict | None = None  # at a timeout: QEMU's run state and each vCPU's RIP (lab.vm.hang)
     boot_stalled: bool = False  # stopped at the boot deadline: the guest init never reported "booted"
     vcpu_time: dict | None = None  # the vCPU threads' CPU time over the workload window (lab.vm.vcpu_time)
+    # The guest kernel said it panicked through the pvpanic device (QMP GUEST_PANICKED, libvirt's "crashed"):
+    # a signal its userspace cannot fake, unlike a panic line on the console.
+    guest_panicked: bool = False
 
     def stage(self, name: str) -> Stage | None:
         return next((s for s in self.stages if s.name == name), None)
@@ -43,13 +48,12 @@ def parse_stage(line: str, t: float) -> Stage | None:
     words = line[i + len(STAGE_MARK) :].split()
     if not words:
         return None
-    uptime = None
-    try:
-        uptime = float(words[-1])
+    uptime = to_float(words[-1])  # (finite, of bounded length: the guest's word)
+    if uptime is not None:
         words = words[:-1]
-    except ValueError:
-        pass
-    return Stage(words[0], " ".join(words[1:]), t, uptime)
+    if not words:
+        return None
+    return Stage(words[0][:64], " ".join(words[1:])[:512], t, uptime)
 
 
 def watch(

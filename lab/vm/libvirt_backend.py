@@ -200,6 +200,7 @@ class _Run:
         self.last_console = 0.0
         self.last_refresh = 0.0
         self.last_state = 0.0
+        self.guest_panicked = False  # the domain crashed: pvpanic
         self.gone_code: int | None = None
         self.info: dict = {
             "name": "libvirt",
@@ -249,6 +250,7 @@ class _Run:
                 outcome.vcpu_time = sampler.result()
             if outcome.timed_out:
                 outcome.hang_state = self._hang_state()
+            outcome.guest_panicked = self.guest_panicked
             finished = True
         except libvirt.libvirtError as err:
             raise LabError(f"{self.host.uri}: {short_error(err)} (domain {self.name})") from None
@@ -391,11 +393,15 @@ class _Run:
             raise
         if state == libvirt.VIR_DOMAIN_SHUTOFF:
             ok = reason == libvirt.VIR_DOMAIN_SHUTOFF_SHUTDOWN
+            self.guest_panicked |= reason == libvirt.VIR_DOMAIN_SHUTOFF_CRASHED
             self.gone_code = 0 if ok else 1
             self.info["exit"] = f"shut off (reason {reason})"
             return self.gone_code
         if state == libvirt.VIR_DOMAIN_CRASHED:
+            # The guest kernel's panic through the pvpanic device (<panic model='isa'/>): its own word,
+            # which no console line from guest userspace can fake.
             self.gone_code = 1
+            self.guest_panicked = True
             self.info["exit"] = f"crashed (reason {reason})"
             return 1
         return None
@@ -444,7 +450,10 @@ class _Run:
             try:
                 if self.dom.isActive():
                     self.dom.destroy()
-                    self.info["exit"] = "destroyed (timeout)" if timed_out else "destroyed"
+                    if self.guest_panicked:  # (kept by on_crash preserve until now)
+                        self.info["exit"] = f"{self.info.get('exit', 'crashed')}, then destroyed"
+                    else:
+                        self.info["exit"] = "destroyed (timeout)" if timed_out else "destroyed"
             except libvirt.libvirtError as err:
                 if not is_error(err, libvirt.VIR_ERR_NO_DOMAIN):
                     problems.append(f"destroy: {short_error(err)}")

@@ -174,6 +174,9 @@ def _devices(root: ET.Element, boot: BootSpec) -> None:
     _sub(console, "source", path=boot.console_log)
     _sub(console, "target", type="serial", port="0")
     _sub(dev, "memballoon", model="none")
+    # pvpanic (QEMU's -device pvpanic): the guest kernel reports its panic, and libvirt the domain as crashed
+    # (on_crash preserve keeps it so for the backend to see: lab.vm.libvirt_backend, lab.vm.status).
+    _sub(dev, "panic", model="isa")
 
 
 def domain_xml(topo: Topology, placement: Placement, boot: BootSpec, domain_type: str = "qemu") -> str:
@@ -207,7 +210,7 @@ def domain_xml(topo: Topology, placement: Placement, boot: BootSpec, domain_type
     _cpu(root, topo, domain_type)
     _sub(root, "on_poweroff", "destroy")
     _sub(root, "on_reboot", "destroy")
-    _sub(root, "on_crash", "destroy")
+    _sub(root, "on_crash", "preserve")
     _devices(root, boot)
     if boot.plugin:
         args = ET.SubElement(root, f"{{{QEMU_NS}}}commandline")

@@ -182,6 +182,9 @@ def qemu_argv(
     if boot.plugin:
         argv += ["-plugin", boot.plugin]
     if boot.qmp_socket:
+        # The guest kernel reports its panics to pvpanic, and QMP tells us (GUEST_PANICKED: lab.vm.status).
+        # QEMU does nothing more: the guest's own panic path (panic=-1 reboots, -no-reboot ends QEMU) runs.
+        argv += ["-device", "pvpanic", "-action", "panic=none"]
         argv += ["-qmp", f"unix:{opt_value(boot.qmp_socket)},server=on,wait=off"]
     if boot.start_paused:
         argv.append("-S")

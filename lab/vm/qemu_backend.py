@@ -7,6 +7,7 @@ killed in a ``finally`` on every other path: no orphans.
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import platform
@@ -129,14 +130,21 @@ def run_vm(
                     except OSError as err:
                         outcome.pin_error = f"vCPU {vcpu} -> CPUs {format_cpulist(cpus)}: {err.strerror}"
                 qmp.command("cont")
-            finally:
+                # GUEST_PANICKED: the guest kernel's pvpanic notifier (qemu_argv's -device pvpanic)
+                listener = qmp.listen(functools.partial(_on_event, outcome))
+            except BaseException:
                 qmp.close()
+                raise
         start = time.monotonic()
         try:
             watch(console_log, outcome, timeout_s, proc.poll, sampler or on_stage, on_tick, wait=_exit_waiter(pidfd),
                   guard=guard, boot_deadline_s=boot_deadline_s)
         finally:
             outcome.vcpu_time = sampler.result() if sampler else None
+        if qmp_socket is not None:
+            if proc.poll() is not None:
+                listener.join(2)  # (the events QEMU sent before it exited)
+            qmp.close()  # QEMU's monitor takes one client at a time: vm_state's
         if outcome.timed_out and qmp_socket is not None and proc.poll() is None:
             outcome.hang_state = vm_state(qmp_socket, lambda: proc.poll() is None)
         if outcome.exit_code not in (None, 0):
@@ -149,6 +157,11 @@ def run_vm(
         if pidfd is not None:
             os.close(pidfd)
     return outcome
+
+
+def _on_event(outcome: VmOutcome, event: dict) -> None:
+    if event.get("event") == "GUEST_PANICKED":
+        outcome.guest_panicked = True
 
 
 def _qemu_failure(code: int | None, qemu_log: Path) -> str | None:

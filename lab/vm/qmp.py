@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -58,12 +59,33 @@ class Qmp:
                 raise LabError(f"QMP {name}: {reply['error'].get('desc', reply['error'])}")
             return reply.get("return")
 
+    def listen(self, on_event: Callable[[dict], None]) -> threading.Thread:
+        """Hand every event QEMU sends from now on to ``on_event``, from a thread, until the monitor closes
+        (QEMU exits, or :meth:`close`). No command may be sent on this connection after this."""
+
+        def run() -> None:
+            self.sock.settimeout(None)
+            try:
+                while True:
+                    msg = self._read()
+                    if isinstance(msg, dict) and "event" in msg:
+                        on_event(msg)
+            except (LabError, OSError, ValueError):
+                return  # closed
+
+        thread = threading.Thread(target=run, name="qmp-events", daemon=True)
+        thread.start()
+        return thread
+
     def vcpu_threads(self) -> dict[int, int]:
         """vCPU index -> host thread id."""
         return {c["cpu-index"]: c["thread-id"] for c in self.command("query-cpus-fast")}
 
     def close(self) -> None:
-        try:
-            self.sock.close()
-        except OSError:
-            pass
+        """Hang up. A :meth:`listen` thread blocked reading the socket would keep the connection open after a
+        plain close (QEMU's monitor takes one client at a time: the next one would wait): shut it down first."""
+        for end in (lambda: self.sock.shutdown(socket.SHUT_RDWR), self.sock.close):
+            try:
+                end()
+            except OSError:
+                pass

@@ -69,13 +69,17 @@ def make_share(parent: Path) -> Path:
 
 
 def _walk(root: Path) -> Iterator[tuple[str, os.stat_result]]:
-    """(relative path, lstat) of everything below ``root``; links are never followed."""
+    """(relative path, lstat) of everything the guest made below ``root``; links are never followed.
+    QEMU's own ``.virtfs_metadata`` directories are left out (the guest cannot see them), so the limit and
+    the manifest's inventory count the same entries."""
     stack = [(root, "")]
     while stack:
         d, rel = stack.pop()
         try:
             with os.scandir(d) as it:
                 for e in it:
+                    if e.name == QEMU_METADATA_DIR:
+                        continue
                     st = e.stat(follow_symlinks=False)
                     name = f"{rel}{e.name}"
                     yield name, st
@@ -86,7 +90,7 @@ def _walk(root: Path) -> Iterator[tuple[str, os.stat_result]]:
 
 
 def usage(share: Path, max_entries: int) -> tuple[int, int]:
-    """(apparent bytes, entries) of the share; stops counting past ``max_entries``."""
+    """(apparent bytes, entries) of what the guest put in the share; stops counting past ``max_entries``."""
     total = entries = 0
     for _name, st in _walk(share):
         entries += 1
@@ -168,8 +172,6 @@ def inventory(share: Path) -> dict:
     entries = []
     total = count = 0
     for name, st in _walk(share):
-        if QEMU_METADATA_DIR in name.split("/"):
-            continue
         count += 1
         total += st.st_size
         if len(entries) < LISTED_ENTRIES:

@@ -22,22 +22,35 @@ class Evidence:
     unpack_problems: tuple[str, ...] = ()  # the guest's result tars that did not unpack
     limit: str | None = None  # the guest sent more than it may (console, share, tars): it was stopped
     vm_failure: str | None = None  # QEMU itself failed: did not start, or was killed by a signal
+    guest_panicked: bool = False  # the guest kernel said so through pvpanic (lab.vm.console.VmOutcome)
+    result_problem: str | None = None  # the workload's result line was refused (lab.guest.workloads.parse_output)
+    data_problems: tuple[str, ...] = ()  # the guest's files that could not be read at all (lab.run)
+
+
+def panic_line(console: str) -> str | None:
+    """The console's first panic line, or None. Only a hint: guest userspace can print one (a run's panic is
+    the kernel's word through pvpanic, :attr:`Evidence.guest_panicked`)."""
+    for mark in PANIC_MARKS:
+        if mark in console:
+            return next((ln for ln in console.splitlines() if mark in ln), mark).strip()[:200]
+    return None
 
 
 def classify(ev: Evidence) -> tuple[str, str]:
     """(status, one-line reason). Earlier rules win: a panic explains a timeout, etc."""
     if ev.limit:
         return "limit-exceeded", f"stopped: {ev.limit}"
-    for mark in PANIC_MARKS:
-        if mark in ev.console_tail:
-            line = next((ln for ln in ev.console_tail.splitlines() if mark in ln), mark)
-            return "panic", line.strip()[:200]
+    hint = panic_line(ev.console_tail)
+    if ev.guest_panicked:
+        return "panic", hint or "the guest kernel panicked (pvpanic; no panic line on the console)"
     if ev.timed_out:
         return "timeout", "the VM did not power off before the timeout" + ("" if ev.booted else " (it never booted)")
     if ev.vm_failure:
         return ("boot-failed" if not ev.booted else "workload-failed"), ev.vm_failure
     if not ev.booted:
         failed = next((ln for ln in ev.console_tail.splitlines() if "NUMALAB-STAGE failed" in ln), "")
+        if hint and not failed:
+            return "boot-failed", f"{hint} (on the console; the kernel did not report a panic through pvpanic)"
         return "boot-failed", failed.strip() or "the guest init never reported 'booted'"
     if ev.topology_problems:
         return "topology-mismatch", ev.topology_problems[0]
@@ -54,6 +67,10 @@ def classify(ev: Evidence) -> tuple[str, str]:
         return "workload-failed", f"trace capture failed (exit {ev.trace_rc}; see trace-record.log)"
     if ev.workload_rc != 0:
         return "workload-failed", f"the workload exited {ev.workload_rc}"
+    if ev.result_problem:
+        return "workload-failed", f"the workload's result was refused: {ev.result_problem}"
+    if ev.data_problems:
+        return "workload-failed", f"the guest's files were refused: {ev.data_problems[0]}"
     return "ok", "the guest ran the plan and wrote all results"
 
 

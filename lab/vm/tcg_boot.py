@@ -49,7 +49,7 @@ import json
 import re
 from pathlib import Path
 
-from lab.paths import cache_dir, write_text_atomic
+from lab.paths import cache_dir, json_text, write_text_atomic
 from lab.vm import tcg_clock
 
 _SKIPPED = re.compile(
@@ -115,5 +115,5 @@ def learn(kernel_image: Path, accel: str, dmesg: str, host: str = "") -> int | N
     if data.get(key) == lpj:
         return lpj
     data[key] = lpj
-    write_text_atomic(cache_dir() / _FILE, json.dumps(data, indent=1, sort_keys=True) + "\n")
+    write_text_atomic(cache_dir() / _FILE, json_text(data, indent=1, sort_keys=True) + "\n")
     return lpj

@@ -25,12 +25,12 @@ import json
 import re
 import subprocess
 
-from lab.paths import cache_dir, write_text_atomic
+from lab.paths import cache_dir, json_text, write_text_atomic
 
 _FILE = "tcg-tsc.json"
-_DETECTED = re.compile(r"tsc: Detected (\d+\.\d+) MHz processor")
-_REFINED = re.compile(r"tsc: Refined TSC clocksource calibration: (\d+\.\d+) MHz")
-_DEVIATES = re.compile(r"tsc: PIT calibration deviates from HPET: (\d+) (\d+)")
+_DETECTED = re.compile(r"tsc: Detected (\d{1,9}\.\d{1,9}) MHz processor")
+_REFINED = re.compile(r"tsc: Refined TSC clocksource calibration: (\d{1,9}\.\d{1,9}) MHz")
+_DEVIATES = re.compile(r"tsc: PIT calibration deviates from HPET: (\d{1,12}) (\d{1,12})")
 KHZ_RANGE = (100_000, 20_000_000)  # 100 MHz .. 20 GHz
 
 
@@ -76,7 +76,7 @@ def host_tsc_khz(dmesg: str | None = None) -> int | None:
         khz = host_tsc_khz(dmesg)
         if khz and boot:
             data = {k: v for k, v in known.items() if not k.startswith("host ")} | {key: khz}
-            write_text_atomic(cache_dir() / _FILE, json.dumps(data, indent=1, sort_keys=True) + "\n")
+            write_text_atomic(cache_dir() / _FILE, json_text(data, indent=1, sort_keys=True) + "\n")
         return khz
     found = list(_REFINED.finditer(dmesg)) or list(_DETECTED.finditer(dmesg))
     if not found:
@@ -104,7 +104,7 @@ def learn(dmesg: str, host: str = "") -> int | None:
     key = host or "local"
     if key not in data:
         data[key] = khz
-        write_text_atomic(cache_dir() / _FILE, json.dumps(data, indent=1, sort_keys=True) + "\n")
+        write_text_atomic(cache_dir() / _FILE, json_text(data, indent=1, sort_keys=True) + "\n")
     return data[key]
 
 
