@@ -39,7 +39,8 @@ def _inputs(tmp_path: Path, m: dict) -> ManifestInputs:
     return ManifestInputs(
         run_id=m["run_id"], label=m["label"], topology=RunRecord.load(RECORD).topology, kernel=kernel,
         workload_name=m["workload"]["name"], plan=plan, accel=m["accelerator"]["name"],
-        accel_reason=m["accelerator"]["reason"], placement=placement, backend_info=m["backend"], outcome=outcome,
+        accel_reason=m["accelerator"]["reason"], clock=m["accelerator"]["clock"], placement=placement,
+        backend_info=m["backend"], outcome=outcome,
         status=m["status"], reason=m["reason"], total_s=m["timings"]["total_s"], timeout_s=m["timings"]["timeout_s"],
         workload_result=m["workload"]["result"], workload_rc=m["workload"]["exit_code"],
         guest_release=k["guest_release"], build_id=k["build_id"], knobs_readback=m["settings"]["readback"],
