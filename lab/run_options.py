@@ -20,7 +20,6 @@ kernels, the accelerator) is checked by :func:`lab.runner.requests_from_options`
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import types
 import typing
@@ -29,6 +28,7 @@ from pathlib import Path
 
 from lab.errors import LabError
 from lab.guest.plan import MAX_DURATION_S, SHORT_SCAN_KNOBS, TRACE_MODES, GuestPlan
+from lab.paths import json_text
 from lab.placement.plan import BACKINGS, PINNINGS
 from lab.topology.ref import TopologyRef
 from lab.vm.access_plugin import ADDRESS_MODES
@@ -173,7 +173,7 @@ class RunOptions:
         return data
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=1, sort_keys=True) + "\n"
+        return json_text(self.to_dict(), indent=1, sort_keys=True) + "\n"
 
     @classmethod
     def from_dict(cls, data: object, source: str = "run options") -> RunOptions:

@@ -32,7 +32,7 @@ from lab.kernel.cache import builds_dir, link_name, validate_name
 from lab.kernel.fragments import Fragment, check_config, load_fragments
 from lab.kernel.patches import Patch, apply_patches, load_patches
 from lab.kernel.source import Source, prepare_tree, reset_tree, resolve_source, source_root
-from lab.paths import cache_dir
+from lab.paths import cache_dir, json_text
 
 BUILD_VERSION = 2  # bump when the recipe below changes what a key's artefacts are
 ARTEFACTS = {"bzImage": "arch/x86/boot/bzImage", "config": ".config", "System.map": "System.map"}
@@ -231,7 +231,7 @@ def _build_locked(req: BuildRequest, key: str, name: str, progress: Progress) ->
         print("\n".join(tail[-25:]))
         raise LabError(f"kernel build failed: {_first_error(tail)} (log: {log_path})")
     if cold:
-        (out.parent / f"{out.name}.stats.json").write_text(json.dumps({"objects": objects}) + "\n")
+        (out.parent / f"{out.name}.stats.json").write_text(json_text({"objects": objects}) + "\n")
     release = subprocess.run(["make", "-s", f"O={out}", "LOCALVERSION=", "kernelrelease"], cwd=tree,
                              capture_output=True, text=True).stdout.strip()  # fmt: skip
     seconds = round(time.monotonic() - t0, 1)
@@ -254,7 +254,7 @@ def _build_locked(req: BuildRequest, key: str, name: str, progress: Progress) ->
         shutil.copy2(out / rel, stage / dest)
     shutil.copy2(log_path, stage / "build.log")
     (stage / "release").write_text(release + "\n")
-    (stage / "meta.json").write_text(json.dumps(meta, indent=2) + "\n")
+    (stage / "meta.json").write_text(json_text(meta, indent=2) + "\n")
     final = builds_dir() / key
     shutil.rmtree(final, ignore_errors=True)
     os.rename(stage, final)

@@ -18,7 +18,7 @@ from lab.errors import LabError
 from lab.events import MOVE_NUMA, SWAP_NUMA
 from lab.matrix.runner import MatrixOutcome, RunResult, host_of, run_dir
 from lab.matrix.spec import Gate, MatrixRun, MatrixSpec
-from lab.paths import write_text_atomic
+from lab.paths import json_text, write_text_atomic
 from lab.record_files import MANIFEST
 
 JUNIT_FAILURES = ("panic", "timeout", "topology-mismatch")
@@ -193,7 +193,7 @@ def write_outputs(spec: MatrixSpec, runs: list[MatrixRun], out: Path, outcome: M
         u = outcome.utilisation
         summary["timing"] = {"wall_s": round(outcome.wall_s, 1), "cpu_s": round(outcome.cpu_s, 1),
                              "cores": outcome.cores, "utilisation": None if u is None else round(u, 3)}  # fmt: skip
-    _write(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    _write(out / "summary.json", json_text(summary, indent=2) + "\n")
     _write(out / "junit.xml", junit_xml(spec, runs, results, gates))
     _write(out / "index.html", overview_html(spec, runs, results, comps, gates, recs))
     return summary

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.errors import LabError
-from lab.paths import cache_dir, write_text_atomic
+from lab.paths import cache_dir, json_text, write_text_atomic
 
 DEFAULT_QEMU = "qemu-system-x86_64"
 SYSTEM, BACKPORTS = "system", "backports"  # --qemu's two names: the PATH's QEMU, make setup-qemu10's
@@ -170,7 +170,7 @@ def _facts(binary: str, size: int, mtime_ns: int) -> dict:
     if facts["version"]:
         known = {k: v for k, v in known.items() if not k.startswith(f"{binary}:")}
         known[key] = facts
-        write_text_atomic(store, json.dumps(known, indent=1, sort_keys=True) + "\n")
+        write_text_atomic(store, json_text(known, indent=1, sort_keys=True) + "\n")
     return facts
 
 
