@@ -124,3 +124,27 @@ def test_the_twins_can_decide_an_auto_matrix_and_a_gate() -> None:
                         "m.yaml", "m")  # fmt: skip
     assert spec.auto is not None and spec.auto.decide == ("workload.round_trips_per_vcpu_s", "workload.gbps_per_vcpu_s")
     assert spec.gates[0].metric == "workload.round_trips_per_vcpu_s"
+
+
+def test_a_vm_gone_at_its_end_mark_falls_back_to_the_last_sample_inside_the_window() -> None:
+    """libvirt reads its console mirror every 0.3 s: a guest that powers off soon after its end mark is gone
+    when the mark is read. The last sample the watcher's ticks took inside the window stands in for it."""
+    samples = iter([{0: ThreadTime(1_000, 0, None)}, {0: ThreadTime(5_000, 10, None)}])
+    alive = {"yes": True}
+
+    def sample():
+        if not alive["yes"]:
+            raise ValueError("not enough values to unpack (expected 1, got 0)")  # libvirt: no such domain's stats
+        return next(samples)
+
+    s = StageSampler("libvirt", sample)
+    s(Stage(START, "", 1.0, 1.0))
+    s.refresh()
+    alive["yes"] = False
+    s.refresh()  # (the VM went away: nothing kept)
+    s(Stage(END, "0", 2.0, 2.0))
+    vt = s.result()
+    assert vt is not None and vt["run_s"] == 4e-06 and vt["end"] == "the last sample before the VM stopped"
+    gone = StageSampler("libvirt", lambda: {})
+    gone(Stage(START, "", 1.0, 1.0))
+    assert gone.result() == {"source": "libvirt", "problem": "workload-start: no vCPU could be read"}

@@ -243,8 +243,14 @@ class _Run:
             start = time.monotonic()
             self._read_pinning(outcome, placement)
             sampler = StageSampler("libvirt", self._vcpu_sample, on_stage)
+
+            def tick(now: float) -> None:
+                sampler.refresh()  # (the domain may be gone when the end mark is read)
+                if on_tick is not None:
+                    on_tick(now)
+
             try:
-                watch(self.console_local, outcome, timeout_s, self._exited, sampler, on_tick, guard=self._guard,
+                watch(self.console_local, outcome, timeout_s, self._exited, sampler, tick, guard=self._guard,
                       boot_deadline_s=boot_deadline_s)
             finally:
                 outcome.vcpu_time = sampler.result()

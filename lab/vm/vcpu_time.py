@@ -120,23 +120,46 @@ class StageSampler:
     inner: Callable[[Stage], None] | None = None
     taken: dict[str, tuple[float, Sample]] = field(default_factory=dict)
     problem: str | None = None
+    last: tuple[float, Sample] | None = None  # refresh()'s latest sample inside the window
+    end_from_last: bool = False
 
     def __call__(self, st: Stage) -> None:
         if st.name in (START, END) and st.name not in self.taken:
             t = time.monotonic()
             try:
-                self.taken[st.name] = (t, self.sample())
+                sample = self.sample()
             except Exception as err:  # noqa: BLE001 - a failed sample is recorded, never a failed run
-                self.problem = self.problem or f"{st.name}: {err}"
+                sample, failure = {}, f"{st.name}: {err}"
+            else:
+                failure = None if sample else f"{st.name}: no vCPU could be read"
+            if st.name == END and not sample and self.last is not None:
+                # The VM stopped before its end mark was read (libvirt's console mirror is read every
+                # 0.3 s; a short collection powers off sooner): the last sample before it stopped.
+                self.taken[END], self.end_from_last = self.last, True
+            elif sample:
+                self.taken[st.name] = (t, sample)
+            else:
+                self.problem = self.problem or failure
         if self.inner is not None:
             self.inner(st)
+
+    def refresh(self) -> None:
+        """Between the workload's marks: a sample for the end mark to fall back on (call it as the watcher ticks)."""
+        if START in self.taken and END not in self.taken:
+            try:
+                sample = self.sample()
+            except Exception:  # noqa: BLE001 - the VM may be going away: the end mark's own sample decides
+                return
+            if sample:
+                self.last = (time.monotonic(), sample)
 
     def result(self) -> dict | None:
         """The manifest's ``vcpu_time``: the window's figures, or why there are none (None: no workload ran)."""
         if START not in self.taken and END not in self.taken and self.problem is None:
             return None
         if START in self.taken and END in self.taken and self.taken[START][1] and self.taken[END][1]:
-            return window(self.source, self.taken[START], self.taken[END])
+            out = window(self.source, self.taken[START], self.taken[END])
+            return out | {"end": "the last sample before the VM stopped"} if self.end_from_last else out
         why = self.problem or (
             "the workload never ended (no workload-end stage)" if END not in self.taken else "no vCPU thread was read"
         )
