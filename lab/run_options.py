@@ -128,9 +128,12 @@ class RunOptions:
         from lab.guest.workloads import get_workload
 
         get_workload(self.workload)
-        # The guest plan's own checks (knobs, events, trace buffer, kernel arguments), on a plan of these options.
+        # The guest plan's own checks (knobs, events, trace buffer, kernel arguments), on a plan of these options
+        # (--test-fault mutate=SCRIPT: the plan gets the script's text, read when the run is planned).
+        mutate = self.test_fault.startswith("mutate=")
         GuestPlan("true", self.duration, knobs=self.knob_values(), trace_events=self.events,
-                  trace_buffer_kb=self.trace_buffer_kb, trace_mode=self.trace_mode, test_fault=self.test_fault,
+                  trace_buffer_kb=self.trace_buffer_kb, trace_mode=self.trace_mode,
+                  test_fault="mutate" if mutate else self.test_fault, test_script=":" if mutate else "",
                   kernel_args=" ".join(self.append))  # fmt: skip
 
     def knob_values(self) -> dict[str, str]:
