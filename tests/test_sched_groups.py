@@ -13,6 +13,7 @@ from lab.cpulist import parse_cpulist
 from lab.errors import LabError
 from lab.guest.sched_groups import check_groups, groups_record, parse_dump, read_sched_groups
 from lab.guest.workloads import get_workload
+from lab.record_files import RUN_FORMAT
 from lab.topology.kernel_view import predict
 from lab.topology.model import Topology
 from lab.topology.sched_groups import predict_groups
@@ -172,6 +173,7 @@ def test_node_cpu_time_from_proc_stat(tmp_path) -> None:
 def _manifest(d: Path, kernel: str, status: str, balance: float, busy1: float, busy3: float, problems: list) -> None:
     d.mkdir(parents=True)
     m = {
+        "format": RUN_FORMAT,
         "status": status,
         "reason": problems[0] if problems else "ok",
         "topology": {"name": "ring-4", "total_cpus": 4},
@@ -212,7 +214,7 @@ def test_seed002_report_bad_input_is_one_line(tmp_path, capsys) -> None:
     (tmp_path / "x" / "manifest.json").write_text("{}")
     assert seed002.main([str(tmp_path / "x"), "--out", str(tmp_path / "r.md")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "x/manifest.json: not a numalab run record" in err[0]
+    assert len(err) == 1 and "x/manifest.json: not a numalab run manifest" in err[0]
 
 
 REAL = sorted((Path(__file__).parent / "data" / "sched_verbose").glob("*.dmesg"))
