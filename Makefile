@@ -60,7 +60,7 @@ setup-qemu10: setup
 	@$(PY) -m lab.vm.access_plugin backports
 
 test: setup setup-qemu10
-	$(PY) -m pytest -ra $(PYTEST_ARGS)
+	$(PY) -m pytest -ra --durations=25 $(PYTEST_ARGS)
 
 test-fast: setup
 	$(PY) -m pytest -ra -m 'not vm and not kernel_build' $(PYTEST_ARGS)
