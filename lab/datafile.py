@@ -105,7 +105,8 @@ def parse_yaml(data: bytes | str, where: str) -> object:
         at = f" at line {mark.line + 1}" if mark else ""
         problem = getattr(err, "problem", None)
         raise LabError(f"{where}: not valid YAML{at}" + (f" ({problem})" if problem else "")) from None
-    except (ValueError, OverflowError, RecursionError) as err:  # e.g. a 5,000-digit number, a date 2024-13-45
+    # e.g. a 5,000-digit number, a date 2024-13-45, an empty '!!float' or '!!int' (PyYAML reads value[0])
+    except (ValueError, OverflowError, RecursionError, IndexError) as err:
         raise LabError(f"{where}: {_value_problem(err)}") from None
     finally:
         if loader is not None:
@@ -168,6 +169,8 @@ def _loader_class() -> type:
 
 
 def _value_problem(err: Exception) -> str:
+    if isinstance(err, IndexError):
+        return "an empty value tagged as a number (!!int or !!float with nothing after it)"
     text = str(err)
     if "digits" in text and "integer" in text:
         return "a number with more than 4,300 digits"

@@ -338,3 +338,11 @@ def test_a_fifo_nobody_writes_to_does_not_hang_the_reader(tmp_path, cmd) -> None
     fifo = tmp_path / "f.yaml"
     os.mkfifo(fifo)
     assert_one_line_error(_quick(*cmd, str(fifo), limit=30), str(fifo))
+
+
+@pytest.mark.parametrize("text", ["!!float\n", "x: !!int\n", 'a: !!float ""\n'])
+def test_an_empty_value_tagged_as_a_number_is_one_line(tmp_path, text) -> None:
+    """Found by tests/test_datafile_props.py: PyYAML reads value[0] of an empty !!float or !!int."""
+    spec = tmp_path / "t.yaml"
+    spec.write_text(text)
+    assert_one_line_error(numalab("topo", "check", str(spec)), str(spec), "an empty value tagged as a number")
