@@ -51,6 +51,23 @@ def qemu10_binary() -> str:
         pytest.skip(f"no backports QEMU here: {err}")
 
 
+def guest_tar(path: Path, members: dict[str, bytes | None] | list[tuple[str, bytes | None]]) -> None:
+    """A tar like the guest's busybox `tar -cf X -C dir .`: "./" first, then the members in order (None: a
+    directory); a list may name a member twice, as a hostile guest's tar may."""
+    import io
+    import tarfile
+
+    with tarfile.open(path, "w") as tf:
+        for name, data in [("./", None), *(members.items() if isinstance(members, dict) else members)]:
+            info = tarfile.TarInfo(name)
+            if data is None:
+                info.type = tarfile.DIRTYPE
+                tf.addfile(info)
+            else:
+                info.size = len(data)
+                tf.addfile(info, io.BytesIO(data))
+
+
 def numalab(*args: str, timeout: float = 600, env: dict | None = None, cwd: Path | None = None):
     """Run the real CLI in a subprocess (as a user would)."""
     return subprocess.run(

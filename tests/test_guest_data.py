@@ -9,10 +9,10 @@ import io
 import json
 import math
 import shutil
-import tarfile
 from pathlib import Path
 
 import pytest
+from common import guest_tar
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -135,16 +135,6 @@ def test_every_lab_workload_declares_the_figures_compare_reads() -> None:
 # --- tars that would erase the record -----------------------------------------------------------------------
 
 
-def _tar(path: Path, members: list[tuple[str, bytes | None]]) -> None:
-    with tarfile.open(path, "w") as tf:
-        for name, data in [("./", None), *members]:
-            info = tarfile.TarInfo(name)
-            if data is None:
-                info.type = tarfile.DIRTYPE
-                tf.addfile(info)
-            else:
-                info.size = len(data)
-                tf.addfile(info, io.BytesIO(data))
 
 
 @pytest.mark.parametrize(
@@ -170,7 +160,7 @@ def test_tars_that_clash_are_unpack_problems_and_leave_nothing_of_themselves(tmp
     (run / "console.log").write_text("boot\n")
     for name, members in (("readback.tar", readback), ("results.tar", results)):
         if members is not None:
-            _tar(share / name, members)
+            guest_tar(share / name, members)
     before = {p.name for p in run.iterdir()}
     got = unpack_results(share, run)
     assert got.problems == problems

@@ -10,21 +10,9 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from common import guest_tar
 
 from lab.guest.results import MAX_MEMBERS, unpack_results
-
-
-def _tar(path: Path, members: dict[str, bytes | None]) -> None:
-    """A tar like busybox's `tar -cf X -C dir .`: "./" first, then ./name entries (None: a directory)."""
-    with tarfile.open(path, "w") as tf:
-        for name, data in {"./": None, **members}.items():
-            info = tarfile.TarInfo(name)
-            if data is None:
-                info.type = tarfile.DIRTYPE
-                tf.addfile(info)
-            else:
-                info.size = len(data)
-                tf.addfile(info, io.BytesIO(data))
 
 
 @pytest.fixture
@@ -38,8 +26,8 @@ def dirs(tmp_path) -> tuple[Path, Path]:
 def test_both_tars_become_the_run_files(dirs) -> None:
     share, run = dirs
     (run / "console.log").write_text("boot\n")
-    _tar(share / "readback.tar", {"./topology.txt": b"node 0 cpulist 0-1\n", "./uname.txt": b"6.1\n"})
-    _tar(
+    guest_tar(share / "readback.tar", {"./topology.txt": b"node 0 cpulist 0-1\n", "./uname.txt": b"6.1\n"})
+    guest_tar(
         share / "results.tar",
         {"./workload.rc": b"0\n", "./trace-raw": None, "./trace-raw/cpu0": b"\0" * 4096, "./trace-raw/tracing": None},
     )
@@ -56,14 +44,14 @@ def test_both_tars_become_the_run_files(dirs) -> None:
 
 def test_only_the_readback_of_a_run_that_died_later(dirs) -> None:
     share, run = dirs
-    _tar(share / "readback.tar", {"./dmesg-boot.txt": b"[0.0] Linux\n"})
+    guest_tar(share / "readback.tar", {"./dmesg-boot.txt": b"[0.0] Linux\n"})
     assert unpack_results(share, run).problems == []
     assert [p.name for p in run.iterdir()] == ["dmesg-boot.txt"]
 
 
 def test_a_truncated_tar_unpacks_nothing(dirs) -> None:
     share, run = dirs
-    _tar(share / "results.tar", {"./vmstat.start": b"x" * 20000, "./workload.rc": b"0\n"})
+    guest_tar(share / "results.tar", {"./vmstat.start": b"x" * 20000, "./workload.rc": b"0\n"})
     data = (share / "results.tar").read_bytes()
     (share / "results.tar").write_bytes(data[:10000])  # the guest died while writing it
     problems = unpack_results(share, run).problems
@@ -73,7 +61,7 @@ def test_a_truncated_tar_unpacks_nothing(dirs) -> None:
 
 def test_members_outside_the_run_or_not_plain_are_refused(dirs, tmp_path) -> None:
     share, run = dirs
-    _tar(share / "readback.tar", {"../evil": b"x"})
+    guest_tar(share / "readback.tar", {"../evil": b"x"})
     with tarfile.open(share / "results.tar", "w") as tf:
         link = tarfile.TarInfo("./topology.txt")
         link.type, link.linkname = tarfile.SYMTYPE, "/etc/passwd"
@@ -89,7 +77,7 @@ def test_members_outside_the_run_or_not_plain_are_refused(dirs, tmp_path) -> Non
 def test_a_member_may_not_replace_a_file_of_the_host(dirs) -> None:
     share, run = dirs
     (run / "console.log").write_text("the host's\n")
-    _tar(share / "results.tar", {"./console.log": b"the guest's\n"})
+    guest_tar(share / "results.tar", {"./console.log": b"the guest's\n"})
     assert unpack_results(share, run).problems == ["results.tar: console.log is already in the run directory"]
     assert (run / "console.log").read_text() == "the host's\n"
 
@@ -99,7 +87,7 @@ def test_the_host_never_follows_a_link_in_the_share(dirs, tmp_path) -> None:
     read through it; nor does it read a FIFO (which would block) or a directory."""
     share, run = dirs
     secret = tmp_path / "secret.tar"
-    _tar(secret, {"./stolen": b"host data\n"})
+    guest_tar(secret, {"./stolen": b"host data\n"})
     (share / "readback.tar").symlink_to(secret)
     os.mkfifo(share / "results.tar")
     got = unpack_results(share, run)
@@ -120,7 +108,7 @@ def test_a_tar_bomb_stops_at_the_limit(dirs) -> None:
     assert got.problems == [got.limit]
     assert list(run.iterdir()) == []
     # Over the limit by its own size: not even opened.
-    _tar(share / "results.tar", {"./zeros": b"\0" * (3 << 20)})
+    guest_tar(share / "results.tar", {"./zeros": b"\0" * (3 << 20)})
     got = unpack_results(share, run, max_bytes=1 << 20)
     assert got.limit == "results.tar is 3 MiB, over the 1 MiB limit", got.limit
 
@@ -130,7 +118,7 @@ def test_compressed_and_sparse_tars_are_refused(dirs) -> None:
     became 300 MiB): only plain tars are read, as the guest init writes them."""
     share, run = dirs
     buf = io.BytesIO()
-    _tar(share / "plain.tar", {"./zeros": b"\0" * (1 << 20)})
+    guest_tar(share / "plain.tar", {"./zeros": b"\0" * (1 << 20)})
     (share / "results.tar").write_bytes(gzip.compress((share / "plain.tar").read_bytes()))
     got = unpack_results(share, run)
     assert got.problems and got.problems[0].startswith("results.tar: "), got.problems
