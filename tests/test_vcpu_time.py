@@ -148,3 +148,21 @@ def test_a_vm_gone_at_its_end_mark_falls_back_to_the_last_sample_inside_the_wind
     gone = StageSampler("libvirt", lambda: {})
     gone(Stage(START, "", 1.0, 1.0))
     assert gone.result() == {"source": "libvirt", "problem": "workload-start: no vCPU could be read"}
+
+
+def test_a_signal_raised_while_sampling_ends_the_run() -> None:
+    """lab.run's SIGTERM handler raises in whatever the main thread does, a sample included: the sampler
+    must let it through (it once swallowed it, and a libvirt run went on after SIGTERM)."""
+
+    class Interrupted(Exception):  # as lab.run's
+        pass
+
+    def sample():
+        raise Interrupted()
+
+    s = StageSampler("libvirt", sample)
+    with pytest.raises(Interrupted):
+        s(Stage(START, "", 1.0, 1.0))
+    s.taken[START] = (1.0, {0: ThreadTime(1, 0, None)})
+    with pytest.raises(Interrupted):
+        s.refresh()

@@ -25,9 +25,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lab.errors import LabError
 from lab.vm.console import Stage
 
 START, END = "workload-start", "workload-end"
+# What a failed sample raises (a thread or domain gone, libvirt saying no, a record cut short). Nothing
+# broader: a run's SIGTERM handler raises its own exception in whatever the main thread is doing, sampling
+# included, and that must end the run.
+SAMPLE_ERRORS = (LabError, OSError, ValueError, KeyError, TypeError)
 
 
 @dataclass(frozen=True)
@@ -128,7 +133,7 @@ class StageSampler:
             t = time.monotonic()
             try:
                 sample = self.sample()
-            except Exception as err:  # noqa: BLE001 - a failed sample is recorded, never a failed run
+            except SAMPLE_ERRORS as err:  # a failed sample is recorded, never a failed run
                 sample, failure = {}, f"{st.name}: {err}"
             else:
                 failure = None if sample else f"{st.name}: no vCPU could be read"
@@ -148,7 +153,7 @@ class StageSampler:
         if START in self.taken and END not in self.taken:
             try:
                 sample = self.sample()
-            except Exception:  # noqa: BLE001 - the VM may be going away: the end mark's own sample decides
+            except SAMPLE_ERRORS:  # the VM may be going away: the end mark's own sample decides
                 return
             if sample:
                 self.last = (time.monotonic(), sample)
