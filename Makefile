@@ -8,7 +8,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # the stock kernel's tooling (apt/dpkg/kmod), a C toolchain for the static
 # workloads, libvirt's schema validator, and Python's venv; for numalab kernel
 # build: the 6.1 source, ccache, the kernel's build tools, git and patch; shellcheck for actionlint's
-# checks of the emitted CI workflows' shell steps (tests/test_ci_lint.py).
+# checks of the emitted CI workflows' shell steps (tests/unit/test_ci_lint.py).
 APT_PACKAGES := qemu-system-x86 busybox-static trace-cmd linux-perf kmod cpio \
 	gcc make libc6-dev libvirt-clients libxml2-utils python3-venv python3-pip chromium \
 	linux-source-6.1 ccache flex bison bc libelf-dev libssl-dev lz4 xz-utils git patch \
@@ -62,8 +62,8 @@ setup-qemu10: setup
 test: setup setup-qemu10
 	$(PY) -m pytest -ra --durations=25 $(PYTEST_ARGS)
 
-test-fast: setup
-	$(PY) -m pytest -ra -m 'not vm and not kernel_build' $(PYTEST_ARGS)
+test-fast: setup  ## the unit tier without its few VM tests (tests/unit)
+	$(PY) -m pytest -ra -m 'not vm and not kernel_build and not libvirt' tests/unit $(PYTEST_ARGS)
 
 DEMO_DIR := runs/demo-$(shell date +%Y%m%d-%H%M%S)
 demo: setup
@@ -74,16 +74,17 @@ demo: setup
 
 lint: venv
 	$(VENV)/bin/ruff check lab tests docs/tools
+	$(VENV)/bin/ruff format --check lab tests docs/tools
 
 SEEDS ?= 003 004 000
 reproduce: setup
 	for s in $(SEEDS); do $(NUMALAB) reproduce $$s || exit $$?; done
 
 golden: venv
-	UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/test_golden.py tests/test_golden_record.py
+	UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/unit/test_golden.py tests/unit/test_golden_record.py
 
 # The documentation: docs/*.md built by mkdocs (mkdocs.yml); completions and the man page come from the
-# CLI's own parser (docs/tools/cli_docs.py). tests/test_docs.py builds all three and runs the documented commands.
+# CLI's own parser (docs/tools/cli_docs.py). tests/unit/test_docs.py builds all three and runs the documented commands.
 docs: venv completions man
 	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --quiet
 
@@ -116,8 +117,8 @@ bench-kernel: setup
 # seed's findings reproduce.
 SEED002_DIR ?= runs/reproduce-seed002
 reproduce-seed002: setup
-	$(NUMALAB) matrix run lab/matrix/examples/seed002-sched-groups.yaml --out $(SEED002_DIR) || true
-	$(PY) -m lab.report.seed002 $(SEED002_DIR) --out reports/seed002-sched-groups.md \
+	$(NUMALAB) matrix run lab/seeds/seed002/seed002-sched-groups.yaml --out $(SEED002_DIR) || true
+	$(PY) -m lab.seeds.seed002.groups_report $(SEED002_DIR) --out reports/seed002-sched-groups.md \
 		--json reports/seed002-sched-groups.json --notes reports/seed002-sched-groups.notes.md
 	$(NUMALAB) report $(SEED002_DIR)/runs/* --out reports/seed002-runs.html
 

@@ -5,7 +5,7 @@ Two sides write a record. The host writes its own files (the manifest, the conso
 command line and log, the libvirt domain, the access-matrix counts). The guest init
 (``images/guest/init``) writes the guest's view of itself into ``/tmp/readback`` and everything
 measured around the workload into ``/tmp/out``; it sends each directory to the host as one tar,
-which the host unpacks into the record (:mod:`lab.guest.results`). ``tests/test_record_files.py``
+which the host unpacks into the record (:mod:`lab.guest.results`). ``tests/unit/test_record_files.py``
 parses the init for the files it writes and compares them with :data:`GUEST_READBACK` and
 :data:`GUEST_RESULTS`, so a file added on one side only fails a test.
 
@@ -71,7 +71,7 @@ GUEST_DONE = "guest-done"
 SHARE_FILES = (READBACK_TAR, RESULTS_TAR, GUEST_DONE)
 
 ALL: tuple[RecordFile, ...] = (
-    RecordFile(MANIFEST, "host", "the run: status, settings, placement, timings, metrics (lab.run_manifest)"),
+    RecordFile(MANIFEST, "host", "the run: status, settings, placement, timings, metrics (lab.run.manifest)"),
     RecordFile(CONSOLE_LOG, "host", "the guest's serial console, with the NUMALAB-STAGE marks"),
     RecordFile(QEMU_ARGV, "host", "the QEMU command line (direct QEMU only)"),
     RecordFile(QEMU_LOG, "host", "QEMU's own stderr (direct QEMU) or libvirt's log of the domain"),

@@ -1,5 +1,5 @@
 """Hostile guest data for the fuzz tests: shell scripts for the guest init's mutation hook (test fault
-``mutate``, lab/guest/plan.py), made here from a seed.
+``mutate``, lab/guest/init_plan.py), made here from a seed.
 
 The script's ``numalab_mutate PHASE DIR`` runs in the guest after the real work of each phase: ``readback``
 (DIR is the readback directory, before readback.tar is sent), ``results`` (the results directory, before
@@ -49,8 +49,10 @@ SHAPED = {
     ),
     "schedstat.txt": (b"domain0 zzz", b"cpu" + b"9" * 5000, b"cpu0 1 2", b"domain99999 ff", b"domain0 " + b"f" * 9000),
     "sched-domains.txt": (b"/sys/kernel/debug/sched/domains/cpu0/domain0/name:\x1b[2J",),
-    "tiers.txt": (b"/sys/devices/virtual/memory_tiering/memory_tier4/nodelist:0-99999999",
-                  b"/sys/devices/system/node/node0/access0/initiators/read_latency:\xc2\xb2"),  # fmt: skip
+    "tiers.txt": (
+        b"/sys/devices/virtual/memory_tiering/memory_tier4/nodelist:0-99999999",
+        b"/sys/devices/system/node/node0/access0/initiators/read_latency:\xc2\xb2",
+    ),  # fmt: skip
     "dmesg-boot.txt": (
         b"[    0.1] CPU" + b"9" * 5000 + b" attaching sched-domain(s):",
         b"[    0.1] CPU0 attaching sched-domain(s):",
@@ -66,8 +68,11 @@ SHAPED = {
     "vmstat.series": (b"@ nan", b"@ inf", b"@ " + b"1" * 5000, b"@ 1e999", b"numa_hint_faults zz"),
     "stat.start": (b"cpu" + b"9" * 5000 + b" 1 2 3", b"cpu\xc2\xb2 1 2 3", b"cpu0 " + b"9" * 5000),
     "stat.end": (b"cpu0 x y z", b"cpu1 -1 -1 -1 -1"),
-    "trace-stats.txt": (b"/sys/kernel/tracing/per_cpu/cpu0/stats:entries: " + b"9" * 5000,
-                        b"cpu" + b"9" * 5000, b"overrun: -1"),  # fmt: skip
+    "trace-stats.txt": (
+        b"/sys/kernel/tracing/per_cpu/cpu0/stats:entries: " + b"9" * 5000,
+        b"cpu" + b"9" * 5000,
+        b"overrun: -1",
+    ),  # fmt: skip
     "workload.out": (
         b"NUMALAB_RESULT " + b"[" * 100000,
         b"NUMALAB_RESULT " + b"1" * 5000,

@@ -16,7 +16,7 @@ import tempfile
 from pathlib import Path
 
 from lab import __version__
-from lab.cli import build_parser
+from lab.cli.main import build_parser
 
 # Internal commands that are not for people: left out of completions and the man page.
 HIDDEN = {"run-options"}

@@ -3,7 +3,7 @@
 ``<!-- generated: record-files -->`` in a page becomes the table of every run-record file from
 ``lab.record_files.ALL`` (name, who writes it, what it holds); ``<!-- generated: manifest-shape -->``
 the manifest's top-level keys with their types and fields, from the golden file of its shape
-(``tests/golden/record/manifest.shape``, which tests/test_golden_record.py keeps true).
+(``tests/golden/record/manifest.shape``, which tests/unit/test_golden_record.py keeps true).
 """
 
 from __future__ import annotations

@@ -77,7 +77,8 @@ def run_metrics(run_dir: Path, topo: Topology, recorded: tuple[str, ...], t0: fl
         # None with no hint faults: mmtests' 100% "local" of nothing would read as perfect locality.
         d["hint_local_pct"] = (
             hint_local_percent(d["numa_hint_faults"], d.get("numa_hint_faults_local", 0))
-            if d.get("numa_hint_faults") else None
+            if d.get("numa_hint_faults")
+            else None
         )
         d["autonuma_cost"] = autonuma_cost(
             d.get("numa_pte_updates", 0), d.get("numa_hint_faults", 0), d.get("numa_pages_migrated", 0)
@@ -249,9 +250,7 @@ def metric_values(manifest: dict) -> dict[str, float]:
         flat["workload"], flat["timings"] = {}, {}
     tiered = bool(((manifest.get("topology") or {}).get("tiers") or {}).get("slow_nodes"))
     return {
-        m.key: v
-        for m in METRICS
-        if (v := m.value(flat)) is not None and (tiered or m.key not in TIERING_METRIC_KEYS)
+        m.key: v for m in METRICS if (v := m.value(flat)) is not None and (tiered or m.key not in TIERING_METRIC_KEYS)
     }
 
 

@@ -85,7 +85,7 @@ class RunRecord:
         return topology_from_dict(self.manifest["topology"])
 
     # Typed accessors: what the analyses and reports read, so that the manifest's layout
-    # (lab.run_manifest, tests/golden/record/manifest.shape) is spelled out here and not at every use.
+    # (lab.run.manifest, tests/golden/record/manifest.shape) is spelled out here and not at every use.
     # Those load() checks (_SHAPE) are plain lookups; the rest tolerate records made before the key existed.
 
     @property
@@ -123,7 +123,7 @@ class RunRecord:
 
     @property
     def accelerator(self) -> str:
-        """"kvm" or "tcg"."""
+        """ "kvm" or "tcg"."""
         return self.manifest["accelerator"]["name"]
 
     @property

@@ -20,7 +20,9 @@ MEM_TOLERANCE_SHARE = 0.12
 
 _RAW = re.compile(r".*/node(\d+)/(cpulist|distance|meminfo)$")
 MAX_NODE = 1023  # Linux's MAX_NUMNODES is at most 1 << 10
-def read_topology(run_dir: Path, problems: list[str] | None = None) -> dict | None:
+
+
+def read_topology(run_dir: Path, problems: list[str] | None = None) -> dict | None:  # noqa: C901
     """topology.txt -> {"nodes": {id: {cpus, distances, memtotal_mib}}, "online": "0-7"}.
 
     The guest writes ``grep -H`` output (``/sys/devices/system/node/node0/cpulist:0-1``,

@@ -22,7 +22,7 @@ from lab.errors import LabError
 from lab.guest.image import minimal_initrd
 from lab.paths import cache_dir, json_text, write_text_atomic
 from lab.placement.host_inventory import read_inventory
-from lab.placement.plan import plan_placement
+from lab.placement.pinning import plan_placement
 from lab.record_files import CONSOLE_LOG
 from lab.topology.model import Node, Topology
 from lab.vm.backend import Backend

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from lab.errors import LabError
-from lab.kernel.model import Kernel
+from lab.kernel.bootable import Kernel
 from lab.paths import cache_dir
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")

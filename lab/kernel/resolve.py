@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from lab.errors import LabError
+from lab.kernel.bootable import Kernel
 from lab.kernel.cache import find_built
-from lab.kernel.model import Kernel
 from lab.kernel.stock import fetch_stock
 
 __all__ = ["Kernel", "resolve_kernel"]

@@ -25,7 +25,7 @@ checkout, whatever path or directory it was emitted with, or a built-in
 example by its name.
 
 The commands inside the container are ``SHARD_SCRIPT`` (an ``env`` entry of
-the shard step): ``tests/test_ci_rehearsal.py`` runs exactly those, and the
+the shard step): ``tests/vm/test_ci_rehearsal.py`` runs exactly those, and the
 merge job's ``run`` steps, in fresh clones.
 """
 
@@ -37,7 +37,7 @@ import subprocess
 from pathlib import Path
 
 from lab.errors import LabError
-from lab.matrix.spec import EXAMPLES, MatrixSpec
+from lab.matrix.definition import MatrixSpec, example_path
 from lab.vm.emulator import BACKPORTS
 
 # (action, commit of the release tag, tag): read from the actions' own repositories
@@ -82,7 +82,7 @@ def ci_spec_path(given: str, spec: MatrixSpec) -> tuple[str, bool]:
     A spec outside a git checkout, one whose path could not be written safely, or one naming files the jobs
     would not find (:func:`check_references`) is a one-line error."""
     source = Path(spec.source)
-    if "/" not in given and source.parent.resolve() == EXAMPLES.resolve() and source.stem == given:
+    if "/" not in given and (ex := example_path(given)) is not None and ex.resolve() == source.resolve():
         return given, True
     real = source.resolve()
     try:  # the checkout the spec is named in (a symlink in it must lead to a file in it, checked below)

@@ -19,7 +19,7 @@ import json
 
 from lab.errors import LabError
 from lab.matrix.ci import CONTAINER_IMAGE, merge_command, needs_qemu10, shard_commands
-from lab.matrix.spec import MatrixSpec
+from lab.matrix.definition import MatrixSpec
 
 MERGE_SETUP = [
     "apt-get update -q",

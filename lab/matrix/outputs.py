@@ -16,8 +16,8 @@ from lab.analysis.metrics import get_metric, metric_values
 from lab.analysis.record import RunRecord
 from lab.errors import LabError
 from lab.events import MOVE_NUMA, SWAP_NUMA
-from lab.matrix.runner import MatrixOutcome, RunResult, host_of, run_dir
-from lab.matrix.spec import Gate, MatrixRun, MatrixSpec
+from lab.matrix.definition import Gate, MatrixRun, MatrixSpec
+from lab.matrix.schedule import MatrixOutcome, RunResult, host_of, run_dir
 from lab.paths import json_text, write_text_atomic
 from lab.record_files import MANIFEST
 

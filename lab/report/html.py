@@ -1,7 +1,7 @@
 """The HTML report: one self-contained file (inline CSS and SVG, no scripts, no network).
 
 ``render_html(report, comparisons)`` renders the report.json model (see
-``lab.report.build``) into ``reports/report.html`` with ``reports/report.css``
+``lab.report.report_model``) into ``reports/report.html`` with ``reports/report.css``
 inlined. Sections have stable ids: ``#summary``, ``#topology``, ``#compare``,
 ``#runs`` (and ``#run-<run id>`` per run). Every text from the model is
 escaped; a missing piece (a run that panicked, an analysis that was skipped, a
@@ -19,10 +19,10 @@ from string import Template
 
 from lab.analysis.compare import Comparison
 from lab.report.html_parts import e, get
-from lab.report.sections.compare import compare_section
-from lab.report.sections.run import runs_section
-from lab.report.sections.summary import banners, summary
-from lab.report.sections.topology import topology_section
+from lab.report.sections.ab_section import compare_section
+from lab.report.sections.run_section import runs_section
+from lab.report.sections.summary_section import banners, summary
+from lab.report.sections.topology_section import topology_section
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "reports"
 

@@ -90,4 +90,3 @@ def box(kind: str, title: str, items: list[str] | None = None, body: str = "") -
 def figure(svg_text: str, caption: str = "") -> str:
     cap = f"<figcaption>{caption}</figcaption>" if caption else ""
     return f"<figure>{svg_text}{cap}</figure>"
-

@@ -132,7 +132,7 @@ def heatmap(
     return svg_doc(width, height, title or "heatmap", body, "chart heatmap")
 
 
-def line_chart(
+def line_chart(  # noqa: C901
     x: Sequence[float],
     series: dict[str, Sequence[float | None]],
     title: str = "",

@@ -35,7 +35,7 @@ def _read(path: Path) -> str:
         raise LabError(f"{path}: not text") from None
 
 
-def read_sysfs(root: Path = SYSFS_NODE_ROOT) -> Machine:
+def read_sysfs(root: Path = SYSFS_NODE_ROOT) -> Machine:  # noqa: C901
     """A host's nodes from ``/sys/devices/system/node`` (or a copy of it under ``root``):
     ``has_memory``/``online``, and per node ``cpulist``, ``meminfo`` (MemTotal) and ``distance``."""
     if not root.is_dir():

@@ -31,6 +31,8 @@ def check_name(name: object, field: str) -> str:
             "starting with a letter or digit)"
         )
     return name
+
+
 # The kernel clears SD_BALANCE_EXEC/FORK and SD_WAKE_AFFINE on NUMA levels
 # further than this (node_reclaim_distance, RECLAIM_DISTANCE on x86).
 RECLAIM_DISTANCE = 30
@@ -173,7 +175,7 @@ def hop_matrix(n: int, links: tuple[tuple[int, int], ...] | list[tuple[int, int]
     return out
 
 
-def validate(topo: Topology, where: str = "") -> None:
+def validate(topo: Topology, where: str = "") -> None:  # noqa: C901
     """Raise a one-line LabError naming the offending field, or return."""
     pre = f"{where}: " if where else ""
     n = topo.n_nodes

@@ -61,7 +61,7 @@ def _expand_nodes(text: str, where: str) -> list[int]:
         raise LabError(f"{where}: cannot read the node list {text.strip()!r}") from None
 
 
-def parse_numactl(text: str, origin: str = "-") -> Machine:
+def parse_numactl(text: str, origin: str = "-") -> Machine:  # noqa: C901
     """``numactl -H`` (``--hardware``) output -> :class:`Machine`.
 
     Text before the ``available:`` line and after the distance table is ignored, so a pasted

@@ -49,7 +49,7 @@ def _levels(topo: Topology) -> tuple[list[int], list[int], dict[int, list[frozen
     return levels_d, cpu_nodes, spans
 
 
-def predict_groups(topo: Topology, construction: str = "6.1") -> dict[int, list[dict]]:
+def predict_groups(topo: Topology, construction: str = "6.1") -> dict[int, list[dict]]:  # noqa: C901
     """cpu -> its visible NUMA domains, lowest first: {"level", "distance", "span", "groups", "masks"}.
 
     ``groups`` are cpulists in the order the dump prints them (from

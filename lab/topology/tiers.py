@@ -75,7 +75,7 @@ class MemoryTiers:
             "bandwidth_mib": [list(r) for r in self.bandwidth_mib],
         }
 
-    def check(self, topo: Any, pre: str = "") -> None:
+    def check(self, topo: Any, pre: str = "") -> None:  # noqa: C901
         """The rules QEMU and the guest impose, against the topology's nodes (one-line errors)."""
         n = topo.n_nodes
         cpu_nodes = topo.cpu_nodes

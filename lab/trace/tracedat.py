@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,29 +78,8 @@ def check_file(path: Path) -> list[str]:
     return problems
 
 
-def read_trace(path: Path, names: tuple[str, ...] | None = None) -> TraceData:
-    """Count every event in a trace.dat and decode those in ``names`` (all if None).
-
-    Counting costs a string split per line; only the decoded events pay for
-    the regex and the field dictionary, so reading a large trace for a few
-    NUMA events stays close to trace-cmd's own speed. Damage is reported in
-    ``problems``.
-    """
-    if not path.is_file():
-        raise LabError(f"{path}: no such trace file")
-    wanted = {n.split(":")[-1] for n in names} if names is not None else None
-    problems = check_file(path)
-    try:
-        proc = subprocess.Popen(
-            ["trace-cmd", "report", "-i", str(path)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace", bufsize=1 << 20,
-        )  # fmt: skip
-    except FileNotFoundError:
-        raise LabError("trace-cmd: not found on the host; install trace-cmd (make setup)") from None
-    events: list[Event] = []
-    counts: Counter = Counter()
-    dropped: dict[int, int] = {}
-    for line in proc.stdout:
+def _parse_report(lines, wanted: set[str] | None, events: list[Event], counts: Counter, dropped: dict) -> None:
+    for line in lines:
         _, sep, rest = line.partition(": ")
         if not sep:
             d = _DROPPED.search(line)
@@ -115,10 +95,44 @@ def read_trace(path: Path, names: tuple[str, ...] | None = None) -> TraceData:
             continue
         comm, pid, cpu, ts, name, fields = m.groups()
         events.append(Event(float(ts), int(cpu), comm.strip(), int(pid), name, dict(_FIELD.findall(fields))))
-    err = proc.stderr.read()
-    if proc.wait() != 0:
-        msg = [ln for ln in err.splitlines() if ln.strip()]
-        problems.append(f"trace-cmd report failed: {msg[-1] if msg else 'exit ' + str(proc.returncode)}")
+
+
+def read_trace(path: Path, names: tuple[str, ...] | None = None) -> TraceData:
+    """Count every event in a trace.dat and decode those in ``names`` (all if None).
+
+    Counting costs a string split per line; only the decoded events pay for
+    the regex and the field dictionary, so reading a large trace for a few
+    NUMA events stays close to trace-cmd's own speed. Damage is reported in
+    ``problems``.
+    """
+    if not path.is_file():
+        raise LabError(f"{path}: no such trace file")
+    wanted = {n.split(":")[-1] for n in names} if names is not None else None
+    problems = check_file(path)
+    events: list[Event] = []
+    counts: Counter = Counter()
+    dropped: dict[int, int] = {}
+    # stderr goes to a file: a pipe read only after stdout could fill and stall trace-cmd. The with-block
+    # closes both ends and reaps trace-cmd however the loop ends.
+    with tempfile.TemporaryFile("w+", errors="replace") as err_file:
+        try:
+            proc = subprocess.Popen(
+                ["trace-cmd", "report", "-i", str(path)],
+                stdout=subprocess.PIPE, stderr=err_file, text=True, errors="replace", bufsize=1 << 20,
+            )  # fmt: skip
+        except FileNotFoundError:
+            raise LabError("trace-cmd: not found on the host; install trace-cmd (make setup)") from None
+        with proc:
+            try:
+                _parse_report(proc.stdout, wanted, events, counts, dropped)
+            finally:
+                if proc.poll() is None and proc.stdout is not None and not proc.stdout.closed:
+                    proc.stdout.close()
+            rc = proc.wait()
+        if rc != 0:
+            err_file.seek(0)
+            msg = [ln for ln in err_file.read(1 << 16).splitlines() if ln.strip()]
+            problems.append(f"trace-cmd report failed: {msg[-1] if msg else 'exit ' + str(rc)}")
     return TraceData(events, counts, dropped, problems)
 
 

@@ -13,7 +13,7 @@ accessed page). Which address a RAM access reports depends on the QEMU version:
   before it) in both: node k shows up at [2 base_k, 2 base_k + size_k).
 
 The plugin counts accesses that land in no node's range ("outside"); a run with
-more than a trace of them used a wrong map and fails (``lab.analysis.access``).
+more than a trace of them used a wrong map and fails (``lab.analysis.access_counts``).
 """
 
 from __future__ import annotations

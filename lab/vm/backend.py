@@ -6,7 +6,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from lab.placement.plan import Placement
+from lab.placement.pinning import Placement
 from lab.topology.model import Topology
 from lab.vm.console import Stage, VmOutcome
 from lab.vm.qemu_argv import BootSpec

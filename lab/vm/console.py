@@ -78,7 +78,7 @@ def watch(
     reason in ``outcome.limit``; the backend then stops the VM.
 
     ``boot_deadline_s`` (if given): a guest whose init has not reported "booted" by then is given up
-    on as a timeout with ``outcome.boot_stalled`` set (lab.run boots it once more)."""
+    on as a timeout with ``outcome.boot_stalled`` set (lab.run.execute boots it once more)."""
     start = time.monotonic()
     pos = 0
     pending = b""

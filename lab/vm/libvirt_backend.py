@@ -45,7 +45,7 @@ from pathlib import Path
 
 from lab.cpulist import format_cpulist
 from lab.errors import LabError
-from lab.placement.plan import Placement, plan_placement
+from lab.placement.pinning import Placement, plan_placement
 from lab.record_files import CONSOLE_LOG, DOMAIN_LIVE_XML, DOMAIN_XML, QEMU_LOG
 from lab.topology.model import Topology
 from lab.vm.console import Stage, VmOutcome, watch
@@ -109,7 +109,7 @@ class LibvirtBackend:
 
     @property
     def host_id(self) -> str:
-        """"" for a daemon on this machine (its VMs share this machine's clock), else the URI."""
+        """ "" for a daemon on this machine (its VMs share this machine's clock), else the URI."""
         return "" if is_local_uri(self.uri) else self.uri
 
     def probe_host(self) -> dict:
@@ -250,8 +250,16 @@ class _Run:
                     on_tick(now)
 
             try:
-                watch(self.console_local, outcome, timeout_s, self._exited, sampler, tick, guard=self._guard,
-                      boot_deadline_s=boot_deadline_s)
+                watch(
+                    self.console_local,
+                    outcome,
+                    timeout_s,
+                    self._exited,
+                    sampler,
+                    tick,
+                    guard=self._guard,
+                    boot_deadline_s=boot_deadline_s,
+                )
             finally:
                 outcome.vcpu_time = sampler.result()
             if outcome.timed_out:

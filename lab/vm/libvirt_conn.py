@@ -142,4 +142,3 @@ def host_inventory(conn) -> HostInventory:
 
 def version_string(v: int) -> str:
     return f"{v // 1000000}.{v // 1000 % 1000}.{v % 1000}"
-

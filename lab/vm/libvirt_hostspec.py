@@ -109,4 +109,3 @@ def check_host(spec: HostSpec) -> dict:
         }
     finally:
         close_quietly(conn)
-

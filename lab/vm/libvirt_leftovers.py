@@ -111,7 +111,8 @@ def leftovers(conn, spec: HostSpec | None = None) -> dict:
     pools = [
         p.name()
         for p in conn.listAllStoragePools(0)
-        if p.name().startswith(DOMAIN_PREFIX) and p.name().endswith("-results")
+        if p.name().startswith(DOMAIN_PREFIX)
+        and p.name().endswith("-results")
         and p.name()[: -len("-results")] not in live_names
     ]
     vols = []
@@ -130,7 +131,7 @@ def leftovers(conn, spec: HostSpec | None = None) -> dict:
     return {"domains": doms, "pools": sorted(pools), "volumes": sorted(vols), "live": sorted(live_names)}
 
 
-def clean(conn, spec: HostSpec | None = None) -> dict:
+def clean(conn, spec: HostSpec | None = None) -> dict:  # noqa: C901
     """Remove leftovers: destroy and undefine numalab-* domains whose numalab process is gone, their pools
     and volumes. Domains of a numalab process still running on this machine are kept."""
     libvirt = libvirt_module()

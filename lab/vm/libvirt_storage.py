@@ -276,4 +276,3 @@ class ImageStore:
             kind, cap, _alloc = v.info()
             out.append((v.name(), kind, cap))
         return sorted(out)
-

@@ -5,7 +5,7 @@ machine, vCPU topology, guest NUMA nodes and SLIT, memory binding, vCPU
 pinning, kernel boot, serial console to a file and 9p results share, and
 nothing else (no network, no graphics, no balloon, no USB). Pure function, no
 I/O; the output is deterministic and checked against libvirt 9.0's RelaxNG
-schema (``virt-xml-validate FILE domain``) by ``tests/test_libvirt_xml.py``.
+schema (``virt-xml-validate FILE domain``) by ``tests/unit/test_libvirt_xml.py``.
 
 How the QEMU options map:
 
@@ -60,7 +60,7 @@ import xml.etree.ElementTree as ET
 
 from lab.cpulist import format_cpulist
 from lab.errors import LabError
-from lab.placement.plan import Placement
+from lab.placement.pinning import Placement
 from lab.topology.model import Topology
 from lab.vm.qemu_argv import BootSpec, smp_layout
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from lab.placement.plan import Placement
+from lab.placement.pinning import Placement
 from lab.topology.model import Topology
 from lab.vm.guest_clock import GuestClock
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from lab.cpulist import format_cpulist
 from lab.errors import LabError
-from lab.placement.plan import Placement
+from lab.placement.pinning import Placement
 from lab.record_files import QEMU_ARGV, QEMU_LOG
 from lab.topology.model import Topology
 from lab.vm.console import Stage, VmOutcome, watch
@@ -67,7 +67,7 @@ def _exit_waiter(pidfd: int | None) -> Callable[[float], None]:
     return lambda seconds: poller.poll(seconds * 1000)
 
 
-def run_vm(
+def run_vm(  # noqa: C901
     argv: list[str],
     console_log: Path,
     qmp_socket: Path | None,
@@ -137,8 +137,17 @@ def run_vm(
                 raise
         start = time.monotonic()
         try:
-            watch(console_log, outcome, timeout_s, proc.poll, sampler or on_stage, on_tick, wait=_exit_waiter(pidfd),
-                  guard=guard, boot_deadline_s=boot_deadline_s)
+            watch(
+                console_log,
+                outcome,
+                timeout_s,
+                proc.poll,
+                sampler or on_stage,
+                on_tick,
+                wait=_exit_waiter(pidfd),
+                guard=guard,
+                boot_deadline_s=boot_deadline_s,
+            )
         finally:
             outcome.vcpu_time = sampler.result() if sampler else None
         if qmp_socket is not None:

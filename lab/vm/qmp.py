@@ -22,6 +22,13 @@ class Qmp:
         too many vCPUs) is reported at once as :class:`QemuGone` instead of after the timeout."""
         deadline = time.monotonic() + timeout
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self._connect(path, deadline, timeout, alive)
+        except BaseException:  # (QEMU gone or never listening: the socket is ours to close)
+            self.sock.close()
+            raise
+
+    def _connect(self, path: str | Path, deadline: float, timeout: float, alive: Callable[[], bool] | None) -> None:
         while True:
             try:
                 self.sock.connect(str(path))

@@ -176,8 +176,12 @@ def inventory(share: Path) -> dict:
         total += st.st_size
         if len(entries) < LISTED_ENTRIES:
             entries.append(
-                {"name": name, "type": _kind(st.st_mode), "mode": f"{stat.S_IMODE(st.st_mode):04o}",
-                 "bytes": st.st_size}
+                {
+                    "name": name,
+                    "type": _kind(st.st_mode),
+                    "mode": f"{stat.S_IMODE(st.st_mode):04o}",
+                    "bytes": st.st_size,
+                }
             )
     return {
         "entries": count,

@@ -24,7 +24,7 @@ class Evidence:
     vm_failure: str | None = None  # QEMU itself failed: did not start, or was killed by a signal
     guest_panicked: bool = False  # the guest kernel said so through pvpanic (lab.vm.console.VmOutcome)
     result_problem: str | None = None  # the workload's result line was refused (lab.guest.workloads.parse_output)
-    data_problems: tuple[str, ...] = ()  # the guest's files that could not be read at all (lab.run)
+    data_problems: tuple[str, ...] = ()  # the guest's files that could not be read at all (lab.run.execute)
 
 
 def panic_line(console: str) -> str | None:

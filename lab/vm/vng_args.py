@@ -13,7 +13,7 @@ not bound to host nodes, and a vCPU pinned to a set of CPUs (numalab's
 from __future__ import annotations
 
 from lab.cpulist import format_cpulist
-from lab.placement.plan import Placement
+from lab.placement.pinning import Placement
 from lab.topology.model import Topology
 from lab.vm.qemu_argv import smp_layout
 

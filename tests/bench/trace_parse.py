@@ -56,10 +56,14 @@ def main() -> None:
             full = best(lambda p=path: read_trace(p), n=3)
             print(f"{path}: {total} events")
             print(f"  trace-cmd report > /dev/null : {tc:.3f}s  ({total / tc / 1e6:.2f} M events/s)")
-            print(f"  numalab read (NUMA events)   : {ours:.3f}s  ({total / ours / 1e6:.2f} M events/s), "
-                  f"{ours / tc:.2f}x trace-cmd (goal <= 1.5x, >= 1 M events/s)")
-            print(f"  numalab read (every event)   : {full:.3f}s  ({total / full / 1e6:.2f} M events/s), "
-                  f"{full / tc:.2f}x trace-cmd")
+            print(
+                f"  numalab read (NUMA events)   : {ours:.3f}s  ({total / ours / 1e6:.2f} M events/s), "
+                f"{ours / tc:.2f}x trace-cmd (goal <= 1.5x, >= 1 M events/s)"
+            )
+            print(
+                f"  numalab read (every event)   : {full:.3f}s  ({total / full / 1e6:.2f} M events/s), "
+                f"{full / tc:.2f}x trace-cmd"
+            )
 
 
 if __name__ == "__main__":

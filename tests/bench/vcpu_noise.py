@@ -86,8 +86,10 @@ def main() -> int:
     out = args.out or Path(tempfile.mkdtemp(prefix="bench-vcpu-noise-"))
     twin = next((t for t in TWINS if t.rate == "round_trips_per_s"), TWINS[0]) if args.workload == "pairs" else TWINS[0]
     raw_key, twin_key = f"workload.{twin.rate}", f"workload.{twin.key}"
-    print(f"host: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the start; {args.repeats} x "
-          f"{args.topology} {args.workload} {args.duration:g}s, quiet then under {os.cpu_count()} busy loops -> {out}")
+    print(
+        f"host: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the start; {args.repeats} x "
+        f"{args.topology} {args.workload} {args.duration:g}s, quiet then under {os.cpu_count()} busy loops -> {out}"
+    )
     t0 = time.monotonic()
     quiet = runs(out / "quiet", args)
     hog = hogs()
@@ -100,8 +102,10 @@ def main() -> int:
     fq, fh = figures(quiet, raw_key, twin_key), figures(loaded, raw_key, twin_key)
     pooled = {k: (fq[k] + fh[k]) if k != "runs" else f"{len(fq['raw']) + len(fh['raw'])}" for k in fq}
     unit = METRIC_KEYS[raw_key].unit
-    print(f"\n{'phase':<12} {'ok':>5}  {raw_key.split('.')[1]:>10} {'CoeffVar':>8}  {twin.key:>10} {'CoeffVar':>8}"
-          f"  {'run/(run+wait)':>6}\n{'':<12} {'':>5}  {unit:>10} {'':>8}  {METRIC_KEYS[twin_key].unit:>10}")
+    print(
+        f"\n{'phase':<12} {'ok':>5}  {raw_key.split('.')[1]:>10} {'CoeffVar':>8}  {twin.key:>10} {'CoeffVar':>8}"
+        f"  {'run/(run+wait)':>6}\n{'':<12} {'':>5}  {unit:>10} {'':>8}  {METRIC_KEYS[twin_key].unit:>10}"
+    )
     for name, f in (("quiet", fq), ("cpu hog", fh), ("both", pooled)):
         print(row(name, f))
     for what in ("raw", "twin"):

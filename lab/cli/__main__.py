@@ -1,0 +1,5 @@
+import sys
+
+from lab.cli.main import main
+
+sys.exit(main())

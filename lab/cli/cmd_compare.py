@@ -1,0 +1,48 @@
+"""``numalab compare``: an A/B table of two sets of runs (mmtests compare-kernels style)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from lab.analysis import compare as cmp
+    from lab.analysis.record import RunRecord
+
+    base = [RunRecord.load(d) for d in args.baseline]
+    new = [RunRecord.load(d) for d in args.new]
+    c = cmp.compare_runs(base, new, args.significance, include_incomplete=args.include_incomplete)
+    render = (
+        cmp.to_json if args.json else {"text": cmp.to_text, "md": cmp.to_markdown, "html": cmp.to_html}[args.format]
+    )
+    sys.stdout.write(render(c))
+    return 0
+
+
+def add_parser(sub) -> None:
+    cmp_p = sub.add_parser(
+        "compare",
+        help="A/B table of two sets of runs (mmtests compare-kernels style)",
+        description="Compare runs: Min, Amean/Hmean, Stddev, CoeffVar, Max per metric, %diff signed so that + is "
+        "better, and a significance mark (not judged with fewer than 3 runs per side).",
+    )
+    cmp_p.add_argument("--baseline", nargs="+", type=Path, required=True, metavar="RUN_DIR", help="baseline runs")
+    cmp_p.add_argument("--new", nargs="+", type=Path, required=True, metavar="RUN_DIR", help="new runs")
+    cmp_p.add_argument("--format", choices=("text", "md", "html"), default="text",
+                       help="how the table is rendered (default text)")  # fmt: skip
+    cmp_p.add_argument("--json", action="store_true", help="machine-readable output (as every command's --json)")
+    cmp_p.add_argument(
+        "--significance",
+        choices=("welch", "ci-overlap"),
+        default="welch",
+        help="welch: Welch's t-test, two-sided, p<0.05 (default); ci-overlap: mmtests' rule, "
+        "|dmean| > 1.96*(sd_base+sd_new) with sd the runs' standard deviation",
+    )
+    cmp_p.add_argument(
+        "--include-incomplete",
+        action="store_true",
+        help="count runs whose trace lost more than 1%% of its records (left out by default, with a note)",
+    )
+    cmp_p.set_defaults(func=cmd_compare)

@@ -1,0 +1,129 @@
+"""``numalab kernel build|list|prune``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from lab.paths import json_text
+
+
+def _progress_printer(quiet: bool):
+    def progress(msg: str) -> None:
+        if not quiet:
+            print(f"numalab kernel: {msg}", file=sys.stderr, flush=True)
+
+    return progress
+
+
+def _seconds(s: float) -> str:
+    return f"{int(s // 60)}m{int(s % 60):02d}s" if s >= 60 else f"{s:.2f}s"
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from lab.kernel.build import build_kernel, make_request
+
+    req = make_request(args.source, args.patch, args.series, args.fragment, args.name, args.jobs,
+                       not args.no_default_fragments)  # fmt: skip
+    result = build_kernel(req, _progress_printer(args.quiet))
+    if args.json:
+        print(json_text({"name": result.name, "path": str(result.path), "cached": result.cached,
+                          "seconds": result.seconds, **result.meta}, indent=2))  # fmt: skip
+        return 0
+    how = f"cache hit in {_seconds(result.seconds)}" if result.cached else f"built in {_seconds(result.seconds)}"
+    print(f"{result.name}: {result.path / 'bzImage'} ({result.meta.get('release', '?')}, key {result.key}, {how})")
+    print(f"  boot it: numalab run --kernel {result.name}")
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from lab.kernel.cache import list_builds
+
+    builds = list_builds()
+    if args.json:
+        print(json_text(builds, indent=2))
+        return 0
+    if not builds:
+        print("no built kernels (numalab kernel build)")
+        return 0
+    rows = [
+        (",".join(b["names"]) or "-", b["key"], b.get("release", "?"), b.get("built_at", "?"),
+         ", ".join(Path(p["name"]).name for p in b.get("patches", [])) or "-")
+        for b in builds
+    ]  # fmt: skip
+    header = ("NAME", "KEY", "RELEASE", "BUILT", "PATCHES")
+    widths = [max(len(r[i]) for r in [header, *rows]) + 2 for i in range(4)]
+    for r in [header, *rows]:
+        print("".join(f"{c:<{w}}" for c, w in zip(r, widths)) + r[4])
+    return 0
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB"
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    from lab.errors import LabError
+    from lab.kernel.cache import prune, prune_plan
+
+    if args.log_age_days < 0:
+        raise LabError(f"--log-age-days: must be >= 0, got {args.log_age_days:g}")
+    plan = prune_plan(sources=args.sources, log_age_s=args.log_age_days * 86400)
+    if not args.dry_run:
+        prune(plan)
+    total = sum(item["bytes"] for item in plan)
+    if args.json:
+        print(json_text({"dry_run": args.dry_run, "removed": plan, "bytes": total}, indent=2))
+        return 0
+    for item in plan:
+        print(f"{'would remove' if args.dry_run else 'removed'} {item['what']}: {item['path']} ({_mib(item['bytes'])})")
+    print(f"{'would free' if args.dry_run else 'freed'} {_mib(total)}" if plan else "nothing to prune")
+    return 0
+
+
+def add_parser(sub) -> None:
+    k = sub.add_parser(
+        "kernel",
+        help="build patched kernels (cached), list and prune them",
+        description="Build guest kernels from a source, patches and config fragments, cached by a hash of all "
+        "of them; boot one with numalab run --kernel NAME.",
+    )
+    ksub = k.add_subparsers(dest="kernel_command", metavar="SUBCOMMAND", required=True)
+    b = ksub.add_parser(
+        "build",
+        help="build (or find in the cache) a kernel",
+        description="Build a kernel out of tree with ccache: the source (default Debian's linux-source-6.1 "
+        "tarball) on a private copy, the patches applied all or nothing, kernel-configs/{base,numa,trace}.config "
+        "(plus any --fragment) merged on allnoconfig and checked. An identical request is a cache hit.",
+    )
+    b.add_argument("--source", metavar="DIR|TARBALL|GIT@REV",
+                   help="kernel source (default /usr/src/linux-source-6.1.tar.xz); GIT is a path or URL")  # fmt: skip
+    b.add_argument("--patch", action="append", default=[], metavar="FILE",
+                   help="a patch (mbox: git am; plain diff: patch -p1); repeatable, applied in order")  # fmt: skip
+    b.add_argument("--series", metavar="DIR|FILE", help="a quilt series (applied before any --patch)")
+    b.add_argument("--fragment", action="append", default=[], metavar="FILE|NAME",
+                   help="an extra config fragment, merged after the defaults (repeatable)")  # fmt: skip
+    b.add_argument("--no-default-fragments", action="store_true",
+                   help="do not use kernel-configs/{base,numa,trace}.config")  # fmt: skip
+    b.add_argument("--name", help="name to boot it by (default: baseline, or the first patch's name)")
+    b.add_argument("--jobs", "-j", type=int, default=0, metavar="N", help="make -j (default: host CPUs)")
+    b.add_argument("--json", action="store_true", help="print the build's metadata as JSON")
+    b.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+    b.set_defaults(func=cmd_build)
+    ls = ksub.add_parser("list", help="list built kernels", description="List the cache of built kernels.")
+    ls.add_argument("--json", action="store_true", help="machine-readable output")
+    ls.set_defaults(func=cmd_list)
+    pr = ksub.add_parser(
+        "prune",
+        help="free cache space: unnamed builds, old logs, optionally source trees",
+        description="Remove builds that no name points at (superseded by a later build under the same name), "
+        "build logs of such builds older than --log-age-days, and with --sources the private source trees and "
+        "warm build directories (the next build of that source is then cold). Named kernels are kept.",
+    )
+    pr.add_argument("--sources", action="store_true", help="also remove source trees and warm build directories")
+    pr.add_argument("--log-age-days", type=float, default=1.0, metavar="DAYS",
+                    help="keep logs of unnamed or failed builds younger than this (default 1)")  # fmt: skip
+    pr.add_argument("--dry-run", "-n", action="store_true", help="only list what would be removed")
+    pr.add_argument("--json", action="store_true", help="machine-readable output")
+    pr.set_defaults(func=cmd_prune)

@@ -1,0 +1,53 @@
+"""``numalab report``: HTML, markdown and JSON (and Perfetto timelines) from run records."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from lab.report.report_model import build_report
+
+    out = args.out or (args.runs[0] / "report.html" if len(args.runs) == 1 else Path("report.html"))
+    paths = build_report(args.runs, out, args.significance, include_incomplete=args.include_incomplete)
+    damaged = [(r["path"], p) for r in paths.data["runs"] for p in r["metrics"].get("trace_problems", [])]
+    for run, problem in damaged:
+        print(f"numalab: warning: {run}: {problem} (marked in the report)", file=sys.stderr)
+    print(f"report: {paths.html}")
+    print(f"data:   {paths.json}")
+    print(f"text:   {paths.markdown}")
+    for p in paths.perfetto:
+        print(f"perfetto: {p}")
+    return 1 if damaged else 0
+
+
+def add_parser(sub) -> None:
+    rep = sub.add_parser(
+        "report",
+        help="HTML/markdown/JSON report (and Perfetto timelines) from run records",
+        description="Analyse run records (trace.dat, vmstat, workload output) and write a self-contained HTML "
+        "report plus OUT.json, OUT.md and OUT.perfetto/<run>.json. Runs are grouped by kernel and NUMA-balancing "
+        "settings; every group is compared against the first one given.",
+    )
+    rep.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR", help="run record directories")
+    rep.add_argument(
+        "--out",
+        type=Path,
+        metavar="FILE",
+        help="HTML file (default RUN_DIR/report.html for one run, ./report.html for several)",
+    )
+    rep.add_argument(
+        "--significance",
+        choices=("welch", "ci-overlap"),
+        default="welch",
+        help="significance rule for A/B tables: welch (Welch's t-test, p<0.05; the default) or ci-overlap "
+        "(mmtests' rule, |dmean| > 1.96*(sd_base+sd_new))",
+    )
+    rep.add_argument(
+        "--include-incomplete",
+        action="store_true",
+        help="count runs whose trace lost more than 1%% of its records in the A/B tables (left out by default)",
+    )
+    rep.set_defaults(func=cmd_report)

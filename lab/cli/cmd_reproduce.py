@@ -1,0 +1,54 @@
+"""``numalab reproduce SEED``: the parser (cheap to build) and the command."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from lab.cli.common import progress
+
+
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    from lab.errors import LabError
+    from lab.seeds.reproduce import context_of, evaluate, find_seed, load_sessions, run_reproduction, seed_spec
+    from lab.seeds.reproduction_report import rows, tally, write_reproduction
+
+    seed = find_seed(args.seed)
+    if args.jobs is not None and args.jobs < 1:
+        raise LabError(f"--jobs: must be >= 1, got {args.jobs}")
+    spec = seed_spec(seed, args.max_repeats)
+    out = args.out or Path("runs") / f"reproduce-seed{seed.id}"
+    context: dict = {}
+    if args.report_only:
+        if not (out / "matrix.json").exists():
+            raise LabError(f"--report-only: {out} holds no reproduction runs (no matrix.json)")
+        context = context_of(load_sessions(out))
+    else:
+        context = run_reproduction(seed, spec, out, progress, args.jobs)
+    rep = evaluate(seed, spec, out, context)
+    paths = write_reproduction(rep, args.report_dir)
+    for r in rows(rep):
+        print(f"{r['outcome']:<32} {r['line']}")
+    t = tally(rep)
+    print(f"seed {seed.id}: " + (", ".join(f"{v} {k}" for k, v in t.items()) or "no checks"))
+    for p in paths:
+        print(f"report: {p}")
+    return 0
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "reproduce",
+        help="run a seed thread's example matrix and check its known directions",
+        description="Run the example matrix of seed SEED (000, 003 or 004: lab/seeds/seedNNN/) "
+        "with repeats: auto, then check every direction the seed thread reports (the matrix's expect:) against "
+        "numalab's verdicts, and write reports/reproduce/seedNNN.{md,html,json}. Running it again resumes.",
+    )
+    p.add_argument("seed", metavar="SEED", help="seed number: 000, 003 or 004 (also 3, seed003)")
+    p.add_argument("--out", type=Path, metavar="DIR", help="run records (default runs/reproduce-seedNNN)")
+    p.add_argument("--report-dir", type=Path, default=Path("reports/reproduce"), metavar="DIR",
+                   help="where the report goes (default reports/reproduce)")  # fmt: skip
+    p.add_argument("--max-repeats", type=int, metavar="N", help="override the matrix's auto.max (pairs per side)")
+    p.add_argument("--jobs", type=int, metavar="N", help="at most N VMs at once (default: as many as fit)")
+    p.add_argument("--report-only", action="store_true", help="only (re)write the report from the runs in --out")
+    p.set_defaults(func=cmd_reproduce)

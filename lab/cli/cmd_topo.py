@@ -1,0 +1,298 @@
+"""``numalab topo``: list, show, check and import topology specs, and print what numalab makes of them
+(QEMU command line, libvirt domain XML, virtme-ng options). Also the topology and size options that
+``numalab run`` shares (:func:`topology_ref`, :func:`size_options`, :func:`pinning_option`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from lab.errors import LabError
+from lab.paths import json_text
+
+
+def topology_ref(args: argparse.Namespace):
+    """--topology/TOPOLOGY and the size options (_size_options)."""
+    from lab.topology.ref import TopologyRef
+
+    return TopologyRef(args.topology, args.cpus_per_node, args.mem_per_node, args.threads)
+
+
+def _topology(args: argparse.Namespace):
+    return topology_ref(args).load()
+
+
+def size_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--cpus-per-node", type=int, metavar="N", help="vCPUs in every node that has CPUs")
+    p.add_argument("--mem-per-node", metavar="SIZE", help="memory of every node, e.g. 512M or 1G")
+    p.add_argument("--threads", type=int, metavar="N", help="SMT threads per core")
+
+
+def pinning_option(p: argparse.ArgumentParser) -> None:
+    from lab.placement.pinning import PINNINGS
+
+    p.add_argument(
+        "--pinning",
+        choices=PINNINGS,
+        default="auto",
+        help="vCPU pinning: cpu (each vCPU on one host CPU), node (on its host node's CPUs), auto (cpu when "
+        "every vCPU gets a CPU of its own, else node; the default). Host CPUs are those numalab may run on: "
+        "taskset -c LIST numalab run ... keeps a run on LIST",
+    )
+
+
+def _placement_for_emitters(topo, args):
+    from lab.placement.host_inventory import read_inventory
+    from lab.placement.pinning import Backing, plan_placement
+
+    # Printing a VM definition does not need it to fit on this host.
+    return plan_placement(
+        topo, read_inventory(), Backing(args.backing, args.prealloc), enforce_fit=False, pinning=args.pinning
+    )
+
+
+def _boot_for_emitters(args):
+    from lab.guest.init_plan import KERNEL_CMDLINE
+    from lab.vm.qemu_argv import BootSpec
+
+    return BootSpec(
+        kernel=args.kernel_path,
+        initrd=args.initrd_path,
+        cmdline=KERNEL_CMDLINE,
+        results_dir=args.results_dir,
+        console_log=args.console_log,
+        accel=args.accel,
+        start_paused=False,
+    )
+
+
+# --- topo -------------------------------------------------------------------
+
+
+def cmd_topo_list(args: argparse.Namespace) -> int:
+    from lab.topology.kernel_view import predict
+    from lab.topology.spec import load_topology, preset_names
+
+    rows = []
+    for name in preset_names():
+        t = load_topology(name)
+        v = predict(t)
+        rows.append(
+            {
+                "name": name,
+                "nodes": t.n_nodes,
+                "cpus": t.total_cpus,
+                "memory_mib": t.total_memory_mib,
+                "distances": v["distinct_distances"],
+                "type": v["type"],
+                "description": t.description,
+            }
+        )
+    if args.json:
+        print(json_text(rows, indent=2))
+        return 0
+    print(f"{'NAME':<15}{'NODES':>6}{'CPUS':>6}{'MEM':>7}  {'DISTANCES':<18}{'TYPE':<20}DESCRIPTION")
+    for r in rows:
+        dists = "/".join(map(str, r["distances"]))
+        print(
+            f"{r['name']:<15}{r['nodes']:>6}{r['cpus']:>6}{r['memory_mib']:>6}M  {dists:<18}{r['type']:<20}"
+            f"{r['description']}"
+        )
+    return 0
+
+
+def cmd_topo_show(args: argparse.Namespace) -> int:
+    from lab.topology.kernel_view import predict
+    from lab.topology.render import distance_table, group_lines, link_picture
+
+    topo = _topology(args)
+    view = predict(topo)
+    if args.json:
+        print(json_text(topo.to_dict() | {"kernel_view": view}, indent=2))
+        return 0
+    from lab.topology.kernel_warnings import predicted_warnings
+
+    print(f"{topo.name}: {topo.description}" if topo.description else topo.name)
+    print(f"  {topo.n_nodes} nodes, {topo.total_cpus} vCPUs (threads/core {topo.threads}), {topo.total_memory_mib} MiB")
+    if topo.extra.get("why"):
+        print(f"  why: {topo.extra['why']}")
+    print()
+    print(distance_table(topo))
+    print()
+    print(link_picture(topo))
+    print()
+    print(
+        f"kernel view: {view['type']}, {view['levels']} distance levels "
+        f"({'/'.join(map(str, view['distinct_distances']))}), {view['numa_levels']} NUMA sched-domain levels"
+    )
+    if view["cpuless_nodes"]:
+        print(f"  CPU-less nodes {view['cpuless_nodes']} take no part in the scheduler's levels")
+    for lv in view["level_detail"]:
+        beyond = (
+            "  beyond RECLAIM_DISTANCE: no wake-affine/fork/exec balancing" if lv["beyond_reclaim_distance"] else ""
+        )
+        print(f"  level {lv['level']} {lv['name']:<4} distance {lv['distance']}{beyond}")
+        for node, span in lv["span_nodes"].items():
+            hidden = "" if lv["visible"][node] else "  (degenerate: same span as the level below)"
+            print(f"    node {node}: nodes {','.join(map(str, span))}  cpus {lv['span_cpus'][node]}{hidden}")
+    print("\n".join(group_lines(view)))
+    for w in predicted_warnings(topo):
+        print(f"warning: {w}")
+    if "memory_tiers" in view:
+        from lab.topology.tiers import describe
+
+        print()
+        print(describe(view["memory_tiers"]))
+    return 0
+
+
+def cmd_topo_check(args: argparse.Namespace) -> int:
+    from lab.topology.kernel_view import predict
+    from lab.topology.kernel_warnings import predicted_warnings
+
+    topo = topology_ref(args).load(cache=False)  # a check writes nothing, not even the parsed-spec cache
+    v = predict(topo)
+    print(
+        f"{topo.source or topo.name}: ok ({topo.n_nodes} nodes, {topo.total_cpus} vCPUs, "
+        f"{topo.total_memory_mib} MiB, {v['type']})"
+    )
+    for w in predicted_warnings(topo):
+        print(f"numalab: warning: {topo.source or topo.name}: {w}", file=sys.stderr)
+    return 0
+
+
+def cmd_topo_qemu_args(args: argparse.Namespace) -> int:
+    import shlex
+
+    from lab.vm.qemu_argv import qemu_argv, topology_args
+
+    topo = _topology(args)
+    placement = _placement_for_emitters(topo, args)
+    argv = (
+        topology_args(topo, placement) if args.topology_only else qemu_argv(topo, placement, _boot_for_emitters(args))
+    )
+    print(json_text(argv) if args.json else shlex.join(argv))
+    return 0
+
+
+def cmd_topo_libvirt_xml(args: argparse.Namespace) -> int:
+    from lab.vm.libvirt_xml import domain_xml
+
+    topo = _topology(args)
+    placement = _placement_for_emitters(topo, args)
+    sys.stdout.write(domain_xml(topo, placement, _boot_for_emitters(args), "kvm" if args.accel == "kvm" else "qemu"))
+    return 0
+
+
+def cmd_topo_vng_args(args: argparse.Namespace) -> int:
+    import shlex
+
+    from lab.vm.vng_args import vng_args
+
+    topo = _topology(args)
+    opts, notes = vng_args(topo, None if args.no_pin else _placement_for_emitters(topo, args))
+    if args.json:
+        print(json_text({"args": opts, "notes": notes}))
+    else:
+        print(shlex.join(opts))
+        for note in notes:
+            print(f"numalab: note: {note}", file=sys.stderr)
+    return 0
+
+
+def cmd_topo_import(args: argparse.Namespace) -> int:
+    """numactl -H output (FILE or -) or a sysfs node directory -> a spec file (stdout or --out)."""
+    from lab.paths import write_text_atomic
+    from lab.topology.importer import import_spec
+
+    topo, text = import_spec(
+        args.file, args.from_sysfs, args.name, args.cpus_per_node, args.mem_per_node, args.slow_cpuless
+    )
+    if args.out:
+        out = Path(args.out)
+        if out.is_dir():
+            raise LabError(f"--out {out}: is a directory")
+        write_text_atomic(out, text)
+        print(f"{out}: {topo.n_nodes} nodes, {topo.total_cpus} vCPUs, {topo.total_memory_mib} MiB", file=sys.stderr)
+    elif args.json:
+        print(json_text({"spec": text, "topology": topo.to_dict()}, indent=2))
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def add_parser(sub) -> None:
+    from lab.placement.pinning import BACKINGS
+
+    topo = sub.add_parser(
+        "topo",
+        help="topologies: list, show, check, emit QEMU args or libvirt XML",
+        description="Work with NUMA topology specs (presets in topologies/ or YAML files).",
+    )
+    tsub = topo.add_subparsers(dest="topo_command", metavar="SUBCOMMAND", required=True)
+    t = tsub.add_parser("list", help="list the presets", description="List the topology presets.")
+    t.add_argument("--json", action="store_true", help="machine-readable output")
+    t.set_defaults(func=cmd_topo_list)
+
+    def topo_cmd(name: str, func, help_: str):
+        q = tsub.add_parser(name, help=help_, description=help_)
+        q.add_argument("topology", metavar="NAME|FILE", help="a preset name (numalab topo list) or a YAML spec")
+        size_options(q)
+        q.set_defaults(func=func)
+        return q
+
+    q = topo_cmd("show", cmd_topo_show, "show the SLIT, the links and the kernel's predicted NUMA view")
+    q.add_argument("--json", action="store_true", help="machine-readable output")
+    topo_cmd("check", cmd_topo_check, "validate a spec (exit 0 if valid, one-line error otherwise)")
+    for name, func, help_ in (
+        ("qemu-args", cmd_topo_qemu_args, "print the QEMU command line for a topology"),
+        ("libvirt-xml", cmd_topo_libvirt_xml, "print the libvirt domain XML for a topology"),
+    ):
+        q = topo_cmd(name, func, help_)
+        q.add_argument("--backing", choices=BACKINGS, default="ram", help="guest memory backing (default ram)")
+        q.add_argument("--prealloc", action="store_true", help="preallocate guest memory")
+        pinning_option(q)
+        q.add_argument("--accel", choices=("kvm", "tcg"), default="tcg", help="accelerator (default tcg)")
+        q.add_argument("--kernel-path", default="/path/to/bzImage", help="kernel image to put in the output")
+        q.add_argument("--initrd-path", default="/path/to/initrd.cpio", help="initrd to put in the output")
+        q.add_argument("--results-dir", default="/path/to/results", help="results share directory")
+        q.add_argument("--console-log", default="/path/to/console.log", help="serial console log file")
+        if name == "qemu-args":
+            q.add_argument("--topology-only", action="store_true", help="only -m/-smp/-object/-numa")
+            q.add_argument("--json", action="store_true", help="print the argv as a JSON list")
+
+    q = topo_cmd("vng-args", cmd_topo_vng_args, "print the virtme-ng (vng) options for a topology")
+    q.add_argument("--backing", choices=BACKINGS, default="ram", help=argparse.SUPPRESS)
+    q.add_argument("--prealloc", action="store_true", help=argparse.SUPPRESS)
+    pinning_option(q)
+    q.add_argument("--no-pin", action="store_true", help="leave out --pin (vCPU pinning)")
+    q.add_argument("--json", action="store_true", help="print {args, notes} as JSON")
+    q = tsub.add_parser(
+        "import",
+        help="a real machine's topology (numactl -H output or sysfs) as a spec",
+        description="Read numactl -H output (FILE, or - for stdin; a pasted mail works) or a host's "
+        "/sys/devices/system/node (--from-sysfs [ROOT]) and write a spec, scaled to --cpus-per-node and "
+        "--mem-per-node (CPU-less nodes stay CPU-less); the real sizes are kept in its description.",
+    )
+    q.add_argument("file", nargs="?", metavar="FILE|-", help="numactl -H output")
+    q.add_argument(
+        "--from-sysfs",
+        nargs="?",
+        const="/sys/devices/system/node",
+        metavar="ROOT",
+        help="read a sysfs node directory instead (default /sys/devices/system/node)",
+    )
+    q.add_argument("--name", help="the spec's name (default: the file's name, or host)")
+    q.add_argument(
+        "--cpus-per-node", type=int, default=2, metavar="N", help="vCPUs of every node with CPUs (default 2)"
+    )
+    q.add_argument("--mem-per-node", default="512M", metavar="SIZE", help="memory of every node (default 512M)")
+    q.add_argument(
+        "--slow-cpuless",
+        action="store_true",
+        help="make the CPU-less nodes a slower memory tier (dax kmem, like CXL memory; see README 'Memory tiers')",
+    )
+    q.add_argument("--out", metavar="FILE", help="write the spec here (default: standard output)")
+    q.add_argument("--json", action="store_true", help="print the spec and the topology as JSON")
+    q.set_defaults(func=cmd_topo_import)

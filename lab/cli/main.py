@@ -1,0 +1,65 @@
+"""The ``numalab`` command: each command group adds its own parser (``lab.cli.cmd_*``); main runs one."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import lab.cli.cmd_compare as cmd_compare
+import lab.cli.cmd_doctor as cmd_doctor
+import lab.cli.cmd_kernel as cmd_kernel
+import lab.cli.cmd_matrix as cmd_matrix
+import lab.cli.cmd_report as cmd_report
+import lab.cli.cmd_reproduce as cmd_reproduce
+import lab.cli.cmd_run as cmd_run
+import lab.cli.cmd_topo as cmd_topo
+from lab import __version__
+from lab.cli.cmd_run import run_options_from_args
+from lab.cli.common import Parser
+from lab.errors import LabError
+
+__all__ = ["build_parser", "main", "run_options_from_args"]
+
+# In the order ``numalab --help`` lists them.
+COMMANDS = (cmd_topo, cmd_doctor, cmd_run, cmd_matrix, cmd_kernel, cmd_reproduce, cmd_report, cmd_compare)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = Parser(
+        prog="numalab",
+        description="QEMU/KVM lab for Linux NUMA-balancing and topology work: emulated NUMA machines, "
+        "patched kernels, traced workloads.",
+    )
+    p.add_argument("--version", action="version", version=f"numalab {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for command in COMMANDS:
+        command.add_parser(sub)
+    return p
+
+
+def _dispatch(argv: list[str]) -> int:
+    if argv[:1] == ["run-options"]:  # the matrix's children; not in the public list
+        return cmd_run.run_options_main(argv[1:])
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        return _dispatch(sys.argv[1:] if argv is None else argv)
+    except LabError as err:
+        print(f"numalab: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("numalab: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except OSError as err:  # a file numalab had to read or write; the library names it where it can
+        where = f"{err.filename}: " if err.filename else ""
+        print(f"numalab: error: {where}{err.strerror or err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

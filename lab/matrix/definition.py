@@ -1,0 +1,407 @@
+"""Matrix specs: topologies x kernels x workloads x settings x repeats, as a YAML file.
+
+::
+
+    name: ci-smoke
+    topologies: [ring-2, ring-4, {name: ring-8, cpus_per_node: 1}]
+    kernels: [stock, {name: patched, path: /path/to/bzImage},
+              {name: revert, build: {patches: [kernel-configs/patches/x.patch]}}]
+    workloads: [numa01, {name: pairs, duration: 10}]
+    settings: [{name: on}, {name: off, numa_balancing: off, knobs: {scan_delay_ms: 100}},
+               {name: qemu10, qemu: backports},   # qemu: system (default), backports, or a binary's path
+               {name: virtual, qemu: backports, clock: virtual}]   # clock: host (default) or virtual
+    repeats: 3
+    duration: 20                 # default workload duration
+    timeout: 300                 # per run (default: scaled to the run)
+    include: [{topology: ring-4}]          # keep only runs matching one of these
+    exclude: [{topology: ring-8, workload: pairs}]
+    baseline: {kernel: stock}    # or {setting: on}
+    gates:
+      - {metric: workload.gbps, worse_than_baseline_pct: 5, significant: true}
+    hosts:                       # optional: libvirt hosts to spread the runs over
+      - {uri: qemu:///system, capacity: 2}
+      - {uri: qemu+ssh://lab@box2/system, capacity: 4, pool_dir: /srv/numalab, upload: true}
+
+Expansion order interleaves kernels (and settings) innermost, so runs go
+A B A B and drift affects every side alike. Run ids are stable:
+``<topology>.<kernel>.<workload>.<setting>.r<N>``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from lab.analysis.expectations import Expectation
+from lab.analysis.metrics import METRIC_KEYS
+from lab.datafile import load_yaml
+from lab.errors import LabError
+from lab.guest.init_plan import KNOB_NAMES
+from lab.guest.workloads import WORKLOADS
+from lab.matrix.spec_parts import AutoSpec, parse_auto, parse_expect
+from lab.run.options import MAX_REPEAT, RunOptions
+from lab.topology.model import check_name
+from lab.topology.ref import SPEC_SIZE_NAMES, TopologyRef
+from lab.vm.guest_clock import CLOCKS
+from lab.vm.libvirt_hostspec import HostSpec, parse_hosts
+
+EXAMPLES = Path(__file__).parent / "examples"
+# Where a matrix given by name is looked up: the general examples, then each folder of lab/seeds/ (a seed's
+# matrices live with the rest of its slice).
+SEED_FOLDERS = Path(__file__).parents[1] / "seeds"
+
+
+def example_path(name: str) -> Path | None:
+    """The built-in matrix called ``name``, or None."""
+    for folder in (EXAMPLES, *sorted(p for p in SEED_FOLDERS.iterdir() if p.is_dir())):
+        if (folder / f"{name}.yaml").is_file():
+            return folder / f"{name}.yaml"
+    return None
+
+
+_KEYS = {"name", "description", "topologies", "kernels", "workloads", "settings", "repeats", "duration", "timeout",
+         "include", "exclude", "baseline", "gates", "hosts", "auto", "expect"}  # fmt: skip
+_FILTER_KEYS = ("topology", "kernel", "workload", "setting")
+
+
+def _scalar(value: object) -> str:
+    """YAML 1.1 reads on/off/yes/no as booleans; a name or value of 'on' stays 'on'."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_+-]+", "-", text).strip("-") or "x"
+
+
+@dataclass(frozen=True)
+class KernelChoice:
+    name: str
+    spec: str  # what `numalab run --kernel` takes: stock, a path, or a built kernel name
+    build: dict | None = None  # a build recipe (numalab kernel build), built before the runs
+
+
+@dataclass(frozen=True)
+class WorkloadChoice:
+    name: str
+    duration: float
+
+
+@dataclass(frozen=True)
+class SettingChoice:
+    name: str
+    numa_balancing: str = "on"
+    knobs: tuple[tuple[str, str], ...] = ()
+    qemu: str = ""  # the QEMU binary (numalab run --qemu): "" the default, system, backports or a path
+    clock: str = "host"  # the guest's clock (numalab run --clock): host or virtual
+
+
+@dataclass(frozen=True)
+class MatrixRun:
+    id: str
+    topology: TopologyRef
+    kernel: KernelChoice
+    workload: WorkloadChoice
+    setting: SettingChoice
+    repeat: int
+
+    def axes(self) -> dict[str, str]:
+        return {"topology": self.topology.label, "kernel": self.kernel.name, "workload": self.workload.name,
+                "setting": self.setting.name}  # fmt: skip
+
+    def params(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Gate:
+    metric: str
+    worse_than_baseline_pct: float
+    significant: bool = True
+
+    @property
+    def name(self) -> str:
+        sig = ", significant" if self.significant else ""
+        return f"{self.metric} not worse than baseline by > {self.worse_than_baseline_pct:g}%{sig}"
+
+
+@dataclass
+class MatrixSpec:
+    name: str
+    source: str
+    runs: list[MatrixRun]
+    kernels: list[KernelChoice]
+    baseline: dict[str, str]
+    gates: list[Gate]
+    timeout: float | None
+    description: str = ""
+    hosts: list[HostSpec] = field(default_factory=list)  # libvirt hosts to spread runs over
+    auto: AutoSpec | None = None  # repeats: auto (lab/matrix/spec_parts.py)
+    expect: list[Expectation] = field(default_factory=list)  # the seed's directions, for numalab reproduce
+
+    def fingerprint(self) -> str:
+        """Identity of what the runs are (not of gates or baseline, which only read results)."""
+        blob = json.dumps([r.params() for r in self.runs] + [self.timeout], sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def shard(self, index: int, count: int) -> list[MatrixRun]:
+        """Shard index/count (1-based), deterministic and disjoint.
+
+        The unit is a (topology, workload, repeat) cell with all its kernels
+        and settings, so every shard holds whole A/B sets (and keeps their
+        A B interleave); cells are dealt round-robin.
+        """
+        cells = list(dict.fromkeys((r.topology.label, r.workload.name, r.repeat) for r in self.runs))
+        mine = {c for i, c in enumerate(cells) if i % count == index - 1}
+        return [r for r in self.runs if (r.topology.label, r.workload.name, r.repeat) in mine]
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    m = re.fullmatch(r"(\d+)/(\d+)", text.strip())
+    if not m or not 1 <= int(m.group(1)) <= int(m.group(2)):
+        raise LabError(f"--shard {text}: expected i/N with 1 <= i <= N, e.g. 2/4")
+    return int(m.group(1)), int(m.group(2))
+
+
+def _list(data: dict, key: str, default: list | None = None) -> list:
+    value = data.get(key, default)
+    if value is None:
+        raise LabError(f"{key}: missing (give at least one)")
+    if not isinstance(value, list):
+        value = [value]
+    if not value:
+        raise LabError(f"{key}: empty (give at least one)")
+    return value
+
+
+def _topologies(data: dict) -> list[TopologyRef]:
+    out = []
+    for i, item in enumerate(_list(data, "topologies")):
+        if isinstance(item, str):
+            item = {"name": item}
+        if not isinstance(item, dict) or "name" not in item:
+            raise LabError(f"topologies[{i}]: expected a preset name, a file, or {{name, cpus_per_node, ...}}")
+        unknown = set(item) - {"name", "cpus_per_node", "mem_per_node", "threads"}
+        if unknown:
+            raise LabError(f"topologies[{i}].{sorted(unknown)[0]}: unknown field")
+        choice = TopologyRef(str(item["name"]), item.get("cpus_per_node"), item.get("mem_per_node"),
+                             item.get("threads"))  # fmt: skip
+        try:
+            choice.load(SPEC_SIZE_NAMES)
+        except LabError as err:
+            raise LabError(f"topologies[{i}]: {err}") from None
+        out.append(choice)
+    return out
+
+
+def _kernels(data: dict) -> list[KernelChoice]:
+    out = []
+    for i, item in enumerate(_list(data, "kernels", ["stock"])):
+        if isinstance(item, str):
+            out.append(KernelChoice(_slug(Path(item).name if "/" in item else item), item))
+            continue
+        if not isinstance(item, dict) or "name" not in item:
+            raise LabError(f"kernels[{i}]: expected stock, a bzImage path, a built name, or {{name, path|build}}")
+        unknown = set(item) - {"name", "path", "build"}
+        if unknown:
+            raise LabError(f"kernels[{i}].{sorted(unknown)[0]}: unknown field")
+        name = _slug(_scalar(item["name"]))
+        if "build" in item:
+            if not isinstance(item["build"], dict):
+                raise LabError(f"kernels[{i}].build: expected {{source, patches, series, fragments}}")
+            out.append(KernelChoice(name, name, dict(item["build"])))
+        else:
+            out.append(KernelChoice(name, str(item.get("path", item["name"]))))
+    names = [k.name for k in out]
+    if len(set(names)) < len(names):
+        raise LabError(f"kernels: names must be distinct, got {', '.join(names)}")
+    return out
+
+
+def _workloads(data: dict, default_duration: float) -> list[WorkloadChoice]:
+    out = []
+    for i, item in enumerate(_list(data, "workloads")):
+        if isinstance(item, str):
+            item = {"name": item}
+        if not isinstance(item, dict) or "name" not in item:
+            raise LabError(f"workloads[{i}]: expected a workload name or {{name, duration}}")
+        if item["name"] not in WORKLOADS:
+            raise LabError(f"workloads[{i}]: unknown workload {item['name']!r} (known: {', '.join(WORKLOADS)})")
+        duration = item.get("duration", default_duration)
+        if not isinstance(duration, (int, float)) or isinstance(duration, bool) or duration <= 0:
+            raise LabError(f"workloads[{i}].duration: must be a number of seconds > 0, got {duration!r}")
+        out.append(WorkloadChoice(item["name"], float(duration)))
+    return out
+
+
+def _settings(data: dict) -> list[SettingChoice]:
+    out = []
+    for i, item in enumerate(_list(data, "settings", [{"name": "default"}])):
+        if not isinstance(item, dict) or "name" not in item:
+            raise LabError(f"settings[{i}]: expected {{name, numa_balancing, knobs, qemu, clock}}")
+        unknown = set(item) - {"name", "numa_balancing", "knobs", "qemu", "clock"}
+        if unknown:
+            raise LabError(f"settings[{i}].{sorted(unknown)[0]}: unknown field")
+        bal = item.get("numa_balancing", "on")
+        bal = {True: "on", False: "off"}.get(bal, bal)
+        if bal not in ("on", "off", "default", "tiering"):
+            raise LabError(f"settings[{i}].numa_balancing: expected on, off, default or tiering, got {bal!r}")
+        knobs = item.get("knobs") or {}
+        if not isinstance(knobs, dict):
+            raise LabError(f"settings[{i}].knobs: expected a mapping knob -> value")
+        for k, v in knobs.items():
+            if k not in KNOB_NAMES:
+                raise LabError(f"settings[{i}].knobs.{k}: unknown knob (known: {', '.join(KNOB_NAMES)})")
+            if not str(v).isdigit():
+                raise LabError(f"settings[{i}].knobs.{k}: value must be a whole number, got {v!r}")
+        pairs = tuple(sorted((k, str(v)) for k, v in knobs.items()))
+        qemu = item.get("qemu", "")
+        if not isinstance(qemu, str):
+            raise LabError(f"settings[{i}].qemu: expected system, backports or a QEMU binary's path, got {qemu!r}")
+        clock = item.get("clock", "host")
+        if clock not in CLOCKS:
+            raise LabError(f"settings[{i}].clock: expected one of {', '.join(CLOCKS)}, got {clock!r}")
+        out.append(SettingChoice(_slug(_scalar(item["name"])), bal, pairs, qemu, clock))
+    return out
+
+
+def _filters(data: dict, key: str) -> list[dict[str, str]]:
+    raw = data.get(key) or []
+    if not isinstance(raw, list):
+        raise LabError(f"{key}: expected a list of {{topology, kernel, workload, setting}} filters")
+    out = []
+    for i, f in enumerate(raw):
+        if not isinstance(f, dict) or not f or set(f) - set(_FILTER_KEYS):
+            raise LabError(f"{key}[{i}]: expected a mapping of some of {', '.join(_FILTER_KEYS)}")
+        out.append({k: _scalar(v) for k, v in f.items()})
+    return out
+
+
+def _matches(run: MatrixRun, f: dict[str, str]) -> bool:
+    axes = run.axes() | {"topology_name": run.topology.name}
+    return all(axes.get(k) == v or (k == "topology" and axes["topology_name"] == v) for k, v in f.items())
+
+
+def _seconds(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+
+
+def run_options_of(run: MatrixRun, kernel_arg: str, timeout: float | None, **more: object) -> RunOptions:
+    """The options of the child that runs ``run`` (checked on construction: what numalab run refuses, a
+    matrix refuses)."""
+    return RunOptions(
+        topology=run.topology,
+        kernels=(kernel_arg,),
+        workload=run.workload.name,
+        duration=run.workload.duration,
+        numa_balancing=run.setting.numa_balancing,
+        knobs=tuple(f"{k}={v}" for k, v in run.setting.knobs),
+        qemu=run.setting.qemu,
+        clock=run.setting.clock,
+        timeout=timeout or None,
+        **more,  # type: ignore[arg-type]
+    )
+
+
+def _check_run_options(runs: list[MatrixRun], timeout: float | None) -> None:
+    """Each run's options, as numalab run checks them (once per run that differs in more than its repeat)."""
+    seen = set()
+    for run in runs:
+        key = tuple(run.axes().values())
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            run_options_of(run, run.kernel.spec, timeout)
+        except LabError as err:
+            raise LabError(f"run {run.id}: {err}") from None
+
+
+def load_matrix(path_or_name: str) -> MatrixSpec:
+    path = Path(path_or_name)
+    if not path.exists() and "/" not in path_or_name and not path_or_name.endswith((".yaml", ".yml")):
+        path = example_path(path_or_name) or path
+
+    if not path.is_file():
+        raise LabError(f"matrix {path_or_name}: no such file or example")
+    data = load_yaml(path, "matrix")
+    try:
+        return parse_matrix(data, str(path), path.stem)
+    except LabError as err:
+        raise LabError(f"{path}: {err}") from None
+
+
+def parse_matrix(data: object, source: str, default_name: str) -> MatrixSpec:  # noqa: C901
+    if not isinstance(data, dict):
+        raise LabError("expected a mapping at the top level")
+    unknown = set(data) - _KEYS
+    if unknown:
+        raise LabError(f"{sorted(unknown)[0]}: unknown field")
+    repeats = data.get("repeats", 1)
+    auto = parse_auto(data.get("auto")) if repeats == "auto" else None
+    if auto is None and data.get("auto") is not None:
+        raise LabError("auto: only with repeats: auto")
+    if auto is not None and auto.max_pairs > MAX_REPEAT:  # (before any run is made: the cap of numalab run)
+        raise LabError(f"auto.max: at most {MAX_REPEAT} repeats, got {auto.max_pairs}")
+    repeats = auto.min_pairs if auto else repeats
+    if not isinstance(repeats, int) or isinstance(repeats, bool) or not 1 <= repeats <= MAX_REPEAT:
+        raise LabError(f"repeats: must be a whole number 1..{MAX_REPEAT} or auto, got {repeats!r}")
+    duration = data.get("duration", 20)
+    if not _seconds(duration):
+        raise LabError(f"duration: must be a number of seconds > 0, got {duration!r}")
+    timeout = data.get("timeout")
+    if timeout is not None and not _seconds(timeout):
+        raise LabError(f"timeout: must be a number of seconds > 0, got {timeout!r}")
+    topologies, kernels = _topologies(data), _kernels(data)
+    workloads, settings = _workloads(data, float(duration)), _settings(data)
+    for axis, items in (("topologies", [t.label for t in topologies]), ("workloads", [w.name for w in workloads]),
+                        ("settings", [s.name for s in settings])):  # fmt: skip
+        if len(set(items)) < len(items):
+            raise LabError(f"{axis}: entries must be distinct, got {', '.join(items)}")
+    runs = []
+    for t in topologies:
+        for w in workloads:
+            for r in range(1, repeats + 1):
+                for s in settings:
+                    for k in kernels:
+                        rid = f"{t.label}.{k.name}.{w.name}.{s.name}.r{r}"
+                        runs.append(MatrixRun(rid, t, k, w, s, r))
+    include, exclude = _filters(data, "include"), _filters(data, "exclude")
+    if include:
+        runs = [r for r in runs if any(_matches(r, f) for f in include)]
+    runs = [r for r in runs if not any(_matches(r, f) for f in exclude)]
+    if not runs:
+        raise LabError("include/exclude: no run is left")
+    baseline = data.get("baseline") or {"kernel": kernels[0].name}
+    if not isinstance(baseline, dict) or len(baseline) != 1 or next(iter(baseline)) not in ("kernel", "setting"):
+        raise LabError("baseline: expected {kernel: NAME} or {setting: NAME}")
+    axis, value = next(iter(baseline.items()))
+    names = [k.name for k in kernels] if axis == "kernel" else [s.name for s in settings]
+    value = _scalar(value)
+    if value not in names:
+        raise LabError(f"baseline.{axis}: {value!r} is not one of the matrix's {axis}s ({', '.join(names)})")
+    if auto is not None and len(names) < 2:  # (numalab run --repeat auto refuses one kernel too)
+        raise LabError(f"repeats: auto compares the baseline's {axis}s, and the matrix has one ({names[0]}): "
+                       f"give at least two {axis}s")  # fmt: skip
+    _check_run_options(runs, float(timeout) if timeout else None)
+    gates = []
+    for i, g in enumerate(data.get("gates") or []):
+        if not isinstance(g, dict) or set(g) - {"metric", "worse_than_baseline_pct", "significant"}:
+            raise LabError(f"gates[{i}]: expected {{metric, worse_than_baseline_pct, significant}}")
+        if g.get("metric") not in METRIC_KEYS:
+            raise LabError(f"gates[{i}].metric: unknown metric {g.get('metric')!r} (known: {', '.join(METRIC_KEYS)})")
+        pct = g.get("worse_than_baseline_pct")
+        if not isinstance(pct, (int, float)) or isinstance(pct, bool) or pct < 0:
+            raise LabError(f"gates[{i}].worse_than_baseline_pct: must be a number >= 0, got {pct!r}")
+        gates.append(Gate(g["metric"], float(pct), bool(g.get("significant", True))))
+    hosts = parse_hosts(data["hosts"]) if data.get("hosts") is not None else []
+    expect = parse_expect(data.get("expect"), [w.name for w in workloads])
+    name = check_name(data.get("name") or default_name, "name")
+    return MatrixSpec(name, source, runs, kernels, {axis: value}, gates,
+                      float(timeout) if timeout else None, str(data.get("description", "")), hosts, auto,
+                      expect)  # fmt: skip

@@ -1,0 +1,350 @@
+"""Run a matrix: pack runs onto the host, survive interruptions, resume, shard.
+
+Every run is a child process (``numalab run-options OUT/logs/<id>.options.json``, the
+run's lab.run.options.RunOptions) writing ``OUT/runs/<id>/``; a
+run is done when its manifest exists (run records are renamed into place only
+when complete), so running the same command again skips finished runs and
+redoes interrupted ones. Children die with the runner (PR_SET_PDEATHSIG), and
+their QEMU with them, so even a SIGKILL leaves no VM behind.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lab.analysis.record import load_manifest
+from lab.cpulist import format_cpulist
+from lab.datafile import load_json
+from lab.errors import LabError
+from lab.matrix.definition import MatrixRun, MatrixSpec, run_options_of
+from lab.matrix.host_picker import HostPicker
+from lab.paths import json_text, write_text_atomic
+from lab.placement.host_inventory import read_inventory
+from lab.placement.pinning import QEMU_OVERHEAD_MIB
+from lab.record_files import MANIFEST
+from lab.run.options import RunOptions
+from lab.topology.ref import SPEC_SIZE_NAMES
+from lab.vm.libvirt_hostspec import HostSpec
+from lab.vm.qemu_backend import _die_with_parent
+
+MEM_HEADROOM_MIB = 1024
+GUARD_S = 180.0  # beyond a run's own timeout, before the runner kills it
+
+
+@dataclass
+class RunResult:
+    id: str
+    status: str
+    reason: str
+    wall_s: float = 0.0
+    cpu_s: float | None = 0.0  # None: not known (a run done before, whose summary did not say)
+    resumed: bool = False  # done by an earlier invocation
+    host: str | None = None  # the libvirt URI that ran it (None: direct QEMU on this machine)
+
+    def to_dict(self) -> dict:
+        return self.__dict__.copy()
+
+
+@dataclass
+class MatrixOutcome:
+    results: list[RunResult]
+    wall_s: float
+    cpu_s: float
+    cores: int
+    interrupted: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def utilisation(self) -> float | None:
+        """Run CPU over the cores' time while the matrix ran; None when this invocation started no run (an
+        empty shard, or everything resumed): a ratio over next to no wall time says nothing."""
+        started = any(not r.resumed for r in self.results)
+        return self.cpu_s / (self.cores * self.wall_s) if started and self.wall_s > 0 else None
+
+
+def run_dir(out: Path, run: MatrixRun) -> Path:
+    return out / "runs" / run.id
+
+
+def is_done(out: Path, run: MatrixRun) -> bool:
+    return (run_dir(out, run) / MANIFEST).exists()
+
+
+def check_out_dir(out: Path, spec: MatrixSpec, shard: tuple[int, int] | None) -> None:
+    """Refuse to mix results of a different spec (or shard) in one output directory."""
+    meta = out / "matrix.json"
+    want = {"spec": spec.name, "source": spec.source, "fingerprint": spec.fingerprint(),
+            "shard": list(shard) if shard else None}  # fmt: skip
+    if out.exists() and not out.is_dir():
+        raise LabError(f"--out {out}: exists and is not a directory")
+    if meta.exists():
+        have = load_json(meta)
+        if not isinstance(have, dict):
+            raise LabError(f"{meta}: not a numalab matrix record (not a JSON object)")
+        if have.get("fingerprint") != want["fingerprint"]:
+            raise LabError(
+                f"--out {out}: holds results of a different matrix spec ({have.get('source')}, fingerprint "
+                f"{have.get('fingerprint')}; this spec is {want['fingerprint']}): use another --out"
+            )
+        if have.get("shard") != want["shard"]:
+            raise LabError(f"--out {out}: holds shard {have.get('shard')}, not {want['shard']}: use another --out")
+        return
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(meta, json_text(want, indent=2) + "\n")
+    except OSError as err:
+        raise LabError(f"--out {out}: cannot write there ({err.strerror})") from None
+
+
+def input_hashes(spec: MatrixSpec, kernel_args: dict[str, str]) -> dict[str, str]:
+    """What the spec points to, by content: every topology file and every kernel image (after builds).
+    A resumed matrix whose inputs changed would mix runs of two different things."""
+    from lab.kernel.resolve import resolve_kernel
+    from lab.topology.spec import spec_path
+
+    out = {}
+    for name in sorted({r.topology.name for r in spec.runs}):
+        path = spec_path(name)
+        out[f"topology {name}"] = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    for name, arg in sorted(kernel_args.items()):
+        out[f"kernel {name}"] = resolve_kernel(arg).sha256()[:16]
+    return out
+
+
+def check_inputs(out: Path, inputs: dict[str, str]) -> None:
+    """Refuse to resume into ``out`` when a topology file or kernel image changed since its runs."""
+    meta = out / "matrix.json"
+    have = load_json(meta)
+    before = have.get("inputs") if isinstance(have, dict) else None
+    if not isinstance(have, dict) or not isinstance(before or {}, dict):
+        raise LabError(f"{meta}: not a numalab matrix record")
+    if before is not None:
+        changed = [k for k in sorted(set(before) | set(inputs)) if before.get(k) != inputs.get(k)]
+        if changed and any((out / "runs").glob("*/manifest.json")):
+            raise LabError(
+                f"--out {out}: {changed[0]} changed since its runs were made"
+                + (f" (and {len(changed) - 1} more)" if len(changed) > 1 else "")
+                + ": use another --out, or remove it to start again"
+            )
+    write_text_atomic(meta, json_text(have | {"inputs": inputs}, indent=2) + "\n")
+
+
+def _demand(run: MatrixRun) -> tuple[int, int]:
+    """(vCPUs, MiB) a run needs on the host."""
+    topo = run.topology.load(SPEC_SIZE_NAMES)
+    return topo.total_cpus, topo.total_memory_mib + QEMU_OVERHEAD_MIB
+
+
+def run_options(run: MatrixRun, kernel_arg: str, out: Path, timeout: float | None, backend: dict) -> RunOptions:
+    """What the child runs for ``run``: the run's axes, its record directory, and ``backend`` (the
+    libvirt options of :func:`host_options`, or {} for direct QEMU)."""
+    return run_options_of(run, kernel_arg, timeout, out=run_dir(out, run), **backend)
+
+
+def child_command(opts: RunOptions, options_file: Path) -> list[str]:
+    """The child process of one matrix run: ``numalab run-options FILE``, with ``opts`` written to FILE
+    (kept beside the run's log: what exactly ran)."""
+    options_file.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(options_file, opts.to_json())
+    return [sys.executable, "-m", "lab.cli", "run-options", str(options_file)]
+
+
+def host_options(host: HostSpec) -> dict:
+    """The RunOptions fields that send a run to the libvirt host ``host``."""
+    return {"backend": "libvirt", "connect": host.uri, "pool_dir": host.pool_dir or None, "no_upload": not host.upload}
+
+
+def host_of(manifest: dict) -> str | None:
+    backend = manifest.get("backend") or {}
+    return backend.get("uri") if backend.get("name") == "libvirt" else None
+
+
+def _result_of(out: Path, run: MatrixRun, log: Path, wall: float, cpu: float) -> RunResult:
+    mf = run_dir(out, run) / MANIFEST
+    if mf.exists():
+        try:
+            m = load_manifest(mf)
+        except LabError as err:
+            return RunResult(run.id, "error", str(err), round(wall, 2), round(cpu, 2))
+        return RunResult(run.id, m["status"], m.get("reason", ""), round(wall, 2), round(cpu, 2), host=host_of(m))
+    lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.strip()] if log.exists() else []
+    err = next((ln for ln in reversed(lines) if "error" in ln), lines[-1] if lines else "no output")
+    return RunResult(run.id, "error", err.removeprefix("numalab: error: "), round(wall, 2), round(cpu, 2))
+
+
+def _fmt_s(s: float) -> str:
+    return f"{int(s // 60)}m{int(s % 60):02d}s" if s >= 60 else f"{s:.0f}s"
+
+
+class CpuShares:
+    """The host CPUs concurrent local runs divide among themselves."""
+
+    def __init__(self, cpus: tuple[int, ...]) -> None:
+        self.all = tuple(sorted(cpus))
+        self.free = list(self.all)
+
+    def take(self, n: int) -> tuple[int, ...]:
+        """n free CPUs (lowest first), or every CPU for a run larger than the host, which the packer
+        only starts alone."""
+        if n > len(self.free):
+            return self.all
+        share, self.free = tuple(self.free[:n]), self.free[n:]
+        return share
+
+    def give_back(self, share: tuple[int, ...]) -> None:
+        if share != self.all:
+            self.free = sorted(set(self.free) | set(share))
+        else:
+            self.free = list(self.all)
+
+
+def _child_setup(share: tuple[int, ...] | None):
+    def setup() -> None:
+        if share:
+            os.sched_setaffinity(0, share)
+        _die_with_parent()
+
+    return setup
+
+
+def execute_matrix(  # noqa: C901
+    spec: MatrixSpec,
+    runs: list[MatrixRun],
+    out: Path,
+    kernel_args: dict[str, str],
+    jobs: int | None = None,
+    fail_fast: bool = False,
+    overcommit: bool = False,
+    backend: dict | None = None,
+    progress: Callable[[str], None] = lambda _m: None,
+    hosts: list[HostSpec] | None = None,
+) -> MatrixOutcome:
+    """Run what is not done yet, as many at once as the host fits.
+
+    With ``hosts`` (libvirt hosts), each run goes to the least-loaded host with
+    a free slot, and a host's ``capacity`` is how many runs it takes at once;
+    this machine's cores and memory then do not limit the packing.
+    """
+    picker = HostPicker(hosts) if hosts else None
+    host = read_inventory()
+    cores = host.n_cpus
+    mem_budget = max(0, host.mem_available_mib - MEM_HEADROOM_MIB)
+    results: dict[str, RunResult] = {}
+    pending = []
+    for run in runs:
+        if is_done(out, run):
+            results[run.id] = _result_of(out, run, Path("/nonexistent"), 0, 0)
+            results[run.id].resumed = True
+        else:
+            shutil.rmtree(out / "runs" / f".{run.id}.partial", ignore_errors=True)
+            pending.append(run)
+    if results:
+        progress(f"resuming: {len(results)} of {len(runs)} runs already done, {len(pending)} to go")
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    demand = {r.id: _demand(r) for r in pending}
+    running: dict[int, tuple[MatrixRun, subprocess.Popen, float]] = {}
+    placed: dict[int, HostSpec] = {}
+    # Local runs that fit get host CPUs of their own (the run's affinity, which its vCPU pins
+    # stay within), so that concurrent VMs do not all pin to the same first CPUs.
+    cpus = CpuShares(host.online_cpus) if not picker and not overcommit else None
+    given: dict[int, tuple[int, ...]] = {}
+    t0 = time.monotonic()
+    own0 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu_total = 0.0
+    finished = 0
+    interrupted = False
+    stop = False
+
+    def on_signal(signum, _frame):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        while pending or running:
+            # Launch what fits: vCPU threads within host cores (unless overcommit), memory within budget.
+            while pending and not stop and (jobs is None or len(running) < jobs):
+                run = pending[0]
+                vcpus, mem = demand[run.id]
+                used_cpu = sum(demand[r.id][0] for r, _, _ in running.values())
+                used_mem = sum(demand[r.id][1] for r, _, _ in running.values())
+                fits = (overcommit or used_cpu + vcpus <= cores) and used_mem + mem <= mem_budget
+                host = picker.pick() if picker else None
+                if picker and host is None:
+                    break
+                if not picker and running and not fits:
+                    break
+                pending.pop(0)
+                log = out / "logs" / f"{run.id}.log"
+                opts = run_options(run, kernel_args[run.kernel.name], out, spec.timeout,
+                                   host_options(host) if host else (backend or {}))  # fmt: skip
+                cmd = child_command(opts, out / "logs" / f"{run.id}.options.json")
+                share = cpus.take(vcpus) if cpus else None
+                with open(log, "w") as f:
+                    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
+                                            preexec_fn=_child_setup(share))  # fmt: skip
+                running[proc.pid] = (run, proc, time.monotonic())
+                if host:
+                    picker.take(host)
+                    placed[proc.pid] = host
+                if share:
+                    given[proc.pid] = share
+                where = f" on {host.uri}" if host else f" on CPUs {format_cpulist(share)}" if share else ""
+                progress(f"start {run.id}{where}")
+            time.sleep(0.2)
+            for pid, (run, proc, started) in list(running.items()):
+                wpid, status, usage = os.wait4(pid, os.WNOHANG)
+                elapsed = time.monotonic() - started
+                if wpid == 0:
+                    limit = (spec.timeout or 0) + GUARD_S + run.workload.duration * 2 + 120
+                    if elapsed > limit:
+                        proc.kill()
+                    continue
+                proc.returncode = os.waitstatus_to_exitcode(status)
+                del running[pid]
+                if pid in placed:
+                    picker.release(placed.pop(pid))
+                if pid in given:
+                    cpus.give_back(given.pop(pid))
+                cpu = usage.ru_utime + usage.ru_stime
+                cpu_total += cpu
+                res = _result_of(out, run, out / "logs" / f"{run.id}.log", elapsed, cpu)
+                results[run.id] = res
+                finished += 1
+                done_wall = time.monotonic() - t0
+                left = len(pending) + len(running)
+                eta = done_wall / finished * left if finished else 0
+                progress(f"[{len(results)}/{len(runs)}] {res.status:<17} {run.id} ({elapsed:.0f}s)"
+                         f"{'' if res.status == 'ok' else ' - ' + res.reason}  ETA {_fmt_s(eta)}")  # fmt: skip
+                if fail_fast and res.status != "ok" and not stop:
+                    stop = True
+                    progress("--fail-fast: not starting further runs")
+    except KeyboardInterrupt as sig:
+        interrupted = True
+        progress(f"interrupted ({sig}): stopping {len(running)} running VM(s); run again to resume")
+        for _run, proc, _ in running.values():
+            proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        for _run, proc, _ in running.values():
+            try:
+                proc.wait(timeout=max(1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    wall = time.monotonic() - t0
+    ordered = [results[r.id] for r in runs if r.id in results]
+    own = resource.getrusage(resource.RUSAGE_SELF)  # this process's own share while the matrix ran
+    own_s = own.ru_utime + own.ru_stime - own0.ru_utime - own0.ru_stime
+    return MatrixOutcome(ordered, wall, cpu_total + own_s, cores, interrupted)

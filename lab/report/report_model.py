@@ -1,0 +1,265 @@
+"""Build a report from run records: report.json is the model, HTML and markdown are views of it.
+
+Runs are re-analysed from their files (so a better analysis applies to old
+runs, and a damaged trace.dat is caught and marked here). Runs are grouped by
+kernel and NUMA-balancing settings; with two or more groups on the same
+topology and workload, every group is compared against the first one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab import __version__
+from lab.analysis.compare import DEFAULT_RULE, Comparison, compare_runs, to_dict, to_markdown, to_text
+from lab.analysis.display import percent
+from lab.analysis.lost import describe as describe_lost
+from lab.analysis.metrics import per_vcpu_second, run_metrics
+from lab.analysis.record import RunRecord
+from lab.errors import LabError
+from lab.events import NUMA_DECISIONS
+from lab.guest.kernel_complaints import read_complaints
+from lab.guest.kernel_complaints import summary as complaint_line
+from lab.paths import json_text
+from lab.record_files import (
+    CONSOLE_LOG,
+    DMESG_BOOT,
+    MANIFEST,
+    QEMU_ARGV,
+    TOPOLOGY,
+    TRACE_DAT,
+    VMSTAT_SERIES,
+    WORKLOAD_OUT,
+)
+from lab.report.sections.access_section import slowdowns
+from lab.untrusted import finite_copy
+
+RAW_FILES = (MANIFEST, TRACE_DAT, CONSOLE_LOG, QEMU_ARGV, DMESG_BOOT, WORKLOAD_OUT, VMSTAT_SERIES, TOPOLOGY)
+
+
+@dataclass
+class ReportPaths:
+    html: Path
+    json: Path
+    markdown: Path
+    perfetto: list[Path]
+    data: dict
+
+
+def group_key(r: RunRecord) -> tuple:
+    knobs = tuple(sorted(r.knobs.items()))
+    return (r.kernel_name, r.numa_balancing, knobs, r.access_matrix is not None)
+
+
+def group_label(key: tuple) -> str:
+    kernel, balancing, knobs = key[:3]
+    label = kernel
+    if balancing == "0":
+        label += " balancing=off"
+    elif balancing == "2":
+        label += " balancing=tiering"
+    elif balancing is None:
+        label += " balancing=default"
+    if key[3:] and key[3]:
+        label += " access-matrix"  # instrumented: slower, so a group of its own
+    return label
+
+
+def _groups(runs: list[RunRecord]) -> list[tuple[str, list[RunRecord]]]:
+    order: dict[tuple, list[RunRecord]] = {}
+    for r in runs:
+        order.setdefault(group_key(r), []).append(r)
+    labels = [group_label(k) for k in order]
+    # Two groups with the same label differ only in knobs: say which.
+    if len(set(labels)) < len(labels):
+        labels = [f"{group_label(k)} {' '.join(f'{a}={b}' for a, b in k[2])}".strip() for k in order]
+    return list(zip(labels, order.values()))
+
+
+def comparisons_for(
+    runs: list[RunRecord], rule: str = DEFAULT_RULE, include_incomplete: bool = False
+) -> tuple[list[Comparison], list[str]]:
+    """Each group against the first, per topology and workload; notes on what could not be compared."""
+    notes: list[str] = []
+    by_setup: dict[tuple[str, str], list[RunRecord]] = {}
+    for r in runs:
+        by_setup.setdefault((r.topology.name, r.workload_name), []).append(r)
+    if len(by_setup) > 1:
+        notes.append(
+            "these runs mix topologies or workloads ("
+            + "; ".join(f"{t}/{w}" for t, w in by_setup)
+            + "): they are compared only within one topology and workload"
+        )
+    out = []
+    for (topo, load), setup_runs in by_setup.items():
+        groups = _groups(setup_runs)
+        for label, group in groups[1:]:
+            try:
+                out.append(
+                    compare_runs(
+                        groups[0][1], group, rule, labels=(groups[0][0], label), include_incomplete=include_incomplete
+                    )
+                )
+            except LabError as err:
+                notes.append(f"{topo}/{load}: {groups[0][0]} vs {label}: {err}")
+    return out, notes
+
+
+def _rel(path: Path, start: Path) -> str:
+    return os.path.relpath(path, start)
+
+
+def run_entry(r: RunRecord, out_dir: Path) -> dict:
+    m = r.manifest
+    metrics = run_metrics(r.path, r.topology, r.trace_events, r.workload_start_uptime)
+    if twins := per_vcpu_second((m.get("workload") or {}).get("result"), m.get("vcpu_time")):
+        metrics["per_vcpu_s"] = twins  # as the run stored them (lab.analysis.metrics.per_vcpu_second)
+    return {
+        "run_id": r.run_id,
+        "path": _rel(r.path, out_dir),
+        "status": r.status,
+        "reason": r.reason,
+        "label": r.label,
+        "group": group_label(group_key(r)),
+        "topology": m["topology"],
+        "kernel": m["kernel"],
+        "workload": m["workload"],
+        "settings": r.settings,
+        "accelerator": m["accelerator"],
+        "placement": m.get("placement", {}),
+        "backend": {k: v for k, v in m.get("backend", {}).items() if k != "argv"},
+        "guest_topology_ok": m.get("guest_topology_ok"),
+        "guest_topology_problems": (m.get("guest_topology") or {}).get("problems", []),
+        # Re-read from dmesg-boot.txt, so records made before the manifest carried them get them too.
+        "guest_kernel_complaints": read_complaints(r.path),
+        "trace_incomplete": bool(metrics.get("trace_incomplete")),
+        "timings": r.timings,
+        "vcpu_time": m.get("vcpu_time"),
+        "metrics": metrics,
+        "files": {f: _rel(r.path / f, out_dir) for f in RAW_FILES if (r.path / f).exists()},
+        "console_tail": m.get("console_tail", []),
+        "stages": r.stages,
+        "access_matrix": r.access_matrix,
+    }
+
+
+def build_report(
+    run_dirs: list[Path], out_html: Path, rule: str = DEFAULT_RULE, include_incomplete: bool = False
+) -> ReportPaths:
+    """Write OUT.html, OUT.json, OUT.md and OUT.perfetto/<run>.json: all rendered first, then written
+    to temporary files and renamed only when every one is written, so a failure leaves none of them."""
+    from lab.report.html import render_html
+    from lab.report.perfetto import perfetto_trace
+
+    if not run_dirs:
+        raise LabError("report: give at least one run directory")
+    runs = [RunRecord.load(d) for d in run_dirs]
+    if out_html.is_dir():
+        raise LabError(f"--out {out_html}: is a directory; give the HTML file to write")
+    out_dir = out_html.parent
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise LabError(f"--out {out_html}: cannot make {out_dir} ({err.strerror})") from None
+    outputs: dict[Path, str] = {}
+    comparisons, notes = comparisons_for(runs, rule, include_incomplete)
+    entries = [run_entry(r, out_dir) for r in runs]
+    slow = slowdowns(runs)
+    for entry in entries:
+        if entry["access_matrix"] and entry["run_id"] in slow:
+            entry["access_matrix"] = entry["access_matrix"] | {"slowdown": slow[entry["run_id"]]}
+    pf_dir = out_html.with_suffix(".perfetto")
+    perfetto_paths = []
+    for r, entry in zip(runs, entries):
+        if (r.path / TRACE_DAT).exists():
+            path = pf_dir / f"{r.run_id}.json"
+            outputs[path] = json_text(perfetto_trace(r))
+            entry["perfetto"] = _rel(path, out_dir)
+            perfetto_paths.append(path)
+    report = {
+        "format": "numalab-report/1",
+        "numalab": __version__,
+        "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "runs": entries,
+        "groups": [{"label": label, "runs": [r.run_id for r in g]} for label, g in _groups(runs)],
+        "comparisons": [to_dict(c) | {"text": to_text(c)} for c in comparisons],
+        "notes": notes,
+    }
+    json_path, md_path = out_html.with_suffix(".json"), out_html.with_suffix(".md")
+    # (a figure that came out NaN, from a record made before they were refused, is written as null)
+    outputs[json_path] = json_text(finite_copy(report)[0], indent=2) + "\n"
+    outputs[md_path] = render_markdown(report, comparisons)
+    outputs[out_html] = render_html(report, comparisons)
+    _write_all(outputs, out_html)
+    return ReportPaths(out_html, json_path, md_path, perfetto_paths, report)
+
+
+def _write_all(outputs: dict[Path, str], out_html: Path) -> None:
+    """Every file to a temporary name beside it, then every rename; on an error, no temporary stays
+    and no output was replaced."""
+    temps: list[tuple[Path, Path]] = []
+    made: list[Path] = []
+    try:
+        for path, text in outputs.items():
+            if not path.parent.exists():
+                path.parent.mkdir(parents=True)
+                made.append(path.parent)
+            if path.is_dir():
+                raise IsADirectoryError(21, "is a directory", str(path))
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            temps.append((tmp, path))
+            tmp.write_text(text)
+    except OSError as err:
+        for tmp, _ in temps:
+            tmp.unlink(missing_ok=True)
+        for d in reversed(made):
+            with contextlib.suppress(OSError):
+                d.rmdir()
+        raise LabError(f"--out {out_html}: cannot write {err.filename or out_html} ({err.strerror})") from None
+    for tmp, path in temps:
+        os.replace(tmp, path)
+
+
+def render_markdown(report: dict, comparisons: list[Comparison]) -> str:
+    lines = [f"# numalab report ({report['generated']})", ""]
+    for n in report["notes"]:
+        lines += [f"> {n}", ""]
+    lines += [
+        "| run | status | topology | kernel | workload | accel | "
+        + " | ".join(ev.short for ev in NUMA_DECISIONS)
+        + " | lost | pages migrated | hint local % |",
+        "|---|---|---|---|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    blank = " | " * 10
+    for r in report["runs"]:
+        m = r["metrics"]
+        events = m.get("events", {})
+        vm = m.get("vmstat", {})
+        hint = percent(vm["hint_local_pct"], 2) if vm.get("numa_hint_faults") else "no faults" if vm else "-"
+        lost = m.get("lost_events", "-")
+        if m.get("trace_unreadable"):
+            lost = "**trace unreadable**"
+        elif r.get("trace_incomplete"):
+            lost = f"**{lost:,} ({percent(m['lost_share'] * 100)}%)**"
+        cells = [
+            r["run_id"], r["status"], r["topology"]["name"], r["group"], r["workload"]["name"],
+            r["accelerator"]["name"].upper(), *(events.get(ev.name, "-") for ev in NUMA_DECISIONS),
+            lost, vm.get("numa_pages_migrated", "-"), hint,
+        ]  # fmt: skip
+        lines.append("| " + " | ".join(map(str, cells)) + " |")
+        for p in m.get("trace_problems", []):
+            lines.append(f"|  | **trace: {p}**{blank}|")
+        if r.get("trace_incomplete"):
+            lines.append(
+                f"|  | **trace incomplete: {describe_lost(m)}; event counts are low, and the A/B tables leave "
+                f"this run out**{blank}|"
+            )
+        for c in r.get("guest_kernel_complaints", []):
+            lines.append(f"|  | **guest kernel: {complaint_line(c)}**{blank}|")
+    for c in comparisons:
+        lines += ["", to_markdown(c)]
+    return "\n".join(lines) + "\n"

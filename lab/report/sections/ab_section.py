@@ -1,0 +1,100 @@
+"""The A/B comparison section: each group against the first, as mmtests-style tables beside dot plots of
+the key metrics per run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lab.analysis.compare import Comparison, Row, to_html
+from lab.analysis.metrics import METRIC_KEYS, metric_values
+from lab.events import MOVE_NUMA, SWAP_NUMA
+from lab.report import svg
+from lab.report.colors import BASE_COLOR, NEW_COLOR
+from lab.report.html_parts import e, figure
+
+KEY_METRICS = (
+    "workload.gbps",
+    "workload.gbps_per_vcpu_s",  # its twin: the same work per vCPU CPU-second (less host noise under TCG)
+    "workload.round_trips_per_s",
+    "workload.round_trips_per_vcpu_s",
+    f"events.{MOVE_NUMA.name}",
+    f"events.{SWAP_NUMA.name}",
+    "vmstat.numa_pages_migrated",
+    "vmstat.hint_local_pct",
+)
+
+
+def _values_by_run(report: dict) -> dict[str, dict[str, float]]:
+    """Metric values per run directory name (the names Comparison lists), from the report's re-analysis."""
+    out = {}
+    for r in report.get("runs", []):
+        pseudo = {
+            "metrics": r.get("metrics") or {},
+            "workload": r.get("workload") or {},
+            "timings": r.get("timings") or {},
+        }
+        vals = metric_values(pseudo)
+        out[Path(r.get("path") or r["run_id"]).name] = vals
+        out.setdefault(r["run_id"], vals)
+    return out
+
+
+def _verdict_text(row: Row) -> str:
+    v = row.verdict()
+    return {
+        "better": '<span class="verdict-better">significantly better</span>',
+        "worse": '<span class="verdict-worse">significantly worse</span>',
+        "same": "no significant difference",
+        "unknown": "significance cannot be judged (fewer than 3 runs a side)",
+    }[v]
+
+
+def compare_plots(c: Comparison, values: dict[str, dict[str, float]]) -> str:
+    figs = []
+    for key in KEY_METRICS:
+        row = c.row(key)
+        if row is None:
+            continue
+        metric = METRIC_KEYS[key]
+        base = [values[r][key] for r in c.base_runs if key in values.get(r, {})]
+        new = [values[r][key] for r in c.new_runs if key in values.get(r, {})]
+        groups = [(c.base_label, base, BASE_COLOR), (c.new_label, new, NEW_COLOR)]
+        title = f"{metric.label}" + (f" ({metric.unit})" if metric.unit else "")
+        # The same mean as the table's mean row (Hmean for rates, Amean otherwise).
+        plot = svg.dot_plot(
+            groups, title=title, note=f"{metric.better} is better", width=380, harmonic=row.mean_name == "Hmean"
+        )
+        figs.append(figure(plot, f'<span class="mono">{e(key)}</span>: {_verdict_text(row)}'))
+    if not figs:
+        return ""
+    legend = (
+        '<p class="legend-inline">'
+        f'<span><i style="background:{BASE_COLOR}"></i>baseline: {e(c.base_label)}</span>'
+        f'<span><i style="background:{NEW_COLOR}"></i>new: {e(c.new_label)}</span>'
+        "<span>one dot per run; the bar is the mean of the table's mean row</span></p>"
+    )
+    return f"<h4>Key metrics per run</h4>{legend}{''.join(figs)}"
+
+
+def compare_section(report: dict, comparisons: list[Comparison]) -> str:
+    if not comparisons:
+        groups = report.get("groups", [])
+        why = (
+            "all runs are in one group (same kernel and NUMA-balancing settings)"
+            if len(groups) <= 1
+            else "the groups could not be compared (see the notes above)"
+        )
+        return f'<p class="muted">No A/B comparison: {e(why)}. Give runs of two kernels or two settings.</p>'
+    values = _values_by_run(report)
+    out = [
+        '<p class="muted">Each group is compared with the first (the baseline), in the style of mmtests '
+        "compare-kernels. %diff is signed so that <strong>+ always means better</strong>; significant differences "
+        "are coloured green (better) or red (worse).</p>"
+    ]
+    for c in comparisons:
+        # to_html lists the excluded runs (status not ok, or an incomplete trace) under its notes.
+        out.append(
+            f'<div class="card ab-layout"><div class="ab-table">{to_html(c)}</div>'
+            f'<aside class="ab-plots">{compare_plots(c, values)}</aside></div>'
+        )
+    return "\n".join(out)

@@ -1,0 +1,105 @@
+"""``numalab run --access-matrix``: set the plugin up for a run and put its counts in the run record."""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab.analysis.access_counts import read_log, self_check, summarize
+from lab.errors import LabError
+from lab.paths import json_text
+from lab.record_files import ACCESS_MATRIX_JSON, ACCESS_MATRIX_TXT
+from lab.topology.model import Topology
+from lab.vm.access_plugin import AccessPlugin, prepare
+from lab.vm.libvirt_conn import is_local_uri
+
+STATUS = "access-map-mismatch"  # the self-check failed: the counts cannot be trusted
+CLOCK_STATUS = "guest-clock-skew"  # the guest's clock did not follow the host's during the workload
+RAW_FILE = ACCESS_MATRIX_TXT
+JSON_FILE = ACCESS_MATRIX_JSON
+
+
+def check_request(sample: int, accel: str | None, backend: str, uri: str = "") -> None:
+    """One-line errors for what --access-matrix cannot do, before anything is built or booted
+    (``accel`` None: not known yet; ``uri``: the libvirt host)."""
+    if sample < 1:
+        raise LabError(f"--access-sample: must be >= 1, got {sample}")
+    if accel is not None and accel != "tcg":
+        raise LabError(f"--access-matrix: needs TCG (the plugin sees no access under {accel}); add --accel tcg")
+    if backend == "libvirt" and not is_local_uri(uri or "qemu:///system"):
+        raise LabError(
+            f"--access-matrix: not with the remote libvirt host {uri}: the plugin is built for this host's QEMU "
+            "and the counts are cut to the workload with this host's clock; use a local URI or --backend qemu"
+        )
+
+
+def setup(topo: Topology, sample: int, workdir: Path, qemu_version: str, mode: str = "") -> AccessPlugin:
+    """Build/find the plugin for the run's QEMU (its ``--version`` line); the counts go to ``workdir``."""
+    return prepare(topo, sample, workdir / RAW_FILE, qemu_version, mode)
+
+
+def summary_lines(manifest: dict) -> list[str]:
+    """The run summary's access-matrix line (none without --access-matrix)."""
+    a = manifest.get("access_matrix")
+    if not a:
+        return []
+    if a.get("problem"):
+        return [f"  access matrix: {a['problem']}"]
+    sample = (a.get("plugin") or {}).get("sample")
+    return [
+        f"  access-local={a.get('local_pct')}%  ({a.get('accesses', 0):,} accesses sampled 1/{sample}; "
+        "instrumented: throughput not comparable with plain runs)"
+    ]
+
+
+@dataclass(frozen=True)
+class AccessResult:
+    """What the plugin's counts say about one run, for the manifest (lab.run.manifest)."""
+
+    section: dict  # manifest["access_matrix"]
+    files: tuple[str, ...]  # written into the run record
+    failure: tuple[str, str] | None  # (status, reason) that fails an otherwise good run
+
+
+def measure(
+    run_dir: Path,
+    plugin: AccessPlugin,
+    topo: Topology,
+    start_ns: int | None,
+    end_ns: int | None,
+    guest_s: float | None,
+) -> AccessResult:
+    """Counts -> access-matrix.{txt,json} in the run record and the manifest's section; a failed self-check
+    (or a guest clock that did not follow the host's over the workload, ``guest_s`` by the guest's clock)
+    is a failure."""
+    section: dict = {"plugin": plugin.to_dict()}
+    if plugin.output.exists():
+        shutil.copyfile(plugin.output, run_dir / RAW_FILE)
+    vcpu_nodes = [n for n, cpus in enumerate(topo.node_cpus()) for _ in cpus]
+    problem = None
+    status = STATUS
+    try:
+        log = read_log(run_dir / RAW_FILE)
+    except LabError as err:
+        problem = f"access matrix: {err}"
+    else:
+        section |= summarize(log, vcpu_nodes, start_ns, end_ns)
+        problem = self_check(section)
+    host_s = (end_ns - start_ns) / 1e9 if start_ns is not None and end_ns is not None else None
+    if host_s and guest_s:
+        section["guest_clock_ratio"] = round(guest_s / host_s, 3)
+        # The host sees the stage marks up to a console poll late: 0.1-0.2 s with direct QEMU, up to about
+        # 1.2 s through libvirt (the console is mirrored from the daemon's file; seen: 3.14 s guest against
+        # 4.35 s host for a sound clock). A miscalibrated guest clock is off by 4-52x (lab.vm.tcg_clock), so
+        # the slack is generous: 2 s or half the host's time.
+        if not problem and abs(guest_s - host_s) > max(2.0, 0.5 * host_s):
+            problem = (
+                f"guest clock ran {guest_s / host_s:.2f}x the host's during the workload ({guest_s:g} s guest, "
+                f"{host_s:.2f} s host): its TSC calibration went wrong; the window and the workload's figures are wrong"
+            )
+            status = CLOCK_STATUS
+    section["problem"] = problem
+    (run_dir / JSON_FILE).write_text(json_text(section, indent=1) + "\n")
+    written = (JSON_FILE, *((RAW_FILE,) if (run_dir / RAW_FILE).exists() else ()))
+    return AccessResult(section, written, (status, problem) if problem else None)

@@ -1,0 +1,237 @@
+"""Run options (lab.run.options.RunOptions) -> run requests, executed: what ``numalab run``, the matrix's
+children and the tests call."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from lab.analysis.numa import default_events
+from lab.errors import LabError
+from lab.guest.init_plan import GuestPlan
+from lab.guest.workloads import Workload, get_workload
+from lab.host.accel import accel_verdict
+from lab.kernel.resolve import resolve_kernel
+from lab.paths import json_text, read_text_file
+from lab.placement.pinning import Backing
+from lab.run.execute import Interrupted, RunRequest, execute, print_summary
+from lab.run.options import RunOptions
+from lab.topology.model import Topology
+from lab.vm.emulator import qemu_version_tuple
+from lab.vm.emulator import resolve as resolve_emulator
+from lab.vm.guest_clock import GuestClock
+from lab.vm.guest_clock import check as check_clock
+from lab.vm.qemu_backend import QemuBackend
+
+
+def trace_events_of(opts: RunOptions) -> tuple[str, ...]:
+    """What a run traces: the events the default analyses need (lab.analysis.numa), then the
+    --event ones, each once; nothing with --no-trace."""
+    if opts.no_trace:
+        return ()
+    return tuple(dict.fromkeys([*(e.full for e in default_events()), *opts.events]))
+
+
+def plan_of(opts: RunOptions, workload: Workload, topo: Topology) -> GuestPlan:
+    """The guest plan of ``opts``, the same for every kernel and repeat (its /plan/plan.sh and kernel command
+    line; the golden files in tests/golden/guest/ pin both down for a few runs)."""
+    # tiering: NUMA_BALANCING_MEMORY_TIERING (2), promotion from lower memory tiers, with demotion on
+    balancing = {"on": "1", "off": "0", "default": None, "tiering": "2"}[opts.numa_balancing]
+    return GuestPlan(
+        workload_cmd=workload.command(topo, opts.duration),
+        duration_s=opts.duration,
+        numa_balancing=balancing,
+        knobs=opts.knob_values(),
+        trace_events=trace_events_of(opts),
+        trace_buffer_kb=opts.trace_buffer_kb,
+        trace_mode=opts.trace_mode,
+        test_fault="mutate" if opts.test_fault.startswith("mutate=") else opts.test_fault,
+        test_script=_test_script(opts.test_fault),
+        kernel_args=" ".join(opts.append),
+        demotion="true" if opts.numa_balancing == "tiering" else "",
+    )
+
+
+def _test_script(test_fault: str) -> str:
+    """--test-fault mutate=SCRIPT (the tests): the script's text, for the guest plan."""
+    if not test_fault.startswith("mutate="):
+        return ""
+    path = Path(test_fault.partition("=")[2])
+    return read_text_file(path, "--test-fault mutate=")
+
+
+def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> list[RunRequest]:
+    """The runs ``opts`` asks for (repeats and kernels interleaved A B A B), every value checked first."""
+    opts.check()  # (done on construction too; again here for options changed with object.__setattr__)
+    output_limit = opts.output_limit_bytes()
+    workload = get_workload(opts.workload)
+    topo = opts.topology.load()
+    kernels = [resolve_kernel(k) for k in opts.kernels]
+    names = [k.name for k in kernels]
+    if len(set(names)) < len(names):
+        raise LabError(f"--kernel: the kernels must have distinct names, got {', '.join(names)}")
+    if opts.numa_balancing == "tiering" and not (topo.tiers and topo.tiers.slow_nodes):
+        progress(f"warning: --numa-balancing tiering on {topo.name}, which has no slow memory tier: nothing to promote")
+    plan = plan_of(opts, workload, topo)
+    access_sample_of(opts, None if opts.accel == "auto" else opts.accel)  # before a libvirt host is asked
+    check_clock(opts.clock, opts.backend, opts.accel, None)  # before a libvirt host is asked
+    backend = backend_of(opts)
+    backend.firmware_rom(opts.firmware)  # a firmware this backend cannot boot: say so first
+    clock = GuestClock(opts.clock)
+    if clock.virtual:
+        check_clock(opts.clock, backend.name, opts.accel, qemu_version_tuple(backend.emulator_version()))
+        # KVM cannot count instructions: no probe
+        accel, reason = "tcg", "--clock virtual (QEMU's instruction counter is the guest's clock: TCG only)"
+    elif opts.accel == "auto":
+        verdict = accel_verdict(kernels[0].image, backend)  # on the host the backend runs VMs on
+        accel = verdict["accel"]
+        reason = verdict.get("warning") or f"KVM probe{verdict.get('where', '')}: {verdict['kvm']['detail']}"
+        if accel == "tcg":
+            progress(f"warning: {reason}")
+    else:
+        accel, reason = opts.accel, "chosen with --accel"
+    access_sample = access_sample_of(opts, accel)
+    backing = Backing(opts.backing, opts.prealloc)
+    batch = batch_dir(opts, len(kernels))
+    reqs = []
+    # A B A B ...: drift on the host affects every kernel alike.
+    for i in range(opts.repeat):
+        for kernel in kernels:
+            if batch is None:
+                out = None
+            elif len(kernels) == 1:
+                out = batch if opts.repeat == 1 else batch / f"r{i + 1}"
+            else:
+                out = batch / f"{kernel.name}-r{i + 1}"
+            label = f"{kernel.name} repeat {i + 1}/{opts.repeat}"
+            reqs.append(
+                RunRequest(
+                    topo,
+                    kernel,
+                    workload,
+                    plan,
+                    accel,
+                    reason,
+                    backing,
+                    out,
+                    opts.runs_dir,
+                    opts.timeout,
+                    label,
+                    backend=backend,
+                    pinning=opts.pinning,
+                    firmware=opts.firmware,
+                    guest_output_limit=output_limit,
+                    access_sample=access_sample,
+                    access_map=opts.access_address_map,
+                    boot_deadline_s=opts.boot_deadline,
+                    clock=clock,
+                )
+            )
+    return reqs
+
+
+def access_sample_of(opts: RunOptions, accel: str | None) -> int:
+    """--access-matrix [--access-sample N] -> the plugin's sampling period (0: no plugin)."""
+    sample = opts.access_sample
+    if not opts.access_matrix:
+        return 0  # (with --access-sample: RunOptions.check refuses it)
+    from lab.run.access_matrix import check_request
+    from lab.vm.access_plugin import DEFAULT_SAMPLE
+
+    sample = DEFAULT_SAMPLE if sample is None else sample
+    check_request(sample, accel, opts.backend, opts.connect or "")
+    return sample
+
+
+def backend_of(opts: RunOptions):
+    """--backend qemu|libvirt [--connect URI]; a libvirt host is checked now (one-line error), before any build."""
+    if opts.backend != "libvirt":
+        return QemuBackend(resolve_emulator(opts.qemu))
+    if opts.qemu:
+        raise LabError("--qemu: only with --backend qemu (a libvirt host runs the emulator its domains name)")
+    from lab.vm.libvirt_backend import LibvirtBackend
+    from lab.vm.libvirt_hostspec import HostSpec
+
+    uri = opts.connect or "qemu:///system"
+    if "://" not in uri:
+        raise LabError(f"--connect {uri}: not a libvirt URI (e.g. qemu:///system, qemu+ssh://user@host/system)")
+    if opts.pool_dir and not opts.pool_dir.startswith("/"):
+        raise LabError(f"--pool-dir {opts.pool_dir}: must be an absolute path on the libvirt host")
+    backend = LibvirtBackend(uri, HostSpec(uri, 1, opts.pool_dir or "", not opts.no_upload))
+    backend.check()
+    return backend
+
+
+def batch_dir(opts: RunOptions, n_kernels: int) -> Path | None:
+    """Where a batch of runs goes: --out, or runs/ab-<time> for an A/B batch, or None (runs/<id> each)."""
+    if opts.out is not None:
+        if opts.out.exists() and (opts.repeat > 1 or n_kernels > 1):
+            raise LabError(f"--out {opts.out}: already exists; give a new directory")
+        return opts.out
+    if n_kernels > 1:
+        return opts.runs_dir / time.strftime("ab-%Y%m%d-%H%M%S", time.gmtime())
+    return None
+
+
+def print_side_by_side(manifests: list[dict], out) -> None:
+    """Per-kernel tracepoint counts (mean over repeats), side by side."""
+    by_kernel: dict[str, list[dict]] = {}
+    for m in manifests:
+        by_kernel.setdefault(m["kernel"]["name"], []).append(m)
+    events = sorted({e for m in manifests for e in m.get("metrics", {}).get("events", {})})
+    print("\nper-kernel mean over repeats:", file=out)
+    print(f"  {'':<22}" + "".join(f"{k[:18]:>20}" for k in by_kernel), file=out)
+    for ev in [*events, "numa_pages_migrated"]:
+        cells = []
+        for ms in by_kernel.values():
+            vals = [
+                (m["metrics"].get("vmstat", {}) if ev == "numa_pages_migrated" else m["metrics"].get("events", {})).get(
+                    ev
+                )
+                for m in ms
+                if m.get("metrics")
+            ]
+            vals = [v for v in vals if v is not None]
+            cells.append(f"{sum(vals) / len(vals):.1f} (n={len(vals)})" if vals else "-")
+        print(f"  {ev:<22}" + "".join(f"{c:>20}" for c in cells), file=out)
+
+
+def run_options(opts: RunOptions, progress: Callable[[str], None], json_out: bool = False, report: bool = False) -> int:
+    """Run everything ``opts`` asks for, print each run's summary (on stderr with ``json_out``, which prints
+    the manifests as JSON on stdout), write an HTML report for A/B batches or with ``report``. Exit status:
+    0 when every run is ok, 1 otherwise; 130/143 when interrupted."""
+    reqs = requests_from_options(opts, progress)
+    manifests = []
+    paths = []
+    try:
+        for i, req in enumerate(reqs):
+            tag = f"[{i + 1}/{len(reqs)}] " if len(reqs) > 1 else ""
+            path, manifest = execute(req, lambda msg, tag=tag: progress(tag + msg))
+            manifests.append(manifest)
+            paths.append(path)
+            print_summary(manifest, out=sys.stderr if json_out else sys.stdout)
+            print(f"  record: {path}", file=sys.stderr if json_out else sys.stdout)
+    except Interrupted as sig:
+        progress(f"interrupted by {sig}: QEMU stopped; the unfinished run was left as a hidden .partial directory")
+        return 143 if str(sig) == "SIGTERM" else 130
+    human = sys.stderr if json_out else sys.stdout
+    kernels = {m["kernel"]["name"] for m in manifests}
+    if len(kernels) > 1:
+        print_side_by_side(manifests, human)
+    if report or len(kernels) > 1:
+        from lab.report.report_model import build_report
+
+        where = paths[0] if len(paths) == 1 else batch_dir_of(paths)
+        report = build_report(paths, where / "report.html")
+        print(f"report: {report.html}", file=human)
+    if json_out:
+        print(json_text(manifests[0] if len(manifests) == 1 else manifests, indent=2))
+    return 0 if all(m["status"] == "ok" for m in manifests) else 1
+
+
+def batch_dir_of(paths: list[Path]) -> Path:
+    """The directory the runs share (their common parent)."""
+    return Path(os.path.commonpath([p.resolve().parent for p in paths]))

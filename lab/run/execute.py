@@ -1,0 +1,567 @@
+"""One run: topology + kernel + workload -> a complete run record on the host.
+
+The record is written into ``.<id>.partial`` next to its final place and
+renamed when complete, so a directory without the dot is always whole.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import os
+import secrets
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from lab.analysis.display import percent
+from lab.analysis.lost import describe as describe_lost
+from lab.analysis.lost import is_incomplete
+from lab.analysis.metrics import per_vcpu_second, run_metrics
+from lab.analysis.node_cpu import node_cpu_time
+from lab.errors import LabError
+from lab.guest import image
+from lab.guest.init_plan import GuestPlan
+from lab.guest.kernel_complaints import read_complaints
+from lab.guest.kernel_complaints import summary as complaint_line
+from lab.guest.readback import build_id, check_topology, read_sched_domains, read_topology
+from lab.guest.results import Unpacked, unpack_results
+from lab.guest.sched_verbose import check_groups, groups_record, read_sched_groups
+from lab.guest.workloads import Workload, parse_output
+from lab.kernel.pvh import boot_image
+from lab.kernel.resolve import Kernel
+from lab.paths import json_text, run_scratch, write_text_atomic
+from lab.placement.host_inventory import read_inventory
+from lab.placement.pinning import Backing, plan_placement
+from lab.record_files import (
+    CONSOLE_LOG,
+    DMESG_BOOT,
+    KERNEL_NOTES,
+    KNOBS,
+    MANIFEST,
+    READBACK_TAR,
+    TRACE_RECORD_RC,
+    UNAME,
+    WORKLOAD_OUT,
+    WORKLOAD_RC,
+)
+from lab.run import access_matrix as access_run
+from lab.run.access_matrix import AccessResult
+from lab.run.manifest import GuestImage, GuestView, ManifestInputs, workload_seconds
+from lab.run.manifest import build as build_manifest
+from lab.topology.model import Topology
+from lab.topology.tiers import kernel_args as tier_kernel_args
+from lab.trace.assemble import assemble_run
+from lab.untrusted import finite_copy, read_guest_text, term_safe, to_int
+from lab.vm import tcg_boot
+from lab.vm.backend import Backend
+from lab.vm.console import Stage
+from lab.vm.guest_clock import GuestClock
+from lab.vm.hang import describe as describe_hang
+from lab.vm.qemu_argv import BootSpec
+from lab.vm.qemu_backend import QemuBackend
+from lab.vm.share import DEFAULT_OUTPUT_LIMIT, ShareLimits, guest_done, inventory, make_share
+from lab.vm.status import Evidence, classify
+
+BOOT_ALLOWANCE_S = 60.0  # TCG boot of a large guest on a small host
+BOOT_ATTEMPTS = 2  # under TCG: one more boot when the first stalls before init (boot_deadline)
+COLLECT_ALLOWANCE_S = 60.0  # trace-cmd merging + copying results
+VIRTUAL_CLOCK_SCALE = 12.0  # host seconds a guest second may take under --clock virtual
+
+
+class Interrupted(Exception):
+    """SIGTERM/SIGINT during a run."""
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    topology: Topology
+    kernel: Kernel
+    workload: Workload
+    plan: GuestPlan
+    accel: str
+    accel_reason: str = ""
+    backing: Backing = field(default_factory=Backing)
+    out: Path | None = None
+    runs_root: Path = Path("runs")
+    timeout_s: float | None = None
+    label: str = ""
+    backend: Backend = field(default_factory=QemuBackend)
+    pinning: str = "auto"  # lab.placement.pinning.PINNINGS
+    firmware: str = "auto"  # lab.vm.firmware.FIRMWARES
+    guest_output_limit: int | None = None  # bytes the guest may send (lab.vm.share); None: the default
+    access_sample: int = 0  # --access-matrix: count every Nth guest memory access by node (0: off)
+    access_map: str = ""  # the plugin's address map; "" chooses it from the QEMU version
+    boot_deadline_s: float | None = None  # TCG: None for the default (boot_deadline), 0 for never
+    clock: GuestClock = GuestClock()  # the guest's clock (lab.vm.guest_clock): the host's, or instructions
+
+    def limits(self) -> ShareLimits:
+        """What the guest may send: ``guest_output_limit`` if given; else 1 GiB, or more if full trace
+        buffers need it (every vCPU's, twice: the raw pages and their tar, plus 256 MiB for the rest)."""
+        if self.guest_output_limit is not None:
+            return ShareLimits(output_bytes=self.guest_output_limit)
+        trace = 2 * self.topology.total_cpus * self.plan.trace_buffer_kb * 1024 if self.plan.trace_events else 0
+        return ShareLimits(output_bytes=max(DEFAULT_OUTPUT_LIMIT, trace + (256 << 20)))
+
+    def boot_deadline(self) -> float | None:
+        """Under TCG, how long the guest init may take to report "booted" before QEMU is stopped and the
+        VM booted once more: the boot allowance of the default timeout (60 s + 2 s per vCPU, where an
+        idle 8-vCPU boot takes 3-6 s here). None: no deadline (KVM, --boot-deadline 0, or a deadline
+        that would not come before the run's timeout).
+
+        Why: QEMU 7.2's multi-threaded TCG here rarely stops running vCPUs during boot (once in each of
+        3 of 5 full test-suite runs): every vCPU's RIP at a function's first instruction, none halted,
+        nothing printed; or the other vCPUs spinning in stop_machine waiting for one. The second boot
+        is a fresh QEMU process; the stalled one is kept in the manifest. (That a second boot after a
+        real stall goes through is expected, not yet seen: no stall has come since the deadline.)"""
+        if self.accel != "tcg" or self.boot_deadline_s == 0:
+            return None
+        deadline = self.boot_deadline_s or self._boot_allowance()
+        return deadline if deadline < self.timeout() else None
+
+    def _boot_allowance(self) -> float:
+        """60 s + 2 s per vCPU; twice that under the virtual clock, whose one host thread runs every vCPU
+        (a 4-vCPU boot took 26-36 s against 14 s multi-threaded, on QEMU 10 with the host loaded)."""
+        allowance = BOOT_ALLOWANCE_S + 2 * self.topology.total_cpus
+        return 2 * allowance if self.clock.virtual else allowance
+
+    def timeout(self) -> float:
+        if self.timeout_s is not None:
+            return self.timeout_s
+        # Under the virtual clock a guest second is 1 G instructions, run by one host thread: several host seconds.
+        scale = 1.0 if self.accel == "kvm" else VIRTUAL_CLOCK_SCALE if self.clock.virtual else 1.5
+        return self._boot_allowance() + self.plan.duration_s * scale + COLLECT_ALLOWANCE_S
+
+
+def _run_id(req: RunRequest) -> str:
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    return f"{stamp}-{req.topology.name}-{req.kernel.name}-{req.workload.name}-{secrets.token_hex(2)}"
+
+
+def _read(path: Path) -> str:
+    return read_guest_text(path) or ""
+
+
+def _int_file(path: Path) -> int | None:
+    return to_int(read_guest_text(path) or "")
+
+
+def _install_signal_handlers() -> dict:
+    def handler(signum, _frame):
+        raise Interrupted(signal.Signals(signum).name)
+
+    return {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
+
+
+def _prepare_out(final: Path) -> Path:
+    """Make the hidden ``.<name>.partial`` directory next to ``final``; one-line errors for an --out
+    that cannot be a new directory (exists, under a regular file, read-only, under /proc...)."""
+    if final.exists() or final.is_symlink():
+        raise LabError(f"--out {final}: already exists; give a new directory")
+    above = next((p for p in final.parents if p.exists()), None)
+    if above is not None and not above.is_dir():
+        raise LabError(f"--out {final}: cannot make the run record there ({above} is not a directory)")
+    partial = final.parent / f".{final.name}.partial"
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+        if partial.is_symlink() or partial.is_file():
+            partial.unlink()
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir()
+        probe = partial / ".write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as e:
+        raise LabError(f"--out {final}: cannot make the run record there ({e.strerror or e})") from None
+    return partial
+
+
+def execute(req: RunRequest, progress: Callable[[str], None] | None = None) -> tuple[Path, dict]:
+    """Boot, run, collect, classify. Returns (run dir, manifest). A failed guest is a result."""
+    placement = plan_placement(req.topology, read_inventory(), req.backing, pinning=req.pinning)
+    run_id = _run_id(req)
+    final = req.out if req.out else req.runs_root / run_id
+    partial = _prepare_out(final)
+    old_handlers = _install_signal_handlers()
+    try:
+        with run_scratch() as tmp:
+            manifest = _execute(req, progress, placement, run_id, partial, tmp)
+        os.replace(partial, final)
+        return final, manifest
+    except OSError as e:
+        # The disk filled up, or the directory went away: no half-written record is left behind.
+        shutil.rmtree(partial, ignore_errors=True)
+        where = e.filename or partial
+        raise LabError(f"writing the run record {where}: {e.strerror or e}") from None
+    finally:
+        # On any other failure the '.partial' directory stays (for debugging) and
+        # never looks complete: it has no manifest and a leading dot.
+        for s, h in old_handlers.items():
+            signal.signal(s, h)
+
+
+def kernel_cmdline(plan: GuestPlan, topo: Topology, tcg_args: str = "") -> str:
+    """The guest kernel's whole command line: the plan's, the memory tiers' (lab.topology.tiers), then the
+    TCG arguments (lab.vm.tcg_boot; they depend on the host, so the golden files leave them out)."""
+    return " ".join([plan.cmdline(), *tier_kernel_args(topo), *([tcg_args] if tcg_args else [])])
+
+
+@dataclass
+class Prepared:
+    """What the prepare stage hands the boot stage: the guest's image and how QEMU boots it."""
+
+    boot: BootSpec
+    share: Path
+    initrd: Path
+    protocol: str
+    firmware: str
+    tsc_host: str
+    tools: list[str]
+    programs: list
+    access: object | None  # lab.run.access_matrix's setup, when the access-matrix plugin runs
+
+
+@dataclass
+class Booted:
+    """What the boot stage hands the collect stage: how the VM ended and when the workload ran."""
+
+    outcome: object  # lab.vm.status.VmOutcome
+    backend_info: dict
+    share: Path  # (a stalled boot's re-boot gets a fresh share)
+    boot: BootSpec
+    stalled: list[dict]
+    workload_start_ns: int | None = None
+    workload_end_ns: int | None = None
+
+
+def _execute(req: RunRequest, progress, placement, run_id: str, partial: Path, tmp: Path) -> dict:
+    # Progress lines carry the guest's words (stage details): escaped before they reach a terminal.
+    say = (lambda msg: progress(term_safe(msg))) if progress else (lambda _msg: None)
+    t_total = time.monotonic()
+    prep = _prepare(req, run_id, partial, tmp, say)
+    booted = _boot(req, placement, prep, partial, tmp, say)
+    return _finish(req, run_id, partial, placement, prep, booted, t_total, say)
+
+
+def _prepare(req: RunRequest, run_id: str, partial: Path, tmp: Path, say: Callable[[str], None]) -> Prepared:
+    """Stage 1: the guest image (initrd layers), the kernel command line, the firmware and the plugin."""
+    say("building guest image")
+    boot_kernel, protocol = boot_image(req.kernel.image)
+    tsc_host = req.backend.host_id  # a remote libvirt host has its own TSC frequency
+    tcg_args = tcg_boot.boot_args(req.kernel.image, req.accel, tsc_host, req.clock.virtual)
+    cmdline = kernel_cmdline(req.plan, req.topology, tcg_args)
+    firmware = req.backend.firmware_rom(req.firmware)
+    tools = image.tools_for(req.workload, req.plan.trace_mode, bool(req.plan.trace_events))
+    programs = image.workload_binaries(req.workload)
+    layers = [
+        image.base_image(),
+        image.workload_image(programs),
+        *map(image.tool_image, tools),
+        image.modules_image(req.kernel.modules_dir, image.tier_modules(req.topology)),
+    ]
+    initrd = image.assemble_initrd(tmp / "initrd.cpio", layers, req.plan.to_shell())
+    access = None
+    if req.access_sample:
+        qemu = req.backend.emulator_version()
+        access = access_run.setup(req.topology, req.access_sample, tmp, qemu, req.access_map)
+    share = make_share(tmp)
+    boot = BootSpec(
+        kernel=str(boot_kernel),
+        initrd=str(initrd),
+        cmdline=cmdline,
+        results_dir=str(share),
+        console_log=str((partial / CONSOLE_LOG).resolve()),
+        qmp_socket=str(tmp / "qmp.sock"),
+        accel=req.accel,
+        name=f"numalab-{run_id}",
+        firmware=firmware,
+        plugin=access.argument if access else "",
+        clock=req.clock,
+    )
+    return Prepared(boot, share, initrd, protocol, firmware, tsc_host, list(tools), list(programs), access)
+
+
+def _boot(req: RunRequest, placement, prep: Prepared, partial: Path, tmp: Path, say: Callable[[str], None]) -> Booted:
+    """Stage 2: the VM runs the plan; a boot that stalls before init (TCG) is booted once more."""
+    say(f"booting {req.topology.name} ({req.topology.total_cpus} vCPUs, {req.accel})")
+    duration = req.plan.duration_s
+    state = {"workload_start": None, "last_tick": 0.0}
+
+    def on_stage(st: Stage) -> None:
+        if st.name == "booted":
+            say(f"booted in {st.host_s:.1f}s")
+        elif st.name == "workload-start":
+            state["workload_start"] = st.host_s
+            state["workload_start_ns"] = time.monotonic_ns()
+            say(f"running {req.workload.name} for {duration:g}s")
+        elif st.name == "workload-end":
+            state["workload_end_ns"] = time.monotonic_ns()
+            say(f"collecting (workload exit {st.detail or '?'})")
+        elif st.name == "failed":
+            say(f"guest failed: {st.detail}")
+
+    def on_tick(now: float) -> None:
+        start = state["workload_start"]
+        if start is not None and now - state["last_tick"] >= 5 and now - start < duration:
+            state["last_tick"] = now
+            say(f"running {now - start:.0f}/{duration:g}s")
+
+    limits = req.limits()
+    deadline = req.boot_deadline()
+    stalled: list[dict] = []
+    boot, share = prep.boot, prep.share
+    for attempt in range(1, BOOT_ATTEMPTS + 1):
+        last = attempt == BOOT_ATTEMPTS
+        outcome, backend_info = req.backend.run(
+            req.topology, placement, boot, partial, req.timeout(), on_stage, on_tick, limits,
+            boot_deadline_s=None if last else deadline,
+        )  # fmt: skip
+        if not outcome.boot_stalled:
+            break
+        where = describe_hang(outcome.hang_state)
+        stalled.append({
+            "attempt": attempt, "deadline_s": deadline, "vm_s": round(outcome.wall_s, 2),
+            "vm_at_timeout": outcome.hang_state, "console_tail": _read(partial / CONSOLE_LOG).splitlines()[-20:],
+        })  # fmt: skip
+        say(f"boot attempt {attempt} stalled: no init after {deadline:.0f}s ({where}); booting again")
+        shutil.rmtree(share)  # (the guest never reached init: nothing of its is in it)
+        share = make_share(tmp)
+        boot = replace(boot, cmdline=f"{boot.cmdline} numalab.boot_attempt={attempt + 1}")
+    if outcome.limit:
+        say(f"stopped the guest: {outcome.limit}")
+    return Booted(outcome, backend_info, share, boot, stalled, state.get("workload_start_ns"),
+                  state.get("workload_end_ns"))  # fmt: skip
+
+
+def _finish(
+    req: RunRequest, run_id: str, partial: Path, placement, prep: Prepared, booted: Booted, t_total: float,
+    say: Callable[[str], None],
+) -> dict:  # fmt: skip
+    """Stage 3: the guest's files unpacked and checked, the manifest built and written."""
+    limits = req.limits()
+    outcome = booted.outcome
+    unpacked = unpack_results(booted.share, partial, limits.output_bytes)  # the guest's tars -> the run's files
+    assemble_run(partial)  # trace-raw/ -> trace.dat (raw trace mode)
+    total_s = time.monotonic() - t_total
+    files = sorted(p.name for p in partial.iterdir() if p.is_file())
+    access_result = None
+    if prep.access is not None:
+        workload_s = workload_seconds(outcome)
+        access_result = access_run.measure(
+            partial, prep.access, req.topology, booted.workload_start_ns, booted.workload_end_ns,
+            round(workload_s, 2) if workload_s is not None else None,
+        )  # fmt: skip
+    image_facts = GuestImage(tuple(prep.tools), tuple(prep.programs), prep.initrd.stat().st_size)
+    manifest = build_manifest(
+        _collect(
+            req, run_id, partial, placement, booted.backend_info, outcome, total_s, unpacked, booted.share, files,
+            boot_protocol=prep.protocol, firmware_rom=prep.firmware, guest_image=image_facts, access=access_result,
+            stalled_boots=tuple(booted.stalled),
+        )
+    )  # fmt: skip
+    if manifest["status"] == "ok" and "lpj=" not in booted.boot.cmdline and not req.clock.virtual:
+        dmesg = _read(partial / DMESG_BOOT)
+        _guarded([], "boot log", tcg_boot.learn, None, req.kernel.image, req.accel, dmesg, prep.tsc_host)
+    manifest, nonfinite = finite_copy(manifest)
+    if nonfinite:  # (the readers refuse them; this is the net under them: the record stays strict JSON)
+        manifest["nonfinite_values"] = nonfinite
+    write_text_atomic(partial / MANIFEST, json_text(manifest, indent=2) + "\n")
+    _check_room(partial)
+    return manifest
+
+
+MIN_FREE_BYTES = 1 << 20
+
+
+def _check_room(d: Path) -> None:
+    """A disk that filled up while the record was written may have cut a file short anywhere (QEMU's
+    console log, trace-cmd's trace.dat): such a record is not kept."""
+    st = os.statvfs(d)
+    if st.f_bavail * st.f_frsize < MIN_FREE_BYTES:
+        raise OSError(
+            errno.ENOSPC, "No space left on device (less than 1 MiB free: the record may be cut short)", str(d)
+        )
+
+
+def _collect(
+    req,
+    run_id,
+    d: Path,
+    placement,
+    backend_info: dict,
+    outcome,
+    total_s: float,
+    unpacked: Unpacked,
+    share: Path,
+    files: list[str],
+    *,
+    boot_protocol: str,
+    firmware_rom: str,
+    guest_image: GuestImage,
+    access: AccessResult | None,
+    stalled_boots: tuple[dict, ...] = (),
+) -> ManifestInputs:
+    """What the run record and the outcome say, classified, for the manifest (lab.run.manifest)."""
+    data_problems: list[str] = []  # the guest's files that were not what its init writes
+    guarded = functools.partial(_guarded, data_problems)
+    readback_problems: list[str] = []
+    readback = guarded("topology readback", read_topology, None, d, readback_problems)
+    domains = guarded("sched domains", read_sched_domains, {}, d, readback_problems)
+    problems: list[str] = []
+    if outcome.stage("booted"):
+        rejected = [p for p in unpacked.problems if p.startswith(READBACK_TAR)]
+        if readback is None and rejected:
+            problems.append(f"the guest's topology readback was rejected: {rejected[0]}")
+        problems += [f"the guest's topology readback is malformed: {p}" for p in readback_problems]
+        problems += guarded("topology check", check_topology, [], req.topology, readback, domains)
+    groups = guarded("sched_verbose dump", read_sched_groups, {}, d)  # the groups, against 6.1's construction
+    problems += guarded("sched groups check", check_groups, [], req.topology, groups) if outcome.stage("booted") else []
+    console = _read(d / CONSOLE_LOG)
+    evidence = Evidence(
+        console_tail=console[-20000:],
+        timed_out=outcome.timed_out,
+        booted=outcome.stage("booted") is not None,
+        guest_done=guest_done(share),
+        workload_rc=_int_file(d / WORKLOAD_RC),
+        trace_rc=_int_file(d / TRACE_RECORD_RC),
+        topology_problems=tuple(problems),
+        unpack_problems=tuple(unpacked.problems),
+        limit=outcome.limit or unpacked.limit,
+        vm_failure=outcome.vm_failure,
+        guest_panicked=outcome.guest_panicked,
+    )
+    ws = outcome.stage("workload-start")
+    out_text = read_guest_text(d / WORKLOAD_OUT)  # (a workload may print bytes that are not UTF-8)
+    result = guarded("workload output", parse_output, {"parse_error": "unreadable"}, req.workload, out_text or "") \
+        if out_text is not None else None  # fmt: skip
+    if result and result.get("parse_error") and evidence.workload_rc == 0:
+        evidence = replace(evidence, result_problem=result["parse_error"])
+    evidence = replace(evidence, data_problems=tuple(data_problems))
+    status, reason = classify(evidence)
+    t0 = ws.guest_uptime if ws else None
+    metrics = guarded("metrics", run_metrics, {}, d, req.topology, req.plan.trace_events, t0) if evidence.booted else {}
+    if evidence.booted and (cpu_time := guarded("/proc/stat snapshots", node_cpu_time, {}, d, req.topology)):
+        metrics["node_cpu"] = cpu_time
+    if twins := per_vcpu_second(result, outcome.vcpu_time):
+        metrics["per_vcpu_s"] = twins  # work per vCPU CPU-second (lab.analysis.metrics.TWINS)
+    return ManifestInputs(
+        run_id=run_id,
+        label=req.label,
+        topology=req.topology,
+        kernel=req.kernel,
+        workload_name=req.workload.name,
+        plan=req.plan,
+        accel=req.accel,
+        accel_reason=req.accel_reason,
+        clock=req.clock.to_dict(),
+        placement=placement.to_dict(),
+        backend_info=backend_info,
+        outcome=outcome,
+        status=status,
+        reason=reason,
+        total_s=total_s,
+        timeout_s=req.timeout(),
+        workload_result=result,
+        workload_rc=evidence.workload_rc,
+        guest_release=_read(d / UNAME).strip()[:256] or None,
+        build_id=guarded("kernel notes", build_id, None, d / KERNEL_NOTES),
+        knobs_readback=_read(d / KNOBS).splitlines()[:256],
+        guest=GuestView(
+            readback,
+            domains,
+            problems,
+            guarded("kernel complaints", read_complaints, [], d),
+            guarded("sched groups", groups_record, {}, req.topology, groups),
+        ),  # fmt: skip
+        metrics=metrics,
+        files=files,
+        share=inventory(share),
+        limits=asdict(req.limits()),
+        unpacked=unpacked,
+        console=console,
+        boot_protocol=boot_protocol,
+        firmware_rom=firmware_rom,
+        firmware_choice=req.firmware,
+        guest_image=guest_image,
+        access=access,
+        stalled_boots=stalled_boots,
+        data_problems=tuple(data_problems),
+    )
+
+
+def _guarded(problems: list[str], what: str, fn: Callable, default, *args):
+    """``fn(*args)``, or ``default`` with the failure in ``problems``: no reader of the guest's files may stop
+    a run record from being written (they are meant to be total; this is the net under them)."""
+    try:
+        return fn(*args)
+    except Exception as e:  # noqa: BLE001 (a guest's file, whatever it holds, is a result)
+        problems.append(f"reading the {what} failed: {type(e).__name__}: {term_safe(str(e))[:200]}")
+        return default
+
+
+def _secs(v: float | None) -> str:
+    """'8.11s', or '-' (not '-s') for a stage the run never reached."""
+    return "-" if v is None else f"{v}s"
+
+
+def print_summary(manifest: dict, out=sys.stdout) -> None:
+    """The closing lines of a run, for a person."""
+    m = manifest.get("metrics", {})
+    t = manifest["timings"]
+    counts = m.get("events", {})
+    vm = m.get("vmstat", {})
+    complaints = (manifest.get("guest_topology") or {}).get("kernel_complaints") or []
+    lines = [
+        f"run {manifest['run_id']}: {manifest['status']} ({manifest['reason']})",
+        f"  topology {manifest['topology']['name']}  kernel {manifest['kernel']['name']}"
+        f" ({manifest['kernel'].get('guest_release') or '?'})  workload {manifest['workload']['name']}"
+        f"  accel {manifest['accelerator']['name']}",
+        f"  boot {_secs(t['boot_s'])}  workload {_secs(t['workload_s'])}"
+        f"  total {t['total_s']}s  guest topology {'ok' if manifest['guest_topology_ok'] else 'NOT ok'}"
+        + (f", but the kernel complained ({len(complaints)})" if complaints else ""),
+        *(f"  KERNEL: {complaint_line(c)}" for c in complaints),
+    ]
+    if counts:
+        share = m.get("lost_share")
+        lost_pct = f" {percent(share * 100)}% of its records" if share is not None else " events"
+        incomplete = f" (INCOMPLETE: the trace lost{lost_pct})" if is_incomplete(m) else ""
+        if m.get("trace_unreadable"):
+            incomplete = " (NOT MEASURED: the trace could not be read)"
+        lines.append(f"  events{incomplete} " + "  ".join(f"{k}={v}" for k, v in counts.items()))
+    # (a run that failed has its reason; that its trace is missing then is no news)
+    ok = manifest["status"] == "ok"
+    for problem in [*(m.get("trace_problems", []) if ok else []), *manifest.get("guest_data_problems", [])]:
+        lines.append(f"  PROBLEM: {problem}")
+    if ok and m.get("trace_unreadable"):
+        lines.append("    the trace could not be read: no event counts; numalab compare leaves this run out")
+    if m.get("lost_events"):
+        lines.append(f"  LOST EVENTS: {describe_lost(m)}")
+        if is_incomplete(m):
+            lines.append("    event counts are too low; numalab compare leaves this run out (--include-incomplete)")
+    if vm:
+        hl = vm.get("hint_local_pct")
+        lines.append(
+            f"  numa_pages_migrated={vm.get('numa_pages_migrated', '-')}"
+            f"  numa_hint_faults={vm.get('numa_hint_faults', '-')}"
+            f"  hint-local={'-' if hl is None or not vm.get('numa_hint_faults') else percent(hl, 2) + '%'}"
+        )
+    vt = manifest.get("vcpu_time") or {}
+    if vt.get("run_s") is not None:
+        twins = "".join(f"  {k}={v:.4g}" for k, v in (m.get("per_vcpu_s") or {}).items())
+        wait = f", {vt['wait_s']:.2f}s waiting" if vt.get("wait_s") is not None else ""
+        lines.append(f"  vCPU time {vt['run_s']:.2f}s{wait} over {vt['window_s']:g}s ({vt['n_vcpus']} vCPUs){twins}")
+    elif vt.get("problem"):
+        lines.append(f"  vCPU time not measured: {vt['problem']}")
+    for sb in manifest.get("stalled_boots", []):
+        lines.append(f"  boot attempt {sb['attempt']} stalled (no init after {sb['deadline_s']:.0f}s;"
+                     f" {describe_hang(sb.get('vm_at_timeout'))});"
+                     " booted again")  # fmt: skip
+    if manifest.get("vm_at_timeout"):
+        lines.append(f"  at the timeout: {describe_hang(manifest['vm_at_timeout'])}")
+    lines += access_run.summary_lines(manifest)
+    # The reason, the guest's release, complaints...: the guest's words. None reaches a terminal raw.
+    print("\n".join(term_safe(ln) for ln in lines), file=out)

@@ -1,0 +1,196 @@
+"""A run's manifest.json, built in one place.
+
+What a run found out comes from many parts: the request, the VM backend's outcome, the guest's own
+files, the trace, the access-matrix plugin. :mod:`lab.run.execute` gathers it into :class:`ManifestInputs`
+and :func:`build` turns that into the manifest, whole, with its keys in the order records have always
+had (``tests/golden/record/manifest.shape`` pins the layout down; :class:`lab.analysis.record.RunRecord`
+reads it back). Nothing else adds or changes a key of a manifest before it is written.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab import __version__
+from lab.guest.init_plan import GuestPlan
+from lab.guest.results import Unpacked
+from lab.kernel.resolve import Kernel
+from lab.record_files import RUN_FORMAT
+from lab.run.access_matrix import AccessResult
+from lab.topology.kernel_view import predict
+from lab.topology.model import Topology
+from lab.vm.console import VmOutcome
+from lab.vm.firmware import firmware_name
+from lab.vm.hang import symbolize
+from lab.vm.status import console_excerpt, panic_line
+
+FORMAT = RUN_FORMAT  # (lab.record_files: the readers check it)
+
+
+@dataclass(frozen=True)
+class GuestImage:
+    """Which programs and tools the guest's initramfs had (lab.guest.image)."""
+
+    tools: tuple[str, ...]
+    programs: tuple[str, ...]
+    initrd_bytes: int
+
+
+@dataclass(frozen=True)
+class GuestView:
+    """What the guest said about itself, and how it compares with the spec (lab.guest.readback)."""
+
+    readback: dict | None
+    sched_domains: dict
+    problems: list[str]
+    kernel_complaints: list
+    sched_groups: dict
+
+
+@dataclass(frozen=True)
+class ManifestInputs:
+    run_id: str
+    label: str
+    topology: Topology
+    kernel: Kernel
+    workload_name: str
+    plan: GuestPlan
+    accel: str
+    accel_reason: str
+    clock: dict  # lab.vm.guest_clock.GuestClock.to_dict()
+    placement: dict  # lab.placement.pinning.Placement.to_dict()
+    backend_info: dict
+    outcome: VmOutcome
+    status: str  # lab.vm.status.classify
+    reason: str
+    total_s: float
+    timeout_s: float
+    workload_result: dict | None
+    workload_rc: int | None
+    guest_release: str | None
+    build_id: str | None
+    knobs_readback: list[str]
+    guest: GuestView
+    metrics: dict
+    files: list[str]  # the record's files when it was collected
+    share: dict  # lab.vm.share.inventory
+    limits: dict  # lab.vm.share.ShareLimits, as a dict
+    unpacked: Unpacked
+    console: str
+    boot_protocol: str
+    firmware_rom: str  # "" for QEMU's default firmware
+    firmware_choice: str
+    guest_image: GuestImage
+    access: AccessResult | None = None  # --access-matrix
+    stalled_boots: tuple[dict, ...] = ()  # earlier boots of this run given up at the boot deadline (lab.run.execute)
+    data_problems: tuple[str, ...] = ()  # the guest's files that could not be read (lab.run.execute._guarded)
+
+
+def workload_seconds(outcome: VmOutcome) -> float | None:
+    """The workload's time by the guest's clock, between its stage marks (None if it did not run)."""
+    ws, we = outcome.stage("workload-start"), outcome.stage("workload-end")
+    return (we.guest_uptime - ws.guest_uptime) if ws and we and ws.guest_uptime and we.guest_uptime else None
+
+
+def system_map(kernel: Kernel) -> Path | None:
+    """The kernel's System.map, where the stock kernel cache and numalab's builds keep it (beside the image)."""
+    path = Path(kernel.image).parent / "System.map"
+    return path if path.is_file() else None
+
+
+def build(i: ManifestInputs) -> dict:
+    """The manifest of one run, as written to manifest.json."""
+    booted = i.outcome.stage("booted")
+    workload_s = workload_seconds(i.outcome)
+    manifest = {
+        "format": FORMAT,
+        "run_id": i.run_id,
+        "label": i.label,
+        "status": i.status,
+        "reason": i.reason,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "numalab": __version__,
+        "topology": i.topology.to_dict() | {"kernel_view": predict(i.topology)},
+        "kernel": i.kernel.to_dict()
+        | {"guest_release": i.guest_release, "build_id": i.build_id, "boot_protocol": i.boot_protocol},
+        "workload": {
+            "name": i.workload_name,
+            "command": i.plan.workload_cmd,
+            "duration_s": i.plan.duration_s,
+            "result": i.workload_result,
+            "exit_code": i.workload_rc,
+        },
+        "settings": i.plan.to_dict() | {"readback": i.knobs_readback},
+        "accelerator": {"name": i.accel, "reason": i.accel_reason, "clock": i.clock},
+        "placement": i.placement | {"pinned": i.outcome.pinned, "pin_error": i.outcome.pin_error},
+        "backend": i.backend_info,
+        "timings": {
+            "boot_s": round(booted.host_s, 2) if booted else None,
+            "boot_guest_uptime_s": booted.guest_uptime if booted else None,
+            "workload_s": round(workload_s, 2) if workload_s is not None else None,
+            "vm_s": round(i.outcome.wall_s, 2),
+            "total_s": round(i.total_s, 2),
+            "timeout_s": i.timeout_s,
+        },
+        # The vCPU threads' CPU time and wait to run over the workload window (lab.vm.vcpu_time); the
+        # ``*_per_vcpu_s`` metrics divide the workload's work by its run_s (lab.analysis.metrics).
+        "vcpu_time": i.outcome.vcpu_time,
+        "guest_topology_ok": i.status != "topology-mismatch" and booted is not None and not i.guest.problems,
+        "guest_topology": {
+            "readback": i.guest.readback,
+            "problems": i.guest.problems,
+            "sched_domains": i.guest.sched_domains,
+            "kernel_complaints": i.guest.kernel_complaints,  # what the guest kernel logged against its topology
+            "sched_groups": i.guest.sched_groups,
+        },
+        "stages": [
+            {"name": s.name, "detail": s.detail, "host_s": round(s.host_s, 2), "uptime": s.guest_uptime}
+            for s in i.outcome.stages
+        ],
+        "metrics": i.metrics,
+        "files": sorted(i.files),
+        "guest_share": i.share | {"limits": i.limits, "unpacked_bytes": i.unpacked.bytes},
+    }
+    if i.metrics.get("trace_incomplete"):
+        manifest["trace_incomplete"] = True  # compare leaves the run out unless asked (lab.analysis.lost)
+    if i.unpacked.problems:
+        manifest["unpack_problems"] = i.unpacked.problems
+    if i.data_problems:
+        manifest["guest_data_problems"] = list(i.data_problems)
+    smap = system_map(i.kernel)
+    if i.stalled_boots:
+        manifest["stalled_boots"] = [
+            sb | {"vm_at_timeout": symbolize(sb["vm_at_timeout"], smap) if sb.get("vm_at_timeout") else None}
+            for sb in i.stalled_boots
+        ]
+    if i.outcome.hang_state:
+        manifest["vm_at_timeout"] = symbolize(i.outcome.hang_state, smap)
+    if i.status != "ok":
+        manifest["console_tail"] = console_excerpt(i.console, i.status)
+    if i.status != "panic" and (hint := panic_line(i.console)):
+        # A panic line the kernel did not confirm through pvpanic: guest userspace can print one.
+        manifest["panic_hint"] = {"console": hint, "pvpanic": False}
+    if i.access is not None:
+        add_access(manifest, i.access)
+    manifest["firmware"] = {
+        "name": firmware_name(i.firmware_rom),
+        "rom": i.firmware_rom or None,
+        "choice": i.firmware_choice,
+    }
+    manifest["guest_image"] = {
+        "tools": list(i.guest_image.tools),
+        "programs": list(i.guest_image.programs),
+        "initrd_bytes": i.guest_image.initrd_bytes,
+    }
+    return manifest
+
+
+def add_access(manifest: dict, access: AccessResult) -> None:
+    """The access matrix's part of a manifest (for :func:`build`, and the tests of lab.run.access_matrix)."""
+    manifest["access_matrix"] = access.section
+    manifest["files"] = sorted({*manifest.get("files", []), *access.files})
+    # Only an otherwise good run is failed: a panic or a timeout says more than missing counts.
+    if access.failure and manifest.get("status") == "ok":
+        manifest["status"], manifest["reason"] = access.failure

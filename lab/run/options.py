@@ -1,0 +1,242 @@
+"""What one ``numalab run`` asks for, as a typed value: the library's entry point.
+
+The command line (``lab.cli.main``), the matrix (``lab.matrix``) and the tests all
+build a :class:`RunOptions` and hand it to :func:`lab.run.batch.run_options`;
+nobody turns it back into command-line flags. A matrix child gets its
+options as JSON (:meth:`RunOptions.to_json`, ``numalab run-options FILE``),
+read back by :meth:`RunOptions.from_dict`, which refuses unknown or
+ill-typed fields with a one-line error. So renaming a flag cannot silently
+change what a matrix runs, and renaming a field breaks loudly where it is
+used.
+
+The value checks itself (:meth:`RunOptions.check`, run on construction): ranges,
+choices, the workload's name, and options that conflict (``--no-trace`` with
+``--event``). So ``numalab run``, ``numalab run-options`` and each run of a
+matrix (``numalab matrix check`` too) refuse the same things with the same
+one-line errors. What needs a file, a kernel or a host (the topology, the
+kernels, the accelerator) is checked by :func:`lab.run.batch.requests_from_options`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lab.errors import LabError
+from lab.guest.init_plan import MAX_DURATION_S, SHORT_SCAN_KNOBS, TRACE_MODES, GuestPlan
+from lab.paths import json_text
+from lab.placement.pinning import BACKINGS, PINNINGS
+from lab.topology.ref import TopologyRef
+from lab.vm.access_plugin import ADDRESS_MODES
+from lab.vm.firmware import FIRMWARES
+from lab.vm.guest_clock import CLOCKS
+
+MAX_REPEAT = 1000
+MAX_TIMEOUT_S = 7 * 86400.0
+NUMA_BALANCING = ("on", "off", "default", "tiering")
+ACCELS = ("auto", "kvm", "tcg")
+BACKENDS = ("qemu", "libvirt")
+# The options whose value is one of a few words: the command line offers these as its choices.
+CHOICES: dict[str, tuple[str, ...]] = {
+    "numa_balancing": NUMA_BALANCING,
+    "trace_mode": TRACE_MODES,
+    "backing": BACKINGS,
+    "pinning": PINNINGS,
+    "firmware": FIRMWARES,
+    "accel": ACCELS,
+    "clock": CLOCKS,
+    "backend": BACKENDS,
+    "access_address_map": ("", *ADDRESS_MODES),
+}
+
+
+def check_seconds(value: float, option: str, maximum: float) -> None:
+    """A number of seconds that is finite, > 0 and at most ``maximum`` (one-line error otherwise)."""
+    if not math.isfinite(value) or value <= 0 or value > maximum:
+        raise LabError(f"{option}: must be more than 0 and at most {maximum:g} seconds, got {value:g}")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    topology: TopologyRef = field(default_factory=lambda: TopologyRef("ring-4"))
+    kernels: tuple[str, ...] = ("stock",)  # two for an A/B run
+    workload: str = "numa01"
+    duration: float = 20.0
+    repeat: int = 1
+    out: Path | None = None  # the record (a parent of the records with repeats or two kernels)
+    runs_dir: Path = Path("runs")
+    numa_balancing: str = "on"  # on, off, default, tiering
+    knobs: tuple[str, ...] = ()  # NAME=VALUE debugfs sched/numa_balancing knobs
+    kernel_default_knobs: bool = False  # leave out numalab's short-scan knobs
+    events: tuple[str, ...] = ()  # extra trace events (SYS:EVENT), beyond the default set
+    trace_buffer_kb: int = 4096
+    no_trace: bool = False
+    trace_mode: str = "raw"
+    append: tuple[str, ...] = ()  # extra guest kernel arguments
+    backing: str = "ram"
+    prealloc: bool = False
+    pinning: str = "auto"
+    firmware: str = "auto"
+    accel: str = "auto"
+    clock: str = "host"  # the guest's clock: host, or virtual (it counts instructions: lab.vm.guest_clock)
+    timeout: float | None = None
+    boot_deadline: float | None = None  # TCG: re-boot once if init has not started by then; None default, 0 never
+    guest_output_limit: str | None = None  # a size, e.g. 2G
+    test_fault: str = ""  # panic, hang, hostile=/host/path (the tests)
+    backend: str = "qemu"
+    qemu: str = ""  # the QEMU binary (path or command); "" is $NUMALAB_QEMU, else the PATH's qemu-system-x86_64
+    connect: str | None = None  # libvirt URI
+    pool_dir: str | None = None
+    no_upload: bool = False
+    access_matrix: bool = False
+    access_sample: int | None = None
+    access_address_map: str = ""  # ram-block or guest-physical; "" chooses by QEMU version
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Every check the options can make alone, conflicts between them included (one-line errors
+        naming the command line's flag); what needs a file, a kernel or a host is lab.run.batch's."""
+        self.check_choices()
+        if not self.kernels:
+            raise LabError("--kernel: give at least one kernel")
+        if not 1 <= self.repeat <= MAX_REPEAT:
+            raise LabError(f"--repeat: must be 1..{MAX_REPEAT}, got {self.repeat}")
+        check_seconds(self.duration, "--duration", MAX_DURATION_S)
+        if self.timeout is not None:
+            check_seconds(self.timeout, "--timeout", MAX_TIMEOUT_S)
+        if self.boot_deadline is not None and self.boot_deadline != 0:  # (0: never re-boot)
+            check_seconds(self.boot_deadline, "--boot-deadline", MAX_TIMEOUT_S)
+        if self.no_trace:
+            if self.events:
+                raise LabError(f"--event {self.events[0]}: not with --no-trace (nothing is traced)")
+            if self.trace_mode != "raw":
+                raise LabError(f"--trace-mode {self.trace_mode}: not with --no-trace (nothing is traced)")
+        if self.access_sample is not None and not self.access_matrix:
+            raise LabError("--access-sample: only with --access-matrix")
+        if self.backend != "libvirt":
+            for opt in ("connect", "pool_dir", "no_upload"):
+                if getattr(self, opt):
+                    raise LabError(f"--{opt.replace('_', '-')}: only with --backend libvirt")
+        if self.guest_output_limit is not None:
+            self.output_limit_bytes()
+        from lab.guest.workloads import get_workload
+
+        get_workload(self.workload)
+        # The guest plan's own checks (knobs, events, trace buffer, kernel arguments), on a plan of these options
+        # (--test-fault mutate=SCRIPT: the plan gets the script's text, read when the run is planned).
+        mutate = self.test_fault.startswith("mutate=")
+        GuestPlan("true", self.duration, knobs=self.knob_values(), trace_events=self.events,
+                  trace_buffer_kb=self.trace_buffer_kb, trace_mode=self.trace_mode,
+                  test_fault="mutate" if mutate else self.test_fault, test_script=":" if mutate else "",
+                  kernel_args=" ".join(self.append))  # fmt: skip
+
+    def knob_values(self) -> dict[str, str]:
+        """The debugfs knobs a run sets: numalab's short-scan ones (unless --kernel-default-knobs), then --knob's."""
+        knobs = {} if self.kernel_default_knobs else dict(SHORT_SCAN_KNOBS)
+        for kv in self.knobs:
+            if "=" not in kv:
+                raise LabError(f"--knob {kv}: expected NAME=VALUE, e.g. scan_delay_ms=100")
+            k, v = kv.split("=", 1)
+            knobs[k.strip()] = v.strip()
+        return knobs
+
+    def output_limit_bytes(self) -> int | None:
+        """--guest-output-limit in bytes (None: the default)."""
+        if self.guest_output_limit is None:
+            return None
+        from lab.topology.spec import parse_mib
+        from lab.vm.share import ShareLimits
+
+        limit = parse_mib(self.guest_output_limit, "--guest-output-limit") << 20
+        ShareLimits(output_bytes=limit)  # the minimum, as a one-line error
+        return limit
+
+    def check_choices(self) -> None:
+        """A one-line error for a word option that is none of its choices (the command line's argparse
+        checks these too; options built in code or read from JSON come through here)."""
+        for name, choices in CHOICES.items():
+            value = getattr(self, name)
+            if value not in choices:
+                flag = "--" + name.replace("_", "-")
+                raise LabError(f"{flag}: {value!r} is not one of {', '.join(c for c in choices if c)}")
+
+    def to_dict(self) -> dict:
+        data = dataclasses.asdict(self)
+        for k, v in data.items():
+            if isinstance(v, Path):
+                data[k] = str(v)
+            elif isinstance(v, tuple):
+                data[k] = list(v)
+        return data
+
+    def to_json(self) -> str:
+        return json_text(self.to_dict(), indent=1, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_dict(cls, data: object, source: str = "run options") -> RunOptions:
+        """Options from JSON data; an unknown field or a value of the wrong type is a one-line error."""
+        if not isinstance(data, dict):
+            raise LabError(f"{source}: expected an object of run options")
+        hints = typing.get_type_hints(cls)
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise LabError(f"{source}: {unknown[0]}: not a run option (known: {', '.join(sorted(known))})")
+        values = {}
+        for name, value in data.items():
+            try:
+                values[name] = _typed(value, hints[name])
+            except (TypeError, ValueError) as err:
+                raise LabError(f"{source}: {name}: {err}") from None
+        try:
+            return cls(**values)
+        except LabError as err:
+            raise LabError(f"{source}: {err}") from None
+
+    @classmethod
+    def load(cls, path: Path) -> RunOptions:
+        from lab.datafile import load_json
+
+        return cls.from_dict(load_json(path), str(path))
+
+
+def _typed(value: object, hint: object) -> object:
+    """``value`` (from JSON) as type ``hint``, or TypeError naming what was expected."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(hint)
+        if value is None and type(None) in options:
+            return None
+        return _typed(value, next(a for a in options if a is not type(None)))
+    if origin is tuple:
+        (item, _ellipsis) = typing.get_args(hint)
+        if not isinstance(value, list):
+            raise TypeError(f"expected a list, got {value!r}")
+        return tuple(_typed(v, item) for v in value)
+    if hint is TopologyRef:
+        if not isinstance(value, dict):
+            raise TypeError(f"expected {{name, cpus_per_node, mem_per_node, threads}}, got {value!r}")
+        ref_hints = typing.get_type_hints(TopologyRef)
+        unknown = sorted(set(value) - set(ref_hints))
+        if unknown or "name" not in value:
+            raise TypeError(f"expected {{name, cpus_per_node, mem_per_node, threads}}, got {value!r}")
+        return TopologyRef(**{k: _typed(v, ref_hints[k]) for k, v in value.items()})
+    if hint is Path:
+        if not isinstance(value, str):
+            raise TypeError(f"expected a path, got {value!r}")
+        return Path(value)
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise TypeError(f"expected a number, got {value!r}")
+        return float(value)
+    if hint is int or hint is bool or hint is str:
+        if type(value) is not hint:
+            raise TypeError(f"expected {hint.__name__}, got {value!r}")  # type: ignore[union-attr]
+        return value
+    raise TypeError(f"cannot read a {hint!r}")  # a field type this reader does not know: fix the reader

@@ -1,0 +1,24 @@
+"""The KVM probe's guest: the run's own QEMU command line writer, one node and one vCPU, nothing to share."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from common import HOST
+
+from lab.host.accel import PROBE_CMDLINE, PROBE_TOPOLOGY, probe_boot
+from lab.placement.pinning import plan_placement
+from lab.vm.qemu_argv import qemu_argv
+
+
+def test_the_probe_argv_is_qemu_argv_without_share_monitor_or_pause(tmp_path: Path) -> None:
+    boot = probe_boot("kvm", Path("/boot/vmlinuz"), tmp_path)
+    argv = qemu_argv(PROBE_TOPOLOGY, plan_placement(PROBE_TOPOLOGY, HOST), boot)
+    assert argv[argv.index("-accel") + 1 : argv.index("-accel") + 4] == ["kvm", "-cpu", "host"]
+    assert argv[argv.index("-m") + 1] == "256M" and argv[argv.index("-smp") + 1].startswith("1,")
+    assert argv[argv.index("-append") + 1] == PROBE_CMDLINE
+    assert argv[argv.index("-initrd") + 1] == str(tmp_path / "initrd") and (tmp_path / "initrd").stat().st_size
+    for absent in ("-fsdev", "-device", "-qmp", "-S"):
+        assert absent not in argv, absent
+    assert boot.name.startswith("numalab-probe-kvm-")  # a leftover of a killed probe is a numalab-* domain
+    assert boot.name != probe_boot("kvm", Path("/boot/vmlinuz"), tmp_path).name

@@ -1,0 +1,103 @@
+"""lab.run.manifest builds the whole manifest in one place: given the parts of a real run (the checked-in
+ring2-idle record, made before the builder existed), it gives that run's manifest back, key for key and
+in the same order; and the access matrix's part fails only an otherwise good run."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+from common import REPO
+
+from lab.analysis.record import RunRecord
+from lab.guest.init_plan import GuestPlan
+from lab.guest.results import Unpacked
+from lab.kernel.bootable import Kernel
+from lab.record_files import CONSOLE_LOG, MANIFEST
+from lab.run.access_matrix import AccessResult
+from lab.run.manifest import GuestImage, GuestView, ManifestInputs, add_access, build
+from lab.vm.console import Stage, VmOutcome
+
+RECORD = REPO / "tests" / "data" / "runs" / "ring2-idle"
+
+
+def _inputs(tmp_path: Path, m: dict) -> ManifestInputs:
+    """The parts lab.run.execute gathers, taken from a real record (the kernel image is a stand-in file)."""
+    image = tmp_path / "vmlinuz"
+    image.write_bytes(b"not a kernel")
+    k = m["kernel"]
+    kernel = Kernel(k["name"], image, Path("/modules") if k["modular"] else None,
+                    Path(k["config"]) if k["config"] else None, k["release"])  # fmt: skip
+    settings = {key: v for key, v in m["settings"].items() if key != "readback"}
+    plan = GuestPlan(**settings | {"trace_events": tuple(settings["trace_events"])})
+    stages = [Stage(s["name"], s["detail"], s["host_s"], s["uptime"]) for s in m["stages"]]
+    placement = {key: v for key, v in m["placement"].items() if key not in ("pinned", "pin_error")}
+    outcome = VmOutcome(m["backend"]["exit_code"], False, m["timings"]["vm_s"], stages,
+                        m["placement"]["pinned"], m["placement"]["pin_error"], vcpu_time=m["vcpu_time"])  # fmt: skip
+    share = {key: v for key, v in m["guest_share"].items() if key not in ("limits", "unpacked_bytes")}
+    return ManifestInputs(
+        run_id=m["run_id"], label=m["label"], topology=RunRecord.load(RECORD).topology, kernel=kernel,
+        workload_name=m["workload"]["name"], plan=plan, accel=m["accelerator"]["name"],
+        accel_reason=m["accelerator"]["reason"], clock=m["accelerator"]["clock"], placement=placement,
+        backend_info=m["backend"], outcome=outcome,
+        status=m["status"], reason=m["reason"], total_s=m["timings"]["total_s"], timeout_s=m["timings"]["timeout_s"],
+        workload_result=m["workload"]["result"], workload_rc=m["workload"]["exit_code"],
+        guest_release=k["guest_release"], build_id=k["build_id"], knobs_readback=m["settings"]["readback"],
+        guest=GuestView(**m["guest_topology"]), metrics=m["metrics"], files=m["files"], share=share,
+        limits=m["guest_share"]["limits"], unpacked=Unpacked(bytes=m["guest_share"]["unpacked_bytes"]),
+        console=(RECORD / CONSOLE_LOG).read_text(), boot_protocol=k["boot_protocol"],
+        firmware_rom=m["firmware"]["rom"] or "", firmware_choice=m["firmware"]["choice"],
+        guest_image=GuestImage(tuple(m["guest_image"]["tools"]), tuple(m["guest_image"]["programs"]),
+                               m["guest_image"]["initrd_bytes"]),
+    )  # fmt: skip
+
+
+def test_the_builder_gives_a_real_runs_manifest_back(tmp_path) -> None:
+    recorded = json.loads((RECORD / MANIFEST).read_text())
+    built = json.loads(json.dumps(build(_inputs(tmp_path, recorded))))  # as written: int keys become strings
+    for key in ("image", "sha256"):  # the stand-in kernel file's
+        built["kernel"][key] = recorded["kernel"][key]
+    built["created"] = recorded["created"]
+    assert json.dumps(built, indent=1) == json.dumps(recorded, indent=1)  # every key, every value, in order
+
+
+def test_a_failed_run_gets_its_console_tail_and_no_access_failure(tmp_path) -> None:
+    recorded = json.loads((RECORD / MANIFEST).read_text())
+    inputs = _inputs(tmp_path, recorded)
+    access = AccessResult({"problem": "access matrix: 27% outside"}, ("access-matrix.json",),
+                          ("access-map-mismatch", "access matrix: 27% outside"))  # fmt: skip
+    ok = build(replace(inputs, access=access))
+    assert (ok["status"], ok["reason"]) == access.failure and "access-matrix.json" in ok["files"]
+    assert "console_tail" not in ok and list(ok)[-3:] == ["access_matrix", "firmware", "guest_image"]
+    timed_out = build(replace(inputs, status="timeout", reason="no end", access=access))
+    assert timed_out["status"] == "timeout" and "console_tail" in timed_out
+    manifest = {"status": "ok", "files": ["b", "a"]}
+    add_access(manifest, AccessResult({"problem": None}, ("access-matrix.txt",), None))
+    assert manifest == {"status": "ok", "files": ["a", "access-matrix.txt", "b"], "access_matrix": {"problem": None}}
+
+
+def test_the_records_accessors_read_what_the_builder_wrote(tmp_path) -> None:
+    """RunRecord's typed accessors against the manifest the builder made (and a real record's files)."""
+    recorded = json.loads((RECORD / MANIFEST).read_text())
+    inputs = _inputs(tmp_path, recorded)
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / MANIFEST).write_text(json.dumps(build(replace(inputs, label="A repeat 1/3"))))
+    r = RunRecord.load(run)
+    assert (r.run_id, r.status, r.reason, r.label) == (inputs.run_id, "ok", inputs.reason, "A repeat 1/3")
+    assert (r.kernel_name, r.workload_name, r.accelerator) == ("stock", "idle", "tcg")
+    assert r.workload_duration_s == 1 and r.workload_result == recorded["workload"]["result"]
+    assert r.numa_balancing == "1" and r.knobs == recorded["settings"]["knobs"]
+    assert r.trace_events == inputs.plan.trace_events and r.topology.name == "ring-2"
+    assert r.timings["boot_s"] == recorded["timings"]["boot_s"] and r.metrics == recorded["metrics"]
+    start = next(s["uptime"] for s in recorded["stages"] if s["name"] == "workload-start")
+    assert r.workload_start_uptime == r.stage_uptime("workload-start") == start and r.stage_uptime("nope") is None
+    assert not r.marked_incomplete and r.access_matrix is None
+    # a record without the keys added later (an early manifest): the defaults, not a KeyError
+    old = {k: v for k, v in json.loads((run / MANIFEST).read_text()).items() if k != "label"}
+    old["workload"] = {"name": "idle"}
+    old["settings"] = {}
+    (run / MANIFEST).write_text(json.dumps(old))
+    r = RunRecord.load(run)
+    assert (r.label, r.workload_result, r.knobs, r.trace_events, r.numa_balancing) == ("", {}, {}, (), None)
