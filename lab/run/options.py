@@ -119,6 +119,8 @@ class RunOptions:
                 raise LabError(f"--trace-mode {self.trace_mode}: not with --no-trace (nothing is traced)")
         if self.access_sample is not None and not self.access_matrix:
             raise LabError("--access-sample: only with --access-matrix")
+        if self.backend != "qemu" and self.firmware == "qboot":  # (before any connection to a libvirt host)
+            raise LabError("--firmware qboot: only with --backend qemu (libvirt hosts boot their default firmware)")
         if self.backend != "libvirt":
             for opt in ("connect", "pool_dir", "no_upload"):
                 if getattr(self, opt):
