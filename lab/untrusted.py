@@ -77,7 +77,7 @@ def _bounded_int(text: str) -> int:
     return int(text)
 
 
-def load_json(text: str, max_bytes: int = MAX_JSON_BYTES, max_depth: int = MAX_JSON_DEPTH) -> object:
+def guest_json(text: str, max_bytes: int = MAX_JSON_BYTES, max_depth: int = MAX_JSON_DEPTH) -> object:
     """JSON from a guest: at most ``max_bytes`` and ``max_depth`` deep, numbers finite and of at most
     MAX_DIGITS digits. Raises ValueError (only) with a one-line reason."""
     if len(text) > max_bytes:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from lab.errors import LabError
 from lab.topology.model import Topology
-from lab.untrusted import load_json, shown, to_float
+from lab.untrusted import guest_json, shown, to_float
 
 # Share of guest memory a workload may touch: TCG is slow and the guest
 # kernel, initramfs and trace buffers need the rest.
@@ -271,7 +271,7 @@ def parse_output(workload: Workload, stdout: str) -> dict:
         for line in reversed(stdout.splitlines()):
             if line.startswith(RESULT_MARK):
                 try:
-                    result = load_json(line[len(RESULT_MARK) :])
+                    result = guest_json(line[len(RESULT_MARK) :])
                 except ValueError as e:
                     return {"parse_error": f"NUMALAB_RESULT line: {e}"}
                 wrong = check_result(workload, result)

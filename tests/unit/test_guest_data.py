@@ -38,7 +38,7 @@ from lab.topology.spec import load_topology
 from lab.topology.tiers import check_tiers, read_tiers
 from lab.trace.assemble import assemble_run
 from lab.trace.tracedat import stats_lost, stats_per_cpu
-from lab.untrusted import finite_copy, load_json, term_safe, to_float, to_int
+from lab.untrusted import finite_copy, guest_json, term_safe, to_float, to_int
 from lab.vm import tcg_boot, tcg_clock
 from lab.vm.console import parse_stage
 
@@ -276,12 +276,12 @@ def test_numbers_from_a_guest_are_bounded() -> None:
 
 
 def test_guest_json_is_bounded_and_finite() -> None:
-    assert load_json('{"a": [1, 2.5, "x"]}') == {"a": [1, 2.5, "x"]}
-    assert load_json('"[[[["') == "[[[["  # brackets in a string are not nesting
+    assert guest_json('{"a": [1, 2.5, "x"]}') == {"a": [1, 2.5, "x"]}
+    assert guest_json('"[[[["') == "[[[["  # brackets in a string are not nesting
     for bad, why in (("[" * 33 + "]" * 33, "nested more than 32 deep"), ("NaN", "NaN is not a number"),
                      ("[1e400]", "1e400 is not a finite number"), ("{", "not valid JSON")):  # fmt: skip
         with pytest.raises(ValueError, match=why.replace("[", r"\[")):
-            load_json(bad)
+            guest_json(bad)
 
 
 def test_terminal_text_has_no_control_characters() -> None:
