@@ -217,7 +217,136 @@ def _child_setup(share: tuple[int, ...] | None):
     return setup
 
 
-def execute_matrix(  # noqa: C901
+@dataclass
+class _Child:
+    run: MatrixRun
+    proc: subprocess.Popen
+    started: float
+    host: HostSpec | None = None  # the libvirt host it went to
+    share: tuple[int, ...] | None = None  # the local CPUs it was given
+
+
+class _Packer:
+    """The matrix's children: started while they fit, reaped as they end, stopped on a signal."""
+
+    def __init__(self, spec: MatrixSpec, runs: list[MatrixRun], out: Path, kernel_args: dict[str, str],
+                 jobs: int | None, overcommit: bool, backend: dict | None, progress: Callable[[str], None],
+                 hosts: list[HostSpec] | None) -> None:  # fmt: skip
+        self.spec, self.runs, self.out, self.kernel_args = spec, runs, out, kernel_args
+        self.jobs, self.overcommit, self.backend, self.progress = jobs, overcommit, backend, progress
+        self.picker = HostPicker(hosts) if hosts else None
+        inventory = read_inventory()
+        self.cores = inventory.n_cpus
+        self.mem_budget = max(0, inventory.mem_available_mib - MEM_HEADROOM_MIB)
+        # Local runs that fit get host CPUs of their own (the run's affinity, which its vCPU pins
+        # stay within), so that concurrent VMs do not all pin to the same first CPUs.
+        self.cpus = CpuShares(inventory.online_cpus) if not self.picker and not overcommit else None
+        self.results: dict[str, RunResult] = {}
+        self.pending: list[MatrixRun] = []
+        self.running: dict[int, _Child] = {}
+        self.demand: dict[str, tuple[int, int]] = {}
+        self.t0 = time.monotonic()
+        self.cpu_total = 0.0
+        self.finished = 0
+        self.stop = False
+
+    def resume(self) -> None:
+        """Runs already done count as results; a partial record of one that is not is removed."""
+        for run in self.runs:
+            if is_done(self.out, run):
+                self.results[run.id] = _result_of(self.out, run, Path("/nonexistent"), 0, 0)
+                self.results[run.id].resumed = True
+            else:
+                shutil.rmtree(self.out / "runs" / f".{run.id}.partial", ignore_errors=True)
+                self.pending.append(run)
+        if self.results:
+            self.progress(f"resuming: {len(self.results)} of {len(self.runs)} runs already done, "
+                          f"{len(self.pending)} to go")  # fmt: skip
+        (self.out / "logs").mkdir(parents=True, exist_ok=True)
+        self.demand = {r.id: _demand(r) for r in self.pending}
+
+    def _fits(self, run: MatrixRun) -> bool:
+        """vCPU threads within host cores (unless overcommit), memory within budget."""
+        vcpus, mem = self.demand[run.id]
+        used_cpu = sum(self.demand[c.run.id][0] for c in self.running.values())
+        used_mem = sum(self.demand[c.run.id][1] for c in self.running.values())
+        return (self.overcommit or used_cpu + vcpus <= self.cores) and used_mem + mem <= self.mem_budget
+
+    def launch(self) -> None:
+        """Start pending runs while they fit (one at least when nothing runs) and --jobs allows."""
+        while self.pending and not self.stop and (self.jobs is None or len(self.running) < self.jobs):
+            run = self.pending[0]
+            fits = self._fits(run)
+            host = self.picker.pick() if self.picker else None
+            if self.picker and host is None:
+                break
+            if not self.picker and self.running and not fits:
+                break
+            self.pending.pop(0)
+            self._start(run, host)
+
+    def _start(self, run: MatrixRun, host: HostSpec | None) -> None:
+        log = self.out / "logs" / f"{run.id}.log"
+        opts = run_options(run, self.kernel_args[run.kernel.name], self.out, self.spec.timeout,
+                           host_options(host) if host else (self.backend or {}))  # fmt: skip
+        cmd = child_command(opts, self.out / "logs" / f"{run.id}.options.json")
+        share = self.cpus.take(self.demand[run.id][0]) if self.cpus else None
+        with open(log, "w") as f:
+            proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
+                                    preexec_fn=_child_setup(share))  # fmt: skip
+        self.running[proc.pid] = _Child(run, proc, time.monotonic(), host, share)
+        if host and self.picker:
+            self.picker.take(host)
+        where = f" on {host.uri}" if host else f" on CPUs {format_cpulist(share)}" if share else ""
+        self.progress(f"start {run.id}{where}")
+
+    def reap(self, fail_fast: bool) -> None:
+        """Collect the children that ended; kill one that outlived its run's limit."""
+        for pid, child in list(self.running.items()):
+            wpid, status, usage = os.wait4(pid, os.WNOHANG)
+            elapsed = time.monotonic() - child.started
+            if wpid == 0:
+                limit = (self.spec.timeout or 0) + GUARD_S + child.run.workload.duration * 2 + 120
+                if elapsed > limit:
+                    child.proc.kill()
+                continue
+            child.proc.returncode = os.waitstatus_to_exitcode(status)
+            del self.running[pid]
+            if child.host and self.picker:
+                self.picker.release(child.host)
+            if child.share and self.cpus:
+                self.cpus.give_back(child.share)
+            self._finished(child, elapsed, usage.ru_utime + usage.ru_stime, fail_fast)
+
+    def _finished(self, child: _Child, elapsed: float, cpu: float, fail_fast: bool) -> None:
+        run = child.run
+        self.cpu_total += cpu
+        res = _result_of(self.out, run, self.out / "logs" / f"{run.id}.log", elapsed, cpu)
+        self.results[run.id] = res
+        self.finished += 1
+        left = len(self.pending) + len(self.running)
+        eta = (time.monotonic() - self.t0) / self.finished * left
+        self.progress(f"[{len(self.results)}/{len(self.runs)}] {res.status:<17} {run.id} ({elapsed:.0f}s)"
+                      f"{'' if res.status == 'ok' else ' - ' + res.reason}  ETA {_fmt_s(eta)}")  # fmt: skip
+        if fail_fast and res.status != "ok" and not self.stop:
+            self.stop = True
+            self.progress("--fail-fast: not starting further runs")
+
+    def stop_all(self, why: object) -> None:
+        """SIGTERM to every running child (each leaves no VM and no complete record), SIGKILL after 30 s."""
+        self.progress(f"interrupted ({why}): stopping {len(self.running)} running VM(s); run again to resume")
+        for child in self.running.values():
+            child.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        for child in self.running.values():
+            try:
+                child.proc.wait(timeout=max(1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                child.proc.kill()
+                child.proc.wait()
+
+
+def execute_matrix(
     spec: MatrixSpec,
     runs: list[MatrixRun],
     out: Path,
@@ -235,116 +364,28 @@ def execute_matrix(  # noqa: C901
     a free slot, and a host's ``capacity`` is how many runs it takes at once;
     this machine's cores and memory then do not limit the packing.
     """
-    picker = HostPicker(hosts) if hosts else None
-    host = read_inventory()
-    cores = host.n_cpus
-    mem_budget = max(0, host.mem_available_mib - MEM_HEADROOM_MIB)
-    results: dict[str, RunResult] = {}
-    pending = []
-    for run in runs:
-        if is_done(out, run):
-            results[run.id] = _result_of(out, run, Path("/nonexistent"), 0, 0)
-            results[run.id].resumed = True
-        else:
-            shutil.rmtree(out / "runs" / f".{run.id}.partial", ignore_errors=True)
-            pending.append(run)
-    if results:
-        progress(f"resuming: {len(results)} of {len(runs)} runs already done, {len(pending)} to go")
-    (out / "logs").mkdir(parents=True, exist_ok=True)
-    demand = {r.id: _demand(r) for r in pending}
-    running: dict[int, tuple[MatrixRun, subprocess.Popen, float]] = {}
-    placed: dict[int, HostSpec] = {}
-    # Local runs that fit get host CPUs of their own (the run's affinity, which its vCPU pins
-    # stay within), so that concurrent VMs do not all pin to the same first CPUs.
-    cpus = CpuShares(host.online_cpus) if not picker and not overcommit else None
-    given: dict[int, tuple[int, ...]] = {}
-    t0 = time.monotonic()
+    packer = _Packer(spec, runs, out, kernel_args, jobs, overcommit, backend, progress, hosts)
+    packer.resume()
     own0 = resource.getrusage(resource.RUSAGE_SELF)
-    cpu_total = 0.0
-    finished = 0
     interrupted = False
-    stop = False
 
     def on_signal(signum, _frame):
         raise KeyboardInterrupt(signal.Signals(signum).name)
 
     old = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
-        while pending or running:
-            # Launch what fits: vCPU threads within host cores (unless overcommit), memory within budget.
-            while pending and not stop and (jobs is None or len(running) < jobs):
-                run = pending[0]
-                vcpus, mem = demand[run.id]
-                used_cpu = sum(demand[r.id][0] for r, _, _ in running.values())
-                used_mem = sum(demand[r.id][1] for r, _, _ in running.values())
-                fits = (overcommit or used_cpu + vcpus <= cores) and used_mem + mem <= mem_budget
-                host = picker.pick() if picker else None
-                if picker and host is None:
-                    break
-                if not picker and running and not fits:
-                    break
-                pending.pop(0)
-                log = out / "logs" / f"{run.id}.log"
-                opts = run_options(run, kernel_args[run.kernel.name], out, spec.timeout,
-                                   host_options(host) if host else (backend or {}))  # fmt: skip
-                cmd = child_command(opts, out / "logs" / f"{run.id}.options.json")
-                share = cpus.take(vcpus) if cpus else None
-                with open(log, "w") as f:
-                    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
-                                            preexec_fn=_child_setup(share))  # fmt: skip
-                running[proc.pid] = (run, proc, time.monotonic())
-                if host:
-                    picker.take(host)
-                    placed[proc.pid] = host
-                if share:
-                    given[proc.pid] = share
-                where = f" on {host.uri}" if host else f" on CPUs {format_cpulist(share)}" if share else ""
-                progress(f"start {run.id}{where}")
+        while packer.pending or packer.running:
+            packer.launch()
             time.sleep(0.2)
-            for pid, (run, proc, started) in list(running.items()):
-                wpid, status, usage = os.wait4(pid, os.WNOHANG)
-                elapsed = time.monotonic() - started
-                if wpid == 0:
-                    limit = (spec.timeout or 0) + GUARD_S + run.workload.duration * 2 + 120
-                    if elapsed > limit:
-                        proc.kill()
-                    continue
-                proc.returncode = os.waitstatus_to_exitcode(status)
-                del running[pid]
-                if pid in placed:
-                    picker.release(placed.pop(pid))
-                if pid in given:
-                    cpus.give_back(given.pop(pid))
-                cpu = usage.ru_utime + usage.ru_stime
-                cpu_total += cpu
-                res = _result_of(out, run, out / "logs" / f"{run.id}.log", elapsed, cpu)
-                results[run.id] = res
-                finished += 1
-                done_wall = time.monotonic() - t0
-                left = len(pending) + len(running)
-                eta = done_wall / finished * left if finished else 0
-                progress(f"[{len(results)}/{len(runs)}] {res.status:<17} {run.id} ({elapsed:.0f}s)"
-                         f"{'' if res.status == 'ok' else ' - ' + res.reason}  ETA {_fmt_s(eta)}")  # fmt: skip
-                if fail_fast and res.status != "ok" and not stop:
-                    stop = True
-                    progress("--fail-fast: not starting further runs")
+            packer.reap(fail_fast)
     except KeyboardInterrupt as sig:
         interrupted = True
-        progress(f"interrupted ({sig}): stopping {len(running)} running VM(s); run again to resume")
-        for _run, proc, _ in running.values():
-            proc.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + 30
-        for _run, proc, _ in running.values():
-            try:
-                proc.wait(timeout=max(1, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        packer.stop_all(sig)
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-    wall = time.monotonic() - t0
-    ordered = [results[r.id] for r in runs if r.id in results]
+    wall = time.monotonic() - packer.t0
+    ordered = [packer.results[r.id] for r in runs if r.id in packer.results]
     own = resource.getrusage(resource.RUSAGE_SELF)  # this process's own share while the matrix ran
     own_s = own.ru_utime + own.ru_stime - own0.ru_utime - own0.ru_stime
-    return MatrixOutcome(ordered, wall, cpu_total + own_s, cores, interrupted)
+    return MatrixOutcome(ordered, wall, packer.cpu_total + own_s, packer.cores, interrupted)

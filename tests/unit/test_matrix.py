@@ -294,7 +294,7 @@ def test_resume_after_sigkill(tmp_path: Path) -> None:
     assert "[1/3] ok" in seen, seen
     time.sleep(3)  # r2 is booting
     p.send_signal(signal.SIGKILL)
-    p.wait(timeout=30)
+    p.communicate(timeout=30)  # (reaps it and closes its pipe)
     time.sleep(1)
     assert not [
         ln
