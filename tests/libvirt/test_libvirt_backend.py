@@ -151,7 +151,8 @@ def test_sigterm_leaves_no_domain(daemons, tmp_path: Path) -> None:
     assert "running idle" in seen, seen
     assert len(numalab_domains(SESSION)) == 1
     p.send_signal(signal.SIGTERM)
-    assert p.wait(timeout=60) == 143
+    p.communicate(timeout=60)  # (reaps it and closes its pipe)
+    assert p.returncode == 143
     assert numalab_domains(SESSION) == []
     assert not out.exists()
 

@@ -228,8 +228,8 @@ def test_sigterm_leaves_no_qemu_and_no_complete_record(tmp_path) -> None:
     assert "running numa01" in seen, seen
     assert _qemu_running(str(tmp_path))
     p.send_signal(signal.SIGTERM)
-    rc = p.wait(timeout=60)
-    assert rc == 143
+    p.communicate(timeout=60)  # (reaps it and closes its pipes)
+    assert p.returncode == 143
     time.sleep(0.5)
     assert not _qemu_running(str(tmp_path))
     assert not out.exists()
