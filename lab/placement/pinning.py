@@ -77,7 +77,7 @@ class Placement:
         }
 
 
-def plan_placement(  # noqa: C901
+def plan_placement(
     topo: Topology,
     host: HostInventory,
     backing: Backing | None = None,
@@ -93,19 +93,51 @@ def plan_placement(  # noqa: C901
     by_id = {n.id: n for n in host.nodes}
 
     warnings: list[str] = []
-    notes: list[str] = []
+    notes: list[str] = _sharing_notes(topo, host, mem_nodes)
+    misfit = _memory_misfits(topo, mapping, by_id, backing)
+    if misfit and enforce_fit:
+        raise LabError(misfit[0])
+    warnings += misfit
+
+    # vCPUs: pin each guest node's vCPUs to CPUs of its memory's host node (those we may use).
+    node_cpus: dict[int, tuple[int, ...]] = {}
+    for host_node in sorted(set(mapping)):
+        usable = tuple(c for c in by_id[host_node].cpus if c in host.online_cpus)
+        if not usable:
+            notes.append(
+                f"host node {host_node} has none of the host CPUs numalab may use "
+                f"({format_cpulist(host.online_cpus)}): its guest nodes' vCPUs run on those instead"
+            )
+        node_cpus[host_node] = usable or tuple(host.online_cpus)
+    demand: dict[int, int] = {}
+    for node, host_node in zip(topo.nodes, mapping):
+        demand[host_node] = demand.get(host_node, 0) + node.cpus
+    crowded = sum(max(0, n - len(node_cpus[h])) for h, n in demand.items())
+    mode = pinning if pinning != "auto" else ("node" if crowded else "cpu")
+    pins = _pins(topo, mapping, node_cpus, mode)
+    warnings += _overcommit_warnings(topo, host, crowded)
+    if crowded and mode == "node" and pinning == "auto":
+        notes.append("vCPUs share host CPUs, so each is pinned to its host node's CPUs rather than to one CPU")
+    return Placement(mapping, tuple(pins), backing, len(host.nodes), tuple(warnings), tuple(notes), mode, pinning)
+
+
+def _sharing_notes(topo: Topology, host: HostInventory, mem_nodes: list) -> list[str]:
+    """What the guest's distances are worth when guest nodes share host nodes."""
     if len(host.nodes) == 1:
-        notes.append(
+        return [
             f"the host has one NUMA node: all {topo.n_nodes} guest nodes bind their memory to host node "
             f"{host.nodes[0].id}; the guest's distances are emulated, not backed by real remote memory"
-        )
-    elif len(mem_nodes) < topo.n_nodes:
-        notes.append(
+        ]
+    if len(mem_nodes) < topo.n_nodes:
+        return [
             f"{topo.n_nodes} guest nodes share {len(mem_nodes)} host nodes (round-robin): "
             f"guest distances are only partly real"
-        )
+        ]
+    return []
 
-    # Memory: what each host node must hold.
+
+def _memory_misfits(topo: Topology, mapping: tuple[int, ...], by_id: dict, backing: Backing) -> list[str]:
+    """What each host node must hold against what it has (hugepages or available memory)."""
     need: dict[int, int] = {}
     for node, host_node in zip(topo.nodes, mapping):
         need[host_node] = need.get(host_node, 0) + node.memory_mib
@@ -131,26 +163,13 @@ def plan_placement(  # noqa: C901
                 f"memory: guest needs {mib} MiB (+{QEMU_OVERHEAD_MIB} MiB overhead) on host node {host_node}, "
                 f"only {hn.mem_available_mib} MiB is available"
             )
+    return misfit
 
-    if misfit and enforce_fit:
-        raise LabError(misfit[0])
-    warnings += misfit
 
-    # vCPUs: pin each guest node's vCPUs to CPUs of its memory's host node (those we may use).
-    node_cpus: dict[int, tuple[int, ...]] = {}
-    for host_node in sorted(set(mapping)):
-        usable = tuple(c for c in by_id[host_node].cpus if c in host.online_cpus)
-        if not usable:
-            notes.append(
-                f"host node {host_node} has none of the host CPUs numalab may use "
-                f"({format_cpulist(host.online_cpus)}): its guest nodes' vCPUs run on those instead"
-            )
-        node_cpus[host_node] = usable or tuple(host.online_cpus)
-    demand: dict[int, int] = {}
-    for node, host_node in zip(topo.nodes, mapping):
-        demand[host_node] = demand.get(host_node, 0) + node.cpus
-    crowded = sum(max(0, n - len(node_cpus[h])) for h, n in demand.items())
-    mode = pinning if pinning != "auto" else ("node" if crowded else "cpu")
+def _pins(
+    topo: Topology, mapping: tuple[int, ...], node_cpus: dict[int, tuple[int, ...]], mode: str
+) -> list[tuple[int, ...]]:
+    """Each vCPU's host CPUs: one CPU of its node's host node in turn (cpu), or all of them (node)."""
     cursor: dict[int, int] = {}
     pins: list[tuple[int, ...]] = []
     for node, host_node in zip(topo.nodes, mapping):
@@ -159,16 +178,18 @@ def plan_placement(  # noqa: C901
             i = cursor.get(host_node, 0)
             pins.append((cpus[i % len(cpus)],) if mode == "cpu" else cpus)
             cursor[host_node] = i + 1
+    return pins
+
+
+def _overcommit_warnings(topo: Topology, host: HostInventory, crowded: int) -> list[str]:
     if topo.total_cpus > host.n_cpus:
-        warnings.append(
+        return [
             f"overcommit: {topo.total_cpus} vCPUs on {host.n_cpus} host CPUs; vCPUs share host CPUs, "
             f"so timings are slower and noisier"
-        )
-    elif crowded:
-        warnings.append(
+        ]
+    if crowded:
+        return [
             f"overcommit: a guest node has more vCPUs than its host node has CPUs, so {crowded} "
             f"vCPUs share host CPUs with other vCPUs; timings are slower and noisier"
-        )
-    if crowded and mode == "node" and pinning == "auto":
-        notes.append("vCPUs share host CPUs, so each is pinned to its host node's CPUs rather than to one CPU")
-    return Placement(mapping, tuple(pins), backing, len(host.nodes), tuple(warnings), tuple(notes), mode, pinning)
+        ]
+    return []
