@@ -16,6 +16,7 @@ import select
 import shlex
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -67,7 +68,7 @@ def _exit_waiter(pidfd: int | None) -> Callable[[float], None]:
     return lambda seconds: poller.poll(seconds * 1000)
 
 
-def run_vm(  # noqa: C901
+def run_vm(
     argv: list[str],
     console_log: Path,
     qmp_socket: Path | None,
@@ -86,18 +87,7 @@ def run_vm(  # noqa: C901
     QEMU's own failures are a result (``outcome.vm_failure``), not an exception: one that exits
     before its monitor opens (a bad option, too many vCPUs) with what it said in ``qemu_log``;
     one killed by a signal with the signal's name."""
-    with open(qemu_log, "wb") as log:
-        try:
-            proc = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                preexec_fn=_child_setup(max_file_bytes),
-                env={**os.environ, **env} if env else None,
-            )
-        except FileNotFoundError:
-            raise LabError(f"{argv[0]}: not found; install qemu-system-x86 (make setup)") from None
+    proc = _start_qemu(argv, qemu_log, max_file_bytes, env)
     start = time.monotonic()
     outcome = VmOutcome(None, False, 0.0)
     sampler: StageSampler | None = None  # the vCPU threads' times at the workload's start and end
@@ -117,24 +107,7 @@ def run_vm(  # noqa: C901
                 outcome.exit_code = proc.poll()
                 outcome.vm_failure = _qemu_failure(outcome.exit_code, qemu_log) or f"QEMU did not start: {err}"
                 return outcome
-            try:
-                tids = qmp.vcpu_threads()
-                sampler = StageSampler("schedstat", schedstat_sampler(proc.pid, tids), on_stage)
-                for vcpu, tid in tids.items():
-                    cpus = pins.get(vcpu)
-                    if not cpus:
-                        continue
-                    try:
-                        os.sched_setaffinity(tid, cpus)
-                        outcome.pinned[vcpu] = format_cpulist(os.sched_getaffinity(tid))
-                    except OSError as err:
-                        outcome.pin_error = f"vCPU {vcpu} -> CPUs {format_cpulist(cpus)}: {err.strerror}"
-                qmp.command("cont")
-                # GUEST_PANICKED: the guest kernel's pvpanic notifier (qemu_argv's -device pvpanic)
-                listener = qmp.listen(functools.partial(_on_event, outcome))
-            except BaseException:
-                qmp.close()
-                raise
+            sampler, listener = _pin_and_start(qmp, proc.pid, pins, outcome, on_stage)
         start = time.monotonic()
         try:
             watch(
@@ -166,6 +139,47 @@ def run_vm(  # noqa: C901
         if pidfd is not None:
             os.close(pidfd)
     return outcome
+
+
+def _start_qemu(argv: list[str], qemu_log: Path, max_file_bytes: int | None, env: dict[str, str] | None):
+    """QEMU started, stopped (-S) until :func:`_pin_and_start`; its output goes to ``qemu_log``."""
+    with open(qemu_log, "wb") as log:
+        try:
+            return subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                preexec_fn=_child_setup(max_file_bytes),
+                env={**os.environ, **env} if env else None,
+            )
+        except FileNotFoundError:
+            raise LabError(f"{argv[0]}: not found; install qemu-system-x86 (make setup)") from None
+
+
+def _pin_and_start(
+    qmp: Qmp, pid: int, pins: dict[int, tuple[int, ...]], outcome: VmOutcome, on_stage: Callable[[Stage], None] | None
+) -> tuple[StageSampler, threading.Thread]:
+    """Each vCPU thread pinned (a failure is recorded, not raised), the VM continued, and QEMU's events
+    listened to from then on (GUEST_PANICKED: the guest kernel's pvpanic notifier, qemu_argv's -device
+    pvpanic). On any error the monitor is closed before it propagates."""
+    try:
+        tids = qmp.vcpu_threads()
+        sampler = StageSampler("schedstat", schedstat_sampler(pid, tids), on_stage)
+        for vcpu, tid in tids.items():
+            cpus = pins.get(vcpu)
+            if not cpus:
+                continue
+            try:
+                os.sched_setaffinity(tid, cpus)
+                outcome.pinned[vcpu] = format_cpulist(os.sched_getaffinity(tid))
+            except OSError as err:
+                outcome.pin_error = f"vCPU {vcpu} -> CPUs {format_cpulist(cpus)}: {err.strerror}"
+        qmp.command("cont")
+        return sampler, qmp.listen(functools.partial(_on_event, outcome))
+    except BaseException:
+        qmp.close()
+        raise
 
 
 def _on_event(outcome: VmOutcome, event: dict) -> None:
