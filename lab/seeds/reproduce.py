@@ -20,7 +20,7 @@ from pathlib import Path
 from lab.analysis.expectations import Check, check
 from lab.analysis.record import load_manifest
 from lab.analysis.verdict import verdicts_of
-from lab.datafile import load_json
+from lab.datafile import load_json, load_yaml
 from lab.errors import LabError
 from lab.matrix.auto_cells import cell_key, clock_problem_of, side_of, with_repeat
 from lab.matrix.definition import MatrixRun, MatrixSpec, load_matrix
@@ -35,26 +35,23 @@ class Seed:
     matrix: str  # the matrix in the seed's folder, by name
 
 
-SEEDS: dict[str, Seed] = {
-    s.id: s
-    for s in (
-        Seed(
-            "000", 'Srikar Dronamraju, "[PATCH 00/19] Fixes for sched/numa_balancing" (v4.17-rc5)', "seed000-perf-numa"
-        ),  # fmt: skip
-        Seed(
-            "003",
-            'Mel Gorman, "sched/fair: Allow a small load imbalance between low utilisation SD_NUMA domains"',
-            "seed003-small-imbalance",
-        ),  # fmt: skip
-        Seed(
-            "004",
-            'Rik van Riel, "numa,sched: only consider less busy nodes as numa balancing destination"',
-            "seed004-numa-has-capacity",
-        ),  # fmt: skip
-    )
-}
-ELSEWHERE = {"002": "seed 002 (sched-group construction) is reproduced by the sched-group check of every run "
-             "(issue 13, item 1), not by numalab reproduce"}  # fmt: skip
+FOLDERS = Path(__file__).parent  # one folder per seed: seedNNN/seed.yaml, its matrices, any report part
+
+
+def _seed_files() -> dict[str, dict]:
+    """seedNNN/seed.yaml of every seed folder: ``title`` and ``matrix`` (a seed numalab reproduce runs) or
+    ``elsewhere`` (why it does not)."""
+    out = {}
+    for f in sorted(FOLDERS.glob("seed[0-9][0-9][0-9]/seed.yaml")):
+        data = load_yaml(f, "seed")
+        if not isinstance(data, dict) or not isinstance(data.get("title"), str):
+            raise LabError(f"{f}: expected a mapping with title: and matrix: or elsewhere:")
+        out[f.parent.name.removeprefix("seed")] = data
+    return out
+
+
+SEEDS: dict[str, Seed] = {k: Seed(k, d["title"], str(d["matrix"])) for k, d in _seed_files().items() if "matrix" in d}
+ELSEWHERE = {k: str(d["elsewhere"]) for k, d in _seed_files().items() if "elsewhere" in d}
 
 
 def find_seed(text: str) -> Seed:
