@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from html import escape
 
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, 'DejaVu Sans', sans-serif"
@@ -132,7 +133,114 @@ def heatmap(
     return svg_doc(width, height, title or "heatmap", body, "chart heatmap")
 
 
-def line_chart(  # noqa: C901
+@dataclass(frozen=True)
+class _PlotArea:
+    """A line chart's plot area in pixels (from ``left``, ``top``) and the values it spans: x0..x1 across, 0..y1 up."""
+
+    left: int
+    top: int
+    width: int
+    height: int
+    x0: float
+    x1: float
+    y1: float
+
+    def px(self, v: float) -> float:
+        """The pixel column of x value ``v``."""
+        return self.left + (v - self.x0) / (self.x1 - self.x0) * self.width
+
+    def py(self, v: float) -> float:
+        """The pixel row of y value ``v`` (the bottom edge when y1 is 0)."""
+        return self.top + self.height - (v / self.y1) * self.height if self.y1 else self.top + self.height
+
+
+def _x_extent(xs: Sequence[float], x_range: tuple[float, float] | None) -> tuple[float, float]:
+    """The x axis' ends: the values' (0..1 without any), widened to ``x_range``, and never the same."""
+    x0, x1 = (min(xs), max(xs)) if xs else (0.0, 1.0)
+    if x_range is not None:
+        x0, x1 = min(x_range[0], x0), max(x_range[1], x1)
+    if x1 == x0:
+        x1 = x0 + 1
+    return x0, x1
+
+
+def _line_axes(area: _PlotArea, y_ticks: Sequence[float], x_ticks: Sequence[float]) -> list[str]:
+    """The horizontal grid lines with the y ticks' labels, the x ticks with theirs, and the x axis line."""
+    left, top, pw, ph = area.left, area.top, area.width, area.height
+    body = []
+    for v in y_ticks:
+        y = coord(area.py(v))
+        body.append(f'<line x1="{left}" x2="{left + pw}" y1="{y}" y2="{y}" stroke="{GRID}"/>')
+        body.append(text_at(left - 5, area.py(v) + 4, fmt_num(v), "end", fill=MUTED))
+    for v in x_ticks:
+        x = coord(area.px(v))
+        body.append(f'<line x1="{x}" x2="{x}" y1="{top + ph}" y2="{top + ph + 4}" stroke="{MUTED}"/>')
+        body.append(text_at(area.px(v), top + ph + 15, fmt_num(v), "middle", fill=MUTED))
+    body.append(f'<line x1="{left}" x2="{left + pw}" y1="{top + ph}" y2="{top + ph}" stroke="{MUTED}"/>')
+    return body
+
+
+def _mark_lines(area: _PlotArea, marks: Sequence[tuple[float, str]]) -> list[str]:
+    """A dashed vertical line, labelled, for each mark inside the x axis."""
+    body = []
+    for mx, label in marks:
+        if area.x0 <= mx <= area.x1:
+            x = coord(area.px(mx))
+            body.append(
+                f'<line x1="{x}" x2="{x}" y1="{area.top}" y2="{area.top + area.height}" stroke="{MUTED}" '
+                f'stroke-dasharray="4 3"/>'
+            )
+            body.append(text_at(area.px(mx) - 3, area.top + 10, label, "end", size=10, fill=MUTED))
+    return body
+
+
+def _series_color(name: str, k: int, colors: dict[str, str]) -> str:
+    """The colour of the k-th series: its own in ``colors``, else the palette's k-th."""
+    return colors.get(name, PALETTE[k % len(PALETTE)])
+
+
+def _legend(names: Sequence[str], colors: dict[str, str], right_edge: float) -> list[str]:
+    """A swatch and the name of each series, in a row that ends at ``right_edge`` (drawn last one first)."""
+    body = []
+    lx = right_edge
+    for k, name in reversed(list(enumerate(names))):
+        w = 9 + 6.2 * len(name)
+        lx -= w + 14
+        ly = 15
+        c = _series_color(name, k, colors)
+        body.append(f'<rect x="{coord(lx)}" y="{ly - 8}" width="10" height="10" rx="2" fill="{c}"/>')
+        body.append(text_at(lx + 14, ly + 1, name, fill=INK))
+    return body
+
+
+def _pixel_runs(area: _PlotArea, xs: Sequence[float], vals: Sequence[float | None]) -> list[list[tuple[float, float]]]:
+    """A series' points in pixels, split into runs at each None."""
+    runs: list[list[tuple[float, float]]] = [[]]
+    for xv, yv in zip(xs, vals):
+        if yv is None:
+            if runs[-1]:
+                runs.append([])
+            continue
+        runs[-1].append((area.px(xv), area.py(yv)))
+    return runs
+
+
+def _series_path(runs: Sequence[Sequence[tuple[float, float]]], color: str, dots: bool) -> list[str]:
+    """A polyline per run of two points or more, and a dot per point of a lone point or, if ``dots``, of every run."""
+    body = []
+    for pts in runs:
+        if len(pts) > 1:
+            d = " ".join(f"{coord(a)},{coord(b)}" for a, b in pts)
+            body.append(
+                f'<polyline points="{d}" fill="none" stroke="{color}" stroke-width="1.8" stroke-linejoin="round"/>'
+            )
+        if len(pts) == 1 or dots:
+            for a, b in pts:
+                body.append(f'<circle cx="{coord(a)}" cy="{coord(b)}" r="2.2" fill="{color}"/>')
+    return body
+
+
+def line_chart(
     x: Sequence[float],
     series: dict[str, Sequence[float | None]],
     title: str = "",
@@ -151,77 +259,26 @@ def line_chart(  # noqa: C901
     """
     colors = colors or {}
     left, right, top, bottom = 52, 12, 30 if title else 22, 34
-    pw, ph = width - left - right, height - top - bottom
     xs = list(x)
     ys = [v for s in series.values() for v in s if v is not None]
-    x0, x1 = (min(xs), max(xs)) if xs else (0.0, 1.0)
-    if x_range is not None:
-        x0, x1 = min(x_range[0], x0), max(x_range[1], x1)
-    if x1 == x0:
-        x1 = x0 + 1
+    x0, x1 = _x_extent(xs, x_range)
     ytop = y_max if y_max is not None else max(ys, default=0)
     yt = nice_ticks(0, ytop or 1, 4)
-    y1 = yt[-1]
     xt = [v for v in nice_ticks(x0, x1, 6) if x0 <= v <= x1]
-
-    def px(v: float) -> float:
-        return left + (v - x0) / (x1 - x0) * pw
-
-    def py(v: float) -> float:
-        return top + ph - (v / y1) * ph if y1 else top + ph
-
-    body = []
-    if title:
-        body.append(text_at(left, 15, title, size=13, font_weight="600"))
-    for v in yt:
-        body.append(f'<line x1="{left}" x2="{left + pw}" y1="{coord(py(v))}" y2="{coord(py(v))}" stroke="{GRID}"/>')
-        body.append(text_at(left - 5, py(v) + 4, fmt_num(v), "end", fill=MUTED))
-    for v in xt:
-        body.append(
-            f'<line x1="{coord(px(v))}" x2="{coord(px(v))}" y1="{top + ph}" y2="{top + ph + 4}" stroke="{MUTED}"/>'
-        )
-        body.append(text_at(px(v), top + ph + 15, fmt_num(v), "middle", fill=MUTED))
-    body.append(f'<line x1="{left}" x2="{left + pw}" y1="{top + ph}" y2="{top + ph}" stroke="{MUTED}"/>')
-    for mx, label in marks:
-        if x0 <= mx <= x1:
-            body.append(
-                f'<line x1="{coord(px(mx))}" x2="{coord(px(mx))}" y1="{top}" y2="{top + ph}" stroke="{MUTED}" '
-                f'stroke-dasharray="4 3"/>'
-            )
-            body.append(text_at(px(mx) - 3, top + 10, label, "end", size=10, fill=MUTED))
+    area = _PlotArea(left, top, width - left - right, height - top - bottom, x0, x1, yt[-1])
+    pw, ph = area.width, area.height
+    body = [text_at(left, 15, title, size=13, font_weight="600")] if title else []
+    body += _line_axes(area, yt, xt)
+    body += _mark_lines(area, marks)
     if x_label:
         body.append(text_at(left + pw, height - 3, x_label, "end", fill=MUTED))
     if y_label:
         body.append(text_at(4, top - 8 if not title else top - 6, y_label, fill=MUTED))
-    lx = left + pw
-    names = list(series)
-    for k, name in reversed(list(enumerate(names))):
-        c = colors.get(name, PALETTE[k % len(PALETTE)])
-        w = 9 + 6.2 * len(name)
-        lx -= w + 14
-        ly = 15
-        body.append(f'<rect x="{coord(lx)}" y="{ly - 8}" width="10" height="10" rx="2" fill="{c}"/>')
-        body.append(text_at(lx + 14, ly + 1, name, fill=INK))
+    body += _legend(list(series), colors, left + pw)
     if not ys or not any(ys):
         body.append(text_at(left + pw / 2, top + ph / 2, "no data" if not ys else "all zero", "middle", fill=MUTED))
     for k, (name, vals) in enumerate(series.items()):
-        c = colors.get(name, PALETTE[k % len(PALETTE)])
-        runs: list[list[tuple[float, float]]] = [[]]
-        for xv, yv in zip(xs, vals):
-            if yv is None:
-                if runs[-1]:
-                    runs.append([])
-                continue
-            runs[-1].append((px(xv), py(yv)))
-        for pts in runs:
-            if len(pts) > 1:
-                d = " ".join(f"{coord(a)},{coord(b)}" for a, b in pts)
-                body.append(
-                    f'<polyline points="{d}" fill="none" stroke="{c}" stroke-width="1.8" stroke-linejoin="round"/>'
-                )
-            if len(pts) == 1 or len(xs) <= 40:
-                for a, b in pts:
-                    body.append(f'<circle cx="{coord(a)}" cy="{coord(b)}" r="2.2" fill="{c}"/>')
+        body += _series_path(_pixel_runs(area, xs, vals), _series_color(name, k, colors), dots=len(xs) <= 40)
     return svg_doc(width, height, title or "line chart", body, "chart line")
 
 

@@ -35,6 +35,8 @@ returned, as the ``sched_verbose`` dump shows them.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from lab.cpulist import format_cpulist, parse_cpulist
 from lab.topology.model import Topology
 
@@ -49,31 +51,45 @@ def _levels(topo: Topology) -> tuple[list[int], list[int], dict[int, list[frozen
     return levels_d, cpu_nodes, spans
 
 
-def predict_groups(topo: Topology, construction: str = "6.1") -> dict[int, list[dict]]:  # noqa: C901
-    """cpu -> its visible NUMA domains, lowest first: {"level", "distance", "span", "groups", "masks"}.
+Group = tuple[frozenset[int], list[int]]  # a group's nodes and its balance mask (CPUs)
 
-    ``groups`` are cpulists in the order the dump prints them (from
-    ``sd->groups`` along ``->next``); ``masks`` the balance masks."""
-    if construction not in CONSTRUCTIONS:
-        raise ValueError(f"construction {construction!r} not in {CONSTRUCTIONS}")
-    levels_d, cpu_nodes, spans = _levels(topo)
-    node_cpus = topo.node_cpus()
-    node_of = {c: n for n in cpu_nodes for c in node_cpus[n]}
-    everything = frozenset(cpu_nodes)
-    top = len(levels_d) - 1
 
-    # The highest level built for each node: build_sched_domains() stops at the first span of everything.
-    built_to = {n: next((k for k in range(len(levels_d)) if spans[n][k] == everything), top) for n in cpu_nodes}
+@dataclass(frozen=True)
+class _Domains:
+    """A topology's NUMA sched domains on whole nodes: the distance of each level, every node's span (nodes) at
+    each level, and the highest level built for each node."""
 
-    def built(n: int, k: int) -> bool:
-        return k <= built_to[n]
+    levels_d: list[int]
+    cpu_nodes: list[int]
+    spans: dict[int, list[frozenset[int]]]
+    node_cpus: list[list[int]]
+    node_of: dict[int, int]
+    built_to: dict[int, int]
 
-    def cpus(nodes: frozenset[int]) -> list[int]:
-        return sorted(c for n in nodes for c in node_cpus[n])
+    @classmethod
+    def of(cls, topo: Topology) -> _Domains:
+        """The domains of ``topo``."""
+        levels_d, cpu_nodes, spans = _levels(topo)
+        node_cpus = topo.node_cpus()
+        everything = frozenset(cpu_nodes)
+        top = len(levels_d) - 1
+        # The highest level built for each node: build_sched_domains() stops at the first span of everything.
+        built_to = {n: next((k for k in range(len(levels_d)) if spans[n][k] == everything), top) for n in cpu_nodes}
+        node_of = {c: n for n in cpu_nodes for c in node_cpus[n]}
+        return cls(levels_d, cpu_nodes, spans, node_cpus, node_of, built_to)
 
-    def group_of(m: int, k: int, span: frozenset[int]) -> tuple[frozenset[int], int]:
+    def built(self, n: int, k: int) -> bool:
+        """Whether node ``n``'s tree has a level-``k`` domain."""
+        return k <= self.built_to[n]
+
+    def cpus(self, nodes: frozenset[int]) -> list[int]:
+        """The CPUs of ``nodes``, sorted."""
+        return sorted(c for n in nodes for c in self.node_cpus[n])
+
+    def group_of(self, m: int, k: int, span: frozenset[int]) -> tuple[frozenset[int], int]:
         """The group node ``m``'s sibling at level ``k`` gives a domain spanning ``span`` (nodes), and the
         level of the sibling it was finally taken from."""
+        spans = self.spans
         lvl = k
         if not spans[m][lvl - 1] <= span:  # find_descended_sibling()
             while lvl > 0 and not spans[m][lvl - 1] <= span:
@@ -82,65 +98,84 @@ def predict_groups(topo: Topology, construction: str = "6.1") -> dict[int, list[
                 lvl -= 1
         return (spans[m][lvl - 1] if lvl > 0 else frozenset({m})), lvl
 
-    def balance_mask(group: frozenset[int], lvl: int) -> list[int]:
+    def balance_mask(self, group: frozenset[int], lvl: int) -> list[int]:
+        """The CPUs of ``group`` (taken from level ``lvl``) whose own sibling's child is exactly the group."""
         if lvl == 0:
-            return cpus(group)
-        return [c for c in cpus(group) if built(node_of[c], lvl) and spans[node_of[c]][lvl - 1] == group]
+            return self.cpus(group)
+        return [
+            c
+            for c in self.cpus(group)
+            if self.built(self.node_of[c], lvl) and self.spans[self.node_of[c]][lvl - 1] == group
+        ]
 
-    def node_level(n: int, k: int) -> tuple[list[tuple[frozenset[int], list[int]]], str, list[str], list[str]]:
+    def node_level(self, n: int, k: int, construction: str) -> tuple[list[Group], str, list[str], list[str]]:
         """The groups of node ``n``'s level-``k`` domain in construction order (as node sets with balance
         masks), and the span, groups and masks as cpulists. Every CPU of a node gets the same list: a node's
         CPUs are contiguous, and from any of them the walk covers the whole node first (6.1), or the walk
         does not depend on the CPU at all (first-cpu)."""
-        span = spans[n][k]
-        span_cpus = cpus(span)
+        span = self.spans[n][k]
+        span_cpus = self.cpus(span)
         if construction == "6.1":
-            start = span_cpus.index(node_cpus[n][0])
+            start = span_cpus.index(self.node_cpus[n][0])
             order = span_cpus[start:] + span_cpus[:start]
         else:
             order = span_cpus
         covered: set[int] = set()
-        groups: list[tuple[frozenset[int], list[int]]] = []
+        groups: list[Group] = []
         for i in order:
-            if i in covered or not built(node_of[i], k):
+            if i in covered or not self.built(self.node_of[i], k):
                 continue
-            g, lvl = group_of(node_of[i], k, span)
-            covered.update(cpus(g))
-            groups.append((g, balance_mask(g, lvl)))
+            g, lvl = self.group_of(self.node_of[i], k, span)
+            covered.update(self.cpus(g))
+            groups.append((g, self.balance_mask(g, lvl)))
         return (
             groups,
             format_cpulist(span_cpus),
-            [format_cpulist(cpus(g)) for g, _ in groups],
+            [format_cpulist(self.cpus(g)) for g, _ in groups],
             [format_cpulist(m) for _, m in groups],
         )
 
-    out: dict[int, list[dict]] = {}
-    for n in cpu_nodes:
-        levels = [
-            (k, node_level(n, k))
-            for k in range(1, len(levels_d))
-            if built(n, k) and spans[n][k] != spans[n][k - 1]  # else not built, or degenerated into the level below
+    def visible_levels(self, n: int) -> list[int]:
+        """The NUMA levels of node ``n``'s tree that are built and do not degenerate into the level below."""
+        return [
+            k for k in range(1, len(self.levels_d)) if self.built(n, k) and self.spans[n][k] != self.spans[n][k - 1]
         ]
-        for cpu in node_cpus[n]:
-            doms: list[dict] = []
+
+
+def _first_cpu_group(groups: list[Group], n: int, cpu: int) -> int:
+    """The index of ``sd->groups`` in the first-cpu construction: the group whose balance CPU ``cpu`` is, else
+    the first group holding node ``n``."""
+    chosen = None
+    for idx, (g, mask) in enumerate(groups):
+        if (chosen is None and n in g) or (mask and mask[0] == cpu):
+            chosen = idx
+    return chosen or 0
+
+
+def predict_groups(topo: Topology, construction: str = "6.1") -> dict[int, list[dict]]:
+    """cpu -> its visible NUMA domains, lowest first: {"level", "distance", "span", "groups", "masks"}.
+
+    ``groups`` are cpulists in the order the dump prints them (from
+    ``sd->groups`` along ``->next``); ``masks`` the balance masks."""
+    if construction not in CONSTRUCTIONS:
+        raise ValueError(f"construction {construction!r} not in {CONSTRUCTIONS}")
+    doms = _Domains.of(topo)
+    out: dict[int, list[dict]] = {}
+    for n in doms.cpu_nodes:
+        levels = [(k, doms.node_level(n, k, construction)) for k in doms.visible_levels(n)]
+        for cpu in doms.node_cpus[n]:
+            out[cpu] = []
             for k, (groups, span_text, group_texts, mask_texts) in levels:
-                first = 0
-                if construction == "first-cpu":  # the first group holding the CPU, or the one it balances
-                    chosen = None
-                    for idx, (g, mask) in enumerate(groups):
-                        if (chosen is None and n in g) or (mask and mask[0] == cpu):
-                            chosen = idx
-                    first = chosen or 0
-                doms.append(
+                first = _first_cpu_group(groups, n, cpu) if construction == "first-cpu" else 0
+                out[cpu].append(
                     {
                         "level": k,
-                        "distance": levels_d[k],
+                        "distance": doms.levels_d[k],
                         "span": span_text,
                         "groups": group_texts[first:] + group_texts[:first],
                         "masks": mask_texts[first:] + mask_texts[:first],
                     }
                 )
-            out[cpu] = doms
     return out
 
 

@@ -3,6 +3,8 @@ table of every run, the part a reader sees first and the one that says which run
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from lab.analysis.display import percent
 from lab.events import MIGRATE_PAGES, NUMA_DECISIONS
 from lab.report.html_parts import accel_badge, accel_name, anchor, box, e, get, num, status_badge, wrap_id
@@ -57,73 +59,82 @@ def banners(report: dict) -> str:
     return "\n".join(out)
 
 
-def summary(report: dict) -> str:  # noqa: C901
-    runs = report.get("runs", [])
-    if not runs:
-        return '<p class="muted">No runs.</p>'
-    topos = {str(get(r, "topology", "name")) for r in runs}
-    loads = {str(get(r, "workload", "name")) for r in runs}
-    # Columns that are the same for every run are said once above the table instead.
-    cols: list[tuple[str, str, object]] = [
-        (
-            "run",
-            "",
-            lambda r: (
-                f'<a href="#{anchor(r["run_id"])}">{wrap_id(r["run_id"])}</a>'
-                + (f"<br><small>{e(r.get('label'))}</small>" if r.get("label") else "")
-            ),
-        ),
-        (
-            "status",
-            "",
-            lambda r: (
-                status_badge(r.get("status", "?"))
-                + (
-                    '<br><span class="badge warn" title="see the run">trace incomplete</span>'
-                    if get(r, "metrics", "trace_problems") and r.get("status") == "ok"
-                    else ""
-                )
-            ),
-        ),
-        ("accel", "", accel_badge),
-    ]
+Cell = Callable[[dict], str]
+Column = tuple[str, str, Cell]  # header, the group header above it ("" for none), the cell of a run
+
+
+def _run_cell(r: dict) -> str:
+    """The run's id, linked to its section, and its label if it has one."""
+    return f'<a href="#{anchor(r["run_id"])}">{wrap_id(r["run_id"])}</a>' + (
+        f"<br><small>{e(r.get('label'))}</small>" if r.get("label") else ""
+    )
+
+
+def _status_cell(r: dict) -> str:
+    """The run's status badge, and a warning badge when its trace is incomplete."""
+    return status_badge(r.get("status", "?")) + (
+        '<br><span class="badge warn" title="see the run">trace incomplete</span>'
+        if get(r, "metrics", "trace_problems") and r.get("status") == "ok"
+        else ""
+    )
+
+
+def _event_cell(key: str) -> Cell:
+    """The cell of a trace event's count."""
+    return lambda r: num((get(r, "metrics", "events", default={}) or {}).get(key))
+
+
+def _lost_cell(r: dict) -> str:
+    """The count of events the tracer dropped, as a warning badge when there are any."""
+    v = get(r, "metrics", "lost_events")
+    return num(v) if not v else f'<span class="badge bad">{num(v)}</span>'
+
+
+def _vmstat_cell(key: str) -> Cell:
+    """The cell of a /proc/vmstat counter over the run."""
+    return lambda r: num((get(r, "metrics", "vmstat", default={}) or {}).get(key))
+
+
+def _hint_local_cell(r: dict) -> str:
+    """The share of NUMA hint faults that were local, or "no faults" when there were none."""
+    v = get(r, "metrics", "vmstat", default={}) or {}
+    if v and not v.get("numa_hint_faults"):
+        return '<span class="muted" title="no NUMA hint faults: the percentage is vacuous">no faults</span>'
+    return percent(v["hint_local_pct"], 2) if v.get("hint_local_pct") is not None else num(None)
+
+
+def _run_columns(topos: set[str], loads: set[str]) -> list[Column]:
+    """The columns naming a run: id, status, accelerator, kernel or group, and its topology and workload when the
+    runs do not all share them."""
+    cols: list[Column] = [("run", "", _run_cell), ("status", "", _status_cell), ("accel", "", accel_badge)]
     if len(topos) > 1:
         cols.append(("topology", "", lambda r: e(get(r, "topology", "name"))))
     cols.append(("kernel / group", "", lambda r: e(r.get("group") or get(r, "kernel", "name"))))
     if len(loads) > 1:
         cols.append(("workload", "", lambda r: e(get(r, "workload", "name"))))
+    return cols
 
-    def ev(key: str):
-        return lambda r: num((get(r, "metrics", "events", default={}) or {}).get(key))
 
-    def lost(r: dict) -> str:
-        v = get(r, "metrics", "lost_events")
-        return num(v) if not v else f'<span class="badge bad">{num(v)}</span>'
-
-    def vm(key: str):
-        return lambda r: num((get(r, "metrics", "vmstat", default={}) or {}).get(key))
-
-    def hint_local(r: dict) -> str:
-        v = get(r, "metrics", "vmstat", default={}) or {}
-        if v and not v.get("numa_hint_faults"):
-            return '<span class="muted" title="no NUMA hint faults: the percentage is vacuous">no faults</span>'
-        return percent(v["hint_local_pct"], 2) if v.get("hint_local_pct") is not None else num(None)
-
-    num_cols = [
+def _number_columns() -> list[Column]:
+    """The columns of a run's figures: boot time, throughput, trace event counts and /proc/vmstat's NUMA counters."""
+    return [
         ("boot (s)", "", lambda r: num(get(r, "timings", "boot_s"))),
         ("GB/s", "", lambda r: num(get(r, "workload", "result", "gbps"))),
-        *((x.short, "trace events", ev(x.name)) for x in (*NUMA_DECISIONS, MIGRATE_PAGES)),
-        ("lost", "trace events", lost),
-        ("pages migrated", "/proc/vmstat", vm("numa_pages_migrated")),
-        ("hint local %", "/proc/vmstat", hint_local),
+        *((x.short, "trace events", _event_cell(x.name)) for x in (*NUMA_DECISIONS, MIGRATE_PAGES)),
+        ("lost", "trace events", _lost_cell),
+        ("pages migrated", "/proc/vmstat", _vmstat_cell("numa_pages_migrated")),
+        ("hint local %", "/proc/vmstat", _hint_local_cell),
     ]
-    first_num = len(cols)
-    cols += num_cols
 
-    def num_cls(k: int) -> str:
-        return ' class="num"' if k >= first_num else ""
 
-    # Two header rows: a group label over consecutive columns that share it.
+def _num_cls(k: int, first_num: int) -> str:
+    """The class attribute of the k-th column's cells: numbers from column ``first_num`` on."""
+    return ' class="num"' if k >= first_num else ""
+
+
+def _header_rows(cols: list[Column], first_num: int) -> tuple[str, str]:
+    """The table's two header rows: a group label over consecutive columns that share it (their own headers in
+    the second row), the other columns' headers spanning both rows."""
     top, i = [], 0
     while i < len(cols):
         grp = cols[i][1]
@@ -133,23 +144,32 @@ def summary(report: dict) -> str:  # noqa: C901
         if grp:
             top.append(f'<th colspan="{j - i}" class="grp">{e(grp)}</th>')
         else:
-            top += [f'<th rowspan="2"{num_cls(k)}>{e(cols[k][0])}</th>' for k in range(i, j)]
+            top += [f'<th rowspan="2"{_num_cls(k, first_num)}>{e(cols[k][0])}</th>' for k in range(i, j)]
         i = j
     second = "".join(f'<th class="num">{e(c[0])}</th>' for c in cols if c[1])
+    return "".join(top), second
+
+
+def _summary_table(runs: list[dict], cols: list[Column], first_num: int) -> str:
+    """The summary table: one row per run, one cell per column."""
+    top, second = _header_rows(cols, first_num)
     body = []
     for r in runs:
-        cells = "".join(f"<td{num_cls(k)}>{fn(r)}</td>" for k, (_, _, fn) in enumerate(cols))
+        cells = "".join(f"<td{_num_cls(k, first_num)}>{fn(r)}</td>" for k, (_, _, fn) in enumerate(cols))
         body.append(f"<tr>{cells}</tr>")
-    tbl = (
+    return (
         '<div class="scroll"><table class="summary"><thead>'
-        f"<tr>{''.join(top)}</tr><tr>{second}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
+        f"<tr>{top}</tr><tr>{second}</tr></thead><tbody>{''.join(body)}</tbody></table></div>"
     )
+
+
+def _summary_intro(topos: set[str], loads: set[str], groups: list[dict]) -> list[str]:
+    """The sentences above the table: the topology and workload when every run shares them, and the groups."""
     same = []
     if len(topos) == 1:
         same.append(f"topology <strong>{e(next(iter(topos)))}</strong>")
     if len(loads) == 1:
         same.append(f"workload <strong>{e(next(iter(loads)))}</strong>")
-    groups = report.get("groups", [])
     intro = []
     if same:
         intro.append("All runs: " + ", ".join(same) + ".")
@@ -162,10 +182,30 @@ def summary(report: dict) -> str:  # noqa: C901
             )
             + "."
         )
-    legend = (
+    return intro
+
+
+def _summary_legend() -> str:
+    """What the short event columns count and where the /proc/vmstat columns come from."""
+    return (
         f'<p class="muted">{" / ".join(x.short for x in (*NUMA_DECISIONS, MIGRATE_PAGES))}: '
         f"{', '.join(x.name for x in NUMA_DECISIONS)} and {MIGRATE_PAGES.name} "
         "events in the trace; lost: events the tracer dropped. Pages migrated and hint local % "
         "(numa_hint_faults_local / numa_hint_faults) from /proc/vmstat over the run.</p>"
     )
-    return "".join(f"<p>{x}</p>" for x in intro) + tbl + legend
+
+
+def summary(report: dict) -> str:
+    """The summary table of every run, what the runs share said once above it, and the legend below."""
+    runs = report.get("runs", [])
+    if not runs:
+        return '<p class="muted">No runs.</p>'
+    topos = {str(get(r, "topology", "name")) for r in runs}
+    loads = {str(get(r, "workload", "name")) for r in runs}
+    # Columns that are the same for every run are said once above the table instead.
+    cols = _run_columns(topos, loads)
+    first_num = len(cols)
+    cols += _number_columns()
+    tbl = _summary_table(runs, cols, first_num)
+    intro = _summary_intro(topos, loads, report.get("groups", []))
+    return "".join(f"<p>{x}</p>" for x in intro) + tbl + _summary_legend()

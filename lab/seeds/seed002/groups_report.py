@@ -188,9 +188,10 @@ def _mean(vals: list) -> float | None:
     return sum(vals) / len(vals) if vals else None
 
 
-def to_markdown(summary: list[dict], rows: list[dict], notes: str = "") -> str:  # noqa: C901
+def _head(rows: list[dict]) -> list[str]:
+    """The report's title, the seed's claim, what numalab checks and how, and the verdict table's header."""
     accel = sorted({r["accelerator"] or "?" for r in rows})
-    lines = [
+    return [
         "# Seed 002 reproduction: the sched-group construction bug",
         "",
         f"**The seed's claim.** {SEED_CLAIM}",
@@ -213,48 +214,70 @@ def to_markdown(summary: list[dict], rows: list[dict], notes: str = "") -> str: 
         "one node busy, the other idle (busy balance or task spread) |",
         "|---|---|---|---|---|---|",
     ]
+
+
+def _pairs(summary: list[dict]) -> list[tuple[dict, dict, dict]]:
+    """(entry, baseline side, bad kernel side) of every topology that has both kernels."""
     pairs = []
     for e in summary:
         b, n = e["kernels"].get("baseline"), e["kernels"].get(e.get("bad_kernel", ""))
         if b and n:
             pairs.append((e, b, n))
+    return pairs
 
-    def gc(s: dict) -> str:
-        return f"{s['group_check_passed']}/{s['runs']} pass, {s['group_check_failed']} fail"
 
+def _group_check(s: dict) -> str:
+    """A kernel's group check results: how many runs passed and failed."""
+    return f"{s['group_check_passed']}/{s['runs']} pass, {s['group_check_failed']} fail"
+
+
+def _verdict_rows(pairs: list[tuple[dict, dict, dict]]) -> list[str]:
+    """One row of the verdict table per topology."""
+    return [
+        f"| {e['topology']} | {b['vcpus']} | {_group_check(b)} | {_group_check(n)} | {e['group_check_verdict']} | "
+        f"{e.get('imbalance_verdict', '-')} |"
+        for e, b, n in pairs
+    ]
+
+
+# The A/B sections of the report: (summary key, title, what the figure is, digits shown).
+AB_TABLES = (
+    ("balance", "Busy balance of nodes 1 and 3 (%)",
+     "100 × busy CPU time of the less busy of nodes 1 and 3 / the busier, over the workload (`/proc/stat`).", 1),
+    ("spread", "Where the tasks ended (the scheduler's decision)",
+     "Spread = 100 × tasks that ended on the less used of nodes 1 and 3 / half the tasks: 100 when the "
+     "balancer split them evenly, 0 when all stayed on one node. Unlike busy seconds, it does not depend on "
+     "how much host CPU each vCPU got.", 0),
+    ("throughput", "Throughput (nodes13 loops/s, all tasks together)",
+     "Not the seed's direction to check (see the notes): under TCG an idle vCPU frees host CPU for the busy one.",
+     0),
+)  # fmt: skip
+
+
+def _yes_no(v: bool | None) -> str:
+    """A significance test's answer: yes, no, or - when it was not judged."""
+    return "-" if v is None else "yes" if v else "no"
+
+
+def _ab_table(key: str, title: str, text: str, digits: int, pairs: list[tuple[dict, dict, dict]]) -> list[str]:
+    """The section of one A/B figure: baseline and bad patch per topology, their difference and significance."""
+    lines = ["", f"## {title}", "", text, ""]
+    lines += ["| topology | baseline | bad patch | Δ | %diff | CI overlap | Welch |"]
+    lines += ["|---|---|---|---|---|---|---|"]
     for e, b, n in pairs:
+        ab = e.get(key)
+        if not ab:
+            continue
         lines.append(
-            f"| {e['topology']} | {b['vcpus']} | {gc(b)} | {gc(n)} | {e['group_check_verdict']} | "
-            f"{e.get('imbalance_verdict', '-')} |"
+            f"| {e['topology']} | {_stat(b[key], digits)} | {_stat(n[key], digits)} | {_fmt(ab['diff'], digits)} | "
+            f"{_fmt(ab['diff_pct'])} | {_yes_no(ab['ci_overlap'])} | {_yes_no(ab['welch'])} |"
         )
-    tables = (
-        ("balance", "Busy balance of nodes 1 and 3 (%)",
-         "100 × busy CPU time of the less busy of nodes 1 and 3 / the busier, over the workload (`/proc/stat`).", 1),
-        ("spread", "Where the tasks ended (the scheduler's decision)",
-         "Spread = 100 × tasks that ended on the less used of nodes 1 and 3 / half the tasks: 100 when the "
-         "balancer split them evenly, 0 when all stayed on one node. Unlike busy seconds, it does not depend on "
-         "how much host CPU each vCPU got.", 0),
-        ("throughput", "Throughput (nodes13 loops/s, all tasks together)",
-         "Not the seed's direction to check (see the notes): under TCG an idle vCPU frees host CPU for the busy one.",
-         0),
-    )  # fmt: skip
+    return lines
 
-    def yn(v: bool | None) -> str:
-        return "-" if v is None else "yes" if v else "no"
 
-    for key, title, text, digits in tables:
-        lines += ["", f"## {title}", "", text, ""]
-        lines += ["| topology | baseline | bad patch | Δ | %diff | CI overlap | Welch |"]
-        lines += ["|---|---|---|---|---|---|---|"]
-        for e, b, n in pairs:
-            ab = e.get(key)
-            if not ab:
-                continue
-            lines.append(
-                f"| {e['topology']} | {_stat(b[key], digits)} | {_stat(n[key], digits)} | {_fmt(ab['diff'], digits)} | "
-                f"{_fmt(ab['diff_pct'])} | {yn(ab['ci_overlap'])} | {yn(ab['welch'])} |"
-            )
-    lines += ["", "## Busy CPU time of nodes 1 and 3 (mean seconds over the workload)", ""]
+def _busy_table(summary: list[dict]) -> list[str]:
+    """The section of the mean busy CPU time of nodes 1 and 3 per topology and kernel, naming the runs left out."""
+    lines = ["", "## Busy CPU time of nodes 1 and 3 (mean seconds over the workload)", ""]
     lines += ["| topology | kernel | runs | status | node 1 busy s | node 3 busy s |", "|---|---|---|---|---|---|"]
     for e in summary:
         for k, s in e["kernels"].items():
@@ -270,13 +293,23 @@ def to_markdown(summary: list[dict], rows: list[dict], notes: str = "") -> str: 
             f"Left out of the statistics (guest clock ran faster than the host's, see `_clock_ok`): "
             f"{', '.join(skewed)}.",
         ]
-    lines += ["", "## The group check's messages (first per topology and kernel)", ""]
+    return lines
+
+
+def _group_messages(summary: list[dict]) -> list[str]:
+    """The section of the group check's first message per topology and kernel."""
+    lines = ["", "## The group check's messages (first per topology and kernel)", ""]
     for e in summary:
         for k, s in e["kernels"].items():
             msg = s["first_problem"] or "(no group mismatch)"
             more = s["group_problems_per_run"]
             lines.append(f"- **{e['topology']} / {k}** ({more} mismatching CPU domains per run): `{msg}`")
-    lines += ["", "## Runs", ""]
+    return lines
+
+
+def _runs_table(rows: list[dict]) -> list[str]:
+    """The section of every run's figures, by topology, kernel and run."""
+    lines = ["", "## Runs", ""]
     lines += ["| run | topology | kernel | status | balance % | spread % | node 1 s | node 3 s | loops/s | clock |"]
     lines += ["|---|---|---|---|---|---|---|---|---|---|"]
     for r in sorted(rows, key=lambda r: (r["topology"], r["kernel"], r["run"])):
@@ -285,6 +318,16 @@ def to_markdown(summary: list[dict], rows: list[dict], notes: str = "") -> str: 
             f"{_fmt(r['spread_pct'], 0)} | {_fmt(r['busy_node1_s'], 2)} | {_fmt(r['busy_node3_s'], 2)} | "
             f"{_fmt(r['loops_per_s'], 0)} | {'ok' if r['clock_ok'] else 'skewed'} |"
         )
+    return lines
+
+
+def to_markdown(summary: list[dict], rows: list[dict], notes: str = "") -> str:
+    """The report as markdown: verdicts, the A/B tables, busy times, the group check's messages, every run."""
+    pairs = _pairs(summary)
+    lines = _head(rows) + _verdict_rows(pairs)
+    for key, title, text, digits in AB_TABLES:
+        lines += _ab_table(key, title, text, digits, pairs)
+    lines += _busy_table(summary) + _group_messages(summary) + _runs_table(rows)
     if notes:
         lines += ["", notes.strip()]
     return "\n".join(lines) + "\n"
