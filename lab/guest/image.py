@@ -35,7 +35,7 @@ from pathlib import Path
 
 from lab.errors import LabError
 from lab.guest import cpio
-from lab.guest.workloads import Workload
+from lab.guest.workloads import UserSpec, Workload
 from lab.paths import REPO_ROOT, cache_dir, write_text_atomic
 
 BUSYBOX_CANDIDATES = ("/bin/busybox", "/usr/bin/busybox")
@@ -237,6 +237,31 @@ def tool_image(name: str) -> Path:
         raise LabError(f"{binary}: not found on the host; install it (make setup)")
     entries = {e.path: e for e in [_host_file(binary), *(_host_file(lib) for lib in ldd_closure(binary))]}
     return _cached_archive(f"tool-{name}", cpio.parents(list(entries)) + list(entries.values()))
+
+
+def _closure_entries(binary: str) -> list[cpio.Entry]:
+    """A host binary (at its own path) and its shared-library closure."""
+    return [_host_file(binary), *(_host_file(lib) for lib in ldd_closure(binary))]
+
+
+def user_image(spec: UserSpec | None) -> Path | None:
+    """A user's workload (lab.guest.user_workload): its files in /workload, its tools at their host paths, and
+    the shared-library closure of each that is dynamically linked, as an archive (cached by content); None
+    for a built-in workload."""
+    if spec is None:
+        return None
+    from lab.guest.user_workload import GUEST_DIR, elf_interpreter
+
+    entries: dict[str, cpio.Entry] = {}
+    for host, guest in spec.files:
+        data = Path(host).read_bytes()  # (executable in the guest whatever its mode: `./repro` just works)
+        entries[f"{GUEST_DIR}/{guest}"] = cpio.file_entry(f"{GUEST_DIR}/{guest}", data, executable=True)
+        if elf_interpreter(data[: 1 << 20]) is not None:
+            entries |= {e.path: e for e in (_host_file(lib) for lib in ldd_closure(host))}
+    for tool in spec.tools:
+        entries |= {e.path: e for e in _closure_entries(tool)}
+    paths = [*entries, f"{GUEST_DIR}/x"]
+    return _cached_archive("user", cpio.parents(paths) + list(entries.values()))
 
 
 # dax kmem for the CPU-less slow nodes of a tiered topology (lab.topology.tiers): the HMEM driver

@@ -41,6 +41,7 @@ from lab.analysis.metrics import METRIC_KEYS
 from lab.datafile import load_yaml
 from lab.errors import LabError
 from lab.guest.init_plan import KNOB_NAMES
+from lab.guest.user_workload import is_workload_file, load_workload_file
 from lab.guest.workloads import WORKLOADS
 from lab.matrix.spec_parts import AutoSpec, parse_auto, parse_expect
 from lab.run.options import MAX_REPEAT, RunOptions
@@ -90,6 +91,12 @@ class KernelChoice:
 class WorkloadChoice:
     name: str
     duration: float
+    file: str = ""  # a user's workload file (absolute; lab.guest.user_workload), "" for a built-in
+
+    @property
+    def spec(self) -> str:
+        """What ``numalab run --workload`` takes: the built-in's name or the workload file."""
+        return self.file or self.name
 
 
 @dataclass(frozen=True)
@@ -115,7 +122,10 @@ class MatrixRun:
                 "setting": self.setting.name}  # fmt: skip
 
     def params(self) -> dict:
-        return asdict(self)
+        params = asdict(self)
+        if not self.workload.file:  # (a matrix of built-ins keeps the fingerprint it always had)
+            del params["workload"]["file"]
+        return params
 
 
 @dataclass(frozen=True)
@@ -223,19 +233,29 @@ def _kernels(data: dict) -> list[KernelChoice]:
     return out
 
 
-def _workloads(data: dict, default_duration: float) -> list[WorkloadChoice]:
+def _workloads(data: dict, default_duration: float, base: Path) -> list[WorkloadChoice]:
+    """Built-in names and workload files (FILE.yaml, relative to the matrix file), each with its duration."""
     out = []
     for i, item in enumerate(_list(data, "workloads")):
         if isinstance(item, str):
             item = {"name": item}
         if not isinstance(item, dict) or "name" not in item:
-            raise LabError(f"workloads[{i}]: expected a workload name or {{name, duration}}")
-        if item["name"] not in WORKLOADS:
-            raise LabError(f"workloads[{i}]: unknown workload {item['name']!r} (known: {', '.join(WORKLOADS)})")
+            raise LabError(f"workloads[{i}]: expected a workload name, a workload file or {{name, duration}}")
+        name = str(item["name"])
+        file = ""
+        if is_workload_file(name):
+            path = (base / name).resolve()
+            try:
+                workload = load_workload_file(path)
+            except LabError as err:
+                raise LabError(f"workloads[{i}]: {err}") from None
+            file, name = str(path), workload.name
+        elif name not in WORKLOADS:
+            raise LabError(f"workloads[{i}]: unknown workload {name!r} (known: {', '.join(WORKLOADS)}, or FILE.yaml)")
         duration = item.get("duration", default_duration)
         if not isinstance(duration, (int, float)) or isinstance(duration, bool) or duration <= 0:
             raise LabError(f"workloads[{i}].duration: must be a number of seconds > 0, got {duration!r}")
-        out.append(WorkloadChoice(item["name"], float(duration)))
+        out.append(WorkloadChoice(name, float(duration), file))
     return out
 
 
@@ -297,7 +317,7 @@ def run_options_of(run: MatrixRun, kernel_arg: str, timeout: float | None, **mor
     return RunOptions(
         topology=run.topology,
         kernels=(kernel_arg,),
-        workload=run.workload.name,
+        workload=run.workload.spec,
         duration=run.workload.duration,
         numa_balancing=run.setting.numa_balancing,
         knobs=tuple(f"{k}={v}" for k, v in run.setting.knobs),
@@ -358,7 +378,7 @@ def parse_matrix(data: object, source: str, default_name: str) -> MatrixSpec:  #
     if timeout is not None and not _seconds(timeout):
         raise LabError(f"timeout: must be a number of seconds > 0, got {timeout!r}")
     topologies, kernels = _topologies(data), _kernels(data)
-    workloads, settings = _workloads(data, float(duration)), _settings(data)
+    workloads, settings = _workloads(data, float(duration), Path(source).parent), _settings(data)
     for axis, items in (("topologies", [t.label for t in topologies]), ("workloads", [w.name for w in workloads]),
                         ("settings", [s.name for s in settings])):  # fmt: skip
         if len(set(items)) < len(items):
