@@ -4,7 +4,6 @@ naming the file and the field, before any boot), the guest image layer it makes,
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -73,7 +72,8 @@ def test_a_good_file_fills_in_its_placeholders(tmp_path: Path) -> None:
         ("command: x\nfiles: [nothere]\n" + JSON + METRICS, "files[0] nothere: no such file"),
         ("command: x\nfiles: nothere\n" + JSON + METRICS, "files: expected a list"),
         ("command: x\ntools: [no-such-tool-xyz]\n" + JSON + METRICS, "tools[0] no-such-tool-xyz: not found"),
-        ("command: x\npackages: [no-such-package-xyz]\n" + JSON + METRICS, "packages[0] no-such-package-xyz: not installed"),
+        ("command: x\npackages: [no-such-package-xyz]\n" + JSON + METRICS,
+         "packages[0] no-such-package-xyz: not installed"),
         ("command: x\npackages: [Bad_Name]\n" + JSON + METRICS, "packages[0]: 'Bad_Name' is not a Debian package"),
         ("command: x\n" + METRICS, "results: expected"),
         ("command: x\nresults: {json-line: ''}\n" + METRICS, "results.json-line"),
@@ -154,7 +154,7 @@ def test_the_layer_carries_files_tools_and_libraries(tmp_path: Path) -> None:
     _static_program(tmp_path, "dyn")
     tool = shutil.which("nproc")
     assert tool
-    text = f"command: ./prog\nfiles: [prog, dyn]\ntools: [nproc]\n" + JSON + METRICS
+    text = "command: ./prog\nfiles: [prog, dyn]\ntools: [nproc]\n" + JSON + METRICS
     w = load_workload_file(_file(tmp_path, text))
     assert w.user is not None and w.user.tools == (tool,)
     layer = image.user_image(w.user)
@@ -187,8 +187,16 @@ def test_cpio_reader_of_this_test() -> None:
 
 
 def _spec(**kw) -> UserSpec:
-    base: dict = dict(source="w.yaml", sha256="0" * 64, template="x", files=(), tools=(), packages=(),
-                      json_prefix="R ", metrics=(UserMetric("ops", "1/s", True, "hmean"), UserMetric("lat", "us", False)))  # fmt: skip
+    base: dict = dict(
+        source="w.yaml",
+        sha256="0" * 64,
+        template="x",
+        files=(),
+        tools=(),
+        packages=(),
+        json_prefix="R ",
+        metrics=(UserMetric("ops", "1/s", True, "hmean"), UserMetric("lat", "us", False)),
+    )
     return UserSpec(**(base | kw))
 
 
@@ -201,7 +209,10 @@ def _workload(spec: UserSpec):
 def test_output_is_read_as_untrusted() -> None:
     w = _workload(_spec())
     assert parse_output(w, 'noise\nR {"ops": 1.5, "lat": 3}\nR {"ops": 2, "lat": 4, "x": "y"}\n') == {
-        "ops": 2, "lat": 4, "x": "y"}  # fmt: skip
+        "ops": 2,
+        "lat": 4,
+        "x": "y",
+    }
     assert parse_output(w, "nothing") == {"parse_error": "no line starting with 'R ' in the workload output"}
     assert parse_output(w, 'R {"ops": 1}')["parse_error"] == "the result has no lat"
     assert "not a finite number" in parse_output(w, 'R {"ops": "1", "lat": 1}')["parse_error"]
@@ -231,23 +242,40 @@ def test_workload_cmd_takes_every_number() -> None:
 
 
 def _manifest(ops: float, lat: float, decls: list | None = None) -> dict:
-    decls = decls if decls is not None else [{"name": "ops", "unit": "1/s", "better": "higher", "mean": "hmean"},
-                                             {"name": "lat", "unit": "us", "better": "lower", "mean": "amean"}]  # fmt: skip
+    decls = (
+        decls
+        if decls is not None
+        else [
+            {"name": "ops", "unit": "1/s", "better": "higher", "mean": "hmean"},
+            {"name": "lat", "unit": "us", "better": "lower", "mean": "amean"},
+        ]
+    )
     return {"status": "ok", "workload": {"name": "w", "result": {"ops": ops, "lat": lat}, "metrics": decls}}
 
 
 def test_declared_metrics_come_from_the_record() -> None:
     m = _manifest(10, 5)
     assert {x.key: (x.better, x.mean, x.unit) for x in declared_metrics(m)} == {
-        "workload.ops": ("higher", "hmean", "1/s"), "workload.lat": ("lower", "amean", "us")}  # fmt: skip
+        "workload.ops": ("higher", "hmean", "1/s"),
+        "workload.lat": ("lower", "amean", "us"),
+    }
     values = metric_values(m)
     assert values["workload.ops"] == 10 and values["workload.lat"] == 5
     assert get_metric("workload.ops", [m]).better == "higher"
     with pytest.raises(LabError, match="unknown"):
         get_metric("workload.ops")  # not a built-in
     # A record is a user's file: ill-formed declarations, or one that takes a built-in's name, are left out.
-    odd = _manifest(1, 1, [{"name": "gbps", "better": "lower"}, {"name": "a b", "better": "higher"}, "x",
-                           {"name": "ops", "better": "sideways"}, {"name": "lat", "better": "lower", "mean": "x"}])  # fmt: skip
+    odd = _manifest(
+        1,
+        1,
+        [
+            {"name": "gbps", "better": "lower"},
+            {"name": "a b", "better": "higher"},
+            "x",
+            {"name": "ops", "better": "sideways"},
+            {"name": "lat", "better": "lower", "mean": "x"},
+        ],
+    )
     assert declared_metrics(odd) == ()
     assert get_metric("workload.gbps", [odd]).better == "higher"  # the built-in stays as it is
     assert [x.key for x in metrics_of([m, m])].count("workload.ops") == 1
@@ -258,8 +286,15 @@ def test_compare_shows_declared_metrics_with_their_direction(tmp_path: Path) -> 
 
     def record(name: str, ops: float, lat: float) -> RunRecord:
         # (built in memory: compare reads the manifest's status, setup and figures)
-        m = _manifest(ops, lat) | {"format": RUN_FORMAT, "run_id": name, "topology": topo, "kernel": {"name": "k"},
-                                   "accelerator": {"name": "tcg"}, "metrics": {}, "settings": {"numa_balancing": "1"}}  # fmt: skip
+        m = _manifest(ops, lat) | {
+            "format": RUN_FORMAT,
+            "run_id": name,
+            "topology": topo,
+            "kernel": {"name": "k"},
+            "accelerator": {"name": "tcg"},
+            "metrics": {},
+            "settings": {"numa_balancing": "1"},
+        }
         return RunRecord(tmp_path / name, m)
 
     base = [record("a1", 10, 5), record("a2", 11, 5.5)]
@@ -274,8 +309,11 @@ def test_matrix_with_a_builtin_and_a_file_workload(tmp_path: Path) -> None:
     _static_program(tmp_path, "prog", "-static")
     (tmp_path / "wl").mkdir()
     _file(tmp_path / "wl", GOOD.replace("files: [prog]", "files: [../prog]"), "repro.yaml")
-    matrix = _file(tmp_path, "topologies: [ring-2]\nworkloads: [idle, wl/repro.yaml, {name: wl/repro.yaml, duration: 5}]\n",
-                   "m.yaml")  # fmt: skip
+    matrix = _file(
+        tmp_path,
+        "topologies: [ring-2]\nworkloads: [idle, wl/repro.yaml, {name: wl/repro.yaml, duration: 5}]\n",
+        "m.yaml",
+    )
     with pytest.raises(LabError, match="workloads: entries must be distinct"):
         load_matrix(str(matrix))
     matrix.write_text("topologies: [ring-2]\nworkloads: [idle, {name: wl/repro.yaml, duration: 5}]\n")
