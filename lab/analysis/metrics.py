@@ -195,6 +195,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("workload.round_trips_per_vcpu_s", "pair round trips per vCPU CPU-second", "1/vCPU-s", "higher", "hmean"),
     Metric("workload.balance_pct", "nodes 1/3 busy balance (nodes13)", "%", "higher"),
     Metric("workload.converged_s", "perf bench convergence", "s", "lower"),
+    Metric("workload.hackbench_s", "hackbench time a run", "s", "lower"),
     Metric("workload.insn_per_s", "instructions per guest second (spin)", "1/s", "higher", "hmean"),
     Metric("workload.insn_per_vcpu_s", "instructions per vCPU CPU-second (spin)", "1/vCPU-s", "higher", "hmean"),
     *(Metric(f"events.{e.name}", e.name, "events", "lower") for e in (*NUMA_DECISIONS, MIGRATE_PAGES)),

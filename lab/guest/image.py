@@ -29,6 +29,7 @@ import lzma
 import os
 import re
 import shutil
+import struct
 import subprocess
 import tempfile
 from pathlib import Path
@@ -40,8 +41,9 @@ from lab.paths import REPO_ROOT, cache_dir, write_text_atomic
 
 BUSYBOX_CANDIDATES = ("/bin/busybox", "/usr/bin/busybox")
 # Host tools a guest may need, by name: the binary; a run takes only those it uses (tools_for).
-GUEST_TOOLS = {"trace-cmd": "/usr/bin/trace-cmd", "perf": "/usr/bin/perf"}
+GUEST_TOOLS = {"trace-cmd": "/usr/bin/trace-cmd", "perf": "/usr/bin/perf", "hackbench": "/usr/bin/hackbench"}
 INIT = REPO_ROOT / "images" / "guest" / "init"
+GUEST_DIR = "workload"  # a user's workload's files in the guest (/workload, its working directory)
 WORKLOAD_SRC = REPO_ROOT / "images" / "workloads"
 TRACEGRAB = "numalab-tracegrab"
 # What the init mounts with `mount -a` (the results share comes later, after any modules).
@@ -239,6 +241,32 @@ def tool_image(name: str) -> Path:
     return _cached_archive(f"tool-{name}", cpio.parents(list(entries)) + list(entries.values()))
 
 
+def elf_interpreter(data: bytes) -> str | None:
+    """The PT_INTERP of an ELF file (a dynamically linked program's loader); None for a static one or not
+    an ELF file."""
+    if data[:4] != b"\x7fELF" or len(data) < 64:
+        return None
+    wide, endian = data[4] == 2, "<" if data[5] == 1 else ">"
+    try:
+        if wide:
+            (phoff,) = struct.unpack_from(endian + "Q", data, 0x20)
+            phentsize, phnum = struct.unpack_from(endian + "HH", data, 0x36)
+        else:
+            (phoff,) = struct.unpack_from(endian + "I", data, 0x1C)
+            phentsize, phnum = struct.unpack_from(endian + "HH", data, 0x2A)
+        for i in range(min(phnum, 4096)):
+            at = phoff + i * phentsize
+            (ptype,) = struct.unpack_from(endian + "I", data, at)
+            if ptype == 3:  # PT_INTERP
+                off, size = struct.unpack_from(
+                    endian + ("QxxxxxxxxxxxxxxxxQ" if wide else "IxxxxxxxxI"), data, at + (8 if wide else 4)
+                )
+                return data[off : off + size].rstrip(b"\0").decode(errors="replace")
+    except struct.error:
+        return None
+    return None
+
+
 def _closure_entries(binary: str) -> list[cpio.Entry]:
     """A host binary (at its own path) and its shared-library closure."""
     return [_host_file(binary), *(_host_file(lib) for lib in ldd_closure(binary))]
@@ -250,8 +278,6 @@ def user_image(spec: UserSpec | None) -> Path | None:
     for a built-in workload."""
     if spec is None:
         return None
-    from lab.guest.user_workload import GUEST_DIR, elf_interpreter
-
     entries: dict[str, cpio.Entry] = {}
     for host, guest in spec.files:
         data = Path(host).read_bytes()  # (executable in the guest whatever its mode: `./repro` just works)

@@ -28,13 +28,13 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
-import struct
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
 from lab.datafile import load_yaml, read_bytes
 from lab.errors import LabError
+from lab.guest.image import GUEST_DIR, elf_interpreter, ldd_closure
 from lab.guest.workloads import (
     MEM_SHARE,
     RESULT_KEY,
@@ -45,7 +45,6 @@ from lab.guest.workloads import (
 )
 from lab.topology.model import Topology
 
-GUEST_DIR = "workload"  # the guest's /workload: the files, and the command's working directory
 KEYS = ("name", "description", "command", "files", "tools", "packages", "results", "metrics")
 PLACEHOLDERS = re.compile(r"\{(cpus|nodes|mem_mib|duration)\}")
 MAX_FILE_BYTES = 256 << 20  # one file carried into the guest (every MB costs a TCG boot ~10 ms)
@@ -197,37 +196,9 @@ def package_programs(package: str, where: str) -> list[str]:
     return programs
 
 
-def elf_interpreter(data: bytes) -> str | None:
-    """The PT_INTERP of an ELF file (a dynamically linked program's loader); None for a static one or not
-    an ELF file."""
-    if data[:4] != b"\x7fELF" or len(data) < 64:
-        return None
-    wide, endian = data[4] == 2, "<" if data[5] == 1 else ">"
-    try:
-        if wide:
-            (phoff,) = struct.unpack_from(endian + "Q", data, 0x20)
-            phentsize, phnum = struct.unpack_from(endian + "HH", data, 0x36)
-        else:
-            (phoff,) = struct.unpack_from(endian + "I", data, 0x1C)
-            phentsize, phnum = struct.unpack_from(endian + "HH", data, 0x2A)
-        for i in range(min(phnum, 4096)):
-            at = phoff + i * phentsize
-            (ptype,) = struct.unpack_from(endian + "I", data, at)
-            if ptype == 3:  # PT_INTERP
-                off, size = struct.unpack_from(
-                    endian + ("QxxxxxxxxxxxxxxxxQ" if wide else "IxxxxxxxxI"), data, at + (8 if wide else 4)
-                )
-                return data[off : off + size].rstrip(b"\0").decode(errors="replace")
-    except struct.error:
-        return None
-    return None
-
-
 def _closures(files: tuple[tuple[str, str], ...], tools: tuple[str, ...], field: str) -> tuple[str, ...]:
     """The tools; every dynamically linked file and tool must have its libraries on the host (ldd resolves
     them; lab.guest.image copies them in)."""
-    from lab.guest.image import ldd_closure
-
     for i, (host, _guest) in enumerate(files):
         interp = elf_interpreter(Path(host).read_bytes()[: 1 << 20])
         if interp is not None:

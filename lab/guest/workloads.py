@@ -8,6 +8,7 @@
 * ``nodes13``: CPU-bound tasks bound to nodes 1 and 3, all started on node 1
   (seed 002's worst case for sched groups built from one CPU's view).
 * ``idle``: nothing, for boot-overhead measurements.
+* ``hackbench``: rt-tests' hackbench over pipes, scaled to the guest's CPUs (the host's, as a tool layer).
 
 Each workload declares what the guest image must carry to run it (``programs``,
 ``tools``); lab.guest.image lays exactly those over its base.
@@ -191,6 +192,18 @@ def _perf(procs: Callable[[int, int], int], threads: Callable[[int, int], int], 
 
 
 PERF_TOOL = ("perf",)  # perf bench numa: the host's perf, as a tool layer
+HACKBENCH_LOOPS = 50  # messages each sender sends per hackbench run
+
+
+def _hackbench(topo: Topology, d: float) -> str:
+    """rt-tests' hackbench (mmtests' hackbench-process-pipes): a group of 4 senders and 4 receivers per guest
+    CPU, run again and again until the duration is over (at least once); each run prints its ``Time:``."""
+    groups = max(1, topo.total_cpus)
+    return (
+        f"end=$(($(date +%s) + {max(1, round(d))})); "
+        f'while [ "$(date +%s)" -lt "$end" ]; do hackbench -p -g {groups} -f 4 -l {HACKBENCH_LOOPS} || exit; done'
+    )
+
 
 WORKLOADS: dict[str, Workload] = {
     w.name: w
@@ -247,6 +260,15 @@ WORKLOADS: dict[str, Workload] = {
             _spin,
             "lab",
             programs=("spin",),
+        ),
+        Workload(
+            "hackbench",
+            "rt-tests' hackbench over pipes, 4 sender/receiver pairs per group, a group per CPU, repeated",
+            _hackbench,
+            "hackbench",
+            programs=(),
+            tools=("hackbench",),
+            numbers=("hackbench_s",),
         ),
         Workload(
             "perf-numa01",
@@ -326,6 +348,8 @@ def parse_output(workload: Workload, stdout: str) -> dict:
     nothing of it is kept that compare could take for a figure."""
     if workload.user is not None:
         return parse_user(workload.user, stdout)
+    if workload.kind == "hackbench":
+        return parse_hackbench(stdout)
     if workload.kind == "lab":
         for line in reversed(stdout.splitlines()):
             if line.startswith(RESULT_MARK):
@@ -394,3 +418,14 @@ def parse_user(spec: UserSpec, stdout: str) -> dict:
             return {"parse_error": f"{name}: {shown(matches[-1].group(1) or '', 60)} is not a finite number"}
         out[name] = value
     return out
+
+
+_HACKBENCH_TIME = re.compile(r"^Time:\s*(\S+)\s*$", re.MULTILINE)
+
+
+def parse_hackbench(stdout: str) -> dict:
+    """hackbench's runs: the mean of their ``Time:`` lines (seconds a run, lower is better) and how many."""
+    times = [v for t in _HACKBENCH_TIME.findall(stdout) if (v := to_float(t)) is not None and v >= 0]
+    if not times:
+        return {"parse_error": "no hackbench 'Time:' line in the workload output"}
+    return {"hackbench_s": sum(times) / len(times), "hackbench_runs": len(times)}

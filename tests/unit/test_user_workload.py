@@ -16,7 +16,8 @@ from lab.analysis.metrics import declared_metrics, get_metric, metric_values, me
 from lab.analysis.record import RunRecord
 from lab.errors import LabError
 from lab.guest import cpio, image
-from lab.guest.user_workload import command_workload, elf_interpreter, load_workload_file
+from lab.guest.image import elf_interpreter
+from lab.guest.user_workload import command_workload, load_workload_file
 from lab.guest.workloads import UserMetric, UserSpec, parse_output
 from lab.matrix.definition import load_matrix
 from lab.record_files import RUN_FORMAT
@@ -327,3 +328,18 @@ def test_matrix_with_a_builtin_and_a_file_workload(tmp_path: Path) -> None:
     matrix.write_text("topologies: [ring-2]\nworkloads: [idle, wl/gone.yaml]\n")
     proc = numalab("matrix", "check", str(matrix), timeout=60)
     assert_one_line_error(proc, "workloads[1]: workload file", "gone.yaml: cannot read")
+
+
+def test_hackbench_is_scaled_and_read() -> None:
+    from lab.guest.workloads import get_workload
+
+    w = get_workload("hackbench")
+    assert w.tools == ("hackbench",) and w.programs == ()
+    assert image.GUEST_TOOLS["hackbench"] == "/usr/bin/hackbench"
+    topo = load_topology("ring-2")
+    assert f"hackbench -p -g {topo.total_cpus} -f 4 -l 50" in w.command(topo, 3)
+    assert "+ 3))" in w.command(topo, 2.6)
+    out = "Running in process mode with 4 groups\nTime: 0.25\nTime: 0.75\nTime: nan\nTime: -1\n"
+    assert parse_output(w, out) == {"hackbench_s": 0.5, "hackbench_runs": 2}
+    assert parse_output(w, "Time:\n") == {"parse_error": "no hackbench 'Time:' line in the workload output"}
+    assert get_metric("workload.hackbench_s").better == "lower"
