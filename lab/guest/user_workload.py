@@ -133,7 +133,7 @@ def _parse(data: object, path: Path, sha256: str) -> Workload:
     command = data.get("command")
     if not isinstance(command, str) or not command.strip() or "\0" in command:
         raise LabError("command: missing (the shell command the guest runs)")
-    name = data.get("name", path.stem)
+    name = data.get("name", _slug(path.stem))
     if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_+-]{1,48}", name):
         raise LabError(f"name: expected up to 48 letters, digits, '_', '+' or '-', got {name!r}")
     base = path.resolve().parent

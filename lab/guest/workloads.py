@@ -377,6 +377,7 @@ def parse_output(workload: Workload, stdout: str) -> dict:
 
 
 MAX_RESULT_METRICS = 256  # a --workload-cmd result's figures taken as metrics
+REGEX_SCAN_CHARS = 1 << 20  # results: regex reads the last MiB of the workload's output
 
 
 def parse_user(spec: UserSpec, stdout: str) -> dict:
@@ -409,8 +410,9 @@ def parse_user(spec: UserSpec, stdout: str) -> dict:
                 return {"parse_error": f"the result has {len(nums)} numbers, more than {MAX_RESULT_METRICS}"}
         return result
     out: dict = {}
+    tail = stdout[-REGEX_SCAN_CHARS:]  # (the guest writes the text the user's patterns run over: bounded)
     for name, pattern in spec.regex:
-        matches = list(re.finditer(pattern, stdout, re.MULTILINE))
+        matches = list(re.finditer(pattern, tail, re.MULTILINE))
         if not matches:
             return {"parse_error": f"{name}: no match for {shown(pattern, 60)} in the workload output"}
         value = to_float(matches[-1].group(1) or "")

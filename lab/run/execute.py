@@ -21,7 +21,7 @@ from pathlib import Path
 from lab.analysis.display import percent
 from lab.analysis.lost import describe as describe_lost
 from lab.analysis.lost import is_incomplete
-from lab.analysis.metrics import per_vcpu_second, run_metrics
+from lab.analysis.metrics import METRIC_KEYS, per_vcpu_second, run_metrics
 from lab.analysis.node_cpu import node_cpu_time
 from lab.errors import LabError
 from lab.guest import image
@@ -511,7 +511,9 @@ def _user_record(workload: Workload, result: dict | None) -> dict | None:
     read, and its metrics' declarations, which compare and the report read back (lab.analysis.metrics)."""
     if workload.user is None:
         return None
-    return {"spec": workload.user.record(), "metrics": workload.user.declarations(result)}
+    # (--workload-cmd: a number named like a built-in metric, e.g. elapsed_s, is compared as that one)
+    decls = [d for d in workload.user.declarations(result) if f"workload.{d['name']}" not in METRIC_KEYS]
+    return {"spec": workload.user.record(), "metrics": decls}
 
 
 def _guarded(problems: list[str], what: str, fn: Callable, default, *args):

@@ -343,3 +343,15 @@ def test_hackbench_is_scaled_and_read() -> None:
     assert parse_output(w, out) == {"hackbench_s": 0.5, "hackbench_runs": 2}
     assert parse_output(w, "Time:\n") == {"parse_error": "no hackbench 'Time:' line in the workload output"}
     assert get_metric("workload.hackbench_s").better == "lower"
+
+
+def test_defaults_and_bounds(tmp_path: Path) -> None:
+    # A file's name is the default workload name, made fit for a run id.
+    w = load_workload_file(_file(tmp_path, "command: x\n" + JSON + METRICS, "my repro (v2).yaml"))
+    assert w.name == "my-repro-v2"
+    # regex reads the output's last MiB only (the guest writes what the user's patterns run over)
+    rx = _workload(_spec(json_prefix="", regex=(("ops", r"ops: (\S+)"),), metrics=(UserMetric("ops"),)))
+    assert parse_output(rx, "ops: 1\n" + "x" * (1 << 20)) == {
+        "parse_error": "ops: no match for 'ops: (\\\\S+)' in the workload output"
+    }
+    assert parse_output(rx, "x" * (1 << 20) + "ops: 3\n") == {"ops": 3.0}
