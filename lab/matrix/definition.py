@@ -153,6 +153,7 @@ class MatrixSpec:
     hosts: list[HostSpec] = field(default_factory=list)  # libvirt hosts to spread runs over
     auto: AutoSpec | None = None  # repeats: auto (lab/matrix/spec_parts.py)
     expect: list[Expectation] = field(default_factory=list)  # the seed's directions, for numalab reproduce
+    declared: tuple[str, ...] = ()  # metrics the matrix's workload files declare (workload.<name>), for gates
 
     def fingerprint(self) -> str:
         """Identity of what the runs are (not of gates or baseline, which only read results)."""
@@ -233,8 +234,9 @@ def _kernels(data: dict) -> list[KernelChoice]:
     return out
 
 
-def _workloads(data: dict, default_duration: float, base: Path) -> list[WorkloadChoice]:
-    """Built-in names and workload files (FILE.yaml, relative to the matrix file), each with its duration."""
+def _workloads(data: dict, default_duration: float, base: Path, declared: set[str]) -> list[WorkloadChoice]:
+    """Built-in names and workload files (FILE.yaml, relative to the matrix file), each with its duration; the
+    metrics the files declare are added to ``declared``."""
     out = []
     for i, item in enumerate(_list(data, "workloads")):
         if isinstance(item, str):
@@ -250,6 +252,8 @@ def _workloads(data: dict, default_duration: float, base: Path) -> list[Workload
             except LabError as err:
                 raise LabError(f"workloads[{i}]: {err}") from None
             file, name = str(path), workload.name
+            if workload.user is not None:
+                declared.update(f"workload.{m.name}" for m in workload.user.metrics)
         elif name not in WORKLOADS:
             raise LabError(f"workloads[{i}]: unknown workload {name!r} (known: {', '.join(WORKLOADS)}, or FILE.yaml)")
         duration = item.get("duration", default_duration)
@@ -378,7 +382,8 @@ def parse_matrix(data: object, source: str, default_name: str) -> MatrixSpec:  #
     if timeout is not None and not _seconds(timeout):
         raise LabError(f"timeout: must be a number of seconds > 0, got {timeout!r}")
     topologies, kernels = _topologies(data), _kernels(data)
-    workloads, settings = _workloads(data, float(duration), Path(source).parent), _settings(data)
+    declared: set[str] = set()
+    workloads, settings = _workloads(data, float(duration), Path(source).parent, declared), _settings(data)
     for axis, items in (("topologies", [t.label for t in topologies]), ("workloads", [w.name for w in workloads]),
                         ("settings", [s.name for s in settings])):  # fmt: skip
         if len(set(items)) < len(items):
@@ -413,8 +418,9 @@ def parse_matrix(data: object, source: str, default_name: str) -> MatrixSpec:  #
     for i, g in enumerate(data.get("gates") or []):
         if not isinstance(g, dict) or set(g) - {"metric", "worse_than_baseline_pct", "significant"}:
             raise LabError(f"gates[{i}]: expected {{metric, worse_than_baseline_pct, significant}}")
-        if g.get("metric") not in METRIC_KEYS:
-            raise LabError(f"gates[{i}].metric: unknown metric {g.get('metric')!r} (known: {', '.join(METRIC_KEYS)})")
+        if g.get("metric") not in METRIC_KEYS and g.get("metric") not in declared:
+            known = ", ".join([*METRIC_KEYS, *sorted(declared)])
+            raise LabError(f"gates[{i}].metric: unknown metric {g.get('metric')!r} (known: {known})")
         pct = g.get("worse_than_baseline_pct")
         if not isinstance(pct, (int, float)) or isinstance(pct, bool) or pct < 0:
             raise LabError(f"gates[{i}].worse_than_baseline_pct: must be a number >= 0, got {pct!r}")
@@ -424,4 +430,4 @@ def parse_matrix(data: object, source: str, default_name: str) -> MatrixSpec:  #
     name = check_name(data.get("name") or default_name, "name")
     return MatrixSpec(name, source, runs, kernels, {axis: value}, gates,
                       float(timeout) if timeout else None, str(data.get("description", "")), hosts, auto,
-                      expect)  # fmt: skip
+                      expect, tuple(sorted(declared)))  # fmt: skip

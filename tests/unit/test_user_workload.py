@@ -355,3 +355,28 @@ def test_defaults_and_bounds(tmp_path: Path) -> None:
         "parse_error": "ops: no match for 'ops: (\\\\S+)' in the workload output"
     }
     assert parse_output(rx, "x" * (1 << 20) + "ops: 3\n") == {"ops": 3.0}
+
+
+def test_verdicts_gates_and_decide_know_declared_metrics(tmp_path: Path) -> None:
+    from lab.analysis.verdict import verdicts_of
+
+    base = [_manifest(10, 5) | {"accelerator": {"name": "tcg"}} for _ in range(3)]
+    new = [_manifest(20 + i, 2) | {"accelerator": {"name": "tcg"}} for i in range(3)]
+    ops, lat = verdicts_of(base, new, ["workload.ops", "workload.lat"])
+    assert (ops.better, ops.direction, lat.better, lat.direction) == ("higher", "better", "lower", "better")
+
+    _static_program(tmp_path, "prog", "-static")
+    _file(tmp_path, GOOD, "repro.yaml")
+    gate = "gates: [{metric: workload.ops_per_s, worse_than_baseline_pct: 5}]\n"
+    matrix = _file(tmp_path, "topologies: [ring-2]\nworkloads: [idle, repro.yaml]\n" + gate, "m.yaml")
+    assert load_matrix(str(matrix)).declared == ("workload.latency_us", "workload.ops_per_s")
+    matrix.write_text("topologies: [ring-2]\nworkloads: [idle]\n" + gate)
+    with pytest.raises(LabError, match="gates\\[0\\].metric: unknown metric 'workload.ops_per_s'"):
+        load_matrix(str(matrix))
+
+    args = ["run", "--workload", str(tmp_path / "repro.yaml"), "--kernel", "stock", "--kernel", "/nonexistent/bzImage",
+            "--repeat", "auto", "--topology", "ring-2"]  # fmt: skip
+    proc = numalab(*args, "--decide", "workload.nope", timeout=60)
+    assert_one_line_error(proc, "--decide: metric 'workload.nope': unknown", "workload.ops_per_s")
+    proc = numalab(*args, "--decide", "workload.ops_per_s", timeout=60)
+    assert_one_line_error(proc, "/nonexistent/bzImage")  # past --decide: the kernel is what is wrong
