@@ -68,7 +68,7 @@ class UserSpec:
     """A user's workload, read and checked on the host before any boot (lab.guest.user_workload)."""
 
     source: str  # the workload file's path, or "--workload-cmd"
-    sha256: str  # of the workload file's bytes (of the command and its files' names for --workload-cmd)
+    sha256: str  # of the workload file's bytes (--workload-cmd: of the command and its files' contents)
     template: str  # the command, with {cpus} {nodes} {mem_mib} {duration} not yet filled in
     files: tuple[tuple[str, str], ...]  # (host path, name in the guest's /workload)
     tools: tuple[str, ...]  # host binaries, copied to the same path with their shared-library closure
@@ -263,7 +263,7 @@ WORKLOADS: dict[str, Workload] = {
         ),
         Workload(
             "hackbench",
-            "rt-tests' hackbench over pipes, 4 sender/receiver pairs per group, a group per CPU, repeated",
+            "rt-tests' hackbench over pipes: a group of 4 senders and 4 receivers per CPU, repeated for the duration",
             _hackbench,
             "hackbench",
             programs=(),
