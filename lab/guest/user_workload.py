@@ -189,7 +189,7 @@ def package_programs(package: str, where: str) -> list[str]:
         raise LabError(f"{where} {package}: not installed on the host (apt-get install {package}), or no such package")
     programs = sorted(
         line for line in proc.stdout.splitlines()
-        if line.startswith(BIN_DIRS) and Path(line).is_file() and "/" not in line.split("/", 3)[-1]
+        if f"{Path(line).parent}/" in BIN_DIRS and Path(line).is_file()
     )  # fmt: skip
     if not programs:
         raise LabError(f"{where} {package}: the package has no program in {', '.join(BIN_DIRS)}")

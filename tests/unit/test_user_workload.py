@@ -380,3 +380,15 @@ def test_verdicts_gates_and_decide_know_declared_metrics(tmp_path: Path) -> None
     assert_one_line_error(proc, "--decide: metric 'workload.nope': unknown", "workload.ops_per_s")
     proc = numalab(*args, "--decide", "workload.ops_per_s", timeout=60)
     assert_one_line_error(proc, "/nonexistent/bzImage")  # past --decide: the kernel is what is wrong
+
+
+def test_a_package_gives_its_programs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lab.guest import user_workload
+
+    programs = user_workload.package_programs("hostname", "packages[0]")  # (Essential: on every Debian host)
+    assert "/bin/hostname" in programs and all(Path(p).parent.name in ("bin", "sbin") for p in programs)
+    w = load_workload_file(_file(tmp_path, "command: hostname\npackages: [hostname]\n" + JSON + METRICS))
+    assert w.user is not None and "/bin/hostname" in w.user.tools and w.user.record()["packages"] == ["hostname"]
+    monkeypatch.setattr(user_workload, "BIN_DIRS", ("/nowhere/",))
+    with pytest.raises(LabError, match="packages\\[0\\] hostname: the package has no program in /nowhere/"):
+        user_workload.package_programs("hostname", "packages[0]")
