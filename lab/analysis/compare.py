@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 
 from lab.analysis.lost import describe as describe_lost
 from lab.analysis.lost import of_record as lost_of_record
-from lab.analysis.metrics import METRICS, Metric, metric_values
+from lab.analysis.metrics import Metric, metric_values, metrics_of
 from lab.analysis.record import RunRecord
 from lab.errors import LabError
 from lab.paths import json_text
@@ -318,7 +318,7 @@ def compare_runs(
     bv = [metric_values(r.manifest) for r in base_ok]
     nv = [metric_values(r.manifest) for r in new_ok]
     rows = []
-    for m in METRICS:
+    for m in metrics_of([r.manifest for r in base_ok + new_ok]):
         b = [v[m.key] for v in bv if m.key in v]
         n = [v[m.key] for v in nv if m.key in v]
         if b and n:

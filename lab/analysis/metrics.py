@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -194,6 +195,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("workload.round_trips_per_vcpu_s", "pair round trips per vCPU CPU-second", "1/vCPU-s", "higher", "hmean"),
     Metric("workload.balance_pct", "nodes 1/3 busy balance (nodes13)", "%", "higher"),
     Metric("workload.converged_s", "perf bench convergence", "s", "lower"),
+    Metric("workload.hackbench_s", "hackbench time a run", "s", "lower"),
     Metric("workload.insn_per_s", "instructions per guest second (spin)", "1/s", "higher", "hmean"),
     Metric("workload.insn_per_vcpu_s", "instructions per vCPU CPU-second (spin)", "1/vCPU-s", "higher", "hmean"),
     *(Metric(f"events.{e.name}", e.name, "events", "lower") for e in (*NUMA_DECISIONS, MIGRATE_PAGES)),
@@ -250,11 +252,61 @@ def metric_values(manifest: dict) -> dict[str, float]:
         flat["workload"], flat["timings"] = {}, {}
     tiered = bool(((manifest.get("topology") or {}).get("tiers") or {}).get("slow_nodes"))
     return {
-        m.key: v for m in METRICS if (v := m.value(flat)) is not None and (tiered or m.key not in TIERING_METRIC_KEYS)
+        m.key: v
+        for m in (*METRICS, *declared_metrics(manifest))
+        if (v := m.value(flat)) is not None and (tiered or m.key not in TIERING_METRIC_KEYS)
     }
 
 
-def get_metric(key: str) -> Metric:
-    if key not in METRIC_KEYS:
-        raise LabError(f"metric {key!r}: unknown (known: {', '.join(METRIC_KEYS)})")
-    return METRIC_KEYS[key]
+# A user's workload declares its metrics (lab.guest.user_workload); the run record keeps the declarations
+# (manifest workload.metrics), so compare and the report read them back without the workload file.
+_DECLARED_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
+def check_declarations(metrics, source: str) -> None:
+    """A workload file's metrics may not take a built-in metric's name (its direction and mean are fixed:
+    report the figure under that name and leave it out of ``metrics:``)."""
+    for i, m in enumerate(metrics):
+        builtin = METRIC_KEYS.get(f"workload.{m.name}")
+        if builtin is not None:
+            raise LabError(
+                f"workload file {source}: metrics[{i}].name: {m.name} is a built-in metric ({builtin.better} is "
+                "better); leave it out of metrics: (a result with it is compared already)"
+            )
+
+
+def declared_metrics(manifest: dict) -> tuple[Metric, ...]:
+    """The metrics a run's user workload declared, as ``workload.<name>`` (a record is a user's file: a
+    declaration that is not well formed, or that names a built-in metric, is left out)."""
+    workload = manifest.get("workload") if isinstance(manifest, dict) else None
+    decls = workload.get("metrics") if isinstance(workload, dict) else None
+    if not isinstance(decls, list):
+        return ()
+    out: dict[str, Metric] = {}
+    for d in decls[:256]:
+        if not isinstance(d, dict):
+            continue
+        name, unit, better, mean = d.get("name"), d.get("unit", ""), d.get("better"), d.get("mean", "amean")
+        if not (isinstance(name, str) and _DECLARED_NAME.fullmatch(name) and isinstance(unit, str)):
+            continue
+        key = f"workload.{name}"
+        if better in ("higher", "lower") and mean in ("amean", "hmean") and key not in METRIC_KEYS:
+            out.setdefault(key, Metric(key, name, unit[:32], better, mean))
+    return tuple(out.values())
+
+
+def metrics_of(manifests: list[dict]) -> tuple[Metric, ...]:
+    """The built-in metrics, then those the runs' user workloads declared (the first declaration of a name wins)."""
+    declared: dict[str, Metric] = {}
+    for m in manifests:
+        for metric in declared_metrics(m):
+            declared.setdefault(metric.key, metric)
+    return (*METRICS, *declared.values())
+
+
+def get_metric(key: str, manifests: list[dict] | None = None) -> Metric:
+    """A metric by key: a built-in, or one the ``manifests``' user workloads declared."""
+    known = {m.key: m for m in metrics_of(manifests or [])}
+    if key not in known:
+        raise LabError(f"metric {key!r}: unknown (known: {', '.join(known)})")
+    return known[key]

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 
 from lab.analysis.compare import MIN_REPEATS, Row, Stats, diff_text, pct_better, significant
 from lab.analysis.compare import moved as moved_of
-from lab.analysis.metrics import get_metric, metric_values
+from lab.analysis.metrics import Metric, get_metric, metric_values, metrics_of
 from lab.analysis.power import ci_overlap_margin, repeats_needed
 
 DEFAULT_DECIDE = ("vmstat.numa_pages_migrated",)
@@ -108,9 +108,11 @@ def verdict_of(
     accelerator: str = "?",
     labels: tuple[str, str] = ("A", "B"),
     context: str = "",
+    metric: Metric | None = None,
 ) -> Verdict:
-    """The verdict for one metric from its values on each side (runs without the metric left out)."""
-    metric = get_metric(metric_key)
+    """The verdict for one metric from its values on each side (runs without the metric left out); ``metric``
+    for one a user's workload declared (lab.analysis.metrics.declared_metrics), else a built-in by its key."""
+    metric = metric if metric is not None and metric.key == metric_key else get_metric(metric_key)
     if not base or not new:
         return Verdict(metric.key, metric.better, "unknown", None, None, rule, len(base), len(new), None, None,
                        accelerator, None, None, *labels, context)  # fmt: skip
@@ -144,7 +146,8 @@ def verdicts_of(
     """Verdicts for each metric from two lists of run manifests."""
     accels = sorted({(m.get("accelerator") or {}).get("name", "?") for m in base + new if m.get("status") == "ok"})
     accel = "+".join(accels) or "?"
-    return [verdict_of(k, values(base, k), values(new, k), rule, accel, labels, context) for k in metrics]
+    known = {m.key: m for m in metrics_of(base + new)}  # (with the metrics the runs' user workloads declared)
+    return [verdict_of(k, values(base, k), values(new, k), rule, accel, labels, context, known.get(k)) for k in metrics]
 
 
 @dataclass(frozen=True)

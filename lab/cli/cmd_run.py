@@ -26,7 +26,9 @@ def run_options_from_args(args: argparse.Namespace):
     return RunOptions(
         topology=topology_ref(args),
         kernels=tuple(args.kernel or ("stock",)),
-        workload=args.workload,
+        workload=_workload_arg(args, RunOptions.workload),
+        workload_cmd=args.workload_cmd or "",
+        workload_files=tuple(args.workload_file),
         duration=args.duration,
         repeat=1 if args.repeat == "auto" else args.repeat,
         out=args.out,
@@ -58,6 +60,15 @@ def run_options_from_args(args: argparse.Namespace):
         access_sample=args.access_sample,
         access_address_map=args.access_address_map or "",
     )
+
+
+def _workload_arg(args: argparse.Namespace, d_workload: str) -> str:
+    """--workload, or the default; not both --workload and --workload-cmd."""
+    from lab.errors import LabError
+
+    if args.workload and args.workload_cmd:
+        raise LabError("--workload-cmd: not with --workload (the command is the workload)")
+    return args.workload or d_workload
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -112,7 +123,27 @@ def add_parser(sub) -> None:
         help="stock (Debian's), a bzImage path, or a built kernel name (default stock); give it twice for an "
         "A/B run: the kernels alternate A B A B over the repeats and an HTML report compares them",
     )
-    r.add_argument("--workload", default=d.workload, help=f"one of: {', '.join(WORKLOADS)} (default {d.workload})")
+    r.add_argument(
+        "--workload",
+        metavar="NAME|FILE.yaml",
+        help=f"a built-in, one of: {', '.join(WORKLOADS)} (default {d.workload}); or your own workload file "
+        "(command, files, tools, packages, results, metrics: docs/workloads.md, 'Your own workload')",
+    )
+    r.add_argument(
+        "--workload-cmd",
+        metavar="CMD",
+        help="a one-off workload: this shell command runs in the guest's /workload ({cpus}, {nodes}, {mem_mib}, "
+        "{duration} are filled in) and prints a 'NUMALAB_RESULT {json}' line; every number in it is a metric, "
+        "higher being better (a workload file can say otherwise)",
+    )
+    r.add_argument(
+        "--workload-file",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="with --workload-cmd: a host file (a static program, a script) copied into the guest's /workload "
+        "(repeatable)",
+    )
     r.add_argument(
         "--duration",
         type=float,

@@ -29,19 +29,21 @@ import lzma
 import os
 import re
 import shutil
+import struct
 import subprocess
 import tempfile
 from pathlib import Path
 
 from lab.errors import LabError
 from lab.guest import cpio
-from lab.guest.workloads import Workload
+from lab.guest.workloads import UserSpec, Workload
 from lab.paths import REPO_ROOT, cache_dir, write_text_atomic
 
 BUSYBOX_CANDIDATES = ("/bin/busybox", "/usr/bin/busybox")
 # Host tools a guest may need, by name: the binary; a run takes only those it uses (tools_for).
-GUEST_TOOLS = {"trace-cmd": "/usr/bin/trace-cmd", "perf": "/usr/bin/perf"}
+GUEST_TOOLS = {"trace-cmd": "/usr/bin/trace-cmd", "perf": "/usr/bin/perf", "hackbench": "/usr/bin/hackbench"}
 INIT = REPO_ROOT / "images" / "guest" / "init"
+GUEST_DIR = "workload"  # a user's workload's files in the guest (/workload, its working directory)
 WORKLOAD_SRC = REPO_ROOT / "images" / "workloads"
 TRACEGRAB = "numalab-tracegrab"
 # What the init mounts with `mount -a` (the results share comes later, after any modules).
@@ -237,6 +239,55 @@ def tool_image(name: str) -> Path:
         raise LabError(f"{binary}: not found on the host; install it (make setup)")
     entries = {e.path: e for e in [_host_file(binary), *(_host_file(lib) for lib in ldd_closure(binary))]}
     return _cached_archive(f"tool-{name}", cpio.parents(list(entries)) + list(entries.values()))
+
+
+def elf_interpreter(data: bytes) -> str | None:
+    """The PT_INTERP of an ELF file (a dynamically linked program's loader); None for a static one or not
+    an ELF file."""
+    if data[:4] != b"\x7fELF" or len(data) < 64:
+        return None
+    wide, endian = data[4] == 2, "<" if data[5] == 1 else ">"
+    try:
+        if wide:
+            (phoff,) = struct.unpack_from(endian + "Q", data, 0x20)
+            phentsize, phnum = struct.unpack_from(endian + "HH", data, 0x36)
+        else:
+            (phoff,) = struct.unpack_from(endian + "I", data, 0x1C)
+            phentsize, phnum = struct.unpack_from(endian + "HH", data, 0x2A)
+        for i in range(min(phnum, 4096)):
+            at = phoff + i * phentsize
+            (ptype,) = struct.unpack_from(endian + "I", data, at)
+            if ptype == 3:  # PT_INTERP
+                off, size = struct.unpack_from(
+                    endian + ("QxxxxxxxxxxxxxxxxQ" if wide else "IxxxxxxxxI"), data, at + (8 if wide else 4)
+                )
+                return data[off : off + size].rstrip(b"\0").decode(errors="replace")
+    except struct.error:
+        return None
+    return None
+
+
+def _closure_entries(binary: str) -> list[cpio.Entry]:
+    """A host binary (at its own path) and its shared-library closure."""
+    return [_host_file(binary), *(_host_file(lib) for lib in ldd_closure(binary))]
+
+
+def user_image(spec: UserSpec | None) -> Path | None:
+    """A user's workload (lab.guest.user_workload): its files in /workload, its tools at their host paths, and
+    the shared-library closure of each that is dynamically linked, as an archive (cached by content); None
+    for a built-in workload."""
+    if spec is None:
+        return None
+    entries: dict[str, cpio.Entry] = {}
+    for host, guest in spec.files:
+        data = Path(host).read_bytes()  # (executable in the guest whatever its mode: `./repro` just works)
+        entries[f"{GUEST_DIR}/{guest}"] = cpio.file_entry(f"{GUEST_DIR}/{guest}", data, executable=True)
+        if elf_interpreter(data[: 1 << 20]) is not None:
+            entries |= {e.path: e for e in (_host_file(lib) for lib in ldd_closure(host))}
+    for tool in spec.tools:
+        entries |= {e.path: e for e in _closure_entries(tool)}
+    paths = [*entries, f"{GUEST_DIR}/x"]
+    return _cached_archive("user", cpio.parents(paths) + list(entries.values()))
 
 
 # dax kmem for the CPU-less slow nodes of a tiered topology (lab.topology.tiers): the HMEM driver

@@ -8,6 +8,7 @@
 * ``nodes13``: CPU-bound tasks bound to nodes 1 and 3, all started on node 1
   (seed 002's worst case for sched groups built from one CPU's view).
 * ``idle``: nothing, for boot-overhead measurements.
+* ``hackbench``: rt-tests' hackbench over pipes, scaled to the guest's CPUs (the host's, as a tool layer).
 
 Each workload declares what the guest image must carry to run it (``programs``,
 ``tools``); lab.guest.image lays exactly those over its base.
@@ -43,6 +44,63 @@ class Workload:
     # The figures of its NUMALAB_RESULT object that compare reads as metrics (lab.analysis.metrics,
     # "workload.<key>"): each must be there and a finite number, or the result is refused.
     numbers: tuple[str, ...] = field(default=("elapsed_s", "gbps"), kw_only=True)
+    # A user's workload (kind "user": a workload file or --workload-cmd, lab.guest.user_workload): what it
+    # carries into the guest, how its output is read and which metrics it declares. None for the built-ins.
+    user: UserSpec | None = field(default=None, kw_only=True)
+
+
+@dataclass(frozen=True)
+class UserMetric:
+    """A metric a user's workload declares: compared as ``workload.<name>`` (lab.analysis.metrics)."""
+
+    name: str
+    unit: str = ""
+    higher_is_better: bool = True
+    mean: str = "amean"  # amean or hmean (rates)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "unit": self.unit, "better": "higher" if self.higher_is_better else "lower",
+                "mean": self.mean}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class UserSpec:
+    """A user's workload, read and checked on the host before any boot (lab.guest.user_workload)."""
+
+    source: str  # the workload file's path, or "--workload-cmd"
+    sha256: str  # of the workload file's bytes (--workload-cmd: of the command and its files' contents)
+    template: str  # the command, with {cpus} {nodes} {mem_mib} {duration} not yet filled in
+    files: tuple[tuple[str, str], ...]  # (host path, name in the guest's /workload)
+    tools: tuple[str, ...]  # host binaries, copied to the same path with their shared-library closure
+    packages: tuple[str, ...]  # the Debian packages whose programs are among the tools
+    json_prefix: str = ""  # results: a line starting with this, then a JSON object
+    regex: tuple[tuple[str, str], ...] = ()  # results: (metric, pattern with one group)
+    metrics: tuple[UserMetric, ...] = ()
+    all_numeric: bool = False  # --workload-cmd: every numeric key of the JSON object is a metric (higher is better)
+
+    def record(self) -> dict:
+        """What the manifest says about it (``workload.spec``)."""
+        return {
+            "source": self.source,
+            "sha256": self.sha256,
+            "command": self.template,
+            "files": [guest for _, guest in self.files],
+            "tools": list(self.tools),
+            "packages": list(self.packages),
+            "results": {"json-line": self.json_prefix} if self.json_prefix else {"regex": dict(self.regex)},
+        }
+
+    def declarations(self, result: dict | None) -> list[dict]:
+        """The metrics the run's record declares: the file's, or (--workload-cmd) every finite number of the
+        result, higher being better."""
+        if not self.all_numeric:
+            return [m.to_dict() for m in self.metrics]
+        nums = sorted(k for k, v in (result or {}).items() if _is_number(v) and RESULT_KEY.fullmatch(k))
+        return [UserMetric(k).to_dict() for k in nums]
+
+
+# A user's metric name (and a --workload-cmd result key taken as a metric): a word of up to 64 characters.
+RESULT_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
 def _mem(topo: Topology, parts: int, cap: int) -> int:
@@ -134,6 +192,18 @@ def _perf(procs: Callable[[int, int], int], threads: Callable[[int, int], int], 
 
 
 PERF_TOOL = ("perf",)  # perf bench numa: the host's perf, as a tool layer
+HACKBENCH_LOOPS = 50  # messages each sender sends per hackbench run
+
+
+def _hackbench(topo: Topology, d: float) -> str:
+    """rt-tests' hackbench (mmtests' hackbench-process-pipes): a group of 4 senders and 4 receivers per guest
+    CPU, run again and again until the duration is over (at least once); each run prints its ``Time:``."""
+    groups = max(1, topo.total_cpus)
+    return (
+        f"end=$(($(date +%s) + {max(1, round(d))})); "
+        f'while [ "$(date +%s)" -lt "$end" ]; do hackbench -p -g {groups} -f 4 -l {HACKBENCH_LOOPS} || exit; done'
+    )
+
 
 WORKLOADS: dict[str, Workload] = {
     w.name: w
@@ -190,6 +260,15 @@ WORKLOADS: dict[str, Workload] = {
             _spin,
             "lab",
             programs=("spin",),
+        ),
+        Workload(
+            "hackbench",
+            "rt-tests' hackbench over pipes: a group of 4 senders and 4 receivers per CPU, repeated for the duration",
+            _hackbench,
+            "hackbench",
+            programs=(),
+            tools=("hackbench",),
+            numbers=("hackbench_s",),
         ),
         Workload(
             "perf-numa01",
@@ -267,6 +346,10 @@ def parse_output(workload: Workload, stdout: str) -> dict:
     """The workload's own figures: a NUMALAB_RESULT JSON line or perf bench's summary. Never raises: output
     that is not what the workload writes (the guest is untrusted) gives ``{"parse_error": why}``, and
     nothing of it is kept that compare could take for a figure."""
+    if workload.user is not None:
+        return parse_user(workload.user, stdout)
+    if workload.kind == "hackbench":
+        return parse_hackbench(stdout)
     if workload.kind == "lab":
         for line in reversed(stdout.splitlines()):
             if line.startswith(RESULT_MARK):
@@ -291,3 +374,60 @@ def parse_output(workload: Workload, stdout: str) -> dict:
         out["elapsed_s"] = s.get("runtime-max/thread", {}).get("value")
         out["gbps"] = s.get("total-speed", {}).get("value")
     return out
+
+
+MAX_RESULT_METRICS = 256  # a --workload-cmd result's figures taken as metrics
+REGEX_SCAN_CHARS = 1 << 20  # results: regex reads the last MiB of the workload's output
+
+
+def parse_user(spec: UserSpec, stdout: str) -> dict:
+    """A user's workload's figures: its JSON line (the last one with the prefix) or one number per regex (its
+    last match). Every declared metric must be there and a finite number (checked as the built-ins' are), or
+    the result is ``{"parse_error": why}`` and the run ``workload-failed``."""
+    if spec.json_prefix:
+        line = next((ln for ln in reversed(stdout.splitlines()) if ln.startswith(spec.json_prefix)), None)
+        if line is None:
+            return {"parse_error": f"no line starting with {shown(spec.json_prefix, 40)} in the workload output"}
+        try:
+            result = load_json(line[len(spec.json_prefix) :])
+        except ValueError as e:
+            return {"parse_error": f"{spec.json_prefix.strip()} line: {e}"}
+        if not isinstance(result, dict):
+            return {
+                "parse_error": f"the {spec.json_prefix.strip()} line is a JSON {type(result).__name__}, not an object"
+            }
+        for m in spec.metrics:
+            if m.name not in result:
+                return {"parse_error": f"the result has no {m.name}"}
+            if not _is_number(result[m.name]):
+                return {"parse_error": f"the result's {m.name} is {shown(json.dumps(result[m.name])[:60], 60)}, "
+                        "not a finite number"}  # fmt: skip
+        if spec.all_numeric:
+            nums = [k for k, v in result.items() if _is_number(v) and RESULT_KEY.fullmatch(k)]
+            if not nums:
+                return {"parse_error": "the result has no number to compare"}
+            if len(nums) > MAX_RESULT_METRICS:
+                return {"parse_error": f"the result has {len(nums)} numbers, more than {MAX_RESULT_METRICS}"}
+        return result
+    out: dict = {}
+    tail = stdout[-REGEX_SCAN_CHARS:]  # (the guest writes the text the user's patterns run over: bounded)
+    for name, pattern in spec.regex:
+        matches = list(re.finditer(pattern, tail, re.MULTILINE))
+        if not matches:
+            return {"parse_error": f"{name}: no match for {shown(pattern, 60)} in the workload output"}
+        value = to_float(matches[-1].group(1) or "")
+        if value is None:
+            return {"parse_error": f"{name}: {shown(matches[-1].group(1) or '', 60)} is not a finite number"}
+        out[name] = value
+    return out
+
+
+_HACKBENCH_TIME = re.compile(r"^Time:\s*(\S+)\s*$", re.MULTILINE)
+
+
+def parse_hackbench(stdout: str) -> dict:
+    """hackbench's runs: the mean of their ``Time:`` lines (seconds a run, lower is better) and how many."""
+    times = [v for t in _HACKBENCH_TIME.findall(stdout) if (v := to_float(t)) is not None and v >= 0]
+    if not times:
+        return {"parse_error": "no hackbench 'Time:' line in the workload output"}
+    return {"hackbench_s": sum(times) / len(times), "hackbench_runs": len(times)}

@@ -6,7 +6,7 @@
     topologies: [ring-2, ring-4, {name: ring-8, cpus_per_node: 1}]
     kernels: [stock, {name: patched, path: /path/to/bzImage},
               {name: revert, build: {patches: [kernel-configs/patches/x.patch]}}]
-    workloads: [numa01, {name: pairs, duration: 10}]
+    workloads: [numa01, {name: pairs, duration: 10}, my-repro.yaml]   # a workload file: relative to this one
     settings: [{name: on}, {name: off, numa_balancing: off, knobs: {scan_delay_ms: 100}},
                {name: qemu10, qemu: backports},   # qemu: system (default), backports, or a binary's path
                {name: virtual, qemu: backports, clock: virtual}]   # clock: host (default) or virtual
@@ -41,6 +41,7 @@ from lab.analysis.metrics import METRIC_KEYS
 from lab.datafile import load_yaml
 from lab.errors import LabError
 from lab.guest.init_plan import KNOB_NAMES
+from lab.guest.user_workload import is_workload_file, load_workload_file
 from lab.guest.workloads import WORKLOADS
 from lab.matrix.spec_parts import AutoSpec, parse_auto, parse_expect
 from lab.run.options import MAX_REPEAT, RunOptions
@@ -90,6 +91,12 @@ class KernelChoice:
 class WorkloadChoice:
     name: str
     duration: float
+    file: str = ""  # a user's workload file (absolute; lab.guest.user_workload), "" for a built-in
+
+    @property
+    def spec(self) -> str:
+        """What ``numalab run --workload`` takes: the built-in's name or the workload file."""
+        return self.file or self.name
 
 
 @dataclass(frozen=True)
@@ -115,7 +122,10 @@ class MatrixRun:
                 "setting": self.setting.name}  # fmt: skip
 
     def params(self) -> dict:
-        return asdict(self)
+        params = asdict(self)
+        if not self.workload.file:  # (a matrix of built-ins keeps the fingerprint it always had)
+            del params["workload"]["file"]
+        return params
 
 
 @dataclass(frozen=True)
@@ -143,6 +153,7 @@ class MatrixSpec:
     hosts: list[HostSpec] = field(default_factory=list)  # libvirt hosts to spread runs over
     auto: AutoSpec | None = None  # repeats: auto (lab/matrix/spec_parts.py)
     expect: list[Expectation] = field(default_factory=list)  # the seed's directions, for numalab reproduce
+    declared: tuple[str, ...] = ()  # metrics the matrix's workload files declare (workload.<name>), for gates
 
     def fingerprint(self) -> str:
         """Identity of what the runs are (not of gates or baseline, which only read results)."""
@@ -223,19 +234,32 @@ def _kernels(data: dict) -> list[KernelChoice]:
     return out
 
 
-def _workloads(data: dict, default_duration: float) -> list[WorkloadChoice]:
+def _workloads(data: dict, default_duration: float, base: Path, declared: set[str]) -> list[WorkloadChoice]:
+    """Built-in names and workload files (FILE.yaml, relative to the matrix file), each with its duration; the
+    metrics the files declare are added to ``declared``."""
     out = []
     for i, item in enumerate(_list(data, "workloads")):
         if isinstance(item, str):
             item = {"name": item}
         if not isinstance(item, dict) or "name" not in item:
-            raise LabError(f"workloads[{i}]: expected a workload name or {{name, duration}}")
-        if item["name"] not in WORKLOADS:
-            raise LabError(f"workloads[{i}]: unknown workload {item['name']!r} (known: {', '.join(WORKLOADS)})")
+            raise LabError(f"workloads[{i}]: expected a workload name, a workload file or {{name, duration}}")
+        name = str(item["name"])
+        file = ""
+        if is_workload_file(name):
+            path = (base / name).resolve()
+            try:
+                workload = load_workload_file(path)
+            except LabError as err:
+                raise LabError(f"workloads[{i}]: {err}") from None
+            file, name = str(path), workload.name
+            if workload.user is not None:
+                declared.update(f"workload.{m.name}" for m in workload.user.metrics)
+        elif name not in WORKLOADS:
+            raise LabError(f"workloads[{i}]: unknown workload {name!r} (known: {', '.join(WORKLOADS)}, or FILE.yaml)")
         duration = item.get("duration", default_duration)
         if not isinstance(duration, (int, float)) or isinstance(duration, bool) or duration <= 0:
             raise LabError(f"workloads[{i}].duration: must be a number of seconds > 0, got {duration!r}")
-        out.append(WorkloadChoice(item["name"], float(duration)))
+        out.append(WorkloadChoice(name, float(duration), file))
     return out
 
 
@@ -297,7 +321,7 @@ def run_options_of(run: MatrixRun, kernel_arg: str, timeout: float | None, **mor
     return RunOptions(
         topology=run.topology,
         kernels=(kernel_arg,),
-        workload=run.workload.name,
+        workload=run.workload.spec,
         duration=run.workload.duration,
         numa_balancing=run.setting.numa_balancing,
         knobs=tuple(f"{k}={v}" for k, v in run.setting.knobs),
@@ -358,7 +382,8 @@ def parse_matrix(data: object, source: str, default_name: str) -> MatrixSpec:  #
     if timeout is not None and not _seconds(timeout):
         raise LabError(f"timeout: must be a number of seconds > 0, got {timeout!r}")
     topologies, kernels = _topologies(data), _kernels(data)
-    workloads, settings = _workloads(data, float(duration)), _settings(data)
+    declared: set[str] = set()
+    workloads, settings = _workloads(data, float(duration), Path(source).parent, declared), _settings(data)
     for axis, items in (("topologies", [t.label for t in topologies]), ("workloads", [w.name for w in workloads]),
                         ("settings", [s.name for s in settings])):  # fmt: skip
         if len(set(items)) < len(items):
@@ -393,8 +418,9 @@ def parse_matrix(data: object, source: str, default_name: str) -> MatrixSpec:  #
     for i, g in enumerate(data.get("gates") or []):
         if not isinstance(g, dict) or set(g) - {"metric", "worse_than_baseline_pct", "significant"}:
             raise LabError(f"gates[{i}]: expected {{metric, worse_than_baseline_pct, significant}}")
-        if g.get("metric") not in METRIC_KEYS:
-            raise LabError(f"gates[{i}].metric: unknown metric {g.get('metric')!r} (known: {', '.join(METRIC_KEYS)})")
+        if g.get("metric") not in METRIC_KEYS and g.get("metric") not in declared:
+            known = ", ".join([*METRIC_KEYS, *sorted(declared)])
+            raise LabError(f"gates[{i}].metric: unknown metric {g.get('metric')!r} (known: {known})")
         pct = g.get("worse_than_baseline_pct")
         if not isinstance(pct, (int, float)) or isinstance(pct, bool) or pct < 0:
             raise LabError(f"gates[{i}].worse_than_baseline_pct: must be a number >= 0, got {pct!r}")
@@ -404,4 +430,4 @@ def parse_matrix(data: object, source: str, default_name: str) -> MatrixSpec:  #
     name = check_name(data.get("name") or default_name, "name")
     return MatrixSpec(name, source, runs, kernels, {axis: value}, gates,
                       float(timeout) if timeout else None, str(data.get("description", "")), hosts, auto,
-                      expect)  # fmt: skip
+                      expect, tuple(sorted(declared)))  # fmt: skip

@@ -118,6 +118,8 @@ def input_hashes(spec: MatrixSpec, kernel_args: dict[str, str]) -> dict[str, str
         out[f"topology {name}"] = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
     for name, arg in sorted(kernel_args.items()):
         out[f"kernel {name}"] = resolve_kernel(arg).sha256()[:16]
+    for file in sorted({r.workload.file for r in spec.runs if r.workload.file}):  # a user's workload files
+        out[f"workload {file}"] = hashlib.sha256(Path(file).read_bytes()).hexdigest()[:16]
     return out
 
 

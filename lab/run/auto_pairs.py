@@ -49,9 +49,11 @@ def check_auto_args(opts: RunOptions, args: argparse.Namespace) -> tuple[list[st
     if args.time_budget is not None and not (math.isfinite(args.time_budget) and args.time_budget > 0):
         raise LabError(f"--time-budget: must be > 0 seconds, got {args.time_budget:g}")
     decide = list(dict.fromkeys(args.decide or DEFAULT_DECIDE))
+    user = opts.workload_of().user
+    declared = [{"workload": {"metrics": user.declarations(None)}}] if user is not None else []
     for key in decide:
         try:
-            get_metric(key)
+            get_metric(key, declared)  # a built-in, or a metric the workload file declares
         except LabError as err:
             raise LabError(f"--decide: {err}") from None
     if args.significance not in RULES:

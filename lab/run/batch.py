@@ -12,7 +12,7 @@ from pathlib import Path
 from lab.analysis.numa import default_events
 from lab.errors import LabError
 from lab.guest.init_plan import GuestPlan
-from lab.guest.workloads import Workload, get_workload
+from lab.guest.workloads import Workload
 from lab.host.accel import accel_verdict
 from lab.kernel.resolve import resolve_kernel
 from lab.paths import json_text, read_text_file
@@ -67,7 +67,7 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
     """The runs ``opts`` asks for (repeats and kernels interleaved A B A B), every value checked first."""
     opts.check()  # (done on construction too; again here for options changed with object.__setattr__)
     output_limit = opts.output_limit_bytes()
-    workload = get_workload(opts.workload)
+    workload = opts.workload_of()
     topo = opts.topology.load()
     kernels = [resolve_kernel(k) for k in opts.kernels]
     names = [k.name for k in kernels]

@@ -21,7 +21,7 @@ from pathlib import Path
 from lab.analysis.display import percent
 from lab.analysis.lost import describe as describe_lost
 from lab.analysis.lost import is_incomplete
-from lab.analysis.metrics import per_vcpu_second, run_metrics
+from lab.analysis.metrics import METRIC_KEYS, per_vcpu_second, run_metrics
 from lab.analysis.node_cpu import node_cpu_time
 from lab.errors import LabError
 from lab.guest import image
@@ -223,6 +223,7 @@ class Prepared:
     tools: list[str]
     programs: list
     access: object | None  # lab.run.access_matrix's setup, when the access-matrix plugin runs
+    user: dict | None = None  # a user's workload's layer: its files, tools and size
 
 
 @dataclass
@@ -260,6 +261,7 @@ def _prepare(req: RunRequest, run_id: str, partial: Path, tmp: Path, say: Callab
     layers = [
         image.base_image(),
         image.workload_image(programs),
+        user_layer := image.user_image(req.workload.user),
         *map(image.tool_image, tools),
         image.modules_image(req.kernel.modules_dir, image.tier_modules(req.topology)),
     ]
@@ -282,7 +284,17 @@ def _prepare(req: RunRequest, run_id: str, partial: Path, tmp: Path, say: Callab
         plugin=access.argument if access else "",
         clock=req.clock,
     )
-    return Prepared(boot, share, initrd, protocol, firmware, tsc_host, list(tools), list(programs), access)
+    user = _user_image_facts(req.workload, user_layer)
+    return Prepared(boot, share, initrd, protocol, firmware, tsc_host, list(tools), list(programs), access, user)
+
+
+def _user_image_facts(workload: Workload, layer: Path | None) -> dict | None:
+    """What a user's workload carried into the guest (the manifest's ``guest_image.user``)."""
+    if workload.user is None or layer is None:
+        return None
+    spec = workload.user
+    return {"files": [f"/workload/{g}" for _, g in spec.files], "tools": list(spec.tools),
+            "layer_bytes": layer.stat().st_size}  # fmt: skip
 
 
 def _boot(req: RunRequest, placement, prep: Prepared, partial: Path, tmp: Path, say: Callable[[str], None]) -> Booted:
@@ -355,7 +367,7 @@ def _finish(
             partial, prep.access, req.topology, booted.workload_start_ns, booted.workload_end_ns,
             round(workload_s, 2) if workload_s is not None else None,
         )  # fmt: skip
-    image_facts = GuestImage(tuple(prep.tools), tuple(prep.programs), prep.initrd.stat().st_size)
+    image_facts = GuestImage(tuple(prep.tools), tuple(prep.programs), prep.initrd.stat().st_size, prep.user)
     manifest = build_manifest(
         _collect(
             req, run_id, partial, placement, booted.backend_info, outcome, total_s, unpacked, booted.share, files,
@@ -454,6 +466,7 @@ def _collect(
         topology=req.topology,
         kernel=req.kernel,
         workload_name=req.workload.name,
+        workload_user=_user_record(req.workload, result),
         plan=req.plan,
         accel=req.accel,
         accel_reason=req.accel_reason,
@@ -491,6 +504,16 @@ def _collect(
         stalled_boots=stalled_boots,
         data_problems=tuple(data_problems),
     )
+
+
+def _user_record(workload: Workload, result: dict | None) -> dict | None:
+    """A user's workload in the manifest: its file (path and content hash), what it carried, how its output is
+    read, and its metrics' declarations, which compare and the report read back (lab.analysis.metrics)."""
+    if workload.user is None:
+        return None
+    # (--workload-cmd: a number named like a built-in metric, e.g. elapsed_s, is compared as that one)
+    decls = [d for d in workload.user.declarations(result) if f"workload.{d['name']}" not in METRIC_KEYS]
+    return {"spec": workload.user.record(), "metrics": decls}
 
 
 def _guarded(problems: list[str], what: str, fn: Callable, default, *args):

@@ -36,6 +36,7 @@ class GuestImage:
     tools: tuple[str, ...]
     programs: tuple[str, ...]
     initrd_bytes: int
+    user: dict | None = None  # a user's workload: its files, tools and layer size (lab.run.execute)
 
 
 @dataclass(frozen=True)
@@ -86,6 +87,7 @@ class ManifestInputs:
     access: AccessResult | None = None  # --access-matrix
     stalled_boots: tuple[dict, ...] = ()  # earlier boots of this run given up at the boot deadline (lab.run.execute)
     data_problems: tuple[str, ...] = ()  # the guest's files that could not be read (lab.run.execute._guarded)
+    workload_user: dict | None = None  # a user's workload: {"spec": ..., "metrics": [declarations]} (lab.run.execute)
 
 
 def workload_seconds(outcome: VmOutcome) -> float | None:
@@ -121,7 +123,8 @@ def build(i: ManifestInputs) -> dict:
             "duration_s": i.plan.duration_s,
             "result": i.workload_result,
             "exit_code": i.workload_rc,
-        },
+        }
+        | (i.workload_user or {}),
         "settings": i.plan.to_dict() | {"readback": i.knobs_readback},
         "accelerator": {"name": i.accel, "reason": i.accel_reason, "clock": i.clock},
         "placement": i.placement | {"pinned": i.outcome.pinned, "pin_error": i.outcome.pin_error},
@@ -184,6 +187,8 @@ def build(i: ManifestInputs) -> dict:
         "programs": list(i.guest_image.programs),
         "initrd_bytes": i.guest_image.initrd_bytes,
     }
+    if i.guest_image.user is not None:
+        manifest["guest_image"]["user"] = i.guest_image.user
     return manifest
 
 

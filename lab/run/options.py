@@ -64,7 +64,9 @@ def check_seconds(value: float, option: str, maximum: float) -> None:
 class RunOptions:
     topology: TopologyRef = field(default_factory=lambda: TopologyRef("ring-4"))
     kernels: tuple[str, ...] = ("stock",)  # two for an A/B run
-    workload: str = "numa01"
+    workload: str = "numa01"  # a built-in's name, or a workload file (FILE.yaml: lab.guest.user_workload)
+    workload_cmd: str = ""  # a one-off workload: the guest's shell command (lab.guest.user_workload)
+    workload_files: tuple[str, ...] = ()  # host files the one-off command needs in the guest's /workload
     duration: float = 20.0
     repeat: int = 1
     out: Path | None = None  # the record (a parent of the records with repeats or two kernels)
@@ -127,9 +129,7 @@ class RunOptions:
                     raise LabError(f"--{opt.replace('_', '-')}: only with --backend libvirt")
         if self.guest_output_limit is not None:
             self.output_limit_bytes()
-        from lab.guest.workloads import get_workload
-
-        get_workload(self.workload)
+        self.workload_of()
         # The guest plan's own checks (knobs, events, trace buffer, kernel arguments), on a plan of these options
         # (--test-fault mutate=SCRIPT: the plan gets the script's text, read when the run is planned).
         mutate = self.test_fault.startswith("mutate=")
@@ -137,6 +137,17 @@ class RunOptions:
                   trace_buffer_kb=self.trace_buffer_kb, trace_mode=self.trace_mode,
                   test_fault="mutate" if mutate else self.test_fault, test_script=":" if mutate else "",
                   kernel_args=" ".join(self.append))  # fmt: skip
+
+    def workload_of(self):
+        """The workload these options run (lab.guest.workloads.Workload): a built-in, a workload file or
+        --workload-cmd, checked whole (files, libraries, packages, metrics) before any boot."""
+        from lab.analysis.metrics import check_declarations
+        from lab.guest.user_workload import resolve_workload
+
+        workload = resolve_workload(self.workload, self.workload_cmd, self.workload_files)
+        if workload.user is not None and not workload.user.all_numeric:
+            check_declarations(workload.user.metrics, workload.user.source)
+        return workload
 
     def knob_values(self) -> dict[str, str]:
         """The debugfs knobs a run sets: numalab's short-scan ones (unless --kernel-default-knobs), then --knob's."""

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
-from common import assert_one_line_error, numalab
+from common import REPO, assert_one_line_error, numalab
 
 from lab.cli.main import build_parser, run_options_from_args
 from lab.errors import LabError
@@ -44,8 +44,11 @@ def test_every_run_flag_reaches_its_option() -> None:
     )  # fmt: skip
     default = RunOptions()
     unchanged = [f.name for f in dataclasses.fields(RunOptions) if getattr(opts, f.name) == getattr(default, f.name)]
-    assert unchanged == ["no_trace"]  # (it conflicts with --event and --trace-mode: given alone)
+    # (--no-trace conflicts with --event and --trace-mode, --workload-cmd with --workload: given alone)
+    assert unchanged == ["workload_cmd", "workload_files", "no_trace"]
     assert _cli("--no-trace").no_trace is True
+    one_off = _cli("--workload-cmd", "true", "--workload-file", __file__, "--workload-file", str(REPO / "README.md"))
+    assert (one_off.workload_cmd, one_off.workload_files) == ("true", (__file__, str(REPO / "README.md")))
     assert opts.topology == TopologyRef("mesh-4", 3, "1G", 1)
     assert opts.kernels == ("a", "b") and opts.knobs == ("scan_delay_ms=5",) and opts.out == Path("/tmp/x")
 

@@ -1,0 +1,290 @@
+"""A user's own workload: a workload file (``numalab run --workload FILE.yaml``) or the one-off
+``--workload-cmd CMD [--workload-file PATH]...``, read and checked on the host before any boot.
+
+::
+
+    name: my-repro                      # optional; the file's stem otherwise
+    command: ./repro --threads {cpus} --seconds {duration}
+    files: [repro]                      # copied to the guest's /workload (its working directory), relative to this file
+    tools: [/usr/bin/taskset]           # host binaries, copied with their shared-library closure
+    packages: [rt-tests]                # Debian packages (installed on the host): their programs, as tools
+    results:
+      json-line: "REPRO_RESULT "        # a line starting with this, then a JSON object
+      # or regex: {ops_per_s: 'ops/s: ([0-9.]+)'}   (one group each; the last match)
+    metrics:
+      - {name: ops_per_s, unit: 1/s, higher_is_better: true, mean: hmean}
+
+The command runs under the guest's busybox ``sh`` in ``/workload``, with ``/workload`` first in ``PATH``;
+``{cpus}``, ``{nodes}``, ``{mem_mib}`` and ``{duration}`` are the guest's CPUs, NUMA nodes, the MiB a
+workload may touch (35% of guest memory, as the built-ins) and the run's duration in seconds.
+
+Every error is one line naming the file and the field: a file that is missing, a dynamically linked program
+whose libraries the host lacks, a package that is not installed, a script whose interpreter the guest does
+not have.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+from lab.datafile import load_yaml, read_bytes
+from lab.errors import LabError
+from lab.guest.image import GUEST_DIR, elf_interpreter, ldd_closure
+from lab.guest.workloads import (
+    MEM_SHARE,
+    RESULT_KEY,
+    UserMetric,
+    UserSpec,
+    Workload,
+    get_workload,
+)
+from lab.topology.model import Topology
+
+KEYS = ("name", "description", "command", "files", "tools", "packages", "results", "metrics")
+PLACEHOLDERS = re.compile(r"\{(cpus|nodes|mem_mib|duration)\}")
+MAX_FILE_BYTES = 256 << 20  # one file carried into the guest (every MB costs a TCG boot ~10 ms)
+MAX_ITEMS = 64  # files, tools, packages, metrics
+BIN_DIRS = ("/usr/bin/", "/usr/sbin/", "/bin/", "/sbin/")
+# Interpreters a script may name: the base image's busybox sh.
+GUEST_SHELLS = ("/bin/sh", "/bin/ash", "/bin/busybox")
+
+
+def is_workload_file(name: str) -> bool:
+    """Whether ``--workload NAME`` names a workload file rather than a built-in."""
+    return name.endswith((".yaml", ".yml"))
+
+
+def resolve_workload(name: str, cmd: str = "", files: tuple[str, ...] = ()) -> Workload:
+    """The workload ``numalab run`` asks for: ``--workload-cmd`` (with its ``--workload-file``s), a workload
+    file, or a built-in; one-line errors."""
+    if cmd:
+        return command_workload(cmd, files)
+    if files:
+        raise LabError("--workload-file: only with --workload-cmd (a workload file lists its own files)")
+    if is_workload_file(name):
+        return load_workload_file(Path(name))
+    return get_workload(name)
+
+
+def _placeholder_command(template: str) -> Callable[[Topology, float], str]:
+    def cmd(topo: Topology, duration: float) -> str:
+        values = {
+            "cpus": str(topo.total_cpus),
+            "nodes": str(len(topo.nodes)),
+            "mem_mib": str(max(8, int(topo.total_memory_mib * MEM_SHARE))),
+            "duration": f"{duration:g}",
+        }
+        filled = PLACEHOLDERS.sub(lambda m: values[m.group(1)], template)
+        return f"cd /{GUEST_DIR} && PATH=/{GUEST_DIR}:$PATH && {filled}"
+
+    return cmd
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_+-]+", "-", text).strip("-")[:48] or "workload"
+
+
+def command_workload(cmd: str, files: tuple[str, ...]) -> Workload:
+    """``--workload-cmd CMD [--workload-file PATH]...``: a NUMALAB_RESULT JSON line, each number a metric
+    (higher is better: the command line cannot say otherwise; a workload file can)."""
+    if not cmd.strip() or "\n" in cmd or "\0" in cmd:
+        raise LabError("--workload-cmd: expected one non-empty line of shell")
+    carried = _files([str(f) for f in files], Path.cwd(), "--workload-file")
+    digest = hashlib.sha256(cmd.encode() + b"\0" + b"\0".join(_sha_file(h).encode() for h, _ in carried))
+    spec = UserSpec("--workload-cmd", digest.hexdigest(), cmd, carried, _closures(carried, (), "--workload-file"),
+                    (), json_prefix="NUMALAB_RESULT ", all_numeric=True)  # fmt: skip
+    return Workload("cmd", "--workload-cmd", _placeholder_command(cmd), "user", programs=(), numbers=(), user=spec)
+
+
+def _sha_file(path: str) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def load_workload_file(path: Path) -> Workload:
+    """A workload file, checked whole (one-line errors starting with its path and naming the field)."""
+    data = read_bytes(path, "workload file")
+    try:
+        return _parse(load_yaml(path, "workload file"), path, hashlib.sha256(data).hexdigest())
+    except LabError as err:
+        text = str(err)
+        raise LabError(text if text.startswith(f"workload file {path}") else f"workload file {path}: {text}") from None
+
+
+def _str_list(data: dict, key: str) -> list[str]:
+    value = data.get(key) or []
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise LabError(f"{key}: expected a list of names")
+    if len(value) > MAX_ITEMS:
+        raise LabError(f"{key}: at most {MAX_ITEMS} entries, got {len(value)}")
+    return value
+
+
+def _parse(data: object, path: Path, sha256: str) -> Workload:
+    if not isinstance(data, dict):
+        raise LabError("expected a mapping with command, results and metrics")
+    unknown = sorted(str(k) for k in set(data) - set(KEYS))
+    if unknown:
+        raise LabError(f"{unknown[0]}: unknown field (known: {', '.join(KEYS)})")
+    command = data.get("command")
+    if not isinstance(command, str) or not command.strip() or "\0" in command:
+        raise LabError("command: missing (the shell command the guest runs)")
+    name = data.get("name", _slug(path.stem))
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_+-]{1,48}", name):
+        raise LabError(f"name: expected up to 48 letters, digits, '_', '+' or '-', got {name!r}")
+    base = path.resolve().parent
+    files = _files(_str_list(data, "files"), base, "files")
+    tools = [_tool(t, f"tools[{i}]") for i, t in enumerate(_str_list(data, "tools"))]
+    packages = _str_list(data, "packages")
+    for i, pkg in enumerate(packages):
+        tools += [t for t in package_programs(pkg, f"packages[{i}]") if t not in tools]
+    metrics = _metrics(data.get("metrics"))
+    prefix, regex = _results(data.get("results"), {m.name for m in metrics})
+    spec = UserSpec(str(path), sha256, command, files, _closures(files, tuple(tools), "files"), tuple(packages),
+                    json_prefix=prefix, regex=regex, metrics=metrics)  # fmt: skip
+    _check_scripts(spec)
+    description = data.get("description", f"workload file {path.name}")
+    return Workload(name, str(description)[:200], _placeholder_command(command), "user", programs=(), numbers=(),
+                    user=spec)  # fmt: skip
+
+
+def _files(names: list[str], base: Path, field: str) -> tuple[tuple[str, str], ...]:
+    out: list[tuple[str, str]] = []
+    for i, name in enumerate(names):
+        where = f"{field}[{i}] {name}" if field == "files" else f"{field} {name}"
+        host = (base / name).resolve()
+        if not host.is_file():
+            raise LabError(f"{where}: no such file" + (f" (relative to {base})" if field == "files" else ""))
+        size = host.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise LabError(f"{where}: {size:,} bytes, more than the {MAX_FILE_BYTES >> 20} MiB a file may have")
+        guest = host.name
+        if any(g == guest for _, g in out):
+            raise LabError(f"{where}: another file is also called {guest} in the guest's /{GUEST_DIR}")
+        out.append((str(host), guest))
+    return tuple(out)
+
+
+def _tool(name: str, where: str) -> str:
+    """A host binary by path or by name (looked up in PATH), resolved to the path the guest gets it at."""
+    found = name if name.startswith("/") else shutil.which(name)
+    if not found or not Path(found).is_file():
+        raise LabError(f"{where} {name}: not found on the host")
+    return found
+
+
+def package_programs(package: str, where: str) -> list[str]:
+    """The programs (in /usr/bin, /usr/sbin, /bin, /sbin) of a Debian package installed on the host."""
+    if not re.fullmatch(r"[a-z0-9][a-z0-9+.-]{0,99}", package):
+        raise LabError(f"{where}: {package!r} is not a Debian package name")
+    try:
+        proc = subprocess.run(["dpkg-query", "-L", package], capture_output=True, text=True, timeout=30)
+    except (FileNotFoundError, subprocess.TimeoutExpired):
+        raise LabError(f"{where} {package}: cannot ask dpkg-query (packages: only on a Debian host)") from None
+    if proc.returncode != 0:
+        raise LabError(f"{where} {package}: not installed on the host (apt-get install {package}), or no such package")
+    programs = sorted(
+        line for line in proc.stdout.splitlines()
+        if f"{Path(line).parent}/" in BIN_DIRS and Path(line).is_file()
+    )  # fmt: skip
+    if not programs:
+        raise LabError(f"{where} {package}: the package has no program in {', '.join(BIN_DIRS)}")
+    return programs
+
+
+def _closures(files: tuple[tuple[str, str], ...], tools: tuple[str, ...], field: str) -> tuple[str, ...]:
+    """The tools; every dynamically linked file and tool must have its libraries on the host (ldd resolves
+    them; lab.guest.image copies them in)."""
+    for i, (host, _guest) in enumerate(files):
+        interp = elf_interpreter(Path(host).read_bytes()[: 1 << 20])
+        if interp is not None:
+            where = f"{field}[{i}] {Path(host).name}" if field == "files" else f"{field} {host}"
+            if not Path(interp).exists():
+                raise LabError(f"{where}: dynamically linked, and its loader {interp} is not on the host "
+                               "(link it with -static)")  # fmt: skip
+            try:
+                ldd_closure(host)
+            except LabError as err:
+                raise LabError(f"{where}: dynamically linked: {str(err).split(': ', 1)[-1]}") from None
+    for t in tools:
+        ldd_closure(t)
+    return tools
+
+
+def _check_scripts(spec: UserSpec) -> None:
+    """A script carried in must name an interpreter the guest has (busybox sh, or one of the tools)."""
+    for i, (host, _guest) in enumerate(spec.files):
+        head = Path(host).read_bytes()[:256]
+        if not head.startswith(b"#!"):
+            continue
+        words = head[2:].split(b"\n", 1)[0].decode(errors="replace").split()
+        interp = words[0] if words else ""
+        if interp == "/usr/bin/env" and len(words) > 1:
+            interp = words[1]
+        if interp in GUEST_SHELLS or interp in ("sh", "ash") or interp in spec.tools:
+            continue
+        raise LabError(f"files[{i}] {Path(host).name}: its interpreter {interp} is not in the guest "
+                       "(busybox sh is; add the interpreter under tools:)")  # fmt: skip
+
+
+def _metrics(raw: object) -> tuple[UserMetric, ...]:
+    if not isinstance(raw, list) or not raw:
+        raise LabError("metrics: missing (a list of {name, unit, higher_is_better, mean})")
+    if len(raw) > MAX_ITEMS:
+        raise LabError(f"metrics: at most {MAX_ITEMS}, got {len(raw)}")
+    out: list[UserMetric] = []
+    for i, m in enumerate(raw):
+        if not isinstance(m, dict):
+            raise LabError(f"metrics[{i}]: expected {{name, unit, higher_is_better, mean}}")
+        unknown = sorted(str(k) for k in set(m) - {"name", "unit", "higher_is_better", "mean"})
+        if unknown:
+            raise LabError(f"metrics[{i}].{unknown[0]}: unknown field (known: name, unit, higher_is_better, mean)")
+        name = m.get("name")
+        if not isinstance(name, str) or not RESULT_KEY.fullmatch(name):
+            raise LabError(f"metrics[{i}].name: expected a word of up to 64 letters, digits and '_', got {name!r}")
+        if any(o.name == name for o in out):
+            raise LabError(f"metrics[{i}].name: {name} is declared twice")
+        unit = m.get("unit", "")
+        if not isinstance(unit, str) or len(unit) > 32:
+            raise LabError(f"metrics[{i}].unit: expected a short text, got {unit!r}")
+        better = m.get("higher_is_better")
+        if not isinstance(better, bool):
+            raise LabError(f"metrics[{i}].higher_is_better: missing or not true/false, got {better!r}")
+        mean = m.get("mean", "amean")
+        if mean not in ("amean", "hmean"):
+            raise LabError(f"metrics[{i}].mean: expected amean or hmean (rates), got {mean!r}")
+        out.append(UserMetric(name, unit, better, mean))
+    return tuple(out)
+
+
+def _results(raw: object, names: set[str]) -> tuple[str, tuple[tuple[str, str], ...]]:
+    if not isinstance(raw, dict) or len(raw) != 1 or next(iter(raw)) not in ("json-line", "regex"):
+        raise LabError("results: expected {json-line: PREFIX} or {regex: {metric: 'pattern with one group'}}")
+    kind, value = next(iter(raw.items()))
+    if kind == "json-line":
+        if not isinstance(value, str) or not value.strip() or "\n" in value:
+            raise LabError(f"results.json-line: expected the prefix of the result line, got {value!r}")
+        return value, ()
+    if not isinstance(value, dict) or not value:
+        raise LabError("results.regex: expected a mapping metric -> pattern with one group")
+    pairs = []
+    for metric, pattern in value.items():
+        if metric not in names:
+            raise LabError(f"results.regex.{metric}: not a metric declared under metrics:")
+        if not isinstance(pattern, str):
+            raise LabError(f"results.regex.{metric}: expected a pattern, got {pattern!r}")
+        try:
+            groups = re.compile(pattern, re.MULTILINE).groups
+        except re.error as err:
+            raise LabError(f"results.regex.{metric}: not a regular expression ({err})") from None
+        if groups != 1:
+            raise LabError(f"results.regex.{metric}: needs exactly one group (the number), has {groups}")
+        pairs.append((str(metric), pattern))
+    missing = sorted(names - {m for m, _ in pairs})
+    if missing:
+        raise LabError(f"metrics: {missing[0]} has no pattern under results.regex")
+    return "", tuple(pairs)
