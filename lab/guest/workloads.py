@@ -389,7 +389,7 @@ def parse_user(spec: UserSpec, stdout: str) -> dict:
         if line is None:
             return {"parse_error": f"no line starting with {shown(spec.json_prefix, 40)} in the workload output"}
         try:
-            result = load_json(line[len(spec.json_prefix) :])
+            result = guest_json(line[len(spec.json_prefix) :])
         except ValueError as e:
             return {"parse_error": f"{spec.json_prefix.strip()} line: {e}"}
         if not isinstance(result, dict):
