@@ -8,6 +8,8 @@
 * ``nodes13``: CPU-bound tasks bound to nodes 1 and 3, all started on node 1
   (seed 002's worst case for sched groups built from one CPU's view).
 * ``idle``: nothing, for boot-overhead measurements.
+* ``latency-matrix``: a pointer chase for every (CPU node, memory node) pair, its
+  remote/local ratio (the check of ``numalab run --remote-latency``).
 
 Each workload declares what the guest image must carry to run it (``programs``,
 ``tools``); lab.guest.image lays exactly those over its base.
@@ -110,6 +112,13 @@ def _spin(topo: Topology, d: float) -> str:
     return f"spin --duration {_dur(d)} --threads {topo.total_cpus}"
 
 
+def _latency_matrix(topo: Topology, d: float) -> str:
+    """One buffer per (CPU node, memory node) pair, 16 MiB (64x the remote-latency model's 256 KiB cache)
+    unless the guest is too small for that."""
+    pairs = len(topo.cpu_nodes) * topo.n_nodes
+    return f"latency-matrix --duration {_dur(d)} --mem-mib {_mem(topo, pairs, 16)}"
+
+
 def _perf(procs: Callable[[int, int], int], threads: Callable[[int, int], int], per_thread_mem: bool):
     """Seed 000's ``perf bench numa mem --no-data_rand_walk -p P -t T -G 0 -P MB -T MB -l 50 -c -s S``.
 
@@ -190,6 +199,14 @@ WORKLOADS: dict[str, Workload] = {
             _spin,
             "lab",
             programs=("spin",),
+        ),
+        Workload(
+            "latency-matrix",
+            "pointer-chase latency of every (CPU node, memory node) pair and its remote/local ratio",
+            _latency_matrix,
+            "lab",
+            programs=("latency-matrix",),
+            numbers=("elapsed_s", "gbps", "remote_ratio"),
         ),
         Workload(
             "perf-numa01",

@@ -44,8 +44,12 @@ def test_every_run_flag_reaches_its_option() -> None:
     )  # fmt: skip
     default = RunOptions()
     unchanged = [f.name for f in dataclasses.fields(RunOptions) if getattr(opts, f.name) == getattr(default, f.name)]
-    assert unchanged == ["no_trace"]  # (it conflicts with --event and --trace-mode: given alone)
+    # (no_trace conflicts with --event and --trace-mode, --remote-latency with libvirt and --clock virtual:
+    # given alone)
+    assert unchanged == ["no_trace", "remote_latency", "remote_latency_ns"]
     assert _cli("--no-trace").no_trace is True
+    lat = _cli("--remote-latency", "slit", "--remote-latency-ns", "120")
+    assert (lat.remote_latency, lat.remote_latency_ns) == ("slit", 120.0)
     assert opts.topology == TopologyRef("mesh-4", 3, "1G", 1)
     assert opts.kernels == ("a", "b") and opts.knobs == ("scan_delay_ms=5",) and opts.out == Path("/tmp/x")
 
