@@ -19,6 +19,7 @@
 #include "common.h"
 
 #include <errno.h>
+#include <math.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -40,6 +41,7 @@
 struct pair {
 	int cpu_node, mem_node;
 	void **head;
+	void **pos;		/* where the chase stopped: each round goes on along the cycle */
 	size_t lines;
 	double placed;		/* share of the sampled pages found on mem_node */
 	int rounds;
@@ -135,7 +137,7 @@ static void build(struct pair *p, size_t bytes)
 	for (size_t i = 0; i < p->lines; i++)
 		*(void **)(buf + (size_t)order[i] * LINE) = buf + (size_t)order[(i + 1) % p->lines] * LINE;
 	free(order);
-	p->head = (void **)buf;
+	p->head = p->pos = (void **)buf;
 	for (size_t off = 0; off < bytes; off += 64 * page_size()) {
 		sampled++;
 		found += node_of_page(buf + off) == p->mem_node;
@@ -163,20 +165,43 @@ static double median_of(double *v, int n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-static struct pair *local_of(struct pair *pairs, int n_pairs, const struct pair *p)
+static struct pair *find(struct pair *pairs, int n_pairs, int c, int m)
 {
 	for (int k = 0; k < n_pairs; k++)
-		if (pairs[k].cpu_node == p->cpu_node && pairs[k].mem_node == p->cpu_node)
+		if (pairs[k].cpu_node == c && pairs[k].mem_node == m)
 			return &pairs[k];
 	return NULL;
 }
 
+static struct pair *local_of(struct pair *pairs, int n_pairs, const struct pair *p)
+{
+	return find(pairs, n_pairs, p->cpu_node, p->cpu_node);
+}
+
+/* Nodes a and b (both with CPUs): median over the rounds of sqrt(t_ab t_ba / (t_aa t_bb)). A factor that is
+ * the CPU node's alone (a busier host CPU) or the memory node's alone cancels out of it. The reported
+ * "ratio" is the same of the pairs' minimum times (the least disturbed rounds); this, "ratio_rounds". */
+static double symmetric_ratio(struct pair *pairs, int n_pairs, int a, int b, int rounds)
+{
+	struct pair *ab = find(pairs, n_pairs, a, b), *ba = find(pairs, n_pairs, b, a);
+	struct pair *aa = find(pairs, n_pairs, a, a), *bb = find(pairs, n_pairs, b, b);
+	double *v = calloc((size_t)rounds, sizeof(double));
+
+	if (!v)
+		die("out of memory");
+	for (int r = 0; r < rounds; r++)
+		v[r] = sqrt(ab->ns[r] * ba->ns[r] / (aa->ns[r] * bb->ns[r]));
+	double m = median_of(v, rounds);
+	free(v);
+	return m;
+}
+
 int main(int argc, char **argv)
 {
-	int mem_mib = 16, steps = 100000, min_rounds = 3;
+	int mem_mib = 32, steps = 20000, min_rounds = 3;
 	const struct opt opts[] = {
-		{ "mem-mib", OPT_INT, &mem_mib, 1, 4096, "MIB", "each pair's buffer (default 16)" },
-		{ "steps", OPT_INT, &steps, 1000, 100000000, "N", "chase steps a pair is timed for (default 100000)" },
+		{ "mem-mib", OPT_INT, &mem_mib, 1, 4096, "MIB", "each pair's buffer (default 32)" },
+		{ "steps", OPT_INT, &steps, 1000, 100000000, "N", "chase steps a pair is timed for (default 20000)" },
 		{ "min-rounds", OPT_INT, &min_rounds, 1, MAX_ROUNDS, "R",
 		  "rounds even past the duration (default 3)" },
 		{ NULL, 0, NULL, 0, 0, NULL, NULL },
@@ -220,9 +245,10 @@ int main(int argc, char **argv)
 				if (sched_setaffinity(0, sizeof(cpu_set_t), &node_cpus[p->cpu_node]))
 					die("sched_setaffinity to node %d: %s", p->cpu_node, strerror(errno));
 			}
-			sink = chase(p->head, steps / 16);	/* warm the TLBs a little */
+			p->pos = chase(p->pos, steps / 16);	/* after the switch: warm the TLBs a little */
 			a = now_s();
-			sink = chase(sink, steps);
+			p->pos = chase(p->pos, steps);
+			sink = p->pos;
 			p->ns[p->rounds++] = (now_s() - a) * 1e9 / steps;
 			bytes += (unsigned long long)steps * sizeof(void *);
 			st.loops++;
@@ -232,6 +258,16 @@ int main(int argc, char **argv)
 	elapsed = now_s() - t0;
 	st.bytes = bytes;
 	task_end(&st);
+	/* For every two nodes with CPUs, the symmetric ratio (before the times are sorted below). */
+	int n_sym = 0;
+	struct { int a, b; double r; } sym[MAX_NODES * 4];
+	for (int a = 0; a < n_nodes; a++)
+		for (int b = a + 1; b < n_nodes && n_sym < MAX_NODES * 4; b++)
+			if (node_has_cpus[a] && node_has_cpus[b]) {
+				sym[n_sym].a = a;
+				sym[n_sym].b = b;
+				sym[n_sym++].r = symmetric_ratio(pairs, n_pairs, a, b, rounds);  /* (rounds') */
+			}
 	/* Each round's ratio to the local pair's time in the same round (taken moments apart, so a change in the
 	 * host's load mostly cancels), then the median over the rounds. */
 	for (int i = 0; i < n_pairs; i++) {
@@ -283,8 +319,29 @@ int main(int argc, char **argv)
 		}
 		json_arr_end(&j);
 		/* The mean over the remote pairs of their ratio (median of the rounds'): 1 with one node. */
-		json_num(&j, "remote_ratio", remote ? sum / remote : 1.0);
+		json_num(&j, "remote_ratio_each", remote ? sum / remote : 1.0);
 		json_num(&j, "remote_ratio_max", worst);
+		sum = 0;
+		json_arr_begin(&j, "symmetric");
+		for (int i = 0; i < n_sym; i++) {
+			struct pair *ab = find(pairs, n_pairs, sym[i].a, sym[i].b);
+			struct pair *ba = find(pairs, n_pairs, sym[i].b, sym[i].a);
+			struct pair *aa = find(pairs, n_pairs, sym[i].a, sym[i].a);
+			struct pair *bb = find(pairs, n_pairs, sym[i].b, sym[i].b);
+			/* From the minimum times: the rounds the host's other work did not slow down. */
+			double r = sqrt(ab->min * ba->min / (aa->min * bb->min));
+
+			json_obj_begin(&j, NULL);
+			json_int(&j, "a", sym[i].a);
+			json_int(&j, "b", sym[i].b);
+			json_num(&j, "ratio", r);
+			json_num(&j, "ratio_rounds", sym[i].r);
+			json_obj_end(&j);
+			sum += r;
+		}
+		json_arr_end(&j);
+		/* The figure: the mean symmetric ratio over every two CPU nodes (1 with one node). */
+		json_num(&j, "remote_ratio", n_sym ? sum / n_sym : 1.0);
 	}
 	json_arr_begin(&j, "per_task");
 	json_obj_begin(&j, NULL);

@@ -282,7 +282,8 @@ def add_parser(sub) -> None:
         "--remote-latency-ns",
         type=float,
         metavar="L",
-        help="with --remote-latency: the local miss latency L in ns that the ratios scale (default 80)",
+        help="with --remote-latency: the local miss latency L in ns that the ratios scale "
+        "(default 200: TCG's local miss here, docs/throughput.md)",
     )
     r.set_defaults(func=cmd_run)
 

@@ -113,10 +113,10 @@ def _spin(topo: Topology, d: float) -> str:
 
 
 def _latency_matrix(topo: Topology, d: float) -> str:
-    """One buffer per (CPU node, memory node) pair, 16 MiB (64x the remote-latency model's 256 KiB cache)
-    unless the guest is too small for that."""
+    """One buffer per (CPU node, memory node) pair, 32 MiB (128x the remote-latency model's 256 KiB cache, and
+    as large as a host's last-level cache: the buffers together are larger) unless the guest is too small."""
     pairs = len(topo.cpu_nodes) * topo.n_nodes
-    return f"latency-matrix --duration {_dur(d)} --mem-mib {_mem(topo, pairs, 16)}"
+    return f"latency-matrix --duration {_dur(d)} --mem-mib {_mem(topo, pairs, 32)}"
 
 
 def _perf(procs: Callable[[int, int], int], threads: Callable[[int, int], int], per_thread_mem: bool):

@@ -29,10 +29,11 @@ LINE_BYTES = 64  # the plugin's line (a constant there: the tag is the address >
 DEFAULT_LINES = 4096  # 256 KiB per vCPU
 DEFAULT_SAMPLE = 16  # 1 set in 16 modelled
 DEFAULT_CHUNK_NS = 20000
-# L: a local miss in the emulated machine. The default is what a local step of the latency-matrix pointer
-# chase took here under TCG with the plugin loaded (QEMU 7.2, an AMD EPYC host shared by three engineers'
-# VMs; docs/throughput.md). Recalibrate with --remote-latency-ns for another host.
-DEFAULT_LOCAL_NS = 80.0
+# L: a local miss in the emulated machine. The default is about what a local step of the latency-matrix
+# pointer chase took here under TCG with the plugin loaded, by its least disturbed rounds (156-313 ns in
+# four runs: QEMU 7.2, an AMD EPYC host shared with other engineers' VMs; docs/throughput.md), so that a
+# guest's remote miss costs about ratio x its local one. Recalibrate with --remote-latency-ns elsewhere.
+DEFAULT_LOCAL_NS = 200.0
 MAX_LOCAL_NS = 10000.0
 
 

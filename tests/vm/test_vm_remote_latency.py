@@ -35,16 +35,19 @@ def _run(tmp_path, name: str, *extra: str) -> dict:
     return m
 
 
-def _remote(m: dict) -> dict[tuple[int, int], float]:
-    return {(p["cpu_node"], p["mem_node"]): p["ratio"] for p in m["workload"]["result"]["pairs"]
-            if p["cpu_node"] != p["mem_node"]}  # fmt: skip
+def _symmetric(m: dict) -> float:
+    """sqrt(t01 t10 / (t00 t11)) of the pairs' minimum times (the rounds least disturbed by the host's other
+    work): what is the CPU node's alone (a busier host CPU) or the memory node's alone cancels out (under plain
+    TCG the guest's node 0 memory was up to 10% slower than node 1's from both CPU nodes here)."""
+    (sym,) = m["workload"]["result"]["symmetric"]
+    assert (sym["a"], sym["b"]) == (0, 1)
+    return sym["ratio"]
 
 
 def test_remote_latency_follows_the_slit_and_off_is_flat(tmp_path) -> None:
     off = _run(tmp_path, "off")
     assert "remote_latency" not in off and "-plugin" not in (tmp_path / "off" / "qemu-argv.txt").read_text()
-    ratios = _remote(off)
-    assert len(ratios) == 2 and all(abs(r - 1) <= OFF_TOLERANCE for r in ratios.values()), ratios
+    assert abs(_symmetric(off) - 1) <= OFF_TOLERANCE, off["workload"]["result"]
 
     calib = _run(tmp_path, "calib", "--remote-latency", "slit")
     local_ns = min(p["ns_min"] for p in calib["workload"]["result"]["pairs"] if p["cpu_node"] == p["mem_node"])
@@ -57,6 +60,5 @@ def test_remote_latency_follows_the_slit_and_off_is_flat(tmp_path) -> None:
     w = rl["window"]
     assert w["charged_s"] > 0.1 and abs(w["held_s"] - w["charged_s"]) <= 0.05 * w["charged_s"] + 0.001, w
     assert 30 < w["remote_miss_pct"] < 70  # half the pairs are remote
-    measured = _remote(slit)
-    configured = {(i, j): rl["model"]["ratios"][i][j] for i, j in measured}
-    assert all(abs(measured[k] / configured[k] - 1) <= SLIT_TOLERANCE for k in measured), (measured, configured)
+    configured = rl["model"]["ratios"][0][1]
+    assert abs(_symmetric(slit) / configured - 1) <= SLIT_TOLERANCE, slit["workload"]["result"]
