@@ -137,3 +137,18 @@ def test_measure_writes_the_section_and_fails_a_wrong_map(tmp_path) -> None:
     assert bad.failure and "address map is wrong" in bad.failure[1] and "window" not in bad.section
     none = rl.measure(tmp_path / "run", tmp_path / "missing", model, None, None)
     assert none.failure and "remote latency:" in none.failure[1]
+
+
+def test_a_matrix_setting_asks_for_remote_latency(tmp_path) -> None:
+    from lab.matrix.definition import parse_matrix
+    from lab.matrix.schedule import run_options
+
+    base = {"topologies": ["ring-2"], "workloads": ["idle"], "baseline": {"setting": "free"}}
+    spec = parse_matrix(base | {"settings": [{"name": "free"}, {"name": "costly", "remote_latency": "slit"}]},
+                        "inline", "latency")  # fmt: skip
+    assert [run_options(r, "stock", tmp_path, None, {}).remote_latency for r in spec.runs] == ["off", "slit"]
+    with pytest.raises(LabError, match=r"settings\[0\]\.remote_latency: expected one of off, slit, got 'hmat'"):
+        parse_matrix(base | {"settings": [{"name": "free", "remote_latency": "hmat"}]}, "inline", "bad")
+    with pytest.raises(LabError, match="--remote-latency: not with --clock virtual"):
+        parse_matrix(base | {"settings": [{"name": "free", "remote_latency": "slit", "qemu": "backports",
+                                           "clock": "virtual"}]}, "inline", "bad")  # fmt: skip
