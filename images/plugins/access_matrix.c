@@ -78,13 +78,12 @@ static int outside_seen;
 /* Remote latency (lat_out=): off unless lat_out is given. */
 #define LAT_MAX_SETS (1u << 20)
 #define LAT_FIXED 5 /* columns besides the K per-node misses: accesses, hits, other, charged ns, held ns */
-struct lat_vcpu {
+struct lat_vcpu { /* one cache line each: vCPU threads write their own only */
     uint64_t *tags;   /* the modelled sets' line tags (physical line number + 1; 0: empty) */
     int64_t debt_ps;  /* charged but not yet paid (negative: an overshoot, credited) */
     uint64_t *cols;   /* accesses, hits, misses per node (K), other misses, charged ns, held ns */
     int node;
-    char pad[40];
-};
+} __attribute__((aligned(64)));
 static FILE *lat_out;
 static struct lat_vcpu *lat;
 static int32_t *lat_slot; /* per set of the whole cache: its index among the modelled sets, or -1 */
@@ -336,9 +335,9 @@ static int latency_setup(const char *path)
         return fail("lat_sample is more than lines", path);
     uint32_t modelled = lat_lines / lat_sample;
     lat_slot = malloc(lat_lines * sizeof(*lat_slot));
-    lat = calloc((size_t)n_vcpus, sizeof(*lat));
-    if (!lat_slot || !lat)
+    if (!lat_slot || posix_memalign((void **)&lat, 64, (size_t)n_vcpus * sizeof(*lat)))
         return fail("out of memory", "latency");
+    memset(lat, 0, (size_t)n_vcpus * sizeof(*lat));
     /* A fixed pseudo-random choice of exactly lines/lat_sample sets (so each modelled miss stands for exactly
      * lat_sample): the set's number permuted, taken when it lands below that; numbered as they come. */
     uint32_t k = 0, mask = lat_lines - 1, half = (uint32_t)__builtin_ctz(lat_lines) / 2 + 1;
@@ -354,9 +353,10 @@ static int latency_setup(const char *path)
     lat_width = n_nodes + LAT_FIXED;
     for (int v = 0; v < n_vcpus; v++) {
         lat[v].tags = calloc(k, sizeof(uint64_t));
-        lat[v].cols = calloc((size_t)lat_width + ROW_ALIGN, sizeof(uint64_t));
-        if (!lat[v].tags || !lat[v].cols)
+        size_t cols = ((size_t)lat_width + ROW_ALIGN - 1) / ROW_ALIGN * ROW_ALIGN; /* whole cache lines */
+        if (!lat[v].tags || posix_memalign((void **)&lat[v].cols, 64, cols * sizeof(uint64_t)))
             return fail("out of memory", "latency tags");
+        memset(lat[v].cols, 0, cols * sizeof(uint64_t));
         lat[v].node = -1;
         for (int i = 0; i < n_vnodes; i++)
             if (v >= vnode_first[i] && v <= vnode_last[i])
