@@ -24,6 +24,7 @@ from lab.vm.emulator import qemu_version_tuple
 from lab.vm.emulator import resolve as resolve_emulator
 from lab.vm.guest_clock import GuestClock
 from lab.vm.guest_clock import check as check_clock
+from lab.vm.latency_model import LatencyModel
 from lab.vm.qemu_backend import QemuBackend
 
 
@@ -148,7 +149,7 @@ def access_sample_of(opts: RunOptions, accel: str | None) -> int:
     return sample
 
 
-def latency_of(opts: RunOptions, accel: str, topo: Topology):
+def latency_of(opts: RunOptions, accel: str, topo: Topology) -> LatencyModel | None:
     """--remote-latency slit [--remote-latency-ns L] -> the plugin's latency model (None: off)."""
     if opts.remote_latency == "off":
         return None
