@@ -152,3 +152,20 @@ def test_a_matrix_setting_asks_for_remote_latency(tmp_path) -> None:
     with pytest.raises(LabError, match="--remote-latency: not with --clock virtual"):
         parse_matrix(base | {"settings": [{"name": "free", "remote_latency": "slit", "qemu": "backports",
                                            "clock": "virtual"}]}, "inline", "bad")  # fmt: skip
+
+
+def test_one_plugin_counts_the_access_matrix_and_charges_latency(harness, tmp_path) -> None:
+    so, exe = harness
+    model = LatencyModel(((1.0, 2.0), (2.0, 1.0)), 100.0, (0, 1))
+    ranges = ap.node_ranges(_topo(), "guest-physical")
+    arg = ap.plugin_argument(so, tmp_path / "am.txt", ranges, 1, extra=tuple(model.plugin_args(tmp_path / "lat.txt")))
+    parts = ap.split_argument(arg)[1:]  # (without file=)
+    proc = subprocess.run([str(exe), str(so), "0", f"{256 * MIB:x}", str(1 * MIB), "64", "1", *parts],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    from lab.analysis.access_counts import read_log as read_matrix
+
+    matrix = read_matrix(tmp_path / "am.txt")
+    assert matrix.ended and matrix.snaps[-1][1][:2] == [0, MIB // 64]  # vCPU 0: every access to node 1
+    lat = rl.summarize(rl.read_log(tmp_path / "lat.txt"), None, None)["whole_run"]["per_vcpu"][0]
+    assert lat["misses"] == [0, MIB // 64 // 16] and lat["charged_ns"] == MIB // 64 * 100
