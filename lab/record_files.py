@@ -36,6 +36,8 @@ DOMAIN_XML = "domain.xml"
 DOMAIN_LIVE_XML = "domain-live.xml"
 ACCESS_MATRIX_TXT = "access-matrix.txt"
 ACCESS_MATRIX_JSON = "access-matrix.json"
+REMOTE_LATENCY_TXT = "remote-latency.txt"
+REMOTE_LATENCY_JSON = "remote-latency.json"
 
 # The guest's view of itself (readback.tar).
 UNAME = "uname.txt"
@@ -79,6 +81,8 @@ ALL: tuple[RecordFile, ...] = (
     RecordFile(DOMAIN_LIVE_XML, "host", "the libvirt domain XML as it ran (libvirt only)"),
     RecordFile(ACCESS_MATRIX_TXT, "host", "the TCG plugin's raw access counts (--access-matrix)"),
     RecordFile(ACCESS_MATRIX_JSON, "host", "the access matrix summarized, as in the manifest (--access-matrix)"),
+    RecordFile(REMOTE_LATENCY_TXT, "host", "the TCG plugin's raw remote-latency counts (--remote-latency)"),
+    RecordFile(REMOTE_LATENCY_JSON, "host", "remote-latency charges summarized, as in the manifest (--remote-latency)"),
     RecordFile(UNAME, "readback", "the guest kernel's release (uname -r)"),
     RecordFile(CMDLINE, "readback", "the kernel command line the guest booted with"),
     RecordFile(KERNEL_NOTES, "readback", "/sys/kernel/notes: the guest kernel's build id"),

@@ -2,8 +2,10 @@
  * numalab access-matrix plugin: counts the guest's memory accesses by
  * (accessing vCPU, NUMA node owning the accessed guest-physical page).
  *
+ * With lat_out=, it also charges remote memory latency (numalab run --remote-latency; below).
+ *
  * Arguments (-plugin file=access_matrix.so,KEY=VALUE,...):
- *   out=PATH          where the counts go (text, one line per snapshot; see below)
+ *   out=PATH          where the counts go (text, one line per snapshot; see below); optional with lat_out=
  *   sample=N          look up every Nth access of each vCPU (1: every access)
  *   interval_ms=MS    snapshot period (default 250)
  *   range=NODE:START:END   an address range [START, END) (hex) of NODE, as this QEMU's
@@ -17,6 +19,23 @@
  *   end MONO_NS c...    the same at exit
  *   outside-first ADDR  the first address outside every range (when there was one)
  * MONO_NS is CLOCK_MONOTONIC in nanoseconds, the host clock numalab stamps stages with.
+ *
+ * Remote latency (lab/vm/latency_model.py makes the arguments, lab/run/remote_latency.py reads the file):
+ *   lat_out=PATH      where the latency counts go
+ *   vnode=FIRST:LAST:NODE   vCPUs FIRST..LAST belong to NODE; repeatable
+ *   cost=CPU_NODE:MEM_NODE:PS   picoseconds charged for one line miss of a CPU_NODE vCPU to MEM_NODE; repeatable
+ *   lines=N           lines of the modelled per-vCPU cache (power of two; default 4096: 256 KiB of 64 B lines)
+ *   lat_sample=N      model 1 set in N (power of two, default 16) and charge N misses for each miss seen
+ *   chunk_ns=NS       hold the vCPU once its debt passes this (default 20000)
+ * The modelled cache is direct-mapped, indexed by the virtual address's line number and tagged with the
+ * physical address (as the address map reports it). Set sampling: only accesses to a fixed pseudo-random
+ * 1/N of the sets are looked up, but every access to those sets is, so their hits and misses are exact.
+ * A miss to a node with a cost adds cost * N to the vCPU's debt; past chunk_ns the vCPU's own thread spins
+ * on its CPU clock (CLOCK_THREAD_CPUTIME_ID) until the debt is paid (an overshoot is credited).
+ *   numalab-remote-latency 1 / lines L / lat_sample N / chunk_ns C / vcpus V / nodes K   (header)
+ *   snap MONO_NS c... / end MONO_NS c...   cumulative, V rows of K+5 numbers: looked-up accesses, hits,
+ *                       misses by memory node (K), misses outside every node or to MMIO, debt charged
+ *                       (ns), ns spent holding the vCPU
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
@@ -56,6 +75,26 @@ static size_t stride;
 static uint64_t outside_first;
 static int outside_seen;
 
+/* Remote latency (lat_out=): off unless lat_out is given. */
+#define LAT_MAX_SETS (1u << 20)
+#define LAT_FIXED 5 /* columns besides the K per-node misses: accesses, hits, other, charged ns, held ns */
+struct lat_vcpu { /* one cache line each: vCPU threads write their own only */
+    uint64_t *tags;   /* the modelled sets' line tags (physical line number + 1; 0: empty) */
+    int64_t debt_ps;  /* charged but not yet paid (negative: an overshoot, credited) */
+    uint64_t *cols;   /* accesses, hits, misses per node (K), other misses, charged ns, held ns */
+    int node;
+} __attribute__((aligned(64)));
+static FILE *lat_out;
+static struct lat_vcpu *lat;
+static int32_t *lat_slot; /* per set of the whole cache: its index among the modelled sets, or -1 */
+static uint32_t lat_lines = 4096;
+static uint32_t lat_sample = 16;
+static uint64_t chunk_ps = 20000ull * 1000;
+static uint64_t cost_ps[MAX_RANGES][MAX_RANGES];
+static int vnode_first[MAX_RANGES], vnode_last[MAX_RANGES], vnode_node[MAX_RANGES];
+static int n_vnodes;
+static int lat_width;
+
 static pthread_t snapper;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake = PTHREAD_COND_INITIALIZER;
@@ -68,10 +107,77 @@ static uint64_t mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+static int node_of(uint64_t pa)
+{
+    for (int i = 0; i < n_ranges; i++)
+        if (pa >= ranges[i].start && pa < ranges[i].end)
+            return ranges[i].node;
+    return -1;
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Hold this vCPU (we are on its thread) until its debt is paid, by its own CPU clock: host preemption
+ * while spinning does not count as paid. */
+static void pay(struct lat_vcpu *l)
+{
+    uint64_t start = thread_cpu_ns(), now = start, want = (uint64_t)l->debt_ps / 1000;
+    while (now - start < want)
+        now = thread_cpu_ns();
+    l->debt_ps -= (int64_t)(now - start) * 1000;
+    __atomic_store_n(&l->cols[LAT_FIXED - 1 + n_nodes], l->cols[LAT_FIXED - 1 + n_nodes] + (now - start),
+                     __ATOMIC_RELAXED);
+}
+
+static void latency_access(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr)
+{
+    uint64_t line = vaddr >> 6;
+    int32_t slot = lat_slot[line & (lat_lines - 1)];
+    if (slot < 0)
+        return;
+    struct lat_vcpu *l = &lat[vcpu];
+    uint64_t *c = l->cols;
+    c[0]++;
+    struct qemu_plugin_hwaddr *hw = qemu_plugin_get_hwaddr(info, vaddr);
+    if (!hw || qemu_plugin_hwaddr_is_io(hw)) {
+        c[2 + n_nodes]++;
+        return;
+    }
+    uint64_t tag = (qemu_plugin_hwaddr_phys_addr(hw) >> 6) + 1;
+    if (l->tags[slot] == tag) {
+        c[1]++;
+        return;
+    }
+    l->tags[slot] = tag;
+    int node = node_of((tag - 1) << 6);
+    if (node < 0) {
+        c[2 + n_nodes]++;
+        return;
+    }
+    c[2 + node]++;
+    uint64_t cost = l->node >= 0 ? cost_ps[l->node][node] : 0;
+    if (!cost)
+        return;
+    cost *= lat_sample;
+    c[3 + n_nodes] += cost;
+    l->debt_ps += (int64_t)cost;
+    if (l->debt_ps >= (int64_t)chunk_ps)
+        pay(l);
+}
+
 static void on_access(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr, void *udata)
 {
     (void)udata;
     if ((int)vcpu >= n_vcpus)
+        return;
+    if (lat)
+        latency_access(vcpu, info, vaddr);
+    if (!out)
         return;
     uint64_t *row = rows + (size_t)vcpu * stride;
     if (++row[0] < sample)
@@ -107,8 +213,24 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
                                          QEMU_PLUGIN_MEM_RW, NULL);
 }
 
+static void write_latency(const char *tag)
+{
+    fprintf(lat_out, "%s %" PRIu64, tag, mono_ns());
+    for (int v = 0; v < n_vcpus; v++)
+        for (int c = 0; c < lat_width; c++) {
+            uint64_t x = __atomic_load_n(&lat[v].cols[c], __ATOMIC_RELAXED);
+            fprintf(lat_out, " %" PRIu64, c == 3 + n_nodes ? x / 1000 : x); /* charged: ps -> ns */
+        }
+    fputc('\n', lat_out);
+    fflush(lat_out);
+}
+
 static void write_counts(const char *tag)
 {
+    if (lat_out)
+        write_latency(tag);
+    if (!out)
+        return;
     fprintf(out, "%s %" PRIu64, tag, mono_ns());
     for (int v = 0; v < n_vcpus; v++) {
         const uint64_t *row = rows + (size_t)v * stride;
@@ -147,6 +269,10 @@ static void on_exit_cb(qemu_plugin_id_t id, void *udata)
     pthread_mutex_unlock(&lock);
     pthread_join(snapper, NULL);
     write_counts("end");
+    if (lat_out)
+        fclose(lat_out);
+    if (!out)
+        return;
     if (__atomic_load_n(&outside_seen, __ATOMIC_RELAXED))
         fprintf(out, "outside-first 0x%" PRIx64 "\n", __atomic_load_n(&outside_first, __ATOMIC_RELAXED));
     fclose(out);
@@ -158,9 +284,103 @@ static int fail(const char *what, const char *arg)
     return -1;
 }
 
+static int pow2(uint64_t v)
+{
+    return v && !(v & (v - 1));
+}
+
+/* The latency arguments; 1 if a is one, 0 if not, -1 (after a message) if it is one and bad. */
+static int latency_arg(const char *a, const char **lat_path)
+{
+    char tail, *end;
+    if (!strncmp(a, "lat_out=", 8)) {
+        *lat_path = a + 8;
+    } else if (!strncmp(a, "vnode=", 6)) {
+        int f, l, n;
+        if (n_vnodes == MAX_RANGES || sscanf(a + 6, "%d:%d:%d%c", &f, &l, &n, &tail) != 3 || f < 0 || l < f ||
+            n < 0 || n >= MAX_RANGES)
+            return fail("bad vnode (want FIRST:LAST:NODE)", a);
+        vnode_first[n_vnodes] = f, vnode_last[n_vnodes] = l, vnode_node[n_vnodes++] = n;
+    } else if (!strncmp(a, "cost=", 5)) {
+        int i, j;
+        uint64_t ps;
+        if (sscanf(a + 5, "%d:%d:%" SCNu64 "%c", &i, &j, &ps, &tail) != 3 || i < 0 || j < 0 || i >= MAX_RANGES ||
+            j >= MAX_RANGES || ps > 1000000000ull)
+            return fail("bad cost (want CPU_NODE:MEM_NODE:PICOSECONDS, at most 1 ms)", a);
+        cost_ps[i][j] = ps;
+    } else if (!strncmp(a, "lines=", 6)) {
+        uint64_t v = strtoull(a + 6, &end, 10);
+        if (*end || !pow2(v) || v > LAT_MAX_SETS)
+            return fail("bad lines (want a power of two up to 1048576)", a);
+        lat_lines = (uint32_t)v;
+    } else if (!strncmp(a, "lat_sample=", 11)) {
+        uint64_t v = strtoull(a + 11, &end, 10);
+        if (*end || !pow2(v) || v > 4096)
+            return fail("bad lat_sample (want a power of two up to 4096)", a);
+        lat_sample = (uint32_t)v;
+    } else if (!strncmp(a, "chunk_ns=", 9)) {
+        uint64_t v = strtoull(a + 9, &end, 10);
+        if (*end || v < 1000 || v > 100000000)
+            return fail("bad chunk_ns (want 1000..100000000)", a);
+        chunk_ps = v * 1000;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+static int latency_setup(const char *path)
+{
+    if (lat_sample > lat_lines)
+        return fail("lat_sample is more than lines", path);
+    uint32_t modelled = lat_lines / lat_sample;
+    lat_slot = malloc(lat_lines * sizeof(*lat_slot));
+    if (!lat_slot || posix_memalign((void **)&lat, 64, (size_t)n_vcpus * sizeof(*lat)))
+        return fail("out of memory", "latency");
+    memset(lat, 0, (size_t)n_vcpus * sizeof(*lat));
+    /* A fixed pseudo-random choice of exactly lines/lat_sample sets (so each modelled miss stands for exactly
+     * lat_sample): the set's number permuted, taken when it lands below that; numbered as they come. */
+    uint32_t k = 0, mask = lat_lines - 1, half = (uint32_t)__builtin_ctz(lat_lines) / 2 + 1;
+    for (uint32_t s = 0; s < lat_lines; s++) {
+        uint32_t z = (s * 0x9e3779b1u) & mask; /* odd multiplies and xor-shifts: a permutation of the sets */
+        z ^= z >> half;
+        z = (z * 0x85ebca6bu) & mask;
+        z ^= z >> half;
+        lat_slot[s] = z < modelled ? (int32_t)k++ : -1;
+    }
+    if (k != modelled)
+        return fail("set sampling went wrong", path);
+    lat_width = n_nodes + LAT_FIXED;
+    for (int v = 0; v < n_vcpus; v++) {
+        lat[v].tags = calloc(k, sizeof(uint64_t));
+        size_t cols = ((size_t)lat_width + ROW_ALIGN - 1) / ROW_ALIGN * ROW_ALIGN; /* whole cache lines */
+        if (!lat[v].tags || posix_memalign((void **)&lat[v].cols, 64, cols * sizeof(uint64_t)))
+            return fail("out of memory", "latency tags");
+        memset(lat[v].cols, 0, cols * sizeof(uint64_t));
+        lat[v].node = -1;
+        for (int i = 0; i < n_vnodes; i++)
+            if (v >= vnode_first[i] && v <= vnode_last[i])
+                lat[v].node = vnode_node[i];
+    }
+    lat_out = fopen(path, "w");
+    if (!lat_out)
+        return fail("cannot write", path);
+    fprintf(lat_out,
+            "numalab-remote-latency 1\napi %d\nlines %u\nmodelled_sets %u\nlat_sample %u\nchunk_ns %" PRIu64
+            "\nvcpus %d\nnodes %d\n",
+            NUMALAB_PLUGIN_API, lat_lines, k, lat_sample, chunk_ps / 1000, n_vcpus, n_nodes);
+    for (int v = 0; v < n_vcpus; v++)
+        fprintf(lat_out, "vnode %d %d\n", v, lat[v].node);
+    for (int i = 0; i < n_nodes; i++)
+        for (int j = 0; j < n_nodes; j++)
+            if (cost_ps[i][j])
+                fprintf(lat_out, "cost %d %d %" PRIu64 "\n", i, j, cost_ps[i][j]);
+    return 0;
+}
+
 NL_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, int argc, char **argv)
 {
-    const char *path = NULL;
+    const char *path = NULL, *lat_path = NULL;
     if (!info->system_emulation)
         return fail("needs system emulation", info->target_name);
     for (int i = 0; i < argc; i++) {
@@ -190,10 +410,14 @@ NL_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, 
             if (r.node + 1 > n_nodes)
                 n_nodes = r.node + 1;
         } else {
-            return fail("unknown argument", a);
+            int r = latency_arg(a, &lat_path);
+            if (r < 0)
+                return -1;
+            if (!r)
+                return fail("unknown argument", a);
         }
     }
-    if (!path)
+    if (!path && !lat_path)
         return fail("missing argument", "out=PATH");
     if (!n_ranges)
         return fail("missing argument", "range=NODE:START:END");
@@ -204,6 +428,10 @@ NL_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, 
     memset(rows, 0, (size_t)n_vcpus * stride * sizeof(uint64_t));
     for (int v = 0; v < n_vcpus; v++) /* vCPUs start at different phases of the sampling period */
         rows[(size_t)v * stride] = (uint64_t)v * 7919u % sample;
+    if (lat_path && latency_setup(lat_path))
+        return -1;
+    if (!path)
+        goto started;
     out = fopen(path, "w");
     if (!out)
         return fail("cannot write", path);
@@ -211,6 +439,7 @@ NL_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, 
             NUMALAB_PLUGIN_API, sample, interval_ms, n_vcpus, n_nodes);
     for (int i = 0; i < n_ranges; i++)
         fprintf(out, "range %d 0x%" PRIx64 " 0x%" PRIx64 "\n", ranges[i].node, ranges[i].start, ranges[i].end);
+started:
     write_counts("snap");
     if (pthread_create(&snapper, NULL, snapshots, NULL))
         return fail("cannot start the snapshot thread", path);

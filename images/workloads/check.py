@@ -20,6 +20,7 @@ RUNS = [
     ("idle", [], "idle"),
     ("nodes13", ["--a-cpu", "0", "--b-cpu", "1", "--tasks", "2"], "nodes13"),
     ("spin", ["--threads", "2"], "spin"),
+    ("latency-matrix", ["--mem-mib", "4"], "latency-matrix"),
 ]
 BAD_ARGS = [[], ["--duration"], ["--duration", "0"], ["--duration", "-1"], ["--duration", "x"],
             ["--duration", "nan"], ["--duration", "1", "--bogus"], ["--duration", "1", "extra"],

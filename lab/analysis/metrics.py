@@ -198,6 +198,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("workload.hackbench_s", "hackbench time a run", "s", "lower"),
     Metric("workload.insn_per_s", "instructions per guest second (spin)", "1/s", "higher", "hmean"),
     Metric("workload.insn_per_vcpu_s", "instructions per vCPU CPU-second (spin)", "1/vCPU-s", "higher", "hmean"),
+    Metric("workload.remote_ratio", "remote/local memory latency (latency-matrix)", "x", "lower"),
     *(Metric(f"events.{e.name}", e.name, "events", "lower") for e in (*NUMA_DECISIONS, MIGRATE_PAGES)),
     Metric("vmstat.numa_pte_updates", "NUMA PTE updates", "pages", "lower"),
     Metric("vmstat.numa_hint_faults", "NUMA hint faults", "faults", "lower"),

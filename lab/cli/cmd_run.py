@@ -59,6 +59,8 @@ def run_options_from_args(args: argparse.Namespace):
         access_matrix=args.access_matrix,
         access_sample=args.access_sample,
         access_address_map=args.access_address_map or "",
+        remote_latency=args.remote_latency,
+        remote_latency_ns=args.remote_latency_ns,
     )
 
 
@@ -299,6 +301,21 @@ def add_parser(sub) -> None:
         "vCPU (default 64; 1 counts every access, 20-50x slower)",
     )
     r.add_argument("--access-address-map", choices=CHOICES["access_address_map"][1:], help=argparse.SUPPRESS)
+    r.add_argument(
+        "--remote-latency",
+        choices=CHOICES["remote_latency"],
+        default="off",
+        help="slit: charge each modelled cache miss to a remote node (ratio - 1) x L ns by holding the vCPU, "
+        "ratio = SLIT distance / 10 (TCG plugin: TCG, direct QEMU, not --clock virtual; docs/throughput.md). "
+        "Default off",
+    )
+    r.add_argument(
+        "--remote-latency-ns",
+        type=float,
+        metavar="L",
+        help="with --remote-latency: the local miss latency L in ns that the ratios scale "
+        "(default 200: TCG's local miss here, docs/throughput.md)",
+    )
     r.set_defaults(func=cmd_run)
 
 

@@ -9,6 +9,8 @@
   (seed 002's worst case for sched groups built from one CPU's view).
 * ``idle``: nothing, for boot-overhead measurements.
 * ``hackbench``: rt-tests' hackbench over pipes, scaled to the guest's CPUs (the host's, as a tool layer).
+* ``latency-matrix``: a pointer chase for every (CPU node, memory node) pair, its
+  remote/local ratio (the check of ``numalab run --remote-latency``).
 
 Each workload declares what the guest image must carry to run it (``programs``,
 ``tools``); lab.guest.image lays exactly those over its base.
@@ -168,6 +170,13 @@ def _spin(topo: Topology, d: float) -> str:
     return f"spin --duration {_dur(d)} --threads {topo.total_cpus}"
 
 
+def _latency_matrix(topo: Topology, d: float) -> str:
+    """One buffer per (CPU node, memory node) pair, 32 MiB (128x the remote-latency model's 256 KiB cache, and
+    as large as a host's last-level cache: the buffers together are larger) unless the guest is too small."""
+    pairs = len(topo.cpu_nodes) * topo.n_nodes
+    return f"latency-matrix --duration {_dur(d)} --mem-mib {_mem(topo, pairs, 32)}"
+
+
 def _perf(procs: Callable[[int, int], int], threads: Callable[[int, int], int], per_thread_mem: bool):
     """Seed 000's ``perf bench numa mem --no-data_rand_walk -p P -t T -G 0 -P MB -T MB -l 50 -c -s S``.
 
@@ -269,6 +278,14 @@ WORKLOADS: dict[str, Workload] = {
             programs=(),
             tools=("hackbench",),
             numbers=("hackbench_s",),
+        ),
+        Workload(
+            "latency-matrix",
+            "pointer-chase latency of every (CPU node, memory node) pair and its remote/local ratio",
+            _latency_matrix,
+            "lab",
+            programs=("latency-matrix",),
+            numbers=("elapsed_s", "gbps", "remote_ratio"),
         ),
         Workload(
             "perf-numa01",

@@ -9,7 +9,8 @@
     workloads: [numa01, {name: pairs, duration: 10}, my-repro.yaml]   # a workload file: relative to this one
     settings: [{name: on}, {name: off, numa_balancing: off, knobs: {scan_delay_ms: 100}},
                {name: qemu10, qemu: backports},   # qemu: system (default), backports, or a binary's path
-               {name: virtual, qemu: backports, clock: virtual}]   # clock: host (default) or virtual
+               {name: virtual, qemu: backports, clock: virtual},   # clock: host (default) or virtual
+               {name: costly, remote_latency: slit}]   # remote_latency: off (default) or slit (TCG)
     repeats: 3
     duration: 20                 # default workload duration
     timeout: 300                 # per run (default: scaled to the run)
@@ -48,6 +49,7 @@ from lab.run.options import MAX_REPEAT, RunOptions
 from lab.topology.model import check_name
 from lab.topology.ref import SPEC_SIZE_NAMES, TopologyRef
 from lab.vm.guest_clock import CLOCKS
+from lab.vm.latency_model import REMOTE_LATENCY
 from lab.vm.libvirt_hostspec import HostSpec, parse_hosts
 
 EXAMPLES = Path(__file__).parent / "examples"
@@ -106,6 +108,7 @@ class SettingChoice:
     knobs: tuple[tuple[str, str], ...] = ()
     qemu: str = ""  # the QEMU binary (numalab run --qemu): "" the default, system, backports or a path
     clock: str = "host"  # the guest's clock (numalab run --clock): host or virtual
+    remote_latency: str = "off"  # numalab run --remote-latency: off or slit
 
 
 @dataclass(frozen=True)
@@ -267,8 +270,8 @@ def _settings(data: dict) -> list[SettingChoice]:
     out = []
     for i, item in enumerate(_list(data, "settings", [{"name": "default"}])):
         if not isinstance(item, dict) or "name" not in item:
-            raise LabError(f"settings[{i}]: expected {{name, numa_balancing, knobs, qemu, clock}}")
-        unknown = set(item) - {"name", "numa_balancing", "knobs", "qemu", "clock"}
+            raise LabError(f"settings[{i}]: expected {{name, numa_balancing, knobs, qemu, clock, remote_latency}}")
+        unknown = set(item) - {"name", "numa_balancing", "knobs", "qemu", "clock", "remote_latency"}
         if unknown:
             raise LabError(f"settings[{i}].{sorted(unknown)[0]}: unknown field")
         bal = item.get("numa_balancing", "on")
@@ -290,7 +293,11 @@ def _settings(data: dict) -> list[SettingChoice]:
         clock = item.get("clock", "host")
         if clock not in CLOCKS:
             raise LabError(f"settings[{i}].clock: expected one of {', '.join(CLOCKS)}, got {clock!r}")
-        out.append(SettingChoice(_slug(_scalar(item["name"])), bal, pairs, qemu, clock))
+        latency = item.get("remote_latency", "off")
+        if latency not in REMOTE_LATENCY:
+            choices = ", ".join(REMOTE_LATENCY)
+            raise LabError(f"settings[{i}].remote_latency: expected one of {choices}, got {latency!r}")
+        out.append(SettingChoice(_slug(_scalar(item["name"])), bal, pairs, qemu, clock, latency))
     return out
 
 
@@ -327,6 +334,7 @@ def run_options_of(run: MatrixRun, kernel_arg: str, timeout: float | None, **mor
         knobs=tuple(f"{k}={v}" for k, v in run.setting.knobs),
         qemu=run.setting.qemu,
         clock=run.setting.clock,
+        remote_latency=run.setting.remote_latency,
         timeout=timeout or None,
         **more,  # type: ignore[arg-type]
     )

@@ -34,9 +34,17 @@ def check_request(sample: int, accel: str | None, backend: str, uri: str = "") -
         )
 
 
-def setup(topo: Topology, sample: int, workdir: Path, qemu_version: str, mode: str = "") -> AccessPlugin:
-    """Build/find the plugin for the run's QEMU (its ``--version`` line); the counts go to ``workdir``."""
-    return prepare(topo, sample, workdir / RAW_FILE, qemu_version, mode)
+def setup(
+    topo: Topology,
+    sample: int,
+    workdir: Path,
+    qemu_version: str,
+    mode: str = "",
+    latency: tuple[tuple[str, ...], Path] | None = None,
+) -> AccessPlugin:
+    """Build/find the plugin for the run's QEMU (its ``--version`` line); the counts go to ``workdir``
+    (``sample`` 0: no access matrix, only --remote-latency's ``latency``: lab.run.remote_latency)."""
+    return prepare(topo, sample, workdir / RAW_FILE, qemu_version, mode, latency)
 
 
 def summary_lines(manifest: dict) -> list[str]:

@@ -24,6 +24,7 @@ from lab.vm.emulator import qemu_version_tuple
 from lab.vm.emulator import resolve as resolve_emulator
 from lab.vm.guest_clock import GuestClock
 from lab.vm.guest_clock import check as check_clock
+from lab.vm.latency_model import LatencyModel
 from lab.vm.qemu_backend import QemuBackend
 
 
@@ -94,6 +95,7 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
     else:
         accel, reason = opts.accel, "chosen with --accel"
     access_sample = access_sample_of(opts, accel)
+    latency = latency_of(opts, accel, topo)
     backing = Backing(opts.backing, opts.prealloc)
     batch = batch_dir(opts, len(kernels))
     reqs = []
@@ -126,6 +128,7 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
                     guest_output_limit=output_limit,
                     access_sample=access_sample,
                     access_map=opts.access_address_map,
+                    latency=latency,
                     boot_deadline_s=opts.boot_deadline,
                     clock=clock,
                 )
@@ -144,6 +147,18 @@ def access_sample_of(opts: RunOptions, accel: str | None) -> int:
     sample = DEFAULT_SAMPLE if sample is None else sample
     check_request(sample, accel, opts.backend, opts.connect or "")
     return sample
+
+
+def latency_of(opts: RunOptions, accel: str, topo: Topology) -> LatencyModel | None:
+    """--remote-latency slit [--remote-latency-ns L] -> the plugin's latency model (None: off)."""
+    if opts.remote_latency == "off":
+        return None
+    from lab.run.remote_latency import check_request
+    from lab.vm.latency_model import DEFAULT_LOCAL_NS, model_for
+
+    check_request(accel, opts.backend, opts.clock)
+    local_ns = DEFAULT_LOCAL_NS if opts.remote_latency_ns is None else opts.remote_latency_ns
+    return model_for(topo, opts.remote_latency, local_ns)
 
 
 def backend_of(opts: RunOptions):

@@ -50,6 +50,7 @@ from lab.record_files import (
     WORKLOAD_RC,
 )
 from lab.run import access_matrix as access_run
+from lab.run import remote_latency as latency_run
 from lab.run.access_matrix import AccessResult
 from lab.run.manifest import GuestImage, GuestView, ManifestInputs, workload_seconds
 from lab.run.manifest import build as build_manifest
@@ -62,6 +63,7 @@ from lab.vm.backend import Backend
 from lab.vm.console import Stage
 from lab.vm.guest_clock import GuestClock
 from lab.vm.hang import describe as describe_hang
+from lab.vm.latency_model import LatencyModel
 from lab.vm.qemu_argv import BootSpec
 from lab.vm.qemu_backend import QemuBackend
 from lab.vm.share import DEFAULT_OUTPUT_LIMIT, ShareLimits, guest_done, inventory, make_share
@@ -98,6 +100,7 @@ class RunRequest:
     access_map: str = ""  # the plugin's address map; "" chooses it from the QEMU version
     boot_deadline_s: float | None = None  # TCG: None for the default (boot_deadline), 0 for never
     clock: GuestClock = GuestClock()  # the guest's clock (lab.vm.guest_clock): the host's, or instructions
+    latency: LatencyModel | None = None  # --remote-latency: what remote misses cost (the same plugin)
 
     def limits(self) -> ShareLimits:
         """What the guest may send: ``guest_output_limit`` if given; else 1 GiB, or more if full trace
@@ -222,7 +225,7 @@ class Prepared:
     tsc_host: str
     tools: list[str]
     programs: list
-    access: object | None  # lab.run.access_matrix's setup, when the access-matrix plugin runs
+    access: object | None  # lab.run.access_matrix's setup, when the access-matrix plugin runs (or --remote-latency)
     user: dict | None = None  # a user's workload's layer: its files, tools and size
 
 
@@ -267,9 +270,10 @@ def _prepare(req: RunRequest, run_id: str, partial: Path, tmp: Path, say: Callab
     ]
     initrd = image.assemble_initrd(tmp / "initrd.cpio", layers, req.plan.to_shell())
     access = None
-    if req.access_sample:
+    if req.access_sample or req.latency:
         qemu = req.backend.emulator_version()
-        access = access_run.setup(req.topology, req.access_sample, tmp, qemu, req.access_map)
+        latency = latency_run.plugin_latency(req.latency, tmp) if req.latency else None
+        access = access_run.setup(req.topology, req.access_sample, tmp, qemu, req.access_map, latency)
     share = make_share(tmp)
     boot = BootSpec(
         kernel=str(boot_kernel),
@@ -360,8 +364,12 @@ def _finish(
     assemble_run(partial)  # trace-raw/ -> trace.dat (raw trace mode)
     total_s = time.monotonic() - t_total
     files = sorted(p.name for p in partial.iterdir() if p.is_file())
-    access_result = None
-    if prep.access is not None:
+    access_result = latency_result = None
+    if prep.access is not None and req.latency is not None:
+        latency_result = latency_run.measure(
+            partial, prep.access.latency_output, req.latency, booted.workload_start_ns, booted.workload_end_ns
+        )
+    if prep.access is not None and req.access_sample:
         workload_s = workload_seconds(outcome)
         access_result = access_run.measure(
             partial, prep.access, req.topology, booted.workload_start_ns, booted.workload_end_ns,
@@ -372,7 +380,7 @@ def _finish(
         _collect(
             req, run_id, partial, placement, booted.backend_info, outcome, total_s, unpacked, booted.share, files,
             boot_protocol=prep.protocol, firmware_rom=prep.firmware, guest_image=image_facts, access=access_result,
-            stalled_boots=tuple(booted.stalled),
+            stalled_boots=tuple(booted.stalled), latency=latency_result,
         )
     )  # fmt: skip
     if manifest["status"] == "ok" and "lpj=" not in booted.boot.cmdline and not req.clock.virtual:
@@ -416,6 +424,7 @@ def _collect(
     guest_image: GuestImage,
     access: AccessResult | None,
     stalled_boots: tuple[dict, ...] = (),
+    latency: AccessResult | None = None,
 ) -> ManifestInputs:
     """What the run record and the outcome say, classified, for the manifest (lab.run.manifest)."""
     data_problems: list[str] = []  # the guest's files that were not what its init writes
@@ -501,6 +510,7 @@ def _collect(
         firmware_choice=req.firmware,
         guest_image=guest_image,
         access=access,
+        latency=latency,
         stalled_boots=stalled_boots,
         data_problems=tuple(data_problems),
     )
@@ -586,5 +596,6 @@ def print_summary(manifest: dict, out=sys.stdout) -> None:
     if manifest.get("vm_at_timeout"):
         lines.append(f"  at the timeout: {describe_hang(manifest['vm_at_timeout'])}")
     lines += access_run.summary_lines(manifest)
+    lines += latency_run.summary_lines(manifest)
     # The reason, the guest's release, complaints...: the guest's words. None reaches a terminal raw.
     print("\n".join(term_safe(ln) for ln in lines), file=out)

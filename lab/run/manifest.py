@@ -85,6 +85,7 @@ class ManifestInputs:
     firmware_choice: str
     guest_image: GuestImage
     access: AccessResult | None = None  # --access-matrix
+    latency: AccessResult | None = None  # --remote-latency (lab.run.remote_latency)
     stalled_boots: tuple[dict, ...] = ()  # earlier boots of this run given up at the boot deadline (lab.run.execute)
     data_problems: tuple[str, ...] = ()  # the guest's files that could not be read (lab.run.execute._guarded)
     workload_user: dict | None = None  # a user's workload: {"spec": ..., "metrics": [declarations]} (lab.run.execute)
@@ -177,6 +178,8 @@ def build(i: ManifestInputs) -> dict:
         manifest["panic_hint"] = {"console": hint, "pvpanic": False}
     if i.access is not None:
         add_access(manifest, i.access)
+    if i.latency is not None:
+        add_access(manifest, i.latency, "remote_latency")
     manifest["firmware"] = {
         "name": firmware_name(i.firmware_rom),
         "rom": i.firmware_rom or None,
@@ -192,9 +195,10 @@ def build(i: ManifestInputs) -> dict:
     return manifest
 
 
-def add_access(manifest: dict, access: AccessResult) -> None:
-    """The access matrix's part of a manifest (for :func:`build`, and the tests of lab.run.access_matrix)."""
-    manifest["access_matrix"] = access.section
+def add_access(manifest: dict, access: AccessResult, key: str = "access_matrix") -> None:
+    """The access matrix's (or the remote latency's) part of a manifest (for :func:`build`, and the tests of
+    lab.run.access_matrix)."""
+    manifest[key] = access.section
     manifest["files"] = sorted({*manifest.get("files", []), *access.files})
     # Only an otherwise good run is failed: a panic or a timeout says more than missing counts.
     if access.failure and manifest.get("status") == "ok":

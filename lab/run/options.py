@@ -34,6 +34,7 @@ from lab.topology.ref import TopologyRef
 from lab.vm.access_plugin import ADDRESS_MODES
 from lab.vm.firmware import FIRMWARES
 from lab.vm.guest_clock import CLOCKS
+from lab.vm.latency_model import REMOTE_LATENCY, check_local_ns
 
 MAX_REPEAT = 1000
 MAX_TIMEOUT_S = 7 * 86400.0
@@ -51,6 +52,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "clock": CLOCKS,
     "backend": BACKENDS,
     "access_address_map": ("", *ADDRESS_MODES),
+    "remote_latency": REMOTE_LATENCY,
 }
 
 
@@ -97,6 +99,8 @@ class RunOptions:
     access_matrix: bool = False
     access_sample: int | None = None
     access_address_map: str = ""  # ram-block or guest-physical; "" chooses by QEMU version
+    remote_latency: str = "off"  # off, slit: remote misses cost (lab.vm.latency_model)
+    remote_latency_ns: float | None = None  # L, the local miss latency; None: the default
 
     def __post_init__(self) -> None:
         self.check()
@@ -123,6 +127,7 @@ class RunOptions:
             raise LabError("--access-sample: only with --access-matrix")
         if self.backend != "qemu" and self.firmware == "qboot":  # (before any connection to a libvirt host)
             raise LabError("--firmware qboot: only with --backend qemu (libvirt hosts boot their default firmware)")
+        self.check_remote_latency()
         if self.backend != "libvirt":
             for opt in ("connect", "pool_dir", "no_upload"):
                 if getattr(self, opt):
@@ -148,6 +153,18 @@ class RunOptions:
         if workload.user is not None and not workload.user.all_numeric:
             check_declarations(workload.user.metrics, workload.user.source)
         return workload
+
+    def check_remote_latency(self) -> None:
+        """--remote-latency: TCG (when chosen), direct QEMU, the host's clock; --remote-latency-ns only with it."""
+        if self.remote_latency == "off":
+            if self.remote_latency_ns is not None:
+                raise LabError("--remote-latency-ns: only with --remote-latency slit")
+            return
+        if self.remote_latency_ns is not None:
+            check_local_ns(self.remote_latency_ns)
+        from lab.run.remote_latency import check_request
+
+        check_request(None if self.accel == "auto" else self.accel, self.backend, self.clock)
 
     def knob_values(self) -> dict[str, str]:
         """The debugfs knobs a run sets: numalab's short-scan ones (unless --kernel-default-knobs), then --knob's."""

@@ -138,11 +138,19 @@ def _opt(value: str) -> str:
 
 
 def plugin_argument(
-    so: Path, out: Path, ranges: list[NodeRange], sample: int, interval_ms: int = DEFAULT_INTERVAL_MS
+    so: Path,
+    out: Path | None,
+    ranges: list[NodeRange],
+    sample: int,
+    interval_ms: int = DEFAULT_INTERVAL_MS,
+    extra: tuple[str, ...] = (),
 ) -> str:
-    """The value of QEMU's ``-plugin`` option."""
-    parts = [f"file={_opt(str(so))}", f"out={_opt(str(out))}", f"sample={sample}", f"interval_ms={interval_ms}"]
-    return ",".join(parts + [r.arg() for r in ranges])
+    """The value of QEMU's ``-plugin`` option (``out`` None: no access matrix, only ``extra``'s latency part)."""
+    parts = [f"file={_opt(str(so))}"]
+    if out is not None:
+        parts += [f"out={_opt(str(out))}", f"sample={sample}"]
+    parts.append(f"interval_ms={interval_ms}")
+    return ",".join(parts + [r.arg() for r in ranges] + [_opt(e) for e in extra])
 
 
 def split_argument(argument: str) -> list[str]:
@@ -182,6 +190,7 @@ class AccessPlugin:
     mode: str
     qemu_version: str
     ranges: tuple[NodeRange, ...]
+    latency_output: Path | None = None  # --remote-latency: where the plugin's latency counts go
 
     def to_dict(self) -> dict:
         return {
@@ -196,11 +205,20 @@ class AccessPlugin:
 ADDRESS_MODES = ("ram-block", "guest-physical")
 
 
-def prepare(topo: Topology, sample: int, output: Path, qemu_version_text: str, mode: str = "") -> AccessPlugin:
+def prepare(
+    topo: Topology,
+    sample: int,
+    output: Path,
+    qemu_version_text: str,
+    mode: str = "",
+    latency: tuple[tuple[str, ...], Path] | None = None,
+) -> AccessPlugin:
     """Build (or find) the plugin for the installed QEMU and make the run's -plugin argument.
 
-    ``mode`` overrides the address map chosen from the version (tests use it to prove the self-check)."""
-    if sample < 1:
+    ``mode`` overrides the address map chosen from the version (tests use it to prove the self-check).
+    ``sample`` 0: no access matrix, only ``latency`` (its plugin arguments and where its counts go;
+    lab.vm.latency_model)."""
+    if sample < 1 and (latency is None or sample != 0):
         raise LabError(f"--access-sample: must be >= 1, got {sample}")
     version = parse_qemu_version(qemu_version_text)
     if mode and mode not in ADDRESS_MODES:
@@ -208,14 +226,16 @@ def prepare(topo: Topology, sample: int, output: Path, qemu_version_text: str, m
     mode = mode or address_mode(version)
     ranges = node_ranges(topo, mode)
     so = build_plugin(version)
+    extra, lat_out = latency if latency else ((), None)
     return AccessPlugin(
-        plugin_argument(so, output, ranges, sample),
+        plugin_argument(so, output if sample else None, ranges, sample, extra=extra),
         output,
         sample,
         plugin_api(version),
         mode,
         qemu_version_text,
         tuple(ranges),
+        lat_out,
     )
 
 

@@ -128,6 +128,11 @@ CONFLICTS = [
     (["--repeat", "1001"], "--repeat: must be 1..1000, got 1001"),
     (["--repeat", "auto", "--max-repeats", "100000"], "--max-repeats: must be 1..1000"),
     (["--access-sample", "4"], "--access-sample: only with --access-matrix"),
+    (["--remote-latency-ns", "80"], "--remote-latency-ns: only with --remote-latency slit"),
+    (["--remote-latency", "slit", "--remote-latency-ns", "0"], "--remote-latency-ns: must be more than 0"),
+    (["--remote-latency", "slit", "--clock", "virtual"], "--remote-latency: not with --clock virtual"),
+    (["--remote-latency", "slit", "--accel", "kvm"], "--remote-latency: needs TCG"),
+    (["--remote-latency", "slit", "--backend", "libvirt"], "--remote-latency: only with --backend qemu"),
 ]
 
 

@@ -1,0 +1,177 @@
+"""``numalab run --remote-latency slit``: the model's plugin arguments for a run, and its charges in the record.
+
+The plugin is the access-matrix plugin (one ``-plugin``, its build and address map;
+lab.vm.access_plugin); the model is lab.vm.latency_model's. Its counts go to
+``remote-latency.txt``; the manifest's ``remote_latency`` has the model and,
+per vCPU, the misses it saw by memory node and the nanoseconds it charged and held
+the vCPU for, over the whole run and over the workload window.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lab.errors import LabError
+from lab.paths import json_text
+from lab.record_files import REMOTE_LATENCY_JSON, REMOTE_LATENCY_TXT
+from lab.run.access_matrix import STATUS, AccessResult
+from lab.vm.latency_model import LatencyModel
+
+RAW_FILE = REMOTE_LATENCY_TXT
+JSON_FILE = REMOTE_LATENCY_JSON
+FIXED = ("looked_up", "hits")  # then misses by node, then OTHER_MISSES, CHARGED, HELD
+# A correct address map leaves only MMIO and firmware accesses outside the nodes; a wrong one leaves
+# whole nodes' misses uncharged. More than this share of the modelled misses fails the run.
+OTHER_LIMIT = 0.01
+
+
+def check_request(accel: str | None, backend: str, clock: str) -> None:
+    """One-line errors for what --remote-latency cannot do (``accel`` None: not known yet)."""
+    if accel is not None and accel != "tcg":
+        raise LabError(f"--remote-latency: needs TCG (the plugin sees no access under {accel}); add --accel tcg")
+    if backend != "qemu":
+        raise LabError("--remote-latency: only with --backend qemu")
+    if clock == "virtual":
+        raise LabError(
+            "--remote-latency: not with --clock virtual (the vCPU is held by spinning on the host, which does not "
+            "advance an instruction-counting clock)"
+        )
+
+
+def plugin_latency(model: LatencyModel, workdir: Path) -> tuple[tuple[str, ...], Path]:
+    """The plugin's latency arguments and where its counts go (lab.vm.access_plugin.prepare's ``latency``)."""
+    out = workdir / RAW_FILE
+    return tuple(model.plugin_args(out)), out
+
+
+@dataclass
+class LatencyLog:
+    head: dict[str, int]
+    vcpu_nodes: list[int]
+    snaps: list[tuple[int, list[int]]] = field(default_factory=list)
+    ended: bool = False
+
+    @property
+    def width(self) -> int:
+        return self.head["nodes"] + 5
+
+
+def read_log(path: Path) -> LatencyLog:
+    """The plugin's latency file; a missing or malformed one is a LabError naming it."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as err:
+        raise LabError(f"{path}: cannot read the remote-latency counts ({err.strerror})") from None
+    if not lines or lines[0] != "numalab-remote-latency 1":
+        raise LabError(f"{path}: not a remote-latency file (first line {lines[0] if lines else ''!r})")
+    log = LatencyLog({}, [])
+    for n, line in enumerate(lines[1:], 2):
+        words = line.split()
+        try:
+            if not words or words[0] == "cost":
+                continue
+            if words[0] == "vnode":
+                log.vcpu_nodes.append(int(words[2]))
+            elif words[0] in ("snap", "end"):
+                counts = [int(w) for w in words[2:]]
+                if len(counts) != log.head["vcpus"] * log.width:
+                    if n == len(lines):  # QEMU was killed while the line was written
+                        break
+                    raise ValueError(f"{len(counts)} counts, expected {log.head['vcpus'] * log.width}")
+                log.snaps.append((int(words[1]), counts))
+                log.ended = log.ended or words[0] == "end"
+            else:
+                log.head[words[0]] = int(words[1])
+        except (ValueError, IndexError, KeyError) as err:
+            raise LabError(f"{path}:{n}: malformed line ({err})") from None
+    if not log.snaps:
+        raise LabError(f"{path}: no counts (the plugin wrote no snapshot)")
+    return log
+
+
+def _rows(log: LatencyLog, a: list[int], b: list[int]) -> list[dict]:
+    """Per vCPU, the counts between two snapshots."""
+    k, w = log.head["nodes"], log.width
+    out = []
+    for v in range(log.head["vcpus"]):
+        d = [b[v * w + c] - a[v * w + c] for c in range(w)]
+        out.append({
+            "vcpu": v, "node": log.vcpu_nodes[v] if v < len(log.vcpu_nodes) else -1,
+            "looked_up": d[0], "hits": d[1], "misses": d[2:2 + k], "other_misses": d[2 + k],
+            "charged_ns": d[3 + k], "held_ns": d[4 + k],
+        })  # fmt: skip
+    return out
+
+
+def _totals(rows: list[dict], sample: int) -> dict:
+    misses = sum(sum(r["misses"]) for r in rows)
+    remote = sum(m for r in rows for j, m in enumerate(r["misses"]) if j != r["node"])
+    return {
+        "modelled_misses": misses,
+        "remote_miss_pct": round(100 * remote / misses, 2) if misses else None,
+        "estimated_misses": misses * sample,  # set sampling: each modelled miss stands for `sample`
+        "charged_s": round(sum(r["charged_ns"] for r in rows) / 1e9, 4),
+        "held_s": round(sum(r["held_ns"] for r in rows) / 1e9, 4),
+        "per_vcpu": rows,
+    }
+
+
+def summarize(log: LatencyLog, start_ns: int | None, end_ns: int | None) -> dict:
+    """Whole run (first to last snapshot) and, with both stamps, the workload window (the last snapshot at or
+    before the start to the first at or after the end)."""
+    sample = log.head.get("lat_sample", 1)
+    first, last = log.snaps[0][1], log.snaps[-1][1]
+    whole = _totals(_rows(log, first, last), sample)
+    out: dict = {"complete": log.ended, "whole_run": whole}
+    other = sum(r["other_misses"] for r in whole["per_vcpu"])
+    seen = other + whole["modelled_misses"]
+    out["other_share"] = round(other / seen, 5) if seen else 0.0
+    if start_ns is not None and end_ns is not None:
+        a = max((s for s in log.snaps if s[0] <= start_ns), key=lambda s: s[0], default=log.snaps[0])
+        b = min((s for s in log.snaps if s[0] >= end_ns), key=lambda s: s[0], default=log.snaps[-1])
+        out["window"] = _totals(_rows(log, a[1], b[1]), sample)
+        out["window_s"] = [round((a[0] - start_ns) / 1e9, 3), round((b[0] - start_ns) / 1e9, 3)]
+    return out
+
+
+def measure(
+    run_dir: Path, output: Path | None, model: LatencyModel, start_ns: int | None, end_ns: int | None
+) -> AccessResult:
+    """The plugin's latency counts -> remote-latency.{txt,json} and the manifest's section; a file that is
+    missing or malformed, or misses that fell outside every node (a wrong address map), fail the run."""
+    section: dict = {"model": model.to_dict()}
+    if output is not None and output.exists():
+        shutil.copyfile(output, run_dir / RAW_FILE)
+    problem = None
+    try:
+        log = read_log(run_dir / RAW_FILE)
+    except LabError as err:
+        problem = f"remote latency: {err}"
+    else:
+        section |= summarize(log, start_ns, end_ns)
+        if section["other_share"] > OTHER_LIMIT:
+            problem = (
+                f"remote latency: {100 * section['other_share']:.2f}% of the modelled misses were in no node's "
+                "memory (the address map is wrong for this QEMU): remote accesses were not charged"
+            )
+    section["problem"] = problem
+    (run_dir / JSON_FILE).write_text(json_text(section, indent=1) + "\n")
+    written = (JSON_FILE, *((RAW_FILE,) if (run_dir / RAW_FILE).exists() else ()))
+    return AccessResult(section, written, (STATUS, problem) if problem else None)
+
+
+def summary_lines(manifest: dict) -> list[str]:
+    """The run summary's remote-latency line (none without --remote-latency)."""
+    s = manifest.get("remote_latency")
+    if not s:
+        return []
+    if s.get("problem"):
+        return [f"  remote latency: {s['problem']}"]
+    part = s.get("window") or s.get("whole_run") or {}
+    m = s["model"]
+    return [
+        f"  remote latency ({m['source']}, L={m['local_ns']:g} ns): charged {part.get('charged_s')}s, held "
+        f"{part.get('held_s')}s; {part.get('remote_miss_pct')}% of modelled misses remote"
+    ]

@@ -1,0 +1,104 @@
+"""Remote memory that costs (``numalab run --remote-latency slit``): the model and its plugin arguments.
+
+Under TCG every guest node is the same host memory, so a remote access costs what
+a local one does. The access-matrix plugin (``images/plugins/access_matrix.c``)
+can charge for it: it keeps a per-vCPU model of a cache (direct-mapped,
+``lines`` lines of 64 bytes: 256 KiB by default), looks up a fixed
+pseudo-random ``1/sample`` of its sets (set sampling: every access to those sets
+is looked up, so their hits and misses are exact), and charges each miss to a
+node remote from the vCPU's own ``(ratio - 1) * local_ns`` nanoseconds, times
+``sample``. The charge is paid by holding the vCPU: its thread spins on its own
+CPU clock once its debt passes ``chunk_ns``.
+
+The ratio of CPU node i to memory node j is the SLIT's ``distance[i][j] / 10``.
+``local_ns`` (L) stands for a local miss; a remote miss then costs ``ratio * L``
+in all, if a local miss in the emulated machine costs L (docs/throughput.md:
+what L is here and how it was calibrated).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from lab.errors import LabError
+from lab.topology.model import LOCAL_DISTANCE, Topology
+
+REMOTE_LATENCY = ("off", "slit")
+LINE_BYTES = 64  # the plugin's line (a constant there: the tag is the address >> 6)
+DEFAULT_LINES = 4096  # 256 KiB per vCPU
+DEFAULT_SAMPLE = 16  # 1 set in 16 modelled
+DEFAULT_CHUNK_NS = 20000
+# L: a local miss in the emulated machine. The default is about what a local step of the latency-matrix
+# pointer chase took here under TCG with the plugin loaded, by its least disturbed rounds (156-313 ns in
+# four runs: QEMU 7.2, an AMD EPYC host shared with other engineers' VMs; docs/throughput.md), so that a
+# guest's remote miss costs about ratio x its local one. Recalibrate with --remote-latency-ns elsewhere.
+DEFAULT_LOCAL_NS = 200.0
+MAX_LOCAL_NS = 10000.0
+
+
+def check_local_ns(value: float) -> None:
+    """--remote-latency-ns: more than 0 and at most 10 µs (one-line error)."""
+    if not 0 < value <= MAX_LOCAL_NS:
+        raise LabError(f"--remote-latency-ns: must be more than 0 and at most {MAX_LOCAL_NS:g}, got {value:g}")
+
+
+@dataclass(frozen=True)
+class LatencyModel:
+    """What the plugin charges: per (CPU node, memory node) ratio, L, the modelled cache and the sampling."""
+
+    ratios: tuple[tuple[float, ...], ...]  # [cpu node][memory node]
+    local_ns: float
+    vcpu_nodes: tuple[int, ...]  # vCPU index -> its node
+    lines: int = DEFAULT_LINES
+    sample: int = DEFAULT_SAMPLE
+    chunk_ns: int = DEFAULT_CHUNK_NS
+    source: str = "slit"
+
+    def cost_ps(self, cpu_node: int, mem_node: int) -> int:
+        """Picoseconds charged for one miss of a ``cpu_node`` vCPU to ``mem_node``: (ratio - 1) * L."""
+        return max(0, round((self.ratios[cpu_node][mem_node] - 1.0) * self.local_ns * 1000))
+
+    def plugin_args(self, output: Path) -> list[str]:
+        """The plugin's latency arguments (KEY=VALUE, before ``,,`` quoting), counts going to ``output``."""
+        args = [f"lat_out={output}", f"lines={self.lines}", f"lat_sample={self.sample}", f"chunk_ns={self.chunk_ns}"]
+        first = 0
+        for v in range(1, len(self.vcpu_nodes) + 1):
+            if v == len(self.vcpu_nodes) or self.vcpu_nodes[v] != self.vcpu_nodes[first]:
+                args.append(f"vnode={first}:{v - 1}:{self.vcpu_nodes[first]}")
+                first = v
+        n = len(self.ratios)
+        args += [f"cost={i}:{j}:{c}" for i in range(n) for j in range(n) if (c := self.cost_ps(i, j))]
+        return args
+
+    def to_dict(self) -> dict:
+        n = range(len(self.ratios))
+        return {
+            "model": "per-vCPU direct-mapped line cache, set-sampled; remote misses charged (ratio - 1) * L",
+            "source": self.source,
+            "ratios": [list(r) for r in self.ratios],
+            "local_ns": self.local_ns,
+            "line_bytes": LINE_BYTES,
+            "lines": self.lines,
+            "cache_kib": self.lines * LINE_BYTES // 1024,
+            "set_sample": self.sample,
+            "chunk_ns": self.chunk_ns,
+            "charge_ns": [[self.cost_ps(i, j) / 1000 for j in n] for i in n],
+            "vcpu_nodes": list(self.vcpu_nodes),
+        }
+
+
+def slit_ratios(topo: Topology) -> tuple[tuple[float, ...], ...]:
+    """distance / 10 for every (CPU node, memory node)."""
+    return tuple(tuple(d / LOCAL_DISTANCE for d in row) for row in topo.distances)
+
+
+def model_for(topo: Topology, mode: str, local_ns: float = DEFAULT_LOCAL_NS) -> LatencyModel | None:
+    """The model ``--remote-latency mode`` asks for on ``topo`` (None for off)."""
+    if mode not in REMOTE_LATENCY:
+        raise LabError(f"--remote-latency: {mode!r} is not one of {', '.join(REMOTE_LATENCY)}")
+    if mode == "off":
+        return None
+    check_local_ns(local_ns)
+    vcpu_nodes = tuple(n for n, cpus in enumerate(topo.node_cpus()) for _ in cpus)
+    return LatencyModel(slit_ratios(topo), local_ns, vcpu_nodes)

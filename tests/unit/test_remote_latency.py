@@ -1,0 +1,171 @@
+"""--remote-latency's host side: the model and its plugin arguments, the plugin's cache model and charges fed
+by a stand-in for QEMU (tests/data/plugin_harness.c), the counts' reader and the manifest section (no VM;
+tests/vm/test_vm_remote_latency.py boots real ones)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from lab.errors import LabError
+from lab.run import remote_latency as rl
+from lab.topology.model import Node, Topology
+from lab.vm import access_plugin as ap
+from lab.vm.latency_model import LatencyModel, model_for
+
+REPO = Path(__file__).resolve().parents[2]
+MIB = 1 << 20
+
+
+def _topo(dist: int = 20, cpus: int = 1) -> Topology:
+    return Topology("t", (Node(0, cpus, 256), Node(1, cpus, 256)), ((10, dist), (dist, 10)))
+
+
+def test_model_of_the_slit_and_its_plugin_arguments(tmp_path) -> None:
+    m = model_for(_topo(30, cpus=2), "slit", 80.0)
+    assert m is not None and m.ratios == ((1.0, 3.0), (3.0, 1.0)) and m.vcpu_nodes == (0, 0, 1, 1)
+    assert m.cost_ps(0, 1) == 160000 and m.cost_ps(0, 0) == 0  # (3 - 1) x 80 ns
+    args = m.plugin_args(tmp_path / "o")
+    assert args == [f"lat_out={tmp_path / 'o'}", "lines=4096", "lat_sample=16", "chunk_ns=20000",
+                    "vnode=0:1:0", "vnode=2:3:1", "cost=0:1:160000", "cost=1:0:160000"]  # fmt: skip
+    d = m.to_dict()
+    assert d["cache_kib"] == 256 and d["charge_ns"] == [[0.0, 160.0], [160.0, 0.0]] and d["local_ns"] == 80.0
+    assert model_for(_topo(), "off") is None
+    with pytest.raises(LabError, match="--remote-latency-ns: must be more than 0"):
+        model_for(_topo(), "slit", -1.0)
+
+
+def test_plugin_argument_without_the_access_matrix(tmp_path) -> None:
+    extra = tuple(LatencyModel(((1.0, 2.0), (2.0, 1.0)), 50.0, (0, 1)).plugin_args(Path("/t,x/lat")))
+    arg = ap.plugin_argument(Path("/p.so"), None, [ap.NodeRange(0, 0, 16)], 0, extra=extra)
+    assert arg.startswith("file=/p.so,interval_ms=200,range=0:0:10,lat_out=/t,,x/lat,lines=4096,")
+    assert "out=" not in arg.replace("lat_out=", "") and "sample=" not in arg.replace("lat_sample=", "")
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory) -> tuple[Path, Path]:
+    if shutil.which("gcc") is None:
+        pytest.skip("no gcc")
+    d = tmp_path_factory.mktemp("harness")
+    so = ap.build_plugin((7, 2))
+    exe = d / "plugin_harness"
+    subprocess.run(["gcc", "-O2", "-rdynamic", "-o", str(exe), str(REPO / "tests/data/plugin_harness.c"), "-ldl"],
+                   check=True, capture_output=True)  # fmt: skip
+    return so, exe
+
+
+def _feed(harness, tmp_path: Path, vcpu: int, start: int, nbytes: int, passes: int) -> tuple[dict, int]:
+    """The plugin fed one vCPU's loads, every 64 bytes of [start, start + nbytes), ``passes`` times: the
+    summary of its counts and the CPU time the feeding thread took."""
+    so, exe = harness
+    topo = _topo()
+    model = LatencyModel(((1.0, 2.0), (2.0, 1.0)), 100.0, (0, 1))
+    out = tmp_path / "lat.txt"
+    parts = [r.arg() for r in ap.node_ranges(topo, "guest-physical")] + model.plugin_args(out)
+    proc = subprocess.run([str(exe), str(so), str(vcpu), f"{start:x}", str(nbytes), "64", str(passes), *parts],
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    log = rl.read_log(out)
+    assert log.ended and log.head["lat_sample"] == 16 and log.vcpu_nodes == [0, 1]
+    return rl.summarize(log, None, None), int(proc.stdout.split()[1])
+
+
+def test_remote_misses_are_charged_and_the_vcpu_held(harness, tmp_path) -> None:
+    # 16 MiB of node 1 read once by node 0's vCPU: every line a miss; 1 set in 16 modelled, each miss charged 16x.
+    s, cpu_ns = _feed(harness, tmp_path, 0, 256 * MIB, 16 * MIB, 1)
+    v = s["whole_run"]["per_vcpu"][0]
+    lines = 16 * MIB // 64
+    assert v["looked_up"] == v["misses"][1] == lines // 16 and v["hits"] == 0 and v["other_misses"] == 0
+    charged = lines * 100  # ns: (2 - 1) x 100 ns per line
+    assert v["charged_ns"] == charged
+    assert charged - 20000 <= v["held_ns"] <= charged + 2_000_000  # paid by 20 µs chunks, overshoot credited
+    assert cpu_ns >= v["held_ns"]  # the vCPU's thread spent it
+    assert s["whole_run"]["remote_miss_pct"] == 100.0 and s["other_share"] == 0.0
+
+
+def test_a_working_set_in_the_modelled_cache_misses_once(harness, tmp_path) -> None:
+    # 128 KiB (half the 256 KiB cache) of remote memory read 10 times: only the first pass misses.
+    s, _ = _feed(harness, tmp_path, 0, 256 * MIB, 128 * 1024, 10)
+    v = s["whole_run"]["per_vcpu"][0]
+    per_pass = v["looked_up"] // 10
+    assert v["looked_up"] == 10 * per_pass and 64 <= per_pass <= 192  # ~2048 lines / 16
+    assert v["misses"] == [0, per_pass] and v["hits"] == 9 * per_pass
+    assert v["charged_ns"] == per_pass * 16 * 100
+
+
+def test_local_misses_cost_nothing_and_unmapped_ones_are_other(harness, tmp_path) -> None:
+    s, _ = _feed(harness, tmp_path, 1, 256 * MIB, 1 * MIB, 1)  # node 1's vCPU, its own memory
+    v = s["whole_run"]["per_vcpu"][1]
+    assert v["misses"][1] == v["looked_up"] > 0 and v["charged_ns"] == 0 and v["held_ns"] == 0
+    s, _ = _feed(harness, tmp_path, 0, 1024 * MIB, 1 * MIB, 1)  # in no node's range: a wrong address map
+    assert s["other_share"] == 1.0 and s["whole_run"]["charged_s"] == 0
+
+
+@pytest.mark.parametrize("bad", ["lines=1000", "lat_sample=3", "cost=0:1", "vnode=1:0:0", "chunk_ns=5"])
+def test_plugin_refuses_bad_latency_arguments(harness, tmp_path, bad) -> None:
+    so, exe = harness
+    proc = subprocess.run([str(exe), str(so), "0", "0", "64", "64", "1", "range=0:0:1000",
+                           f"lat_out={tmp_path / 'x'}", bad], capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 1 and f"numalab access_matrix plugin: bad {bad.split('=')[0]}" in proc.stderr
+
+
+def _write(tmp_path: Path, other: int) -> Path:
+    p = tmp_path / "remote-latency.txt"
+    row0 = [10, 2, 5, 3, other, 300, 310]  # looked up, hits, misses node 0/1, other, charged ns, held ns
+    lines = ["numalab-remote-latency 1", "api 1", "lines 4096", "modelled_sets 256", "lat_sample 16",
+             "chunk_ns 20000", "vcpus 2", "nodes 2", "vnode 0 0", "vnode 1 1", "cost 0 1 100000",
+             "snap 100 " + " ".join(["0"] * 14), "end 300 " + " ".join(map(str, row0 + [0] * 7))]  # fmt: skip
+    p.write_text("\n".join(lines) + "\n")
+    return p
+
+
+def test_measure_writes_the_section_and_fails_a_wrong_map(tmp_path) -> None:
+    model = LatencyModel(((1.0, 2.0), (2.0, 1.0)), 100.0, (0, 1))
+    src = _write(tmp_path / "in" if (tmp_path / "in").mkdir() is None else tmp_path, 0)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    res = rl.measure(run_dir, src, model, 100, 300)
+    assert res.failure is None and set(res.files) == {rl.JSON_FILE, rl.RAW_FILE}
+    w = res.section["window"]
+    assert w["modelled_misses"] == 8 and w["estimated_misses"] == 128 and w["remote_miss_pct"] == 37.5
+    assert res.section["model"]["local_ns"] == 100.0 and res.section["complete"]
+    src = _write(tmp_path / "in", 1)
+    bad = rl.measure(tmp_path / "run", src, model, None, None)
+    assert bad.failure and "address map is wrong" in bad.failure[1] and "window" not in bad.section
+    none = rl.measure(tmp_path / "run", tmp_path / "missing", model, None, None)
+    assert none.failure and "remote latency:" in none.failure[1]
+
+
+def test_a_matrix_setting_asks_for_remote_latency(tmp_path) -> None:
+    from lab.matrix.definition import parse_matrix
+    from lab.matrix.schedule import run_options
+
+    base = {"topologies": ["ring-2"], "workloads": ["idle"], "baseline": {"setting": "free"}}
+    spec = parse_matrix(base | {"settings": [{"name": "free"}, {"name": "costly", "remote_latency": "slit"}]},
+                        "inline", "latency")  # fmt: skip
+    assert [run_options(r, "stock", tmp_path, None, {}).remote_latency for r in spec.runs] == ["off", "slit"]
+    with pytest.raises(LabError, match=r"settings\[0\]\.remote_latency: expected one of off, slit, got 'hmat'"):
+        parse_matrix(base | {"settings": [{"name": "free", "remote_latency": "hmat"}]}, "inline", "bad")
+    with pytest.raises(LabError, match="--remote-latency: not with --clock virtual"):
+        parse_matrix(base | {"settings": [{"name": "free", "remote_latency": "slit", "qemu": "backports",
+                                           "clock": "virtual"}]}, "inline", "bad")  # fmt: skip
+
+
+def test_one_plugin_counts_the_access_matrix_and_charges_latency(harness, tmp_path) -> None:
+    so, exe = harness
+    model = LatencyModel(((1.0, 2.0), (2.0, 1.0)), 100.0, (0, 1))
+    ranges = ap.node_ranges(_topo(), "guest-physical")
+    arg = ap.plugin_argument(so, tmp_path / "am.txt", ranges, 1, extra=tuple(model.plugin_args(tmp_path / "lat.txt")))
+    parts = ap.split_argument(arg)[1:]  # (without file=)
+    proc = subprocess.run([str(exe), str(so), "0", f"{256 * MIB:x}", str(1 * MIB), "64", "1", *parts],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    from lab.analysis.access_counts import read_log as read_matrix
+
+    matrix = read_matrix(tmp_path / "am.txt")
+    assert matrix.ended and matrix.snaps[-1][1][:2] == [0, MIB // 64]  # vCPU 0: every access to node 1
+    lat = rl.summarize(rl.read_log(tmp_path / "lat.txt"), None, None)["whole_run"]["per_vcpu"][0]
+    assert lat["misses"] == [0, MIB // 64 // 16] and lat["charged_ns"] == MIB // 64 * 100
