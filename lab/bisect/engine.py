@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Protocol
 
 from lab.analysis.compare import MIN_REPEATS
-from lab.analysis.verdict import DEFAULT_MAX_PAIRS, Verdict, should_stop, values, verdict_of
+from lab.analysis.verdict import DEFAULT_MAX_PAIRS, Verdict, should_stop, values, verdicts_of
 from lab.bisect.step_rule import RULE_TEXT, Rule, StepDecision, decide_step, rule_from_endpoints
 from lab.errors import LabError
 from lab.paths import json_text, write_json_atomic, write_text_atomic
@@ -228,8 +228,8 @@ class Bisect:
     # --- the endpoints --------------------------------------------------------------
 
     def _endpoint_verdict(self, n: int) -> Verdict:
-        return verdict_of(self.cfg.metric, self.values_of(0), self.values_of(n), "welch", "?",
-                          ("prefix 0", f"prefix {n}"), self.cfg.context)  # fmt: skip
+        labels = ("prefix 0", f"prefix {n}")
+        return verdicts_of(self.runs_of(0), self.runs_of(n), [self.cfg.metric], "welch", labels, self.cfg.context)[0]
 
     def endpoints(self) -> Step:
         done = self.steps().get("endpoints")
@@ -320,7 +320,8 @@ class Bisect:
                 verdict, reason = "skip", f"undecided within its {share:.0f}s share of the budget: {d.line()}"
                 stopped = "time-budget"
                 break
-        v = verdict_of(self.cfg.metric, good, vals, "welch", "?", ("prefix 0", f"prefix {prefix}"), self.cfg.context)
+        labels = ("prefix 0", f"prefix {prefix}")
+        v = verdicts_of(self.runs_of(0), self.runs_of(prefix), [self.cfg.metric], "welch", labels, self.cfg.context)[0]
         self.progress(f"prefix {prefix} {label}: {verdict}")
         step = Step(f"p{prefix}", prefix, verdict, reason, good, vals, len(good), len(vals), round(
             self.clock() - t0, 1), round(build_s, 1), [v.line(), d.line()], d.to_dict(), None, stopped)  # fmt: skip

@@ -68,7 +68,7 @@ def _config(args: argparse.Namespace, patches: list[str]):
 
     settings = "default" if args.numa_balancing == "on" else f"balancing-{args.numa_balancing}"
     topo = topology_ref(args)
-    what = {"source": args.source or "linux-source-6.1 (default)", "series": str(Path(args.series).resolve()),
+    what = {"source": args.source or "linux-source-6.1 (default)", "series": args.series,
             "topology": topo.label, "workload": args.workload, "duration_s": args.duration}  # fmt: skip
     return Config(args.metric, tuple(patches), args.direction, args.threshold, args.budget, args.min_pairs,
                   args.max_pairs, f"{topo.label}/{args.workload}/{settings}", what)  # fmt: skip
