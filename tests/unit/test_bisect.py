@@ -29,8 +29,9 @@ class FakeRunner:
     run gives the same value in any session); ``broken`` prefixes do not build; ``kill_after`` runs raise."""
 
     def __init__(self, means: list[float], sd: float | list[float] = 20.0, broken: tuple[int, ...] = (),
-                 kill_after: int | None = None, seed: int = 1) -> None:  # fmt: skip
+                 kill_after: int | None = None, seed: int = 1, no_boot: tuple[int, ...] = ()) -> None:  # fmt: skip
         self.means, self.broken, self.kill_after, self.seed = means, broken, kill_after, seed
+        self.no_boot = no_boot
         self.sd = sd if isinstance(sd, list) else [sd] * len(means)
         self.runs: list[int] = []
         self.builds: list[int] = []
@@ -49,7 +50,12 @@ class FakeRunner:
         index = int(out.name.rsplit("-r", 1)[1])
         rng = random.Random(f"{self.seed}-{prefix}-{index}")
         value = max(0.0, rng.gauss(self.means[prefix], self.sd[prefix]))
-        manifest = {"status": "ok", "accelerator": {"name": "tcg"}, "metrics": {"vmstat": {"numa_pte_updates": value}}}
+        status = "boot_failed" if prefix in self.no_boot else "ok"
+        manifest = {
+            "status": status,
+            "accelerator": {"name": "tcg"},
+            "metrics": {"vmstat": {"numa_pte_updates": value}},
+        }
         partial = out.parent / f".{out.name}.partial"
         partial.mkdir(parents=True)
         write_json_atomic(partial / "manifest.json", manifest)
@@ -81,6 +87,7 @@ def test_planted_bad_patch_is_found_in_log2_steps(tmp_path: Path, n: int, bad: i
     steps = b.steps()
     assert all(steps[f"p{k}"].verdict == ("bad" if k >= bad else "good") for k in tested)
     assert steps["endpoints"].verdict == "differ"
+    assert steps["endpoints"].lines[0].endswith(", tcg")  # the runs' accelerator, from their manifests
     # every step has at least the minimum of runs, and no prefix was built twice in one session
     assert all(s.runs_step >= 3 for s in steps.values())
     assert len(runner.builds) == len(set(runner.builds))
@@ -148,6 +155,14 @@ def test_a_prefix_that_does_not_build_is_skipped(tmp_path: Path) -> None:
     # a skipped prefix next to the answer leaves it open, as git does
     result, _ = _bisect(tmp_path, FakeRunner(_planted(6, 4), broken=(3,)), 6, name="c")
     assert result["status"] == "undetermined" and result["candidates"] == ["0003-p.patch", "0004-p.patch"]
+
+
+def test_a_prefix_that_does_not_boot_is_skipped(tmp_path: Path) -> None:
+    runner = FakeRunner(_planted(6, 5), no_boot=(3,))
+    result, b = _bisect(tmp_path, runner, 6)
+    s = b.steps()["p3"]
+    assert s.verdict == "skip" and s.stopped == "no-data" and runner.runs.count(3) == 3, s
+    assert result["status"] == "found" and result["first_bad_patch"] == 5
 
 
 def _log(out: Path) -> list[dict]:
