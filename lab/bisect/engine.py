@@ -178,7 +178,7 @@ class Bisect:
                                f"or the same options to resume it")  # fmt: skip
             self.progress(f"resuming the bisect in {self.out}")
             return
-        if self.out.exists() and any(self.out.iterdir()):
+        if self.out.exists() and any(p.name != "range" for p in self.out.iterdir()):  # range: --good/--bad's series
             raise LabError(f"--out {self.out}: exists and is not a bisect state directory; give a new directory")
         (self.out / "steps").mkdir(parents=True, exist_ok=True)
         (self.out / "runs").mkdir(exist_ok=True)

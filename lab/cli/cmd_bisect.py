@@ -13,6 +13,7 @@ from lab.paths import json_text
 
 USAGE = (
     "numalab bisect --series DIR|FILE --metric M --out DIR [options]\n"
+    "       numalab bisect --source GIT --good REV --bad REV --metric M --out DIR [options]\n"
     "       numalab bisect log DIR\n"
     "       numalab bisect replay DIR"
 )
@@ -70,6 +71,8 @@ def _config(args: argparse.Namespace, patches: list[str]):
     topo = topology_ref(args)
     what = {"source": args.source or "linux-source-6.1 (default)", "series": args.series,
             "topology": topo.label, "workload": args.workload, "duration_s": args.duration}  # fmt: skip
+    if args.good:
+        what |= {"good": args.good, "bad": args.bad}
     return Config(args.metric, tuple(patches), args.direction, args.threshold, args.budget, args.min_pairs,
                   args.max_pairs, f"{topo.label}/{args.workload}/{settings}", what)  # fmt: skip
 
@@ -88,6 +91,22 @@ def _print_answer(result: dict, out: Path, human) -> None:
     print(f"wall time {result.get('wall_s', 0):.0f}s, {result.get('runs', 0)} runs", file=human)
 
 
+def _source_and_series(args: argparse.Namespace) -> tuple[str | None, str]:
+    """--source and --series, or, for --good/--bad, GIT@good and the range written as a series in --out."""
+    if not (args.good or args.bad):
+        if args.series is None:
+            raise LabError("--series: required to start or resume a bisect (or --good and --bad with a git --source)")
+        return args.source, args.series
+    if not (args.good and args.bad):
+        raise LabError(f"--{'bad' if args.good else 'good'}: give both --good and --bad")
+    if args.series is not None:
+        raise LabError("--series: give either --series or --good/--bad")
+    from lab.bisect.git_range import range_series
+
+    series_dir, good = range_series(args.source, args.good, args.bad, Path(args.out) / "range")
+    return f"{Path(args.source).expanduser().resolve()}@{good}", str(series_dir)
+
+
 def cmd_bisect(args: argparse.Namespace) -> int:
     if args.what:
         if args.what[0] == "log":
@@ -95,9 +114,10 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         if args.what[0] == "replay":
             return cmd_replay(args)
         raise LabError(f"bisect {args.what[0]}: unknown; use log DIR or replay DIR, or start one with --series")
-    for opt in ("series", "metric", "out"):
+    for opt in ("metric", "out"):
         if getattr(args, opt) is None:
             raise LabError(f"--{opt}: required to start or resume a bisect")
+    source, series = _source_and_series(args)
     from lab.analysis.metrics import get_metric
     from lab.bisect.bisect_report import write_report
     from lab.bisect.engine import Bisect
@@ -107,7 +127,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         get_metric(args.metric)
     except LabError as err:
         raise LabError(f"--metric: {err}") from None
-    patches = series_patches(args.series)
+    patches = series_patches(series)
     cfg = _config(args, [p.name for p in patches])
     cfg.check()
     from lab.bisect.kernel_steps import KernelStepRunner
@@ -115,7 +135,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 
     template = RunOptions(topology=topology_ref(args), workload=args.workload, duration=args.duration,
                           numa_balancing=args.numa_balancing, no_trace=args.no_trace)  # fmt: skip
-    runner = KernelStepRunner(args.source, args.series, args.fragment, template, progress)
+    runner = KernelStepRunner(source, series, args.fragment, template, progress)
     from lab.run.execute import Interrupted
 
     try:
@@ -152,6 +172,8 @@ def add_parser(sub) -> None:
     b.add_argument("--source", metavar="DIR|TARBALL|GIT@REV",
                    help="kernel source (default Debian's linux-source-6.1 tarball)")  # fmt: skip
     b.add_argument("--series", metavar="DIR|FILE", help="the quilt series to bisect (a DIR with series, or the file)")
+    b.add_argument("--good", metavar="REV", help="with --bad and a git --source: bisect the commits good..bad")
+    b.add_argument("--bad", metavar="REV", help="the bad end of the range (with --good)")
     b.add_argument("--fragment", action="append", default=[], metavar="FILE|NAME",
                    help="an extra config fragment for every kernel (repeatable)")  # fmt: skip
     b.add_argument("--topology", default="ring-2", help="a preset or a spec file (default ring-2)")

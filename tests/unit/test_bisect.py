@@ -280,3 +280,42 @@ def test_cli_log_replay_and_one_line_errors(tmp_path: Path) -> None:
         assert proc.returncode == 2, (args, proc.stderr)
         err = proc.stderr.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("numalab: error: ") and what in err[0], (args, err)
+
+
+def _git(repo: Path, *args: str) -> str:
+    import subprocess
+
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo), *args], check=True,
+                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+
+
+def test_a_git_range_becomes_a_series_of_its_commits(tmp_path: Path) -> None:
+    from lab.bisect.git_range import range_series
+    from lab.kernel.patches import load_patches
+
+    repo = tmp_path / "linux"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "fair.c").write_text("".join(f"line {i}\n" for i in range(30)))
+    _git(repo, "add", "-A")
+    _git(repo, "commit", "-qm", "base")
+    good = _git(repo, "rev-parse", "HEAD")
+    for i in (3, 13, 23):
+        text = (repo / "fair.c").read_text().replace(f"line {i}\n", f"line {i} changed\n")
+        (repo / "fair.c").write_text(text)
+        _git(repo, "commit", "-qam", f"change line {i}")
+    series, g = range_series(str(repo), good[:8], "HEAD", tmp_path / "out" / "range")
+    assert g == good
+    patches = load_patches(None, str(series))
+    assert [p.kind for p in patches] == ["mbox"] * 3
+    assert [p.data.decode().split("Subject: [PATCH ", 1)[1].split("\n")[0] for p in patches] == [
+        "1/3] change line 3", "2/3] change line 13", "3/3] change line 23"]  # fmt: skip
+    # bad input: one line naming the option
+    with pytest.raises(LabError, match=r"^--good nope: not a commit of"):
+        range_series(str(repo), "nope", "HEAD", tmp_path / "r2")
+    with pytest.raises(LabError, match=r"^--good HEAD: not an ancestor of --bad"):
+        range_series(str(repo), "HEAD", good, tmp_path / "r2")
+    with pytest.raises(LabError, match=r"need a local git repository"):
+        range_series(str(tmp_path / "out"), good, "HEAD", tmp_path / "r2")
+    proc = numalab("bisect", "--source", str(repo), "--good", good, "--metric", METRIC, "--out", str(tmp_path / "o"))
+    assert proc.returncode == 2 and proc.stderr.startswith("numalab: error: --bad: give both"), proc.stderr
