@@ -270,9 +270,12 @@ class Bisect:
             verdict, reason = "same", f"the endpoints moved {v.direction}, not {self.cfg.direction} (--direction)"
         else:
             r = rule_from_endpoints(self.cfg.metric, good, bad, self.cfg.threshold_pct)
+            if r.threshold <= 0:
+                raise LabError("--threshold: the good endpoint's mean is 0, so a percentage of it is 0; leave "
+                               "--threshold out (half the endpoints' shift)")  # fmt: skip
             if r.threshold >= abs(_shift(good, bad)):
                 verdict = "same"
-                reason = f"the endpoints moved {v.diff}, less than the threshold ({self.cfg.threshold_pct:g}%)"
+                reason = f"the endpoints moved {v.diff}, less than the threshold ({r.threshold_pct or 0:.3g}%)"
             rule = r.to_dict()
         step = Step("endpoints", n, verdict, reason, good, bad, len(good), len(bad), round(self.clock() - t0, 1),
                     round(build_s, 1), [v.line()], v.to_dict(), rule, stop.reason)  # fmt: skip

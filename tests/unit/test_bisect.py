@@ -116,6 +116,13 @@ def test_endpoints_moving_the_other_way_than_asked_leave_nothing_to_bisect(tmp_p
     assert result["status"] == "found" and result["first_bad_patch"] == 2
 
 
+def test_endpoints_that_moved_less_than_the_threshold_leave_nothing_to_bisect(tmp_path: Path) -> None:
+    result, _ = _bisect(tmp_path, FakeRunner(_planted(4, 2, 1000.0, 800.0)), 4, threshold_pct=30.0)
+    assert result["status"] == "nothing-to-bisect" and "less than the threshold (30%)" in result["reason"]
+    result, _ = _bisect(tmp_path, FakeRunner(_planted(4, 2, 1000.0, 800.0)), 4, name="c", threshold_pct=10.0)
+    assert result["status"] == "found" and result["first_bad_patch"] == 2
+
+
 def test_an_undecided_step_is_skipped_and_stepped_around(tmp_path: Path) -> None:
     # Prefix 2 sits at the threshold (half way) with a wide spread: neither bad nor good in 5 runs.
     means = [1000.0, 1000.0, 500.0, 0.0, 0.0]
