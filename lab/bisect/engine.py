@@ -37,6 +37,7 @@ from lab.analysis.verdict import DEFAULT_MAX_PAIRS, Verdict, should_stop, values
 from lab.bisect.step_rule import RULE_TEXT, Rule, StepDecision, decide_step, rule_from_endpoints
 from lab.errors import LabError
 from lab.paths import json_text, write_json_atomic, write_text_atomic
+from lab.record_files import MANIFEST
 
 STATE_VERSION = 1
 _RUN_DIR = re.compile(r"^p(\d+)-r(\d+)$")
@@ -50,7 +51,7 @@ class StepRunner(Protocol):
         ...
 
     def run(self, prefix: int, kernel: str, out: Path) -> dict:
-        """One run of ``kernel``, its record made at ``out`` (a new directory, with manifest.json, appearing
+        """One run of ``kernel``, its record made at ``out`` (a new directory, with the manifest, appearing
         only when the run is finished); returns the manifest."""
         ...
 
@@ -190,8 +191,8 @@ class Bisect:
         found = []
         for d in (self.out / "runs").glob(f"p{prefix}-r*"):
             m = _RUN_DIR.match(d.name)
-            if m and int(m.group(1)) == prefix and (d / "manifest.json").is_file():
-                found.append((int(m.group(2)), load_json(d / "manifest.json")))
+            if m and int(m.group(1)) == prefix and (d / MANIFEST).is_file():
+                found.append((int(m.group(2)), load_json(d / MANIFEST)))
         return [man for _, man in sorted(found, key=lambda t: t[0])]
 
     def values_of(self, prefix: int) -> list[float]:
