@@ -8,6 +8,7 @@ from pathlib import Path
 
 from lab.analysis.compare import Stats, mean_interval
 from lab.bisect.engine import Config, Step, load_json, load_steps, ordered, result_text
+from lab.bisect.step_rule import RULE_TEXT
 from lab.paths import json_text, write_json_atomic, write_text_atomic
 from lab.report.svg import line_chart
 
@@ -55,7 +56,7 @@ def step_rows(cfg: Config, steps: dict[str, Step]) -> list[dict]:
     return rows
 
 
-def markdown(cfg: Config, rows: list[dict], result: dict) -> str:
+def markdown(cfg: Config, rows: list[dict], result: dict, steps: list[Step]) -> str:
     lines = [f"# numalab bisect: {cfg.metric}", ""]
     lines += [f"- {k}: {v}" for k, v in cfg.what.items()]
     lines += [f"- patches: {len(cfg.patches)}", f"- result: {result_text(result).lstrip('# ')}",
@@ -70,6 +71,12 @@ def markdown(cfg: Config, rows: list[dict], result: dict) -> str:
         runs = f"{r['runs']}" + (f" (+{r['runs_good']} good)" if "runs_good" in r else "")
         lines.append(f"| {r['step']} | {r['prefix']} | {r['patch']} | {r['verdict']} | {runs} | {_g(r['mean'])} | "
                      f"{_ci_text(r['ci95'])} | {shift} | {r['wall_s']:.0f} |")  # fmt: skip
+    lines += ["", "## Evidence", "", f"Rule: {RULE_TEXT}.", "", "```text"]
+    for s in steps:
+        what = "endpoints" if s.name == "endpoints" else f"prefix {s.prefix} ({cfg.patch_label(s.prefix)})"
+        lines.append(f"{what}: {s.verdict}, {s.runs_good}+{s.runs_step} runs, {s.wall_s:.0f}s")
+        lines += [f"  {ln}" for ln in (s.lines if s.verdict != "skip" else [s.reason])]
+    lines.append("```")
     return "\n".join(lines) + "\n"
 
 
@@ -92,7 +99,7 @@ def write_report(out: Path) -> dict[str, Path]:
     result = load_json(out / "result.json") if (out / "result.json").exists() else {"status": "unfinished"}
     rows = step_rows(cfg, steps)
     paths = {"md": out / "report.md", "json": out / "report.json", "svg": out / "report.svg"}
-    write_text_atomic(paths["md"], markdown(cfg, rows, result))
+    write_text_atomic(paths["md"], markdown(cfg, rows, result, ordered(steps)))
     write_json_atomic(paths["json"], {"config": cfg.to_dict(), "result": result, "steps": rows})
     write_text_atomic(paths["svg"], chart(cfg, rows, result))
     return paths

@@ -226,6 +226,8 @@ def test_report_has_every_step_with_intervals(tmp_path: Path) -> None:
     paths = write_report(tmp_path / "b")
     md = paths["md"].read_text()
     assert "first bad patch: [3] 0003-p.patch" in md
+    evidence = md.split("## Evidence", 1)[1]
+    assert "prefix 3 (0003-p.patch): bad" in evidence and "  bad: moved +" in evidence
     rows = json.loads(paths["json"].read_text())["steps"]
     assert [r["prefix"] for r in rows] == [0, 4, 2, 3]
     for r in rows:
