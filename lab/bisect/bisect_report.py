@@ -89,8 +89,8 @@ def chart(cfg: Config, rows: list[dict], result: dict) -> str:
         "95% CI high": [by_prefix[k]["ci95"][1] if k in by_prefix and by_prefix[k]["ci95"] else None for k in xs],
     }
     marks = [(float(result["first_bad_patch"]), "first bad")] if result.get("status") == "found" else []
-    return line_chart(xs, series, title=f"{cfg.metric} by prefix (patches applied)", x_label="prefix",
-                      y_label=cfg.metric, marks=marks)  # fmt: skip
+    return line_chart(xs, series, title=cfg.metric, x_label="prefix (patches applied)",
+                      y_label="", marks=marks)  # fmt: skip
 
 
 def write_report(out: Path) -> dict[str, Path]:
