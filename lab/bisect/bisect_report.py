@@ -9,7 +9,7 @@ from pathlib import Path
 from lab.analysis.compare import Stats, mean_interval
 from lab.bisect.engine import Config, Step, load_json, load_steps, ordered, result_text
 from lab.bisect.step_rule import RULE_TEXT
-from lab.paths import json_text, write_json_atomic, write_text_atomic
+from lab.paths import write_json_atomic, write_text_atomic
 from lab.report.svg import line_chart
 
 
@@ -105,4 +105,4 @@ def write_report(out: Path) -> dict[str, Path]:
     return paths
 
 
-__all__ = ["json_text", "step_rows", "write_report"]
+__all__ = ["step_rows", "write_report"]
