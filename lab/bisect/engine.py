@@ -415,11 +415,13 @@ def log_text(entries: list[dict]) -> str:
             out += [f"# {k}: {e[k]}" for k in ("source", "series", "topology", "workload") if e.get(k)]
             out.append("numalab bisect start")
         elif ev == "endpoints":
-            out.append(f"# good: [0] (no patches)\n# bad: [{e['prefix']}] {e['patch']}")
-            out += [f"#   {ln}" for ln in e.get("lines", [])]
             if e["verdict"] != "differ":
+                out.append(f"# endpoints: [0] (no patches) vs [{e['prefix']}] {e['patch']}")
+                out += [f"#   {ln}" for ln in e.get("lines", [])]
                 out.append(f"# the endpoints do not differ: {e['reason']}")
             else:
+                out.append(f"# good: [0] (no patches)\n# bad: [{e['prefix']}] {e['patch']}")
+                out += [f"#   {ln}" for ln in e.get("lines", [])]
                 out.append(f"numalab bisect good 0\nnumalab bisect bad {e['prefix']}")
         elif ev == "step":
             out.append(f"# {e['verdict']}: [{e['prefix']}] {e['patch']} ({e['runs'][1]} runs, {e['wall_s']:.0f}s)")
