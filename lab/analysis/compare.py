@@ -135,6 +135,40 @@ def significant(base: Stats, new: Stats, rule: str = DEFAULT_RULE, mean: str = "
     return _t_two_sided_p(t, dof) < 0.05
 
 
+def t_quantile(dof: float, level: float = 0.95) -> float:
+    """The t with a two-sided p of ``1 - level`` at ``dof`` degrees of freedom (Student's t, as
+    :func:`significant` uses it), by bisection."""
+    lo, hi = 0.0, 1e3
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _t_two_sided_p(mid, dof) > 1 - level else (lo, mid)
+    return hi
+
+
+def mean_interval(s: Stats, level: float = 0.95) -> tuple[float, float] | None:
+    """The two-sided ``level`` confidence interval of the arithmetic mean (t with n - 1 degrees of freedom);
+    None with fewer than 2 runs."""
+    if s.n < 2:
+        return None
+    half = t_quantile(s.n - 1, level) * s.stddev / math.sqrt(s.n) if s.stddev else 0.0
+    return s.amean - half, s.amean + half
+
+
+def welch_interval(base: Stats, new: Stats, level: float = 0.95) -> tuple[float, float] | None:
+    """The two-sided ``level`` confidence interval of ``new.amean - base.amean`` with Welch's standard error
+    and Welch–Satterthwaite degrees of freedom: the interval :func:`significant`'s ``welch`` rule tests (at
+    level 0.95 it excludes 0 exactly when that rule calls the difference significant). None with too few runs."""
+    if base.n < MIN_REPEATS or new.n < MIN_REPEATS:
+        return None
+    diff = new.amean - base.amean
+    se2 = base.stddev**2 / base.n + new.stddev**2 / new.n
+    if se2 == 0:
+        return diff, diff
+    dof = se2**2 / ((base.stddev**2 / base.n) ** 2 / (base.n - 1) + (new.stddev**2 / new.n) ** 2 / (new.n - 1))
+    half = t_quantile(dof, level) * math.sqrt(se2)
+    return diff - half, diff + half
+
+
 def pct_better(base: float, new: float, better: str) -> float | None:
     """Signed % change, + meaning better."""
     if base == 0:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+import lab.cli.cmd_bisect as cmd_bisect
 import lab.cli.cmd_compare as cmd_compare
 import lab.cli.cmd_doctor as cmd_doctor
 import lab.cli.cmd_kernel as cmd_kernel
@@ -21,7 +22,7 @@ from lab.errors import LabError
 __all__ = ["build_parser", "main", "run_options_from_args"]
 
 # In the order ``numalab --help`` lists them.
-COMMANDS = (cmd_topo, cmd_doctor, cmd_run, cmd_matrix, cmd_kernel, cmd_reproduce, cmd_report, cmd_compare)
+COMMANDS = (cmd_topo, cmd_doctor, cmd_run, cmd_matrix, cmd_kernel, cmd_bisect, cmd_reproduce, cmd_report, cmd_compare)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -23,8 +23,9 @@ LAYERS = {
     "report": 7,
     "run": 8,
     "matrix": 9,
-    "seeds": 10,
-    "cli": 11,
+    "bisect": 10,
+    "seeds": 11,
+    "cli": 12,
 }  # fmt: skip
 
 

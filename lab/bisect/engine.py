@@ -1,0 +1,473 @@
+"""The bisect over the prefixes of a patch series: endpoints, steps, the search, and the state directory.
+
+Prefix k is the source with the series' first k patches applied (prefix 0: none). Patch k is blamed when
+prefix k-1 is good and prefix k is bad. The endpoints (prefix 0 and prefix N) are compared first, in A B
+pairs until Welch's test decides (:func:`lab.analysis.verdict.should_stop`, as ``--repeat auto``); if they
+do not differ significantly there is nothing to bisect. Each step then runs prefix k, adding a run of the
+good endpoint to a pair whenever the endpoint would otherwise have fewer runs than the step (its runs are
+pooled across steps), until :func:`lab.bisect.step_rule.decide_step` says good or bad; a step that stays
+undecided within its pairs or its share of the budget, or whose kernel does not build or boot, is skipped
+(as ``git bisect skip``).
+
+The state directory (``--out``):
+
+- ``bisect.json``: what is bisected (written once; a resume must ask for the same)
+- ``runs/p<k>-r<i>/``: every run record (the runner's; a run is there only once finished)
+- ``steps/<name>.json``: each concluded step, its values, verdict and time (written atomically)
+- ``log.jsonl``: the bisect log, one JSON object a line, rewritten atomically after each step
+- ``result.json`` and the report (``report.md``, ``report.json``, ``report.svg``), once done
+
+A killed bisect resumes from the same directory: concluded steps are read back, not rerun, and the runs of
+an unfinished step are kept and counted.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from lab.analysis.compare import MIN_REPEATS
+from lab.analysis.verdict import DEFAULT_MAX_PAIRS, Verdict, should_stop, values, verdicts_of
+from lab.bisect.step_rule import RULE_TEXT, Rule, StepDecision, decide_step, rule_from_endpoints
+from lab.errors import LabError
+from lab.paths import json_text, write_json_atomic, write_text_atomic
+from lab.record_files import MANIFEST
+
+STATE_VERSION = 1
+_RUN_DIR = re.compile(r"^p(\d+)-r(\d+)$")
+
+
+class StepRunner(Protocol):
+    """What the bisect needs from the world: a kernel per prefix, and runs of it."""
+
+    def build(self, prefix: int) -> str:
+        """The kernel of prefix ``prefix`` (built or found in a cache); a LabError when it does not build."""
+        ...
+
+    def run(self, prefix: int, kernel: str, out: Path) -> dict:
+        """One run of ``kernel``, its record made at ``out`` (a new directory, with the manifest, appearing
+        only when the run is finished); returns the manifest."""
+        ...
+
+
+@dataclass(frozen=True)
+class Config:
+    metric: str
+    patches: tuple[str, ...]  # names, in series order
+    direction: str | None = None  # "worse" or "better" (the metric's own sense), None: whichever the endpoints show
+    threshold_pct: float | None = None  # None: half the endpoints' shift
+    budget_s: float | None = None
+    min_pairs: int = MIN_REPEATS
+    max_pairs: int = DEFAULT_MAX_PAIRS
+    context: str = ""  # topology/workload/settings, for verdict lines
+    what: dict = field(default_factory=dict)  # source, series, topology, workload...: recorded, compared on resume
+
+    def to_dict(self) -> dict:
+        return asdict(self) | {"patches": list(self.patches)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Config:
+        known = {f for f in cls.__dataclass_fields__}
+        return cls(**{k: (tuple(v) if k == "patches" else v) for k, v in d.items() if k in known})
+
+    def check(self) -> None:
+        if not self.patches:
+            raise LabError("--series: no patches in the series")
+        if self.direction not in (None, "worse", "better"):
+            raise LabError(f"--direction {self.direction}: must be worse or better")
+        if self.threshold_pct is not None and not (math.isfinite(self.threshold_pct) and self.threshold_pct > 0):
+            raise LabError(f"--threshold: must be a percentage > 0, got {self.threshold_pct:g}")
+        if self.budget_s is not None and not (math.isfinite(self.budget_s) and self.budget_s > 0):
+            raise LabError(f"--budget: must be > 0 seconds, got {self.budget_s:g}")
+        if not MIN_REPEATS <= self.min_pairs <= self.max_pairs:
+            raise LabError(f"--min-pairs: must be between {MIN_REPEATS} and --max-pairs ({self.max_pairs}), "
+                           f"got {self.min_pairs}")  # fmt: skip
+
+    def patch_label(self, prefix: int) -> str:
+        return "(no patches)" if prefix == 0 else self.patches[prefix - 1]
+
+
+def expected_steps(candidates: int) -> int:
+    """Steps a binary search over ``candidates`` untested prefixes takes at most."""
+    return max(1, math.ceil(math.log2(candidates + 1)))
+
+
+def next_prefix(n: int, verdicts: dict[int, str]) -> tuple[int | None, int, int]:
+    """The next prefix to test (None: done) and the bounds (last good, first bad) given the verdicts so far
+    ("good", "bad", "skip"; prefix 0 good and prefix n bad are implied). Like git, a skipped prefix is
+    stepped around: the untested prefix nearest the middle, the lower one on a tie."""
+    good = max([0, *(k for k, v in verdicts.items() if v == "good")])
+    bad = min([n, *(k for k, v in verdicts.items() if v == "bad")])
+    cands = [k for k in range(good + 1, bad) if k not in verdicts]
+    if not cands:
+        return None, good, bad
+    mid = (good + bad) / 2
+    return min(cands, key=lambda k: (abs(k - mid), k)), good, bad
+
+
+def outcome(cfg: Config, verdicts: dict[int, str]) -> dict:
+    """The answer from the step verdicts: the first bad patch, or the range it is in when only skipped
+    prefixes are left (as git's "only 'skip'ped commits left to test")."""
+    n = len(cfg.patches)
+    nxt, good, bad = next_prefix(n, verdicts)
+    if nxt is not None:
+        return {"status": "unfinished", "last_good": good, "first_bad": bad, "next": nxt}
+    if bad == good + 1:
+        return {"status": "found", "first_bad_patch": bad, "patch": cfg.patch_label(bad), "last_good": good}
+    return {"status": "undetermined", "last_good": good, "first_bad": bad,
+            "candidates": [cfg.patch_label(k) for k in range(good + 1, bad + 1)]}  # fmt: skip
+
+
+@dataclass
+class Step:
+    """A concluded step as stored in steps/<name>.json."""
+
+    name: str  # "endpoints" or "p<k>"
+    prefix: int
+    verdict: str  # endpoints: "differ" or "same"; a step: "good", "bad", "skip"
+    reason: str
+    good_values: list[float]
+    step_values: list[float]
+    runs_good: int
+    runs_step: int
+    wall_s: float
+    build_s: float = 0.0
+    lines: list[str] = field(default_factory=list)  # the verdict lines
+    decision: dict | None = None
+    rule: dict | None = None  # endpoints only: the rule every step uses
+    stopped: str = ""
+    finished_at: str = ""
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Step:
+        known = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in d.items() if k in known})
+
+
+def _now() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
+class Bisect:
+    """One bisect in its state directory; :meth:`run` starts or resumes it."""
+
+    def __init__(self, out: Path, cfg: Config, runner: StepRunner, progress: Callable[[str], None],
+                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+        cfg.check()
+        self.out, self.cfg, self.runner, self.progress, self.clock = out, cfg, runner, progress, clock
+        self.kernels: dict[int, str] = {}
+        self.t_session = clock()
+
+    # --- the state directory ---------------------------------------------------------
+
+    def _open_state(self) -> None:
+        meta = self.out / "bisect.json"
+        if meta.exists():
+            old = Config.from_dict(load_json(meta)["config"])
+            if old != self.cfg:
+                diff = next(k for k in self.cfg.__dataclass_fields__ if getattr(old, k) != getattr(self.cfg, k))
+                raise LabError(f"--out {self.out}: holds a bisect with another {diff}; give a new directory "
+                               f"or the same options to resume it")  # fmt: skip
+            self.progress(f"resuming the bisect in {self.out}")
+            return
+        if self.out.exists() and any(p.name != "range" for p in self.out.iterdir()):  # range: --good/--bad's series
+            raise LabError(f"--out {self.out}: exists and is not a bisect state directory; give a new directory")
+        (self.out / "steps").mkdir(parents=True, exist_ok=True)
+        (self.out / "runs").mkdir(exist_ok=True)
+        write_json_atomic(meta, {"version": STATE_VERSION, "config": self.cfg.to_dict(), "started_at": _now(),
+                                 "rule": RULE_TEXT})  # fmt: skip
+
+    def runs_of(self, prefix: int) -> list[dict]:
+        """The finished runs of a prefix, in order (their manifests)."""
+        found = []
+        for d in (self.out / "runs").glob(f"p{prefix}-r*"):
+            m = _RUN_DIR.match(d.name)
+            if m and int(m.group(1)) == prefix and (d / MANIFEST).is_file():
+                found.append((int(m.group(2)), load_json(d / MANIFEST)))
+        return [man for _, man in sorted(found, key=lambda t: t[0])]
+
+    def values_of(self, prefix: int) -> list[float]:
+        return values(self.runs_of(prefix), self.cfg.metric)
+
+    def steps(self) -> dict[str, Step]:
+        return load_steps(self.out)
+
+    def _save_step(self, step: Step) -> None:
+        step.finished_at = _now()
+        write_json_atomic(self.out / "steps" / f"{step.name}.json", step.to_dict())
+        write_log(self.out, self.cfg, self.steps())
+
+    def _spent(self) -> float:
+        return sum(s.wall_s for s in self.steps().values())
+
+    # --- runs --------------------------------------------------------------------------
+
+    def _kernel(self, prefix: int) -> str:
+        if prefix not in self.kernels:
+            self.progress(f"prefix {prefix} {self.cfg.patch_label(prefix)}: kernel")
+            self.kernels[prefix] = self.runner.build(prefix)
+        return self.kernels[prefix]
+
+    def _run_one(self, prefix: int) -> None:
+        n = len(list((self.out / "runs").glob(f"p{prefix}-r*")))
+        out = self.out / "runs" / f"p{prefix}-r{n + 1}"
+        while out.exists():
+            n += 1
+            out = self.out / "runs" / f"p{prefix}-r{n + 1}"
+        self.progress(f"run {out.name}: prefix {prefix} {self.cfg.patch_label(prefix)}")
+        self.runner.run(prefix, self._kernel(prefix), out)
+
+    # --- the endpoints --------------------------------------------------------------
+
+    def _endpoint_verdict(self, n: int) -> Verdict:
+        labels = ("prefix 0", f"prefix {n}")
+        return verdicts_of(self.runs_of(0), self.runs_of(n), [self.cfg.metric], "welch", labels, self.cfg.context)[0]
+
+    def endpoints(self) -> Step:
+        done = self.steps().get("endpoints")
+        if done is not None:
+            return done
+        n = len(self.cfg.patches)
+        share = self.cfg.budget_s / (1 + expected_steps(n - 1)) if self.cfg.budget_s else None
+        t0, build_s = self.clock(), 0.0
+        try:
+            for k in (0, n):
+                b0 = self.clock()
+                self._kernel(k)
+                build_s += self.clock() - b0
+        except LabError as err:
+            raise LabError(f"endpoint kernel does not build: {err}") from None
+        pairs = min(len(self.runs_of(0)), len(self.runs_of(n)))
+        while True:
+            p0 = self.clock()
+            for k in (0, n):
+                if len(self.runs_of(k)) <= pairs:
+                    self._run_one(k)
+            pairs += 1
+            v = self._endpoint_verdict(n)
+            self.progress(f"endpoints after pair {pairs}: {v.line()}")
+            stop = should_stop([v], pairs, self.cfg.min_pairs, self.cfg.max_pairs, self.clock() - t0, share,
+                               self.clock() - p0)  # fmt: skip
+            if stop.stop:
+                break
+        good, bad = self.values_of(0), self.values_of(n)
+        if stop.reason == "no-data":
+            raise LabError(f"endpoints: no ok run with {self.cfg.metric} on one side after {pairs} pairs "
+                           f"(see {self.out / 'runs'})")  # fmt: skip
+        verdict, reason = "differ", f"{v.direction}, {v.diff}"
+        rule = None
+        if not v.decided:
+            verdict, reason = "same", f"not significantly different ({stop.detail})"
+        elif self.cfg.direction and v.direction != self.cfg.direction:
+            verdict, reason = "same", f"the endpoints moved {v.direction}, not {self.cfg.direction} (--direction)"
+        else:
+            r = rule_from_endpoints(self.cfg.metric, good, bad, self.cfg.threshold_pct)
+            if r.threshold <= 0:
+                raise LabError("--threshold: the good endpoint's mean is 0, so a percentage of it is 0; leave "
+                               "--threshold out (half the endpoints' shift)")  # fmt: skip
+            if r.threshold >= abs(_shift(good, bad)):
+                verdict = "same"
+                reason = f"the endpoints moved {v.diff}, less than the threshold ({r.threshold_pct or 0:.3g}%)"
+            rule = r.to_dict()
+        step = Step("endpoints", n, verdict, reason, good, bad, len(good), len(bad), round(self.clock() - t0, 1),
+                    round(build_s, 1), [v.line()], v.to_dict(), rule, stop.reason)  # fmt: skip
+        self._save_step(step)
+        return step
+
+    # --- a step ----------------------------------------------------------------------
+
+    def step(self, prefix: int, rule: Rule, share: float | None) -> Step:
+        t0 = self.clock()
+        label = self.cfg.patch_label(prefix)
+        try:
+            self._kernel(prefix)
+        except LabError as err:
+            self.progress(f"prefix {prefix}: skip: does not build: {err}")
+            step = Step(f"p{prefix}", prefix, "skip", f"does not build: {err}", self.values_of(0), [], 0, 0,
+                        round(self.clock() - t0, 1), round(self.clock() - t0, 1))  # fmt: skip
+            self._save_step(step)
+            return step
+        build_s = self.clock() - t0
+        t_runs = self.clock()
+        pairs = len(self.runs_of(prefix))
+        while True:
+            p0 = self.clock()
+            self._run_one(prefix)
+            pairs += 1
+            if len(self.runs_of(0)) < pairs:  # the good endpoint keeps up with the step
+                self._run_one(0)
+            good, vals = self.values_of(0), self.values_of(prefix)
+            d = decide_step(good, vals, rule)
+            self.progress(f"prefix {prefix} after {pairs} runs: {d.line()}")
+            elapsed, pair_s = self.clock() - t_runs, self.clock() - p0
+            if pairs < self.cfg.min_pairs:
+                continue
+            if d.decided:
+                verdict, reason, stopped = d.verdict, d.line(), "decided"
+                break
+            if len(vals) == 0:
+                verdict, reason, stopped = "skip", f"no ok run with {self.cfg.metric} in {pairs} runs", "no-data"
+                break
+            if pairs >= self.cfg.max_pairs:
+                verdict, reason, stopped = "skip", f"undecided after {pairs} runs: {d.line()}", "max-pairs"
+                break
+            if share is not None and elapsed + pair_s > share:
+                verdict, reason = "skip", f"undecided within its {share:.0f}s share of the budget: {d.line()}"
+                stopped = "time-budget"
+                break
+        labels = ("prefix 0", f"prefix {prefix}")
+        v = verdicts_of(self.runs_of(0), self.runs_of(prefix), [self.cfg.metric], "welch", labels, self.cfg.context)[0]
+        self.progress(f"prefix {prefix} {label}: {verdict}")
+        step = Step(f"p{prefix}", prefix, verdict, reason, good, vals, len(good), len(vals), round(
+            self.clock() - t0, 1), round(build_s, 1), [v.line(), d.line()], d.to_dict(), None, stopped)  # fmt: skip
+        self._save_step(step)
+        return step
+
+    # --- the whole -------------------------------------------------------------------
+
+    def run(self) -> dict:
+        """Start or resume; returns the result (also in result.json)."""
+        self._open_state()
+        ends = self.endpoints()
+        n = len(self.cfg.patches)
+        if ends.verdict != "differ":
+            result = {"status": "nothing-to-bisect", "reason": ends.reason}
+        else:
+            rule = Rule.from_dict(ends.rule or {})
+            while True:
+                verdicts = step_verdicts(self.steps())
+                nxt, good, bad = next_prefix(n, verdicts)
+                if nxt is None:
+                    break
+                cands = len([k for k in range(good + 1, bad) if k not in verdicts])
+                share = None
+                if self.cfg.budget_s is not None:
+                    share = max(0.0, self.cfg.budget_s - self._spent()) / expected_steps(cands)
+                self.progress(f"bisecting: prefix {good} good, prefix {bad} bad, {cands} left: testing prefix {nxt} "
+                              f"({self.cfg.patch_label(nxt)})")  # fmt: skip
+                self.step(nxt, rule, share)
+            result = outcome(self.cfg, step_verdicts(self.steps()))
+        steps = self.steps()
+        result |= {"metric": self.cfg.metric, "wall_s": round(sum(s.wall_s for s in steps.values()), 1),
+                   "runs": sum(len(list((self.out / "runs").glob(f"p{k}-r*"))) for k in range(n + 1))}  # fmt: skip
+        write_json_atomic(self.out / "result.json", result)
+        write_log(self.out, self.cfg, steps, result)
+        return result
+
+
+def _shift(good: list[float], bad: list[float]) -> float:
+    return sum(bad) / len(bad) - sum(good) / len(good)
+
+
+def load_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise LabError(f"{path}: cannot read the bisect state ({err})") from None
+
+
+def load_steps(out: Path) -> dict[str, Step]:
+    return {p.stem: Step.from_dict(load_json(p)) for p in sorted((out / "steps").glob("*.json"))}
+
+
+def step_verdicts(steps: dict[str, Step]) -> dict[int, str]:
+    return {s.prefix: s.verdict for name, s in steps.items() if name != "endpoints"}
+
+
+def ordered(steps: dict[str, Step]) -> list[Step]:
+    """The steps in the order they concluded (endpoints first)."""
+    return sorted(steps.values(), key=lambda s: (s.name != "endpoints", s.finished_at, s.prefix))
+
+
+def log_entries(cfg: Config, steps: dict[str, Step], result: dict | None = None) -> list[dict]:
+    entries: list[dict] = [{"event": "start", "metric": cfg.metric, "patches": list(cfg.patches), **cfg.what}]
+    for s in ordered(steps):
+        entry = {"event": "endpoints" if s.name == "endpoints" else "step", "prefix": s.prefix,
+                 "patch": cfg.patch_label(s.prefix), "verdict": s.verdict, "reason": s.reason,
+                 "runs": [s.runs_good, s.runs_step], "wall_s": s.wall_s, "lines": s.lines}  # fmt: skip
+        entries.append(entry)
+    if result is not None:
+        entries.append({"event": "result", **result})
+    return entries
+
+
+def write_log(out: Path, cfg: Config, steps: dict[str, Step], result: dict | None = None) -> None:
+    text = "".join(json_text(e) + "\n" for e in log_entries(cfg, steps, result))
+    write_text_atomic(out / "log.jsonl", text)
+
+
+def log_text(entries: list[dict]) -> str:
+    """The log as ``git bisect log`` shows one: comments with the evidence, and the verdict commands."""
+    out: list[str] = []
+    for e in entries:
+        ev = e.get("event")
+        if ev == "start":
+            out.append(f"# numalab bisect: {len(e['patches'])} patches, metric {e['metric']}")
+            out += [f"# {k}: {e[k]}" for k in ("source", "series", "topology", "workload") if e.get(k)]
+            out.append("numalab bisect start")
+        elif ev == "endpoints":
+            if e["verdict"] != "differ":
+                out.append(f"# endpoints: [0] (no patches) vs [{e['prefix']}] {e['patch']}")
+                out += [f"#   {ln}" for ln in e.get("lines", [])]
+                out.append(f"# the endpoints do not differ: {e['reason']}")
+            else:
+                out.append(f"# good: [0] (no patches)\n# bad: [{e['prefix']}] {e['patch']}")
+                out += [f"#   {ln}" for ln in e.get("lines", [])]
+                out.append(f"numalab bisect good 0\nnumalab bisect bad {e['prefix']}")
+        elif ev == "step":
+            out.append(f"# {e['verdict']}: [{e['prefix']}] {e['patch']} ({e['runs'][1]} runs, {e['wall_s']:.0f}s)")
+            out += [f"#   {ln}" for ln in e.get("lines", [])] if e["verdict"] != "skip" else [f"#   {e['reason']}"]
+            out.append(f"numalab bisect {e['verdict']} {e['prefix']}")
+        elif ev == "result":
+            out.append(result_text(e))
+    return "\n".join(out)
+
+
+def result_text(r: dict) -> str:
+    status = r.get("status")
+    if status == "found":
+        return f"# first bad patch: [{r['first_bad_patch']}] {r['patch']}"
+    if status == "nothing-to-bisect":
+        return f"# nothing to bisect: {r.get('reason', '')}"
+    if status == "undetermined":
+        return f"# only skipped prefixes left to test: the first bad patch is one of {', '.join(r['candidates'])}"
+    return f"# unfinished: prefix {r.get('last_good')} good, prefix {r.get('first_bad')} bad"
+
+
+def replay(out: Path) -> tuple[dict, list[str]]:
+    """The answer re-derived from the recorded steps without running anything: every step's verdict is
+    decided again from its recorded values with the recorded rule, and the search is walked again from the
+    verdicts. Returns (result, disagreements); a disagreement names the step whose recorded verdict is not
+    what its values say, or a step the search would not have chosen."""
+    meta = load_json(out / "bisect.json")
+    cfg = Config.from_dict(meta["config"])
+    steps = load_steps(out)
+    problems: list[str] = []
+    ends = steps.get("endpoints")
+    if ends is None:
+        return {"status": "unfinished", "reason": "the endpoints have not been compared yet"}, problems
+    if ends.verdict != "differ":
+        return {"status": "nothing-to-bisect", "reason": ends.reason}, problems
+    rule = Rule.from_dict(ends.rule or {})
+    n = len(cfg.patches)
+    verdicts: dict[int, str] = {}
+    for s in ordered(steps)[1:]:
+        nxt, _, _ = next_prefix(n, verdicts)
+        if s.prefix != nxt:
+            problems.append(f"prefix {s.prefix}: the search would have tested prefix {nxt} here")
+        if s.stopped in ("decided", "max-pairs", "time-budget"):  # not a build failure, not a step without data
+            d: StepDecision = decide_step(s.good_values, s.step_values, rule)
+            again = d.verdict if d.decided else "skip"
+            if again != s.verdict:
+                problems.append(f"prefix {s.prefix}: recorded {s.verdict}, its values say {again}: {d.line()}")
+        verdicts[s.prefix] = s.verdict
+    return outcome(cfg, verdicts), problems

@@ -1,0 +1,68 @@
+"""numalab bisect on real kernels: kernel-configs/patches/bisect-example (four patches on 6.1, one bad: 0003
+holds the boot for 8 s) bisected on ring-2 with the idle workload, timings.boot_s deciding.
+
+Bounded: four kernels (one-file incremental rebuilds of fair.c in the warm build directory, about a
+minute each on 2 busy cores, cache hits after the first time) and about 15 short VM runs (--budget 1200,
+--max-pairs 6); 2m19s here with the kernels cached, about 6 minutes the first time. It runs only on a warm
+kernel cache (the trimmed baseline built): on a fresh machine the first ``make test`` skips it, since
+test_kernel_build.py, which builds the baseline, runs after this file, so the suite never pays a cold
+build for it; later runs include it.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from common import REPO, numalab
+
+from lab.errors import LabError
+
+pytestmark = [pytest.mark.vm, pytest.mark.kernel_build]
+
+SERIES = REPO / "kernel-configs" / "patches" / "bisect-example"
+
+
+def _warm() -> bool:
+    from lab.kernel.resolve import resolve_kernel
+
+    try:
+        resolve_kernel("baseline")
+    except LabError:
+        return False
+    return Path("/usr/src/linux-source-6.1.tar.xz").is_file()
+
+
+def test_bisect_finds_the_slow_boot_patch_and_resumes_without_rerunning(tmp_path: Path) -> None:
+    if not _warm():
+        pytest.skip("needs the warm kernel cache (numalab kernel build: the trimmed baseline)")
+    out = tmp_path / "bisect"
+    args = ("bisect", "--series", str(SERIES), "--topology", "ring-2", "--cpus-per-node", "1", "--mem-per-node",
+            "256M", "--workload", "idle", "--duration", "1", "--metric", "timings.boot_s", "--budget", "1200",
+            "--max-pairs", "6", "--out", str(out), "--json")  # fmt: skip
+    proc = numalab(*args, timeout=2400)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads(proc.stdout)
+    assert result["status"] == "found", result
+    assert result["first_bad_patch"] == 3 and result["patch"] == "0003-sched-fair-slow-boot.patch"
+    steps = {p.stem: json.loads(p.read_text()) for p in (out / "steps").glob("*.json")}
+    assert steps["endpoints"]["verdict"] == "differ"
+    assert steps["p2"]["verdict"] == "good" and steps["p3"]["verdict"] == "bad", steps
+    # the evidence is the runs' own figures: prefix 3's boots are the slow ones
+    for name, slow in (("p2", False), ("p3", True)):
+        boots = [json.loads((d / "manifest.json").read_text())["timings"]["boot_s"]
+                 for d in (out / "runs").glob(f"{name}-r*")]  # fmt: skip
+        assert sorted(boots) == sorted(steps[name]["step_values"])
+        assert (min(boots) > 6.0) if slow else (max(boots) < 8.0), (name, boots)
+    assert "first bad patch: [3] 0003-sched-fair-slow-boot.patch" in (out / "report.md").read_text()
+    # Run again: every step is read back, nothing reruns; replay agrees.
+    runs = sorted(p.name for p in (out / "runs").iterdir())
+    again = numalab(*args, timeout=600)
+    assert again.returncode == 0 and json.loads(again.stdout)["first_bad_patch"] == 3, again.stderr[-3000:]
+    assert sorted(p.name for p in (out / "runs").iterdir()) == runs
+    assert "resuming" in again.stderr
+    rep = numalab("bisect", "replay", str(out), "--json")
+    assert rep.returncode == 0, rep.stdout
+    replayed = json.loads(rep.stdout)
+    assert replayed["disagreements"] == [] and replayed["result"]["first_bad_patch"] == 3
