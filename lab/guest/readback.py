@@ -22,7 +22,57 @@ _RAW = re.compile(r".*/node(\d+)/(cpulist|distance|meminfo)$")
 MAX_NODE = 1023  # Linux's MAX_NUMNODES is at most 1 << 10
 
 
-def read_topology(run_dir: Path, problems: list[str] | None = None) -> dict | None:  # noqa: C901
+def _put(nodes: dict[int, dict], node_text: str, key: str, value: str) -> str | None:
+    """Store one value of a node in ``nodes``; what is wrong with it, or None."""
+    node = to_int(node_text)
+    if node is None or not 0 <= node <= MAX_NODE:
+        return f"node {shown(node_text, 20)} is not a node number"
+    if key == "cpulist":
+        cpus = checked_cpulist(value)
+        if cpus is None:
+            return f"{shown(value)} is not a cpulist"
+        nodes.setdefault(node, {})["cpus"] = cpus
+    elif key == "distance":
+        dist = [to_int(x) for x in value.split()]
+        if len(dist) > MAX_NODE + 1 or any(d is None or d < 0 for d in dist):
+            return f"{shown(value)} is not a row of distances"
+        nodes.setdefault(node, {})["distances"] = dist
+    elif key == "memtotal_kb":
+        kb = to_int(value.split()[0]) if value.split() else None
+        if kb is None or kb < 0:
+            return f"{shown(value)} is not a size in kB"
+        nodes.setdefault(node, {})["memtotal_mib"] = kb // 1024
+    return None
+
+
+def _grep_line(line: str, nodes: dict[int, dict]) -> tuple[str | None, str | None]:
+    """One ``grep -H`` line (``PATH:VALUE``) into ``nodes``: (the online list if it is that line, else None;
+    what is wrong with it, or None)."""
+    file, _, value = line.partition(":")
+    m = _RAW.match(file)
+    if file.endswith("/cpu/online"):
+        online = value.strip() if checked_cpulist(value) is not None else ""
+        return online, (None if online or not value.strip() else f"{shown(value)} is not a cpulist")
+    if m and m.group(2) == "meminfo":
+        mem = re.search(r"MemTotal:\s*(\S+)", value)
+        return None, (_put(nodes, m.group(1), "memtotal_kb", mem.group(1)) if mem else None)
+    if m:
+        return None, _put(nodes, m.group(1), m.group(2), value)
+    return None, None
+
+
+def _old_line(line: str, nodes: dict[int, dict]) -> tuple[str | None, str | None]:
+    """One line of an older record (``node 0 cpulist 0-1``, ``online 0-3``) into ``nodes``: (the online list
+    if it is that line, else None; what is wrong with it, or None)."""
+    parts = line.split()
+    if parts[:1] == ["online"]:
+        return (parts[1] if len(parts) > 1 and checked_cpulist(parts[1]) is not None else ""), None
+    if len(parts) >= 3 and parts[0] == "node":
+        return None, _put(nodes, parts[1], parts[2], " ".join(parts[3:]))
+    return None, None
+
+
+def read_topology(run_dir: Path, problems: list[str] | None = None) -> dict | None:
     """topology.txt -> {"nodes": {id: {cpus, distances, memtotal_mib}}, "online": "0-7"}.
 
     The guest writes ``grep -H`` output (``/sys/devices/system/node/node0/cpulist:0-1``,
@@ -36,48 +86,10 @@ def read_topology(run_dir: Path, problems: list[str] | None = None) -> dict | No
         return None
     nodes: dict[int, dict] = {}
     online = ""
-
-    def put(node_text: str, key: str, value: str) -> str | None:
-        """Store one value; what is wrong with it, or None."""
-        node = to_int(node_text)
-        if node is None or not 0 <= node <= MAX_NODE:
-            return f"node {shown(node_text, 20)} is not a node number"
-        if key == "cpulist":
-            cpus = checked_cpulist(value)
-            if cpus is None:
-                return f"{shown(value)} is not a cpulist"
-            nodes.setdefault(node, {})["cpus"] = cpus
-        elif key == "distance":
-            dist = [to_int(x) for x in value.split()]
-            if len(dist) > MAX_NODE + 1 or any(d is None or d < 0 for d in dist):
-                return f"{shown(value)} is not a row of distances"
-            nodes.setdefault(node, {})["distances"] = dist
-        elif key == "memtotal_kb":
-            kb = to_int(value.split()[0]) if value.split() else None
-            if kb is None or kb < 0:
-                return f"{shown(value)} is not a size in kB"
-            nodes.setdefault(node, {})["memtotal_mib"] = kb // 1024
-        return None
-
     for n, line in enumerate(text.splitlines(), 1):
-        wrong = None
-        if line.startswith("/"):
-            file, _, value = line.partition(":")
-            m = _RAW.match(file)
-            if file.endswith("/cpu/online"):
-                online = value.strip() if checked_cpulist(value) is not None else ""
-                wrong = None if online or not value.strip() else f"{shown(value)} is not a cpulist"
-            elif m and m.group(2) == "meminfo":
-                mem = re.search(r"MemTotal:\s*(\S+)", value)
-                wrong = put(m.group(1), "memtotal_kb", mem.group(1)) if mem else None
-            elif m:
-                wrong = put(m.group(1), m.group(2), value)
-        else:
-            parts = line.split()
-            if parts[:1] == ["online"]:
-                online = parts[1] if len(parts) > 1 and checked_cpulist(parts[1]) is not None else ""
-            elif len(parts) >= 3 and parts[0] == "node":
-                wrong = put(parts[1], parts[2], " ".join(parts[3:]))
+        line_online, wrong = _grep_line(line, nodes) if line.startswith("/") else _old_line(line, nodes)
+        if line_online is not None:
+            online = line_online
         if wrong:
             problems.append(f"{TOPOLOGY} line {n}: {wrong}")
     out = {"nodes": {k: nodes[k] for k in sorted(nodes)}, "online": online}

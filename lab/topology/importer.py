@@ -35,11 +35,8 @@ def _read(path: Path) -> str:
         raise LabError(f"{path}: not text") from None
 
 
-def read_sysfs(root: Path = SYSFS_NODE_ROOT) -> Machine:  # noqa: C901
-    """A host's nodes from ``/sys/devices/system/node`` (or a copy of it under ``root``):
-    ``has_memory``/``online``, and per node ``cpulist``, ``meminfo`` (MemTotal) and ``distance``."""
-    if not root.is_dir():
-        raise LabError(f"{root}: not a directory (expected a copy of /sys/devices/system/node)")
+def _sysfs_node_ids(root: Path) -> list[int]:
+    """The node ids under ``root``: its ``online`` list, else its ``nodeN`` directories; each must be there."""
     online_file = root / "online"
     if online_file.exists():
         text = _read(online_file).strip()
@@ -56,34 +53,59 @@ def read_sysfs(root: Path = SYSFS_NODE_ROOT) -> Machine:  # noqa: C901
     for node in ids:
         if not (root / f"node{node}").is_dir():
             raise LabError(f"{root / f'node{node}'}: missing, but {online_file.name} lists node {node}")
+    return ids
+
+
+def _sysfs_cpus(d: Path) -> tuple[int, ...]:
+    """The CPUs in ``d/cpulist`` (none if it is empty)."""
+    cpulist = _read(d / "cpulist").strip()
+    try:
+        return tuple(parse_cpulist(cpulist)) if cpulist else ()
+    except (LabError, ValueError):
+        raise LabError(f"{d / 'cpulist'}: cannot read the CPU list {cpulist!r}") from None
+
+
+def _sysfs_mib(d: Path, node: int) -> int:
+    """Node ``node``'s MemTotal in MiB from ``d/meminfo``; it must have memory."""
+    mem = re.search(r"MemTotal:\s*(\d+)\s*kB", _read(d / "meminfo"))
+    if not mem:
+        raise LabError(f"{d / 'meminfo'}: no 'MemTotal: N kB' line")
+    mib = int(mem.group(1)) // 1024
+    if mib <= 0:
+        raise LabError(f"{d / 'meminfo'}: node {node} has no memory; memoryless nodes cannot be emulated")
+    return mib
+
+
+def _sysfs_distances(d: Path, node: int, ids: list[int]) -> tuple[int, ...]:
+    """Node ``node``'s SLIT row from ``d/distance``: one valid distance to each of ``ids``."""
+    dist_text = _read(d / "distance").split()
+    try:
+        row = tuple(int(x) for x in dist_text)
+    except ValueError:
+        raise LabError(f"{d / 'distance'}: not a row of numbers: {' '.join(dist_text)!r}") from None
+    if len(row) != len(ids):
+        raise LabError(f"{d / 'distance'}: {len(row)} distances for {len(ids)} nodes")
+    for col, v in zip(ids, row):
+        ok = v == LOCAL_DISTANCE if col == node else LOCAL_DISTANCE < v <= MAX_DISTANCE
+        if not ok:
+            raise LabError(f"{d / 'distance'}: distance {node}->{col} is {v}")
+    return row
+
+
+def read_sysfs(root: Path = SYSFS_NODE_ROOT) -> Machine:
+    """A host's nodes from ``/sys/devices/system/node`` (or a copy of it under ``root``):
+    ``has_memory``/``online``, and per node ``cpulist``, ``meminfo`` (MemTotal) and ``distance``."""
+    if not root.is_dir():
+        raise LabError(f"{root}: not a directory (expected a copy of /sys/devices/system/node)")
+    ids = _sysfs_node_ids(root)
     nodes = []
     rows = []
     for node in ids:
         d = root / f"node{node}"
-        cpulist = _read(d / "cpulist").strip()
-        try:
-            cpus = tuple(parse_cpulist(cpulist)) if cpulist else ()
-        except (LabError, ValueError):
-            raise LabError(f"{d / 'cpulist'}: cannot read the CPU list {cpulist!r}") from None
-        mem = re.search(r"MemTotal:\s*(\d+)\s*kB", _read(d / "meminfo"))
-        if not mem:
-            raise LabError(f"{d / 'meminfo'}: no 'MemTotal: N kB' line")
-        mib = int(mem.group(1)) // 1024
-        if mib <= 0:
-            raise LabError(f"{d / 'meminfo'}: node {node} has no memory; memoryless nodes cannot be emulated")
-        dist_text = _read(d / "distance").split()
-        try:
-            row = tuple(int(x) for x in dist_text)
-        except ValueError:
-            raise LabError(f"{d / 'distance'}: not a row of numbers: {' '.join(dist_text)!r}") from None
-        if len(row) != len(ids):
-            raise LabError(f"{d / 'distance'}: {len(row)} distances for {len(ids)} nodes")
-        for col, v in zip(ids, row):
-            ok = v == LOCAL_DISTANCE if col == node else LOCAL_DISTANCE < v <= MAX_DISTANCE
-            if not ok:
-                raise LabError(f"{d / 'distance'}: distance {node}->{col} is {v}")
+        cpus = _sysfs_cpus(d)
+        mib = _sysfs_mib(d, node)
+        rows.append(_sysfs_distances(d, node, ids))
         nodes.append(MachineNode(node, cpus, mib))
-        rows.append(row)
     machine = Machine(
         nodes=tuple(nodes), distances=tuple(rows), origin=f"sysfs ({root})", slow_nodes=_sysfs_slow_nodes(root, nodes)
     )

@@ -175,27 +175,33 @@ def hop_matrix(n: int, links: tuple[tuple[int, int], ...] | list[tuple[int, int]
     return out
 
 
-def validate(topo: Topology, where: str = "") -> None:  # noqa: C901
-    """Raise a one-line LabError naming the offending field, or return."""
-    pre = f"{where}: " if where else ""
+def _check_node_fields(idx: int, node: Node, pre: str) -> None:
+    """Node ``idx``'s id, CPU count and memory size, or a one-line LabError."""
+    if node.id != idx:
+        raise LabError(f"{pre}nodes[{idx}].id: node ids must be contiguous from 0, expected {idx} but got {node.id}")
+    if node.cpus < 0:
+        raise LabError(f"{pre}nodes[{idx}].cpus: must be >= 0, got {node.cpus}")
+    if node.memory_mib <= 0:
+        raise LabError(f"{pre}nodes[{idx}].memory: must be positive, got {node.memory_mib} MiB")
+    if node.memory_mib > MAX_NODE_MEMORY_MIB:
+        raise LabError(f"{pre}nodes[{idx}].memory: at most {MAX_NODE_MEMORY_MIB >> 20}T a node")
+    if node.cpus > MAX_VCPUS:
+        raise LabError(f"{pre}nodes[{idx}].cpus: {node.cpus} vCPUs, at most {MAX_VCPUS} (QEMU's q35 limit)")
+
+
+def _check_nodes(topo: Topology, pre: str) -> None:
+    """The node count and every node's fields, or a one-line LabError."""
     n = topo.n_nodes
     if n < 1:
         raise LabError(f"{pre}nodes: at least one node is required")
     if n > MAX_NODES:
         raise LabError(f"{pre}nodes: {n} nodes given, at most {MAX_NODES} are supported")
     for idx, node in enumerate(topo.nodes):
-        if node.id != idx:
-            raise LabError(
-                f"{pre}nodes[{idx}].id: node ids must be contiguous from 0, expected {idx} but got {node.id}"
-            )
-        if node.cpus < 0:
-            raise LabError(f"{pre}nodes[{idx}].cpus: must be >= 0, got {node.cpus}")
-        if node.memory_mib <= 0:
-            raise LabError(f"{pre}nodes[{idx}].memory: must be positive, got {node.memory_mib} MiB")
-        if node.memory_mib > MAX_NODE_MEMORY_MIB:
-            raise LabError(f"{pre}nodes[{idx}].memory: at most {MAX_NODE_MEMORY_MIB >> 20}T a node")
-        if node.cpus > MAX_VCPUS:
-            raise LabError(f"{pre}nodes[{idx}].cpus: {node.cpus} vCPUs, at most {MAX_VCPUS} (QEMU's q35 limit)")
+        _check_node_fields(idx, node, pre)
+
+
+def _check_cpus(topo: Topology, pre: str) -> None:
+    """Threads, per-node CPU counts against them, and the total vCPU count, or a one-line LabError."""
     if topo.threads < 1:
         raise LabError(f"{pre}threads: must be >= 1, got {topo.threads}")
     for node in topo.nodes:
@@ -205,22 +211,45 @@ def validate(topo: Topology, where: str = "") -> None:  # noqa: C901
         raise LabError(f"{pre}cpus: at least one node must have CPUs")
     if topo.total_cpus > MAX_VCPUS:
         raise LabError(f"{pre}cpus: {topo.total_cpus} vCPUs in all, at most {MAX_VCPUS} (QEMU's q35 limit)")
+
+
+def _distance_error(i: int, j: int, v: int) -> str | None:
+    """What is wrong with SLIT entry ``[i][j]`` = ``v`` (without the prefix), or None."""
+    if i == j and v != LOCAL_DISTANCE:
+        return f"distances[{i}][{j}]: local distance must be {LOCAL_DISTANCE}, got {v}"
+    if i != j and not LOCAL_DISTANCE < v <= MAX_DISTANCE:
+        why = " (the kernel discards the whole SLIT for a remote distance <= 10)" if v <= 10 else ""
+        return f"distances[{i}][{j}]: remote distance must be in {LOCAL_DISTANCE + 1}..{MAX_DISTANCE}, got {v}{why}"
+    return None
+
+
+def _check_distances(topo: Topology, pre: str) -> None:
+    """The SLIT's shape and every entry, or a one-line LabError."""
+    n = topo.n_nodes
     d = topo.distances
     if len(d) != n or any(len(row) != n for row in d):
         raise LabError(f"{pre}distances: must be a {n}x{n} matrix for {n} nodes")
     for i in range(n):
         for j in range(n):
-            v = d[i][j]
-            if i == j and v != LOCAL_DISTANCE:
-                raise LabError(f"{pre}distances[{i}][{j}]: local distance must be {LOCAL_DISTANCE}, got {v}")
-            if i != j and not LOCAL_DISTANCE < v <= MAX_DISTANCE:
-                raise LabError(
-                    f"{pre}distances[{i}][{j}]: remote distance must be in "
-                    f"{LOCAL_DISTANCE + 1}..{MAX_DISTANCE}, got {v}"
-                    + (" (the kernel discards the whole SLIT for a remote distance <= 10)" if v <= 10 else "")
-                )
+            wrong = _distance_error(i, j, d[i][j])
+            if wrong:
+                raise LabError(f"{pre}{wrong}")
+
+
+def _check_links(topo: Topology, pre: str) -> None:
+    """Every link joins two distinct existing nodes, or a one-line LabError."""
+    n = topo.n_nodes
     for a, b in topo.links:
         if not (0 <= a < n and 0 <= b < n) or a == b:
             raise LabError(f"{pre}links: [{a}, {b}] is not a link between two distinct nodes 0..{n - 1}")
+
+
+def validate(topo: Topology, where: str = "") -> None:
+    """Raise a one-line LabError naming the offending field, or return."""
+    pre = f"{where}: " if where else ""
+    _check_nodes(topo, pre)
+    _check_cpus(topo, pre)
+    _check_distances(topo, pre)
+    _check_links(topo, pre)
     if topo.tiers is not None:
         topo.tiers.check(topo, pre)

@@ -75,10 +75,17 @@ class MemoryTiers:
             "bandwidth_mib": [list(r) for r in self.bandwidth_mib],
         }
 
-    def check(self, topo: Any, pre: str = "") -> None:  # noqa: C901
+    def check(self, topo: Any, pre: str = "") -> None:
         """The rules QEMU and the guest impose, against the topology's nodes (one-line errors)."""
+        self._check_slow_nodes(topo, pre)
+        self._check_initiators(topo, pre)
+        self._check_hmat(topo, pre)
+        if self.slow_nodes:
+            self._check_slow_ranges(topo, pre)
+
+    def _check_slow_nodes(self, topo: Any, pre: str) -> None:
+        """Each slow node exists, is CPU-less and is not node 0."""
         n = topo.n_nodes
-        cpu_nodes = topo.cpu_nodes
         for node in self.slow_nodes:
             if not 0 <= node < n:
                 raise LabError(f"{pre}tiers.slow_nodes: node {node} does not exist ({n} nodes)")
@@ -86,11 +93,21 @@ class MemoryTiers:
                 raise LabError(f"{pre}tiers.slow_nodes: node {node} has CPUs; a slow (dax kmem) node must be CPU-less")
             if node == 0:
                 raise LabError(f"{pre}tiers.slow_nodes: node 0 holds the low memory the kernel boots from")
+
+    def _check_initiators(self, topo: Any, pre: str) -> None:
+        """Each initiator pair maps a CPU-less node to a node with CPUs."""
+        n = topo.n_nodes
+        cpu_nodes = topo.cpu_nodes
         for node, init in self.initiators:
             if not 0 <= node < n or topo.nodes[node].cpus:
                 raise LabError(f"{pre}tiers.initiators: node {node} is not a CPU-less node")
             if init not in cpu_nodes:
                 raise LabError(f"{pre}tiers.initiators.{node}: initiator {init} is not a node with CPUs")
+
+    def _check_hmat(self, topo: Any, pre: str) -> None:
+        """The HMAT matrices: one row per CPU node of one value per node, both or neither given."""
+        n = topo.n_nodes
+        cpu_nodes = topo.cpu_nodes
         for name, matrix in (("latency_ns", self.latency_ns), ("bandwidth_mib", self.bandwidth_mib)):
             if not matrix:
                 continue
@@ -100,23 +117,30 @@ class MemoryTiers:
                 )
         if bool(self.latency_ns) != bool(self.bandwidth_mib):
             raise LabError(f"{pre}hmat: give both latency_ns and bandwidth_mib")
-        if self.slow_nodes:
-            ranges = guest_phys_ranges(topo)
-            low_top = _low_top(topo)
-            for node in self.slow_nodes:
-                for start, size in ranges[node]:
-                    if start + size == low_top and size < 2 * MEMORY_BLOCK_MIB:
-                        raise LabError(
-                            f"{pre}tiers.slow_nodes: node {node} ends at the top of the guest's low RAM, where its "
-                            f"last {MEMORY_BLOCK_MIB} MiB are kept out for the firmware: give it at least "
-                            f"{2 * MEMORY_BLOCK_MIB}M"
-                        )
-                    if start % MEMORY_BLOCK_MIB or size % MEMORY_BLOCK_MIB:
-                        raise LabError(
-                            f"{pre}tiers.slow_nodes: node {node}'s memory ({size} MiB at {start} MiB) is not in whole "
-                            f"{MEMORY_BLOCK_MIB} MiB memory blocks, which dax kmem needs: make the node sizes "
-                            f"multiples of {MEMORY_BLOCK_MIB}M"
-                        )
+
+    def _check_slow_ranges(self, topo: Any, pre: str) -> None:
+        """Each slow node's guest-physical pieces are whole memory blocks clear of the firmware's low-RAM top."""
+        ranges = guest_phys_ranges(topo)
+        low_top = _low_top(topo)
+        for node in self.slow_nodes:
+            for start, size in ranges[node]:
+                _check_slow_piece(node, start, size, low_top, pre)
+
+
+def _check_slow_piece(node: int, start: int, size: int, low_top: int, pre: str) -> None:
+    """One guest-physical piece (MiB) of slow node ``node``: kmem can online it, or a one-line LabError."""
+    if start + size == low_top and size < 2 * MEMORY_BLOCK_MIB:
+        raise LabError(
+            f"{pre}tiers.slow_nodes: node {node} ends at the top of the guest's low RAM, where its "
+            f"last {MEMORY_BLOCK_MIB} MiB are kept out for the firmware: give it at least "
+            f"{2 * MEMORY_BLOCK_MIB}M"
+        )
+    if start % MEMORY_BLOCK_MIB or size % MEMORY_BLOCK_MIB:
+        raise LabError(
+            f"{pre}tiers.slow_nodes: node {node}'s memory ({size} MiB at {start} MiB) is not in whole "
+            f"{MEMORY_BLOCK_MIB} MiB memory blocks, which dax kmem needs: make the node sizes "
+            f"multiples of {MEMORY_BLOCK_MIB}M"
+        )
 
 
 def _int(value: object, field: str, lo: int, hi: int) -> int:

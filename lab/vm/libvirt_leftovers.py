@@ -131,50 +131,65 @@ def leftovers(conn, spec: HostSpec | None = None) -> dict:
     return {"domains": doms, "pools": sorted(pools), "volumes": sorted(vols), "live": sorted(live_names)}
 
 
-def clean(conn, spec: HostSpec | None = None) -> dict:  # noqa: C901
+def clean(conn, spec: HostSpec | None = None) -> dict:
     """Remove leftovers: destroy and undefine numalab-* domains whose numalab process is gone, their pools
     and volumes. Domains of a numalab process still running on this machine are kept."""
     libvirt = libvirt_module()
     found = leftovers(conn, spec)
     removed: dict = {"domains": [], "pools": [], "volumes": [], "kept": found["live"], "problems": []}
     for d in found["domains"]:
-        if d["name"] in found["live"]:
-            continue
-        try:
-            dom = conn.lookupByName(d["name"])
-            if dom.isActive():
-                dom.destroy()
-            if dom.isPersistent():
-                dom.undefineFlags(libvirt.VIR_DOMAIN_UNDEFINE_NVRAM | libvirt.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE)
-            removed["domains"].append(d["name"])
-        except libvirt.libvirtError as err:
-            if not is_error(err, libvirt.VIR_ERR_NO_DOMAIN):
-                removed["problems"].append(f"{d['name']}: {short_error(err)}")
+        if d["name"] not in found["live"]:
+            _remove_domain(conn, libvirt, d["name"], removed)
     for name in found["pools"]:
-        try:
-            pool = conn.storagePoolLookupByName(name)
-            if not pool.isActive():
-                pool.create(0)
-            pool.refresh(0)
-            for v in pool.listAllVolumes(0):
-                v.delete(0)
-            pool.destroy()
-            if pool.isPersistent():
-                pool.undefine()
-            removed["pools"].append(name)
-        except libvirt.libvirtError as err:
-            removed["problems"].append(f"pool {name}: {short_error(err)}")
+        _remove_pool(conn, libvirt, name, removed)
     if found["volumes"]:
-        store = ImageStore(conn, spec or HostSpec(conn.getURI())).open()
-        for name in found["volumes"]:
-            if name.endswith(".results"):
-                _empty_dir(conn, store, name, removed["problems"])
-            store.remove(name)
-            if name not in [v[0] for v in store.volumes()]:
-                removed["volumes"].append(name)
-            else:
-                removed["problems"].append(f"volume {name}: could not be removed")
+        _remove_volumes(conn, spec, found["volumes"], removed)
     return removed
+
+
+def _remove_domain(conn, libvirt, name: str, removed: dict) -> None:
+    """Destroy and undefine domain ``name``; into ``removed``'s domains, or its problems (gone already: neither)."""
+    try:
+        dom = conn.lookupByName(name)
+        if dom.isActive():
+            dom.destroy()
+        if dom.isPersistent():
+            dom.undefineFlags(libvirt.VIR_DOMAIN_UNDEFINE_NVRAM | libvirt.VIR_DOMAIN_UNDEFINE_MANAGED_SAVE)
+        removed["domains"].append(name)
+    except libvirt.libvirtError as err:
+        if not is_error(err, libvirt.VIR_ERR_NO_DOMAIN):
+            removed["problems"].append(f"{name}: {short_error(err)}")
+
+
+def _remove_pool(conn, libvirt, name: str, removed: dict) -> None:
+    """Delete pool ``name``'s volumes, stop and undefine it; into ``removed``'s pools, or its problems."""
+    try:
+        pool = conn.storagePoolLookupByName(name)
+        if not pool.isActive():
+            pool.create(0)
+        pool.refresh(0)
+        for v in pool.listAllVolumes(0):
+            v.delete(0)
+        pool.destroy()
+        if pool.isPersistent():
+            pool.undefine()
+        removed["pools"].append(name)
+    except libvirt.libvirtError as err:
+        removed["problems"].append(f"pool {name}: {short_error(err)}")
+
+
+def _remove_volumes(conn, spec: HostSpec | None, names: list[str], removed: dict) -> None:
+    """Remove the per-run volumes ``names`` (emptying results directories first) from the image pool; each
+    into ``removed``'s volumes, or its problems when it is still there."""
+    store = ImageStore(conn, spec or HostSpec(conn.getURI())).open()
+    for name in names:
+        if name.endswith(".results"):
+            _empty_dir(conn, store, name, removed["problems"])
+        store.remove(name)
+        if name not in [v[0] for v in store.volumes()]:
+            removed["volumes"].append(name)
+        else:
+            removed["problems"].append(f"volume {name}: could not be removed")
 
 
 def _empty_dir(conn, store: ImageStore, name: str, problems: list[str]) -> None:
