@@ -75,8 +75,9 @@ COLLECT_ALLOWANCE_S = 60.0  # trace-cmd merging + copying results
 VIRTUAL_CLOCK_SCALE = 12.0  # host seconds a guest second may take under --clock virtual
 
 
-class Interrupted(Exception):
-    """SIGTERM/SIGINT during a run."""
+class Interrupted(BaseException):
+    """SIGTERM/SIGINT during a run. A BaseException, as KeyboardInterrupt is: the nets that keep a guest's bad
+    file from stopping a run (``_guarded``: ``except Exception``) must not swallow the user's signal."""
 
 
 @dataclass(frozen=True)

@@ -120,3 +120,22 @@ def test_run_options_is_not_listed_in_help() -> None:
     """An internal entry point for the matrix's children, not a command users are offered."""
     proc = numalab("--help")
     assert proc.returncode == 0 and "run-options" not in proc.stdout
+
+
+def test_a_signal_during_a_guarded_read_stops_the_run() -> None:
+    """The net under the guest-file readers (any Exception is a problem, the run goes on) lets SIGTERM's
+    Interrupted through: a bisect's SIGTERM once let a run finish 'ok' and the next one start."""
+    import pytest
+
+    from lab.run.execute import Interrupted, _guarded
+
+    def interrupted() -> None:
+        raise Interrupted("SIGTERM")
+
+    def broken() -> None:
+        raise ValueError("bad file")
+
+    problems: list[str] = []
+    assert _guarded(problems, "x", broken, "default") == "default" and problems
+    with pytest.raises(Interrupted):
+        _guarded([], "x", interrupted, None)
