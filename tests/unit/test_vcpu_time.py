@@ -154,7 +154,7 @@ def test_a_signal_raised_while_sampling_ends_the_run() -> None:
     """lab.run.execute's SIGTERM handler raises in whatever the main thread does, a sample included: the sampler
     must let it through (it once swallowed it, and a libvirt run went on after SIGTERM)."""
 
-    class Interrupted(BaseException):  # as lab.run.execute.s
+    class Interrupted(BaseException):  # as lab.run.execute's
         pass
 
     def sample():
