@@ -430,46 +430,12 @@ def _collect(
     """What the run record and the outcome say, classified, for the manifest (lab.run.manifest)."""
     data_problems: list[str] = []  # the guest's files that were not what its init writes
     guarded = functools.partial(_guarded, data_problems)
-    readback_problems: list[str] = []
-    readback = guarded("topology readback", read_topology, None, d, readback_problems)
-    domains = guarded("sched domains", read_sched_domains, {}, d, readback_problems)
-    problems: list[str] = []
-    if outcome.stage("booted"):
-        rejected = [p for p in unpacked.problems if p.startswith(READBACK_TAR)]
-        if readback is None and rejected:
-            problems.append(f"the guest's topology readback was rejected: {rejected[0]}")
-        problems += [f"the guest's topology readback is malformed: {p}" for p in readback_problems]
-        problems += guarded("topology check", check_topology, [], req.topology, readback, domains)
-    groups = guarded("sched_verbose dump", read_sched_groups, {}, d)  # the groups, against 6.1's construction
-    problems += guarded("sched groups check", check_groups, [], req.topology, groups) if outcome.stage("booted") else []
+    readback, domains, groups, problems = _guest_view(req, d, outcome, unpacked, guarded)
     console = _read(d / CONSOLE_LOG)
-    evidence = Evidence(
-        console_tail=console[-20000:],
-        timed_out=outcome.timed_out,
-        booted=outcome.stage("booted") is not None,
-        guest_done=guest_done(share),
-        workload_rc=_int_file(d / WORKLOAD_RC),
-        trace_rc=_int_file(d / TRACE_RECORD_RC),
-        topology_problems=tuple(problems),
-        unpack_problems=tuple(unpacked.problems),
-        limit=outcome.limit or unpacked.limit,
-        vm_failure=outcome.vm_failure,
-        guest_panicked=outcome.guest_panicked,
-    )
+    evidence, result = _evidence(req, d, outcome, unpacked, share, console, problems, data_problems, guarded)
     ws = outcome.stage("workload-start")
-    out_text = read_guest_text(d / WORKLOAD_OUT)  # (a workload may print bytes that are not UTF-8)
-    result = guarded("workload output", parse_output, {"parse_error": "unreadable"}, req.workload, out_text or "") \
-        if out_text is not None else None  # fmt: skip
-    if result and result.get("parse_error") and evidence.workload_rc == 0:
-        evidence = replace(evidence, result_problem=result["parse_error"])
-    evidence = replace(evidence, data_problems=tuple(data_problems))
     status, reason = classify(evidence)
-    t0 = ws.guest_uptime if ws else None
-    metrics = guarded("metrics", run_metrics, {}, d, req.topology, req.plan.trace_events, t0) if evidence.booted else {}
-    if evidence.booted and (cpu_time := guarded("/proc/stat snapshots", node_cpu_time, {}, d, req.topology)):
-        metrics["node_cpu"] = cpu_time
-    if twins := per_vcpu_second(result, outcome.vcpu_time):
-        metrics["per_vcpu_s"] = twins  # work per vCPU CPU-second (lab.analysis.metrics.TWINS)
+    metrics = _metrics(req, d, outcome, evidence.booted, ws.guest_uptime if ws else None, result, guarded)
     return ManifestInputs(
         run_id=run_id,
         label=req.label,
@@ -525,6 +491,69 @@ def _user_record(workload: Workload, result: dict | None) -> dict | None:
     # (--workload-cmd: a number named like a built-in metric, e.g. elapsed_s, is compared as that one)
     decls = [d for d in workload.user.declarations(result) if f"workload.{d['name']}" not in METRIC_KEYS]
     return {"spec": workload.user.record(), "metrics": decls}
+
+
+def _evidence(
+    req,
+    d: Path,
+    outcome,
+    unpacked: Unpacked,
+    share: Path,
+    console: str,
+    problems: list[str],
+    data_problems: list[str],
+    guarded: Callable,
+) -> tuple[Evidence, dict | None]:
+    """What the run's status is decided on (lab.vm.status.classify), and the workload's own result."""
+    evidence = Evidence(
+        console_tail=console[-20000:],
+        timed_out=outcome.timed_out,
+        booted=outcome.stage("booted") is not None,
+        guest_done=guest_done(share),
+        workload_rc=_int_file(d / WORKLOAD_RC),
+        trace_rc=_int_file(d / TRACE_RECORD_RC),
+        topology_problems=tuple(problems),
+        unpack_problems=tuple(unpacked.problems),
+        limit=outcome.limit or unpacked.limit,
+        vm_failure=outcome.vm_failure,
+        guest_panicked=outcome.guest_panicked,
+    )
+    out_text = read_guest_text(d / WORKLOAD_OUT)  # (a workload may print bytes that are not UTF-8)
+    result = guarded("workload output", parse_output, {"parse_error": "unreadable"}, req.workload, out_text or "") \
+        if out_text is not None else None  # fmt: skip
+    if result and result.get("parse_error") and evidence.workload_rc == 0:
+        evidence = replace(evidence, result_problem=result["parse_error"])
+    evidence = replace(evidence, data_problems=tuple(data_problems))
+    return evidence, result
+
+
+def _guest_view(req, d: Path, outcome, unpacked: Unpacked, guarded: Callable) -> tuple:
+    """The guest's own view read back (topology, sched domains, sched groups) and what does not match the
+    topology asked for: (readback, domains, groups, problems)."""
+    readback_problems: list[str] = []
+    readback = guarded("topology readback", read_topology, None, d, readback_problems)
+    domains = guarded("sched domains", read_sched_domains, {}, d, readback_problems)
+    problems: list[str] = []
+    if outcome.stage("booted"):
+        rejected = [p for p in unpacked.problems if p.startswith(READBACK_TAR)]
+        if readback is None and rejected:
+            problems.append(f"the guest's topology readback was rejected: {rejected[0]}")
+        problems += [f"the guest's topology readback is malformed: {p}" for p in readback_problems]
+        problems += guarded("topology check", check_topology, [], req.topology, readback, domains)
+    groups = guarded("sched_verbose dump", read_sched_groups, {}, d)  # the groups, against 6.1's construction
+    problems += guarded("sched groups check", check_groups, [], req.topology, groups) if outcome.stage("booted") else []
+    return readback, domains, groups, problems
+
+
+def _metrics(req, d: Path, outcome, booted: bool, t0: float | None, result: dict | None, guarded: Callable) -> dict:
+    """The run's metrics: trace and vmstat (from the workload's start, ``t0`` in guest uptime), each node's CPU
+    time, and the per-vCPU-second twins of the workload's throughputs."""
+    metrics = guarded("metrics", run_metrics, {}, d, req.topology, req.plan.trace_events, t0) if booted else {}
+    if booted and (cpu_time := guarded("/proc/stat snapshots", node_cpu_time, {}, d, req.topology)):
+        metrics["node_cpu"] = cpu_time
+    if twins := per_vcpu_second(result, outcome.vcpu_time):
+        metrics["per_vcpu_s"] = twins  # work per vCPU CPU-second (lab.analysis.metrics.TWINS)
+    return metrics
 
 
 def _guarded(problems: list[str], what: str, fn: Callable, default, *args):

@@ -157,6 +157,13 @@ def build(i: ManifestInputs) -> dict:
         "files": sorted(i.files),
         "guest_share": i.share | {"limits": i.limits, "unpacked_bytes": i.unpacked.bytes},
     }
+    _add_problems(manifest, i)
+    _add_boot_facts(manifest, i)
+    return manifest
+
+
+def _add_problems(manifest: dict, i: ManifestInputs) -> None:
+    """The keys only a run with something to say about itself has: damage, stalls, a hang, a panic."""
     if i.metrics.get("trace_incomplete"):
         manifest["trace_incomplete"] = True  # compare leaves the run out unless asked (lab.analysis.lost)
     if i.unpacked.problems:
@@ -176,6 +183,10 @@ def build(i: ManifestInputs) -> dict:
     if i.status != "panic" and (hint := panic_line(i.console)):
         # A panic line the kernel did not confirm through pvpanic: guest userspace can print one.
         manifest["panic_hint"] = {"console": hint, "pvpanic": False}
+
+
+def _add_boot_facts(manifest: dict, i: ManifestInputs) -> None:
+    """The plugins' counts, the firmware and what the guest image carried."""
     if i.access is not None:
         add_access(manifest, i.access)
     if i.latency is not None:
@@ -192,7 +203,6 @@ def build(i: ManifestInputs) -> dict:
     }
     if i.guest_image.user is not None:
         manifest["guest_image"]["user"] = i.guest_image.user
-    return manifest
 
 
 def add_access(manifest: dict, access: AccessResult, key: str = "access_matrix") -> None:

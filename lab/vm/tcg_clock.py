@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import re
 import subprocess
+from pathlib import Path
 
 from lab.paths import cache_dir, json_text, write_text_atomic
 
@@ -62,7 +63,7 @@ def host_tsc_khz(dmesg: str | None = None) -> int | None:
     Remembered per boot of this machine (``boot_id``): running dmesg costs milliseconds on every run."""
     if dmesg is None:
         try:
-            boot = open("/proc/sys/kernel/random/boot_id").read().strip()
+            boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
         except OSError:
             boot = ""
         key = f"host {boot}"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from pathlib import Path
 
 import pytest
 from common import numalab
@@ -54,7 +55,7 @@ def _fuzz_run(tmp_path, script: str, *extra: str) -> tuple[dict, str]:
     for root, _dirs, files in os.walk(out):
         for f in files:
             if f.endswith(".json"):
-                _strict(open(os.path.join(root, f)).read())
+                _strict(Path(root, f).read_text())
     return m, printed
 
 
