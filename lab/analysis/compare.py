@@ -115,6 +115,15 @@ def _t_two_sided_p(t: float, dof: float) -> float:
     return 1 - math.exp(ln) * _betacf(b, a, 1 - x) / b
 
 
+def _welch(base: Stats, new: Stats) -> tuple[float, float]:
+    """Welch's squared standard error of the difference of the means, and its Welch–Satterthwaite degrees
+    of freedom (nan when the standard error is 0)."""
+    se2 = base.stddev**2 / base.n + new.stddev**2 / new.n
+    if se2 == 0:
+        return 0.0, math.nan
+    return se2, se2**2 / ((base.stddev**2 / base.n) ** 2 / (base.n - 1) + (new.stddev**2 / new.n) ** 2 / (new.n - 1))
+
+
 def significant(base: Stats, new: Stats, rule: str = DEFAULT_RULE, mean: str = "amean") -> bool | None:
     """Whether the means differ, by ``rule`` (see the module docstring); None with too few runs.
     ``mean`` ("amean"/"hmean") is the row's mean, which the ci-overlap rule compares (as mmtests does)."""
@@ -127,12 +136,10 @@ def significant(base: Stats, new: Stats, rule: str = DEFAULT_RULE, mean: str = "
         width = Z_975 * (base.stddev_of(mean) + new.stddev_of(mean))
         return diff > width if width else diff > 1  # mmtests' cidiff: the bare difference when both σ are 0
     diff = abs(new.amean - base.amean)
-    se2 = base.stddev**2 / base.n + new.stddev**2 / new.n
+    se2, dof = _welch(base, new)
     if se2 == 0:
         return diff > 0
-    t = diff / math.sqrt(se2)
-    dof = se2**2 / ((base.stddev**2 / base.n) ** 2 / (base.n - 1) + (new.stddev**2 / new.n) ** 2 / (new.n - 1))
-    return _t_two_sided_p(t, dof) < 0.05
+    return _t_two_sided_p(diff / math.sqrt(se2), dof) < 0.05
 
 
 def t_quantile(dof: float, level: float = 0.95) -> float:
@@ -161,10 +168,9 @@ def welch_interval(base: Stats, new: Stats, level: float = 0.95) -> tuple[float,
     if base.n < MIN_REPEATS or new.n < MIN_REPEATS:
         return None
     diff = new.amean - base.amean
-    se2 = base.stddev**2 / base.n + new.stddev**2 / new.n
+    se2, dof = _welch(base, new)
     if se2 == 0:
         return diff, diff
-    dof = se2**2 / ((base.stddev**2 / base.n) ** 2 / (base.n - 1) + (new.stddev**2 / new.n) ** 2 / (new.n - 1))
     half = t_quantile(dof, level) * math.sqrt(se2)
     return diff - half, diff + half
 
