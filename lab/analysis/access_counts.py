@@ -60,12 +60,10 @@ def read_log(path: Path) -> AccessLog:
             elif words[0] in ("snap", "end"):
                 if log is None:
                     log = AccessLog(head["sample"], head["interval_ms"], head["vcpus"], head["nodes"], ranges)
-                counts = [int(w) for w in words[2:]]
-                if len(counts) != log.vcpus * log.width:
-                    if n == len(lines):  # QEMU was killed while the line was written
-                        break
-                    raise ValueError(f"{len(counts)} counts, expected {log.vcpus * log.width}")
-                log.snaps.append((int(words[1]), counts))
+                snap = snapshot_line(words, log.vcpus * log.width, n == len(lines))
+                if snap is None:
+                    break
+                log.snaps.append(snap)
                 log.ended = log.ended or words[0] == "end"
             elif words[0] == "outside-first":
                 if log is not None:
@@ -75,6 +73,17 @@ def read_log(path: Path) -> AccessLog:
     if log is None or not log.snaps:
         raise LabError(f"{path}: no counts (the plugin wrote no snapshot)")
     return log
+
+
+def snapshot_line(words: list[str], expected: int, last: bool) -> tuple[int, list[int]] | None:
+    """A plugin file's ``snap``/``end`` line: its time stamp and its ``expected`` counts. A short last line
+    is None (QEMU was killed while it was written); a short line elsewhere is a ValueError."""
+    counts = [int(w) for w in words[2:]]
+    if len(counts) != expected:
+        if last:
+            return None
+        raise ValueError(f"{len(counts)} counts, expected {expected}")
+    return int(words[1]), counts
 
 
 def _vcpu_matrix(log: AccessLog, a: list[int], b: list[int]) -> list[list[int]]:
@@ -100,7 +109,7 @@ def local_pct(m: list[list[int]]) -> float | None:
     return round(100.0 * sum(m[i][i] for i in range(len(m))) / total, 2) if total else None
 
 
-def _bracket(snaps: list[tuple[int, list[int]]], t0: int | None, t1: int | None) -> tuple[int, int]:
+def bracket(snaps: list[tuple[int, list[int]]], t0: int | None, t1: int | None) -> tuple[int, int]:
     """Indices of the last snapshot <= t0 and the first >= t1 (the whole log without stamps)."""
     i0 = 0
     if t0 is not None:
@@ -119,7 +128,7 @@ def _bracket(snaps: list[tuple[int, list[int]]], t0: int | None, t1: int | None)
 def summarize(log: AccessLog, vcpu_nodes: list[int], start_ns: int | None, end_ns: int | None) -> dict:
     """The run record's ``access_matrix`` section (without the plugin setup, which the run adds)."""
     snaps = log.snaps
-    i0, i1 = _bracket(snaps, start_ns, end_ns)
+    i0, i1 = bracket(snaps, start_ns, end_ns)
     origin = start_ns if start_ns is not None else snaps[0][0]
     window = _vcpu_matrix(log, snaps[i0][1], snaps[i1][1])
     whole = _vcpu_matrix(log, [0] * len(snaps[0][1]), snaps[-1][1])

@@ -13,6 +13,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lab.analysis.access_counts import bracket, snapshot_line
 from lab.errors import LabError
 from lab.paths import json_text
 from lab.record_files import REMOTE_LATENCY_JSON, REMOTE_LATENCY_TXT
@@ -75,12 +76,10 @@ def read_log(path: Path) -> LatencyLog:
             if words[0] == "vnode":
                 log.vcpu_nodes.append(int(words[2]))
             elif words[0] in ("snap", "end"):
-                counts = [int(w) for w in words[2:]]
-                if len(counts) != log.head["vcpus"] * log.width:
-                    if n == len(lines):  # QEMU was killed while the line was written
-                        break
-                    raise ValueError(f"{len(counts)} counts, expected {log.head['vcpus'] * log.width}")
-                log.snaps.append((int(words[1]), counts))
+                snap = snapshot_line(words, log.head["vcpus"] * log.width, n == len(lines))
+                if snap is None:
+                    break
+                log.snaps.append(snap)
                 log.ended = log.ended or words[0] == "end"
             else:
                 log.head[words[0]] = int(words[1])
@@ -129,8 +128,8 @@ def summarize(log: LatencyLog, start_ns: int | None, end_ns: int | None) -> dict
     seen = other + whole["modelled_misses"]
     out["other_share"] = round(other / seen, 5) if seen else 0.0
     if start_ns is not None and end_ns is not None:
-        a = max((s for s in log.snaps if s[0] <= start_ns), key=lambda s: s[0], default=log.snaps[0])
-        b = min((s for s in log.snaps if s[0] >= end_ns), key=lambda s: s[0], default=log.snaps[-1])
+        i, j = bracket(log.snaps, start_ns, end_ns)
+        a, b = log.snaps[i], log.snaps[j]
         out["window"] = _totals(_rows(log, a[1], b[1]), sample)
         out["window_s"] = [round((a[0] - start_ns) / 1e9, 3), round((b[0] - start_ns) / 1e9, 3)]
     return out
