@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lab.analysis.compare import Stats, mean_interval
-from lab.bisect.engine import Config, Step, load_json, load_steps, ordered, result_text
+from lab.bisect.engine import Config, Step, load_steps, ordered, read_config, read_state, result_text
 from lab.bisect.step_rule import RULE_TEXT
 from lab.paths import write_json_atomic, write_text_atomic
 from lab.report.svg import line_chart
@@ -94,9 +94,9 @@ def chart(cfg: Config, rows: list[dict], result: dict) -> str:
 
 
 def write_report(out: Path) -> dict[str, Path]:
-    cfg = Config.from_dict(load_json(out / "bisect.json")["config"])
+    cfg = read_config(out / "bisect.json")
     steps = load_steps(out)
-    result = load_json(out / "result.json") if (out / "result.json").exists() else {"status": "unfinished"}
+    result = read_state(out / "result.json") if (out / "result.json").exists() else {"status": "unfinished"}
     rows = step_rows(cfg, steps)
     paths = {"md": out / "report.md", "json": out / "report.json", "svg": out / "report.svg"}
     write_text_atomic(paths["md"], markdown(cfg, rows, result, ordered(steps)))

@@ -23,7 +23,6 @@ an unfinished step are kept and counted.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import time
@@ -33,8 +32,10 @@ from pathlib import Path
 from typing import Protocol
 
 from lab.analysis.compare import MIN_REPEATS
+from lab.analysis.record import load_manifest
 from lab.analysis.verdict import DEFAULT_MAX_PAIRS, Verdict, should_stop, values, verdicts_of
 from lab.bisect.step_rule import RULE_TEXT, Rule, StepDecision, decide_step, rule_from_endpoints
+from lab.datafile import load_json
 from lab.errors import LabError
 from lab.paths import json_text, write_json_atomic, write_text_atomic
 from lab.record_files import MANIFEST
@@ -172,7 +173,7 @@ class Bisect:
     def _open_state(self) -> None:
         meta = self.out / "bisect.json"
         if meta.exists():
-            old = Config.from_dict(load_json(meta)["config"])
+            old = read_config(meta)
             if old != self.cfg:
                 diff = next(k for k in self.cfg.__dataclass_fields__ if getattr(old, k) != getattr(self.cfg, k))
                 raise LabError(f"--out {self.out}: holds a bisect with another {diff}; give a new directory "
@@ -192,7 +193,7 @@ class Bisect:
         for d in (self.out / "runs").glob(f"p{prefix}-r*"):
             m = _RUN_DIR.match(d.name)
             if m and int(m.group(1)) == prefix and (d / MANIFEST).is_file():
-                found.append((int(m.group(2)), load_json(d / MANIFEST)))
+                found.append((int(m.group(2)), load_manifest(d / MANIFEST)))
         return [man for _, man in sorted(found, key=lambda t: t[0])]
 
     def values_of(self, prefix: int) -> list[float]:
@@ -368,15 +369,29 @@ def _shift(good: list[float], bad: list[float]) -> float:
     return sum(bad) / len(bad) - sum(good) / len(good)
 
 
-def load_json(path: Path) -> dict:
+def read_state(path: Path) -> dict:
+    """A file of a bisect's state directory, with lab.datafile's bounded reader (a state directory may be
+    handed around for ``bisect replay``): a JSON object, or a one-line error naming the file."""
+    data = load_json(path, "bisect state")
+    if not isinstance(data, dict):
+        raise LabError(f"bisect state {path}: expected a JSON object")
+    return data
+
+
+def read_config(path: Path) -> Config:
+    """The Config recorded in a state directory's bisect.json, or a one-line error naming the file."""
+    raw = read_state(path).get("config")
+    if (not isinstance(raw, dict) or not isinstance(raw.get("metric"), str) or not isinstance(raw.get("patches"), list)
+            or not all(isinstance(p, str) for p in raw["patches"])):  # fmt: skip
+        raise LabError(f"bisect state {path}: no config with a metric and a list of patches")
     try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError) as err:
-        raise LabError(f"{path}: cannot read the bisect state ({err})") from None
+        return Config.from_dict(raw)
+    except TypeError as err:
+        raise LabError(f"bisect state {path}: config: {err}") from None
 
 
 def load_steps(out: Path) -> dict[str, Step]:
-    return {p.stem: Step.from_dict(load_json(p)) for p in sorted((out / "steps").glob("*.json"))}
+    return {p.stem: Step.from_dict(read_state(p)) for p in sorted((out / "steps").glob("*.json"))}
 
 
 def step_verdicts(steps: dict[str, Step]) -> dict[int, str]:
@@ -448,8 +463,7 @@ def replay(out: Path) -> tuple[dict, list[str]]:
     decided again from its recorded values with the recorded rule, and the search is walked again from the
     verdicts. Returns (result, disagreements); a disagreement names the step whose recorded verdict is not
     what its values say, or a step the search would not have chosen."""
-    meta = load_json(out / "bisect.json")
-    cfg = Config.from_dict(meta["config"])
+    cfg = read_config(out / "bisect.json")
     steps = load_steps(out)
     problems: list[str] = []
     ends = steps.get("endpoints")

@@ -33,7 +33,7 @@ def cmd_log(args: argparse.Namespace) -> int:
 
     out = _state_dir(args)
     path = out / "log.jsonl"
-    entries = [load_json_line(ln, path) for ln in path.read_text().splitlines() if ln.strip()] if path.exists() else []
+    entries = _log_entries(path) if path.exists() else []
     if args.json:
         print(json_text(entries, indent=2))
     else:
@@ -41,13 +41,19 @@ def cmd_log(args: argparse.Namespace) -> int:
     return 0
 
 
-def load_json_line(line: str, path: Path) -> dict:
-    import json
+def _log_entries(path: Path) -> list[dict]:
+    """log.jsonl, read with lab.datafile's bounds (size, strict numbers, duplicate keys): one object a line."""
+    from lab.datafile import MAX_JSON_BYTES, parse_json, read_bytes, text_of
 
-    try:
-        return json.loads(line)
-    except ValueError:
-        raise LabError(f"{path}: not a JSON line: {line[:60]}") from None
+    text = text_of(read_bytes(path, "bisect log", MAX_JSON_BYTES), f"bisect log {path}")
+    entries = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if line.strip():
+            entry = parse_json(line, f"bisect log {path}:{n}")
+            if not isinstance(entry, dict):
+                raise LabError(f"bisect log {path}:{n}: not a JSON object")
+            entries.append(entry)
+    return entries
 
 
 def cmd_replay(args: argparse.Namespace) -> int:

@@ -16,6 +16,7 @@ from lab.bisect.engine import Bisect, Config, log_text, next_prefix, replay
 from lab.bisect.step_rule import Rule, decide_step
 from lab.errors import LabError
 from lab.paths import write_json_atomic
+from lab.record_files import RUN_FORMAT
 
 METRIC = "vmstat.numa_pte_updates"
 
@@ -52,6 +53,7 @@ class FakeRunner:
         value = max(0.0, rng.gauss(self.means[prefix], self.sd[prefix]))
         status = "boot_failed" if prefix in self.no_boot else "ok"
         manifest = {
+            "format": RUN_FORMAT,  # (the bisect reads its runs as run records)
             "status": status,
             "accelerator": {"name": "tcg"},
             "metrics": {"vmstat": {"numa_pte_updates": value}},
