@@ -196,11 +196,17 @@ def package_programs(package: str, where: str) -> list[str]:
     return programs
 
 
+def _head(path: str, n: int) -> bytes:
+    """The first ``n`` bytes of a file (a workload's file may be large: only its header is looked at here)."""
+    with open(path, "rb") as f:
+        return f.read(n)
+
+
 def _closures(files: tuple[tuple[str, str], ...], tools: tuple[str, ...], field: str) -> tuple[str, ...]:
     """The tools; every dynamically linked file and tool must have its libraries on the host (ldd resolves
     them; lab.guest.image copies them in)."""
     for i, (host, _guest) in enumerate(files):
-        interp = elf_interpreter(Path(host).read_bytes()[: 1 << 20])
+        interp = elf_interpreter(_head(host, 1 << 20))
         if interp is not None:
             where = f"{field}[{i}] {Path(host).name}" if field == "files" else f"{field} {host}"
             if not Path(interp).exists():
@@ -218,7 +224,7 @@ def _closures(files: tuple[tuple[str, str], ...], tools: tuple[str, ...], field:
 def _check_scripts(spec: UserSpec) -> None:
     """A script carried in must name an interpreter the guest has (busybox sh, or one of the tools)."""
     for i, (host, _guest) in enumerate(spec.files):
-        head = Path(host).read_bytes()[:256]
+        head = _head(host, 256)
         if not head.startswith(b"#!"):
             continue
         words = head[2:].split(b"\n", 1)[0].decode(errors="replace").split()
