@@ -7,7 +7,8 @@ do not differ significantly there is nothing to bisect. Each step then runs pref
 good endpoint to a pair whenever the endpoint would otherwise have fewer runs than the step (its runs are
 pooled across steps), until :func:`lab.bisect.step_rule.decide_step` says good or bad; a step that stays
 undecided within its pairs or its share of the budget, or whose kernel does not build or boot, is skipped
-(as ``git bisect skip``).
+(as ``git bisect skip``). A step that looks good but cannot yet be told apart from the bad endpoint's runs
+(see :mod:`lab.bisect.step_rule`) gets a run of the bad endpoint in its pairs too; those are pooled as well.
 
 The state directory (``--out``):
 
@@ -144,6 +145,7 @@ class Step:
     rule: dict | None = None  # endpoints only: the rule every step uses
     stopped: str = ""
     finished_at: str = ""
+    bad_values: list[float] = field(default_factory=list)  # the bad endpoint's, when the step was decided
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -179,6 +181,8 @@ class Bisect:
                 raise LabError(f"--out {self.out}: holds a bisect with another {diff}; give a new directory "
                                f"or the same options to resume it")  # fmt: skip
             self.progress(f"resuming the bisect in {self.out}")
+            (self.out / "steps").mkdir(exist_ok=True)  # a state directory rebuilt by hand from another's runs
+            (self.out / "runs").mkdir(exist_ok=True)
             return
         if self.out.exists() and any(p.name != "range" for p in self.out.iterdir()):  # range: --good/--bad's series
             raise LabError(f"--out {self.out}: exists and is not a bisect state directory; give a new directory")
@@ -299,15 +303,20 @@ class Bisect:
             return step
         build_s = self.clock() - t0
         t_runs = self.clock()
+        n = len(self.cfg.patches)
         pairs = len(self.runs_of(prefix))
+        held_by_bad = False
         while True:
             p0 = self.clock()
             self._run_one(prefix)
             pairs += 1
             if len(self.runs_of(0)) < pairs:  # the good endpoint keeps up with the step
                 self._run_one(0)
-            good, vals = self.values_of(0), self.values_of(prefix)
-            d = decide_step(good, vals, rule)
+            if held_by_bad:  # good by its interval, not yet apart from the bad endpoint: more of the bad one
+                self._run_one(n)
+            good, vals, bad = self.values_of(0), self.values_of(prefix), self.values_of(n)
+            d = decide_step(good, vals, rule, bad)
+            held_by_bad = d.held_by_bad
             self.progress(f"prefix {prefix} after {pairs} runs: {d.line()}")
             elapsed, pair_s = self.clock() - t_runs, self.clock() - p0
             if pairs < self.cfg.min_pairs:
@@ -329,7 +338,8 @@ class Bisect:
         v = verdicts_of(self.runs_of(0), self.runs_of(prefix), [self.cfg.metric], "welch", labels, self.cfg.context)[0]
         self.progress(f"prefix {prefix} {label}: {verdict}")
         step = Step(f"p{prefix}", prefix, verdict, reason, good, vals, len(good), len(vals), round(
-            self.clock() - t0, 1), round(build_s, 1), [v.line(), d.line()], d.to_dict(), None, stopped)  # fmt: skip
+            self.clock() - t0, 1), round(build_s, 1), [v.line(), d.line()], d.to_dict(), None, stopped,
+            bad_values=bad)  # fmt: skip
         self._save_step(step)
         return step
 
@@ -479,7 +489,9 @@ def replay(out: Path) -> tuple[dict, list[str]]:
         if s.prefix != nxt:
             problems.append(f"prefix {s.prefix}: the search would have tested prefix {nxt} here")
         if s.stopped in ("decided", "max-pairs", "time-budget"):  # not a build failure, not a step without data
-            d: StepDecision = decide_step(s.good_values, s.step_values, rule)
+            # the bad endpoint's values when the step was decided (a state written before they were kept: the
+            # endpoints' own, so replay applies today's rule to an old bisect)
+            d: StepDecision = decide_step(s.good_values, s.step_values, rule, s.bad_values or ends.step_values)
             again = d.verdict if d.decided else "skip"
             if again != s.verdict:
                 problems.append(f"prefix {s.prefix}: recorded {s.verdict}, its values say {again}: {d.line()}")

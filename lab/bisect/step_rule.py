@@ -11,10 +11,25 @@ shift, or ``--threshold PCT`` percent of the good endpoint's mean.
 - **good**: the upper end of the 95% Welch confidence interval of the shift toward bad
   (:func:`lab.analysis.compare.welch_interval`) is below the threshold: the step is significantly less
   bad than the threshold (the one-sided test of TOST that matters here, a non-inferiority test at
-  α = 0.025). A step that moved *away* from bad counts as good too.
+  α = 0.025). A step that moved *away* from bad counts as good too. **And** the bad endpoint would
+  rarely give runs this much on the good side (:func:`p_like_bad` < 0.05).
 - **undecided** otherwise; **unknown** with fewer than 3 ok runs on a side.
 
-Both conditions cannot hold at once (a CI whose upper end is below the threshold has its centre below
+Why the second condition for good: the interval assumes a mean that is roughly normal, and NUMA counts
+under TCG are often not. Seed 003's revert on ring-2 with ``pairs`` is bimodal: 4 of 10 runs at ~2%
+hint-local, the rest like the baseline's ~85%. Five runs of the bad prefix that all missed the low mode
+(a 1-in-13 chance) gave a tight interval under the threshold, and the prefix was called good; the bisect
+then blamed the harmless patch after it. No test of means sees that five runs from the high mode are what
+the bad endpoint gives often. A sign test against the bad endpoint does, without assuming a shape: a run
+is on the *good side* when its own shift toward bad is under the threshold; q is the share of the bad
+endpoint's runs on the good side, taken at the upper end of its one-sided 80% Clopper-Pearson interval
+(so a short bad-endpoint sample cannot make good cheap); and the step's runs must be on the good side
+more often than Binomial(n, q) gives with probability 0.05. For a bad endpoint that shifted as a whole,
+q is small and three runs do; for seed 003's (5 of 10 runs on the good side, q = 0.67) a step needs 8
+runs, all on the good side. The engine adds runs of the bad endpoint, pooled like the good one's, when
+that is what keeps a step from being good.
+
+Both verdicts cannot hold at once (a CI whose upper end is below the threshold has its centre below
 it too). Deciding after every pair looks at the data repeatedly, as ``--repeat auto`` does
 (:mod:`lab.analysis.verdict`): a step's error rate is higher than the stated α; the log keeps the runs per
 side so a reader can judge.
@@ -22,13 +37,15 @@ side so a reader can judge.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 from lab.analysis.compare import MIN_REPEATS, Stats, mean_interval, significant, welch_interval
 
 RULE_TEXT = (
     "bad: Welch-significant (α=0.05) and moved toward bad by at least the threshold; "
-    "good: the 95% Welch CI of the shift toward bad lies below the threshold"
+    "good: the 95% Welch CI of the shift toward bad lies below the threshold, and the bad endpoint gives as "
+    "many runs under the threshold with p < 0.05 (sign test)"
 )
 
 
@@ -72,6 +89,10 @@ class StepDecision:
     shift_ci: tuple[float, float] | None  # 95% Welch CI of the shift toward bad
     significant: bool | None
     threshold: float
+    # the chance that the bad endpoint gives as many runs on the good side as the step did (p_like_bad;
+    # None: no bad values given, as in a state directory written before this rule)
+    p_bad: float | None = None
+    n_bad: int = 0
 
     @property
     def decided(self) -> bool:
@@ -87,17 +108,60 @@ class StepDecision:
             return f"{self.verdict}: not judged (<{MIN_REPEATS} ok runs a side), {runs}"
         lo, hi = self.shift_ci
         sig = "significant" if self.significant else "not significant"
+        bad = ""
+        if self.p_bad is not None:
+            bad = f"; like the bad endpoint ({self.n_bad} runs) with p={self.p_bad:.2g} (good needs <{ALPHA:g})"
         return (
             f"{self.verdict}: moved {self._pct(self.shift)} toward bad (95% CI {self._pct(lo)} .. {self._pct(hi)}), "
-            f"threshold {self._pct(self.threshold)}, {sig} (welch), {runs}"
+            f"threshold {self._pct(self.threshold)}, {sig} (welch), {runs}{bad}"
         )
+
+    @property
+    def held_by_bad(self) -> bool:
+        """Good by its interval, but not yet told apart from the bad endpoint: more bad-endpoint runs help."""
+        return (self.verdict == "undecided" and self.p_bad is not None and self.p_bad >= ALPHA
+                and self.shift_ci is not None and self.shift_ci[1] < self.threshold)  # fmt: skip
 
     def to_dict(self) -> dict:
         return asdict(self) | {"line": self.line()}
 
 
-def decide_step(good: list[float], step: list[float], rule: Rule) -> StepDecision:
-    """The verdict of a step whose runs gave ``step`` against the good endpoint's ``good`` values."""
+ALPHA = 0.05  # the sign test's level against the bad endpoint
+Q_CONFIDENCE = 0.8  # the bad endpoint's good-side share is taken at this one-sided upper bound
+
+
+def _binom_cdf(c: int, n: int, p: float) -> float:
+    return sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(c + 1))
+
+
+def upper_share(count: int, n: int, confidence: float = Q_CONFIDENCE) -> float:
+    """The upper end of the one-sided Clopper-Pearson interval of a share seen ``count`` times in ``n``."""
+    if count >= n:
+        return 1.0
+    lo, hi = count / n, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _binom_cdf(count, n, mid) > 1 - confidence else (lo, mid)
+    return lo
+
+
+def p_like_bad(good_mean: float, bad: list[float], step: list[float], rule: Rule) -> float:
+    """The chance that runs of the bad endpoint land on the good side (a shift toward bad under the
+    threshold) at least as often as the step's did: P(X >= g) for X ~ Binomial(len(step), q), q the bad
+    endpoint's good-side share at its upper bound (:func:`upper_share`)."""
+
+    def good_side(v: float) -> bool:
+        return (v - good_mean) * rule.sign < rule.threshold
+
+    q = upper_share(sum(map(good_side, bad)), len(bad))
+    g = sum(map(good_side, step))
+    return 1.0 if g == 0 else 1 - _binom_cdf(g - 1, len(step), q)
+
+
+def decide_step(good: list[float], step: list[float], rule: Rule, bad: list[float] | None = None) -> StepDecision:
+    """The verdict of a step whose runs gave ``step`` against the good endpoint's ``good`` values and, when
+    given, the bad endpoint's ``bad`` values (None: the interval alone decides good, as before the rule
+    asked for both)."""
     gs = Stats.of(good) if good else None
     ss = Stats.of(step) if step else None
     step_ci = mean_interval(ss) if ss else None
@@ -109,10 +173,12 @@ def decide_step(good: list[float], step: list[float], rule: Rule) -> StepDecisio
     shift = (ss.amean - gs.amean) * rule.sign
     lo, hi = sorted((iv[0] * rule.sign, iv[1] * rule.sign))
     sig = significant(gs, ss, "welch")
+    p_bad = p_like_bad(gs.amean, bad, step, rule) if bad and len(bad) >= MIN_REPEATS else None
     if sig and shift >= rule.threshold:
         verdict = "bad"
-    elif hi < rule.threshold:
+    elif hi < rule.threshold and (p_bad is None or p_bad < ALPHA):
         verdict = "good"
     else:
         verdict = "undecided"
-    return StepDecision(verdict, gs.n, ss.n, mg, ms, step_ci, shift, (lo, hi), sig, rule.threshold)
+    n_bad = len(bad or [])
+    return StepDecision(verdict, gs.n, ss.n, mg, ms, step_ci, shift, (lo, hi), sig, rule.threshold, p_bad, n_bad)

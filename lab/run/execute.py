@@ -299,7 +299,7 @@ def _user_image_facts(workload: Workload, layer: Path | None) -> dict | None:
         return None
     spec = workload.user
     return {"files": [f"/workload/{g}" for _, g in spec.files], "tools": list(spec.tools),
-            "layer_bytes": layer.stat().st_size}  # fmt: skip
+            "packages": list(spec.packages), "layer_bytes": layer.stat().st_size}  # fmt: skip
 
 
 def _boot(req: RunRequest, placement, prep: Prepared, partial: Path, tmp: Path, say: Callable[[str], None]) -> Booted:

@@ -260,6 +260,54 @@ def test_step_rule_good_bad_undecided() -> None:
     assert "toward bad" in decide_step(good, [10.0, 0.0, 5.0], rule).line()
 
 
+# Seed 003's series on ring-2 with pairs, vmstat.hint_local_pct, as recorded by a real bisect (max-pairs 14):
+# the revert's runs are bimodal, and five runs of prefix 3 (the revert) that all missed the low mode had an
+# interval under the threshold. The interval alone called it good and blamed the comment patch after it.
+S003_GOOD = [80.0, 75.0, 80.0, 99.4, 80.0, 99.5, 94.7, 94.7, 72.0, 94.7]
+S003_BAD = [94.7, 1.7, 95.7, 99.1, 2.3, 78.3, 44.5, 79.2, 1.8, 1.9]
+S003_P3 = [77.3, 75.0, 94.7, 75.0, 78.3]
+
+
+def test_a_good_step_must_be_apart_from_the_bad_endpoint() -> None:
+    sign = -1
+    rule = Rule("vmstat.hint_local_pct", sign, abs(Stats.of(S003_BAD).amean - Stats.of(S003_GOOD).amean) / 2, None)
+    alone = decide_step(S003_GOOD, S003_P3, rule)
+    assert alone.verdict == "good"  # what the interval alone says (the wrong answer)
+    d = decide_step(S003_GOOD, S003_P3, rule, S003_BAD)
+    assert d.verdict == "undecided" and d.p_bad is not None and d.p_bad > 0.05 and d.held_by_bad, d
+    assert "like the bad endpoint (10 runs) with p=0.14" in d.line()
+    # a step like the good endpoint, with enough runs, is told apart from the bimodal bad endpoint
+    like_good = [80.0, 75.0, 94.7, 99.4, 80.0, 72.0, 94.7, 80.0]
+    assert decide_step(S003_GOOD, like_good, rule, S003_BAD + [1.5, 2.0]).verdict == "good"
+    # and one that hit the low mode is bad
+    assert decide_step(S003_GOOD, [1.9, 2.2, 75.0, 1.7, 80.0, 2.0], rule, S003_BAD).verdict == "bad"
+
+
+class BimodalRunner(FakeRunner):
+    """Seed 003's shape: prefixes from ``bad`` on give ~2 with probability 0.4 and ~85 otherwise."""
+
+    def __init__(self, n: int, bad: int, seed: int) -> None:
+        super().__init__([85.0] * (n + 1), 8.0, seed=seed)
+        self.bad = bad
+
+    def run(self, prefix: int, kernel: str, out: Path) -> dict:
+        man = super().run(prefix, kernel, out)
+        rng = random.Random(f"mode-{self.seed}-{out.name}")
+        if prefix >= self.bad and rng.random() < 0.4:
+            man["metrics"]["vmstat"]["numa_pte_updates"] = max(0.0, rng.gauss(2.0, 0.5))
+            write_json_atomic(out / "manifest.json", man)
+        return man
+
+
+def test_a_bimodal_bad_patch_is_not_blamed_on_its_neighbour(tmp_path: Path) -> None:
+    wrong = []
+    for seed in range(8):
+        result, _ = _bisect(tmp_path, BimodalRunner(4, 3, seed), 4, name=f"s{seed}", max_pairs=14)
+        if result["status"] == "found" and result["first_bad_patch"] != 3:
+            wrong.append((seed, result))
+    assert not wrong, wrong
+
+
 def test_welch_interval_excludes_zero_exactly_when_welch_is_significant() -> None:
     rng = random.Random(7)
     for _ in range(300):

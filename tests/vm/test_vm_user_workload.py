@@ -1,7 +1,8 @@
 """Issue #23, bring your own workload, end to end on ring-2: a workload file carrying a small static program
 (built here with gcc -static) and a host tool (coreutils' nproc, dynamically linked: copied with its library
-closure), its metrics in the run record and in ``numalab compare --json`` with their declared direction and
-mean; the one-off ``--workload-cmd`` form too."""
+closure) and a Debian package (rt-tests: its programs; hackbench runs after the program), its metrics in the
+run record and in ``numalab compare --json`` with their declared direction and mean; the one-off
+``--workload-cmd`` form too."""
 
 from __future__ import annotations
 
@@ -43,9 +44,10 @@ NPROC = "/usr/bin/nproc"  # in the guest only if the workload file carries it (t
 
 WORKLOAD = f"""\
 name: repro
-command: ./repro {{duration}} $({NPROC})
+command: ./repro {{duration}} $({NPROC}) && hackbench -p -g 1 -f 2 -l 5 > /dev/null
 files: [repro]
 tools: [{NPROC}]
+packages: [rt-tests]
 results:
   json-line: "REPRO "
 metrics:
@@ -83,7 +85,9 @@ def test_workload_file_metrics_reach_compare(tmp_path: Path) -> None:
         assert result["loops_per_s"] > 0 and 1.5 < result["wall_s"] < 30
         assert m["workload"]["spec"]["sha256"] == hashlib.sha256(spec.read_bytes()).hexdigest()
         assert m["guest_image"]["user"]["files"] == ["/workload/repro"]
-        assert m["guest_image"]["user"]["tools"] == [NPROC]
+        tools = m["guest_image"]["user"]["tools"]
+        assert tools[0] == NPROC and "/usr/bin/hackbench" in tools, tools  # the tool, and rt-tests' programs
+        assert m["guest_image"]["user"]["packages"] == ["rt-tests"]
         assert m["guest_image"]["user"]["layer_bytes"] > (tmp_path / "repro").stat().st_size
         runs.append(out)
 
