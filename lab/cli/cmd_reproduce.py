@@ -10,14 +10,24 @@ from lab.cli.common import progress
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
     from lab.errors import LabError
-    from lab.seeds.reproduce import context_of, evaluate, find_seed, load_sessions, run_reproduction, seed_spec
+    from lab.seeds.reproduce import (
+        context_of,
+        evaluate,
+        find_seed,
+        load_sessions,
+        run_reproduction,
+        seed_spec,
+        with_matrix,
+    )
     from lab.seeds.reproduction_report import rows, tally, write_reproduction
 
     seed = find_seed(args.seed)
+    if args.matrix:
+        seed = with_matrix(seed, args.matrix)
     if args.jobs is not None and args.jobs < 1:
         raise LabError(f"--jobs: must be >= 1, got {args.jobs}")
     spec = seed_spec(seed, args.max_repeats)
-    out = args.out or Path("runs") / f"reproduce-seed{seed.id}"
+    out = args.out or Path("runs") / f"reproduce-{seed.stem}"
     context: dict = {}
     if args.report_only:
         if not (out / "matrix.json").exists():
@@ -45,6 +55,8 @@ def add_parser(sub) -> None:
         "numalab's verdicts, and write reports/reproduce/seedNNN.{md,html,json}. Running it again resumes.",
     )
     p.add_argument("seed", metavar="SEED", help="seed number: 000, 003 or 004 (also 3, seed003)")
+    p.add_argument("--matrix", metavar="NAME", help="another matrix of the seed's folder instead of its default, "
+                   "e.g. seed000-remote-latency (report and runs then named after it)")  # fmt: skip
     p.add_argument("--out", type=Path, metavar="DIR", help="run records (default runs/reproduce-seedNNN)")
     p.add_argument("--report-dir", type=Path, default=Path("reports/reproduce"), metavar="DIR",
                    help="where the report goes (default reports/reproduce)")  # fmt: skip

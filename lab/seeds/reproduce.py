@@ -33,6 +33,12 @@ class Seed:
     id: str
     title: str
     matrix: str  # the matrix in the seed's folder, by name
+    default_matrix: str = ""  # seed.yaml's, when ``matrix`` is another of the folder's (--matrix)
+
+    @property
+    def stem(self) -> str:
+        """The report's file name: ``seedNNN``, or the matrix's name when it is not the seed's default."""
+        return self.matrix if self.default_matrix and self.matrix != self.default_matrix else f"seed{self.id}"
 
 
 FOLDERS = Path(__file__).parent  # one folder per seed: seedNNN/seed.yaml, its matrices, any report part
@@ -62,6 +68,15 @@ def find_seed(text: str) -> Seed:
     if key in ELSEWHERE:
         raise LabError(ELSEWHERE[key])
     raise LabError(f"SEED {text}: unknown seed (known: {', '.join(SEEDS)})")
+
+
+def with_matrix(seed: Seed, name: str) -> Seed:
+    """The seed with another matrix of its folder (``numalab reproduce SEED --matrix NAME``)."""
+    folder = FOLDERS / f"seed{seed.id}"
+    known = sorted(p.stem for p in folder.glob("*.yaml") if p.name != "seed.yaml")
+    if name not in known:
+        raise LabError(f"--matrix {name}: not a matrix of seed {seed.id} (its folder has: {', '.join(known)})")
+    return replace(seed, matrix=name, default_matrix=seed.matrix)
 
 
 def seed_spec(seed: Seed, max_repeats: int | None = None) -> MatrixSpec:
@@ -232,7 +247,8 @@ def run_reproduction(
 
     write_outputs(spec, auto.runs, out, merged(auto))
     if auto.interrupted:
-        raise LabError(f"interrupted: run numalab reproduce {seed.id} --out {out} again to resume")
+        again = f"numalab reproduce {seed.id}" + (f" --matrix {seed.matrix}" if seed.default_matrix else "")
+        raise LabError(f"interrupted: run {again} --out {out} again to resume")
     this = {
         "wall_s": round(time.monotonic() - t0, 1),
         "loadavg_start": round(load0, 2),

@@ -127,14 +127,15 @@ def _setup_lines(rep: Reproduction) -> list[str]:
     return lines
 
 
-def notes_path(out_dir: Path, seed_id: str) -> Path:
+def notes_path(out_dir: Path, stem: str) -> Path:
     """Hand-written notes on a reproduction (what the figures mean, what does not reproduce and why), kept next
     to the generated report and included in it."""
-    return out_dir / f"seed{seed_id}.notes.md"
+    return out_dir / f"{stem}.notes.md"
 
 
 def to_markdown(rep: Reproduction, notes: str = "") -> str:
-    out = [f"# Seed {rep.seed.id} reproduction", "", f"Thread: {rep.seed.title}", ""]
+    variant = f" ({rep.seed.matrix})" if rep.seed.default_matrix else ""
+    out = [f"# Seed {rep.seed.id} reproduction{variant}", "", f"Thread: {rep.seed.title}", ""]
     out += [f"- {ln}" for ln in _setup_lines(rep)]
     if rep.spec.description:
         out += ["", rep.spec.description.strip()]
@@ -227,9 +228,9 @@ def to_html(rep: Reproduction, notes: str = "") -> str:
 def write_reproduction(rep: Reproduction, out_dir: Path) -> list[Path]:
     """OUT_DIR/seedNNN.md, .html and .json (each written whole, then renamed)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    stem = out_dir / f"seed{rep.seed.id}"
+    stem = out_dir / rep.seed.stem
     paths = [stem.with_suffix(".md"), stem.with_suffix(".html"), stem.with_suffix(".json")]
-    np = notes_path(out_dir, rep.seed.id)
+    np = notes_path(out_dir, rep.seed.stem)
     notes = np.read_text() if np.exists() else ""
     write_text_atomic(paths[0], to_markdown(rep, notes))
     write_text_atomic(paths[1], to_html(rep, notes))

@@ -261,6 +261,20 @@ def test_reproduce_help_and_bad_seeds() -> None:
     proc = numalab("reproduce", "3", "--max-repeats", "1", timeout=60)
     assert proc.returncode == 2
     assert_one_line_error(proc, "--max-repeats")
+    proc = numalab("reproduce", "3", "--matrix", "seed000-remote-latency", "--report-only", timeout=60)
+    assert proc.returncode == 2
+    assert_one_line_error(proc, "--matrix seed000-remote-latency: not a matrix of seed 003", "seed003-remote-latency")
+
+
+def test_reproduce_another_matrix_of_the_seed_is_named_after_it() -> None:
+    from lab.seeds.reproduce import find_seed, seed_spec, with_matrix
+
+    seed = find_seed("000")
+    assert seed.stem == "seed000"
+    rl = with_matrix(seed, "seed000-remote-latency")
+    assert rl.stem == "seed000-remote-latency" and rl.default_matrix == seed.matrix
+    assert with_matrix(seed, seed.matrix).stem == "seed000"
+    assert {s.setting.remote_latency for s in seed_spec(rl).runs} == {"slit"}
 
 
 def test_reproduce_report_from_recorded_runs(tmp_path: Path, monkeypatch) -> None:
