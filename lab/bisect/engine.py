@@ -489,9 +489,9 @@ def replay(out: Path) -> tuple[dict, list[str]]:
         if s.prefix != nxt:
             problems.append(f"prefix {s.prefix}: the search would have tested prefix {nxt} here")
         if s.stopped in ("decided", "max-pairs", "time-budget"):  # not a build failure, not a step without data
-            # the bad endpoint's values when the step was decided (a state written before they were kept: the
-            # endpoints' own, so replay applies today's rule to an old bisect)
-            d: StepDecision = decide_step(s.good_values, s.step_values, rule, s.bad_values or ends.step_values)
+            # with the bad endpoint's values when the step was decided; a state written before they were kept
+            # was decided by the interval alone, and is replayed so
+            d: StepDecision = decide_step(s.good_values, s.step_values, rule, s.bad_values or None)
             again = d.verdict if d.decided else "skip"
             if again != s.verdict:
                 problems.append(f"prefix {s.prefix}: recorded {s.verdict}, its values say {again}: {d.line()}")
