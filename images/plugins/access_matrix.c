@@ -32,10 +32,11 @@
  * 1/N of the sets are looked up, but every access to those sets is, so their hits and misses are exact.
  * A miss to a node with a cost adds cost * N to the vCPU's debt; past chunk_ns the vCPU's own thread spins
  * on its CPU clock (CLOCK_THREAD_CPUTIME_ID) until the debt is paid (an overshoot is credited).
- *   numalab-remote-latency 1 / lines L / lat_sample N / chunk_ns C / vcpus V / nodes K   (header)
- *   snap MONO_NS c... / end MONO_NS c...   cumulative, V rows of K+5 numbers: looked-up accesses, hits,
- *                       misses by memory node (K), misses outside every node or to MMIO, debt charged
- *                       (ns), ns spent holding the vCPU
+ *   numalab-remote-latency 2 / lines L / lat_sample N / chunk_ns C / vcpus V / nodes K   (header)
+ *   snap MONO_NS c... / end MONO_NS c...   cumulative, V rows of K+6 numbers: looked-up accesses, hits,
+ *                       misses by memory node (K), misses to RAM outside every node or unresolved, debt
+ *                       charged (ns), ns spent holding the vCPU, MMIO accesses (not cached, not charged:
+ *                       a LAPIC write for every IPI under TCG's xAPIC counts here)
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
@@ -77,11 +78,11 @@ static int outside_seen;
 
 /* Remote latency (lat_out=): off unless lat_out is given. */
 #define LAT_MAX_SETS (1u << 20)
-#define LAT_FIXED 5 /* columns besides the K per-node misses: accesses, hits, other, charged ns, held ns */
+#define LAT_FIXED 6 /* columns besides the K per-node misses: accesses, hits, other, charged ns, held ns, io */
 struct lat_vcpu { /* one cache line each: vCPU threads write their own only */
     uint64_t *tags;   /* the modelled sets' line tags (physical line number + 1; 0: empty) */
     int64_t debt_ps;  /* charged but not yet paid (negative: an overshoot, credited) */
-    uint64_t *cols;   /* accesses, hits, misses per node (K), other misses, charged ns, held ns */
+    uint64_t *cols;   /* accesses, hits, misses per node (K), other misses, charged ns, held ns, MMIO */
     int node;
 } __attribute__((aligned(64)));
 static FILE *lat_out;
@@ -130,7 +131,7 @@ static void pay(struct lat_vcpu *l)
     while (now - start < want)
         now = thread_cpu_ns();
     l->debt_ps -= (int64_t)(now - start) * 1000;
-    __atomic_store_n(&l->cols[LAT_FIXED - 1 + n_nodes], l->cols[LAT_FIXED - 1 + n_nodes] + (now - start),
+    __atomic_store_n(&l->cols[4 + n_nodes], l->cols[4 + n_nodes] + (now - start),
                      __ATOMIC_RELAXED);
 }
 
@@ -144,8 +145,12 @@ static void latency_access(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64
     uint64_t *c = l->cols;
     c[0]++;
     struct qemu_plugin_hwaddr *hw = qemu_plugin_get_hwaddr(info, vaddr);
-    if (!hw || qemu_plugin_hwaddr_is_io(hw)) {
+    if (!hw) {
         c[2 + n_nodes]++;
+        return;
+    }
+    if (qemu_plugin_hwaddr_is_io(hw)) {
+        c[5 + n_nodes]++;
         return;
     }
     uint64_t tag = (qemu_plugin_hwaddr_phys_addr(hw) >> 6) + 1;
@@ -366,7 +371,7 @@ static int latency_setup(const char *path)
     if (!lat_out)
         return fail("cannot write", path);
     fprintf(lat_out,
-            "numalab-remote-latency 1\napi %d\nlines %u\nmodelled_sets %u\nlat_sample %u\nchunk_ns %" PRIu64
+            "numalab-remote-latency 2\napi %d\nlines %u\nmodelled_sets %u\nlat_sample %u\nchunk_ns %" PRIu64
             "\nvcpus %d\nnodes %d\n",
             NUMALAB_PLUGIN_API, lat_lines, k, lat_sample, chunk_ps / 1000, n_vcpus, n_nodes);
     for (int v = 0; v < n_vcpus; v++)

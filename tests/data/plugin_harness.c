@@ -1,7 +1,8 @@
 /*
  * A stand-in for QEMU that loads the access-matrix plugin and feeds it memory accesses (tests/unit/
  * test_remote_latency.py): the plugin's qemu_plugin_* calls resolve to the functions below (link with
- * -rdynamic). Every access is a load at a virtual address that is also its "physical" address.
+ * -rdynamic). Every access is a load at a virtual address that is also its "physical" address; addresses
+ * from 0xf0000000 on are MMIO (as the LAPIC's 0xfee00000 is on a PC).
  *
  *   plugin_harness PLUGIN.so VCPU START_HEX BYTES STRIDE PASSES ARG...
  *
@@ -62,8 +63,7 @@ NL_EXPORT struct qemu_plugin_hwaddr *qemu_plugin_get_hwaddr(qemu_plugin_meminfo_
 }
 NL_EXPORT bool qemu_plugin_hwaddr_is_io(const struct qemu_plugin_hwaddr *haddr)
 {
-    (void)haddr;
-    return false;
+    return haddr->pa >= 0xf0000000u;
 }
 NL_EXPORT uint64_t qemu_plugin_hwaddr_phys_addr(const struct qemu_plugin_hwaddr *haddr)
 {
