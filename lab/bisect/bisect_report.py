@@ -59,7 +59,9 @@ def step_rows(cfg: Config, steps: dict[str, Step]) -> list[dict]:
 def markdown(cfg: Config, rows: list[dict], result: dict, steps: list[Step]) -> str:
     lines = [f"# numalab bisect: {cfg.metric}", ""]
     lines += [f"- {k}: {v}" for k, v in cfg.what.items()]
-    lines += [f"- patches: {len(cfg.patches)}", f"- result: {result_text(result).lstrip('# ')}",
+    lines += [f"- patches: {len(cfg.patches)}", f"- result: {result_text(result).splitlines()[0].lstrip('# ')}",
+              *([f"- confirmation (the blamed prefix against the one before, from the runs made): "
+                 f"{result['confirmation']}"] if result.get("confirmation") else []),
               f"- wall time: {result.get('wall_s', 0):.0f} s, {result.get('runs', 0)} runs", ""]  # fmt: skip
     lines += ["| step | prefix | patch | verdict | runs | mean | 95% CI of the mean | shift toward bad vs good "
               "(95% CI) | wall s |", "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip

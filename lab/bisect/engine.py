@@ -343,6 +343,14 @@ class Bisect:
         self._save_step(step)
         return step
 
+    def confirmation(self, good: int, bad: int) -> str:
+        """The blamed patch's own A/B from the runs already made: prefix ``good`` (the last good) against
+        prefix ``bad`` (the first bad), Welch's verdict line. Each was compared with the good endpoint; this
+        compares them with each other (no further runs: a fixed-N ``numalab run --repeat`` confirms more)."""
+        labels = (f"prefix {good}", f"prefix {bad}")
+        v = verdicts_of(self.runs_of(good), self.runs_of(bad), [self.cfg.metric], "welch", labels, self.cfg.context)
+        return v[0].line()
+
     # --- the whole -------------------------------------------------------------------
 
     def run(self) -> dict:
@@ -367,6 +375,8 @@ class Bisect:
                               f"({self.cfg.patch_label(nxt)})")  # fmt: skip
                 self.step(nxt, rule, share)
             result = outcome(self.cfg, step_verdicts(self.steps()))
+            if result["status"] == "found":
+                result["confirmation"] = self.confirmation(result["last_good"], result["first_bad_patch"])
         steps = self.steps()
         result |= {"metric": self.cfg.metric, "wall_s": round(sum(s.wall_s for s in steps.values()), 1),
                    "runs": sum(len(list((self.out / "runs").glob(f"p{k}-r*"))) for k in range(n + 1))}  # fmt: skip
@@ -460,7 +470,8 @@ def log_text(entries: list[dict]) -> str:
 def result_text(r: dict) -> str:
     status = r.get("status")
     if status == "found":
-        return f"# first bad patch: [{r['first_bad_patch']}] {r['patch']}"
+        confirm = f"\n# confirmation: {r['confirmation']}" if r.get("confirmation") else ""
+        return f"# first bad patch: [{r['first_bad_patch']}] {r['patch']}{confirm}"
     if status == "nothing-to-bisect":
         return f"# nothing to bisect: {r.get('reason', '')}"
     if status == "undetermined":

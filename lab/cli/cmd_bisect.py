@@ -66,7 +66,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     else:
         for p in problems:
             print(f"disagreement: {p}")
-        print(result_text(result).lstrip("# "))
+        print("\n".join(ln.lstrip("# ") for ln in result_text(result).splitlines()))
     return 1 if problems else 0
 
 
@@ -93,7 +93,7 @@ def _print_answer(result: dict, out: Path, human) -> None:
         print(f"{what}: {s.verdict} ({s.runs_good} good-endpoint + {s.runs_step} runs, {s.wall_s:.0f}s)", file=human)
         for ln in s.lines if s.verdict != "skip" else [s.reason]:
             print(f"  verdict: {ln}", file=human)
-    print(result_text(result).lstrip("# "), file=human)
+    print("\n".join(ln.lstrip("# ") for ln in result_text(result).splitlines()), file=human)
     print(f"wall time {result.get('wall_s', 0):.0f}s, {result.get('runs', 0)} runs", file=human)
 
 

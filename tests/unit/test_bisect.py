@@ -84,6 +84,9 @@ def test_planted_bad_patch_is_found_in_log2_steps(tmp_path: Path, n: int, bad: i
     result, b = _bisect(tmp_path, runner, n)
     assert result["status"] == "found" and result["first_bad_patch"] == bad, result
     assert result["patch"] == f"{bad:04d}-p.patch"
+    # the blamed patch's own A/B, from the runs already made: its prefix against the one before
+    assert result["confirmation"].startswith(f"vmstat.numa_pte_updates: prefix {bad} vs prefix {bad - 1}: ")
+    assert "significant (welch)" in result["confirmation"]
     tested = sorted({p for p in runner.runs} - {0, n})
     assert len(tested) <= (n - 1).bit_length(), tested  # a binary search, not a walk
     steps = b.steps()
@@ -323,7 +326,8 @@ def test_cli_log_replay_and_one_line_errors(tmp_path: Path) -> None:
     proc = numalab("bisect", "log", str(tmp_path / "b"))
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[-1] == "# first bad patch: [3] 0003-p.patch"
+    assert lines[-2] == "# first bad patch: [3] 0003-p.patch"
+    assert lines[-1].startswith("# confirmation: vmstat.numa_pte_updates: prefix 3 vs prefix 2: ")
     assert "numalab bisect good 2" in lines and "numalab bisect bad 3" in lines
     proc = numalab("bisect", "replay", str(tmp_path / "b"), "--json")
     assert proc.returncode == 0 and json.loads(proc.stdout)["result"]["first_bad_patch"] == 3
