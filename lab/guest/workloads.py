@@ -9,6 +9,8 @@
   (seed 002's worst case for sched groups built from one CPU's view).
 * ``idle``: nothing, for boot-overhead measurements.
 * ``hackbench``: rt-tests' hackbench over pipes, scaled to the guest's CPUs (the host's, as a tool layer).
+* ``perf-sched-messaging``, ``perf-sched-pipe``, ``stress-ng-numa``, ``stress-ng-vm``: the everyday
+  scheduler benchmarks from Debian packages (lab.guest.tool_benchmarks).
 * ``latency-matrix``: a pointer chase for every (CPU node, memory node) pair, its
   remote/local ratio (the check of ``numalab run --remote-latency``).
 
@@ -25,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lab.errors import LabError
+from lab.guest import tool_benchmarks as tb
 from lab.topology.model import Topology
 from lab.untrusted import guest_json, shown, to_float
 
@@ -49,6 +52,8 @@ class Workload:
     # A user's workload (kind "user": a workload file or --workload-cmd, lab.guest.user_workload): what it
     # carries into the guest, how its output is read and which metrics it declares. None for the built-ins.
     user: UserSpec | None = field(default=None, kw_only=True)
+    # Kind "tool" (a benchmark from a Debian package, lab.guest.tool_benchmarks): its output's parser.
+    parse: Callable[[str], dict] | None = field(default=None, kw_only=True, compare=False)
 
 
 @dataclass(frozen=True)
@@ -280,6 +285,42 @@ WORKLOADS: dict[str, Workload] = {
             numbers=("hackbench_s",),
         ),
         Workload(
+            "perf-sched-messaging",
+            "perf bench sched messaging: a group of 20 senders and 20 receivers per CPU, repeated for the duration",
+            tb.perf_sched_messaging,
+            "tool",
+            programs=(),
+            tools=PERF_TOOL,
+            parse=tb.parse_perf_messaging,
+        ),
+        Workload(
+            "perf-sched-pipe",
+            "perf bench sched pipe: two tasks ping-pong over a pipe, repeated for the duration",
+            tb.perf_sched_pipe,
+            "tool",
+            programs=(),
+            tools=PERF_TOOL,
+            parse=tb.parse_perf_pipe,
+        ),
+        Workload(
+            "stress-ng-numa",
+            "stress-ng --numa, one instance per node: pages moved between nodes (mbind, migrate_pages, move_pages)",
+            tb.stress_ng("numa", per="node"),
+            "tool",
+            programs=(),
+            tools=("stress-ng",),
+            parse=tb.parse_stress_ng("numa"),
+        ),
+        Workload(
+            "stress-ng-vm",
+            "stress-ng --vm, one instance per CPU: anonymous memory written and checked (faults, NUMA hinting)",
+            tb.stress_ng("vm", MEM_SHARE),
+            "tool",
+            programs=(),
+            tools=("stress-ng",),
+            parse=tb.parse_stress_ng("vm"),
+        ),
+        Workload(
             "latency-matrix",
             "pointer-chase latency of every (CPU node, memory node) pair and its remote/local ratio",
             _latency_matrix,
@@ -365,6 +406,8 @@ def parse_output(workload: Workload, stdout: str) -> dict:
     nothing of it is kept that compare could take for a figure."""
     if workload.user is not None:
         return parse_user(workload.user, stdout)
+    if workload.parse is not None:
+        return workload.parse(stdout)
     if workload.kind == "hackbench":
         return parse_hackbench(stdout)
     if workload.kind == "lab":

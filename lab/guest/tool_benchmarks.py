@@ -1,0 +1,109 @@
+"""The everyday scheduler benchmarks from Debian packages, run in the guest as host tools: each one's
+command, scaled to the VM and the duration, and the parser of its output.
+
+* ``perf-sched-messaging``: ``perf bench sched messaging`` (hackbench's ancestor in perf): groups of 20
+  senders and 20 receivers over sockets, one group per guest CPU; wakeups and load balancing under a
+  burst of short-lived communicating tasks. ``messaging_s``: the mean time a run (lower is better).
+* ``perf-sched-pipe``: ``perf bench sched pipe``: two tasks ping-pong over a pipe; the wakeup path and
+  where the wakee is placed (same CPU, same LLC, another node). ``pipe_usecs_per_op`` (lower) and
+  ``pipe_ops_per_s`` (higher).
+* ``stress-ng-numa``: stress-ng's ``--numa`` stressor, one instance per guest node with CPUs: each moves its pages
+  between nodes (``mbind``, ``migrate_pages``, ``move_pages``), so page migration and the NUMA memory
+  policy paths. ``stressng_ops_per_s`` (bogo ops per second, real time) and ``stressng_ops_per_cpu_s``
+  (per usr+sys second), higher is better. One of its operations moves a 4 MiB buffer around every node
+  many times: under TCG one takes seconds (a 3 s run on ring-2 with an instance per CPU completed none),
+  so give it 10 s or more; a run that completes no operation is a parse error, not a zero.
+* ``stress-ng-vm``: stress-ng's ``--vm`` stressor (anonymous memory written and checked), one instance
+  per guest CPU sharing numalab's memory share: page faults, reclaim pressure and, with balancing on, NUMA
+  hinting faults on memory its task touches. The same two metrics.
+
+Every parser is given the guest's output, which is untrusted: it reads numbers with
+:func:`lab.untrusted.to_float`, and output without what it expects is ``{"parse_error": why}``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from lab.topology.model import Topology
+from lab.untrusted import to_float
+
+MESSAGING_LOOPS = 20  # messages each sender sends per perf bench sched messaging run
+PIPE_LOOPS = 2000  # round trips per perf bench sched pipe run
+
+
+def _repeat(d: float, cmd: str) -> str:
+    """``cmd`` run again and again until ``d`` seconds are over (at least once); a failing run ends it."""
+    return f'end=$(($(date +%s) + {max(1, round(d))})); while [ "$(date +%s)" -lt "$end" ]; do {cmd} || exit; done'
+
+
+def perf_sched_messaging(topo: Topology, d: float) -> str:
+    return _repeat(d, f"perf bench sched messaging -g {max(1, topo.total_cpus)} -l {MESSAGING_LOOPS}")
+
+
+def perf_sched_pipe(topo: Topology, d: float) -> str:
+    return _repeat(d, f"perf bench sched pipe -l {PIPE_LOOPS}")
+
+
+def stress_ng(stressor: str, mem_share: float = 0.0, per: str = "cpu"):
+    """stress-ng with one ``stressor`` instance per guest CPU (``per`` "cpu") or node ("node") for the
+    duration (``--vm``: the instances share ``mem_share`` of the guest's memory); its metrics to stdout."""
+
+    def cmd(topo: Topology, d: float) -> str:
+        n = max(1, topo.total_cpus if per == "cpu" else len(topo.cpu_nodes))
+        extra = f" --vm-bytes {max(4, int(topo.total_memory_mib * mem_share) // n)}M" if stressor == "vm" else ""
+        return f"stress-ng --{stressor} {n}{extra} -t {max(1, round(d))}s --metrics-brief 2>&1"
+
+    return cmd
+
+
+_TOTAL_TIME = re.compile(r"^\s*Total time:\s*(\S+)\s*\[sec\]\s*$", re.MULTILINE)
+_USECS_OP = re.compile(r"^\s*(\S+)\s+usecs/op\s*$", re.MULTILINE)
+_OPS_SEC = re.compile(r"^\s*(\S+)\s+ops/sec\s*$", re.MULTILINE)
+
+
+def _numbers(pattern: re.Pattern[str], text: str) -> list[float]:
+    return [v for t in pattern.findall(text) if (v := to_float(t)) is not None and v >= 0]
+
+
+def parse_perf_messaging(stdout: str) -> dict:
+    times = _numbers(_TOTAL_TIME, stdout)
+    if not times:
+        return {"parse_error": "no perf bench sched messaging 'Total time:' line in the workload output"}
+    return {"messaging_s": sum(times) / len(times), "messaging_runs": len(times)}
+
+
+def parse_perf_pipe(stdout: str) -> dict:
+    usecs, ops = _numbers(_USECS_OP, stdout), _numbers(_OPS_SEC, stdout)
+    if not usecs or not ops or len(usecs) != len(ops):
+        return {"parse_error": "no perf bench sched pipe 'usecs/op' and 'ops/sec' lines in the workload output"}
+    return {"pipe_usecs_per_op": sum(usecs) / len(usecs), "pipe_ops_per_s": sum(ops) / len(ops),
+            "pipe_runs": len(ops)}  # fmt: skip
+
+
+# stress-ng --metrics-brief: "stress-ng: metrc: [PID] numa  24  3.06  0.08  5.77  7.85  4.10"
+# (stressor, bogo ops, real s, usr s, sys s, bogo ops/s real time, bogo ops/s usr+sys time)
+_METRC = re.compile(r"metrc:\s*\[\d+\]\s+([a-z0-9-]+)" + r"\s+(\S+)" * 6 + r"\s*$", re.MULTILINE)
+
+
+_SUCCESS = re.compile(r"\bsuccessful run completed")  # (not "unsuccessful run completed")
+
+
+def parse_stress_ng(stressor: str):
+    def parse(stdout: str) -> dict:
+        rows = [m for m in _METRC.finditer(stdout) if m.group(1) == stressor]
+        if not rows:
+            return {"parse_error": f"no stress-ng metrics line for the {stressor} stressor in the workload output"}
+        vals = [to_float(g) for g in rows[-1].groups()[1:]]
+        if any(v is None or v < 0 for v in vals):
+            return {"parse_error": f"stress-ng's {stressor} metrics line has a value that is not a number"}
+        ops, real_s, _usr, _sys, per_s, per_cpu_s = vals
+        if not ops:
+            why = f"stress-ng completed no {stressor} operation in {real_s:g}s: give a longer --duration"
+            return {"parse_error": why}
+        if not _SUCCESS.search(stdout):
+            return {"parse_error": f"stress-ng did not report a successful {stressor} run"}
+        return {"stressng_ops": ops, "stressng_real_s": real_s, "stressng_ops_per_s": per_s,
+                "stressng_ops_per_cpu_s": per_cpu_s}  # fmt: skip
+
+    return parse
