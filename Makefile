@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 NUMALAB := $(VENV)/bin/numalab
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-# Debian 12 packages: QEMU, the guest's tools (busybox, trace-cmd, perf, rt-tests' hackbench, stress-ng),
+# Debian 12 packages: QEMU, the guest's tools (busybox, trace-cmd, perf, rt-tests' hackbench and cyclictest, stress-ng, sysbench),
 # the stock kernel's tooling (apt/dpkg/kmod), a C toolchain for the static
 # workloads, libvirt's schema validator, and Python's venv; for numalab kernel
 # build: the 6.1 source, ccache, the kernel's build tools, git and patch; shellcheck for actionlint's
@@ -12,7 +12,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := qemu-system-x86 busybox-static trace-cmd linux-perf kmod cpio \
 	gcc make libc6-dev libvirt-clients libxml2-utils python3-venv python3-pip chromium \
 	linux-source-6.1 ccache flex bison bc libelf-dev libssl-dev lz4 xz-utils git patch \
-	libvirt-daemon-system libvirt-dev pkg-config python3-dev shellcheck strace rt-tests stress-ng
+	libvirt-daemon-system libvirt-dev pkg-config python3-dev shellcheck strace rt-tests stress-ng sysbench
 PYTEST_ARGS ?=
 
 .PHONY: setup setup-qemu10 apt venv test test-fast demo lint golden bench bench-kernel clean help reproduce \

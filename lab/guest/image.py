@@ -42,7 +42,8 @@ from lab.paths import REPO_ROOT, cache_dir, write_text_atomic
 BUSYBOX_CANDIDATES = ("/bin/busybox", "/usr/bin/busybox")
 # Host tools a guest may need, by name: the binary; a run takes only those it uses (tools_for).
 GUEST_TOOLS = {"trace-cmd": "/usr/bin/trace-cmd", "perf": "/usr/bin/perf", "hackbench": "/usr/bin/hackbench",
-               "stress-ng": "/usr/bin/stress-ng"}  # fmt: skip
+               "stress-ng": "/usr/bin/stress-ng", "sysbench": "/usr/bin/sysbench",
+               "cyclictest": "/usr/bin/cyclictest"}  # fmt: skip
 INIT = REPO_ROOT / "images" / "guest" / "init"
 GUEST_DIR = "workload"  # a user's workload's files in the guest (/workload, its working directory)
 WORKLOAD_SRC = REPO_ROOT / "images" / "workloads"

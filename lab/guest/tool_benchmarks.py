@@ -16,6 +16,15 @@ command, scaled to the VM and the duration, and the parser of its output.
 * ``stress-ng-vm``: stress-ng's ``--vm`` stressor (anonymous memory written and checked), one instance
   per guest CPU sharing numalab's memory share: page faults, reclaim pressure and, with balancing on, NUMA
   hinting faults on memory its task touches. The same two metrics.
+* ``sysbench-memory``: sysbench's memory test, one thread per guest CPU, for the duration: memory
+  bandwidth of 1 KiB blocks. ``sysbench_mib_per_s`` (higher is better).
+* ``sysbench-threads``: sysbench's threads test, two threads per guest CPU contending for mutexes and
+  yielding: the yield and wakeup paths. ``sysbench_events_per_s`` (higher) and
+  ``sysbench_latency_avg_ms`` (lower).
+* ``cyclictest``: rt-tests' cyclictest, one thread per guest CPU, a 1 ms interval, at the default
+  SCHED_OTHER priority (the fair class's wakeup latency, not an RT figure). ``cyclictest_avg_us`` (the
+  threads' mean) and ``cyclictest_max_us`` (the worst), lower is better. Under TCG both are mostly the
+  emulator's: compare kernels on one host, never a TCG figure with hardware's.
 
 Every parser is given the guest's output, which is untrusted: it reads numbers with
 :func:`lab.untrusted.to_float`, and output without what it expects is ``{"parse_error": why}``.
@@ -107,3 +116,45 @@ def parse_stress_ng(stressor: str):
                 "stressng_ops_per_cpu_s": per_cpu_s}  # fmt: skip
 
     return parse
+
+
+def sysbench_memory(topo: Topology, d: float) -> str:
+    return f"sysbench memory --threads={max(1, topo.total_cpus)} --time={max(1, round(d))} run"
+
+
+def sysbench_threads(topo: Topology, d: float) -> str:
+    return f"sysbench threads --threads={2 * max(1, topo.total_cpus)} --time={max(1, round(d))} run"
+
+
+def cyclictest(topo: Topology, d: float) -> str:
+    return f"cyclictest -q -m -t {max(1, topo.total_cpus)} -i 1000 -D {max(1, round(d))}"
+
+
+_MIB_S = re.compile(r"^\s*\S+\s+MiB transferred\s+\((\S+)\s+MiB/sec\)\s*$", re.MULTILINE)
+_SB_EVENTS = re.compile(r"^\s*total number of events:\s+(\S+)\s*$", re.MULTILINE)
+_SB_TIME = re.compile(r"^\s*total time:\s+(\S+?)s\s*$", re.MULTILINE)
+_SB_AVG = re.compile(r"^\s*avg:\s+(\S+)\s*$", re.MULTILINE)
+_CYCLIC = re.compile(r"^T:\s*\d+\s.*\bAvg:\s*(\S+)\s+Max:\s*(\S+)\s*$", re.MULTILINE)
+
+
+def parse_sysbench_memory(stdout: str) -> dict:
+    rates = _numbers(_MIB_S, stdout)
+    if not rates:
+        return {"parse_error": "no sysbench 'MiB transferred (... MiB/sec)' line in the workload output"}
+    return {"sysbench_mib_per_s": rates[-1]}
+
+
+def parse_sysbench_threads(stdout: str) -> dict:
+    events, secs, avg = _numbers(_SB_EVENTS, stdout), _numbers(_SB_TIME, stdout), _numbers(_SB_AVG, stdout)
+    if not events or not secs or not avg or secs[-1] <= 0:
+        return {"parse_error": "no sysbench 'total number of events', 'total time' and latency 'avg' lines"}
+    return {"sysbench_events_per_s": events[-1] / secs[-1], "sysbench_latency_avg_ms": avg[-1]}
+
+
+def parse_cyclictest(stdout: str) -> dict:
+    rows = [(to_float(a), to_float(m)) for a, m in _CYCLIC.findall(stdout)]
+    vals = [(a, m) for a, m in rows if a is not None and m is not None and a >= 0 and m >= 0]
+    if not vals or len(vals) != len(rows):
+        return {"parse_error": "no cyclictest 'T: ... Avg: ... Max: ...' lines (or one is not a number)"}
+    return {"cyclictest_avg_us": sum(a for a, _ in vals) / len(vals), "cyclictest_max_us": max(m for _, m in vals),
+            "cyclictest_threads": len(vals)}  # fmt: skip

@@ -9,7 +9,8 @@
   (seed 002's worst case for sched groups built from one CPU's view).
 * ``idle``: nothing, for boot-overhead measurements.
 * ``hackbench``: rt-tests' hackbench over pipes, scaled to the guest's CPUs (the host's, as a tool layer).
-* ``perf-sched-messaging``, ``perf-sched-pipe``, ``stress-ng-numa``, ``stress-ng-vm``: the everyday
+* ``perf-sched-messaging``, ``perf-sched-pipe``, ``stress-ng-numa``, ``stress-ng-vm``, ``sysbench-memory``,
+  ``sysbench-threads``, ``cyclictest``: the everyday
   scheduler benchmarks from Debian packages (lab.guest.tool_benchmarks).
 * ``latency-matrix``: a pointer chase for every (CPU node, memory node) pair, its
   remote/local ratio (the check of ``numalab run --remote-latency``).
@@ -319,6 +320,33 @@ WORKLOADS: dict[str, Workload] = {
             programs=(),
             tools=("stress-ng",),
             parse=tb.parse_stress_ng("vm"),
+        ),
+        Workload(
+            "sysbench-memory",
+            "sysbench memory, one thread per CPU: memory bandwidth in 1 KiB blocks",
+            tb.sysbench_memory,
+            "tool",
+            programs=(),
+            tools=("sysbench",),
+            parse=tb.parse_sysbench_memory,
+        ),
+        Workload(
+            "sysbench-threads",
+            "sysbench threads, two threads per CPU contending for mutexes and yielding",
+            tb.sysbench_threads,
+            "tool",
+            programs=(),
+            tools=("sysbench",),
+            parse=tb.parse_sysbench_threads,
+        ),
+        Workload(
+            "cyclictest",
+            "rt-tests' cyclictest, one SCHED_OTHER thread per CPU at a 1 ms interval: wakeup latency",
+            tb.cyclictest,
+            "tool",
+            programs=(),
+            tools=("cyclictest",),
+            parse=tb.parse_cyclictest,
         ),
         Workload(
             "latency-matrix",

@@ -14,7 +14,8 @@ from lab.guest.workloads import WORKLOADS, get_workload, parse_output
 from lab.topology.spec import load_topology
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "tool_output"
-NAMES = ("perf-sched-messaging", "perf-sched-pipe", "stress-ng-numa", "stress-ng-vm")
+NAMES = ("perf-sched-messaging", "perf-sched-pipe", "stress-ng-numa", "stress-ng-vm", "sysbench-memory",
+         "sysbench-threads", "cyclictest")  # fmt: skip
 
 
 def test_commands_are_scaled_to_the_guest() -> None:
@@ -26,6 +27,9 @@ def test_commands_are_scaled_to_the_guest() -> None:
     assert numa == f"stress-ng --numa {len(topo.cpu_nodes)} -t 5s --metrics-brief 2>&1"
     vm = get_workload("stress-ng-vm").command(topo, 3)
     assert vm == f"stress-ng --vm {cpus} --vm-bytes {int(mem * 0.35) // cpus}M -t 3s --metrics-brief 2>&1"
+    assert get_workload("sysbench-memory").command(topo, 3) == f"sysbench memory --threads={cpus} --time=3 run"
+    assert get_workload("sysbench-threads").command(topo, 3) == f"sysbench threads --threads={2 * cpus} --time=3 run"
+    assert get_workload("cyclictest").command(topo, 3) == f"cyclictest -q -m -t {cpus} -i 1000 -D 3"
     for name in NAMES:
         w = WORKLOADS[name]
         assert w.programs == () and all(t in image.GUEST_TOOLS for t in w.tools), w
@@ -40,6 +44,12 @@ def test_real_output_is_read() -> None:
         r = parse_output(get_workload(name), (DATA / f"stress-ng-{stressor}.txt").read_text())
         assert set(r) == {"stressng_ops", "stressng_real_s", "stressng_ops_per_s", "stressng_ops_per_cpu_s"}, r
         assert r["stressng_ops"] > 0 and r["stressng_ops_per_s"] > 0 and r["stressng_real_s"] > 0
+    mem = parse_output(get_workload("sysbench-memory"), (DATA / "sysbench-memory.txt").read_text())
+    assert set(mem) == {"sysbench_mib_per_s"} and mem["sysbench_mib_per_s"] > 0, mem
+    thr = parse_output(get_workload("sysbench-threads"), (DATA / "sysbench-threads.txt").read_text())
+    assert thr["sysbench_events_per_s"] > 0 and thr["sysbench_latency_avg_ms"] >= 0, thr
+    cyc = parse_output(get_workload("cyclictest"), (DATA / "cyclictest.txt").read_text())
+    assert cyc["cyclictest_threads"] == 2 and 0 < cyc["cyclictest_avg_us"] <= cyc["cyclictest_max_us"], cyc
 
 
 @pytest.mark.parametrize(
@@ -64,6 +74,15 @@ def test_real_output_is_read() -> None:
             "did not report a successful numa run",
         ),
         ("stress-ng-vm", "\x1b[31m" * 1000, "no stress-ng metrics line for the vm stressor"),
+        ("sysbench-memory", "102400.00 MiB transferred (inf MiB/sec)\n", "no sysbench"),
+        ("sysbench-threads", "    total time:   0.0000s\n    total number of events: 5\n   avg:  1.0\n", "no sysbench"),
+        (
+            "cyclictest",
+            "T: 0 ( 12) P: 0 I:1000 C: 5 Min: 1 Act: 2 Avg: 3 Max: 4\nT: 1 ( 13) P: 0 I:1000 C: 5 Min: 1 "
+            "Act: 2 Avg: nan Max: 4\n",
+            "or one is not a number",
+        ),
+        ("cyclictest", "# /dev/cpu_dma_latency set to 0us\n", "no cyclictest"),
         # what a 3 s run on ring-2 under TCG gave with an instance per CPU
         (
             "stress-ng-numa",
@@ -84,3 +103,6 @@ def test_their_metrics_are_declared_with_a_direction() -> None:
     assert get_metric("workload.pipe_ops_per_s").better == "higher"
     assert get_metric("workload.stressng_ops_per_s").better == "higher"
     assert get_metric("workload.stressng_ops_per_cpu_s").better == "higher"
+    assert get_metric("workload.sysbench_mib_per_s").better == "higher"
+    assert get_metric("workload.sysbench_events_per_s").better == "higher"
+    assert get_metric("workload.cyclictest_max_us").better == "lower"

@@ -19,6 +19,9 @@ CASES = {
     "perf-sched-pipe": ("pipe_usecs_per_op", "pipe_ops_per_s"),
     "stress-ng-numa": ("stressng_ops_per_s", "stressng_ops_per_cpu_s"),
     "stress-ng-vm": ("stressng_ops_per_s", "stressng_ops_per_cpu_s"),
+    "sysbench-memory": ("sysbench_mib_per_s",),
+    "sysbench-threads": ("sysbench_events_per_s", "sysbench_latency_avg_ms"),
+    "cyclictest": ("cyclictest_avg_us", "cyclictest_max_us"),
 }
 
 
