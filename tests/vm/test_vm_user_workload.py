@@ -75,9 +75,9 @@ def _run(*args: str) -> dict:
 def test_workload_file_metrics_reach_compare(tmp_path: Path) -> None:
     spec = _build(tmp_path)
     runs = []
-    for side in ("a", "b"):
+    for side, balancing in (("a", "on"), ("b", "off")):  # two groups, so that the report compares them
         out = tmp_path / side
-        m = _run("--workload", str(spec), "--out", str(out))
+        m = _run("--workload", str(spec), "--numa-balancing", balancing, "--out", str(out))
         assert m["status"] == "ok", (m["reason"], m.get("console_tail"))
         result = m["workload"]["result"]
         # The host's nproc ran in the guest (busybox's is /bin/nproc) and saw every vCPU.
@@ -98,6 +98,18 @@ def test_workload_file_metrics_reach_compare(tmp_path: Path) -> None:
     assert (loops["better"], loops["mean"], loops["unit"]) == ("higher", "Hmean", "1/s")
     assert (wall["better"], wall["mean"], wall["unit"]) == ("lower", "Amean", "s")
     assert "workload.cpus_seen" not in rows  # a figure the file did not declare is not a metric
+
+    # The report compares the two groups on the declared metrics too, each with its mean, and plots them
+    html = tmp_path / "report.html"
+    proc = numalab("report", str(runs[0]), str(runs[1]), "--out", str(html))
+    assert proc.returncode == 0, proc.stderr
+    (comparison,) = json.loads(html.with_suffix(".json").read_text())["comparisons"]
+    text = comparison["text"]
+    assert any(ln.startswith("Hmean") and "workload.loops_per_s" in ln for ln in text.splitlines()), text
+    assert any(ln.startswith("Amean") and "workload.wall_s" in ln for ln in text.splitlines()), text
+    assert "workload.cpus_seen" not in text
+    page = html.read_text()
+    assert '<span class="mono">workload.loops_per_s</span>' in page  # its dot plot beside the key metrics
 
 
 def test_workload_cmd_every_number_is_a_metric(tmp_path: Path) -> None:

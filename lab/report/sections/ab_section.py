@@ -1,5 +1,5 @@
 """The A/B comparison section: each group against the first, as mmtests-style tables beside dot plots of
-the key metrics per run."""
+the key metrics per run (and of every metric a user's workload declares)."""
 
 from __future__ import annotations
 
@@ -51,11 +51,12 @@ def _verdict_text(row: Row) -> str:
 
 def compare_plots(c: Comparison, values: dict[str, dict[str, float]]) -> str:
     figs = []
-    for key in KEY_METRICS:
+    declared = tuple(r.metric.key for r in c.rows if r.metric.key not in METRIC_KEYS)  # a user workload's own
+    for key in (*KEY_METRICS, *declared):
         row = c.row(key)
         if row is None:
             continue
-        metric = METRIC_KEYS[key]
+        metric = row.metric
         base = [values[r][key] for r in c.base_runs if key in values.get(r, {})]
         new = [values[r][key] for r in c.new_runs if key in values.get(r, {})]
         groups = [(c.base_label, base, BASE_COLOR), (c.new_label, new, NEW_COLOR)]
