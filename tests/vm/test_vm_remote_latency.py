@@ -25,9 +25,9 @@ SLIT_TOLERANCE = 0.25
 OFF_TOLERANCE = 0.15  # without the plugin every node is the same host memory
 
 
-def _run(tmp_path, name: str, *extra: str) -> dict:
+def _run(tmp_path, name: str, *extra: str, base: tuple[str, ...] = ()) -> dict:
     out = tmp_path / name
-    proc = numalab("run", *RING2, *extra, "--out", str(out), "--json", timeout=400)
+    proc = numalab("run", *(base or RING2), *extra, "--out", str(out), "--json", timeout=400)
     assert proc.returncode == 0, proc.stderr[-3000:]
     m = json.loads(proc.stdout)
     assert m["status"] == "ok", m["reason"]
@@ -77,20 +77,11 @@ RING4_ABS_TOLERANCE = 0.30
 RING4_LEVEL_TOLERANCE = 0.15  # the 3x pairs over the 2x pairs, against 1.5
 
 
-def _run4(tmp_path, name: str, *extra: str) -> dict:
-    out = tmp_path / name
-    proc = numalab("run", *RING4, *extra, "--out", str(out), "--json", timeout=400)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    m = json.loads(proc.stdout)
-    assert m["status"] == "ok", m["reason"]
-    return m
-
-
 def test_remote_latency_levels_on_ring4(tmp_path) -> None:
-    calib = _run4(tmp_path, "calib", "--remote-latency", "slit")
+    calib = _run(tmp_path, "calib", "--remote-latency", "slit", base=tuple(RING4))
     local = [p["ns_min"] for p in calib["workload"]["result"]["pairs"] if p["cpu_node"] == p["mem_node"]]
     local_ns = math.prod(local) ** (1 / len(local))
-    m = _run4(tmp_path, "slit", "--remote-latency", "slit", "--remote-latency-ns", f"{local_ns:.1f}")
+    m = _run(tmp_path, "slit", "--remote-latency", "slit", "--remote-latency-ns", f"{local_ns:.1f}", base=tuple(RING4))
     ratios = m["remote_latency"]["model"]["ratios"]
     assert m["remote_latency"]["problem"] is None
     measured = {(s["a"], s["b"]): s["ratio"] for s in m["workload"]["result"]["symmetric"]}
