@@ -369,6 +369,13 @@ def compare_runs(
             f"significance cannot be judged with fewer than {MIN_REPEATS} runs per side "
             f"(baseline {len(base_ok)}, new {len(new_ok)})"
         )
+    models = {_latency_model(r) for r in base_ok + new_ok}
+    if len(models) > 1:
+        notes.append(
+            "the runs were recorded under different remote-latency models ("
+            + "; ".join(sorted(models))
+            + "): their throughput and times measure different machines, not a kernel change"
+        )
     accels = {r.accelerator for r in base_ok + new_ok}
     if "tcg" in accels:
         notes.append("runs used TCG software emulation: absolute times are not comparable with real hardware")
@@ -385,6 +392,17 @@ def compare_runs(
         excluded,
         notes,
     )
+
+
+def _latency_model(r: RunRecord) -> str:
+    """A run's --remote-latency model in a few words: "off", or its source, L and ratios."""
+    m = (r.manifest.get("remote_latency") or {}).get("model")
+    if not isinstance(m, dict):
+        return "off"
+    ratios = m.get("ratios")
+    rows = [row for row in ratios if isinstance(row, list)] if isinstance(ratios, list) else []
+    flat = sorted({x for row in rows for x in row if isinstance(x, (int, float))})
+    return f"{m.get('source', '?')}, L {m.get('local_ns', '?')} ns, ratios {'/'.join(f'{x:g}' for x in flat)}"
 
 
 # --- rendering ----------------------------------------------------------------

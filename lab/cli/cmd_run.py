@@ -306,8 +306,8 @@ def add_parser(sub) -> None:
         choices=CHOICES["remote_latency"],
         default="off",
         help="slit: charge each modelled cache miss to a remote node (ratio - 1) x L ns by holding the vCPU, "
-        "ratio = SLIT distance / 10 (TCG plugin: TCG, direct QEMU, not --clock virtual; docs/throughput.md). "
-        "Default off",
+        "ratio = SLIT distance / 10; table: the ratios of the topology spec's latency_ratio: matrix (TCG plugin: "
+        "TCG, direct QEMU, not --clock virtual; docs/throughput.md). Default off",
     )
     r.add_argument(
         "--remote-latency-ns",

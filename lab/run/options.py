@@ -99,7 +99,7 @@ class RunOptions:
     access_matrix: bool = False
     access_sample: int | None = None
     access_address_map: str = ""  # ram-block or guest-physical; "" chooses by QEMU version
-    remote_latency: str = "off"  # off, slit: remote misses cost (lab.vm.latency_model)
+    remote_latency: str = "off"  # off, slit, table: remote misses cost (lab.vm.latency_model)
     remote_latency_ns: float | None = None  # L, the local miss latency; None: the default
 
     def __post_init__(self) -> None:

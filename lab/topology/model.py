@@ -56,6 +56,9 @@ class Topology:
     source: str = ""
     extra: dict = field(default_factory=dict, compare=False, hash=False)
     tiers: Any = None  # lab.topology.tiers.MemoryTiers: slow (dax kmem) nodes, initiators, HMAT
+    # remote/local memory latency per (CPU node, memory node), for --remote-latency table, where the SLIT is
+    # not a latency ratio; None: not given (slit uses distance / 10)
+    latency_ratio: tuple[tuple[float, ...], ...] | None = None
 
     @property
     def n_nodes(self) -> int:
@@ -113,20 +116,24 @@ class Topology:
         return topo
 
     def to_dict(self) -> dict:
-        return {
-            "name": self.name,
-            "description": self.description,
-            "source": self.source,
-            "nodes": self.n_nodes,
-            "cpus": [n.cpus for n in self.nodes],
-            "memory_mib": [n.memory_mib for n in self.nodes],
-            "threads": self.threads,
-            "total_cpus": self.total_cpus,
-            "total_memory_mib": self.total_memory_mib,
-            "node_cpus": self.node_cpus(),
-            "distances": [list(r) for r in self.distances],
-            "links": [list(link) for link in self.links],
-        } | ({"tiers": self.tiers.to_dict()} if self.tiers else {})
+        return (
+            {
+                "name": self.name,
+                "description": self.description,
+                "source": self.source,
+                "nodes": self.n_nodes,
+                "cpus": [n.cpus for n in self.nodes],
+                "memory_mib": [n.memory_mib for n in self.nodes],
+                "threads": self.threads,
+                "total_cpus": self.total_cpus,
+                "total_memory_mib": self.total_memory_mib,
+                "node_cpus": self.node_cpus(),
+                "distances": [list(r) for r in self.distances],
+                "links": [list(link) for link in self.links],
+            }
+            | ({"tiers": self.tiers.to_dict()} if self.tiers else {})
+            | ({"latency_ratio": [list(r) for r in self.latency_ratio]} if self.latency_ratio else {})
+        )
 
 
 def topology_from_dict(d: dict) -> Topology:
@@ -141,6 +148,7 @@ def topology_from_dict(d: dict) -> Topology:
         description=d.get("description", ""),
         source=d.get("source", ""),
         tiers=_tiers_from_dict(d.get("tiers")),
+        latency_ratio=tuple(tuple(float(x) for x in r) for r in d["latency_ratio"]) if d.get("latency_ratio") else None,
     )
     validate(topo)
     return topo

@@ -52,7 +52,9 @@ _KNOWN_KEYS = {
     "distances",
     "tiers",
     "hmat",
+    "latency_ratio",
 }
+MAX_LATENCY_RATIO = 20.0
 
 
 def parse_mib(value: object, field: str) -> int:
@@ -214,6 +216,27 @@ def _explicit(raw: object, n: int) -> list[list[int]]:
     return out
 
 
+def _latency_ratio(raw: object, n: int) -> tuple[tuple[float, ...], ...]:
+    """``latency_ratio:``, an n x n matrix of remote/local latency per (CPU node, memory node): 1 on the
+    diagonal, a finite number from 1 to 20 elsewhere."""
+    if not isinstance(raw, list) or len(raw) != n or not all(isinstance(r, list) and len(r) == n for r in raw):
+        raise LabError(f"latency_ratio: expected a {n}x{n} matrix (a list of {n} lists of {n} numbers)")
+    out = []
+    for i, row in enumerate(raw):
+        vals = []
+        for j, v in enumerate(row):
+            where = f"latency_ratio[{i}][{j}]"
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise LabError(f"{where}: expected a finite number, got {v!r:.40}")
+            if i == j and v != 1:
+                raise LabError(f"{where}: a node's own memory is the unit: must be 1, got {v:g}")
+            if i != j and not 1 <= v <= MAX_LATENCY_RATIO:
+                raise LabError(f"{where}: must be from 1 to {MAX_LATENCY_RATIO:g}, got {v:g}")
+            vals.append(float(v))
+        out.append(tuple(vals))
+    return tuple(out)
+
+
 def load_spec(data: object, where: str, name: str | None = None) -> Topology:
     """Build and validate a Topology from parsed YAML. ``where`` prefixes errors."""
     try:
@@ -240,6 +263,7 @@ def load_spec(data: object, where: str, name: str | None = None) -> Topology:
             source=where,
             extra={"why": " ".join(str(data.get("why", "")).split())},
             tiers=parse_tiers(data, [node.cpus for node in nodes], matrix),
+            latency_ratio=_latency_ratio(data["latency_ratio"], n) if "latency_ratio" in data else None,
         )
         if "total_cpus" in data:
             total = _int(data["total_cpus"], "total_cpus", 1)

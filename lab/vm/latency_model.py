@@ -10,7 +10,8 @@ node remote from the vCPU's own ``(ratio - 1) * local_ns`` nanoseconds, times
 ``sample``. The charge is paid by holding the vCPU: its thread spins on its own
 CPU clock once its debt passes ``chunk_ns``.
 
-The ratio of CPU node i to memory node j is the SLIT's ``distance[i][j] / 10``.
+The ratio of CPU node i to memory node j is the SLIT's ``distance[i][j] / 10`` (``slit``), or the
+topology spec's own ``latency_ratio:`` matrix (``table``), for machines whose SLIT is not a latency ratio.
 ``local_ns`` (L) stands for a local miss; a remote miss then costs ``ratio * L``
 in all, if a local miss in the emulated machine costs L (docs/throughput.md:
 what L is here and how it was calibrated).
@@ -24,7 +25,7 @@ from pathlib import Path
 from lab.errors import LabError
 from lab.topology.model import LOCAL_DISTANCE, Topology
 
-REMOTE_LATENCY = ("off", "slit")
+REMOTE_LATENCY = ("off", "slit", "table")
 LINE_BYTES = 64  # the plugin's line (a constant there: the tag is the address >> 6)
 DEFAULT_LINES = 4096  # 256 KiB per vCPU
 DEFAULT_SAMPLE = 16  # 1 set in 16 modelled
@@ -101,4 +102,9 @@ def model_for(topo: Topology, mode: str, local_ns: float = DEFAULT_LOCAL_NS) -> 
         return None
     check_local_ns(local_ns)
     vcpu_nodes = tuple(n for n, cpus in enumerate(topo.node_cpus()) for _ in cpus)
+    if mode == "table":
+        if topo.latency_ratio is None:
+            raise LabError(f"--remote-latency table: topology {topo.name} has no latency_ratio: matrix (give one in "
+                           "its spec, or use --remote-latency slit)")  # fmt: skip
+        return LatencyModel(topo.latency_ratio, local_ns, vcpu_nodes, source="latency_ratio")
     return LatencyModel(slit_ratios(topo), local_ns, vcpu_nodes)

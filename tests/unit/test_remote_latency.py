@@ -156,7 +156,7 @@ def test_a_matrix_setting_asks_for_remote_latency(tmp_path) -> None:
     spec = parse_matrix(base | {"settings": [{"name": "free"}, {"name": "costly", "remote_latency": "slit"}]},
                         "inline", "latency")  # fmt: skip
     assert [run_options(r, "stock", tmp_path, None, {}).remote_latency for r in spec.runs] == ["off", "slit"]
-    with pytest.raises(LabError, match=r"settings\[0\]\.remote_latency: expected one of off, slit, got 'hmat'"):
+    with pytest.raises(LabError, match=r"settings\[0\]\.remote_latency: expected one of off, slit, table, got 'hmat'"):
         parse_matrix(base | {"settings": [{"name": "free", "remote_latency": "hmat"}]}, "inline", "bad")
     with pytest.raises(LabError, match="--remote-latency: not with --clock virtual"):
         parse_matrix(base | {"settings": [{"name": "free", "remote_latency": "slit", "qemu": "backports",
@@ -178,3 +178,55 @@ def test_one_plugin_counts_the_access_matrix_and_charges_latency(harness, tmp_pa
     assert matrix.ended and matrix.snaps[-1][1][:2] == [0, MIB // 64]  # vCPU 0: every access to node 1
     lat = rl.summarize(rl.read_log(tmp_path / "lat.txt"), None, None)["whole_run"]["per_vcpu"][0]
     assert lat["misses"] == [0, MIB // 64 // 16] and lat["charged_ns"] == MIB // 64 * 100
+
+
+# --- latency_ratio: and --remote-latency table ------------------------------------------------------
+
+
+def _spec(**extra) -> dict:
+    base = {"name": "t", "nodes": 2, "cpus_per_node": 1, "memory_per_node": "256M"}
+    return base | {"distances": [[10, 32], [32, 10]]} | extra
+
+
+def test_a_latency_table_overrides_the_slit() -> None:
+    from lab.topology.model import topology_from_dict
+    from lab.topology.spec import load_spec, load_topology
+
+    topo = load_spec(_spec(latency_ratio=[[1, 1.7], [1.7, 1]]), "t.yaml")
+    table, slit = model_for(topo, "table", 100.0), model_for(topo, "slit", 100.0)
+    assert table is not None and slit is not None
+    assert table.ratios == ((1.0, 1.7), (1.7, 1.0)) and table.to_dict()["source"] == "latency_ratio"
+    assert slit.ratios == ((1.0, 3.2), (3.2, 1.0)) and slit.to_dict()["source"] == "slit"
+    assert "cost=0:1:70000" in table.plugin_args(Path("x")) and "cost=0:1:220000" in slit.plugin_args(Path("x"))
+    assert topology_from_dict(topo.to_dict()) == topo  # a run record keeps the table
+    assert "latency_ratio" not in load_topology("ring-2").to_dict()  # (and a topology without one says nothing)
+    preset = load_topology("amd-2s-xgmi")
+    assert preset.latency_ratio == ((1.0, 1.7), (1.7, 1.0)) and preset.distances[0][1] == 32
+
+
+def test_table_without_a_latency_ratio_is_a_one_line_error() -> None:
+    from lab.topology.spec import load_topology
+
+    with pytest.raises(LabError, match=r"--remote-latency table: topology ring-2 has no latency_ratio: matrix"):
+        model_for(load_topology("ring-2"), "table", 100.0)
+
+
+@pytest.mark.parametrize(
+    ("ratio", "needle"),
+    [
+        ([[1, 1.5]], r"latency_ratio: expected a 2x2 matrix"),
+        ([[1, 1.5], [1.5]], r"latency_ratio: expected a 2x2 matrix"),
+        ("1.5", r"latency_ratio: expected a 2x2 matrix"),
+        ([[1.1, 1.5], [1.5, 1]], r"latency_ratio\[0\]\[0\]: a node's own memory is the unit: must be 1, got 1.1"),
+        ([[1, 0.5], [1.5, 1]], r"latency_ratio\[0\]\[1\]: must be from 1 to 20, got 0.5"),
+        ([[1, 1.5], [21, 1]], r"latency_ratio\[1\]\[0\]: must be from 1 to 20, got 21"),
+        ([[1, "fast"], [1.5, 1]], r"latency_ratio\[0\]\[1\]: expected a finite number, got 'fast'"),
+        ([[1, float("nan")], [1.5, 1]], r"latency_ratio\[0\]\[1\]: expected a finite number, got nan"),
+        ([[1, True], [1.5, 1]], r"latency_ratio\[0\]\[1\]: expected a finite number, got True"),
+    ],
+)
+def test_a_bad_latency_table_names_its_field(ratio, needle: str) -> None:
+    from lab.topology.spec import load_spec
+
+    with pytest.raises(LabError, match=r"^t.yaml: " + needle):
+        load_spec(_spec(latency_ratio=ratio), "t.yaml")
