@@ -93,3 +93,17 @@ def test_remote_latency_levels_on_ring4(tmp_path) -> None:
     assert len(near) == 4 and len(far) == 2 and min(far) > max(near), measured
     level = math.prod(far) ** (1 / 2) / math.prod(near) ** (1 / 4)
     assert abs(level / 1.5 - 1) <= RING4_LEVEL_TOLERANCE, (level, measured)
+
+
+def test_remote_latency_table_charges_the_spec_not_the_slit(tmp_path) -> None:
+    """amd-2s-xgmi: SLIT 32 (3.2x by slit), latency_ratio 1.7: --remote-latency table charges 1.7x."""
+    amd = ["--topology", "amd-2s-xgmi", *RING2[2:]]
+    calib = _run(tmp_path, "calib", "--remote-latency", "table", base=tuple(amd))
+    local = [p["ns_min"] for p in calib["workload"]["result"]["pairs"] if p["cpu_node"] == p["mem_node"]]
+    local_ns = math.prod(local) ** (1 / len(local))
+    m = _run(tmp_path, "table", "--remote-latency", "table", "--remote-latency-ns", f"{local_ns:.1f}", base=tuple(amd))
+    model = m["remote_latency"]["model"]
+    assert model["source"] == "latency_ratio" and model["ratios"] == [[1.0, 1.7], [1.7, 1.0]]
+    assert m["topology"]["latency_ratio"] == [[1.0, 1.7], [1.7, 1.0]] and m["topology"]["distances"][0][1] == 32
+    measured = _symmetric(m)
+    assert abs(measured / 1.7 - 1) <= SLIT_TOLERANCE and measured < 2.5, m["workload"]["result"]  # not 3.2
