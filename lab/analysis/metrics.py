@@ -104,7 +104,13 @@ TWINS = (
     Twin("gbps", "gbps_per_vcpu_s", "bytes_touched", 1e-9),
     Twin("round_trips_per_s", "round_trips_per_vcpu_s", "round_trips", 1.0),
     Twin("insn_per_s", "insn_per_vcpu_s", "insns", 1.0),  # spin: how fast the host ran the guest's instructions
+    Twin("pipe_ops_per_s", "pipe_ops_per_vcpu_s", "pipe_ops", 1.0),
+    Twin("stressng_ops_per_s", "stressng_ops_per_vcpu_s", "stressng_ops", 1.0),
+    Twin("sysbench_mib_per_s", "sysbench_mib_per_vcpu_s", "sysbench_mib", 1.0),
+    Twin("sysbench_events_per_s", "sysbench_events_per_vcpu_s", "sysbench_events", 1.0),
 )
+# Rates that are per CPU-second already (the guest's own usr+sys accounting): no twin of their own.
+PER_CPU_SECOND = frozenset({"workload.stressng_ops_per_cpu_s"})
 
 
 def per_vcpu_second(result: dict | None, vcpu_time: dict | None) -> dict[str, float]:
@@ -199,10 +205,16 @@ METRICS: tuple[Metric, ...] = (
     Metric("workload.messaging_s", "perf bench sched messaging time a run", "s", "lower"),
     Metric("workload.pipe_usecs_per_op", "perf bench sched pipe time a round trip", "us", "lower"),
     Metric("workload.pipe_ops_per_s", "perf bench sched pipe round trips", "1/s", "higher", "hmean"),
+    Metric("workload.pipe_ops_per_vcpu_s", "pipe round trips per vCPU CPU-second", "1/vCPU-s", "higher", "hmean"),
     Metric("workload.stressng_ops_per_s", "stress-ng bogo ops per second", "1/s", "higher", "hmean"),
+    Metric("workload.stressng_ops_per_vcpu_s", "stress-ng ops per vCPU CPU-second", "1/vCPU-s", "higher", "hmean"),
     Metric("workload.stressng_ops_per_cpu_s", "stress-ng bogo ops per usr+sys second", "1/CPU-s", "higher", "hmean"),
     Metric("workload.sysbench_mib_per_s", "sysbench memory bandwidth", "MiB/s", "higher", "hmean"),
+    Metric("workload.sysbench_mib_per_vcpu_s", "sysbench MiB per vCPU CPU-second", "MiB/vCPU-s", "higher", "hmean"),
     Metric("workload.sysbench_events_per_s", "sysbench threads events", "1/s", "higher", "hmean"),
+    Metric(
+        "workload.sysbench_events_per_vcpu_s", "sysbench events per vCPU CPU-second", "1/vCPU-s", "higher", "hmean"
+    ),  # fmt: skip
     Metric("workload.sysbench_latency_avg_ms", "sysbench threads mean latency", "ms", "lower"),
     Metric("workload.cyclictest_avg_us", "cyclictest mean wakeup latency", "us", "lower"),
     Metric("workload.cyclictest_max_us", "cyclictest worst wakeup latency", "us", "lower"),

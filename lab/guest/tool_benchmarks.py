@@ -87,7 +87,7 @@ def parse_perf_pipe(stdout: str) -> dict:
     if not usecs or not ops or len(usecs) != len(ops):
         return {"parse_error": "no perf bench sched pipe 'usecs/op' and 'ops/sec' lines in the workload output"}
     return {"pipe_usecs_per_op": sum(usecs) / len(usecs), "pipe_ops_per_s": sum(ops) / len(ops),
-            "pipe_runs": len(ops)}  # fmt: skip
+            "pipe_runs": len(ops), "pipe_ops": len(ops) * PIPE_LOOPS}  # fmt: skip
 
 
 # stress-ng --metrics-brief: "stress-ng: metrc: [PID] numa  24  3.06  0.08  5.77  7.85  4.10"
@@ -130,7 +130,7 @@ def cyclictest(topo: Topology, d: float) -> str:
     return f"cyclictest -q -m -t {max(1, topo.total_cpus)} -i 1000 -D {max(1, round(d))}"
 
 
-_MIB_S = re.compile(r"^\s*\S+\s+MiB transferred\s+\((\S+)\s+MiB/sec\)\s*$", re.MULTILINE)
+_MIB_S = re.compile(r"^\s*(\S+)\s+MiB transferred\s+\((\S+)\s+MiB/sec\)\s*$", re.MULTILINE)
 _SB_EVENTS = re.compile(r"^\s*total number of events:\s+(\S+)\s*$", re.MULTILINE)
 _SB_TIME = re.compile(r"^\s*total time:\s+(\S+?)s\s*$", re.MULTILINE)
 _SB_AVG = re.compile(r"^\s*avg:\s+(\S+)\s*$", re.MULTILINE)
@@ -138,17 +138,19 @@ _CYCLIC = re.compile(r"^T:\s*\d+\s.*\bAvg:\s*(\S+)\s+Max:\s*(\S+)\s*$", re.MULTI
 
 
 def parse_sysbench_memory(stdout: str) -> dict:
-    rates = _numbers(_MIB_S, stdout)
-    if not rates:
-        return {"parse_error": "no sysbench 'MiB transferred (... MiB/sec)' line in the workload output"}
-    return {"sysbench_mib_per_s": rates[-1]}
+    rows = [(to_float(m), to_float(r)) for m, r in _MIB_S.findall(stdout)]
+    if not rows or any(v is None or v < 0 for v in rows[-1]):
+        return {"parse_error": "no sysbench 'N MiB transferred (R MiB/sec)' line in the workload output"}
+    mib, rate = rows[-1]
+    return {"sysbench_mib": mib, "sysbench_mib_per_s": rate}
 
 
 def parse_sysbench_threads(stdout: str) -> dict:
     events, secs, avg = _numbers(_SB_EVENTS, stdout), _numbers(_SB_TIME, stdout), _numbers(_SB_AVG, stdout)
     if not events or not secs or not avg or secs[-1] <= 0:
         return {"parse_error": "no sysbench 'total number of events', 'total time' and latency 'avg' lines"}
-    return {"sysbench_events_per_s": events[-1] / secs[-1], "sysbench_latency_avg_ms": avg[-1]}
+    return {"sysbench_events": events[-1], "sysbench_events_per_s": events[-1] / secs[-1],
+            "sysbench_latency_avg_ms": avg[-1]}  # fmt: skip
 
 
 def parse_cyclictest(stdout: str) -> dict:

@@ -428,6 +428,13 @@ def check_result(workload: Workload, result: object) -> str | None:
     return None
 
 
+def _finite(result: dict) -> dict:
+    """A parser's figures, or a parse error when one is out of range: a mean or sum of huge guest numbers
+    can overflow to inf, which no comparison may take for a figure."""
+    bad = [k for k, v in result.items() if isinstance(v, float) and not math.isfinite(v)]
+    return {"parse_error": f"the workload output gives {bad[0]} out of range"} if bad else result
+
+
 def parse_output(workload: Workload, stdout: str) -> dict:
     """The workload's own figures: a NUMALAB_RESULT JSON line or perf bench's summary. Never raises: output
     that is not what the workload writes (the guest is untrusted) gives ``{"parse_error": why}``, and
@@ -435,7 +442,7 @@ def parse_output(workload: Workload, stdout: str) -> dict:
     if workload.user is not None:
         return parse_user(workload.user, stdout)
     if workload.parse is not None:
-        return workload.parse(stdout)
+        return _finite(workload.parse(stdout))
     if workload.kind == "hackbench":
         return parse_hackbench(stdout)
     if workload.kind == "lab":

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from lab.analysis.metrics import METRIC_KEYS, TWINS, metric_values, per_vcpu_second
+from lab.analysis.metrics import METRIC_KEYS, PER_CPU_SECOND, TWINS, metric_values, per_vcpu_second
 from lab.vm.console import Stage
 from lab.vm.vcpu_time import (
     END,
@@ -95,6 +95,8 @@ def test_libvirt_stats_and_a_missing_wait() -> None:
 
 def test_every_throughput_metric_has_a_twin_equal_to_work_over_vcpu_seconds() -> None:
     rates = [k for k, m in METRIC_KEYS.items() if m.mean == "hmean" and "per_vcpu_s" not in k]
+    rates = [k for k in rates if k not in PER_CPU_SECOND]
+    assert PER_CPU_SECOND <= METRIC_KEYS.keys()
     assert sorted(f"workload.{t.rate}" for t in TWINS) == sorted(rates)
     for t in TWINS:
         twin = METRIC_KEYS[f"workload.{t.key}"]
@@ -106,6 +108,8 @@ def test_every_throughput_metric_has_a_twin_equal_to_work_over_vcpu_seconds() ->
     assert per_vcpu_second(pairs, vt) == {"gbps_per_vcpu_s": 0.0, "round_trips_per_vcpu_s": 5000.0}
     perf = {"gbps": 2.0, "elapsed_s": 4.0}  # perf bench gives a rate and its time only
     assert per_vcpu_second(perf, vt) == {"gbps_per_vcpu_s": pytest.approx(1.0)}
+    sysbench = {"sysbench_mib": 8227.12, "sysbench_mib_per_s": 4111.28, "sysbench_events": 9.0}  # no events rate
+    assert per_vcpu_second(sysbench, vt) == {"sysbench_mib_per_vcpu_s": pytest.approx(8227.12 / 8.0)}
     assert per_vcpu_second(numa, None) == {} == per_vcpu_second(numa, {"problem": "x"})
     assert per_vcpu_second(numa, {"run_s": 0.0}) == {} == per_vcpu_second({"balance_pct": 50.0}, vt)
     manifest = {"workload": {"result": numa}, "metrics": {"per_vcpu_s": per_vcpu_second(numa, vt)}}

@@ -10,7 +10,7 @@ import math
 import pytest
 from common import numalab
 
-from lab.analysis.metrics import get_metric
+from lab.analysis.metrics import TWINS, get_metric
 
 pytestmark = pytest.mark.vm
 
@@ -38,3 +38,9 @@ def test_benchmark_runs_in_the_guest(tmp_path, name: str) -> None:
     for key in CASES[name]:
         assert isinstance(result[key], float) and math.isfinite(result[key]) and result[key] > 0, result
         assert get_metric(f"workload.{key}").better in ("higher", "lower")
+    # each throughput's twin: the same work over the vCPU threads' CPU seconds in the workload window
+    run_s = m["vcpu_time"]["run_s"]
+    for t in TWINS:
+        if t.rate in CASES[name]:
+            twin = m["metrics"]["per_vcpu_s"][t.key]
+            assert twin == pytest.approx(result[t.work] * t.scale / run_s), (t, result, run_s)
