@@ -13,6 +13,8 @@ from lab.analysis.numa import ANALYSIS_EVENTS, analyse_trace
 from lab.errors import LabError
 from lab.events import MIGRATE_PAGES, NUMA_DECISIONS
 from lab.guest.readback import read_vmstat, read_vmstat_series
+from lab.guest.workload_metrics import WorkloadMetric
+from lab.guest.workloads import WORKLOADS
 from lab.record_files import TRACE_DAT, TRACE_STATS, VMSTAT_END, VMSTAT_SERIES, VMSTAT_START
 from lab.topology.model import Topology
 from lab.trace.tracedat import read_trace, stats_lost, stats_per_cpu
@@ -100,17 +102,19 @@ class Twin:
     scale: float  # work units per count (1e-9: bytes -> GB)
 
 
-TWINS = (
-    Twin("gbps", "gbps_per_vcpu_s", "bytes_touched", 1e-9),
-    Twin("round_trips_per_s", "round_trips_per_vcpu_s", "round_trips", 1.0),
-    Twin("insn_per_s", "insn_per_vcpu_s", "insns", 1.0),  # spin: how fast the host ran the guest's instructions
-    Twin("pipe_ops_per_s", "pipe_ops_per_vcpu_s", "pipe_ops", 1.0),
-    Twin("stressng_ops_per_s", "stressng_ops_per_vcpu_s", "stressng_ops", 1.0),
-    Twin("sysbench_mib_per_s", "sysbench_mib_per_vcpu_s", "sysbench_mib", 1.0),
-    Twin("sysbench_events_per_s", "sysbench_events_per_vcpu_s", "sysbench_events", 1.0),
-)
+def _declared_by_workloads() -> tuple[WorkloadMetric, ...]:
+    """Every built-in workload's metrics (lab.guest.workloads), once each, in the registry's order."""
+    seen: dict[str, WorkloadMetric] = {}
+    for w in WORKLOADS.values():
+        for m in w.metrics:
+            seen.setdefault(m.name, m)
+    return tuple(seen.values())
+
+
+WORKLOAD_METRICS = _declared_by_workloads()
+TWINS = tuple(Twin(m.name, m.twin_key, m.twin.work, m.twin.scale) for m in WORKLOAD_METRICS if m.twin and m.twin_key)
 # Rates that are per CPU-second already (the guest's own usr+sys accounting): no twin of their own.
-PER_CPU_SECOND = frozenset({"workload.stressng_ops_per_cpu_s"})
+PER_CPU_SECOND = frozenset(f"workload.{m.name}" for m in WORKLOAD_METRICS if m.unit.endswith("/CPU-s"))
 
 
 def per_vcpu_second(result: dict | None, vcpu_time: dict | None) -> dict[str, float]:
@@ -193,34 +197,16 @@ def _flat(manifest: dict) -> dict:
     }
 
 
+def _workload_metric(m: WorkloadMetric) -> tuple[Metric, ...]:
+    """A workload's metric, then its twin per vCPU CPU-second if it is a rate that has one."""
+    own = Metric(f"workload.{m.name}", m.label, m.unit, m.better, m.mean)
+    if m.twin is None or m.twin_key is None:
+        return (own,)
+    return own, Metric(f"workload.{m.twin_key}", m.twin.label, m.twin_unit, "higher", "hmean")
+
+
 METRICS: tuple[Metric, ...] = (
-    Metric("workload.elapsed_s", "workload elapsed", "s", "lower"),
-    Metric("workload.gbps", "workload throughput", "GB/s", "higher", "hmean"),
-    Metric("workload.gbps_per_vcpu_s", "workload throughput per vCPU CPU-second", "GB/vCPU-s", "higher", "hmean"),
-    Metric("workload.round_trips_per_s", "pair round trips", "1/s", "higher", "hmean"),
-    Metric("workload.round_trips_per_vcpu_s", "pair round trips per vCPU CPU-second", "1/vCPU-s", "higher", "hmean"),
-    Metric("workload.balance_pct", "nodes 1/3 busy balance (nodes13)", "%", "higher"),
-    Metric("workload.converged_s", "perf bench convergence", "s", "lower"),
-    Metric("workload.hackbench_s", "hackbench time a run", "s", "lower"),
-    Metric("workload.messaging_s", "perf bench sched messaging time a run", "s", "lower"),
-    Metric("workload.pipe_usecs_per_op", "perf bench sched pipe time a round trip", "us", "lower"),
-    Metric("workload.pipe_ops_per_s", "perf bench sched pipe round trips", "1/s", "higher", "hmean"),
-    Metric("workload.pipe_ops_per_vcpu_s", "pipe round trips per vCPU CPU-second", "1/vCPU-s", "higher", "hmean"),
-    Metric("workload.stressng_ops_per_s", "stress-ng bogo ops per second", "1/s", "higher", "hmean"),
-    Metric("workload.stressng_ops_per_vcpu_s", "stress-ng ops per vCPU CPU-second", "1/vCPU-s", "higher", "hmean"),
-    Metric("workload.stressng_ops_per_cpu_s", "stress-ng bogo ops per usr+sys second", "1/CPU-s", "higher", "hmean"),
-    Metric("workload.sysbench_mib_per_s", "sysbench memory bandwidth", "MiB/s", "higher", "hmean"),
-    Metric("workload.sysbench_mib_per_vcpu_s", "sysbench MiB per vCPU CPU-second", "MiB/vCPU-s", "higher", "hmean"),
-    Metric("workload.sysbench_events_per_s", "sysbench threads events", "1/s", "higher", "hmean"),
-    Metric(
-        "workload.sysbench_events_per_vcpu_s", "sysbench events per vCPU CPU-second", "1/vCPU-s", "higher", "hmean"
-    ),  # fmt: skip
-    Metric("workload.sysbench_latency_avg_ms", "sysbench threads mean latency", "ms", "lower"),
-    Metric("workload.cyclictest_avg_us", "cyclictest mean wakeup latency", "us", "lower"),
-    Metric("workload.cyclictest_max_us", "cyclictest worst wakeup latency", "us", "lower"),
-    Metric("workload.insn_per_s", "instructions per guest second (spin)", "1/s", "higher", "hmean"),
-    Metric("workload.insn_per_vcpu_s", "instructions per vCPU CPU-second (spin)", "1/vCPU-s", "higher", "hmean"),
-    Metric("workload.remote_ratio", "remote/local memory latency (latency-matrix)", "x", "lower"),
+    *(metric for m in WORKLOAD_METRICS for metric in _workload_metric(m)),
     *(Metric(f"events.{e.name}", e.name, "events", "lower") for e in (*NUMA_DECISIONS, MIGRATE_PAGES)),
     Metric("vmstat.numa_pte_updates", "NUMA PTE updates", "pages", "lower"),
     Metric("vmstat.numa_hint_faults", "NUMA hint faults", "faults", "lower"),

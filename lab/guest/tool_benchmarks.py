@@ -34,11 +34,52 @@ from __future__ import annotations
 
 import re
 
+from lab.guest.workload_metrics import WorkloadMetric, rate
 from lab.topology.model import Topology
 from lab.untrusted import to_float
 
 MESSAGING_LOOPS = 20  # messages each sender sends per perf bench sched messaging run
 PIPE_LOOPS = 2000  # round trips per perf bench sched pipe run
+
+
+# Each tool's metrics: what its parser reports, compared as workload.<name>.
+MESSAGING = (WorkloadMetric("messaging_s", "perf bench sched messaging time a run", "s", "lower"),)
+PIPE = (
+    WorkloadMetric("pipe_usecs_per_op", "perf bench sched pipe time a round trip", "us", "lower"),
+    rate(
+        "pipe_ops_per_s", "perf bench sched pipe round trips", "1/s", "pipe_ops", "pipe round trips per vCPU CPU-second"
+    ),
+)
+STRESS_NG = (
+    rate(
+        "stressng_ops_per_s",
+        "stress-ng bogo ops per second",
+        "1/s",
+        "stressng_ops",
+        "stress-ng ops per vCPU CPU-second",
+    ),
+    # per guest usr+sys second already (stress-ng's own accounting): no twin
+    WorkloadMetric("stressng_ops_per_cpu_s", "stress-ng bogo ops per usr+sys second", "1/CPU-s", "higher", "hmean"),
+)
+SYSBENCH_MEMORY = (
+    rate(
+        "sysbench_mib_per_s", "sysbench memory bandwidth", "MiB/s", "sysbench_mib", "sysbench MiB per vCPU CPU-second"
+    ),
+)
+SYSBENCH_THREADS = (
+    rate(
+        "sysbench_events_per_s",
+        "sysbench threads events",
+        "1/s",
+        "sysbench_events",
+        "sysbench events per vCPU CPU-second",
+    ),  # fmt: skip
+    WorkloadMetric("sysbench_latency_avg_ms", "sysbench threads mean latency", "ms", "lower"),
+)
+CYCLICTEST = (
+    WorkloadMetric("cyclictest_avg_us", "cyclictest mean wakeup latency", "us", "lower"),
+    WorkloadMetric("cyclictest_max_us", "cyclictest worst wakeup latency", "us", "lower"),
+)
 
 
 def _repeat(d: float, cmd: str) -> str:

@@ -98,7 +98,7 @@ def command_workload(cmd: str, files: tuple[str, ...]) -> Workload:
     digest = hashlib.sha256(cmd.encode() + b"\0" + b"\0".join(_sha_file(h).encode() for h, _ in carried))
     spec = UserSpec("--workload-cmd", digest.hexdigest(), cmd, carried, _closures(carried, (), "--workload-file"),
                     (), json_prefix="NUMALAB_RESULT ", all_numeric=True)  # fmt: skip
-    return Workload("cmd", "--workload-cmd", _placeholder_command(cmd), "user", programs=(), numbers=(), user=spec)
+    return Workload("cmd", "--workload-cmd", _placeholder_command(cmd), "user", programs=(), metrics=(), user=spec)
 
 
 def _sha_file(path: str) -> str:
@@ -148,7 +148,7 @@ def _parse(data: object, path: Path, sha256: str) -> Workload:
                     json_prefix=prefix, regex=regex, metrics=metrics)  # fmt: skip
     _check_scripts(spec)
     description = data.get("description", f"workload file {path.name}")
-    return Workload(name, str(description)[:200], _placeholder_command(command), "user", programs=(), numbers=(),
+    return Workload(name, str(description)[:200], _placeholder_command(command), "user", programs=(), metrics=(),
                     user=spec)  # fmt: skip
 
 

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 
 from lab.errors import LabError
 from lab.guest import tool_benchmarks as tb
+from lab.guest import workload_metrics as wm
 from lab.topology.model import Topology
 from lab.untrusted import guest_json, shown, to_float
 
@@ -47,9 +48,9 @@ class Workload:
     # images/workloads, and host tools (lab.guest.image.GUEST_TOOLS), each with its library closure.
     programs: tuple[str, ...] = field(kw_only=True)
     tools: tuple[str, ...] = field(default=(), kw_only=True)
-    # The figures of its NUMALAB_RESULT object that compare reads as metrics (lab.analysis.metrics,
-    # "workload.<key>"): each must be there and a finite number, or the result is refused.
-    numbers: tuple[str, ...] = field(default=("elapsed_s", "gbps"), kw_only=True)
+    # The figures of its result that compare reads as metrics ("workload.<name>"; lab.analysis.metrics builds
+    # its registry from these). A NUMALAB_RESULT object (kind "lab") must give each as a finite number.
+    metrics: tuple[wm.WorkloadMetric, ...] = field(default=wm.MEMORY, kw_only=True)
     # A user's workload (kind "user": a workload file or --workload-cmd, lab.guest.user_workload): what it
     # carries into the guest, how its output is read and which metrics it declares. None for the built-ins.
     user: UserSpec | None = field(default=None, kw_only=True)
@@ -220,6 +221,8 @@ def _hackbench(topo: Topology, d: float) -> str:
     )
 
 
+PERF_METRICS = (*wm.MEMORY, wm.CONVERGED)  # perf bench numa mem: GB/s, its time and its convergence
+
 WORKLOADS: dict[str, Workload] = {
     w.name: w
     for w in [
@@ -251,7 +254,7 @@ WORKLOADS: dict[str, Workload] = {
             _pairs,
             "lab",
             programs=("pairs",),
-            numbers=("elapsed_s", "gbps", "round_trips_per_s"),
+            metrics=(*wm.MEMORY, wm.ROUND_TRIPS),
         ),
         Workload(
             "nodes13",
@@ -259,7 +262,7 @@ WORKLOADS: dict[str, Workload] = {
             _nodes13,
             "lab",
             programs=("nodes13",),
-            numbers=("elapsed_s", "gbps", "balance_pct"),
+            metrics=(*wm.MEMORY, wm.BALANCE),
         ),
         Workload(
             "tiering",
@@ -275,6 +278,7 @@ WORKLOADS: dict[str, Workload] = {
             _spin,
             "lab",
             programs=("spin",),
+            metrics=(*wm.MEMORY, wm.INSN),
         ),
         Workload(
             "hackbench",
@@ -283,7 +287,7 @@ WORKLOADS: dict[str, Workload] = {
             "hackbench",
             programs=(),
             tools=("hackbench",),
-            numbers=("hackbench_s",),
+            metrics=(wm.HACKBENCH,),
         ),
         Workload(
             "perf-sched-messaging",
@@ -293,6 +297,7 @@ WORKLOADS: dict[str, Workload] = {
             programs=(),
             tools=PERF_TOOL,
             parse=tb.parse_perf_messaging,
+            metrics=tb.MESSAGING,
         ),
         Workload(
             "perf-sched-pipe",
@@ -302,6 +307,7 @@ WORKLOADS: dict[str, Workload] = {
             programs=(),
             tools=PERF_TOOL,
             parse=tb.parse_perf_pipe,
+            metrics=tb.PIPE,
         ),
         Workload(
             "stress-ng-numa",
@@ -311,6 +317,7 @@ WORKLOADS: dict[str, Workload] = {
             programs=(),
             tools=("stress-ng",),
             parse=tb.parse_stress_ng("numa"),
+            metrics=tb.STRESS_NG,
         ),
         Workload(
             "stress-ng-vm",
@@ -320,6 +327,7 @@ WORKLOADS: dict[str, Workload] = {
             programs=(),
             tools=("stress-ng",),
             parse=tb.parse_stress_ng("vm"),
+            metrics=tb.STRESS_NG,
         ),
         Workload(
             "sysbench-memory",
@@ -329,6 +337,7 @@ WORKLOADS: dict[str, Workload] = {
             programs=(),
             tools=("sysbench",),
             parse=tb.parse_sysbench_memory,
+            metrics=tb.SYSBENCH_MEMORY,
         ),
         Workload(
             "sysbench-threads",
@@ -338,6 +347,7 @@ WORKLOADS: dict[str, Workload] = {
             programs=(),
             tools=("sysbench",),
             parse=tb.parse_sysbench_threads,
+            metrics=tb.SYSBENCH_THREADS,
         ),
         Workload(
             "cyclictest",
@@ -347,6 +357,7 @@ WORKLOADS: dict[str, Workload] = {
             programs=(),
             tools=("cyclictest",),
             parse=tb.parse_cyclictest,
+            metrics=tb.CYCLICTEST,
         ),
         Workload(
             "latency-matrix",
@@ -354,7 +365,7 @@ WORKLOADS: dict[str, Workload] = {
             _latency_matrix,
             "lab",
             programs=("latency-matrix",),
-            numbers=("elapsed_s", "gbps", "remote_ratio"),
+            metrics=(*wm.MEMORY, wm.REMOTE_RATIO),
         ),
         Workload(
             "perf-numa01",
@@ -363,6 +374,7 @@ WORKLOADS: dict[str, Workload] = {
             "perf",
             programs=(),
             tools=PERF_TOOL,
+            metrics=PERF_METRICS,
         ),
         Workload(
             "perf-numa02",
@@ -371,6 +383,7 @@ WORKLOADS: dict[str, Workload] = {
             "perf",
             programs=(),
             tools=PERF_TOOL,
+            metrics=PERF_METRICS,
         ),
         Workload(
             "perf-numa03",
@@ -379,6 +392,7 @@ WORKLOADS: dict[str, Workload] = {
             "perf",
             programs=(),
             tools=PERF_TOOL,
+            metrics=PERF_METRICS,
         ),
         Workload(
             "perf-numa04",
@@ -387,6 +401,7 @@ WORKLOADS: dict[str, Workload] = {
             "perf",
             programs=(),
             tools=PERF_TOOL,
+            metrics=PERF_METRICS,
         ),
         Workload(
             "perf-numa05",
@@ -395,6 +410,7 @@ WORKLOADS: dict[str, Workload] = {
             "perf",
             programs=(),
             tools=PERF_TOOL,
+            metrics=PERF_METRICS,
         ),
     ]
 }
@@ -417,10 +433,10 @@ def _is_number(v: object) -> bool:
 
 def check_result(workload: Workload, result: object) -> str | None:
     """What is wrong with a NUMALAB_RESULT value (None if nothing): it must be a JSON object whose declared
-    figures (``workload.numbers``) are finite numbers."""
+    figures (``workload.metrics``) are finite numbers."""
     if not isinstance(result, dict):
         return f"NUMALAB_RESULT is a JSON {type(result).__name__}, not an object"
-    for key in workload.numbers:
+    for key in (m.name for m in workload.metrics):
         if key not in result:
             return f"NUMALAB_RESULT has no {key}"
         if not _is_number(result[key]):

@@ -105,12 +105,32 @@ def test_unexpected_output_is_a_parse_error(name: str, text: str, needle: str) -
     assert set(r) == {"parse_error"} and needle in r["parse_error"], r
 
 
-def test_their_metrics_are_declared_with_a_direction() -> None:
-    assert get_metric("workload.messaging_s").better == "lower"
-    assert get_metric("workload.pipe_usecs_per_op").better == "lower"
-    assert get_metric("workload.pipe_ops_per_s").better == "higher"
-    assert get_metric("workload.stressng_ops_per_s").better == "higher"
-    assert get_metric("workload.stressng_ops_per_cpu_s").better == "higher"
-    assert get_metric("workload.sysbench_mib_per_s").better == "higher"
-    assert get_metric("workload.sysbench_events_per_s").better == "higher"
-    assert get_metric("workload.cyclictest_max_us").better == "lower"
+OUTPUT = {"perf-sched-messaging": "perf-messaging.txt", "perf-sched-pipe": "perf-pipe.txt",
+          "stress-ng-numa": "stress-ng-numa.txt", "stress-ng-vm": "stress-ng-vm.txt",
+          "sysbench-memory": "sysbench-memory.txt", "sysbench-threads": "sysbench-threads.txt",
+          "cyclictest": "cyclictest.txt"}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_entry_declares_what_its_parser_reports(name: str) -> None:
+    """The registry entry's metrics (name, direction, mean, twin) are what its parser gives on real output,
+    and compare knows each by that declaration."""
+    w = get_workload(name)
+    result = parse_output(w, (DATA / OUTPUT[name]).read_text())
+    assert w.metrics and "parse_error" not in result, result
+    for m in w.metrics:
+        assert isinstance(result[m.name], float), (m.name, result)
+        got = get_metric(f"workload.{m.name}")
+        assert (got.better, got.mean, got.unit) == (m.better, m.mean, m.unit)
+        if m.twin is not None:
+            assert m.twin.work in result and m.mean == "hmean", (m, result)
+            assert get_metric(f"workload.{m.twin_key}").better == "higher"
+
+
+def test_a_metric_name_means_one_thing_in_every_workload() -> None:
+    from lab.guest.workloads import WORKLOADS
+
+    seen: dict = {}
+    for w in WORKLOADS.values():
+        for m in w.metrics:
+            assert seen.setdefault(m.name, m) == m, f"{w.name} declares {m.name} differently"

@@ -204,7 +204,7 @@ def _spec(**kw) -> UserSpec:
 def _workload(spec: UserSpec):
     from lab.guest.workloads import Workload
 
-    return Workload("w", "", lambda t, d: "x", "user", programs=(), numbers=(), user=spec)
+    return Workload("w", "", lambda t, d: "x", "user", programs=(), metrics=(), user=spec)
 
 
 def test_output_is_read_as_untrusted() -> None:
