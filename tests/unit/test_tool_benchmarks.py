@@ -29,7 +29,7 @@ def test_commands_are_scaled_to_the_guest() -> None:
     assert vm == f"stress-ng --vm {cpus} --vm-bytes {int(mem * 0.35) // cpus}M -t 3s --metrics-brief 2>&1"
     assert get_workload("sysbench-memory").command(topo, 3) == f"sysbench memory --threads={cpus} --time=3 run"
     assert get_workload("sysbench-threads").command(topo, 3) == f"sysbench threads --threads={2 * cpus} --time=3 run"
-    assert get_workload("cyclictest").command(topo, 3) == f"cyclictest -q -m -t {cpus} -i 1000 -D 3"
+    assert get_workload("cyclictest").command(topo, 3) == f"cyclictest -q -m -t {cpus} -i 1000 -d 0 -D 3"
     for name in NAMES:
         w = WORKLOADS[name]
         assert w.programs == () and all(t in image.GUEST_TOOLS for t in w.tools), w
@@ -50,7 +50,7 @@ def test_real_output_is_read() -> None:
     assert thr["sysbench_events_per_s"] > 0 and thr["sysbench_latency_avg_ms"] >= 0, thr
     assert thr["sysbench_events"] > thr["sysbench_events_per_s"], thr  # a count over seconds, not a rate
     cyc = parse_output(get_workload("cyclictest"), (DATA / "cyclictest.txt").read_text())
-    assert cyc["cyclictest_threads"] == 2 and 0 < cyc["cyclictest_avg_us"] <= cyc["cyclictest_max_us"], cyc
+    assert cyc["cyclictest_threads"] == 4 and 0 < cyc["cyclictest_avg_us"] <= cyc["cyclictest_max_us"], cyc
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 from common import numalab
@@ -38,6 +39,9 @@ def test_benchmark_runs_in_the_guest(tmp_path, name: str) -> None:
     for key in CASES[name]:
         assert isinstance(result[key], float) and math.isfinite(result[key]) and result[key] > 0, result
         assert get_metric(f"workload.{key}").better in ("higher", "lower")
+    if name == "cyclictest":  # every thread at the stated 1 ms interval (-d 0)
+        intervals = re.findall(r"^T:.* I:\s*(\d+) ", (out / "workload.out").read_text(), re.MULTILINE)
+        assert intervals and set(intervals) == {"1000"}, intervals
     # each throughput's twin: the same work over the vCPU threads' CPU seconds in the workload window
     run_s = m["vcpu_time"]["run_s"]
     for t in TWINS:
