@@ -14,6 +14,7 @@ import lab.cli.cmd_report as cmd_report
 import lab.cli.cmd_reproduce as cmd_reproduce
 import lab.cli.cmd_run as cmd_run
 import lab.cli.cmd_topo as cmd_topo
+import lab.cli.cmd_workload as cmd_workload
 from lab import __version__
 from lab.cli.cmd_run import run_options_from_args
 from lab.cli.common import Parser
@@ -22,7 +23,18 @@ from lab.errors import LabError
 __all__ = ["build_parser", "main", "run_options_from_args"]
 
 # In the order ``numalab --help`` lists them.
-COMMANDS = (cmd_topo, cmd_doctor, cmd_run, cmd_matrix, cmd_kernel, cmd_bisect, cmd_reproduce, cmd_report, cmd_compare)
+COMMANDS = (
+    cmd_topo,
+    cmd_workload,
+    cmd_doctor,
+    cmd_run,
+    cmd_matrix,
+    cmd_kernel,
+    cmd_bisect,
+    cmd_reproduce,
+    cmd_report,
+    cmd_compare,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,120 @@
+"""``numalab workload``: the built-in workloads and what each reports (list), and one workload, built-in or a
+user's file, as numalab reads it (show): its command on a topology, what the guest image carries for it, and
+its metrics with their direction and mean. A workload file is checked as ``numalab run`` checks it (files,
+programs' libraries, packages), with nothing booted."""
+
+from __future__ import annotations
+
+import argparse
+
+from lab.paths import json_text
+
+
+def _metric_rows(workload) -> list[dict]:
+    """Its metrics as compare knows them (``workload.<name>``), each rate's per-vCPU-second twin after it."""
+    if workload.user is not None:
+        if workload.user.all_numeric:
+            return [{"metric": "workload.<every number of the JSON line>", "unit": "", "better": "higher",
+                     "mean": "amean"}]  # fmt: skip
+        return [{"metric": f"workload.{m.name}", "unit": m.unit, "better": "higher" if m.higher_is_better
+                 else "lower", "mean": m.mean} for m in workload.user.metrics]  # fmt: skip
+    rows = []
+    for m in workload.metrics:
+        rows.append({"metric": f"workload.{m.name}", "unit": m.unit, "better": m.better, "mean": m.mean})
+        if m.twin is not None:
+            rows.append({"metric": f"workload.{m.twin_key}", "unit": m.twin_unit, "better": "higher", "mean": "hmean",
+                         "twin_of": f"workload.{m.name}"})  # fmt: skip
+    return rows
+
+
+def _record(workload, topo=None, duration: float | None = None) -> dict:
+    user = workload.user
+    out = {
+        "name": workload.name,
+        "description": workload.description,
+        "kind": workload.kind,
+        "programs": list(workload.programs),
+        "tools": list(user.tools if user else workload.tools),
+        "metrics": _metric_rows(workload),
+    }
+    if user is not None:
+        out |= {"source": user.source, "files": [g for _, g in user.files], "packages": list(user.packages)}
+    if topo is not None and duration is not None:
+        out |= {"topology": topo.name, "duration_s": duration, "command": workload.command(topo, duration)}
+    return out
+
+
+def cmd_workload_list(args: argparse.Namespace) -> int:
+    from lab.guest.workloads import WORKLOADS
+
+    rows = [_record(w) for w in WORKLOADS.values()]
+    if args.json:
+        print(json_text(rows, indent=2))
+        return 0
+    width = max(len(r["name"]) for r in rows) + 2
+    print(f"{'NAME':<{width}}{'METRICS (+ higher is better, - lower)':<58}DESCRIPTION")
+    for r in rows:
+        own = [m for m in r["metrics"] if "twin_of" not in m]
+        metrics = " ".join(f"{'+' if m['better'] == 'higher' else '-'}{m['metric'].removeprefix('workload.')}"
+                           for m in own)  # fmt: skip
+        print(f"{r['name']:<{width}}{metrics:<58}{r['description']}")
+    return 0
+
+
+def cmd_workload_show(args: argparse.Namespace) -> int:
+    from lab.cli.cmd_topo import topology_ref
+    from lab.guest.init_plan import MAX_DURATION_S
+    from lab.guest.user_workload import resolve_workload
+    from lab.run.options import check_seconds
+
+    check_seconds(args.duration, "--duration", MAX_DURATION_S)
+    workload = resolve_workload(args.workload)
+    topo = topology_ref(args).load()
+    rec = _record(workload, topo, args.duration)
+    if args.json:
+        print(json_text(rec, indent=2))
+        return 0
+    print(f"{rec['name']}: {rec['description']}")
+    if "source" in rec:
+        print(f"  file:     {rec['source']}")
+    print(f"  command on {rec['topology']} for {rec['duration_s']:g} s:\n    {rec['command']}")
+    carried = [*rec["programs"], *rec["tools"], *rec.get("files", [])]
+    print(f"  carries:  {', '.join(carried) or '-'}")
+    if rec.get("packages"):
+        print(f"  packages: {', '.join(rec['packages'])}")
+    print("  metrics:")
+    for m in rec["metrics"]:
+        twin = f"  (per vCPU CPU-second: {m['twin_of']})" if "twin_of" in m else ""
+        print(f"    {m['metric']:<40}{m['unit']:<12}{m['better']:<7}{m['mean']}{twin}")
+    return 0
+
+
+def add_parser(sub) -> None:
+    from lab.cli.cmd_topo import size_options
+    from lab.run.options import RunOptions
+
+    defaults = RunOptions()
+    w = sub.add_parser(
+        "workload",
+        help="workloads: list the built-ins and their metrics, show one (or check your workload file)",
+        description="The workloads numalab runs in the guest: built-ins and your own workload files "
+        "(docs/workloads.md).",
+    )
+    wsub = w.add_subparsers(dest="workload_command", metavar="SUBCOMMAND", required=True)
+    p = wsub.add_parser("list", help="the built-ins and their metrics", description="List the built-in workloads.")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_workload_list)
+    p = wsub.add_parser(
+        "show",
+        help="one workload as a run would use it (a workload file is checked, nothing is booted)",
+        description="Show a workload's command on a topology, what it carries into the guest and its metrics. "
+        "A workload file is read and checked as numalab run reads it.",
+    )
+    p.add_argument("workload", metavar="NAME|FILE.yaml", help="a built-in (numalab workload list) or a workload file")
+    p.add_argument("--topology", default=defaults.topology.name, metavar="NAME|FILE",
+                   help=f"the topology its command is scaled to (default {defaults.topology.name})")  # fmt: skip
+    size_options(p)
+    p.add_argument("--duration", type=float, default=defaults.duration, metavar="SECONDS",
+                   help=f"the duration its command is given (default {defaults.duration:g})")  # fmt: skip
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_workload_show)

@@ -1,0 +1,72 @@
+"""``numalab workload list|show``: the registry as a user sees it (no VM): every built-in with the metrics its
+entry declares, one workload's command on a topology, and a workload file checked without a boot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from common import assert_one_line_error, numalab
+
+from lab.analysis.metrics import METRIC_KEYS
+from lab.guest.workloads import WORKLOADS
+
+
+def test_list_gives_every_builtin_with_the_metrics_compare_knows() -> None:
+    proc = numalab("workload", "list", "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = json.loads(proc.stdout)
+    assert [r["name"] for r in rows] == list(WORKLOADS)
+    for r in rows:
+        assert r["metrics"], r["name"]
+        for m in r["metrics"]:
+            known = METRIC_KEYS[m["metric"]]
+            assert (known.better, known.mean, known.unit) == (m["better"], m["mean"], m["unit"]), m
+    pairs = next(r for r in rows if r["name"] == "pairs")
+    twin = next(m for m in pairs["metrics"] if m["metric"] == "workload.round_trips_per_vcpu_s")
+    assert twin["twin_of"] == "workload.round_trips_per_s"
+    text = numalab("workload", "list")
+    assert text.returncode == 0 and all(name in text.stdout for name in WORKLOADS)
+    assert "-cyclictest_max_us" in text.stdout and "+sysbench_mib_per_s" in text.stdout
+
+
+def test_show_scales_the_command_to_the_topology() -> None:
+    proc = numalab("workload", "show", "stress-ng-vm", "--topology", "ring-4", "--duration", "7", "--json")
+    assert proc.returncode == 0, proc.stderr
+    rec = json.loads(proc.stdout)
+    # ring-4: 4 nodes x 2 CPUs, one instance per CPU, for the duration
+    assert rec["topology"] == "ring-4" and rec["tools"] == ["stress-ng"]
+    assert rec["command"].startswith("stress-ng --vm 8 --vm-bytes ") and " -t 7s " in rec["command"]
+
+
+def test_show_checks_a_workload_file_without_booting(tmp_path: Path) -> None:
+    (tmp_path / "run.sh").write_text('#!/bin/sh\necho "R {\\"ops\\": 1, \\"lat_us\\": 2}"\n')
+    (tmp_path / "w.yaml").write_text(
+        "name: mine\ncommand: ./run.sh {cpus}\nfiles: [run.sh]\nresults: {json-line: 'R '}\n"
+        "metrics:\n  - {name: ops, unit: 1/s, higher_is_better: true, mean: hmean}\n"
+        "  - {name: lat_us, unit: us, higher_is_better: false}\n"
+    )
+    proc = numalab("workload", "show", str(tmp_path / "w.yaml"), "--topology", "ring-2", "--json")
+    assert proc.returncode == 0, proc.stderr
+    rec = json.loads(proc.stdout)
+    assert rec["kind"] == "user" and rec["files"] == ["run.sh"] and rec["source"] == str(tmp_path / "w.yaml")
+    assert rec["command"].endswith("./run.sh 4")  # ring-2: 4 CPUs
+    assert [(m["metric"], m["better"], m["mean"]) for m in rec["metrics"]] == [
+        ("workload.ops", "higher", "hmean"),
+        ("workload.lat_us", "lower", "amean"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (("show", "no-such-workload"), "--workload no-such-workload: unknown workload"),
+        (("show", "numa01", "--duration", "0"), "--duration: must be more than 0"),
+        (("show", "numa01", "--topology", "no-such-topology"), "no-such-topology"),
+        (("show", "/nonexistent/w.yaml"), "/nonexistent/w.yaml"),
+        (("list", "--bogus"), "unrecognized arguments: --bogus"),
+    ],
+)
+def test_bad_input_is_one_line(args: tuple[str, ...], needle: str) -> None:
+    assert_one_line_error(numalab("workload", *args), needle)
