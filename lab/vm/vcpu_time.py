@@ -137,16 +137,26 @@ class StageSampler:
                 sample, failure = {}, f"{st.name}: {err}"
             else:
                 failure = None if sample else f"{st.name}: no vCPU could be read"
-            if st.name == END and not sample and self.last is not None:
+                if sample and not self._whole(sample):
+                    gone = sorted(set(self.taken[START][1]) - set(sample))
+                    failure = f"{st.name}: vCPU {', '.join(map(str, gone))} gone (the VM was stopping)"
+            if st.name == END and failure and self.last is not None:
                 # The VM stopped before its end mark was read (libvirt's console mirror is read every
-                # 0.3 s; a short collection powers off sooner): the last sample before it stopped.
+                # 0.3 s; a short collection powers off sooner), or while it was read (some vCPU threads
+                # already gone): the last whole sample before it stopped.
                 self.taken[END], self.end_from_last = self.last, True
-            elif sample:
+            elif not failure:
                 self.taken[st.name] = (t, sample)
             else:
                 self.problem = self.problem or failure
         if self.inner is not None:
             self.inner(st)
+
+    def _whole(self, sample: Sample) -> bool:
+        """Every vCPU the start sample had is in ``sample`` (a VM that is stopping loses its threads one by one:
+        a window over some of them would undercount the vCPU time and inflate every twin)."""
+        start = self.taken.get(START)
+        return start is None or set(start[1]) <= set(sample)
 
     def refresh(self) -> None:
         """Between the workload's marks: a sample for the end mark to fall back on (call it as the watcher ticks)."""
@@ -155,7 +165,7 @@ class StageSampler:
                 sample = self.sample()
             except SAMPLE_ERRORS:  # the VM may be going away: the end mark's own sample decides
                 return
-            if sample:
+            if sample and self._whole(sample):
                 self.last = (time.monotonic(), sample)
 
     def result(self) -> dict | None:

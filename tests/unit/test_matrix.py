@@ -292,15 +292,20 @@ def test_resume_after_sigkill(tmp_path: Path) -> None:
         if "start ring-2.stock.idle.default.r2" in line or not line:
             break
     assert "[1/3] ok" in seen, seen
-    time.sleep(3)  # r2 is booting
+
+    def qemus() -> list[str]:
+        ps = subprocess.run(["pgrep", "-af", "qemu-system"], capture_output=True, text=True).stdout
+        return [ln for ln in ps.splitlines() if str(out) in ln]
+
+    # Killed while r2's QEMU runs (a fixed sleep once let r2 finish first: a TCG boot here takes 1.5-20 s).
+    until = time.monotonic() + 120
+    while not qemus() and time.monotonic() < until and p.poll() is None:
+        time.sleep(0.05)
+    assert qemus(), "r2's QEMU never started"
     p.send_signal(signal.SIGKILL)
     p.communicate(timeout=30)  # (reaps it and closes its pipe)
     time.sleep(1)
-    assert not [
-        ln
-        for ln in subprocess.run(["pgrep", "-af", "qemu-system"], capture_output=True, text=True).stdout.splitlines()
-        if str(out) in ln
-    ], "QEMU outlived the killed runner"
+    assert not qemus(), "QEMU outlived the killed runner"
     done = out / "runs" / "ring-2.stock.idle.default.r1" / "manifest.json"
     before = (done.stat().st_mtime_ns, done.stat().st_ino)
     assert not (out / "runs" / "ring-2.stock.idle.default.r2" / "manifest.json").exists()

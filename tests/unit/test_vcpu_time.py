@@ -154,6 +154,28 @@ def test_a_vm_gone_at_its_end_mark_falls_back_to_the_last_sample_inside_the_wind
     assert gone.result() == {"source": "libvirt", "problem": "workload-start: no vCPU could be read"}
 
 
+def test_a_vm_stopping_as_its_end_mark_is_read_never_gives_a_window_over_some_vcpus() -> None:
+    """A stopping QEMU loses its vCPU threads one by one: an end sample that has only some of them would
+    undercount the CPU time (seen on ring-2: n_vcpus 1 of 4). The last whole sample stands in; without one,
+    the record says why there is no window."""
+    t = {i: ThreadTime(1_000, 0, 1) for i in range(4)}
+    later = {i: ThreadTime(3_000, 0, 2) for i in range(4)}
+    samples = iter([t, later, {0: ThreadTime(9_000, 0, 3)}, {2: ThreadTime(9_000, 0, 3)}])
+    s = StageSampler("schedstat", lambda: next(samples))
+    s(Stage(START, "", 1.0, 1.0))
+    s.refresh()  # whole: kept
+    s.refresh()  # vCPUs 1-3 gone: not kept
+    s(Stage(END, "0", 2.0, 2.0))  # vCPU 2 only
+    vt = s.result()
+    assert vt is not None and vt["n_vcpus"] == 4 and vt["run_s"] == 8e-06, vt
+    assert vt["end"] == "the last sample before the VM stopped"
+    partial = iter([t, {0: ThreadTime(9_000, 0, 3), 3: ThreadTime(9_000, 0, 3)}])
+    p = StageSampler("schedstat", lambda: next(partial))
+    p(Stage(START, "", 1.0, 1.0))
+    p(Stage(END, "0", 2.0, 2.0))
+    assert p.result() == {"source": "schedstat", "problem": "workload-end: vCPU 1, 2 gone (the VM was stopping)"}
+
+
 def test_a_signal_raised_while_sampling_ends_the_run() -> None:
     """lab.run.execute's SIGTERM handler raises in whatever the main thread does, a sample included: the sampler
     must let it through (it once swallowed it, and a libvirt run went on after SIGTERM)."""
