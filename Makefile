@@ -73,8 +73,8 @@ demo: setup
 	$(NUMALAB) report $(DEMO_DIR)/ring-4 $(DEMO_DIR)/mesh-4 --out $(DEMO_DIR)/report.html
 
 lint: venv
-	$(VENV)/bin/ruff check lab tests docs/tools
-	$(VENV)/bin/ruff format --check lab tests docs/tools
+	$(VENV)/bin/ruff check lab tests docs/tools images
+	$(VENV)/bin/ruff format --check lab tests docs/tools images
 
 SEEDS ?= 003 004 000
 reproduce: setup

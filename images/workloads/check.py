@@ -1,13 +1,22 @@
 #!/usr/bin/env python3
 """Host smoke test for the numalab guest workloads: python3 check.py BUILD_DIR"""
+
 import json
 import os
 import subprocess
 import sys
 import time
 
-COMMON_KEYS = {"workload": str, "elapsed_s": float, "threads": int, "processes": int,
-               "mem_mib": int, "loops": int, "bytes_touched": int, "gbps": float}
+COMMON_KEYS = {
+    "workload": str,
+    "elapsed_s": float,
+    "threads": int,
+    "processes": int,
+    "mem_mib": int,
+    "loops": int,
+    "bytes_touched": int,
+    "gbps": float,
+}
 TASK_KEYS = {"tid", "pid", "loops", "bytes_touched", "cpu_start", "cpu_end"}
 
 RUNS = [
@@ -22,9 +31,18 @@ RUNS = [
     ("spin", ["--threads", "2"], "spin"),
     ("latency-matrix", ["--mem-mib", "4"], "latency-matrix"),
 ]
-BAD_ARGS = [[], ["--duration"], ["--duration", "0"], ["--duration", "-1"], ["--duration", "x"],
-            ["--duration", "nan"], ["--duration", "1", "--bogus"], ["--duration", "1", "extra"],
-            ["--duration", "1", "--threads", "0"], ["--duration", "1", "--pairs", "1.5"]]
+BAD_ARGS = [
+    [],
+    ["--duration"],
+    ["--duration", "0"],
+    ["--duration", "-1"],
+    ["--duration", "x"],
+    ["--duration", "nan"],
+    ["--duration", "1", "--bogus"],
+    ["--duration", "1", "extra"],
+    ["--duration", "1", "--threads", "0"],
+    ["--duration", "1", "--pairs", "1.5"],
+]
 
 
 def fail(msg):
@@ -39,7 +57,7 @@ def run(path, args, timeout=30):
 def check_result(name, p, workload):
     if p.returncode != 0:
         fail(f"{name}: exit {p.returncode}: {p.stderr.strip()}")
-    lines = [l for l in p.stdout.splitlines() if l.startswith("NUMALAB_RESULT ")]
+    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("NUMALAB_RESULT ")]
     if len(lines) != 1 or len(p.stdout.splitlines()) != 1:
         fail(f"{name}: expected exactly one result line, got {p.stdout!r}")
     r = json.loads(lines[0].split(" ", 1)[1])
@@ -48,8 +66,9 @@ def check_result(name, p, workload):
             fail(f"{name}: key {k} missing or not {t.__name__}: {r.get(k)!r}")
     if r["workload"] != workload:
         fail(f"{name}: workload {r['workload']!r} != {workload!r}")
-    if workload == "spin" and not (r["insns"] > 0 and r["insns"] == sum(t["insns"] for t in r["per_task"])
-                                   and r["insn_per_s"] > 0):
+    if workload == "spin" and not (
+        r["insns"] > 0 and r["insns"] == sum(t["insns"] for t in r["per_task"]) and r["insn_per_s"] > 0
+    ):
         fail(f"{name}: bad spin fields: {r}")
     if workload != "idle":
         if (r["bytes_touched"] <= 0 and workload != "spin") or len(r["per_task"]) != r["threads"]:
@@ -61,8 +80,11 @@ def check_result(name, p, workload):
             fail(f"{name}: loops total != sum of per_task")
     if workload == "pairs" and (r["round_trips"] <= 0 or len(r["per_pair"]) != r["pairs"]):
         fail(f"{name}: bad pairs fields")
-    if workload == "nodes13" and not (r["busy_a_s"] + r["busy_b_s"] > 0 and 0 <= r["balance_pct"] <= 100
-                                      and r["tasks_end_a"] + r["tasks_end_b"] == r["processes"]):
+    if workload == "nodes13" and not (
+        r["busy_a_s"] + r["busy_b_s"] > 0
+        and 0 <= r["balance_pct"] <= 100
+        and r["tasks_end_a"] + r["tasks_end_b"] == r["processes"]
+    ):
         fail(f"{name}: bad nodes13 fields: {r}")
     return r
 
@@ -80,18 +102,20 @@ def main():
         for bad in BAD_ARGS:
             p = run(path, bad)
             err = p.stderr.splitlines()
-            if p.returncode != 2 or len(err) != 1 or not err[0].startswith(prog + ": error: ") \
-                    or p.stdout:
+            if p.returncode != 2 or len(err) != 1 or not err[0].startswith(prog + ": error: ") or p.stdout:
                 fail(f"{prog} {bad}: want exit 2 + one error line, got {p.returncode} {p.stderr!r}")
     for prog, args, workload in RUNS:
-        r = check_result(f"{prog} {' '.join(args)}", run(os.path.join(out, prog),
-                                                          ["--duration", "1"] + args), workload)
+        r = check_result(f"{prog} {' '.join(args)}", run(os.path.join(out, prog), ["--duration", "1"] + args), workload)
         if not 1.0 <= r["elapsed_s"] < 2.0:
             fail(f"{prog}: elapsed_s {r['elapsed_s']} out of range")
         print(f"ok  {prog:20} {' '.join(args):45} loops={r['loops']} gbps={r['gbps']:.2f}")
     # A child that dies must make the parent fail (and print no result line).
-    p = subprocess.Popen([os.path.join(out, "pairs"), "--duration", "5", "--pairs", "1"],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(
+        [os.path.join(out, "pairs"), "--duration", "5", "--pairs", "1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     time.sleep(0.5)
     kids = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True).stdout.split()
     if kids:
@@ -109,15 +133,14 @@ def main():
                     fail(f"{prog}: alloc failure: rc={p.returncode} err={p.stderr!r}")
                 print("ok  alloc failure -> " + p.stderr.strip())
     # idle ends early on SIGTERM and still reports.
-    p = subprocess.Popen([os.path.join(out, "idle"), "--duration", "30"],
-                         stdout=subprocess.PIPE, text=True)
+    p = subprocess.Popen([os.path.join(out, "idle"), "--duration", "30"], stdout=subprocess.PIPE, text=True)
     time.sleep(0.3)
     p.terminate()
     so, _ = p.communicate(timeout=5)
     r = json.loads(so.split(" ", 1)[1])
     if p.returncode != 0 or not r["interrupted"] or r["elapsed_s"] > 5:
         fail(f"idle SIGTERM: rc={p.returncode} out={so!r}")
-    print("ok  idle SIGTERM -> interrupted after %.2fs" % r["elapsed_s"])
+    print(f"ok  idle SIGTERM -> interrupted after {r['elapsed_s']:.2f}s")
     print("all checks passed")
 
 

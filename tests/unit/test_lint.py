@@ -9,7 +9,7 @@ from pathlib import Path
 from common import REPO
 
 RUFF = Path(sys.executable).with_name("ruff")
-PATHS = ["lab", "tests", "docs/tools"]
+PATHS = ["lab", "tests", "docs/tools", "images"]
 
 
 def test_ruff_check_is_clean() -> None:
