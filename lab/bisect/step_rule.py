@@ -6,8 +6,9 @@ Welch's test uses them). ``threshold`` is a shift in the metric's units: by defa
 shift, or ``--threshold PCT`` percent of the good endpoint's mean.
 
 - **bad**: Welch's test (:func:`lab.analysis.compare.significant`, α = 0.05, two-sided) calls the
-  difference from the good endpoint significant, and the observed shift toward bad is at least the
-  threshold.
+  difference from the good endpoint significant, the observed shift toward bad is at least the
+  threshold, **and** the good endpoint would rarely give runs this much on the bad side
+  (:func:`p_like_good` < 0.05: the mirror of good's sign test).
 - **good**: the upper end of the 95% Welch confidence interval of the shift toward bad
   (:func:`lab.analysis.compare.welch_interval`) is below the threshold: the step is significantly less
   bad than the threshold (the one-sided test of TOST that matters here, a non-inferiority test at
@@ -29,6 +30,13 @@ q is small and three runs do; for seed 003's (5 of 10 runs on the good side, q =
 runs, all on the good side. The engine adds runs of the bad endpoint, pooled like the good one's, when
 that is what keeps a step from being good.
 
+Why the sign test for bad too: the same bimodality, the other way, with Welch looked at after every run.
+A fresh seed 003 bisect (2026-11-24) called prefix 2, a comment and a compiled-out ``pr_debug``, bad
+after 14 runs: +8.8% toward bad (CI +0.2% .. +17.3%, threshold 5.7%), its runs falling between the
+baseline's modes by chance. The good endpoint itself gave 4 of its 14 runs on the bad side (a share of
+up to 43% at the upper bound); the step's 9 of 14 is what that gives with p = 0.096, so the sign test
+keeps the step undecided.
+
 Both verdicts cannot hold at once (a CI whose upper end is below the threshold has its centre below
 it too). Deciding after every pair looks at the data repeatedly, as ``--repeat auto`` does
 (:mod:`lab.analysis.verdict`): a step's error rate is higher than the stated α; the log keeps the runs per
@@ -43,7 +51,8 @@ from dataclasses import asdict, dataclass
 from lab.analysis.compare import MIN_REPEATS, Stats, mean_interval, significant, welch_interval
 
 RULE_TEXT = (
-    "bad: Welch-significant (α=0.05) and moved toward bad by at least the threshold; "
+    "bad: Welch-significant (α=0.05), moved toward bad by at least the threshold, and the good endpoint gives "
+    "as many runs at or over the threshold with p < 0.05 (sign test); "
     "good: the 95% Welch CI of the shift toward bad lies below the threshold, and the bad endpoint gives as "
     "many runs under the threshold with p < 0.05 (sign test)"
 )
@@ -93,6 +102,9 @@ class StepDecision:
     # None: no bad values given, as in a state directory written before this rule)
     p_bad: float | None = None
     n_bad: int = 0
+    # the chance that the good endpoint gives as many runs on the bad side as the step did (p_like_good;
+    # None in a step recorded before bad asked for it)
+    p_good: float | None = None
 
     @property
     def decided(self) -> bool:
@@ -108,12 +120,14 @@ class StepDecision:
             return f"{self.verdict}: not judged (<{MIN_REPEATS} ok runs a side), {runs}"
         lo, hi = self.shift_ci
         sig = "significant" if self.significant else "not significant"
-        bad = ""
+        like = ""
+        if self.p_good is not None:
+            like += f"; like the good endpoint with p={self.p_good:.2g} (bad needs <{ALPHA:g})"
         if self.p_bad is not None:
-            bad = f"; like the bad endpoint ({self.n_bad} runs) with p={self.p_bad:.2g} (good needs <{ALPHA:g})"
+            like += f"; like the bad endpoint ({self.n_bad} runs) with p={self.p_bad:.2g} (good needs <{ALPHA:g})"
         return (
             f"{self.verdict}: moved {self._pct(self.shift)} toward bad (95% CI {self._pct(lo)} .. {self._pct(hi)}), "
-            f"threshold {self._pct(self.threshold)}, {sig} (welch), {runs}{bad}"
+            f"threshold {self._pct(self.threshold)}, {sig} (welch), {runs}{like}"
         )
 
     @property
@@ -126,7 +140,7 @@ class StepDecision:
         return asdict(self) | {"line": self.line()}
 
 
-ALPHA = 0.05  # the sign test's level against the bad endpoint
+ALPHA = 0.05  # the sign tests' level against either endpoint
 Q_CONFIDENCE = 0.8  # the bad endpoint's good-side share is taken at this one-sided upper bound
 
 
@@ -158,6 +172,20 @@ def p_like_bad(good_mean: float, bad: list[float], step: list[float], rule: Rule
     return 1.0 if g == 0 else 1 - _binom_cdf(g - 1, len(step), q)
 
 
+def p_like_good(good: list[float], step: list[float], rule: Rule) -> float:
+    """The mirror of :func:`p_like_bad`: the chance that runs of the good endpoint land on the bad side (a
+    shift toward bad of at least the threshold from the good endpoint's mean) at least as often as the
+    step's did, the good endpoint's bad-side share taken at its upper bound (:func:`upper_share`)."""
+    mean = sum(good) / len(good)
+
+    def bad_side(v: float) -> bool:
+        return (v - mean) * rule.sign >= rule.threshold
+
+    q = upper_share(sum(map(bad_side, good)), len(good))
+    b = sum(map(bad_side, step))
+    return 1.0 if b == 0 else 1 - _binom_cdf(b - 1, len(step), q)
+
+
 def decide_step(good: list[float], step: list[float], rule: Rule, bad: list[float] | None = None) -> StepDecision:
     """The verdict of a step whose runs gave ``step`` against the good endpoint's ``good`` values and, when
     given, the bad endpoint's ``bad`` values (None: the interval alone decides good, as before the rule
@@ -174,11 +202,13 @@ def decide_step(good: list[float], step: list[float], rule: Rule, bad: list[floa
     lo, hi = sorted((iv[0] * rule.sign, iv[1] * rule.sign))
     sig = significant(gs, ss, "welch")
     p_bad = p_like_bad(gs.amean, bad, step, rule) if bad and len(bad) >= MIN_REPEATS else None
-    if sig and shift >= rule.threshold:
+    p_good = p_like_good(good, step, rule)
+    if sig and shift >= rule.threshold and p_good < ALPHA:
         verdict = "bad"
     elif hi < rule.threshold and (p_bad is None or p_bad < ALPHA):
         verdict = "good"
     else:
         verdict = "undecided"
     n_bad = len(bad or [])
-    return StepDecision(verdict, gs.n, ss.n, mg, ms, step_ci, shift, (lo, hi), sig, rule.threshold, p_bad, n_bad)
+    return StepDecision(verdict, gs.n, ss.n, mg, ms, step_ci, shift, (lo, hi), sig, rule.threshold, p_bad, n_bad,
+                        p_good)  # fmt: skip

@@ -167,9 +167,10 @@ def add_parser(sub) -> None:
         description="Bisect over the prefixes of a quilt series applied on --source: prefix k is the source with "
         "the first k patches. The endpoints (no patches, all patches) are compared first in A B pairs until "
         "Welch's test decides; if they do not differ there is nothing to bisect. Each step then runs prefix k "
-        "against the good endpoint (whose runs are reused) until it is bad (significant and moved toward bad by "
-        "at least the threshold) or good (the 95% CI of its shift toward bad lies below the threshold, and a "
-        "sign test says the bad endpoint rarely gives runs like these), or "
+        "against the good endpoint (whose runs are reused) until it is bad (significant, moved toward bad by "
+        "at least the threshold, and a sign test says the good endpoint rarely gives runs like these) or good "
+        "(the 95% CI of its shift toward bad lies below the threshold, and a sign test says the bad endpoint "
+        "rarely gives runs like these), or "
         "skips it (undecided within its pairs or budget share, or it does not build). The state is one "
         "directory (--out): run the same command again to resume a killed bisect. See docs/bisect.md.",
     )

@@ -286,6 +286,28 @@ def test_a_good_step_must_be_apart_from_the_bad_endpoint() -> None:
     assert decide_step(S003_GOOD, [1.9, 2.2, 75.0, 1.7, 80.0, 2.0], rule, S003_BAD).verdict == "bad"
 
 
+# A fresh seed 003 bisect (max-pairs 20, 2026-11-24) as recorded: prefix 2 (a comment and a compiled-out
+# pr_debug) was Welch-significant after 14 runs, +8.8% toward bad with the threshold at 5.7%, and was called
+# bad, blaming a harmless patch. The good endpoint gave 4 of its 14 runs on the bad side itself.
+S003B_RULE = Rule("vmstat.hint_local_pct", -1, 5.230542184230735, 5.745576440624587)
+S003B_GOOD = [94.1, 76.2, 100.0, 98.7, 80.0, 94.1, 94.1, 76.2, 99.4, 94.1, 99.2, 95.0, 76.2, 99.2]
+S003B_P2 = [72.7, 100.0, 80.0, 72.7, 76.2, 94.1, 76.2, 94.1, 99.4, 94.1, 76.2, 76.2, 76.2, 76.2]
+S003B_BAD = [76.2, 78.3, 78.3, 84.8, 76.2, 94.1, 76.2]
+
+
+def test_a_bad_step_must_be_apart_from_the_good_endpoint() -> None:
+    d = decide_step(S003B_GOOD, S003B_P2, S003B_RULE, S003B_BAD)
+    assert d.significant and d.shift is not None and d.shift >= S003B_RULE.threshold  # the old rule: bad
+    assert d.verdict == "undecided" and d.p_good is not None and 0.05 < d.p_good < 0.1, d
+    assert "like the good endpoint with p=0.096 (bad needs <0.05)" in d.line()
+    # a step whose runs sit on the bad side far more often than the good endpoint's is bad
+    assert decide_step(S003B_GOOD, [76.2, 72.7, 76.2, 78.3, 76.2, 72.7], S003B_RULE, S003B_BAD).verdict == "bad"
+    # a clean shift needs no more runs than before once the good endpoint has 4: 3 runs, all on the bad side
+    rule = Rule(METRIC, 1, 4.0, 200.0)
+    assert decide_step([1.7, 2.1, 2.2, 1.5], [9.4, 9.2, 9.8], rule).verdict == "bad"
+    assert decide_step([1.7, 2.1, 2.2], [9.4, 9.2, 9.8], rule).verdict == "undecided"  # 3 good runs: p=0.07
+
+
 class BimodalRunner(FakeRunner):
     """Seed 003's shape: prefixes from ``bad`` on give ~2 with probability 0.4 and ~85 otherwise."""
 
