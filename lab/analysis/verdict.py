@@ -130,9 +130,10 @@ def verdict_of(
     )  # fmt: skip
 
 
-def values(manifests: list[dict], metric_key: str) -> list[float]:
-    """The metric's value in every ok run that has it."""
-    return [v[metric_key] for m in manifests if m.get("status") == "ok" and metric_key in (v := metric_values(m))]
+def values(manifests: list[dict], metric_key: str, statuses: tuple[str, ...] = ("ok",)) -> list[float]:
+    """The metric's value in every run that has it and whose status is one of ``statuses`` (ok runs only,
+    unless a caller counts more: ``numalab bisect`` counts topology-mismatch runs too)."""
+    return [v[metric_key] for m in manifests if m.get("status") in statuses and metric_key in (v := metric_values(m))]
 
 
 def verdicts_of(
@@ -142,12 +143,16 @@ def verdicts_of(
     rule: str = DEFAULT_RULE,
     labels: tuple[str, str] = ("A", "B"),
     context: str = "",
+    statuses: tuple[str, ...] = ("ok",),
 ) -> list[Verdict]:
-    """Verdicts for each metric from two lists of run manifests."""
-    accels = sorted({(m.get("accelerator") or {}).get("name", "?") for m in base + new if m.get("status") == "ok"})
+    """Verdicts for each metric from two lists of run manifests (the runs whose status is in ``statuses``)."""
+    accels = sorted({(m.get("accelerator") or {}).get("name", "?") for m in base + new if m.get("status") in statuses})
     accel = "+".join(accels) or "?"
     known = {m.key: m for m in metrics_of(base + new)}  # (with the metrics the runs' user workloads declared)
-    return [verdict_of(k, values(base, k), values(new, k), rule, accel, labels, context, known.get(k)) for k in metrics]
+    return [
+        verdict_of(k, values(base, k, statuses), values(new, k, statuses), rule, accel, labels, context, known.get(k))
+        for k in metrics
+    ]
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,9 @@ import pytest
 from common import numalab
 
 from lab.analysis.compare import Stats, significant, welch_interval
+from lab.analysis.verdict import values
 from lab.bisect.bisect_report import write_report
-from lab.bisect.engine import Bisect, Config, log_text, next_prefix, replay
+from lab.bisect.engine import COUNTED_STATUSES, Bisect, Config, log_text, next_prefix, replay
 from lab.bisect.step_rule import Rule, decide_step
 from lab.errors import LabError
 from lab.paths import write_json_atomic
@@ -30,9 +31,10 @@ class FakeRunner:
     run gives the same value in any session); ``broken`` prefixes do not build; ``kill_after`` runs raise."""
 
     def __init__(self, means: list[float], sd: float | list[float] = 20.0, broken: tuple[int, ...] = (),
-                 kill_after: int | None = None, seed: int = 1, no_boot: tuple[int, ...] = ()) -> None:  # fmt: skip
+                 kill_after: int | None = None, seed: int = 1, no_boot: tuple[int, ...] = (),
+                 mismatch: tuple[int, ...] = ()) -> None:  # fmt: skip
         self.means, self.broken, self.kill_after, self.seed = means, broken, kill_after, seed
-        self.no_boot = no_boot
+        self.no_boot, self.mismatch = no_boot, mismatch
         self.sd = sd if isinstance(sd, list) else [sd] * len(means)
         self.runs: list[int] = []
         self.builds: list[int] = []
@@ -51,10 +53,11 @@ class FakeRunner:
         index = int(out.name.rsplit("-r", 1)[1])
         rng = random.Random(f"{self.seed}-{prefix}-{index}")
         value = max(0.0, rng.gauss(self.means[prefix], self.sd[prefix]))
-        status = "boot_failed" if prefix in self.no_boot else "ok"
+        status = "boot-failed" if prefix in self.no_boot else "topology-mismatch" if prefix in self.mismatch else "ok"
         manifest = {
             "format": RUN_FORMAT,  # (the bisect reads its runs as run records)
             "status": status,
+            "reason": "cpu 1 NUMA domain-1 (span 0-3): groups overlap" if status == "topology-mismatch" else "",
             "accelerator": {"name": "tcg"},
             "metrics": {"vmstat": {"numa_pte_updates": value}},
         }
@@ -175,6 +178,21 @@ def test_a_prefix_that_does_not_boot_is_skipped(tmp_path: Path) -> None:
     s = b.steps()["p3"]
     assert s.verdict == "skip" and s.stopped == "no-data" and runner.runs.count(3) == 3, s
     assert result["status"] == "found" and result["first_bad_patch"] == 5
+
+
+def test_topology_mismatch_runs_count_and_are_named(tmp_path: Path) -> None:
+    # Seed 002's bad construction makes every run of the bad prefixes topology-mismatch; their workload ran and
+    # its metric is what moved, so the bisect counts them (compare leaves them out) and says so in the lines.
+    runner = FakeRunner(_planted(6, 4), mismatch=(4, 5, 6))
+    result, b = _bisect(tmp_path, runner, 6)
+    assert result["status"] == "found" and result["first_bad_patch"] == 4, result
+    steps = b.steps()
+    ends = steps["endpoints"].lines
+    assert ends[1].startswith("prefix 6: 3 of 3 runs topology-mismatch (counted): cpu 1 NUMA domain-1"), ends
+    assert all("topology-mismatch" not in ln for ln in steps["p3"].lines), steps["p3"].lines  # prefix 0's are ok
+    assert any(ln.startswith("prefix 4: ") and "topology-mismatch" in ln for ln in steps["p4"].lines)
+    runs = b.runs_of(6)
+    assert values(runs, METRIC) == [] and len(values(runs, METRIC, COUNTED_STATUSES)) == len(runs) >= 3
 
 
 def _log(out: Path) -> list[dict]:
