@@ -368,12 +368,8 @@ def load_matrix(path_or_name: str) -> MatrixSpec:
         raise LabError(f"{path}: {err}") from None
 
 
-def parse_matrix(data: object, source: str, default_name: str) -> MatrixSpec:  # noqa: C901
-    if not isinstance(data, dict):
-        raise LabError("expected a mapping at the top level")
-    unknown = set(data) - _KEYS
-    if unknown:
-        raise LabError(f"{sorted(unknown)[0]}: unknown field")
+def _repeats(data: dict) -> tuple[int, AutoSpec | None]:
+    """The repeats a run gets (auto: its minimum pairs) and the auto spec if repeats is auto."""
     repeats = data.get("repeats", 1)
     auto = parse_auto(data.get("auto")) if repeats == "auto" else None
     if auto is None and data.get("auto") is not None:
@@ -383,15 +379,18 @@ def parse_matrix(data: object, source: str, default_name: str) -> MatrixSpec:  #
     repeats = auto.min_pairs if auto else repeats
     if not isinstance(repeats, int) or isinstance(repeats, bool) or not 1 <= repeats <= MAX_REPEAT:
         raise LabError(f"repeats: must be a whole number 1..{MAX_REPEAT} or auto, got {repeats!r}")
-    duration = data.get("duration", 20)
-    if not _seconds(duration):
-        raise LabError(f"duration: must be a number of seconds > 0, got {duration!r}")
-    timeout = data.get("timeout")
-    if timeout is not None and not _seconds(timeout):
-        raise LabError(f"timeout: must be a number of seconds > 0, got {timeout!r}")
-    topologies, kernels = _topologies(data), _kernels(data)
-    declared: set[str] = set()
-    workloads, settings = _workloads(data, float(duration), Path(source).parent, declared), _settings(data)
+    return repeats, auto
+
+
+def _runs(
+    data: dict,
+    topologies: list[TopologyRef],
+    kernels: list[KernelChoice],
+    workloads: list[WorkloadChoice],
+    settings: list[SettingChoice],
+    repeats: int,
+) -> list[MatrixRun]:
+    """The cross product of the axes, then include/exclude."""
     for axis, items in (("topologies", [t.label for t in topologies]), ("workloads", [w.name for w in workloads]),
                         ("settings", [s.name for s in settings])):  # fmt: skip
         if len(set(items)) < len(items):
@@ -410,6 +409,13 @@ def parse_matrix(data: object, source: str, default_name: str) -> MatrixSpec:  #
     runs = [r for r in runs if not any(_matches(r, f) for f in exclude)]
     if not runs:
         raise LabError("include/exclude: no run is left")
+    return runs
+
+
+def _baseline(
+    data: dict, kernels: list[KernelChoice], settings: list[SettingChoice], auto: AutoSpec | None
+) -> tuple[str, str]:
+    """The baseline's axis (kernel or setting) and its value, one of that axis's names."""
     baseline = data.get("baseline") or {"kernel": kernels[0].name}
     if not isinstance(baseline, dict) or len(baseline) != 1 or next(iter(baseline)) not in ("kernel", "setting"):
         raise LabError("baseline: expected {kernel: NAME} or {setting: NAME}")
@@ -421,7 +427,10 @@ def parse_matrix(data: object, source: str, default_name: str) -> MatrixSpec:  #
     if auto is not None and len(names) < 2:  # (numalab run --repeat auto refuses one kernel too)
         raise LabError(f"repeats: auto compares the baseline's {axis}s, and the matrix has one ({names[0]}): "
                        f"give at least two {axis}s")  # fmt: skip
-    _check_run_options(runs, float(timeout) if timeout else None)
+    return axis, value
+
+
+def _gates(data: dict, declared: set[str]) -> list[Gate]:
     gates = []
     for i, g in enumerate(data.get("gates") or []):
         if not isinstance(g, dict) or set(g) - {"metric", "worse_than_baseline_pct", "significant"}:
@@ -433,6 +442,29 @@ def parse_matrix(data: object, source: str, default_name: str) -> MatrixSpec:  #
         if not isinstance(pct, (int, float)) or isinstance(pct, bool) or pct < 0:
             raise LabError(f"gates[{i}].worse_than_baseline_pct: must be a number >= 0, got {pct!r}")
         gates.append(Gate(g["metric"], float(pct), bool(g.get("significant", True))))
+    return gates
+
+
+def parse_matrix(data: object, source: str, default_name: str) -> MatrixSpec:
+    if not isinstance(data, dict):
+        raise LabError("expected a mapping at the top level")
+    unknown = set(data) - _KEYS
+    if unknown:
+        raise LabError(f"{sorted(unknown)[0]}: unknown field")
+    repeats, auto = _repeats(data)
+    duration = data.get("duration", 20)
+    if not _seconds(duration):
+        raise LabError(f"duration: must be a number of seconds > 0, got {duration!r}")
+    timeout = data.get("timeout")
+    if timeout is not None and not _seconds(timeout):
+        raise LabError(f"timeout: must be a number of seconds > 0, got {timeout!r}")
+    topologies, kernels = _topologies(data), _kernels(data)
+    declared: set[str] = set()
+    workloads, settings = _workloads(data, float(duration), Path(source).parent, declared), _settings(data)
+    runs = _runs(data, topologies, kernels, workloads, settings, repeats)
+    axis, value = _baseline(data, kernels, settings, auto)
+    _check_run_options(runs, float(timeout) if timeout else None)
+    gates = _gates(data, declared)
     hosts = parse_hosts(data["hosts"]) if data.get("hosts") is not None else []
     expect = parse_expect(data.get("expect"), [w.name for w in workloads])
     name = check_name(data.get("name") or default_name, "name")
