@@ -1,5 +1,11 @@
-"""numalab bisect on real kernels: kernel-configs/patches/bisect-example (four patches on 6.1, one bad: 0003
-holds the boot for 8 s) bisected on ring-2 with the idle workload, timings.boot_s deciding.
+"""numalab bisect on real kernels.
+
+- kernel-configs/patches/bisect-example (four patches on 6.1, one bad: 0003 holds the boot for 8 s)
+  bisected on ring-2 with the idle workload, timings.boot_s deciding; then resumed and replayed.
+- kernel-configs/patches/bisect-seed002 (seed 002's group-construction bug planted as 0002 among a
+  comment, a compiled-out pr_debug and a comment) bisected on ring-4 with one CPU a node and nodes13,
+  workload.balance_pct deciding: the bug's guests build overlapping sched groups (topology-mismatch
+  runs, which a bisect counts) and cannot balance between nodes 1 and 3.
 
 Bounded: four kernels (one-file incremental rebuilds of fair.c in the warm build directory, about a
 minute each on 2 busy cores, cache hits after the first time) and about 15 short VM runs (--budget 1200,
@@ -22,6 +28,7 @@ from lab.errors import LabError
 pytestmark = [pytest.mark.vm, pytest.mark.kernel_build]
 
 SERIES = REPO / "kernel-configs" / "patches" / "bisect-example"
+SEED002 = REPO / "kernel-configs" / "patches" / "bisect-seed002"
 
 
 def _warm() -> bool:
@@ -66,3 +73,24 @@ def test_bisect_finds_the_slow_boot_patch_and_resumes_without_rerunning(tmp_path
     assert rep.returncode == 0, rep.stdout
     replayed = json.loads(rep.stdout)
     assert replayed["disagreements"] == [] and replayed["result"]["first_bad_patch"] == 3
+
+
+def test_bisect_names_seed002s_group_construction_patch(tmp_path: Path) -> None:
+    """Seed 002's bug is deterministic: every run of it is topology-mismatch with balance_pct near 0
+    (here 234 s and 16 runs, kernels cached)."""
+    if not _warm():
+        pytest.skip("needs the warm kernel cache (numalab kernel build: the trimmed baseline)")
+    out = tmp_path / "bisect"
+    proc = numalab("bisect", "--series", str(SEED002), "--topology", "ring-4", "--cpus-per-node", "1",
+                   "--mem-per-node", "256M", "--workload", "nodes13", "--duration", "10", "--metric",
+                   "workload.balance_pct", "--direction", "worse", "--budget", "1500", "--max-pairs", "6",
+                   "--out", str(out), "--json", timeout=2400)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads(proc.stdout)
+    assert result["status"] == "found", result
+    assert result["first_bad_patch"] == 2 and result["patch"] == "0002-seed002-groups-from-one-cpu.patch"
+    # the evidence: prefix 2's guests built other groups than the model (counted, and said so)
+    statuses = [json.loads((d / "manifest.json").read_text())["status"] for d in (out / "runs").glob("p2-r*")]
+    assert statuses and set(statuses) == {"topology-mismatch"}, statuses
+    assert "topology-mismatch (counted)" in proc.stderr
+    assert "first bad patch: [2] 0002-seed002-groups-from-one-cpu.patch" in (out / "report.md").read_text()
