@@ -2,13 +2,13 @@
 
 - kernel-configs/patches/bisect-example (four patches on 6.1, one bad: 0003 holds the boot for 8 s)
   bisected on ring-2 with the idle workload, timings.boot_s deciding; then resumed and replayed.
-- kernel-configs/patches/bisect-seed002 (seed 002's group-construction bug planted as 0002 among a
-  comment, a compiled-out pr_debug and a comment) bisected on ring-4 with one CPU a node and nodes13,
-  workload.balance_pct deciding: the bug's guests build overlapping sched groups (topology-mismatch
+- kernel-configs/patches/bisect-seed002 (seed 002's group-construction bug planted as 0002 of six,
+  among comments, a compiled-out pr_debug and a blank line) bisected on ring-4 with one CPU a node and
+  nodes13, workload.balance_pct deciding: the bug's guests build overlapping sched groups (topology-mismatch
   runs, which a bisect counts) and cannot balance between nodes 1 and 3.
 
-Bounded: four kernels for each series (one-file incremental rebuilds in the warm build directory, about
-a minute each on 2 busy cores, cache hits after the first time) and about 15 short VM runs each (--budget,
+Bounded: four or five kernels a series (one-file incremental rebuilds in the warm build directory, about
+a minute each on 2 busy cores, cache hits after the first time) and 15-20 short VM runs each (--budget,
 --max-pairs 6); about 2 and 3 minutes here with the kernels cached. The module first builds the trimmed
 baseline (a cache hit in seconds; on a fresh machine the cold build test_kernel_build.py would pay anyway,
 paid here first), so a fresh machine's first ``make test`` runs the bisects too.
@@ -71,7 +71,7 @@ def test_bisect_finds_the_slow_boot_patch_and_resumes_without_rerunning(tmp_path
 
 def test_bisect_names_seed002s_group_construction_patch(tmp_path: Path) -> None:
     """Seed 002's bug is deterministic: every run of it is topology-mismatch with balance_pct near 0
-    (here 234 s and 16 runs, kernels cached)."""
+    (here 231 s and 19 runs with --max-pairs 8, kernels cached)."""
     out = tmp_path / "bisect"
     proc = numalab("bisect", "--series", str(SEED002), "--topology", "ring-4", "--cpus-per-node", "1",
                    "--mem-per-node", "256M", "--workload", "nodes13", "--duration", "10", "--metric",
