@@ -15,7 +15,7 @@ APT_PACKAGES := qemu-system-x86 busybox-static trace-cmd linux-perf kmod cpio \
 	libvirt-daemon-system libvirt-dev pkg-config python3-dev shellcheck strace rt-tests stress-ng sysbench
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-qemu10 apt venv test test-fast demo lint golden bench bench-kernel clean help reproduce \
+.PHONY: setup setup-qemu10 setup-qemu-charge apt venv test test-fast demo lint golden bench bench-kernel clean help reproduce \
 	reproduce-seed002 docs completions man
 
 help:
@@ -34,6 +34,7 @@ help:
 	@echo "make man    - the man page build/man/numalab.1, from the CLI's parser"
 	@echo "make setup  - apt packages + $(VENV) (done by the targets above)"
 	@echo "make setup-qemu10 - QEMU 10 from Debian's backports, unpacked into numalab's cache (numalab run --qemu backports)"
+	@echo "make setup-qemu-charge - QEMU 10 built with numalab's patch, for --clock virtual --remote-latency (--qemu charge)"
 
 setup: apt venv
 	@$(PY) -m lab.vm.access_plugin  # the access-matrix TCG plugin, for the installed QEMU (cached)
@@ -59,7 +60,13 @@ setup-qemu10: setup
 	@$(PY) -m lab.host.qemu_prefix > /dev/null
 	@$(PY) -m lab.vm.access_plugin backports
 
-test: setup setup-qemu10
+# QEMU 10.0.2 from Debian's source with images/qemu's patches (qemu_plugin_charge_ns), built into the cache.
+QEMU_CHARGE_APT := libglib2.0-dev libpixman-1-dev libfdt-dev libnuma-dev ninja-build python3-venv
+setup-qemu-charge: setup-qemu10
+	@$(MAKE) --no-print-directory apt APT_PACKAGES="$(QEMU_CHARGE_APT)"
+	@$(PY) -m lab.host.qemu_charge > /dev/null
+
+test: setup setup-qemu10 setup-qemu-charge
 	$(PY) -m pytest -ra --durations=25 $(PYTEST_ARGS)
 
 test-fast: setup  ## the unit tier without its few VM tests (tests/unit)
@@ -101,7 +108,7 @@ libvirt-up: setup
 libvirt-down:
 	$(SUDO) python3 -m lab.host.libvirtd down
 
-bench: setup setup-qemu10
+bench: setup setup-qemu10 setup-qemu-charge
 	tests/bench/boot.sh
 	$(PY) tests/bench/trace_parse.py
 	tests/bench/matrix.sh

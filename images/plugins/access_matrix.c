@@ -27,11 +27,14 @@
  *   lines=N           lines of the modelled per-vCPU cache (power of two; default 4096: 256 KiB of 64 B lines)
  *   lat_sample=N      model 1 set in N (power of two, default 16) and charge N misses for each miss seen
  *   chunk_ns=NS       hold the vCPU once its debt passes this (default 20000)
+ *   lat_clock=virtual pay the debt in the guest's time instead (under -icount, with a QEMU that has
+ *                     qemu_plugin_charge_ns: numalab's patch, images/qemu): the virtual clock moves on by it
  * The modelled cache is direct-mapped, indexed by the virtual address's line number and tagged with the
  * physical address (as the address map reports it). Set sampling: only accesses to a fixed pseudo-random
  * 1/N of the sets are looked up, but every access to those sets is, so their hits and misses are exact.
  * A miss to a node with a cost adds cost * N to the vCPU's debt; past chunk_ns the vCPU's own thread spins
- * on its CPU clock (CLOCK_THREAD_CPUTIME_ID) until the debt is paid (an overshoot is credited).
+ * on its CPU clock (CLOCK_THREAD_CPUTIME_ID) until the debt is paid (an overshoot is credited); with
+ * lat_clock=virtual the debt is charged to the virtual clock instead, and "held" counts what was charged.
  *   numalab-remote-latency 2 / lines L / lat_sample N / chunk_ns C / vcpus V / nodes K   (header)
  *   snap MONO_NS c... / end MONO_NS c...   cumulative, V rows of K+6 numbers: looked-up accesses, hits,
  *                       misses by memory node (K), misses to RAM outside every node or unresolved, debt
@@ -95,6 +98,8 @@ static uint64_t cost_ps[MAX_RANGES][MAX_RANGES];
 static int vnode_first[MAX_RANGES], vnode_last[MAX_RANGES], vnode_node[MAX_RANGES];
 static int n_vnodes;
 static int lat_width;
+static int lat_virtual;             /* lat_clock=virtual */
+static const void *time_handle; /* qemu_plugin_request_time_control's */
 
 static pthread_t snapper;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -127,6 +132,14 @@ static uint64_t thread_cpu_ns(void)
  * while spinning does not count as paid. */
 static void pay(struct lat_vcpu *l)
 {
+    if (lat_virtual) { /* the guest's clock moves on instead; the vCPU goes on at once */
+        int64_t ns = l->debt_ps / 1000;
+        if (qemu_plugin_charge_ns(time_handle, ns)) {
+            l->debt_ps -= ns * 1000;
+            __atomic_store_n(&l->cols[4 + n_nodes], l->cols[4 + n_nodes] + (uint64_t)ns, __ATOMIC_RELAXED);
+        }
+        return;
+    }
     uint64_t start = thread_cpu_ns(), now = start, want = (uint64_t)l->debt_ps / 1000;
     while (now - start < want)
         now = thread_cpu_ns();
@@ -323,6 +336,10 @@ static int latency_arg(const char *a, const char **lat_path)
         if (*end || !pow2(v) || v > 4096)
             return fail("bad lat_sample (want a power of two up to 4096)", a);
         lat_sample = (uint32_t)v;
+    } else if (!strncmp(a, "lat_clock=", 10)) {
+        if (strcmp(a + 10, "virtual") && strcmp(a + 10, "host"))
+            return fail("bad lat_clock (want virtual or host)", a);
+        lat_virtual = !strcmp(a + 10, "virtual");
     } else if (!strncmp(a, "chunk_ns=", 9)) {
         uint64_t v = strtoull(a + 9, &end, 10);
         if (*end || v < 1000 || v > 100000000)
@@ -338,6 +355,14 @@ static int latency_setup(const char *path)
 {
     if (lat_sample > lat_lines)
         return fail("lat_sample is more than lines", path);
+    if (lat_virtual) {
+        if (!qemu_plugin_request_time_control || !qemu_plugin_charge_ns)
+            return fail("lat_clock=virtual: this QEMU has no qemu_plugin_charge_ns (numalab's patch, images/qemu)",
+                        path);
+        time_handle = qemu_plugin_request_time_control();
+        if (!time_handle)
+            return fail("lat_clock=virtual: another plugin holds the time control", path);
+    }
     uint32_t modelled = lat_lines / lat_sample;
     lat_slot = malloc(lat_lines * sizeof(*lat_slot));
     if (!lat_slot || posix_memalign((void **)&lat, 64, (size_t)n_vcpus * sizeof(*lat)))
@@ -372,8 +397,8 @@ static int latency_setup(const char *path)
         return fail("cannot write", path);
     fprintf(lat_out,
             "numalab-remote-latency 2\napi %d\nlines %u\nmodelled_sets %u\nlat_sample %u\nchunk_ns %" PRIu64
-            "\nvcpus %d\nnodes %d\n",
-            NUMALAB_PLUGIN_API, lat_lines, k, lat_sample, chunk_ps / 1000, n_vcpus, n_nodes);
+            "\nlat_virtual %d\nvcpus %d\nnodes %d\n",
+            NUMALAB_PLUGIN_API, lat_lines, k, lat_sample, chunk_ps / 1000, lat_virtual, n_vcpus, n_nodes);
     for (int v = 0; v < n_vcpus; v++)
         fprintf(lat_out, "vnode %d %d\n", v, lat[v].node);
     for (int i = 0; i < n_nodes; i++)

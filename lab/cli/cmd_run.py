@@ -306,15 +306,16 @@ def add_parser(sub) -> None:
         choices=CHOICES["remote_latency"],
         default="off",
         help="slit: charge each modelled cache miss to a remote node (ratio - 1) x L ns by holding the vCPU, "
-        "ratio = SLIT distance / 10; table: the ratios of the topology spec's latency_ratio: matrix (TCG plugin: "
-        "TCG, direct QEMU, not --clock virtual; docs/throughput.md). Default off",
+        "ratio = SLIT distance / 10; under --clock virtual every miss ratio x L ns of guest time (needs --qemu "
+        "charge); table: the ratios of the topology spec's latency_ratio: matrix (TCG plugin: TCG, direct QEMU; "
+        "docs/throughput.md). Default off",
     )
     r.add_argument(
         "--remote-latency-ns",
         type=float,
         metavar="L",
         help="with --remote-latency: the local miss latency L in ns that the ratios scale "
-        "(default 200: TCG's local miss here, docs/throughput.md)",
+        "(default 200: TCG's local miss here; under --clock virtual 100 ns of guest time; docs/throughput.md)",
     )
     r.set_defaults(func=cmd_run)
 

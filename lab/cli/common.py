@@ -7,8 +7,9 @@ import sys
 
 QEMU_HELP = (
     "the QEMU to run VMs with (--backend qemu): system (qemu-system-x86_64 on PATH), backports (the QEMU 10 "
-    "that make setup-qemu10 unpacked) or a binary's path; default $NUMALAB_QEMU, else system. Its version and "
-    "firmware come from the binary itself"
+    "that make setup-qemu10 unpacked), charge (numalab's patched QEMU 10 that make setup-qemu-charge built: "
+    "--clock virtual with --remote-latency) or a binary's path; default $NUMALAB_QEMU, else system. Its version "
+    "and firmware come from the binary itself"
 )
 
 

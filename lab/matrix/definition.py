@@ -8,9 +8,9 @@
               {name: revert, build: {patches: [kernel-configs/patches/x.patch]}}]
     workloads: [numa01, {name: pairs, duration: 10}, my-repro.yaml]   # a workload file: relative to this one
     settings: [{name: on}, {name: off, numa_balancing: off, knobs: {scan_delay_ms: 100}},
-               {name: qemu10, qemu: backports},   # qemu: system (default), backports, or a binary's path
+               {name: qemu10, qemu: backports},   # qemu: system (default), backports, charge, or a path
                {name: virtual, qemu: backports, clock: virtual},   # clock: host (default) or virtual
-               {name: costly, remote_latency: slit}]   # remote_latency: off (default) or slit (TCG)
+               {name: costly, remote_latency: slit}]   # remote_latency: off (default), slit or table (TCG)
     repeats: 3
     duration: 20                 # default workload duration
     timeout: 300                 # per run (default: scaled to the run)
@@ -289,7 +289,9 @@ def _settings(data: dict) -> list[SettingChoice]:
         pairs = tuple(sorted((k, str(v)) for k, v in knobs.items()))
         qemu = item.get("qemu", "")
         if not isinstance(qemu, str):
-            raise LabError(f"settings[{i}].qemu: expected system, backports or a QEMU binary's path, got {qemu!r}")
+            raise LabError(
+                f"settings[{i}].qemu: expected system, backports, charge or a QEMU binary's path, got {qemu!r}"
+            )
         clock = item.get("clock", "host")
         if clock not in CLOCKS:
             raise LabError(f"settings[{i}].clock: expected one of {', '.join(CLOCKS)}, got {clock!r}")

@@ -12,6 +12,7 @@ from lab.paths import json_text
 from lab.record_files import ACCESS_MATRIX_JSON, ACCESS_MATRIX_TXT
 from lab.topology.model import Topology
 from lab.vm.access_plugin import AccessPlugin, prepare
+from lab.vm.emulator import Emulator
 from lab.vm.libvirt_conn import is_local_uri
 
 STATUS = "access-map-mismatch"  # the self-check failed: the counts cannot be trusted
@@ -20,9 +21,14 @@ RAW_FILE = ACCESS_MATRIX_TXT
 JSON_FILE = ACCESS_MATRIX_JSON
 
 
-def check_request(sample: int, accel: str | None, backend: str, uri: str = "") -> None:
+def check_request(
+    sample: int, accel: str | None, backend: str, uri: str = "", clock: str = "host", emulator: Emulator | None = None
+) -> None:
     """One-line errors for what --access-matrix cannot do, before anything is built or booted
-    (``accel`` None: not known yet; ``uri``: the libvirt host)."""
+    (``accel`` None: not known yet; ``uri``: the libvirt host; ``emulator``: the QEMU, once known).
+    Under --clock virtual TCG runs the vCPUs in turn on one thread, and a stock QEMU 10.0 then tells a plugin
+    the vCPU that translated the code, not the one running it (images/qemu/0003): per-vCPU counts would be
+    wrong, so only numalab's patched QEMU will do."""
     if sample < 1:
         raise LabError(f"--access-sample: must be >= 1, got {sample}")
     if accel is not None and accel != "tcg":
@@ -31,6 +37,12 @@ def check_request(sample: int, accel: str | None, backend: str, uri: str = "") -
         raise LabError(
             f"--access-matrix: not with the remote libvirt host {uri}: the plugin is built for this host's QEMU "
             "and the counts are cut to the workload with this host's clock; use a local URI or --backend qemu"
+        )
+    if clock == "virtual" and emulator is not None and not emulator.charges_time:
+        raise LabError(
+            f"--access-matrix with --clock virtual: QEMU {emulator.short_version} tells plugins the wrong vCPU when "
+            "the vCPUs share one thread (every access would count for the vCPU that translated the code); use "
+            "numalab's patched QEMU: make setup-qemu-charge, then add --qemu charge"
         )
 
 

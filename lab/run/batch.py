@@ -20,7 +20,7 @@ from lab.placement.pinning import Backing
 from lab.run.execute import Interrupted, RunRequest, execute, print_summary
 from lab.run.options import RunOptions
 from lab.topology.model import Topology
-from lab.vm.emulator import qemu_version_tuple
+from lab.vm.emulator import Emulator, qemu_version_tuple
 from lab.vm.emulator import resolve as resolve_emulator
 from lab.vm.guest_clock import GuestClock
 from lab.vm.guest_clock import check as check_clock
@@ -94,8 +94,8 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
             progress(f"warning: {reason}")
     else:
         accel, reason = opts.accel, "chosen with --accel"
-    access_sample = access_sample_of(opts, accel)
-    latency = latency_of(opts, accel, topo)
+    access_sample = access_sample_of(opts, accel, getattr(backend, "emulator", None))
+    latency = latency_of(opts, accel, topo, getattr(backend, "emulator", None))
     backing = Backing(opts.backing, opts.prealloc)
     batch = batch_dir(opts, len(kernels))
     reqs = []
@@ -136,7 +136,7 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
     return reqs
 
 
-def access_sample_of(opts: RunOptions, accel: str | None) -> int:
+def access_sample_of(opts: RunOptions, accel: str | None, emulator: Emulator | None = None) -> int:
     """--access-matrix [--access-sample N] -> the plugin's sampling period (0: no plugin)."""
     sample = opts.access_sample
     if not opts.access_matrix:
@@ -145,20 +145,20 @@ def access_sample_of(opts: RunOptions, accel: str | None) -> int:
     from lab.vm.access_plugin import DEFAULT_SAMPLE
 
     sample = DEFAULT_SAMPLE if sample is None else sample
-    check_request(sample, accel, opts.backend, opts.connect or "")
+    check_request(sample, accel, opts.backend, opts.connect or "", opts.clock, emulator)
     return sample
 
 
-def latency_of(opts: RunOptions, accel: str, topo: Topology) -> LatencyModel | None:
+def latency_of(opts: RunOptions, accel: str, topo: Topology, emulator: Emulator | None) -> LatencyModel | None:
     """--remote-latency slit [--remote-latency-ns L] -> the plugin's latency model (None: off)."""
     if opts.remote_latency == "off":
         return None
     from lab.run.remote_latency import check_request
-    from lab.vm.latency_model import DEFAULT_LOCAL_NS, model_for
+    from lab.vm.latency_model import default_local_ns, model_for
 
-    check_request(accel, opts.backend, opts.clock)
-    local_ns = DEFAULT_LOCAL_NS if opts.remote_latency_ns is None else opts.remote_latency_ns
-    return model_for(topo, opts.remote_latency, local_ns)
+    check_request(accel, opts.backend, opts.clock, emulator)
+    local_ns = default_local_ns(opts.clock) if opts.remote_latency_ns is None else opts.remote_latency_ns
+    return model_for(topo, opts.remote_latency, local_ns, opts.clock)
 
 
 def backend_of(opts: RunOptions):

@@ -18,6 +18,7 @@ from lab.errors import LabError
 from lab.paths import json_text
 from lab.record_files import REMOTE_LATENCY_JSON, REMOTE_LATENCY_TXT
 from lab.run.access_matrix import STATUS, AccessResult
+from lab.vm.emulator import Emulator
 from lab.vm.latency_model import LatencyModel
 
 RAW_FILE = REMOTE_LATENCY_TXT
@@ -28,16 +29,18 @@ FIXED = ("looked_up", "hits")  # then misses by node, then OTHER_MISSES, CHARGED
 OTHER_LIMIT = 0.01
 
 
-def check_request(accel: str | None, backend: str, clock: str) -> None:
-    """One-line errors for what --remote-latency cannot do (``accel`` None: not known yet)."""
+def check_request(accel: str | None, backend: str, clock: str, emulator: Emulator | None = None) -> None:
+    """One-line errors for what --remote-latency cannot do (``accel`` None, ``emulator`` None: not known yet).
+    Under --clock virtual the charge goes to the guest's clock, which only a QEMU with numalab's patch can do
+    (lab.host.qemu_charge): holding the vCPU does not advance an instruction-counting clock."""
     if accel is not None and accel != "tcg":
         raise LabError(f"--remote-latency: needs TCG (the plugin sees no access under {accel}); add --accel tcg")
     if backend != "qemu":
         raise LabError("--remote-latency: only with --backend qemu")
-    if clock == "virtual":
+    if clock == "virtual" and emulator is not None and not emulator.charges_time:
         raise LabError(
-            "--remote-latency: not with --clock virtual (the vCPU is held by spinning on the host, which does not "
-            "advance an instruction-counting clock)"
+            f"--remote-latency with --clock virtual: QEMU {emulator.short_version} ({emulator.binary}) cannot charge "
+            "the guest's clock; build numalab's patched QEMU with make setup-qemu-charge, then add --qemu charge"
         )
 
 
@@ -174,7 +177,8 @@ def summary_lines(manifest: dict) -> list[str]:
         return [f"  remote latency: {s['problem']}"]
     part = s.get("window") or s.get("whole_run") or {}
     m = s["model"]
+    paid = "to the guest's clock" if m.get("clock") == "virtual" else "held"
     return [
-        f"  remote latency ({m['source']}, L={m['local_ns']:g} ns): charged {part.get('charged_s')}s, held "
+        f"  remote latency ({m['source']}, L={m['local_ns']:g} ns): charged {part.get('charged_s')}s, {paid} "
         f"{part.get('held_s')}s; {part.get('remote_miss_pct')}% of modelled misses remote"
     ]

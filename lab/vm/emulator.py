@@ -7,6 +7,9 @@ itself, never from a wrapper or a fixed path:
   and mtime, so an upgraded binary is asked again);
 * where it looks for firmware, from ``BINARY -L help`` (its built-in data
   directories);
+* whether it can charge time to the guest's clock from a plugin
+  (``qemu_plugin_charge_ns``, numalab's patch: ``make setup-qemu-charge``,
+  lab.host.qemu_charge), from the binary's exported symbols;
 * for a QEMU unpacked into a private prefix (``make setup-qemu10``:
   ``<prefix>/usr/bin/qemu-system-x86_64``), the prefix's own data directories,
   passed with ``-L`` ahead of the built-in ones. A Debian binary's built-in
@@ -33,7 +36,9 @@ from lab.errors import LabError
 from lab.paths import cache_dir, json_text, write_text_atomic
 
 DEFAULT_QEMU = "qemu-system-x86_64"
-SYSTEM, BACKPORTS = "system", "backports"  # --qemu's two names: the PATH's QEMU, make setup-qemu10's
+SYSTEM, BACKPORTS = "system", "backports"  # --qemu's names: the PATH's QEMU, make setup-qemu10's,
+CHARGE = "charge"  # and make setup-qemu-charge's (lab.host.qemu_charge)
+CHARGE_SYMBOL = b"qemu_plugin_charge_ns"
 ENV = "NUMALAB_QEMU"
 # A prefix's data directories, as Debian's packages lay them out (qemu-system-data, seabios, ipxe-qemu),
 # and its loadable modules (QEMU_MODULE_DIR: else a prefix's QEMU would look in the system QEMU's).
@@ -48,6 +53,7 @@ class Emulator:
     version: str  # ``--version``'s first line
     builtin_dirs: tuple[str, ...]  # ``-L help``: where the binary looks by itself
     data_dirs: tuple[str, ...] = ()  # passed with -L, searched first (a private prefix's own)
+    charges_time: bool = False  # exports qemu_plugin_charge_ns (numalab's patch): a plugin can add guest time
 
     @property
     def version_tuple(self) -> tuple[int, int, int]:
@@ -85,7 +91,7 @@ class Emulator:
 
     def to_dict(self) -> dict:
         return {"binary": self.binary, "version": self.short_version, "version_line": self.version,
-                "data_dirs": list(self.data_dirs), "env": self.env()}  # fmt: skip
+                "data_dirs": list(self.data_dirs), "env": self.env(), "charges_time": self.charges_time}  # fmt: skip
 
 
 def qemu_version_tuple(version_line: str) -> tuple[int, int, int] | None:
@@ -114,6 +120,11 @@ def find_binary(choice: str = "") -> str:
         if not prefixes:
             raise LabError(f"{source} {BACKPORTS}: no QEMU unpacked yet; run make setup-qemu10")
         choice = str(prefixes[0] / "usr" / "bin" / DEFAULT_QEMU)
+    elif choice == CHARGE:
+        prefixes = private_prefixes("qemu-charge")
+        if not prefixes:
+            raise LabError(f"{source} {CHARGE}: numalab's patched QEMU is not built yet; run make setup-qemu-charge")
+        choice = str(prefixes[0] / "usr" / "bin" / DEFAULT_QEMU)
     if not choice or choice == SYSTEM:
         choice, source = DEFAULT_QEMU, "qemu-system-x86_64"
     found = shutil.which(choice) if "/" not in choice else (choice if os.path.exists(choice) else None)
@@ -137,7 +148,7 @@ def resolve(choice: str = "") -> Emulator:
     if not facts["version"]:
         raise LabError(f"{binary}: '--version' printed no version (is it QEMU?)")
     builtin = tuple(os.path.normpath(d) for d in facts["dirs"])  # 7.2 says /usr/bin/../share/qemu
-    return Emulator(binary, facts["version"], builtin, prefix_data_dirs(binary, builtin))
+    return Emulator(binary, facts["version"], builtin, prefix_data_dirs(binary, builtin), bool(facts["charge"]))
 
 
 def prefix_data_dirs(binary: str, builtin: tuple[str, ...]) -> tuple[str, ...]:
@@ -163,15 +174,35 @@ def _facts(binary: str, size: int, mtime_ns: int) -> dict:
     if not isinstance(known, dict):
         known = {}
     facts = known.get(key)
-    if isinstance(facts, dict) and isinstance(facts.get("version"), str) and isinstance(facts.get("dirs"), list):
+    if (isinstance(facts, dict) and isinstance(facts.get("version"), str) and isinstance(facts.get("dirs"), list)
+            and isinstance(facts.get("charge"), bool)):  # fmt: skip
         return facts
     lines = _ask(binary, "--version")
-    facts = {"version": lines[0] if lines else "", "dirs": _ask(binary, "-L", "help")}
+    facts = {
+        "version": lines[0] if lines else "",
+        "dirs": _ask(binary, "-L", "help"),
+        "charge": _exports_charge(binary),
+    }
     if facts["version"]:
         known = {k: v for k, v in known.items() if not k.startswith(f"{binary}:")}
         known[key] = facts
         write_text_atomic(store, json_text(known, indent=1, sort_keys=True) + "\n")
     return facts
+
+
+def _exports_charge(binary: str) -> bool:
+    """Whether the binary names qemu_plugin_charge_ns (an exported plugin API symbol: its name is in the dynamic
+    string table; a stock QEMU has no such string anywhere). Read in 1 MiB pieces, overlapping."""
+    tail = b""
+    try:
+        with open(binary, "rb") as f:
+            while piece := f.read(1 << 20):
+                if CHARGE_SYMBOL + b"\0" in tail + piece:
+                    return True
+                tail = piece[-len(CHARGE_SYMBOL) :]
+    except OSError:
+        return False
+    return False
 
 
 def _ask(binary: str, *args: str) -> list[str]:
@@ -182,9 +213,10 @@ def _ask(binary: str, *args: str) -> list[str]:
     return [ln.strip() for ln in res.stdout.splitlines() if ln.strip()]
 
 
-def private_prefixes() -> list[Path]:
-    """The QEMUs unpacked into numalab's cache (``make setup-qemu10``), newest version first."""
-    root = cache_dir("qemu")
+def private_prefixes(kind: str = "qemu") -> list[Path]:
+    """The QEMUs unpacked into numalab's cache (``make setup-qemu10``: qemu; ``make setup-qemu-charge``:
+    qemu-charge), newest version first."""
+    root = cache_dir(kind)
     found = [p for p in root.iterdir() if (p / "usr" / "bin" / DEFAULT_QEMU).is_file() and (p / ".complete").exists()]
     return sorted(found, key=lambda p: _version_key(p.name), reverse=True)
 

@@ -15,6 +15,13 @@ topology spec's own ``latency_ratio:`` matrix (``table``), for machines whose SL
 ``local_ns`` (L) stands for a local miss; a remote miss then costs ``ratio * L``
 in all, if a local miss in the emulated machine costs L (docs/throughput.md:
 what L is here and how it was calibrated).
+
+Under ``--clock virtual`` (guest time counts instructions: lab.vm.guest_clock) a miss
+costs nothing by itself, so every miss is charged, a local one L and a remote one
+``ratio * L``, and the charge goes to the guest's clock (``lat_clock=virtual``: a
+QEMU with numalab's patch, lab.host.qemu_charge) in 1 µs pieces instead of holding the
+vCPU. L is then guest time: 100 ns, a miss as long as 100 instructions at the
+modelled 1 G instructions per second.
 """
 
 from __future__ import annotations
@@ -35,7 +42,14 @@ DEFAULT_CHUNK_NS = 20000
 # four runs: QEMU 7.2, an AMD EPYC host shared with other engineers' VMs; docs/throughput.md), so that a
 # guest's remote miss costs about ratio x its local one. Recalibrate with --remote-latency-ns elsewhere.
 DEFAULT_LOCAL_NS = 200.0
+DEFAULT_LOCAL_NS_VIRTUAL = 100.0  # under --clock virtual: a miss as long as 100 instructions
+VIRTUAL_CHUNK_NS = 1000  # charging the clock costs no host time: small pieces keep guest timers close
 MAX_LOCAL_NS = 10000.0
+
+
+def default_local_ns(clock: str) -> float:
+    """L when --remote-latency-ns is not given: the host clock's calibration, or the virtual clock's choice."""
+    return DEFAULT_LOCAL_NS_VIRTUAL if clock == "virtual" else DEFAULT_LOCAL_NS
 
 
 def check_local_ns(value: float) -> None:
@@ -55,14 +69,23 @@ class LatencyModel:
     sample: int = DEFAULT_SAMPLE
     chunk_ns: int = DEFAULT_CHUNK_NS
     source: str = "slit"
+    clock: str = "host"  # host: hold the vCPU for (ratio - 1) * L; virtual: charge the guest's clock ratio * L
+
+    @property
+    def virtual(self) -> bool:
+        return self.clock == "virtual"
 
     def cost_ps(self, cpu_node: int, mem_node: int) -> int:
-        """Picoseconds charged for one miss of a ``cpu_node`` vCPU to ``mem_node``: (ratio - 1) * L."""
-        return max(0, round((self.ratios[cpu_node][mem_node] - 1.0) * self.local_ns * 1000))
+        """Picoseconds charged for one miss of a ``cpu_node`` vCPU to ``mem_node``: (ratio - 1) * L on the host's
+        clock (a miss under TCG already takes about L), ratio * L on the virtual one (where it takes none)."""
+        extra = 0.0 if self.virtual else 1.0
+        return max(0, round((self.ratios[cpu_node][mem_node] - extra) * self.local_ns * 1000))
 
     def plugin_args(self, output: Path) -> list[str]:
         """The plugin's latency arguments (KEY=VALUE, before ``,,`` quoting), counts going to ``output``."""
         args = [f"lat_out={output}", f"lines={self.lines}", f"lat_sample={self.sample}", f"chunk_ns={self.chunk_ns}"]
+        if self.virtual:
+            args.append("lat_clock=virtual")
         first = 0
         for v in range(1, len(self.vcpu_nodes) + 1):
             if v == len(self.vcpu_nodes) or self.vcpu_nodes[v] != self.vcpu_nodes[first]:
@@ -74,8 +97,14 @@ class LatencyModel:
 
     def to_dict(self) -> dict:
         n = range(len(self.ratios))
+        charged = (
+            "every miss charged ratio * L to the guest's clock"
+            if self.virtual
+            else ("remote misses charged (ratio - 1) * L, the vCPU held")
+        )
         return {
-            "model": "per-vCPU direct-mapped line cache, set-sampled; remote misses charged (ratio - 1) * L",
+            "model": f"per-vCPU direct-mapped line cache, set-sampled; {charged}",
+            "clock": self.clock,
             "source": self.source,
             "ratios": [list(r) for r in self.ratios],
             "local_ns": self.local_ns,
@@ -94,8 +123,10 @@ def slit_ratios(topo: Topology) -> tuple[tuple[float, ...], ...]:
     return tuple(tuple(d / LOCAL_DISTANCE for d in row) for row in topo.distances)
 
 
-def model_for(topo: Topology, mode: str, local_ns: float = DEFAULT_LOCAL_NS) -> LatencyModel | None:
-    """The model ``--remote-latency mode`` asks for on ``topo`` (None for off)."""
+def model_for(
+    topo: Topology, mode: str, local_ns: float = DEFAULT_LOCAL_NS, clock: str = "host"
+) -> LatencyModel | None:
+    """The model ``--remote-latency mode`` asks for on ``topo`` under ``--clock clock`` (None for off)."""
     if mode not in REMOTE_LATENCY:
         raise LabError(f"--remote-latency: {mode!r} is not one of {', '.join(REMOTE_LATENCY)}")
     if mode == "off":
@@ -106,5 +137,8 @@ def model_for(topo: Topology, mode: str, local_ns: float = DEFAULT_LOCAL_NS) -> 
         if topo.latency_ratio is None:
             raise LabError(f"--remote-latency table: topology {topo.name} has no latency_ratio: matrix (give one in "
                            "its spec, or use --remote-latency slit)")  # fmt: skip
-        return LatencyModel(topo.latency_ratio, local_ns, vcpu_nodes, source="latency_ratio")
-    return LatencyModel(slit_ratios(topo), local_ns, vcpu_nodes)
+        ratios, source = topo.latency_ratio, "latency_ratio"
+    else:
+        ratios, source = slit_ratios(topo), "slit"
+    chunk = VIRTUAL_CHUNK_NS if clock == "virtual" else DEFAULT_CHUNK_NS
+    return LatencyModel(ratios, local_ns, vcpu_nodes, chunk_ns=chunk, source=source, clock=clock)

@@ -8,6 +8,8 @@
  *
  * VCPU reads BYTES from START with STRIDE, PASSES times, then QEMU "exits" (the atexit callback).
  * Prints "thread_cpu_ns N": the CPU time the feeding thread used (the plugin holds it there).
+ * Built with -DWITH_CHARGE it also has the time control and numalab's qemu_plugin_charge_ns (a patched
+ * QEMU's), and prints "clock_charged_ns N": what the plugin charged to the "guest's clock".
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -76,6 +78,22 @@ NL_EXPORT void qemu_plugin_register_atexit_cb(qemu_plugin_id_t id, qemu_plugin_u
     exit_udata = userdata;
 }
 
+#ifdef WITH_CHARGE
+static int time_control;
+static int64_t clock_charged;
+NL_EXPORT const void *qemu_plugin_request_time_control(void)
+{
+    return &time_control;
+}
+NL_EXPORT bool qemu_plugin_charge_ns(const void *handle, int64_t ns)
+{
+    if (handle != &time_control || ns < 0)
+        return false;
+    clock_charged += ns;
+    return true;
+}
+#endif
+
 int main(int argc, char **argv)
 {
     if (argc < 7) {
@@ -109,5 +127,8 @@ int main(int argc, char **argv)
     exit_cb(1, exit_udata);
     printf("thread_cpu_ns %" PRIu64 "\n",
            (uint64_t)(b.tv_sec - a.tv_sec) * 1000000000u + (uint64_t)b.tv_nsec - (uint64_t)a.tv_nsec);
+#ifdef WITH_CHARGE
+    printf("clock_charged_ns %" PRId64 "\n", clock_charged);
+#endif
     return 0;
 }

@@ -34,12 +34,30 @@ def test_version_and_data_dirs_are_asked_once_per_binary_until_it_changes(tmp_pa
         st = os.stat(fake)
         return emulator._facts(str(fake), st.st_size, st.st_mtime_ns)
 
-    assert ask() == {"version": "QEMU emulator version 7.2.0", "dirs": ["/usr/share/qemu", "/usr/share/seabios"]}
+    assert ask() == {"version": "QEMU emulator version 7.2.0", "dirs": ["/usr/share/qemu", "/usr/share/seabios"],
+                     "charge": False}  # fmt: skip
     assert ask()["version"] == "QEMU emulator version 7.2.0"
     assert calls.read_text().count("x") == 2  # --version and -L help, once: the second process read the cache
     fake.write_text(fake.read_text().replace("7.2.0", "10.0.2"))  # upgraded: new size and mtime
     assert ask()["version"] == "QEMU emulator version 10.0.2"
     assert calls.read_text().count("x") == 4
+
+
+def test_a_qemu_that_charges_time_is_told_by_its_exported_symbol(tmp_path, monkeypatch) -> None:
+    plain = tmp_path / "plain"
+    plain.write_bytes(b"\x7fELF" + b"x" * 3_000_000 + b"qemu_plugin_update_ns\0qemu_plugin_charge_n\0")
+    assert not emulator._exports_charge(str(plain))
+    # the name across a 1 MiB read boundary, then at the very end
+    for at in ((1 << 20) - 7, 3 << 20):
+        patched = tmp_path / f"patched{at}"
+        body = bytearray(b"y" * at) + b"qemu_plugin_charge_ns\0"
+        patched.write_bytes(bytes(body) + b"z" * 100)
+        assert emulator._exports_charge(str(patched)), at
+    assert not emulator._exports_charge(str(tmp_path / "missing"))
+    monkeypatch.setenv("NUMALAB_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(LabError, match=r"^--qemu charge: numalab's patched QEMU is not built yet; run make "
+                       r"setup-qemu-charge$"):  # fmt: skip
+        emulator.find_binary("charge")
 
 
 def test_a_wrapper_script_or_a_missing_binary_is_a_one_line_error(tmp_path, monkeypatch) -> None:
@@ -117,7 +135,9 @@ def test_a_matrix_setting_chooses_the_qemu(tmp_path) -> None:
     with pytest.raises(LabError, match=r"settings\[0\]\.clock: expected one of host, virtual, got 'icount'"):
         parse_matrix({"topologies": ["ring-2"], "workloads": ["idle"], "settings": [{"name": "x", "clock": "icount"}]},
                      "inline", "bad")  # fmt: skip
-    with pytest.raises(LabError, match=r"settings\[0\]\.qemu: expected system, backports or a QEMU binary's path"):
+    with pytest.raises(
+        LabError, match=r"settings\[0\]\.qemu: expected system, backports, charge or a QEMU binary's path"
+    ):
         parse_matrix({"topologies": ["ring-2"], "workloads": ["idle"], "settings": [{"name": "x", "qemu": 10}]},
                      "inline", "bad")  # fmt: skip
 

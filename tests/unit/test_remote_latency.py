@@ -52,25 +52,55 @@ def harness(tmp_path_factory) -> tuple[Path, Path]:
     d = tmp_path_factory.mktemp("harness")
     so = ap.build_plugin((7, 2))
     exe = d / "plugin_harness"
-    subprocess.run(["gcc", "-O2", "-rdynamic", "-o", str(exe), str(REPO / "tests/data/plugin_harness.c"), "-ldl"],
-                   check=True, capture_output=True)  # fmt: skip
+    for name, flags in ((exe, []), (d / "plugin_harness_charge", ["-DWITH_CHARGE"])):
+        subprocess.run(["gcc", "-O2", "-rdynamic", *flags, "-o", str(name), str(REPO / "tests/data/plugin_harness.c"),
+                        "-ldl"], check=True, capture_output=True)  # fmt: skip
     return so, exe
 
 
 def _feed(harness, tmp_path: Path, vcpu: int, start: int, nbytes: int, passes: int) -> tuple[dict, int]:
     """The plugin fed one vCPU's loads, every 64 bytes of [start, start + nbytes), ``passes`` times: the
     summary of its counts and the CPU time the feeding thread took."""
-    so, exe = harness
-    topo = _topo()
-    model = LatencyModel(((1.0, 2.0), (2.0, 1.0)), 100.0, (0, 1))
+    s, out = _feed_model(harness, tmp_path, LatencyModel(((1.0, 2.0), (2.0, 1.0)), 100.0, (0, 1)), vcpu, start,
+                         nbytes, passes)  # fmt: skip
+    return s, out["thread_cpu_ns"]
+
+
+def _feed_model(harness, tmp_path: Path, model: LatencyModel, vcpu: int, start: int, nbytes: int, passes: int,
+                exe: Path | None = None) -> tuple[dict, dict[str, int]]:  # fmt: skip
+    so, plain = harness
     out = tmp_path / "lat.txt"
-    parts = [r.arg() for r in ap.node_ranges(topo, "guest-physical")] + model.plugin_args(out)
-    proc = subprocess.run([str(exe), str(so), str(vcpu), f"{start:x}", str(nbytes), "64", str(passes), *parts],
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    parts = [r.arg() for r in ap.node_ranges(_topo(), "guest-physical")] + model.plugin_args(out)
+    proc = subprocess.run([str(exe or plain), str(so), str(vcpu), f"{start:x}", str(nbytes), "64", str(passes),
+                           *parts], capture_output=True, text=True, timeout=120)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     log = rl.read_log(out)
     assert log.ended and log.head["lat_sample"] == 16 and log.vcpu_nodes == [0, 1]
-    return rl.summarize(log, None, None), int(proc.stdout.split()[1])
+    return rl.summarize(log, None, None), {w[0]: int(w[1]) for w in map(str.split, proc.stdout.splitlines())}
+
+
+def test_under_the_virtual_clock_every_miss_is_charged_to_the_clock_not_the_vcpu(harness, tmp_path) -> None:
+    model = LatencyModel(((1.0, 2.0), (2.0, 1.0)), 100.0, (0, 1), chunk_ns=1000, clock="virtual")
+    assert model.cost_ps(0, 0) == 100_000 and model.cost_ps(0, 1) == 200_000  # L local, ratio x L remote
+    charging = harness[1].with_name("plugin_harness_charge")
+    lines = 16 * MIB // 64
+    s, out = _feed_model(harness, tmp_path, model, 0, 256 * MIB, 16 * MIB, 1, charging)  # node 1's memory
+    v = s["whole_run"]["per_vcpu"][0]
+    assert v["misses"][1] == lines // 16 and v["charged_ns"] == lines * 200
+    assert out["clock_charged_ns"] == v["held_ns"] and v["charged_ns"] - 1000 <= v["held_ns"] <= v["charged_ns"]
+    assert out["thread_cpu_ns"] < v["charged_ns"] / 2  # not paid by spinning: 52 ms charged
+    s, out = _feed_model(harness, tmp_path, model, 0, 0, 16 * MIB, 1, charging)  # its own node's: L each
+    assert s["whole_run"]["per_vcpu"][0]["charged_ns"] == lines * 100
+    assert rl.read_log(tmp_path / "lat.txt").head["lat_virtual"] == 1
+
+
+def test_the_virtual_clock_charge_needs_a_qemu_that_can_take_it(harness, tmp_path) -> None:
+    so, plain = harness  # the plain harness is a QEMU without qemu_plugin_charge_ns
+    model = LatencyModel(((1.0, 2.0), (2.0, 1.0)), 100.0, (0, 1), clock="virtual")
+    parts = [r.arg() for r in ap.node_ranges(_topo(), "guest-physical")] + model.plugin_args(tmp_path / "lat.txt")
+    proc = subprocess.run([str(plain), str(so), "0", "0", "64", "64", "1", *parts], capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert proc.returncode != 0 and "this QEMU has no qemu_plugin_charge_ns" in proc.stderr
 
 
 def test_remote_misses_are_charged_and_the_vcpu_held(harness, tmp_path) -> None:
@@ -158,9 +188,25 @@ def test_a_matrix_setting_asks_for_remote_latency(tmp_path) -> None:
     assert [run_options(r, "stock", tmp_path, None, {}).remote_latency for r in spec.runs] == ["off", "slit"]
     with pytest.raises(LabError, match=r"settings\[0\]\.remote_latency: expected one of off, slit, table, got 'hmat'"):
         parse_matrix(base | {"settings": [{"name": "free", "remote_latency": "hmat"}]}, "inline", "bad")
-    with pytest.raises(LabError, match="--remote-latency: not with --clock virtual"):
-        parse_matrix(base | {"settings": [{"name": "free", "remote_latency": "slit", "qemu": "backports",
-                                           "clock": "virtual"}]}, "inline", "bad")  # fmt: skip
+    # with the virtual clock: whether the QEMU can charge it is the run's to find out, on the host that runs it
+    spec = parse_matrix(base | {"settings": [{"name": "free", "remote_latency": "slit", "qemu": "charge",
+                                              "clock": "virtual"}]}, "inline", "virtual")  # fmt: skip
+    assert run_options(spec.runs[0], "stock", tmp_path, None, {}).clock == "virtual"
+
+
+def test_the_virtual_clock_needs_a_qemu_that_charges_time() -> None:
+    from lab.vm.emulator import Emulator
+
+    stock = Emulator("/usr/bin/qemu-system-x86_64", "QEMU emulator version 10.0.2", ())
+    with pytest.raises(LabError, match=r"^--remote-latency with --clock virtual: QEMU 10\.0\.2 \(/usr/bin/qemu-system-"
+                       r"x86_64\) cannot charge the guest's clock; build numalab's patched QEMU with make setup-qemu-"
+                       r"charge, then add --qemu charge$"):  # fmt: skip
+        rl.check_request("tcg", "qemu", "virtual", stock)
+    rl.check_request("tcg", "qemu", "virtual", Emulator("/q", "QEMU emulator version 10.0.2", (), charges_time=True))
+    rl.check_request("tcg", "qemu", "host", stock)
+    m = model_for(_topo(30), "slit", 100.0, "virtual")
+    assert m is not None and m.virtual and m.chunk_ns == 1000 and "lat_clock=virtual" in m.plugin_args(Path("o"))
+    assert m.to_dict()["clock"] == "virtual" and m.cost_ps(1, 1) == 100_000 and m.cost_ps(1, 0) == 300_000
 
 
 def test_one_plugin_counts_the_access_matrix_and_charges_latency(harness, tmp_path) -> None:

@@ -1,0 +1,195 @@
+"""numalab's patched QEMU (``make setup-qemu-charge``): remote latency charged to the guest's clock.
+
+Under ``--clock virtual`` (``-icount``) guest time counts instructions, and no
+stock QEMU lets a plugin add time to it: ``qemu_plugin_update_ns`` only runs
+timers, and holding a vCPU's thread does not move an instruction-counting clock.
+``images/qemu/`` has a small patch that adds ``qemu_plugin_charge_ns`` (a stall
+charged to the icount clock from a vCPU callback); with it the access-matrix
+plugin's latency model charges every modelled miss to the guest's clock
+(``numalab run --clock virtual --remote-latency slit --qemu charge``).
+
+This module builds that QEMU: Debian's source of the version that
+``make setup-qemu10`` unpacked (10.0.2, checked by its SHA-256), the patch
+series, ``qemu-system-x86_64`` alone (TCG, plugins, libnuma; about 1,550 build
+steps), installed into ``<cache>/qemu-charge/<version>+numalab.<patches' hash>/``
+with the backports prefix's firmware linked beside it. Nothing is installed into
+the system; the build directory is removed afterwards. Build tools come from
+apt (the Makefile target installs them) and meson from PyPI (Debian 12's is too
+old for QEMU 10).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from lab.errors import LabError
+from lab.host.qemu_prefix import _codename, debian_archive
+from lab.paths import REPO_ROOT, cache_dir, write_text_atomic
+from lab.vm.emulator import DEFAULT_QEMU, PREFIX_DATA_DIRS, private_prefixes, resolve
+
+UPSTREAM = "10.0.2"
+ORIG = f"qemu_{UPSTREAM}+ds.orig.tar.xz"
+ORIG_SHA256 = "0901da33844a331bf8b3602b9c1fbd178e60b737c8e3ade678255bd090c9b9f1"
+WHEELS = ("meson==1.5.0", "pycotap==1.3.1")  # what QEMU 10.0's configure asks for (python/wheels in upstream's)
+PATCHES = REPO_ROOT / "images" / "qemu"
+CONFIGURE = (
+    "--target-list=x86_64-softmmu", "--without-default-features", "--enable-tcg", "--enable-plugins",
+    "--enable-numa", "--enable-attr", "--enable-virtfs", "--enable-fdt=system", "--disable-install-blobs",
+    "--disable-docs", "--disable-werror", "--disable-tools", "--disable-guest-agent",
+)  # fmt: skip
+_STEP = re.compile(r"^\[(\d+)/(\d+)\]")
+
+
+def series() -> list[Path]:
+    """The patches, in ``images/qemu/series`` order."""
+    names = [n.strip() for n in (PATCHES / "series").read_text().splitlines() if n.strip() and not n.startswith("#")]
+    return [PATCHES / n for n in names]
+
+
+def prefix_name() -> str:
+    """``10.0.2+numalab.<hash>``: a changed patch or option is another prefix (built again)."""
+    h = hashlib.sha256(" ".join(CONFIGURE).encode())
+    for p in series():
+        h.update(p.read_bytes())
+    return f"{UPSTREAM}+numalab.{h.hexdigest()[:10]}"
+
+
+def _run(cmd: list[str], what: str, cwd: Path | None = None, timeout: int = 1800) -> str:
+    try:
+        res = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, stdin=subprocess.DEVNULL, timeout=timeout)
+    except FileNotFoundError:
+        raise LabError(
+            f"setup-qemu-charge: {cmd[0]}: not found (make setup-qemu-charge installs the build tools)"
+        ) from None
+    except subprocess.TimeoutExpired:
+        raise LabError(f"setup-qemu-charge: {what}: not done in {timeout // 60} minutes") from None
+    if res.returncode != 0:
+        tail = (res.stderr or res.stdout).strip().splitlines()[-3:] or ["(no output)"]
+        raise LabError(f"setup-qemu-charge: {what} failed: {' / '.join(tail)}")
+    return res.stdout
+
+
+def _download(into: Path, say) -> Path:
+    """Debian's orig tarball (from the archive the system's apt sources name), checked by its SHA-256."""
+    path = into / ORIG
+    if path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == ORIG_SHA256:
+        return path
+    url = f"{debian_archive(_codename()).rstrip('/')}/pool/main/q/qemu/{ORIG}"
+    say(f"numalab: downloading {url}")
+    tmp = path.with_name(f".{ORIG}.{os.getpid()}")
+    try:
+        with urllib.request.urlopen(url, timeout=120) as r, open(tmp, "wb") as f:
+            shutil.copyfileobj(r, f)
+    except OSError as err:
+        tmp.unlink(missing_ok=True)
+        raise LabError(f"setup-qemu-charge: {url}: {err}") from None
+    got = hashlib.sha256(tmp.read_bytes()).hexdigest()
+    if got != ORIG_SHA256:
+        tmp.unlink()
+        raise LabError(f"setup-qemu-charge: {url}: SHA-256 {got}, expected {ORIG_SHA256}")
+    tmp.rename(path)
+    return path
+
+
+def _ninja(build: Path, jobs: int, say) -> None:
+    """ninja with a progress line every tenth of the build."""
+    cmd = ["ninja", "-j", str(jobs), DEFAULT_QEMU]
+    try:
+        proc = subprocess.Popen(cmd, cwd=build, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                stdin=subprocess.DEVNULL)  # fmt: skip
+    except FileNotFoundError:
+        raise LabError("setup-qemu-charge: ninja: not found (make setup-qemu-charge installs it)") from None
+    last, tail, shown = 0.0, [], -1
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        tail = [*tail[-20:], line.rstrip()]
+        m = _STEP.match(line)
+        if m and (tenth := 10 * int(m.group(1)) // int(m.group(2))) > shown and time.monotonic() - last > 5:
+            shown, last = tenth, time.monotonic()
+            say(f"numalab: building QEMU: {m.group(1)}/{m.group(2)}")
+    if proc.wait() != 0:
+        errors = [t for t in tail if "error" in t.lower()] or tail
+        raise LabError(f"setup-qemu-charge: ninja failed: {errors[-1] if errors else '(no output)'}")
+
+
+def build(refresh: bool = False, jobs: int | None = None, say=print) -> Path:
+    """The patched QEMU's binary: the one already built for these patches, or built now."""
+    backports = [p for p in private_prefixes() if p.name.startswith(f"{UPSTREAM}+")]
+    if not backports:
+        raise LabError(
+            f"setup-qemu-charge: needs Debian's QEMU {UPSTREAM} unpacked for its firmware (make setup-qemu10)"
+        )
+    prefix = cache_dir("qemu-charge") / prefix_name()
+    binary = prefix / "usr" / "bin" / DEFAULT_QEMU
+    if (prefix / ".complete").exists() and binary.is_file() and not refresh:
+        say(f"numalab: patched QEMU already in {prefix}")
+        return binary
+    orig = _download(cache_dir("qemu-charge", ".src"), say)
+    work = Path(tempfile.mkdtemp(dir=prefix.parent, prefix=f".build-{prefix.name}."))
+    try:
+        say(f"numalab: unpacking {orig.name}, patching ({', '.join(p.name for p in series())})")
+        _run(["tar", "-xf", str(orig), "-C", str(work)], f"tar -xf {orig.name}", timeout=600)
+        src = work / f"qemu-{UPSTREAM}"
+        for p in series():
+            _run(["patch", "-p1", "--forward", "--quiet", "-i", str(p)], f"patch {p.name}", cwd=src)
+        wheels = src / "python" / "wheels"
+        wheels.mkdir(parents=True, exist_ok=True)
+        _run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(wheels), *WHEELS],
+             "pip download meson", timeout=600)  # fmt: skip
+        out = src / "build"
+        out.mkdir()
+        say("numalab: configuring QEMU (qemu-system-x86_64: TCG, plugins, libnuma)")
+        _run(["../configure", *CONFIGURE, f"--prefix={prefix / 'usr'}"], "configure", cwd=out, timeout=900)
+        _ninja(out, jobs or os.cpu_count() or 1, say)
+        tmp = Path(tempfile.mkdtemp(dir=prefix.parent, prefix=f".{prefix.name}."))
+        (tmp / "usr" / "bin").mkdir(parents=True)
+        shutil.copy2(out / DEFAULT_QEMU, tmp / "usr" / "bin" / DEFAULT_QEMU)
+        for d in PREFIX_DATA_DIRS:  # the same version's firmware, ROMs and keymaps: Debian's
+            if (backports[0] / "usr" / d).is_dir():
+                (tmp / "usr" / d).parent.mkdir(parents=True, exist_ok=True)
+                (tmp / "usr" / d).symlink_to(backports[0] / "usr" / d)
+        write_text_atomic(tmp / "VERSION", f"{UPSTREAM} + {' '.join(p.name for p in series())}\n")
+        (tmp / ".complete").touch()
+        shutil.rmtree(prefix, ignore_errors=True)
+        tmp.rename(prefix)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    e = resolve(str(binary))
+    if not e.charges_time:
+        raise LabError(f"setup-qemu-charge: {binary} was built but does not export qemu_plugin_charge_ns")
+    say(f"numalab: {e.version} with numalab's patches in {prefix}; use it with --qemu charge")
+    return binary
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m lab.host.qemu_charge",
+        description="Build numalab's patched QEMU (qemu_plugin_charge_ns, for --clock virtual --remote-latency) "
+        "into numalab's cache (make setup-qemu-charge); prints the binary's path.",
+    )
+    p.add_argument("--refresh", action="store_true", help="build again even if this patch series is built")
+    p.add_argument("-j", "--jobs", type=int, help="parallel build jobs (default: the CPUs)")
+    p.add_argument("--print-binary", action="store_true", help="only print the binary's path (for scripts)")
+    args = p.parse_args(argv)
+    say = (lambda _m: None) if args.print_binary else (lambda m: print(m, file=sys.stderr))
+    try:
+        binary = build(refresh=args.refresh, jobs=args.jobs, say=say)
+    except LabError as err:
+        print(f"numalab: error: {err}", file=sys.stderr)
+        return 2
+    print(binary)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
