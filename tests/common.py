@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import subprocess
@@ -135,3 +136,16 @@ def needs_setup_package(present: bool, what: str, package: str) -> Callable:
         return wrapper
 
     return decorate
+
+
+@contextlib.contextmanager
+def host_hogs(n: int | None = None):
+    """A busy process on every host core (or on n): the host load that moves throughput under the host clock
+    and must not move anything measured in guest time."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n or os.cpu_count() or 2)]
+    try:
+        yield procs
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()

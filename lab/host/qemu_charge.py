@@ -33,7 +33,7 @@ import urllib.request
 from pathlib import Path
 
 from lab.errors import LabError
-from lab.host.qemu_prefix import _codename, debian_archive
+from lab.host.qemu_prefix import _codename, debian_archive, print_binary
 from lab.paths import REPO_ROOT, cache_dir, write_text_atomic
 from lab.vm.emulator import DEFAULT_QEMU, PREFIX_DATA_DIRS, private_prefixes, resolve
 
@@ -181,14 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-j", "--jobs", type=int, help="parallel build jobs (default: the CPUs)")
     p.add_argument("--print-binary", action="store_true", help="only print the binary's path (for scripts)")
     args = p.parse_args(argv)
-    say = (lambda _m: None) if args.print_binary else (lambda m: print(m, file=sys.stderr))
-    try:
-        binary = build(refresh=args.refresh, jobs=args.jobs, say=say)
-    except LabError as err:
-        print(f"numalab: error: {err}", file=sys.stderr)
-        return 2
-    print(binary)
-    return 0
+    return print_binary(lambda say: build(refresh=args.refresh, jobs=args.jobs, say=say), quiet=args.print_binary)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from lab.errors import LabError
@@ -180,9 +181,15 @@ def main(argv: list[str] | None = None) -> int:
                    help="ask the archive for its current version (and fetch it) even if one is unpacked")  # fmt: skip
     p.add_argument("--print-binary", action="store_true", help="only print the binary's path (for scripts)")
     args = p.parse_args(argv)
-    say = (lambda _m: None) if args.print_binary else (lambda m: print(m, file=sys.stderr))
+    return print_binary(lambda say: fetch(refresh=args.refresh, say=say), quiet=args.print_binary)
+
+
+def print_binary(make: Callable[[Callable[[str], None]], Path], quiet: bool) -> int:
+    """A setup command's end: ``make(say)`` the binary (progress on stderr unless ``quiet``), print its path;
+    a LabError is one line and exit 2."""
+    say = (lambda _m: None) if quiet else (lambda m: print(m, file=sys.stderr))
     try:
-        binary = fetch(refresh=args.refresh, say=say)
+        binary = make(say)
     except LabError as err:
         print(f"numalab: error: {err}", file=sys.stderr)
         return 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -160,3 +161,18 @@ def test_what_apt_would_take_from_backports() -> None:
     with pytest.raises(LabError, match="^setup-qemu10: bookworm-backports has no newer qemu-system-x86"):
         upgrade_set("Inst seabios [1] (2 Debian Backports:x [all])\n", "qemu-system-x86", "bookworm-backports")
     assert prefix_dir("1:10.0.2+ds-2+deb13u1~bpo12+1").name == "10.0.2+ds-2+deb13u1_bpo12+1"
+
+
+def test_the_patched_qemu_needs_the_backports_one_and_names_its_patches(tmp_path, monkeypatch) -> None:
+    from lab.host import qemu_charge
+
+    names = [p.name for p in qemu_charge.series()]
+    assert names[0].startswith("0001-plugins-charge-ns") and all(p.is_file() for p in qemu_charge.series())
+    assert names == sorted(names)
+    name = qemu_charge.prefix_name()
+    assert re.fullmatch(r"10\.0\.2\+numalab\.[0-9a-f]{10}", name)
+    assert emulator._version_key(name) == (10, 0, 2)
+    monkeypatch.setenv("NUMALAB_CACHE", str(tmp_path / "cache"))
+    with pytest.raises(LabError, match=r"^setup-qemu-charge: needs Debian's QEMU 10\.0\.2 unpacked for its firmware "
+                       r"\(make setup-qemu10\)$"):  # fmt: skip
+        qemu_charge.build(say=lambda _m: None)

@@ -11,12 +11,11 @@ ones, on every pair, whatever the host is doing: here under a busy process on ev
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
 import pytest
-from common import REPO, assert_one_line_error, numalab, qemu10_binary
+from common import REPO, assert_one_line_error, host_hogs, numalab, qemu10_binary
 
 pytestmark = pytest.mark.vm
 
@@ -31,22 +30,13 @@ def qemu_charge() -> str:
     return proc.stdout.strip()
 
 
-def _hog(n: int) -> list[subprocess.Popen]:
-    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
-
-
 def test_every_pair_pays_its_slit_ratio_in_guest_time_under_host_load(tmp_path, qemu_charge) -> None:
     out = tmp_path / "ring4"
-    hogs = _hog(os.cpu_count() or 2)
-    try:
+    with host_hogs():
         proc = numalab("run", "--topology", "ring-4", "--cpus-per-node", "1", "--mem-per-node", "256M",
                        "--workload", "latency-matrix", "--duration", "4", "--no-trace", "--numa-balancing", "off",
                        "--qemu", "charge", "--clock", "virtual", "--remote-latency", "slit", "--out", str(out),
                        "--json", timeout=900)  # fmt: skip
-    finally:
-        for h in hogs:
-            h.kill()
-            h.wait()
     assert proc.returncode == 0, proc.stderr[-3000:]
     m = json.loads(proc.stdout)
     assert m["status"] == "ok", m["reason"]

@@ -4,13 +4,10 @@ vCPUs execute, at the stated speed, whatever the host is doing."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 
 import pytest
-from common import assert_one_line_error, numalab, qemu10_binary
+from common import assert_one_line_error, host_hogs, numalab, qemu10_binary
 
 SMALL = ["--cpus-per-node", "1", "--mem-per-node", "256M"]
 
@@ -20,25 +17,15 @@ def qemu10() -> str:
     return qemu10_binary()
 
 
-def _hog(n: int = 2) -> list[subprocess.Popen]:
-    """n busy processes, one per host core: the host load that moves throughput under the host clock."""
-    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
-
-
 @pytest.mark.vm
 def test_guest_time_is_instructions_at_the_stated_speed_under_host_load(tmp_path, qemu10) -> None:
     """spin on both vCPUs of ring-2 while a busy process runs on every host core: the vCPUs together execute
     1 G instructions per guest second (within 1%), the TSC the guest calibrates runs at 1 GHz, and the
     kernel gets no host-derived clock arguments."""
-    hogs = _hog(os.cpu_count() or 2)
-    try:
-        out = tmp_path / "spin"
+    out = tmp_path / "spin"
+    with host_hogs():
         proc = numalab("run", "--qemu", qemu10, "--clock", "virtual", "--topology", "ring-2", *SMALL, "--workload",
                        "spin", "--duration", "3", "--no-trace", "--out", str(out), "--json", timeout=600)  # fmt: skip
-    finally:
-        for h in hogs:
-            h.kill()
-            h.wait()
     assert proc.returncode == 0, proc.stderr[-3000:]
     m = json.loads(proc.stdout)
     assert m["status"] == "ok", m["reason"]
