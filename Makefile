@@ -20,7 +20,7 @@ PYTEST_ARGS ?=
 
 help:
 	@echo "make demo   - boot ring-4 and mesh-4 with numa01, NUMA tracepoints traced, print summaries, write an HTML report"
-	@echo "make test   - the test suite (boots real VMs; about 25 min under TCG with warm caches)"
+	@echo "make test   - the test suite (boots real VMs; about 25 min under TCG with warm caches; builds the patched QEMU the first time)"
 	@echo "make test-fast - only the tests that boot no VM"
 	@echo "make lint   - ruff"
 	@echo "make reproduce [SEEDS='003 004 000'] - run the seed reproductions, reports in reports/reproduce/"
