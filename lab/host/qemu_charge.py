@@ -33,7 +33,7 @@ import urllib.request
 from pathlib import Path
 
 from lab.errors import LabError
-from lab.host.qemu_prefix import _codename, debian_archive, print_binary
+from lab.host.qemu_prefix import _codename, debian_archive, print_binary, setup_run
 from lab.paths import REPO_ROOT, cache_dir, write_text_atomic
 from lab.vm.emulator import DEFAULT_QEMU, PREFIX_DATA_DIRS, private_prefixes, resolve
 
@@ -65,18 +65,8 @@ def prefix_name() -> str:
 
 
 def _run(cmd: list[str], what: str, cwd: Path | None = None, timeout: int = 1800) -> str:
-    try:
-        res = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, stdin=subprocess.DEVNULL, timeout=timeout)
-    except FileNotFoundError:
-        raise LabError(
-            f"setup-qemu-charge: {cmd[0]}: not found (make setup-qemu-charge installs the build tools)"
-        ) from None
-    except subprocess.TimeoutExpired:
-        raise LabError(f"setup-qemu-charge: {what}: not done in {timeout // 60} minutes") from None
-    if res.returncode != 0:
-        tail = (res.stderr or res.stdout).strip().splitlines()[-3:] or ["(no output)"]
-        raise LabError(f"setup-qemu-charge: {what} failed: {' / '.join(tail)}")
-    return res.stdout
+    return setup_run(cmd, what, "setup-qemu-charge", "make setup-qemu-charge installs the build tools", cwd, timeout,
+                     lines=3)  # fmt: skip
 
 
 def _download(into: Path, say) -> Path:
@@ -136,6 +126,7 @@ def build(refresh: bool = False, jobs: int | None = None, say=print) -> Path:
         return binary
     orig = _download(cache_dir("qemu-charge", ".src"), say)
     work = Path(tempfile.mkdtemp(dir=prefix.parent, prefix=f".build-{prefix.name}."))
+    tmp = None
     try:
         say(f"numalab: unpacking {orig.name}, patching ({', '.join(p.name for p in series())})")
         _run(["tar", "-xf", str(orig), "-C", str(work)], f"tar -xf {orig.name}", timeout=600)
@@ -162,8 +153,11 @@ def build(refresh: bool = False, jobs: int | None = None, say=print) -> Path:
         (tmp / ".complete").touch()
         shutil.rmtree(prefix, ignore_errors=True)
         tmp.rename(prefix)
+        tmp = None
     finally:
         shutil.rmtree(work, ignore_errors=True)
+        if tmp is not None:  # a half-made prefix
+            shutil.rmtree(tmp, ignore_errors=True)
     e = resolve(str(binary))
     if not e.charges_time:
         raise LabError(f"setup-qemu-charge: {binary} was built but does not export qemu_plugin_charge_ns")

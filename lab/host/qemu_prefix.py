@@ -44,17 +44,24 @@ def _codename() -> str:
     return fields["VERSION_CODENAME"].strip('"')
 
 
-def _run(cmd: list[str], what: str, cwd: Path | None = None) -> str:
+def setup_run(cmd: list[str], what: str, who: str, missing: str, cwd: Path | None = None, timeout: int = 900,
+              lines: int = 1) -> str:  # fmt: skip
+    """A setup command's step: its stdout, or a one-line error starting with ``who`` (``missing``: what to say
+    when the program is not there; the last ``lines`` lines of its output when it fails)."""
     try:
-        res = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, stdin=subprocess.DEVNULL, timeout=900)
+        res = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, stdin=subprocess.DEVNULL, timeout=timeout)
     except FileNotFoundError:
-        raise LabError(f"setup-qemu10: {cmd[0]}: not found (needs Debian's apt)") from None
+        raise LabError(f"{who}: {cmd[0]}: not found ({missing})") from None
     except subprocess.TimeoutExpired:
-        raise LabError(f"setup-qemu10: {what}: no answer in 15 minutes") from None
+        raise LabError(f"{who}: {what}: no answer in {timeout // 60} minutes") from None
     if res.returncode != 0:
-        last = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["(no output)"]
-        raise LabError(f"setup-qemu10: {what} failed: {last[0]}")
+        tail = (res.stderr or res.stdout).strip().splitlines()[-lines:] or ["(no output)"]
+        raise LabError(f"{who}: {what} failed: {' / '.join(tail)}")
     return res.stdout
+
+
+def _run(cmd: list[str], what: str, cwd: Path | None = None) -> str:
+    return setup_run(cmd, what, "setup-qemu10", "needs Debian's apt", cwd)
 
 
 def debian_archive(codename: str) -> str:
