@@ -279,6 +279,8 @@ class Comparison:
     new_runs: list[str]
     excluded: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # shown first and loudly
+    same_kernel: bool = False  # both sides booted one binary under the same settings (a warning says so)
 
     def row(self, key: str) -> Row | None:
         return next((r for r in self.rows if r.metric.key == key), None)
@@ -305,6 +307,41 @@ def _check_same_setup(runs: list[RunRecord]) -> tuple[str, str]:
     if len(loads) > 1:
         raise LabError(f"runs mix workloads ({', '.join(sorted(loads))}): compare one workload at a time")
     return runs[0].topology.name, loads.pop()
+
+
+def kernel_identity(manifest: dict) -> str | None:
+    """The binary a run booted: the build-id its guest showed, else the build-id asked for, else the image's
+    hash (records made before numalab checked identities)."""
+    k = manifest.get("kernel") if isinstance(manifest.get("kernel"), dict) else {}
+    for key, prefix in (("build_id", "build-id "), ("expected_build_id", "build-id "), ("sha256", "sha256 ")):
+        if isinstance(k.get(key), str) and k[key]:
+            return prefix + k[key][:16]
+    return None
+
+
+def _settings(r: RunRecord) -> tuple:
+    """What besides the kernel makes the two sides of an A/B differ."""
+    s = r.settings
+    clock = (r.manifest.get("accelerator") or {}).get("clock")
+    knobs = tuple(sorted(r.knobs.items()))
+    return (r.numa_balancing, knobs, r.access_matrix is not None, str(s.get("kernel_args")), str(s.get("demotion")),
+            _latency_model(r), str(clock))  # fmt: skip
+
+
+def same_kernel_warning(base: list[RunRecord], new: list[RunRecord]) -> str | None:
+    """A loud line when both sides booted one and the same kernel binary under the same settings: such an
+    A/B compares a kernel with itself, and any 'significant' difference in it is noise or the host's."""
+    ids_b = {kernel_identity(r.manifest) for r in base}
+    ids_n = {kernel_identity(r.manifest) for r in new}
+    if None in ids_b | ids_n or ids_b != ids_n or len(ids_b) != 1:
+        return None
+    if {_settings(r) for r in base} != {_settings(r) for r in new}:
+        return None  # one kernel, two settings (balancing on against off): an A/B of the settings
+    names = sorted({r.kernel_name for r in base + new})
+    return (
+        f"both sides ran the same kernel binary ({ids_b.pop()}; {' and '.join(names)}) with the same settings: "
+        "this compares a kernel with itself, so any difference below is noise, not a patch"
+    )
 
 
 def _loss(r: RunRecord) -> dict:
@@ -379,6 +416,7 @@ def compare_runs(
     accels = {r.accelerator for r in base_ok + new_ok}
     if "tcg" in accels:
         notes.append("runs used TCG software emulation: absolute times are not comparable with real hardware")
+    same = same_kernel_warning(base_ok, new_ok)
     bl, nl = labels or (_label(base_ok), _label(new_ok))
     return Comparison(
         bl,
@@ -391,6 +429,8 @@ def compare_runs(
         [r.path.name for r in new_ok],
         excluded,
         notes,
+        [same] if same else [],
+        same is not None,
     )
 
 
@@ -444,6 +484,7 @@ def to_text(c: Comparison) -> str:
     w = max([len(r.metric.key) for r in c.rows] + [20])
     head = [
         f"numalab compare: {c.topology} / {c.workload}",
+        *(f"  WARNING: {w}" for w in c.warnings),
         f"  baseline: {c.base_label} ({len(c.base_runs)} runs)   new: {c.new_label} ({len(c.new_runs)} runs)",
         f"  + means better; * marks significance ({_rule_text(c.rule)})",
         *([f"  {NEAR_ZERO_NOTE}"] if _has_delta(c) else []),
@@ -465,6 +506,7 @@ def to_markdown(c: Comparison) -> str:
     lines = [
         f"### {c.topology} / {c.workload}: {c.base_label} vs {c.new_label}",
         "",
+        *(f"> **WARNING: {w}**\n" for w in c.warnings),
         f"+ means better; **bold** = significant ({_rule_text(c.rule)}). "
         f"Baseline {len(c.base_runs)} runs, new {len(c.new_runs)} runs.",
         *([f"\n> {NEAR_ZERO_NOTE}"] if _has_delta(c) else []),
@@ -506,7 +548,8 @@ def to_html(c: Comparison) -> str:
                 f"<tr>{metric}<td>{stat}</td><td>{_num(b)}</td><td>{_num(n)}</td><td{cls}>{ps}"
                 f"{' *' if is_mean and r.significant else ''}</td></tr>"
             )
-    notes = f'<p class="note">{e(NEAR_ZERO_NOTE)}</p>' if _has_delta(c) else ""
+    notes = "".join(f'<p class="note warning"><strong>WARNING: {e(w)}</strong></p>' for w in c.warnings)
+    notes += f'<p class="note">{e(NEAR_ZERO_NOTE)}</p>' if _has_delta(c) else ""
     notes += "".join(f'<p class="note">{e(n)}</p>' for n in c.notes)
     notes += "".join(f'<p class="note">excluded: {e(x)}</p>' for x in c.excluded)
     return (
@@ -532,6 +575,8 @@ def to_dict(c: Comparison) -> dict:
         "new_runs": c.new_runs,
         "excluded": c.excluded,
         "notes": c.notes,
+        "warnings": c.warnings,
+        "same_kernel": c.same_kernel,
         "metrics": [
             {
                 "metric": r.metric.key,

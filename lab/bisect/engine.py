@@ -258,6 +258,14 @@ class Bisect:
 
     # --- the endpoints --------------------------------------------------------------
 
+    def _refuse_same_endpoints(self, n: int) -> None:
+        """Good and bad that build one binary: there is nothing to bisect, whatever runs of them would say."""
+        identity = getattr(self.runner, "identity", None)  # (a runner may not know: then runs decide)
+        ids = [identity(self.kernels[k]) for k in (0, n)] if identity else [None, None]
+        if ids[0] is not None and ids[0] == ids[1]:
+            raise LabError(f"endpoints: the good and bad kernels are the same binary (build-id {ids[0][:16]}): "
+                           "the series changes nothing that is built, so there is nothing to bisect")  # fmt: skip
+
     def endpoints(self) -> Step:
         done = self.steps().get("endpoints")
         if done is not None:
@@ -272,6 +280,7 @@ class Bisect:
                 build_s += self.clock() - b0
         except LabError as err:
             raise LabError(f"endpoint kernel does not build: {err}") from None
+        self._refuse_same_endpoints(n)
         pairs = min(len(self.runs_of(0)), len(self.runs_of(n)))
         while True:
             p0 = self.clock()

@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from lab.kernel.build import BuildRequest, build_kernel
+from lab.kernel.cache import find_built
 from lab.kernel.fragments import load_fragments
 from lab.kernel.patches import Patch, load_patches
 from lab.kernel.source import resolve_source
@@ -48,6 +49,11 @@ class KernelStepRunner:
         how = "cache hit" if result.cached else f"built in {result.seconds:.0f}s"
         self.progress(f"prefix {prefix}: kernel {result.name} ({how})")
         return result.name
+
+    def identity(self, kernel: str) -> str | None:
+        """The build-id of a built kernel (the vmlinux its build made)."""
+        built = find_built(kernel)
+        return built.build_id if built is not None else None
 
     def run(self, prefix: int, kernel: str, out: Path) -> dict:
         from lab.run.batch import requests_from_options

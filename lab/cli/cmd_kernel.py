@@ -25,7 +25,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     from lab.kernel.build import build_kernel, make_request
 
     req = make_request(args.source, args.patch, args.series, args.fragment, args.name, args.jobs,
-                       not args.no_default_fragments)  # fmt: skip
+                       not args.no_default_fragments, args.rebuild)  # fmt: skip
     result = build_kernel(req, _progress_printer(args.quiet))
     if args.json:
         print(json_text({"name": result.name, "path": str(result.path), "cached": result.cached,
@@ -33,6 +33,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         return 0
     how = f"cache hit in {_seconds(result.seconds)}" if result.cached else f"built in {_seconds(result.seconds)}"
     print(f"{result.name}: {result.path / 'bzImage'} ({result.meta.get('release', '?')}, key {result.key}, {how})")
+    print(f"  build-id {result.meta.get('build_id')} (checked in the guest at every run)")
     print(f"  boot it: numalab run --kernel {result.name}")
     return 0
 
@@ -108,6 +109,11 @@ def add_parser(sub) -> None:
                    help="do not use kernel-configs/{base,numa,trace}.config")  # fmt: skip
     b.add_argument("--name", help="name to boot it by (default: baseline, or the first patch's name)")
     b.add_argument("--jobs", "-j", type=int, default=0, metavar="N", help="make -j (default: host CPUs)")
+    b.add_argument(
+        "--rebuild",
+        action="store_true",
+        help="build even when the cache has this request (the new build replaces the cached one)",
+    )
     b.add_argument("--json", action="store_true", help="print the build's metadata as JSON")
     b.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
     b.set_defaults(func=cmd_build)

@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 from lab.cpulist import MAX_CPU_ID, checked_cpulist, format_cpulist
+from lab.kernel.identity import notes_build_id
 from lab.record_files import SCHED_DOMAINS, SCHEDSTAT, TIERS, TOPOLOGY
 from lab.topology.kernel_view import expected_numa_spans
 from lab.topology.model import Topology
@@ -219,12 +220,4 @@ def build_id(notes: Path) -> str | None:
         data = notes.read_bytes()[: 1 << 16] if notes.is_file() else b""
     except OSError:
         return None
-    off = 0
-    while off + 12 <= len(data):
-        namesz, descsz, ntype = (int.from_bytes(data[off + i : off + i + 4], "little") for i in (0, 4, 8))
-        name_start = off + 12
-        desc_start = name_start + (namesz + 3) // 4 * 4
-        if ntype == 3 and data[name_start : name_start + namesz].rstrip(b"\0") == b"GNU":
-            return data[desc_start : desc_start + min(descsz, 64)].hex()
-        off = desc_start + (descsz + 3) // 4 * 4
-    return None
+    return notes_build_id(data)

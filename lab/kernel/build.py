@@ -28,13 +28,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab.errors import LabError
-from lab.kernel.cache import builds_dir, link_name, validate_name
+from lab.kernel.cache import builds_dir, link_name, read_meta, validate_name
 from lab.kernel.fragments import Fragment, check_config, load_fragments
+from lab.kernel.identity import file_build_id, image_identity
 from lab.kernel.patches import Patch, apply_patches, load_patches
 from lab.kernel.source import Source, prepare_tree, reset_tree, resolve_source, source_root
-from lab.paths import cache_dir, json_text
+from lab.paths import cache_dir, json_text, write_text_atomic
 
-BUILD_VERSION = 2  # bump when the recipe below changes what a key's artefacts are
+# Bump when the recipe below changes what a key's artefacts are. 3: builds before it could carry a stale
+# payload (ccache served piggy.o across builds whose piggy.S was byte-identical) and recorded no build-id.
+BUILD_VERSION = 3
 ARTEFACTS = {"bzImage": "arch/x86/boot/bzImage", "config": ".config", "System.map": "System.map"}
 _OBJECT = re.compile(r"^\s+(CC|AS)\s+\S+\.o$")
 _PROGRESS_S = float(os.environ.get("NUMALAB_KERNEL_PROGRESS_S", "15"))
@@ -49,6 +52,7 @@ class BuildRequest:
     fragments: list[Fragment] = field(default_factory=list)
     name: str | None = None
     jobs: int = 0
+    rebuild: bool = False  # build even when the cache has the key (the new build replaces it)
 
     def default_name(self) -> str:
         if not self.patches:
@@ -90,7 +94,7 @@ def cache_key(req: BuildRequest) -> str:
         "patches": [[p.kind, p.strip, p.sha256()] for p in req.patches],
         "fragments": [hashlib.sha256(f.text.encode()).hexdigest() for f in req.fragments],
         "compiler": compiler_identity(),
-    }
+    } | ({"recipe": "stale-test"} if _stale_recipe() else {})
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:20]
 
 
@@ -124,9 +128,10 @@ def _fmt_s(s: float) -> str:
 
 
 def _cached(key: str) -> dict | None:
-    meta = builds_dir() / key / "meta.json"
-    if (builds_dir() / key / "bzImage").exists() and meta.exists():
-        return json.loads(meta.read_text())
+    """A finished build's meta.json; None for none, or for one that records no identity (it is redone)."""
+    meta = read_meta(builds_dir() / key)
+    if (builds_dir() / key / "bzImage").exists() and meta.get("build_id") and meta.get("bzimage_sha256"):
+        return meta
     return None
 
 
@@ -158,6 +163,38 @@ def _configure(tree: Path, out: Path, fragments: list[Fragment], log) -> None:
     check_config(fragments, (out / ".config").read_text())
 
 
+# The compiler numalab gives the kernel's make: ccache, except for a source that pulls in another file with
+# .incbin. ccache in depend mode hashes a source and the headers the compiler listed, not what the assembler
+# includes, so arch/x86/boot/compressed/piggy.S (byte-identical whenever the compressed kernel keeps its size)
+# would be answered with the previous build's piggy.o and its old kernel inside. ccache's preprocessor mode
+# refuses such sources itself, but costs a preprocessor pass per object; this check costs a grep.
+CC_WRAPPER = """#!/bin/sh
+# numalab's kernel compiler (lab/kernel/build.py): ccache, but never for a source with .incbin
+for a; do
+  case $a in
+    *.S|*.s|*.c) [ -f "$a" ] && grep -qF .incbin "$a" && exec gcc "$@" ;;
+  esac
+done
+exec ccache gcc "$@"
+"""
+STALE_TEST_ENV = "NUMALAB_TEST_STALE_CCACHE"  # tests only: the recipe before BUILD_VERSION 3, unchecked
+
+
+def _stale_recipe() -> bool:
+    return os.environ.get(STALE_TEST_ENV) == "1"
+
+
+def compiler_command() -> str:
+    """The ``CC=`` of a kernel build: the wrapper above, written once into the cache."""
+    if _stale_recipe():
+        return "ccache gcc"
+    path = cache_dir("kernels") / "numalab-cc"
+    if not path.is_file() or path.read_text() != CC_WRAPPER:
+        write_text_atomic(path, CC_WRAPPER)
+        path.chmod(0o755)
+    return str(path)
+
+
 def _compile(
     tree: Path, out: Path, jobs: int, log, progress: Progress, expected: int | None
 ) -> tuple[int, int, list[str]]:
@@ -167,8 +204,13 @@ def _compile(
     # later direct hits. Measured on mm/ + kernel/sched/: cold 32.6 s by default,
     # 26.1 s in depend mode, 25.3 s without ccache.
     env = {**os.environ, "CCACHE_DIR": str(cache_dir("ccache")), "CCACHE_DEPEND": "1", "LC_ALL": "C",
-           "KBUILD_BUILD_USER": "numalab", "KBUILD_BUILD_HOST": "numalab"}  # fmt: skip
-    cmd = ["make", f"O={out}", f"-j{jobs}", "CC=ccache gcc", "LOCALVERSION=", "bzImage"]
+           # Paths under the sources' root hashed relative to the build directory: a second source with the same
+           # files (a git tree made from the tarball) is answered from the first one's objects.
+           "CCACHE_BASEDIR": str(cache_dir("kernels", "src")),
+           "KBUILD_BUILD_USER": "numalab", "KBUILD_BUILD_HOST": "numalab",
+           # uname -v's "#N" would count numalab's builds in its private directory: always #1
+           "KBUILD_BUILD_VERSION": os.environ.get("KBUILD_BUILD_VERSION", "1")}  # fmt: skip
+    cmd = ["make", f"O={out}", f"-j{jobs}", f"CC={compiler_command()}", "LOCALVERSION=", "bzImage"]
     log.write(f"$ {' '.join(cmd)}\n")
     log.flush()
     t0 = time.monotonic()
@@ -211,12 +253,35 @@ def _stats(out: Path) -> dict:
         return {}
 
 
+def _check_payload(out: Path, log_path: Path) -> dict:
+    """The build's identity: the build-id of ``vmlinux`` (what the sources made) and the bzImage's hash,
+    after checking that the bzImage carries that very vmlinux (a stale payload is a failed build)."""
+    want = file_build_id(out / "vmlinux")
+    got = image_identity(out / ARTEFACTS["bzImage"])
+    if want is None:
+        raise LabError(f"kernel build: {out / 'vmlinux'} has no GNU build-id note (log: {log_path})")
+    if got["build_id"] != want and not _stale_recipe():
+        raise LabError(
+            f"kernel build: the bzImage carries build-id {got['build_id'] or '(unreadable payload)'}, but vmlinux "
+            f"is {want}: a stale compressed payload; numalab kernel prune --sources resets the tree (log: {log_path})"
+        )
+    piggy = out / "arch/x86/boot/compressed/piggy.S"  # the payload's wrapper: the same bytes for a same-size payload
+    return {
+        "build_id": want,
+        "bzimage_sha256": got["sha256"],
+        "payload_build_id": got["build_id"],
+        "piggy_sha256": hashlib.sha256(piggy.read_bytes()).hexdigest() if piggy.is_file() else None,
+        "recipe": "stale-test" if _stale_recipe() else "checked",
+    }
+
+
 def _build_locked(req: BuildRequest, key: str, name: str, progress: Progress) -> BuildResult:
     t0 = time.monotonic()
     tree = prepare_tree(req.source, progress)
     reset_tree(tree)
     apply_patches(tree, req.patches)
-    out = source_root(req.source) / f"build-{fragments_key(req.fragments)}"
+    stale = "-stale-test" if _stale_recipe() else ""  # (its own warm directory: CC= differs)
+    out = source_root(req.source) / f"build-{fragments_key(req.fragments)}{stale}"
     cold = not (out / "vmlinux").exists()
     out.mkdir(exist_ok=True)
     log_path = cache_dir("kernels", "logs") / f"{key}.log"
@@ -234,6 +299,7 @@ def _build_locked(req: BuildRequest, key: str, name: str, progress: Progress) ->
         (out.parent / f"{out.name}.stats.json").write_text(json_text({"objects": objects}) + "\n")
     release = subprocess.run(["make", "-s", f"O={out}", "LOCALVERSION=", "kernelrelease"], cwd=tree,
                              capture_output=True, text=True).stdout.strip()  # fmt: skip
+    identity = _check_payload(out, log_path)
     seconds = round(time.monotonic() - t0, 1)
     meta = {
         "key": key,
@@ -246,6 +312,7 @@ def _build_locked(req: BuildRequest, key: str, name: str, progress: Progress) ->
         "build_s": seconds,
         "objects_compiled": objects,
         "incremental": not cold,
+        **identity,
     }
     stage = builds_dir() / f".{key}.tmp-{os.getpid()}"
     shutil.rmtree(stage, ignore_errors=True)
@@ -266,10 +333,10 @@ def build_kernel(req: BuildRequest, progress: Progress) -> BuildResult:
     t0 = time.monotonic()
     name = validate_name(req.name or req.default_name())
     key = cache_key(req)
-    meta = _cached(key)
+    meta = None if req.rebuild else _cached(key)
     if meta is None:
         with _locked(source_root(req.source) / ".lock", progress):
-            meta = _cached(key)  # another numalab may have built it meanwhile
+            meta = None if req.rebuild else _cached(key)  # another numalab may have built it meanwhile
             if meta is None:
                 result = _build_locked(req, key, name, progress)
                 link_name(name, key)
@@ -279,7 +346,8 @@ def build_kernel(req: BuildRequest, progress: Progress) -> BuildResult:
 
 
 def make_request(source: str | None, patches: list[str] | None, series: str | None, fragments: list[str] | None,
-                 name: str | None = None, jobs: int = 0, default_fragments: bool = True) -> BuildRequest:  # fmt: skip
+                 name: str | None = None, jobs: int = 0, default_fragments: bool = True,
+                 rebuild: bool = False) -> BuildRequest:  # fmt: skip
     # Cheap checks first, so bad input fails before anything is hashed or extracted.
     loaded_patches = load_patches(patches, series)
     loaded_fragments = load_fragments(fragments, default_fragments)
@@ -289,7 +357,7 @@ def make_request(source: str | None, patches: list[str] | None, series: str | No
         validate_name(name)
     if jobs < 0:
         raise LabError(f"--jobs: must be >= 1, got {jobs}")
-    return BuildRequest(resolve_source(source), loaded_patches, loaded_fragments, name, jobs)
+    return BuildRequest(resolve_source(source), loaded_patches, loaded_fragments, name, jobs, rebuild)
 
 
 def recipe_request(name: str, recipe: dict, base_dir: Path) -> BuildRequest:

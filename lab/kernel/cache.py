@@ -17,6 +17,7 @@ from pathlib import Path
 
 from lab.errors import LabError
 from lab.kernel.bootable import Kernel
+from lab.kernel.identity import image_identity
 from lab.paths import cache_dir
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
@@ -60,18 +61,37 @@ def _entry(spec: str) -> Path | None:
 
 
 def find_built(name: str) -> Kernel | None:
-    """A built kernel by name (or build key prefix), or None."""
+    """A built kernel by name (or build key prefix), or None. A build whose bzImage is not the one its
+    meta.json recorded (edited, or cached before builds recorded their identity) is refused."""
     entry = _entry(name)
     if entry is None:
         return None
     config = entry / "config"
+    meta = read_meta(entry)
+    image = (entry / "bzImage").resolve()
+    if not meta.get("build_id") or not meta.get("bzimage_sha256"):
+        raise LabError(
+            f"--kernel {name}: its build ({entry.resolve().name}) records no build-id (made by an older numalab, "
+            "whose incremental builds could carry a stale payload): build it again with numalab kernel build"
+        )
+    if image_identity(image)["sha256"] != meta["bzimage_sha256"]:
+        raise LabError(f"--kernel {name}: {image} is not the bzImage its build recorded (sha256 differs)")
     return Kernel(
         name,
-        (entry / "bzImage").resolve(),
+        image,
         None,
         config.resolve() if config.exists() else None,
         (entry / "release").read_text().strip() if (entry / "release").exists() else "",
+        str(meta["build_id"]),
     )
+
+
+def read_meta(entry: Path) -> dict:
+    try:
+        meta = json.loads((entry / "meta.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    return meta if isinstance(meta, dict) else {}
 
 
 def list_builds() -> list[dict]:

@@ -87,6 +87,12 @@ def _decompress(payload: bytes) -> bytes | None:
     return None
 
 
+def payload_elf(bz: bytes) -> bytes | None:
+    """The vmlinux a bzImage carries, decompressed; None when it cannot be read."""
+    payload = _payload(bz)
+    return _decompress(payload) if payload else None
+
+
 def boot_image(image: Path) -> tuple[Path, str]:
     """(path to boot, "pvh" or "bzimage")."""
     data = image.read_bytes()
@@ -99,8 +105,7 @@ def boot_image(image: Path) -> tuple[Path, str]:
         return cached, "pvh"
     if miss.exists():
         return image, "bzimage"
-    payload = _payload(data)
-    elf = _decompress(payload) if payload else None
+    elf = payload_elf(data)
     if elf is None or not has_pvh_entry(elf):
         miss.touch()
         return image, "bzimage"

@@ -188,6 +188,7 @@ def build_report(
         "groups": [{"label": label, "runs": [r.run_id for r in g]} for label, g in _groups(runs)],
         "comparisons": [to_dict(c) | {"text": to_text(c)} for c in comparisons],
         "notes": notes,
+        "warnings": [f"{c.topology}/{c.workload}: {w}" for c in comparisons for w in c.warnings],
     }
     json_path, md_path = out_html.with_suffix(".json"), out_html.with_suffix(".md")
     # (a figure that came out NaN, from a record made before they were refused, is written as null)
@@ -226,6 +227,8 @@ def _write_all(outputs: dict[Path, str], out_html: Path) -> None:
 
 def render_markdown(report: dict, comparisons: list[Comparison]) -> str:
     lines = [f"# numalab report ({report['generated']})", ""]
+    for w in report.get("warnings", []):
+        lines += [f"> **WARNING: {w}**", ""]
     for n in report["notes"]:
         lines += [f"> {n}", ""]
     lines += [

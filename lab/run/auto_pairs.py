@@ -30,6 +30,7 @@ from lab.analysis.verdict import (
     verdicts_of,
 )
 from lab.errors import LabError
+from lab.kernel.resolve import resolve_kernel
 from lab.run.options import MAX_REPEAT, RunOptions
 
 
@@ -88,6 +89,16 @@ def print_verdicts(verdicts: list[Verdict], stop: Stop, out) -> None:
         print(f"verdict: {v.line()}", file=out)
 
 
+def refuse_same_binary(a, b) -> None:
+    """``--repeat auto`` between two names of one binary would 'decide' on noise: a one-line error instead."""
+    ida, idb = a.expected_build_id()[0] or a.sha256(), b.expected_build_id()[0] or b.sha256()
+    if ida == idb:
+        raise LabError(
+            f"--repeat auto: --kernel {a.name} and --kernel {b.name} are the same binary ({ida[:16]}): "
+            "there is nothing to decide (rebuild the patched kernel, or check that its patch applies)"
+        )
+
+
 def run_auto(opts: RunOptions, args: argparse.Namespace, progress: Callable[[str], None]) -> int:
     """The runs of ``opts`` (two kernels) in A B pairs; ``args`` holds --repeat auto's own options
     (lab.cli.repeat_auto_args) and --json."""
@@ -95,6 +106,7 @@ def run_auto(opts: RunOptions, args: argparse.Namespace, progress: Callable[[str
     from lab.run.execute import Interrupted, execute, print_summary
 
     decide, rule = check_auto_args(opts, args)
+    refuse_same_binary(*(resolve_kernel(k) for k in opts.kernels))
     batch = auto_batch(opts)
     protos = requests_from_options(replace(opts, repeat=1, out=batch), progress)  # [A, B], validated like any run
     labels = (protos[0].kernel.name, protos[1].kernel.name)

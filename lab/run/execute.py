@@ -433,6 +433,8 @@ def _collect(
     readback, domains, groups, problems = _guest_view(req, d, outcome, unpacked, guarded)
     console = _read(d / CONSOLE_LOG)
     evidence, result = _evidence(req, d, outcome, unpacked, share, console, problems, data_problems, guarded)
+    guest_build_id = guarded("kernel notes", build_id, None, d / KERNEL_NOTES)
+    evidence = replace(evidence, kernel_problem=kernel_problem(req.kernel, guest_build_id, evidence.booted))
     ws = outcome.stage("workload-start")
     status, reason = classify(evidence)
     metrics = _metrics(req, d, outcome, evidence.booted, ws.guest_uptime if ws else None, result, guarded)
@@ -457,7 +459,7 @@ def _collect(
         workload_result=result,
         workload_rc=evidence.workload_rc,
         guest_release=_read(d / UNAME).strip()[:256] or None,
-        build_id=guarded("kernel notes", build_id, None, d / KERNEL_NOTES),
+        build_id=guest_build_id,
         knobs_readback=_read(d / KNOBS).splitlines()[:256],
         guest=GuestView(
             readback,
@@ -481,6 +483,21 @@ def _collect(
         stalled_boots=stalled_boots,
         data_problems=tuple(data_problems),
     )
+
+
+def kernel_problem(kernel, guest_build_id: str | None, booted: bool) -> str | None:
+    """Why the guest is not running the kernel asked for (its build-id against the build's), or None."""
+    expected, source = kernel.expected_build_id()
+    if not booted or expected is None:
+        return None  # (a kernel whose image has no readable build-id is recorded as unverified)
+    if guest_build_id is None:
+        return f"the guest sent no build-id (/sys/kernel/notes): it cannot be shown to run {kernel.name}"
+    if guest_build_id != expected:
+        return (
+            f"the guest runs build-id {guest_build_id[:16]}, but {kernel.name} is {expected[:16]} (its {source}): "
+            "another kernel booted, e.g. a stale payload"
+        )
+    return None
 
 
 def _user_record(workload: Workload, result: dict | None) -> dict | None:

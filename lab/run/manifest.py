@@ -103,6 +103,20 @@ def system_map(kernel: Kernel) -> Path | None:
     return path if path.is_file() else None
 
 
+def _kernel_entry(i: ManifestInputs, booted: bool) -> dict:
+    """The kernel asked for, what the guest said it runs, and whether the two are one binary: ``identity`` is
+    verified (the guest's build-id is the build's), mismatch (status kernel-mismatch) or unverified (the
+    image has no readable build-id, or the guest never booted)."""
+    entry = i.kernel.to_dict()
+    expected = entry["expected_build_id"]
+    if expected and i.build_id:
+        identity = "verified" if i.build_id == expected else "mismatch"
+    else:
+        identity = "mismatch" if expected and booted else "unverified"
+    return entry | {"guest_release": i.guest_release, "build_id": i.build_id, "identity": identity,
+                    "boot_protocol": i.boot_protocol}  # fmt: skip
+
+
 def build(i: ManifestInputs) -> dict:
     """The manifest of one run, as written to manifest.json."""
     booted = i.outcome.stage("booted")
@@ -116,8 +130,7 @@ def build(i: ManifestInputs) -> dict:
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "numalab": __version__,
         "topology": i.topology.to_dict() | {"kernel_view": predict(i.topology)},
-        "kernel": i.kernel.to_dict()
-        | {"guest_release": i.guest_release, "build_id": i.build_id, "boot_protocol": i.boot_protocol},
+        "kernel": _kernel_entry(i, booted is not None),
         "workload": {
             "name": i.workload_name,
             "command": i.plan.workload_cmd,

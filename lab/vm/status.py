@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-STATUSES = ("ok", "panic", "limit-exceeded", "timeout", "boot-failed", "workload-failed", "topology-mismatch")
+STATUSES = (
+    "ok",
+    "panic",
+    "limit-exceeded",
+    "timeout",
+    "boot-failed",
+    "workload-failed",
+    "topology-mismatch",
+    "kernel-mismatch",
+)
 PANIC_MARKS = ("Kernel panic - not syncing", "---[ end Kernel panic")
 
 
@@ -25,6 +34,7 @@ class Evidence:
     guest_panicked: bool = False  # the guest kernel said so through pvpanic (lab.vm.console.VmOutcome)
     result_problem: str | None = None  # the workload's result line was refused (lab.guest.workloads.parse_output)
     data_problems: tuple[str, ...] = ()  # the guest's files that could not be read at all (lab.run.execute)
+    kernel_problem: str | None = None  # the guest runs another kernel than the one asked for (build-id)
 
 
 def panic_line(console: str) -> str | None:
@@ -52,6 +62,13 @@ def classify(ev: Evidence) -> tuple[str, str]:
         if hint and not failed:
             return "boot-failed", f"{hint} (on the console; the kernel did not report a panic through pvpanic)"
         return "boot-failed", failed.strip() or "the guest init never reported 'booted'"
+    return _booted(ev)
+
+
+def _booted(ev: Evidence) -> tuple[str, str]:
+    """The rules for a guest that booted: the kernel it runs, its topology, then what it wrote."""
+    if ev.kernel_problem:
+        return "kernel-mismatch", ev.kernel_problem
     if ev.topology_problems:
         return "topology-mismatch", ev.topology_problems[0]
     if not ev.guest_done:

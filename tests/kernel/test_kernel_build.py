@@ -8,6 +8,7 @@ survive between CI runs: cold, the trimmed baseline takes about 6 minutes on 2 c
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 from pathlib import Path
@@ -202,11 +203,31 @@ def test_names_and_links(tmp_path, monkeypatch) -> None:
     build.mkdir(parents=True)
     (build / "bzImage").write_bytes(b"x")
     (build / "release").write_text("6.1.0-numalab\n")
+    (build / "meta.json").write_text(
+        json.dumps({"build_id": "ab" * 20, "bzimage_sha256": hashlib.sha256(b"x").hexdigest()})
+    )
     link_name("mine", build.name)
     k = find_built("mine")
     assert k is not None and k.release == "6.1.0-numalab" and k.image == (build / "bzImage").resolve()
+    assert k.build_id == "ab" * 20 and k.expected_build_id() == ("ab" * 20, "vmlinux")
     assert find_built("01234567") is not None  # key prefix
     assert find_built("nothere") is None
+
+
+def test_a_build_is_served_only_with_its_identity(tmp_path, monkeypatch) -> None:
+    """A build that records no build-id (an older numalab's, possibly with a stale payload) or whose bzImage is not
+    the one it recorded is refused by name, with a one-line error saying what to do."""
+    monkeypatch.setenv("NUMALAB_CACHE", str(tmp_path))
+    build = tmp_path / "kernels" / "builds" / "0123456789abcdef0123"
+    build.mkdir(parents=True)
+    (build / "bzImage").write_bytes(b"x")
+    link_name("old", build.name)
+    (build / "meta.json").write_text(json.dumps({"key": build.name, "release": "r"}))
+    with pytest.raises(LabError, match="records no build-id .* build it again"):
+        find_built("old")
+    (build / "meta.json").write_text(json.dumps({"build_id": "ab" * 20, "bzimage_sha256": "0" * 64}))
+    with pytest.raises(LabError, match="is not the bzImage its build recorded"):
+        find_built("old")
 
 
 def test_cache_hit_returns_at_once_without_touching_sources(tmp_path, monkeypatch) -> None:
@@ -216,7 +237,8 @@ def test_cache_hit_returns_at_once_without_touching_sources(tmp_path, monkeypatc
     d = tmp_path / "kernels" / "builds" / key
     d.mkdir(parents=True)
     (d / "bzImage").write_bytes(b"x")
-    (d / "meta.json").write_text(json.dumps({"key": key, "release": "r"}))
+    (d / "meta.json").write_text(json.dumps({"key": key, "release": "r", "build_id": "ab" * 20,
+                                             "bzimage_sha256": hashlib.sha256(b"x").hexdigest()}))  # fmt: skip
     res = kbuild.build_kernel(req, lambda m: pytest.fail(f"progress on a cache hit: {m}"))
     assert res.cached and res.seconds < 1 and res.name == "baseline"
     assert find_built("baseline") is not None

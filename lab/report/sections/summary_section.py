@@ -54,6 +54,9 @@ def banners(report: dict) -> str:
             f"{len(damaged)} run{'s' if len(damaged) != 1 else ''}</strong>: their event counts are incomplete."
             f"</p><ul>{items}</ul></div></div>"
         )
+    for w in report.get("warnings", []):
+        tag = '<span class="tag">SAME KERNEL</span>'
+        out.append(f'<div class="banner bad">{tag}<div><p><strong>{e(w)}</strong></p></div></div>')
     for n in report.get("notes", []):
         out.append(box("info", "Note", [n]))
     return "\n".join(out)
