@@ -29,7 +29,7 @@ from pathlib import Path
 
 from lab.errors import LabError
 from lab.kernel.cache import builds_dir, link_name, validate_name
-from lab.kernel.fragments import Fragment, check_config, load_fragments
+from lab.kernel.fragments import Fragment, check_config, kconfig_symbols, kernel_version, load_fragments
 from lab.kernel.patches import Patch, apply_patches, load_patches
 from lab.kernel.source import Source, prepare_tree, reset_tree, resolve_source, source_root
 from lab.paths import cache_dir, json_text
@@ -144,7 +144,10 @@ def _first_error(lines: list[str]) -> str:
     return lines[-1].strip() if lines else "no output"
 
 
-def _configure(tree: Path, out: Path, fragments: list[Fragment], log) -> None:
+def _configure(tree: Path, out: Path, fragments: list[Fragment], log) -> list[str]:
+    """merge_config.sh + olddefconfig, then the check of every requested symbol: raises on an unmet one or an
+    essential one the tree does not have; returns one note per symbol of numalab's fragments that does not
+    exist in this tree (also written to the log), for the build's output and meta.json."""
     frag_dir = out.parent / f"{out.name}.fragments"
     frag_dir.mkdir(exist_ok=True)
     paths = []
@@ -155,7 +158,11 @@ def _configure(tree: Path, out: Path, fragments: list[Fragment], log) -> None:
     merge = ["bash", str(tree / "scripts/kconfig/merge_config.sh"), "-n", "-O", str(out), *paths]
     if _run_logged(merge, tree, log) != 0 or _run_logged(["make", f"O={out}", "olddefconfig"], tree, log) != 0:
         raise LabError(f"kernel config: merge_config.sh/olddefconfig failed (log: {log.name})")
-    check_config(fragments, (out / ".config").read_text())
+    notes = check_config(fragments, (out / ".config").read_text(), lambda: kconfig_symbols(tree), kernel_version(tree))
+    for note in notes:
+        log.write(f"numalab: note: {note}\n")
+    log.flush()
+    return notes
 
 
 def _compile(
