@@ -244,7 +244,8 @@ def format_notes(formats: dict[str, frozenset[str]], recorded: set[str]) -> list
         gone = [f for f in e.reads if f not in formats[e.name]]
         if gone:
             users = [a.name for a in ANALYSES if any(f in a.fields for f in gone) and e in a.requires]
-            shown = ", ".join(sorted(formats[e.name])) or "none"
+            printed = sorted(f[:64] for f in formats[e.name])  # (the guest's file: its names, bounded)
+            shown = ", ".join(printed[:24]) + (f" and {len(printed) - 24} more" if len(printed) > 24 else "") or "none"
             notes.append(
                 f"trace event {e.full}: this kernel's format has no {', '.join(gone)} (renamed or removed; it prints "
                 f"{shown}): " + (f"{', '.join(users)} left out, not counted as 0" if users else "not shown")

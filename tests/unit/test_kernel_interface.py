@@ -68,6 +68,13 @@ def test_a_renamed_field_skips_what_reads_it_and_says_so(monkeypatch) -> None:
     assert m["events"]["sched_move_numa"] > 0  # counting needs no field: still counted
 
 
+def test_a_hostile_format_makes_a_bounded_note() -> None:
+    (note,) = format_notes(
+        {"sched_move_numa": frozenset(f"f{i}" + "x" * 100 for i in range(5000))}, {"sched_move_numa"}
+    )
+    assert len(note) < 2500 and note.count("x" * 65) == 0 and "and 4976 more" in note
+
+
 def test_an_event_without_a_format_and_unknown_formats() -> None:
     assert format_notes({"sched_swap_numa": frozenset()}, {"sched_move_numa"}) == [
         "trace event sched:sched_move_numa: trace.dat has no format for it (not in this kernel?)"
