@@ -264,7 +264,8 @@ def kconfig_symbols(tree: Path) -> frozenset[str]:
 
 
 def kernel_version(tree: Path) -> str:
-    """'Linux 6.12.57', from the top Makefile's VERSION, PATCHLEVEL and SUBLEVEL (or 'this kernel')."""
+    """'Linux 6.12.57' or 'Linux 6.18.0-rc3', from the top Makefile's VERSION, PATCHLEVEL, SUBLEVEL and
+    EXTRAVERSION (or 'this kernel')."""
     try:
         head = (tree / "Makefile").read_text(errors="replace")[:2000]
     except OSError:
@@ -273,4 +274,5 @@ def kernel_version(tree: Path) -> str:
     if "VERSION" not in parts or "PATCHLEVEL" not in parts:
         return "this kernel"
     sub = f".{parts['SUBLEVEL']}" if parts.get("SUBLEVEL") else ""
-    return f"Linux {parts['VERSION']}.{parts['PATCHLEVEL']}{sub}"
+    extra = re.search(r"^EXTRAVERSION\s*=\s*(-[A-Za-z0-9.]{1,20})\s*$", head, re.M)
+    return f"Linux {parts['VERSION']}.{parts['PATCHLEVEL']}{sub}{extra.group(1) if extra else ''}"

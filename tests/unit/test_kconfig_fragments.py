@@ -125,6 +125,10 @@ def tree(tmp_path) -> Path:
 def test_the_trees_symbols_are_its_x86_config_entries(tree) -> None:
     assert fr.scan_kconfig(tree) == {"NUMA_BALANCING", "MIGRATION", "INDENTED", "X86_ONLY"}
     assert kernel_version(tree) == "Linux 6.12.57"
+    (tree / "Makefile").write_text(
+        "VERSION = 6\nPATCHLEVEL = 18\nSUBLEVEL = 0\nEXTRAVERSION = -rc3\nNAME = Baby Opossum\n"
+    )
+    assert kernel_version(tree) == "Linux 6.18.0-rc3"
     (tree / "Makefile").write_text("all:\n")
     assert kernel_version(tree) == "this kernel"
 
