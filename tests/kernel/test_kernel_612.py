@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
-from common import needs_setup_package, numalab
+from common import assert_one_line_error, needs_setup_package, numalab
 
 SOURCE = Path("/usr/src/linux-source-6.12.tar.xz")
 NUMA_EVENTS = ("sched_move_numa", "sched_swap_numa", "sched_stick_numa", "mm_migrate_pages")
@@ -63,3 +63,34 @@ def _run(out: Path, topology: str, workload: str) -> dict:
     assert not metrics.get("trace_problems") and "interface_notes" not in metrics, metrics.get("interface_notes")
     assert set(metrics["numa"]["skipped"]) == {"cross_node_lb"}, metrics["numa"]["skipped"]
     return m
+
+
+RENAME_NUMA_BALANCING = """A Kconfig symbol numalab needs, renamed, as a later kernel might.
+--- a/init/Kconfig
++++ b/init/Kconfig
+@@ -954,1 +954,1 @@
+-config NUMA_BALANCING
++config NUMA_BALANCING_RENAMED
+"""
+
+
+@needs_setup_package(SOURCE.is_file(), str(SOURCE), "linux-source-6.12")
+@pytest.mark.kernel_build
+def test_symbols_6_12_does_not_have_fail_when_they_matter(tmp_path) -> None:
+    """Against the real tree, in about 6 s (the configure step only): a symbol numalab needs that a patch renamed
+    (the patched Kconfig is scanned, not the remembered pristine one) and a user fragment's typo both fail, saying
+    they do not exist in 6.12; what depends on the renamed one is unmet. (The user fragment also keeps the warm build
+    directory of the default fragments out of it.)"""
+    patch = tmp_path / "rename.patch"
+    patch.write_text(RENAME_NUMA_BALANCING)
+    typo = tmp_path / "typo.config"
+    typo.write_text("CONFIG_NUMA_BALANCNG=y\n")
+    proc = numalab("kernel", "build", "--quiet", "--source", str(SOURCE), "--patch", str(patch), "--fragment",
+                   str(typo), timeout=1800)  # fmt: skip
+    assert_one_line_error(
+        proc,
+        "kernel config: 1 fragment symbol(s) not set as requested (unmet dependencies?): "
+        "CONFIG_NUMA_BALANCING_DEFAULT_ENABLED=y (got unset, from numa.config); and 2 fragment symbol(s) do not exist "
+        "in Linux 6.12.",
+        "CONFIG_NUMA_BALANCING=y (from numa.config, numalab needs it); CONFIG_NUMA_BALANCNG=y (from typo.config)",
+    )
