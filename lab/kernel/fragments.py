@@ -5,7 +5,7 @@ A fragment is a .config excerpt: ``CONFIG_FOO=y``, ``CONFIG_BAR="text"``,
 Later fragments override earlier ones, as in ``merge_config.sh``.
 
 One set of fragments serves every kernel from 6.1 to mainline, and Kconfig symbols come and go
-between versions (``BASE_FULL`` went in 6.9, ``SCHED_DEBUG`` in 6.16). A requested symbol that did
+between versions (``BASE_FULL`` went around 6.9, ``SCHED_DEBUG`` in 2025). A requested symbol that did
 not end up as asked is therefore one of two things, told apart by the tree's own Kconfig files
 (:func:`kconfig_symbols`): *unmet* (it exists; a dependency or a typo'd value kept it out: always an
 error) or *absent* (no ``config SYM`` in that tree). An absent symbol from numalab's own fragments is

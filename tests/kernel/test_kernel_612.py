@@ -4,7 +4,7 @@ the guest topology and sched-group checks, and captures the four NUMA events, wh
 counters are the ones numalab reads (no interface notes).
 
 It uses the real kernel cache, like tests/kernel/test_kernel_build.py: cold, the 6.12 build took 15 minutes on this
-shared 2-core machine (docs/kernels.md); cached, the test is two short VM runs (about 25 s here).
+shared 2-core machine (docs/kernels.md); cached, the test is two short VM runs (about 20 s here).
 """
 
 from __future__ import annotations
