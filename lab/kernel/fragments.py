@@ -243,7 +243,8 @@ def _stamp(tree: Path) -> str | None:
 
 def kconfig_symbols(tree: Path) -> frozenset[str]:
     """The tree's Kconfig symbols (without ``CONFIG_``), remembered in the tree's ``.git`` under the state of
-    its Kconfig files: a rebuild of the same source scans once (measured: docs/kernels.md)."""
+    its Kconfig files: builds of the same source scan once, until a patch touches a Kconfig file (that build, and
+    the next, whose reset gives the file a new time, scan again; measured: docs/kernels.md)."""
     stamp = _stamp(tree)
     memo = tree / ".git" / _SYMBOLS_CACHE
     if stamp is not None:

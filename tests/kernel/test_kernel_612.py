@@ -1,5 +1,5 @@
 """Debian's 6.12 source (linux-source-6.12, bookworm-security) with numalab's DEFAULT fragments: it builds (BASE_FULL,
-gone since 6.9, is a note in the build log, not an error), boots on ring-4 and ring-2 (1 CPU a node, 8 s each), passes
+gone around 6.9, is a note in the build log, not an error), boots on ring-4 and ring-2 (1 CPU a node, 8 s each), passes
 the guest topology and sched-group checks, and captures the four NUMA events, whose 6.12 formats and /proc/vmstat
 counters are the ones numalab reads (no interface notes).
 
@@ -41,13 +41,15 @@ def test_612_builds_with_the_default_fragments_boots_and_traces(tmp_path) -> Non
     events = m["metrics"]["events"]
     assert set(NUMA_EVENTS) <= set(events), events  # all four enabled and read back from 6.12's trace.dat
     assert events["mm_migrate_pages"] > 0 and m["metrics"]["vmstat"]["numa_hint_faults"] > 0, events
-    # ring-2 with communicating pairs: task moves within 8 s (3 to 11 in five runs here; numa01 on ring-4 with one
-    # CPU a node makes at most a few sticks), decoded by their node fields.
+    # ring-2 with communicating pairs: NUMA-balancing decisions within 8 s (3 to 7 in five runs here, mostly task
+    # moves; numa01 on ring-4 with one CPU a node made 0 to 4), each decoded by its node fields.
     m = _run(tmp_path / "ring2", "ring-2", "pairs")
-    moves = m["metrics"]["events"]["sched_move_numa"]
-    assert moves > 0, m["metrics"]["events"]
-    node_moves = m["metrics"]["numa"]["node_moves"]["move"]
-    assert sum(map(sum, node_moves["matrix"])) == moves and node_moves["without_destination"] == 0, node_moves
+    events = m["metrics"]["events"]
+    decisions = sum(events[e] for e in NUMA_EVENTS[:3])
+    assert decisions > 0, events
+    node_moves = m["metrics"]["numa"]["node_moves"]
+    placed = sum(sum(map(sum, k["matrix"])) + k["without_destination"] for k in node_moves.values())
+    assert placed == decisions and node_moves["move"]["without_destination"] == 0, node_moves
 
 
 def _run(out: Path, topology: str, workload: str) -> dict:
