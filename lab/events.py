@@ -12,6 +12,11 @@ cannot drift apart. Formats are Linux 6.1's (seed README):
   failed; dst_pid > 0: a swap failed
 * mm_migrate_pages: nr_succeeded nr_failed nr_thp_succeeded nr_thp_failed nr_thp_split mode reason
 * sched_migrate_task: comm pid prio orig_cpu dest_cpu
+
+Each event also names the fields numalab reads of it (``reads``: the analyses, lab.analysis.numa, and the
+Perfetto export): a run checks them against the booted kernel's formats, which trace.dat carries, and
+says which are missing (lab.analysis.numa.format_notes). 6.12's formats are 6.1's, with mm_migrate_pages'
+nr_split added.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ class TraceEvent:
     system: str
     name: str  # as a trace record names it
     short: str  # the word tables and plots use (move, swap, stick, migrate, ...)
+    reads: tuple[str, ...] = ()  # the fields numalab reads, as trace-cmd report prints them
 
     @property
     def full(self) -> str:
@@ -34,11 +40,24 @@ class TraceEvent:
         return self.full
 
 
-MOVE_NUMA = TraceEvent("sched", "sched_move_numa", "move")
-SWAP_NUMA = TraceEvent("sched", "sched_swap_numa", "swap")
-STICK_NUMA = TraceEvent("sched", "sched_stick_numa", "stick")
-MIGRATE_PAGES = TraceEvent("migrate", "mm_migrate_pages", "migrate")
-MIGRATE_TASK = TraceEvent("sched", "sched_migrate_task", "lb")
+_PAIR = (
+    "src_pid",
+    "src_tgid",
+    "src_ngid",
+    "src_cpu",
+    "src_nid",
+    "dst_pid",
+    "dst_tgid",
+    "dst_ngid",
+    "dst_cpu",
+    "dst_nid",
+)
+MOVE_NUMA = TraceEvent("sched", "sched_move_numa", "move", ("pid", "tgid", "src_cpu", "src_nid", "dst_cpu", "dst_nid"))
+SWAP_NUMA = TraceEvent("sched", "sched_swap_numa", "swap", _PAIR)
+STICK_NUMA = TraceEvent("sched", "sched_stick_numa", "stick", tuple(f for f in _PAIR if not f.endswith("_ngid")))
+_MIGRATED = ("nr_succeeded", "nr_failed", "nr_thp_succeeded", "nr_thp_failed", "nr_thp_split", "reason")
+MIGRATE_PAGES = TraceEvent("migrate", "mm_migrate_pages", "migrate", _MIGRATED)
+MIGRATE_TASK = TraceEvent("sched", "sched_migrate_task", "lb", ("orig_cpu", "dest_cpu"))
 
 # The NUMA-balancing decisions, in the order tables show them.
 NUMA_DECISIONS: tuple[TraceEvent, ...] = (MOVE_NUMA, SWAP_NUMA, STICK_NUMA)

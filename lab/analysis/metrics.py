@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.analysis.lost import completeness, lost_per_cpu
-from lab.analysis.mmtests import autonuma_cost, deltas, derived_rows, hint_local_percent
-from lab.analysis.numa import ANALYSIS_EVENTS, analyse_trace
+from lab.analysis.mmtests import VMSTAT_NUMA_KEYS, autonuma_cost, deltas, derived_rows, hint_local_percent
+from lab.analysis.numa import ANALYSIS_EVENTS, analyse_trace, format_notes
 from lab.errors import LabError
 from lab.events import MIGRATE_PAGES, NUMA_DECISIONS
 from lab.guest.readback import read_vmstat, read_vmstat_series
@@ -45,6 +45,7 @@ def vmstat_series(run_dir: Path, t0: float | None) -> dict:
 def run_metrics(run_dir: Path, topo: Topology, recorded: tuple[str, ...], t0: float | None) -> dict:
     """Everything measurable about one run, as JSON-ready data."""
     out: dict = {"trace_problems": []}
+    notes: list[str] = []  # what numalab reads that this kernel does not have (interface_notes)
     recorded_names = {e.split(":")[-1] for e in recorded}
     trace = run_dir / TRACE_DAT
     if trace.exists():
@@ -64,6 +65,7 @@ def run_metrics(run_dir: Path, topo: Topology, recorded: tuple[str, ...], t0: fl
                 data.problems.append(f"trace.dat holds {held} of the {stats['entries']} events the guest buffered")
             out["trace_problems"] = data.problems
             out["numa"] = analyse_trace(data, topo, recorded_names, t0 or 0.0)
+            notes += format_notes(data.formats, recorded_names)
         except LabError as err:
             out["trace_problems"].append(str(err))
     elif recorded:
@@ -83,13 +85,37 @@ def run_metrics(run_dir: Path, topo: Topology, recorded: tuple[str, ...], t0: fl
             if d.get("numa_hint_faults")
             else None
         )
-        d["autonuma_cost"] = autonuma_cost(
-            d.get("numa_pte_updates", 0), d.get("numa_hint_faults", 0), d.get("numa_pages_migrated", 0)
-        )
+        # The figures made of several counters only when the kernel has them all: not from zeros.
+        if all(k in d for k in MMTESTS_INPUTS):
+            d["autonuma_cost"] = autonuma_cost(d["numa_pte_updates"], d["numa_hint_faults"], d["numa_pages_migrated"])
+            out["mmtests"] = derived_rows(d)
         out["vmstat"] = d
-        out["mmtests"] = derived_rows(d)
         out["vmstat_series"] = vmstat_series(run_dir, t0)
+        notes += vmstat_notes(start, end)
+    if notes:
+        out["interface_notes"] = notes
     return out
+
+
+# The counters mmtests' derived rows and the AutoNUMA cost are made of.
+MMTESTS_INPUTS = (
+    "numa_pte_updates",
+    "numa_huge_pte_updates",
+    "numa_hint_faults",
+    "numa_hint_faults_local",
+    "numa_pages_migrated",
+)
+
+
+def vmstat_notes(start: dict[str, int], end: dict[str, int]) -> list[str]:
+    """A line naming the /proc/vmstat counters numalab reads that this kernel does not have (a rename, or a
+    config without NUMA balancing): they are left out of the metrics, never counted as 0. [] if all are there."""
+    gone = [k for k in VMSTAT_NUMA_KEYS if k not in start and k not in end]
+    if not gone:
+        return []
+    return [
+        f"/proc/vmstat: this kernel has no {', '.join(gone)} (renamed, or not built in): left out, not counted as 0"
+    ]
 
 
 @dataclass(frozen=True)

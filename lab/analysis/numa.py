@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from lab.events import (
     BY_NAME,
+    KNOWN,
     MIGRATE_PAGES,
     MIGRATE_TASK,
     MOVE_NUMA,
@@ -43,6 +44,7 @@ class Analysis:
     fn: Callable[[TraceData, Topology, float], dict]
     any_of: bool = False  # True: runs if any required event was recorded
     default: bool = True  # its events are traced unless the user says otherwise (default_events)
+    fields: tuple[str, ...] = ()  # the fields it reads (each in the ``reads`` of one of its events)
 
 
 def _matrix(n: int) -> list[list[int]]:
@@ -173,15 +175,17 @@ def cross_node_lb(trace: TraceData, topo: Topology, _t0: float) -> dict:
 
 
 ANALYSES = (
-    Analysis("node_moves", NUMA_DECISIONS, node_moves, any_of=True),
-    Analysis("stick_reasons", (STICK_NUMA,), stick_reasons),
-    Analysis("swap_groups", (SWAP_NUMA,), swap_groups),
-    Analysis("per_task", NUMA_DECISIONS, per_task, any_of=True),
+    Analysis("node_moves", NUMA_DECISIONS, node_moves, any_of=True, fields=("src_nid", "dst_nid")),
+    Analysis("stick_reasons", (STICK_NUMA,), stick_reasons, fields=("dst_cpu", "dst_pid")),
+    Analysis("swap_groups", (SWAP_NUMA,), swap_groups, fields=("src_ngid", "dst_ngid")),
+    Analysis("per_task", NUMA_DECISIONS, per_task, any_of=True,
+             fields=("pid", "tgid", "src_pid", "src_tgid", "dst_pid", "dst_tgid")),
     Analysis("rates", NUMA_DECISIONS, rates, any_of=True),
-    Analysis("migrate_pages", (MIGRATE_PAGES,), migrate_pages),
+    Analysis("migrate_pages", (MIGRATE_PAGES,), migrate_pages,
+             fields=("nr_succeeded", "nr_failed", "nr_thp_succeeded", "nr_thp_failed", "nr_thp_split", "reason")),
     # Every load-balancer migration is far more than the NUMA decisions: traced only when asked (--event).
-    Analysis("cross_node_lb", (MIGRATE_TASK,), cross_node_lb, default=False),
-)
+    Analysis("cross_node_lb", (MIGRATE_TASK,), cross_node_lb, default=False, fields=("orig_cpu", "dest_cpu")),
+)  # fmt: skip
 
 
 def default_events(analyses: tuple[Analysis, ...] = ANALYSES) -> tuple[TraceEvent, ...]:
@@ -194,14 +198,56 @@ def default_events(analyses: tuple[Analysis, ...] = ANALYSES) -> tuple[TraceEven
 ANALYSIS_EVENTS = tuple(sorted({e.name for a in ANALYSES for e in a.requires}))
 
 
+def missing_fields(a: Analysis, formats: dict[str, frozenset[str]], recorded: set[str]) -> dict[str, list[str]]:
+    """Event name -> the fields ``a`` reads of it that the booted kernel's format does not print (events whose
+    format is unknown are taken as they are documented in lab.events)."""
+    out = {}
+    for e in a.requires:
+        if e.name in recorded and e.name in formats:
+            gone = [f for f in a.fields if f in e.reads and f not in formats[e.name]]
+            if gone:
+                out[e.name] = gone
+    return out
+
+
 def analyse_trace(trace: TraceData, topo: Topology, recorded: set[str], t0: float) -> dict:
-    """Run every analysis whose events were recorded; list the others as skipped."""
+    """Run every analysis whose events were recorded and whose fields this kernel prints; list the others as
+    skipped, with why (an analysis that read a field the kernel renamed would count zeros)."""
     out: dict = {"skipped": {}}
     for a in ANALYSES:
         have = [r for r in a.requires if r.name in recorded]
         ok = bool(have) if a.any_of else len(have) == len(a.requires)
-        if ok:
+        gone = missing_fields(a, trace.formats, recorded) if ok else {}
+        if gone:
+            what = "; ".join(f"{name} has no {', '.join(fields)}" for name, fields in gone.items())
+            out["skipped"][a.name] = f"{what} in this kernel's format"
+        elif ok:
             out[a.name] = a.fn(trace, topo, t0)
         else:
             out["skipped"][a.name] = f"needs {', '.join(r.name for r in a.requires)} (not recorded)"
     return out
+
+
+def format_notes(formats: dict[str, frozenset[str]], recorded: set[str]) -> list[str]:
+    """One line per recorded event whose format, in the booted kernel, lacks a field numalab reads (or that
+    trace.dat has no format for): what a run record says instead of counting zeros. [] when the formats are
+    unknown (a trace-cmd that cannot list them) or all there."""
+    if not formats:
+        return []
+    notes = []
+    for e in KNOWN:
+        if e.name not in recorded:
+            continue
+        if e.name not in formats:
+            notes.append(f"trace event {e.full}: trace.dat has no format for it (not in this kernel?)")
+            continue
+        gone = [f for f in e.reads if f not in formats[e.name]]
+        if gone:
+            users = [a.name for a in ANALYSES if any(f in a.fields for f in gone) and e in a.requires]
+            printed = sorted(f[:64] for f in formats[e.name])  # (the guest's file: its names, bounded)
+            shown = ", ".join(printed[:24]) + (f" and {len(printed) - 24} more" if len(printed) > 24 else "") or "none"
+            notes.append(
+                f"trace event {e.full}: this kernel's format has no {', '.join(gone)} (renamed or removed; it prints "
+                f"{shown}): " + (f"{', '.join(users)} left out, not counted as 0" if users else "not shown")
+            )
+    return notes

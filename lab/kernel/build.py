@@ -29,7 +29,7 @@ from pathlib import Path
 
 from lab.errors import LabError
 from lab.kernel.cache import builds_dir, link_name, read_meta, validate_name
-from lab.kernel.fragments import Fragment, check_config, load_fragments
+from lab.kernel.fragments import Fragment, check_config, kconfig_symbols, kernel_version, load_fragments
 from lab.kernel.identity import file_build_id, image_identity
 from lab.kernel.patches import Patch, apply_patches, load_patches
 from lab.kernel.source import Source, prepare_tree, reset_tree, resolve_source, source_root
@@ -149,7 +149,10 @@ def _first_error(lines: list[str]) -> str:
     return lines[-1].strip() if lines else "no output"
 
 
-def _configure(tree: Path, out: Path, fragments: list[Fragment], log) -> None:
+def _configure(tree: Path, out: Path, fragments: list[Fragment], log) -> list[str]:
+    """merge_config.sh + olddefconfig, then the check of every requested symbol: raises on an unmet one or an
+    essential one the tree does not have; returns one note per symbol of numalab's fragments that does not
+    exist in this tree (also written to the log), for the build's output and meta.json."""
     frag_dir = out.parent / f"{out.name}.fragments"
     frag_dir.mkdir(exist_ok=True)
     paths = []
@@ -160,7 +163,11 @@ def _configure(tree: Path, out: Path, fragments: list[Fragment], log) -> None:
     merge = ["bash", str(tree / "scripts/kconfig/merge_config.sh"), "-n", "-O", str(out), *paths]
     if _run_logged(merge, tree, log) != 0 or _run_logged(["make", f"O={out}", "olddefconfig"], tree, log) != 0:
         raise LabError(f"kernel config: merge_config.sh/olddefconfig failed (log: {log.name})")
-    check_config(fragments, (out / ".config").read_text())
+    notes = check_config(fragments, (out / ".config").read_text(), lambda: kconfig_symbols(tree), kernel_version(tree))
+    for note in notes:
+        log.write(f"numalab: note: {note}\n")
+    log.flush()
+    return notes
 
 
 # The compiler numalab gives the kernel's make: ccache, except for a source that pulls in another file with
@@ -286,7 +293,9 @@ def _build_locked(req: BuildRequest, key: str, name: str, progress: Progress) ->
     out.mkdir(exist_ok=True)
     log_path = cache_dir("kernels", "logs") / f"{key}.log"
     with open(log_path, "w") as log:
-        _configure(tree, out, req.fragments, log)
+        config_notes = _configure(tree, out, req.fragments, log)
+        for note in config_notes:
+            progress(f"note: {note}")
         jobs = req.jobs or len(os.sched_getaffinity(0))
         stats = _stats(out)
         progress(f"building {name} ({'cold' if cold else 'incremental'}, -j{jobs}, log {log_path})")
@@ -312,6 +321,7 @@ def _build_locked(req: BuildRequest, key: str, name: str, progress: Progress) ->
         "build_s": seconds,
         "objects_compiled": objects,
         "incremental": not cold,
+        "config_notes": config_notes,  # fragment symbols this kernel does not have (lab.kernel.fragments)
         **identity,
     }
     stage = builds_dir() / f".{key}.tmp-{os.getpid()}"

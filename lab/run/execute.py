@@ -616,6 +616,8 @@ def print_summary(manifest: dict, out=sys.stdout) -> None:
     ok = manifest["status"] == "ok"
     for problem in [*(m.get("trace_problems", []) if ok else []), *manifest.get("guest_data_problems", [])]:
         lines.append(f"  PROBLEM: {problem}")
+    for note in m.get("interface_notes", []):
+        lines.append(f"  NOTE: {note}")
     if ok and m.get("trace_unreadable"):
         lines.append("    the trace could not be read: no event counts; numalab compare leaves this run out")
     if m.get("lost_events"):

@@ -51,6 +51,8 @@ class TraceData:
     counts: Counter = field(default_factory=Counter)  # every event in the file, by name
     dropped: dict[int, int] = field(default_factory=dict)  # cpu -> events the tracer dropped
     problems: list[str] = field(default_factory=list)  # what could not be read
+    # event name -> the field names its print format shows, from the formats trace.dat carries ({}: unknown)
+    formats: dict[str, frozenset[str]] = field(default_factory=dict)
 
     def named(self, *names: str) -> list[Event]:
         wanted = {n.split(":")[-1] for n in names}
@@ -76,6 +78,26 @@ def check_file(path: Path) -> list[str]:
         if int(off) + int(length) > size:
             problems.append(f"{path.name}: CPU {cpu} data is cut off ({int(off) + int(length) - size} bytes missing)")
     return problems
+
+
+# A print format's "name=%..." conversions: the field names trace-cmd report prints, and so the ones the
+# analyses read (they can differ from the format's own fields: mm_migrate_pages prints its "succeeded"
+# as nr_succeeded).
+_PRINTED_FIELD = re.compile(r"(\w+)=%")
+
+
+def read_formats(path: Path) -> dict[str, frozenset[str]]:
+    """Event name -> the field names its print format shows, from the event formats a trace.dat carries (trace-cmd
+    record and extract copy every event's ``format`` file into it, raw mode the enabled ones: the guest needs no
+    extra step). {} when trace-cmd cannot list them."""
+    res = _trace_cmd(["dump", "--events", "-i", str(path)])
+    if res.returncode != 0:
+        return {}
+    out: dict[str, frozenset[str]] = {}
+    for block in re.split(r"^name: ", res.stdout, flags=re.M)[1:]:
+        name, _, rest = block.partition("\n")
+        out[name.strip()] = frozenset(_PRINTED_FIELD.findall(rest.partition("print fmt:")[2]))
+    return out
 
 
 def _parse_report(lines, wanted: set[str] | None, events: list[Event], counts: Counter, dropped: dict) -> None:
@@ -133,7 +155,7 @@ def read_trace(path: Path, names: tuple[str, ...] | None = None) -> TraceData:
             err_file.seek(0)
             msg = [ln for ln in err_file.read(1 << 16).splitlines() if ln.strip()]
             problems.append(f"trace-cmd report failed: {msg[-1] if msg else 'exit ' + str(rc)}")
-    return TraceData(events, counts, dropped, problems)
+    return TraceData(events, counts, dropped, problems, read_formats(path))
 
 
 STAT_KEYS = ("entries", "overrun", "commit overrun", "dropped events")

@@ -176,6 +176,10 @@ def run_section(r: dict) -> str:
     problems = m.get("trace_problems") or []
     if problems and status == "ok":
         parts.append(box("warn", "Trace problems: this part of the data is incomplete", [str(p) for p in problems]))
+    if notes := m.get("interface_notes"):
+        parts.append(
+            box("warn", "This kernel lacks what numalab reads: those figures are left out", list(map(str, notes)))
+        )
     lost = m.get("lost_events")
     if lost:
         what = ["the tracer's ring buffer overflowed or dropped events; counts below are lower bounds"]
