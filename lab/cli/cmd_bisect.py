@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from lab.cli.common import progress
+from lab.cli.common import debug, options_line, progress
 from lab.cli.shared_options import (
     DECIDE_DEFAULT,
     ab_options,
@@ -116,6 +116,20 @@ def _config(args: argparse.Namespace, patches: list[str]):
                   f"{topo.label}/{workload}/{settings}", what)  # fmt: skip
 
 
+def _check_before_building(template) -> None:
+    """What the runs' settings can be checked for before any kernel is built (a bisect's first run comes
+    after two kernel builds): the topology, the QEMU and its clock. The first run checks the rest."""
+    from lab.run.batch import backend_of
+    from lab.vm.emulator import qemu_version_tuple
+    from lab.vm.guest_clock import check as check_clock
+
+    template.topology.load()
+    check_clock(template.clock, template.backend, template.accel, None)
+    backend = backend_of(template)
+    if template.clock != "host":
+        check_clock(template.clock, backend.name, template.accel, qemu_version_tuple(backend.emulator_version()))
+
+
 def _print_answer(result: dict, out: Path, human) -> None:
     from lab.bisect.engine import load_steps, ordered, result_text
 
@@ -176,6 +190,9 @@ def cmd_bisect(args: argparse.Namespace) -> int:
 
     # Every run the bisect makes has these settings (kernel_steps replaces the kernel and the record's place).
     template = RunOptions(topology=topology_ref(args), workload=workload_of(args), **run_settings(args))
+    debug(f"bisect config: {json_text(cfg.to_dict(), sort_keys=True)}")
+    debug(f"every run (options not at their defaults, kernel and out aside): {options_line(template)}")
+    _check_before_building(template)
     runner = KernelStepRunner(source, series, args.fragment, template, progress)
     from lab.run.execute import Interrupted
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from lab.cli.common import progress
+from lab.cli.common import debug, progress
 from lab.cli.shared_options import json_option, kernel_source_options, make_jobs_option
 from lab.errors import LabError
 from lab.paths import json_text
@@ -22,6 +22,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         raise LabError(f"--make-jobs: must be >= 1 (or 0: the host's CPUs), got {args.make_jobs}")
     req = make_request(args.source, args.patch, args.series, args.fragment, args.name, args.make_jobs,
                        not args.no_default_fragments)  # fmt: skip
+    debug(f"kernel build: {len(req.patches)} patches, {len(req.fragments)} fragments, make -j "
+          f"{args.make_jobs or 'the host CPUs'}, name {req.name or '(default)'}")  # fmt: skip
     result = build_kernel(req, progress)
     if args.json:
         print(json_text({"name": result.name, "path": str(result.path), "cached": result.cached,

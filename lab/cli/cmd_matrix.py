@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lab.cli.common import progress, warn
+from lab.cli.common import debug, progress, warn
 from lab.cli.shared_options import json_option, max_vms_of, max_vms_option, out_option
 from lab.datafile import load_json
 from lab.errors import LabError
@@ -116,6 +116,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     out = args.out or Path(default)
     check_out_dir(out, spec, shard)
     hosts, backend = _hosts(spec, args)
+    debug(f"matrix {spec.name}: at most {max_vms or 'as many VMs as fit'} at once, backend {backend or 'qemu'}, "
+          f"fail-fast {args.fail_fast}, overcommit {args.overcommit}")  # fmt: skip
     kernel_args = matrix_kernel_args(spec, progress)
     check_inputs(out, input_hashes(spec, kernel_args))
     progress(f"{len(runs)} runs -> {out}" + (f" on {len(hosts)} libvirt hosts" if hosts else ""))

@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 
 from lab.cli.cmd_topo import topology_ref
-from lab.cli.common import Parser, progress
+from lab.cli.common import Parser, debug, options_line, progress
 from lab.cli.shared_options import (
     ab_options,
     balancing_options,
@@ -85,12 +85,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     from lab.run.batch import run_options
 
     opts = run_options_from_args(args)
+    debug(f"run options (those not at their defaults): {options_line(opts)}")
     if args.repeat == "auto":
         from lab.run.auto_pairs import run_auto
 
         # lab.run.auto_pairs reads the A/B budget by the names it had before they were unified.
         args.min_repeats, args.max_repeats = pairs_of(args)
         time_budget_of(args)
+        debug(f"--repeat auto: {args.min_repeats}..{args.max_repeats} pairs, time budget {args.time_budget}, "
+              f"deciding on {args.decide or 'the default metric'} by {args.significance}")  # fmt: skip
         return run_auto(opts, args, progress)
     reject_without_auto(args)
     return run_options(opts, progress, json_out=args.json, report=args.report)

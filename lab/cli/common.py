@@ -54,6 +54,21 @@ def progress(msg: str) -> None:
     log.info(msg)
 
 
+def debug(msg: str) -> None:
+    """A line only -v shows: what numalab made of the options, and why."""
+    if not log.handlers:
+        setup_logging()
+    log.debug(msg)
+
+
+def options_line(opts) -> str:
+    """A RunOptions on one line, only the fields that differ from the library's defaults (for debug lines)."""
+    from lab.paths import json_text
+
+    default = type(opts)().to_dict()
+    return json_text({k: v for k, v in opts.to_dict().items() if v != default.get(k)}, sort_keys=True)
+
+
 def warn(msg: str) -> None:
     if not log.handlers:
         setup_logging()

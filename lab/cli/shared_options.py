@@ -26,8 +26,8 @@ QEMU_HELP = (
 )
 
 SIGNIFICANCE_HELP = (
-    "significance rule of A/B verdicts and tables: welch (Welch's t-test, two-sided, p<0.05; the default) or "
-    "ci-overlap (mmtests' rule, |dmean| > 1.96*(sd_base+sd_new) with sd the runs' standard deviation, so more "
+    "the significance rule of A/B verdicts and tables: welch: Welch's t-test, two-sided, p<0.05 (default); "
+    "ci-overlap: mmtests' rule, |dmean| > 1.96*(sd_base+sd_new) with sd the runs' standard deviation (so more "
     "runs do not make it easier to pass)"
 )
 

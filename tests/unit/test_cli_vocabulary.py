@@ -169,3 +169,48 @@ def test_topo_list_shows_the_slit_values() -> None:
     assert proc.returncode == 0 and "SLIT VALUES" in proc.stdout.splitlines()[0]
     row = next(ln for ln in proc.stdout.splitlines() if ln.startswith("tiered-1s-far "))
     assert " 10/20 " in row  # its SLIT; the kernel's distance levels among CPU nodes are only 10
+
+
+def test_bisect_makes_its_runs_with_the_run_settings_given(monkeypatch, tmp_path) -> None:
+    """bisect's run settings reach the RunOptions every run is made from (lab.bisect.kernel_steps' template),
+    with run's defaults where none is given; those not at run's defaults are recorded in the config."""
+    import lab.bisect.engine as engine
+    import lab.bisect.kernel_steps as kernel_steps
+    import lab.cli.cmd_bisect as cmd_bisect
+
+    seen: dict = {}
+
+    class Stop(Exception):
+        pass
+
+    class Runner:
+        def __init__(self, source, series, fragments, template, progress) -> None:
+            seen["template"] = template
+
+    class Bisect:
+        def __init__(self, out, cfg, runner, progress) -> None:
+            seen["cfg"] = cfg
+
+        def run(self):
+            raise Stop
+
+    monkeypatch.setattr(kernel_steps, "KernelStepRunner", Runner)
+    monkeypatch.setattr(engine, "Bisect", Bisect)
+    monkeypatch.setattr(cmd_bisect, "_check_before_building", lambda template: None)  # (no QEMU asked)
+    series = str(REPO / "kernel-configs" / "patches" / "bisect-example")
+    args = build_parser().parse_args(["bisect", "--series", series, "--out", str(tmp_path / "b"), "--metric",
+                                      "timings.boot_s", "--budget", "60", "--knob", "scan_delay_ms=100", "--append",
+                                      "initcall_debug", "--numa-balancing", "tiering", "--accel", "tcg", "--clock",
+                                      "virtual", "--qemu", "backports", "--event", "sched:sched_switch"])  # fmt: skip
+    with pytest.raises(Stop):
+        args.func(args)
+    t = seen["template"]
+    assert (t.topology.name, t.workload, t.duration) == ("ring-4", "numa01", 20.0)  # run's defaults
+    assert t.knobs == ("scan_delay_ms=100",) and t.append == ("initcall_debug",) and t.events == ("sched:sched_switch",)
+    assert (t.numa_balancing, t.accel, t.clock, t.qemu) == ("tiering", "tcg", "virtual", "backports")
+    cfg = seen["cfg"]
+    assert (cfg.metric, cfg.budget_s, cfg.min_pairs, cfg.max_pairs) == ("timings.boot_s", 60.0, 3, 8)
+    assert cfg.what["run_settings"] == {"accel": "tcg", "append": ["initcall_debug"], "clock": "virtual",
+                                        "events": ["sched:sched_switch"], "knobs": ["scan_delay_ms=100"],
+                                        "qemu": "backports"}  # fmt: skip
+    assert cfg.context == "ring-4/numa01/balancing-tiering"
