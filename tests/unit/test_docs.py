@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -207,6 +208,8 @@ def test_completions_offer_every_subcommand(tmp_path: Path) -> None:
     assert text.startswith("#compdef numalab")
     for name in ("_numalab_topologies", "_numalab_workloads", "_numalab_seeds", "_numalab_kernels"):
         assert f"{name}() {{" in text and f":{name}" in text, name
+    if shutil.which("zsh"):  # (not a dependency: where it is installed, the script must at least parse)
+        subprocess.run(["zsh", "-n", str(zsh)], check=True, timeout=30)
     for path in paths:
         assert path.split()[-1] in text, path
     assert "run-options" not in text and "run-options" not in bash.read_text()
