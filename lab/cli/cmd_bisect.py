@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from lab.cli.common import debug, options_line, progress
+from lab.cli.common import debug, options_line, progress, warn
 from lab.cli.shared_options import (
     DECIDE_DEFAULT,
     ab_options,
@@ -199,7 +199,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     try:
         result = Bisect(Path(args.out), cfg, runner, progress).run()
     except Interrupted as sig:
-        progress(f"interrupted by {sig}: the finished steps and runs are kept; run the same command to resume")
+        warn(f"interrupted by {sig}: the finished steps and runs are kept; run the same command to resume", bare=True)
         return 143 if str(sig) == "SIGTERM" else 130
     paths = write_report(Path(args.out))
     human = sys.stderr if args.json else sys.stdout

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lab.cli.common import debug, progress, warn
-from lab.cli.shared_options import json_option, max_vms_of, max_vms_option, out_option
+from lab.cli.shared_options import connect_option, json_option, max_vms_of, max_vms_option, out_option
 from lab.datafile import load_json
 from lab.errors import LabError
 from lab.matrix.kernels import check_recipes, matrix_kernel_args
@@ -79,7 +79,7 @@ def _reports(out: Path, runs) -> None:
             try:
                 build_report([d], d / "report.html")
             except LabError as err:
-                progress(f"report for {r.id}: {err}")
+                warn(f"report for {r.id}: {err}")
 
 
 def _hosts(spec: MatrixSpec, args: argparse.Namespace) -> tuple[list, dict]:
@@ -264,7 +264,7 @@ def add_parser(sub) -> None:
         choices=("qemu", "libvirt"),
         help="qemu (default) or libvirt; a spec with hosts: uses libvirt on those hosts",
     )
-    p.add_argument("--connect", metavar="URI", help="libvirt URI for --backend libvirt (default qemu:///system)")
+    connect_option(p)
     p.set_defaults(func=cmd_run)
 
     p = ms.add_parser("merge", help="join shard results", description="Merge shard output directories into one.")

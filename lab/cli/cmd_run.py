@@ -11,6 +11,7 @@ from lab.cli.common import Parser, debug, options_line, progress
 from lab.cli.shared_options import (
     ab_options,
     balancing_options,
+    connect_option,
     json_option,
     memory_options,
     out_option,
@@ -185,11 +186,7 @@ def add_parser(sub) -> None:
         default=d.backend,
         help=f"(default {d.backend}) qemu: start QEMU directly; libvirt: a libvirt daemon runs the VM",
     )
-    g.add_argument(
-        "--connect",
-        metavar="URI",
-        help="libvirt URI for --backend libvirt (default qemu:///system), e.g. qemu+ssh://user@host/system",
-    )
+    connect_option(g)
     g.add_argument(
         "--pool-dir",
         metavar="DIR",

@@ -48,10 +48,14 @@ def setup_logging(verbosity: int = 0) -> logging.Logger:
 
 
 def progress(msg: str) -> None:
-    """A progress line (silenced by -q): the sink of every progress callback the CLI hands the library."""
+    """A progress line (silenced by -q): the sink of every progress callback the CLI hands the library. A line
+    the library starts with ``warning: `` is a warning, which -q keeps."""
     if not log.handlers:
         setup_logging()
-    log.info(msg)
+    if msg.startswith("warning: "):
+        log.warning(msg.removeprefix("warning: "))
+    else:
+        log.info(msg)
 
 
 def debug(msg: str) -> None:
@@ -69,10 +73,11 @@ def options_line(opts) -> str:
     return json_text({k: v for k, v in opts.to_dict().items() if v != default.get(k)}, sort_keys=True)
 
 
-def warn(msg: str) -> None:
+def warn(msg: str, *, bare: bool = False) -> None:
+    """A warning line (``bare``: without the word warning); -q keeps it."""
     if not log.handlers:
         setup_logging()
-    log.warning(msg)
+    log.warning(msg, extra={"bare": bare})
 
 
 def error(msg: str, *, bare: bool = False) -> None:

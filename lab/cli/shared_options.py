@@ -118,6 +118,12 @@ def memory_options(container) -> None:
     container.add_argument("--prealloc", action="store_true", help="preallocate guest memory")
 
 
+def connect_option(container) -> None:
+    """--connect URI (run, matrix run): the libvirt host that runs the VMs."""
+    container.add_argument("--connect", metavar="URI", help="libvirt URI for --backend libvirt (default "
+                           "qemu:///system), e.g. qemu+ssh://user@host/system")  # fmt: skip
+
+
 # --- kernel ------------------------------------------------------------------------------------------------
 
 

@@ -214,3 +214,18 @@ def test_bisect_makes_its_runs_with_the_run_settings_given(monkeypatch, tmp_path
                                         "events": ["sched:sched_switch"], "knobs": ["scan_delay_ms=100"],
                                         "qemu": "backports"}  # fmt: skip
     assert cfg.context == "ring-4/numa01/balancing-tiering"
+
+
+def test_quiet_keeps_the_library_s_warnings(capsys) -> None:
+    from lab.cli.common import progress, setup_logging
+
+    try:
+        setup_logging(-1)
+        progress("building...")
+        progress("warning: no slow memory tier")
+        assert capsys.readouterr().err == "numalab: warning: no slow memory tier\n"
+        setup_logging(0)
+        progress("building...")
+        assert capsys.readouterr().err == "numalab: building...\n"
+    finally:
+        setup_logging(0)
