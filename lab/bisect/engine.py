@@ -86,7 +86,7 @@ class Config:
         if self.threshold_pct is not None and not (math.isfinite(self.threshold_pct) and self.threshold_pct > 0):
             raise LabError(f"--threshold: must be a percentage > 0, got {self.threshold_pct:g}")
         if self.budget_s is not None and not (math.isfinite(self.budget_s) and self.budget_s > 0):
-            raise LabError(f"--budget: must be > 0 seconds, got {self.budget_s:g}")
+            raise LabError(f"--time-budget: must be > 0 seconds, got {self.budget_s:g}")
         if not MIN_REPEATS <= self.min_pairs <= self.max_pairs:
             raise LabError(f"--min-pairs: must be between {MIN_REPEATS} and --max-pairs ({self.max_pairs}), "
                            f"got {self.min_pairs}")  # fmt: skip

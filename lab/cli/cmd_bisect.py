@@ -6,14 +6,29 @@ import argparse
 import sys
 from pathlib import Path
 
-from lab.cli.cmd_topo import size_options, topology_ref
-from lab.cli.common import progress
+from lab.cli.common import debug, options_line, progress, warn
+from lab.cli.shared_options import (
+    DECIDE_DEFAULT,
+    ab_options,
+    balancing_options,
+    json_option,
+    kernel_source_options,
+    pairs_of,
+    qemu_options,
+    run_settings,
+    time_budget_of,
+    topology_options,
+    topology_ref,
+    tracing_options,
+    workload_of,
+    workload_options,
+)
 from lab.errors import LabError
 from lab.paths import json_text
 
 USAGE = (
-    "numalab bisect --series DIR|FILE --metric M --out DIR [options]\n"
-    "       numalab bisect --source GIT --good REV --bad REV --metric M --out DIR [options]\n"
+    "numalab bisect --series DIR|FILE --decide METRIC --out DIR [options]\n"
+    "       numalab bisect --source GIT --good REV --bad REV --decide METRIC --out DIR [options]\n"
     "       numalab bisect log DIR\n"
     "       numalab bisect replay DIR"
 )
@@ -70,17 +85,49 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 1 if problems else 0
 
 
+def _settings(args: argparse.Namespace) -> dict:
+    """The run settings given that differ from numalab run's defaults, beyond balancing and --no-trace (which
+    the context names): recorded with the bisect, so a resume must give the same."""
+    from lab.run.options import RunOptions
+
+    d = RunOptions()
+    out = {}
+    for k, v in run_settings(args).items():
+        if k not in ("duration", "numa_balancing", "no_trace") and v != getattr(d, k):
+            out[k] = list(v) if isinstance(v, tuple) else v
+    return out
+
+
 def _config(args: argparse.Namespace, patches: list[str]):
+    from lab.analysis.compare import MIN_REPEATS
     from lab.bisect.engine import Config
 
     settings = "default" if args.numa_balancing == "on" else f"balancing-{args.numa_balancing}"
     topo = topology_ref(args)
+    workload = workload_of(args)
     what = {"source": args.source or "linux-source-6.1 (default)", "series": args.series,
-            "topology": topo.label, "workload": args.workload, "duration_s": args.duration}  # fmt: skip
+            "topology": topo.label, "workload": workload, "duration_s": args.duration}  # fmt: skip
     if args.good:
         what |= {"good": args.good, "bad": args.bad}
-    return Config(args.metric, tuple(patches), args.direction, args.threshold, args.budget, args.min_pairs,
-                  args.max_pairs, f"{topo.label}/{args.workload}/{settings}", what)  # fmt: skip
+    if extra := _settings(args):
+        what["run_settings"] = extra
+    lo, hi = pairs_of(args, least=MIN_REPEATS)
+    return Config(args.decide, tuple(patches), args.direction, args.threshold, time_budget_of(args), lo, hi,
+                  f"{topo.label}/{workload}/{settings}", what)  # fmt: skip
+
+
+def _check_before_building(template) -> None:
+    """What the runs' settings can be checked for before any kernel is built (a bisect's first run comes
+    after two kernel builds): the topology, the QEMU and its clock. The first run checks the rest."""
+    from lab.run.batch import backend_of
+    from lab.vm.emulator import qemu_version_tuple
+    from lab.vm.guest_clock import check as check_clock
+
+    template.topology.load()
+    check_clock(template.clock, template.backend, template.accel, None)
+    backend = backend_of(template)
+    if template.clock != "host":
+        check_clock(template.clock, backend.name, template.accel, qemu_version_tuple(backend.emulator_version()))
 
 
 def _print_answer(result: dict, out: Path, human) -> None:
@@ -120,9 +167,11 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         if args.what[0] == "replay":
             return cmd_replay(args)
         raise LabError(f"bisect {args.what[0]}: unknown; use log DIR or replay DIR, or start one with --series")
-    for opt in ("metric", "out"):
-        if getattr(args, opt) is None:
-            raise LabError(f"--{opt}: required to start or resume a bisect")
+    if args.out is None:
+        raise LabError("--out: required to start or resume a bisect")
+    if args.decide and len(args.decide) > 1:
+        raise LabError(f"--decide: a bisect decides on one metric, got {len(args.decide)}: {', '.join(args.decide)}")
+    args.decide = args.decide[0] if args.decide else DECIDE_DEFAULT
     source, series = _source_and_series(args)
     from lab.analysis.metrics import get_metric
     from lab.bisect.bisect_report import write_report
@@ -130,24 +179,27 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     from lab.bisect.kernel_steps import series_patches
 
     try:
-        get_metric(args.metric)
+        get_metric(args.decide)
     except LabError as err:
-        raise LabError(f"--metric: {err}") from None
+        raise LabError(f"--decide: {err}") from None
     patches = series_patches(series)
     cfg = _config(args, [p.name for p in patches])
     cfg.check()
     from lab.bisect.kernel_steps import KernelStepRunner
     from lab.run.options import RunOptions
 
-    template = RunOptions(topology=topology_ref(args), workload=args.workload, duration=args.duration,
-                          numa_balancing=args.numa_balancing, no_trace=args.no_trace)  # fmt: skip
+    # Every run the bisect makes has these settings (kernel_steps replaces the kernel and the record's place).
+    template = RunOptions(topology=topology_ref(args), workload=workload_of(args), **run_settings(args))
+    debug(f"bisect config: {json_text(cfg.to_dict(), sort_keys=True)}")
+    debug(f"every run (options not at their defaults, kernel and out aside): {options_line(template)}")
+    _check_before_building(template)
     runner = KernelStepRunner(source, series, args.fragment, template, progress)
     from lab.run.execute import Interrupted
 
     try:
         result = Bisect(Path(args.out), cfg, runner, progress).run()
     except Interrupted as sig:
-        progress(f"interrupted by {sig}: the finished steps and runs are kept; run the same command to resume")
+        warn(f"interrupted by {sig}: the finished steps and runs are kept; run the same command to resume", bare=True)
         return 143 if str(sig) == "SIGTERM" else 130
     paths = write_report(Path(args.out))
     human = sys.stderr if args.json else sys.stdout
@@ -171,37 +223,31 @@ def add_parser(sub) -> None:
         "at least the threshold, and a sign test says the good endpoint rarely gives runs like these) or good "
         "(the 95% CI of its shift toward bad lies below the threshold, and a sign test says the bad endpoint "
         "rarely gives runs like these), or "
-        "skips it (undecided within its pairs or budget share, or it does not build). The state is one "
+        "skips it (undecided within its runs or time budget share, or it does not build). Every run is made "
+        "with the run settings given (the same options as numalab run's). The state is one "
         "directory (--out): run the same command again to resume a killed bisect. See docs/bisect.md.",
     )
     b.add_argument("what", nargs="*", metavar="log DIR | replay DIR",
                    help="log DIR: print the log like git bisect log; replay DIR: re-derive the answer from the "
                    "recorded steps without running")  # fmt: skip
-    b.add_argument("--source", metavar="DIR|TARBALL|GIT@REV",
-                   help="kernel source (default Debian's linux-source-6.1 tarball)")  # fmt: skip
-    b.add_argument("--series", metavar="DIR|FILE", help="the quilt series to bisect (a DIR with series, or the file)")
-    b.add_argument("--good", metavar="REV", help="with --bad and a git --source: bisect the commits good..bad")
-    b.add_argument("--bad", metavar="REV", help="the bad end of the range (with --good)")
-    b.add_argument("--fragment", action="append", default=[], metavar="FILE|NAME",
-                   help="an extra config fragment for every kernel (repeatable)")  # fmt: skip
-    b.add_argument("--topology", default="ring-2", help="a preset or a spec file (default ring-2)")
-    size_options(b)
-    b.add_argument("--workload", default="numa01", help="the workload of every run (default numa01)")
-    b.add_argument("--duration", type=float, default=10.0, metavar="S", help="workload seconds (default 10)")
-    b.add_argument("--numa-balancing", choices=("on", "off", "default"), default="on",
-                   help="NUMA balancing in the guest (default on)")  # fmt: skip
-    b.add_argument("--no-trace", action="store_true", help="no trace-cmd in the guest (vmstat metrics only)")
-    b.add_argument("--metric", metavar="M", help="the metric that decides (any of numalab compare's)")
-    b.add_argument("--direction", choices=("worse", "better"),
+    g = kernel_source_options(b, series_help="the quilt series to bisect (a DIR with series, or the file)")
+    g.add_argument("--good", metavar="REV", help="with --bad and a git --source: bisect the commits good..bad")
+    g.add_argument("--bad", metavar="REV", help="the bad end of the range (with --good)")
+    topology_options(b)
+    workload_options(b)
+    balancing_options(b)
+    tracing_options(b)
+    qemu_options(b)
+    g = b.add_argument_group("the decision of every step")
+    ab_options(g, several=False, runs="runs of a step", old=("--metric", "--budget"),
+               budget="each step gets its share of what is left, and is skipped when it is spent")  # fmt: skip
+    g.add_argument("--direction", choices=("worse", "better"),
                    help="the change to hunt, in the metric's own sense (default: whichever the endpoints show; "
                    "endpoints that moved the other way leave nothing to bisect)")  # fmt: skip
-    b.add_argument("--threshold", type=float, metavar="PCT",
+    g.add_argument("--threshold", type=float, metavar="PCT",
                    help="a step is bad from this shift toward bad, in %% of the good endpoint's mean "
                    "(default: half the endpoints' shift)")  # fmt: skip
-    b.add_argument("--budget", type=float, metavar="SECONDS",
-                   help="wall-time budget; each step gets its share of what is left (default none)")  # fmt: skip
-    b.add_argument("--min-pairs", type=int, default=3, metavar="N", help="runs a step has at least (default 3)")
-    b.add_argument("--max-pairs", type=int, default=8, metavar="N", help="runs after which a step is skipped (8)")
-    b.add_argument("--out", metavar="DIR", help="the state directory (new, or a bisect's to resume it)")
-    b.add_argument("--json", action="store_true", help="print the result (or the log, the replay) as JSON")
+    g = b.add_argument_group("output")
+    g.add_argument("--out", metavar="DIR", help="the state directory (new, or a bisect's to resume it)")
+    json_option(g)
     b.set_defaults(func=cmd_bisect)

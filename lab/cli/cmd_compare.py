@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from lab.cli.shared_options import json_option, significance_option
+
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from lab.analysis import compare as cmp
@@ -32,14 +34,8 @@ def add_parser(sub) -> None:
     cmp_p.add_argument("--new", nargs="+", type=Path, required=True, metavar="RUN_DIR", help="new runs")
     cmp_p.add_argument("--format", choices=("text", "md", "html"), default="text",
                        help="how the table is rendered (default text)")  # fmt: skip
-    cmp_p.add_argument("--json", action="store_true", help="machine-readable output (as every command's --json)")
-    cmp_p.add_argument(
-        "--significance",
-        choices=("welch", "ci-overlap"),
-        default="welch",
-        help="welch: Welch's t-test, two-sided, p<0.05 (default); ci-overlap: mmtests' rule, "
-        "|dmean| > 1.96*(sd_base+sd_new) with sd the runs' standard deviation",
-    )
+    json_option(cmp_p)
+    significance_option(cmp_p)
     cmp_p.add_argument(
         "--include-incomplete",
         action="store_true",

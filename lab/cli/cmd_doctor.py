@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from lab.cli.common import QEMU_HELP, progress
+from lab.cli.common import progress
+from lab.cli.shared_options import json_option, qemu_option
 from lab.errors import LabError
 from lab.paths import json_text
 
@@ -35,9 +36,9 @@ def add_parser(sub) -> None:
         description="Probe KVM with a real guest boot (falls back to TCG), list tool versions "
         "and the host's NUMA inventory. The KVM verdict is cached per host and host kernel.",
     )
-    d.add_argument("--json", action="store_true", help="machine-readable output")
+    json_option(d)
     d.add_argument("--refresh", action="store_true", help="probe again instead of using the cached verdict")
-    d.add_argument("--qemu", metavar="PATH", help=QEMU_HELP)
+    qemu_option(d)
     d.add_argument("--connect", metavar="URI", help="also check this libvirt host and list leftover numalab-* domains")
     d.add_argument("--clean", action="store_true", help="with --connect: destroy and undefine the leftovers")
     d.set_defaults(func=cmd_doctor)

@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
+from lab.cli.common import debug, progress
+from lab.cli.shared_options import json_option, kernel_source_options, make_jobs_option
+from lab.errors import LabError
 from lab.paths import json_text
-
-
-def _progress_printer(quiet: bool):
-    def progress(msg: str) -> None:
-        if not quiet:
-            print(f"numalab kernel: {msg}", file=sys.stderr, flush=True)
-
-    return progress
 
 
 def _seconds(s: float) -> str:
@@ -24,9 +18,13 @@ def _seconds(s: float) -> str:
 def cmd_build(args: argparse.Namespace) -> int:
     from lab.kernel.build import build_kernel, make_request
 
-    req = make_request(args.source, args.patch, args.series, args.fragment, args.name, args.jobs,
+    if args.make_jobs < 0:
+        raise LabError(f"--make-jobs: must be >= 1 (or 0: the host's CPUs), got {args.make_jobs}")
+    req = make_request(args.source, args.patch, args.series, args.fragment, args.name, args.make_jobs,
                        not args.no_default_fragments, args.rebuild)  # fmt: skip
-    result = build_kernel(req, _progress_printer(args.quiet))
+    debug(f"kernel build: {len(req.patches)} patches, {len(req.fragments)} fragments, make -j "
+          f"{args.make_jobs or 'the host CPUs'}, name {req.name or '(default)'}")  # fmt: skip
+    result = build_kernel(req, progress)
     if args.json:
         print(json_text({"name": result.name, "path": str(result.path), "cached": result.cached,
                           "seconds": result.seconds, **result.meta}, indent=2))  # fmt: skip
@@ -65,7 +63,6 @@ def _mib(n: int) -> str:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    from lab.errors import LabError
     from lab.kernel.cache import prune, prune_plan
 
     if args.log_age_days < 0:
@@ -98,27 +95,19 @@ def add_parser(sub) -> None:
         "tarball) on a private copy, the patches applied all or nothing, kernel-configs/{base,numa,trace}.config "
         "(plus any --fragment) merged on allnoconfig and checked. An identical request is a cache hit.",
     )
-    b.add_argument("--source", metavar="DIR|TARBALL|GIT@REV",
-                   help="kernel source (default /usr/src/linux-source-6.1.tar.xz); GIT is a path or URL")  # fmt: skip
-    b.add_argument("--patch", action="append", default=[], metavar="FILE",
+    g = kernel_source_options(b, series_help="a quilt series (applied before any --patch)")
+    g.add_argument("--patch", action="append", default=[], metavar="FILE",
                    help="a patch (mbox: git am; plain diff: patch -p1); repeatable, applied in order")  # fmt: skip
-    b.add_argument("--series", metavar="DIR|FILE", help="a quilt series (applied before any --patch)")
-    b.add_argument("--fragment", action="append", default=[], metavar="FILE|NAME",
-                   help="an extra config fragment, merged after the defaults (repeatable)")  # fmt: skip
-    b.add_argument("--no-default-fragments", action="store_true",
+    g.add_argument("--no-default-fragments", action="store_true",
                    help="do not use kernel-configs/{base,numa,trace}.config")  # fmt: skip
     b.add_argument("--name", help="name to boot it by (default: baseline, or the first patch's name)")
-    b.add_argument("--jobs", "-j", type=int, default=0, metavar="N", help="make -j (default: host CPUs)")
-    b.add_argument(
-        "--rebuild",
-        action="store_true",
-        help="build even when the cache has this request (the new build replaces the cached one)",
-    )
-    b.add_argument("--json", action="store_true", help="print the build's metadata as JSON")
-    b.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
+    make_jobs_option(b)
+    b.add_argument("--rebuild", action="store_true",
+                   help="build even when the cache has it (the new build replaces the cached one)")  # fmt: skip
+    json_option(b)
     b.set_defaults(func=cmd_build)
     ls = ksub.add_parser("list", help="list built kernels", description="List the cache of built kernels.")
-    ls.add_argument("--json", action="store_true", help="machine-readable output")
+    json_option(ls)
     ls.set_defaults(func=cmd_list)
     pr = ksub.add_parser(
         "prune",
@@ -131,5 +120,5 @@ def add_parser(sub) -> None:
     pr.add_argument("--log-age-days", type=float, default=1.0, metavar="DAYS",
                     help="keep logs of unnamed or failed builds younger than this (default 1)")  # fmt: skip
     pr.add_argument("--dry-run", "-n", action="store_true", help="only list what would be removed")
-    pr.add_argument("--json", action="store_true", help="machine-readable output")
+    json_option(pr)
     pr.set_defaults(func=cmd_prune)

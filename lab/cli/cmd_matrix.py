@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lab.cli.common import progress
+from lab.cli.common import debug, progress, warn
+from lab.cli.shared_options import connect_option, json_option, max_vms_of, max_vms_option, out_option
 from lab.datafile import load_json
 from lab.errors import LabError
 from lab.matrix.kernels import check_recipes, matrix_kernel_args
@@ -45,8 +46,7 @@ def cmd_list(args: argparse.Namespace) -> int:
         return 0
     for r in runs:
         print(r.id)
-    print(f"# {len(runs)} runs (of {len(spec.runs)} in {spec.source}), fingerprint {spec.fingerprint()}\n",
-          file=sys.stderr)  # fmt: skip
+    progress(f"{len(runs)} runs (of {len(spec.runs)} in {spec.source}), fingerprint {spec.fingerprint()}")
     return 0
 
 
@@ -79,7 +79,7 @@ def _reports(out: Path, runs) -> None:
             try:
                 build_report([d], d / "report.html")
             except LabError as err:
-                progress(f"report for {r.id}: {err}")
+                warn(f"report for {r.id}: {err}")
 
 
 def _hosts(spec: MatrixSpec, args: argparse.Namespace) -> tuple[list, dict]:
@@ -111,19 +111,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     spec = load_matrix(args.file)
     shard = parse_shard(args.shard) if args.shard else None
     runs = _selected(spec, args.shard)
-    if args.jobs is not None and args.jobs < 1:
-        raise LabError(f"--jobs: must be >= 1, got {args.jobs}")
+    max_vms = max_vms_of(args)
     default = f"runs/matrix-{spec.name}" + (f"-shard{shard[0]}of{shard[1]}" if shard else "")
     out = args.out or Path(default)
     check_out_dir(out, spec, shard)
     hosts, backend = _hosts(spec, args)
+    debug(f"matrix {spec.name}: at most {max_vms or 'as many VMs as fit'} at once, backend {backend or 'qemu'}, "
+          f"fail-fast {args.fail_fast}, overcommit {args.overcommit}")  # fmt: skip
     kernel_args = matrix_kernel_args(spec, progress)
     check_inputs(out, input_hashes(spec, kernel_args))
     progress(f"{len(runs)} runs -> {out}" + (f" on {len(hosts)} libvirt hosts" if hosts else ""))
     if spec.auto is not None and not shard:
         from lab.matrix.auto_cells import merged, run_auto_matrix, write_auto_json
 
-        auto = run_auto_matrix(spec, out, kernel_args, progress, jobs=args.jobs, fail_fast=args.fail_fast,
+        auto = run_auto_matrix(spec, out, kernel_args, progress, jobs=max_vms, fail_fast=args.fail_fast,
                                overcommit=args.overcommit, backend=backend, hosts=hosts)  # fmt: skip
         runs, outcome = auto.runs, merged(auto)
         for c in auto.cells:
@@ -131,7 +132,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                 print(f"verdict: {v.line()} ({c.stop.reason})")
         progress(f"auto verdicts: {write_auto_json(out, auto)}")
     else:
-        outcome = execute_matrix(spec, runs, out, kernel_args, args.jobs, args.fail_fast, args.overcommit,
+        outcome = execute_matrix(spec, runs, out, kernel_args, max_vms, args.fail_fast, args.overcommit,
                                  backend=backend, progress=progress, hosts=hosts)  # fmt: skip
     if not args.no_reports:
         _reports(out, runs)
@@ -219,8 +220,8 @@ def cmd_ci(args: argparse.Namespace) -> int:
     spec = load_matrix(args.file)
     spec_path, tracked = ci_spec_path(args.file, spec)
     if not tracked:
-        print(f"numalab: warning: {args.file} is not committed ({spec_path} is not tracked by git): commit it, "
-              "or the CI checkout will not have it", file=sys.stderr)  # fmt: skip
+        warn(f"{args.file} is not committed ({spec_path} is not tracked by git): commit it, "
+             "or the CI checkout will not have it")  # fmt: skip
     if args.github:
         _write_ci_file(args.github, github_workflow(spec, spec_path, args.shards), "GitHub workflow")
     if args.gitlab:
@@ -239,7 +240,7 @@ def add_parser(sub) -> None:
     p = ms.add_parser("list", help="the expanded runs with their stable ids", description="List the expanded runs.")
     p.add_argument("file", metavar="FILE", help="matrix spec (or the name of an example in lab/matrix/examples)")
     p.add_argument("--shard", metavar="i/N", help="only shard i of N")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    json_option(p)
     p.set_defaults(func=cmd_list)
 
     p = ms.add_parser("check", help="validate a matrix spec", description="Validate a matrix spec (one-line errors).")
@@ -251,8 +252,8 @@ def add_parser(sub) -> None:
                       "Run the same command again to resume after an interruption. Exit 1 if a run is not ok or a "
                       "gate fails.")  # fmt: skip
     p.add_argument("file", metavar="FILE", help="matrix spec")
-    p.add_argument("--out", type=Path, metavar="DIR", help="output directory (default runs/matrix-<name>[-shard])")
-    p.add_argument("--jobs", type=int, metavar="N", help="at most N VMs at once (default: as many as fit)")
+    out_option(p, "DIR", "output directory (default runs/matrix-<name>[-shard])")
+    max_vms_option(p)
     p.add_argument("--shard", metavar="i/N", help="run only shard i of N (deterministic)")
     p.add_argument("--fail-fast", action="store_true", help="start no further runs after the first failure")
     p.add_argument("--overcommit", action="store_true",
@@ -263,12 +264,12 @@ def add_parser(sub) -> None:
         choices=("qemu", "libvirt"),
         help="qemu (default) or libvirt; a spec with hosts: uses libvirt on those hosts",
     )
-    p.add_argument("--connect", metavar="URI", help="libvirt URI for --backend libvirt (default qemu:///system)")
+    connect_option(p)
     p.set_defaults(func=cmd_run)
 
     p = ms.add_parser("merge", help="join shard results", description="Merge shard output directories into one.")
     p.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="shard output directories")
-    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="merged output directory")
+    out_option(p, "DIR", "merged output directory", required=True)
     p.add_argument("--spec", metavar="FILE", help="the matrix spec (default: the path recorded in the shards)")
     p.set_defaults(func=cmd_merge)
 

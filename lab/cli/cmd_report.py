@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
+
+from lab.cli.common import warn
+from lab.cli.shared_options import out_option, significance_option
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -14,7 +16,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     paths = build_report(args.runs, out, args.significance, include_incomplete=args.include_incomplete)
     damaged = [(r["path"], p) for r in paths.data["runs"] for p in r["metrics"].get("trace_problems", [])]
     for run, problem in damaged:
-        print(f"numalab: warning: {run}: {problem} (marked in the report)", file=sys.stderr)
+        warn(f"{run}: {problem} (marked in the report)")
     print(f"report: {paths.html}")
     print(f"data:   {paths.json}")
     print(f"text:   {paths.markdown}")
@@ -32,19 +34,8 @@ def add_parser(sub) -> None:
         "settings; every group is compared against the first one given.",
     )
     rep.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR", help="run record directories")
-    rep.add_argument(
-        "--out",
-        type=Path,
-        metavar="FILE",
-        help="HTML file (default RUN_DIR/report.html for one run, ./report.html for several)",
-    )
-    rep.add_argument(
-        "--significance",
-        choices=("welch", "ci-overlap"),
-        default="welch",
-        help="significance rule for A/B tables: welch (Welch's t-test, p<0.05; the default) or ci-overlap "
-        "(mmtests' rule, |dmean| > 1.96*(sd_base+sd_new))",
-    )
+    out_option(rep, "FILE", "HTML file (default RUN_DIR/report.html for one run, ./report.html for several)")
+    significance_option(rep)
     rep.add_argument(
         "--include-incomplete",
         action="store_true",

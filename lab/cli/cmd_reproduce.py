@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from lab.cli.common import progress
+from lab.cli.shared_options import alias, max_vms_of, max_vms_option, out_option
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
@@ -24,9 +25,13 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     seed = find_seed(args.seed)
     if args.matrix:
         seed = with_matrix(seed, args.matrix)
-    if args.jobs is not None and args.jobs < 1:
-        raise LabError(f"--jobs: must be >= 1, got {args.jobs}")
-    spec = seed_spec(seed, args.max_repeats)
+    max_vms = max_vms_of(args)
+    spec = seed_spec(seed)
+    if args.max_pairs is not None:  # (seed_spec says a seed matrix has auto)
+        if spec.auto is not None and args.max_pairs < spec.auto.min_pairs:
+            least = spec.auto.min_pairs
+            raise LabError(f"--max-pairs: must be >= the matrix's auto.min ({least}), got {args.max_pairs}")
+        spec = seed_spec(seed, args.max_pairs)
     out = args.out or Path("runs") / f"reproduce-{seed.stem}"
     context: dict = {}
     if args.report_only:
@@ -34,7 +39,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             raise LabError(f"--report-only: {out} holds no reproduction runs (no matrix.json)")
         context = context_of(load_sessions(out))
     else:
-        context = run_reproduction(seed, spec, out, progress, args.jobs)
+        context = run_reproduction(seed, spec, out, progress, max_vms)
     rep = evaluate(seed, spec, out, context)
     paths = write_reproduction(rep, args.report_dir)
     for r in rows(rep):
@@ -57,10 +62,12 @@ def add_parser(sub) -> None:
     p.add_argument("seed", metavar="SEED", help="seed number: 000, 003 or 004 (also 3, seed003)")
     p.add_argument("--matrix", metavar="NAME", help="another matrix of the seed's folder instead of its default, "
                    "e.g. seed000-remote-latency (report and runs then named after it)")  # fmt: skip
-    p.add_argument("--out", type=Path, metavar="DIR", help="run records (default runs/reproduce-seedNNN)")
+    out_option(p, "DIR", "run records (default runs/reproduce-seedNNN)")
     p.add_argument("--report-dir", type=Path, default=Path("reports/reproduce"), metavar="DIR",
                    help="where the report goes (default reports/reproduce)")  # fmt: skip
-    p.add_argument("--max-repeats", type=int, metavar="N", help="override the matrix's auto.max (pairs per side)")
-    p.add_argument("--jobs", type=int, metavar="N", help="at most N VMs at once (default: as many as fit)")
+    a = p.add_argument("--max-pairs", type=int, metavar="N",
+                       help="at most N A B pairs (overrides the matrix's auto.max)")  # fmt: skip
+    alias(p, "--max-repeats", a)
+    max_vms_option(p)
     p.add_argument("--report-only", action="store_true", help="only (re)write the report from the runs in --out")
     p.set_defaults(func=cmd_reproduce)

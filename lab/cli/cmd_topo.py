@@ -1,6 +1,6 @@
 """``numalab topo``: list, show, check and import topology specs, and print what numalab makes of them
-(QEMU command line, libvirt domain XML, virtme-ng options). Also the topology and size options that
-``numalab run`` shares (:func:`topology_ref`, :func:`size_options`, :func:`pinning_option`)."""
+(QEMU command line, libvirt domain XML, virtme-ng options). The topology and size options are the shared
+ones of lab.cli.shared_options."""
 
 from __future__ import annotations
 
@@ -8,38 +8,14 @@ import argparse
 import sys
 from pathlib import Path
 
+from lab.cli.common import progress, warn
+from lab.cli.shared_options import json_option, memory_options, pinning_option, size_options, topology_ref
 from lab.errors import LabError
 from lab.paths import json_text
 
 
-def topology_ref(args: argparse.Namespace):
-    """--topology/TOPOLOGY and the size options (_size_options)."""
-    from lab.topology.ref import TopologyRef
-
-    return TopologyRef(args.topology, args.cpus_per_node, args.mem_per_node, args.threads)
-
-
 def _topology(args: argparse.Namespace):
     return topology_ref(args).load()
-
-
-def size_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--cpus-per-node", type=int, metavar="N", help="vCPUs in every node that has CPUs")
-    p.add_argument("--mem-per-node", metavar="SIZE", help="memory of every node, e.g. 512M or 1G")
-    p.add_argument("--threads", type=int, metavar="N", help="SMT threads per core")
-
-
-def pinning_option(p: argparse.ArgumentParser) -> None:
-    from lab.placement.pinning import PINNINGS
-
-    p.add_argument(
-        "--pinning",
-        choices=PINNINGS,
-        default="auto",
-        help="vCPU pinning: cpu (each vCPU on one host CPU), node (on its host node's CPUs), auto (cpu when "
-        "every vCPU gets a CPU of its own, else node; the default). Host CPUs are those numalab may run on: "
-        "taskset -c LIST numalab run ... keeps a run on LIST",
-    )
 
 
 def _placement_for_emitters(topo, args):
@@ -84,6 +60,7 @@ def cmd_topo_list(args: argparse.Namespace) -> int:
                 "nodes": t.n_nodes,
                 "cpus": t.total_cpus,
                 "memory_mib": t.total_memory_mib,
+                "slit_distances": sorted({x for row in t.distances for x in row}),
                 "distances": v["distinct_distances"],
                 "type": v["type"],
                 "description": t.description,
@@ -92,9 +69,11 @@ def cmd_topo_list(args: argparse.Namespace) -> int:
     if args.json:
         print(json_text(rows, indent=2))
         return 0
-    print(f"{'NAME':<15}{'NODES':>6}{'CPUS':>6}{'MEM':>7}  {'DISTANCES':<18}{'TYPE':<20}DESCRIPTION")
+    # The SLIT's distinct values (local 10 first); the kernel's distance levels, among CPU nodes only, are
+    # topo show's "kernel view" line.
+    print(f"{'NAME':<15}{'NODES':>6}{'CPUS':>6}{'MEM':>7}  {'SLIT VALUES':<18}{'TYPE':<20}DESCRIPTION")
     for r in rows:
-        dists = "/".join(map(str, r["distances"]))
+        dists = "/".join(map(str, r["slit_distances"]))
         print(
             f"{r['name']:<15}{r['nodes']:>6}{r['cpus']:>6}{r['memory_mib']:>6}M  {dists:<18}{r['type']:<20}"
             f"{r['description']}"
@@ -158,7 +137,7 @@ def cmd_topo_check(args: argparse.Namespace) -> int:
         f"{topo.total_memory_mib} MiB, {v['type']})"
     )
     for w in predicted_warnings(topo):
-        print(f"numalab: warning: {topo.source or topo.name}: {w}", file=sys.stderr)
+        warn(f"{topo.source or topo.name}: {w}")
     return 0
 
 
@@ -197,7 +176,7 @@ def cmd_topo_vng_args(args: argparse.Namespace) -> int:
     else:
         print(shlex.join(opts))
         for note in notes:
-            print(f"numalab: note: {note}", file=sys.stderr)
+            progress(f"note: {note}")
     return 0
 
 
@@ -214,7 +193,7 @@ def cmd_topo_import(args: argparse.Namespace) -> int:
         if out.is_dir():
             raise LabError(f"--out {out}: is a directory")
         write_text_atomic(out, text)
-        print(f"{out}: {topo.n_nodes} nodes, {topo.total_cpus} vCPUs, {topo.total_memory_mib} MiB", file=sys.stderr)
+        progress(f"{out}: {topo.n_nodes} nodes, {topo.total_cpus} vCPUs, {topo.total_memory_mib} MiB")
     elif args.json:
         print(json_text({"spec": text, "topology": topo.to_dict()}, indent=2))
     else:
@@ -223,51 +202,55 @@ def cmd_topo_import(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub) -> None:
-    from lab.placement.pinning import BACKINGS
-
     topo = sub.add_parser(
         "topo",
         help="topologies: list, show, check, emit QEMU args or libvirt XML",
         description="Work with NUMA topology specs (presets in topologies/ or YAML files).",
     )
     tsub = topo.add_subparsers(dest="topo_command", metavar="SUBCOMMAND", required=True)
-    t = tsub.add_parser("list", help="list the presets", description="List the topology presets.")
-    t.add_argument("--json", action="store_true", help="machine-readable output")
+    t = tsub.add_parser("list", help="list the presets",
+                        description="List the topology presets; SLIT VALUES are the distinct values of each one's "
+                        "SLIT (numalab topo show NAME has the table and the kernel's distance levels).")  # fmt: skip
+    json_option(t)
     t.set_defaults(func=cmd_topo_list)
 
     def topo_cmd(name: str, func, help_: str):
         q = tsub.add_parser(name, help=help_, description=help_)
         q.add_argument("topology", metavar="NAME|FILE", help="a preset name (numalab topo list) or a YAML spec")
-        size_options(q)
+        size_options(q.add_argument_group("sizes"))
         q.set_defaults(func=func)
         return q
 
     q = topo_cmd("show", cmd_topo_show, "show the SLIT, the links and the kernel's predicted NUMA view")
-    q.add_argument("--json", action="store_true", help="machine-readable output")
+    json_option(q)
     topo_cmd("check", cmd_topo_check, "validate a spec (exit 0 if valid, one-line error otherwise)")
     for name, func, help_ in (
         ("qemu-args", cmd_topo_qemu_args, "print the QEMU command line for a topology"),
         ("libvirt-xml", cmd_topo_libvirt_xml, "print the libvirt domain XML for a topology"),
     ):
         q = topo_cmd(name, func, help_)
-        q.add_argument("--backing", choices=BACKINGS, default="ram", help="guest memory backing (default ram)")
-        q.add_argument("--prealloc", action="store_true", help="preallocate guest memory")
-        pinning_option(q)
-        q.add_argument("--accel", choices=("kvm", "tcg"), default="tcg", help="accelerator (default tcg)")
-        q.add_argument("--kernel-path", default="/path/to/bzImage", help="kernel image to put in the output")
-        q.add_argument("--initrd-path", default="/path/to/initrd.cpio", help="initrd to put in the output")
-        q.add_argument("--results-dir", default="/path/to/results", help="results share directory")
-        q.add_argument("--console-log", default="/path/to/console.log", help="serial console log file")
+        g = q.add_argument_group("the VM on the host")
+        memory_options(g)
+        pinning_option(g)
+        # (tcg, not run's auto: printing a VM definition probes nothing)
+        g.add_argument("--accel", choices=("kvm", "tcg"), default="tcg", help="accelerator (default tcg)")
+        g = q.add_argument_group("paths written into the output")
+        g.add_argument("--kernel-path", default="/path/to/bzImage", help="kernel image to put in the output")
+        g.add_argument("--initrd-path", default="/path/to/initrd.cpio", help="initrd to put in the output")
+        g.add_argument("--results-dir", default="/path/to/results", help="results share directory")
+        g.add_argument("--console-log", default="/path/to/console.log", help="serial console log file")
         if name == "qemu-args":
-            q.add_argument("--topology-only", action="store_true", help="only -m/-smp/-object/-numa")
-            q.add_argument("--json", action="store_true", help="print the argv as a JSON list")
+            g = q.add_argument_group("output")
+            g.add_argument("--topology-only", action="store_true", help="only -m/-smp/-object/-numa")
+            json_option(g)
 
     q = topo_cmd("vng-args", cmd_topo_vng_args, "print the virtme-ng (vng) options for a topology")
-    q.add_argument("--backing", choices=BACKINGS, default="ram", help=argparse.SUPPRESS)
-    q.add_argument("--prealloc", action="store_true", help=argparse.SUPPRESS)
+    memory_options(q)  # (accepted like the other emitters' and hidden: vng-args prints no memory backing)
+    for a in q._actions[-2:]:  # noqa: SLF001
+        a.help = argparse.SUPPRESS
     pinning_option(q)
     q.add_argument("--no-pin", action="store_true", help="leave out --pin (vCPU pinning)")
-    q.add_argument("--json", action="store_true", help="print {args, notes} as JSON")
+    json_option(q)
     q = tsub.add_parser(
         "import",
         help="a real machine's topology (numactl -H output or sysfs) as a spec",
@@ -294,5 +277,5 @@ def add_parser(sub) -> None:
         help="make the CPU-less nodes a slower memory tier (dax kmem, like CXL memory; see README 'Memory tiers')",
     )
     q.add_argument("--out", metavar="FILE", help="write the spec here (default: standard output)")
-    q.add_argument("--json", action="store_true", help="print the spec and the topology as JSON")
+    json_option(q)
     q.set_defaults(func=cmd_topo_import)

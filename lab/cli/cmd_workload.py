@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 
+from lab.cli.shared_options import duration_option, json_option, topology_options, topology_ref
 from lab.paths import json_text
 
 
@@ -62,7 +63,6 @@ def cmd_workload_list(args: argparse.Namespace) -> int:
 
 
 def cmd_workload_show(args: argparse.Namespace) -> int:
-    from lab.cli.cmd_topo import topology_ref
     from lab.guest.init_plan import MAX_DURATION_S
     from lab.guest.user_workload import resolve_workload
     from lab.run.options import check_seconds
@@ -90,10 +90,6 @@ def cmd_workload_show(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub) -> None:
-    from lab.cli.cmd_topo import size_options
-    from lab.run.options import RunOptions
-
-    defaults = RunOptions()
     w = sub.add_parser(
         "workload",
         help="workloads: list the built-ins and their metrics, show one (or check your workload file)",
@@ -102,7 +98,7 @@ def add_parser(sub) -> None:
     )
     wsub = w.add_subparsers(dest="workload_command", metavar="SUBCOMMAND", required=True)
     p = wsub.add_parser("list", help="the built-ins and their metrics", description="List the built-in workloads.")
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    json_option(p)
     p.set_defaults(func=cmd_workload_list)
     p = wsub.add_parser(
         "show",
@@ -111,10 +107,7 @@ def add_parser(sub) -> None:
         "A workload file is read and checked as numalab run reads it.",
     )
     p.add_argument("workload", metavar="NAME|FILE.yaml", help="a built-in (numalab workload list) or a workload file")
-    p.add_argument("--topology", default=defaults.topology.name, metavar="NAME|FILE",
-                   help=f"the topology its command is scaled to (default {defaults.topology.name})")  # fmt: skip
-    size_options(p)
-    p.add_argument("--duration", type=float, default=defaults.duration, metavar="SECONDS",
-                   help=f"the duration its command is given (default {defaults.duration:g})")  # fmt: skip
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    topology_options(p, "the topology its command is scaled to")
+    duration_option(p, "the duration its command is given")
+    json_option(p)
     p.set_defaults(func=cmd_workload_show)

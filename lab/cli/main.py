@@ -17,7 +17,8 @@ import lab.cli.cmd_topo as cmd_topo
 import lab.cli.cmd_workload as cmd_workload
 from lab import __version__
 from lab.cli.cmd_run import run_options_from_args
-from lab.cli.common import Parser
+from lab.cli.common import Parser, error, setup_logging
+from lab.cli.shared_options import verbosity_options
 from lab.errors import LabError
 
 __all__ = ["build_parser", "main", "run_options_from_args"]
@@ -44,33 +45,51 @@ def build_parser() -> argparse.ArgumentParser:
         "patched kernels, traced workloads.",
     )
     p.add_argument("--version", action="version", version=f"numalab {__version__}")
+    verbosity_options(p, top=True)
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in COMMANDS:
         command.add_parser(sub)
+    for parser in _leaves(p):  # -q/-v after the command too: numalab run -q ..., numalab kernel build -v ...
+        verbosity_options(parser, top=False)
     return p
+
+
+def _leaves(p: argparse.ArgumentParser) -> list[argparse.ArgumentParser]:
+    """The parsers that run a command (those without subcommands of their own)."""
+    subs = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]  # noqa: SLF001
+    if not subs:
+        return [p]
+    return [leaf for a in subs for sp in dict.fromkeys(a.choices.values()) for leaf in _leaves(sp)]
+
+
+def verbosity(args: argparse.Namespace) -> int:
+    """-q: -1, -v: 1 (-v wins over -q: asking for more is deliberate), else 0."""
+    return 1 if getattr(args, "verbose", False) else -1 if getattr(args, "quiet", False) else 0
 
 
 def _dispatch(argv: list[str]) -> int:
     if argv[:1] == ["run-options"]:  # the matrix's children; not in the public list
         return cmd_run.run_options_main(argv[1:])
     args = build_parser().parse_args(argv)
+    setup_logging(verbosity(args)).debug(f"numalab {__version__}: {args.command}, python {sys.version.split()[0]}")
     return args.func(args)
 
 
 def main(argv: list[str] | None = None) -> int:
+    setup_logging()
     try:
         return _dispatch(sys.argv[1:] if argv is None else argv)
     except LabError as err:
-        print(f"numalab: error: {err}", file=sys.stderr)
+        error(str(err))
         return 2
     except KeyboardInterrupt:
-        print("numalab: interrupted", file=sys.stderr)
+        error("interrupted", bare=True)
         return 130
     except BrokenPipeError:
         return 0
     except OSError as err:  # a file numalab had to read or write; the library names it where it can
         where = f"{err.filename}: " if err.filename else ""
-        print(f"numalab: error: {where}{err.strerror or err}", file=sys.stderr)
+        error(f"{where}{err.strerror or err}")
         return 2
 
 

@@ -8,7 +8,7 @@
   runs, which a bisect counts) and cannot balance between nodes 1 and 3.
 
 Bounded: four or five kernels a series (one-file incremental rebuilds in the warm build directory, about
-a minute each on 2 busy cores, cache hits after the first time) and 15-20 short VM runs each (--budget,
+a minute each on 2 busy cores, cache hits after the first time) and 15-20 short VM runs each (--time-budget,
 --max-pairs 6); about 2 and 3 minutes here with the kernels cached. The module first builds the trimmed
 baseline (a cache hit in seconds; on a fresh machine the cold build test_kernel_build.py would pay anyway,
 paid here first), so a fresh machine's first ``make test`` runs the bisects too.
@@ -40,7 +40,7 @@ def warm_build_tree() -> None:
 def test_bisect_finds_the_slow_boot_patch_and_resumes_without_rerunning(tmp_path: Path) -> None:
     out = tmp_path / "bisect"
     args = ("bisect", "--series", str(SERIES), "--topology", "ring-2", "--cpus-per-node", "1", "--mem-per-node",
-            "256M", "--workload", "idle", "--duration", "1", "--metric", "timings.boot_s", "--budget", "1200",
+            "256M", "--workload", "idle", "--duration", "1", "--decide", "timings.boot_s", "--time-budget", "1200",
             "--max-pairs", "6", "--out", str(out), "--json")  # fmt: skip
     proc = numalab(*args, timeout=2400)
     assert proc.returncode == 0, proc.stderr[-4000:]
@@ -74,8 +74,8 @@ def test_bisect_names_seed002s_group_construction_patch(tmp_path: Path) -> None:
     (here 231 s and 19 runs with --max-pairs 8, kernels cached)."""
     out = tmp_path / "bisect"
     proc = numalab("bisect", "--series", str(SEED002), "--topology", "ring-4", "--cpus-per-node", "1",
-                   "--mem-per-node", "256M", "--workload", "nodes13", "--duration", "10", "--metric",
-                   "workload.balance_pct", "--direction", "worse", "--budget", "1500", "--max-pairs", "6",
+                   "--mem-per-node", "256M", "--workload", "nodes13", "--duration", "10", "--decide",
+                   "workload.balance_pct", "--direction", "worse", "--time-budget", "1500", "--max-pairs", "6",
                    "--out", str(out), "--json", timeout=2400)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-4000:]
     result = json.loads(proc.stdout)

@@ -19,51 +19,17 @@ Bounded: four incremental builds (about a minute each on 2 cores) and four idle 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-from common import numalab, require_setup_package
-
-from lab.paths import cache_dir
+from common import numalab
 
 pytestmark = [pytest.mark.vm, pytest.mark.kernel_build]
 
-TARBALL = Path("/usr/src/linux-source-6.1.tar.xz")
-TAG = "v6.1-debian"
-# Fixed, so the repository (and so its commit, the build keys and the warm build directories) is the same on
-# every CI run of a machine; and one timestamp for the kernel's banner, so the two builds differ in the constant
-# alone (the case that failed had the same compressed size by chance; this makes it so by design).
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
-           "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}  # fmt: skip
+TAG = "v6.1-debian"  # the test repository's (tests/kernel/conftest.py)
+# One timestamp for the kernel's banner, so the two builds differ in the constant alone (the case that failed had
+# the same compressed size by chance; this makes it so by design).
 TIMESTAMP = {"KBUILD_BUILD_TIMESTAMP": "Thu Jan  1 00:00:00 UTC 2026"}
-
-
-def _git(repo: Path, *args: str) -> str:
-    proc = subprocess.run(["git", *args], cwd=repo, env={**os.environ, **GIT_ENV}, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
-
-
-@pytest.fixture(scope="module")
-def kernel_repo() -> Path:
-    """Debian's 6.1 source as a git repository with a tag: a developer's clone, without the network."""
-    require_setup_package(TARBALL.is_file(), str(TARBALL), "linux-source-6.1")
-    repo = cache_dir("test-trees") / "linux-6.1-git"
-    if (repo / ".git" / "numalab-test-ready").is_file():
-        return repo
-    shutil.rmtree(repo, ignore_errors=True)
-    repo.mkdir(parents=True)
-    subprocess.run(["tar", "-xf", str(TARBALL), "-C", str(repo), "--strip-components=1"], check=True)
-    _git(repo, "init", "-q")
-    _git(repo, "add", "-A", "-f", ".")
-    _git(repo, "commit", "-q", "--no-verify", "-m", "Debian linux-source-6.1")
-    _git(repo, "tag", TAG)
-    (repo / ".git" / "numalab-test-ready").write_text(_git(repo, "rev-parse", "HEAD"))
-    return repo
 
 
 def _scan_patch(tmp_path: Path, mb: int) -> Path:

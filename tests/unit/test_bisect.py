@@ -374,9 +374,10 @@ def test_cli_log_replay_and_one_line_errors(tmp_path: Path) -> None:
     for args, what in [
         (("bisect", "log"), "give the bisect's directory"),
         (("bisect", "frob", "x"), "bisect frob: unknown"),
-        (("bisect", "--series", "s", "--metric", METRIC), "--out: required"),
-        (("bisect", "--series", "s", "--metric", "nope", "--out", str(tmp_path / "o")), "--metric: "),
-        (("bisect", "--series", str(tmp_path / "none"), "--metric", METRIC, "--out", str(tmp_path / "o")),
+        (("bisect", "--series", "s", "--decide", METRIC), "--out: required"),
+        (("bisect", "--series", "s", "--decide", "nope", "--out", str(tmp_path / "o")), "--decide: "),
+        (("bisect", "--series", "s", "--metric", "nope", "--out", str(tmp_path / "o")), "--decide: "),  # old name
+        (("bisect", "--series", str(tmp_path / "none"), "--decide", METRIC, "--out", str(tmp_path / "o")),
          "--series"),
     ]:  # fmt: skip
         proc = numalab(*args)
@@ -420,5 +421,5 @@ def test_a_git_range_becomes_a_series_of_its_commits(tmp_path: Path) -> None:
         range_series(str(repo), "HEAD", good, tmp_path / "r2")
     with pytest.raises(LabError, match=r"need a local git repository"):
         range_series(str(tmp_path / "out"), good, "HEAD", tmp_path / "r2")
-    proc = numalab("bisect", "--source", str(repo), "--good", good, "--metric", METRIC, "--out", str(tmp_path / "o"))
+    proc = numalab("bisect", "--source", str(repo), "--good", good, "--decide", METRIC, "--out", str(tmp_path / "o"))
     assert proc.returncode == 2 and proc.stderr.startswith("numalab: error: --bad: give both"), proc.stderr

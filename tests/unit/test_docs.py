@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -160,17 +161,26 @@ def test_man_page_names_every_subcommand(tmp_path: Path) -> None:
     paths = _subcommands()
     assert "topo show" in paths and "matrix run" in paths and "run-options" not in paths
     for path in paths:
-        assert f"'numalab {path}'" in page, path
+        assert f'.SS "numalab {path}"' in page, path
     assert "run-options" not in page
+    # sections written for people, in man-pages(7)'s order
+    sections = [ln.removeprefix(".SH ").strip('"') for ln in page.splitlines() if ln.startswith(".SH ")]
+    assert sections == ["NAME", "SYNOPSIS", "DESCRIPTION", "OPTIONS", "COMMANDS", "EXAMPLES", "EXIT STATUS",
+                        "ENVIRONMENT", "FILES", "SEE ALSO"]  # fmt: skip
+    env = page.split(".SH ENVIRONMENT", 1)[1].split(".SH FILES", 1)[0]
+    read = set(re.findall(r"NUMALAB_[A-Z_]+", " ".join(p.read_text() for p in (REPO / "lab").rglob("*.py"))))
+    read -= {"NUMALAB_RESULT"}  # (the guest's result line, not a variable)
+    assert read and all(f"\n.B {name}\n" in env for name in read), read
 
 
-def _bash_complete(script: Path, words: list[str]) -> set[str]:
+def _bash_complete(script: Path, words: list[str], env: dict | None = None) -> set[str]:
     line = " ".join(words)
     bash = (
         f"source {script}\nCOMP_WORDS=({' '.join(words)} '')\nCOMP_CWORD={len(words)}\n"
         f"COMP_LINE='{line} '\nCOMP_POINT=${{#COMP_LINE}}\n_shtab_numalab\nprintf '%s\\n' \"${{COMPREPLY[@]}}\"\n"
     )
-    proc = subprocess.run(["bash", "-c", bash], capture_output=True, text=True, timeout=30, check=True)
+    proc = subprocess.run(["bash", "-c", bash], capture_output=True, text=True, timeout=30, check=True,
+                          cwd=script.parent, env=os.environ | (env or {}))  # fmt: skip
     return set(proc.stdout.split())
 
 
@@ -182,8 +192,24 @@ def test_completions_offer_every_subcommand(tmp_path: Path) -> None:
     assert _bash_complete(bash, ["numalab"]) == top
     for group in {p.split()[0] for p in paths if " " in p}:
         assert _bash_complete(bash, ["numalab", group]) == {p.split()[1] for p in paths if p.startswith(f"{group} ")}
+    # names as well as fixed choices: presets, workloads, seeds, and built kernels read from the cache
+    assert {"ring-4", "mesh-4", "tiered-1s-far"} <= _bash_complete(bash, ["numalab", "topo", "show"])
+    assert {"ring-2", "grid-2x4"} <= _bash_complete(bash, ["numalab", "run", "--topology"])
+    assert {"numa01", "pairs", "idle"} <= _bash_complete(bash, ["numalab", "run", "--workload"])
+    assert {"numa01", "idle"} <= _bash_complete(bash, ["numalab", "workload", "show"])
+    assert {"000", "003", "004"} <= _bash_complete(bash, ["numalab", "reproduce"])
+    built = tmp_path / "cache" / "kernels" / "built"
+    built.mkdir(parents=True)
+    (built / "my-fix").symlink_to("../builds/0123")
+    assert {"stock", "my-fix"} <= _bash_complete(
+        bash, ["numalab", "run", "--kernel"], {"NUMALAB_CACHE": str(built.parents[1])}
+    )
     text = zsh.read_text()
     assert text.startswith("#compdef numalab")
+    for name in ("_numalab_topologies", "_numalab_workloads", "_numalab_seeds", "_numalab_kernels"):
+        assert f"{name}() {{" in text and f":{name}" in text, name
+    if shutil.which("zsh"):  # (not a dependency: where it is installed, the script must at least parse)
+        subprocess.run(["zsh", "-n", str(zsh)], check=True, timeout=30)
     for path in paths:
         assert path.split()[-1] in text, path
     assert "run-options" not in text and "run-options" not in bash.read_text()

@@ -16,7 +16,7 @@ from common import assert_one_line_error, numalab
 from lab.analysis import verdict as vd
 from lab.analysis.expectations import outcome_of
 from lab.analysis.power import ci_overlap_margin, repeats_needed
-from lab.cli import repeat_auto_args as autorepeat_cli
+from lab.cli import shared_options as autorepeat_cli
 from lab.errors import LabError
 from lab.matrix import auto_cells as mauto
 from lab.matrix.definition import load_matrix, parse_matrix
@@ -119,9 +119,12 @@ def test_cli_defaults_mirror_the_library() -> None:
     "args,needle",
     [
         (["--kernel", "stock"], "exactly two kernels"),
-        (["--kernel", "stock", "--kernel", "stock2", "--max-repeats", "0"], "--max-repeats"),
+        (["--kernel", "stock", "--kernel", "stock2", "--max-pairs", "0"], "--max-pairs"),
         (["--kernel", "stock", "--kernel", "stock2", "--decide", "vmstat.nope"], "--decide"),
-        (["--kernel", "stock", "--kernel", "stock2", "--min-repeats", "9"], "--min-repeats"),
+        (["--kernel", "stock", "--kernel", "stock2", "--min-pairs", "9"], "--min-pairs"),
+        # the old spellings, hidden aliases for one release, set the same options
+        (["--kernel", "stock", "--kernel", "stock2", "--max-repeats", "0"], "--max-pairs: must be 1..1000"),
+        (["--kernel", "stock", "--kernel", "stock2", "--min-repeats", "9"], "--min-pairs: must be between"),
         (["--repeat", "3", "--decide", "vmstat.hint_local_pct"], "--decide: only with --repeat auto"),
     ],
 )
@@ -258,9 +261,12 @@ def test_reproduce_help_and_bad_seeds() -> None:
     proc = numalab("reproduce", "seed002", timeout=60)
     assert proc.returncode == 2
     assert_one_line_error(proc, "seed 002", "sched-group")
-    proc = numalab("reproduce", "3", "--max-repeats", "1", timeout=60)
+    proc = numalab("reproduce", "3", "--max-pairs", "1", timeout=60)
     assert proc.returncode == 2
-    assert_one_line_error(proc, "--max-repeats")
+    assert_one_line_error(proc, "--max-pairs: must be >= the matrix's auto.min")
+    proc = numalab("reproduce", "3", "--max-repeats", "1", timeout=60)  # (the old spelling: a hidden alias)
+    assert proc.returncode == 2
+    assert_one_line_error(proc, "--max-pairs: must be >= the matrix's auto.min")
     proc = numalab("reproduce", "3", "--matrix", "seed000-remote-latency", "--report-only", timeout=60)
     assert proc.returncode == 2
     assert_one_line_error(proc, "--matrix seed000-remote-latency: not a matrix of seed 003", "seed003-remote-latency")

@@ -28,7 +28,7 @@ def test_repeat_auto_stops_at_the_budget_and_decides_a_clear_difference(tmp_path
     """stock (modular Debian kernel) against the trimmed baseline, idle 0.5 s on ring-2 with 1 vCPU a node.
 
     vmstat.numa_pages_migrated is 0 on both sides (idle): never significant, so the loop runs to
-    --max-repeats 3 and says so. timings.boot_s differs by a lot between the two kernels (the stock one
+    --max-pairs 3 and says so. timings.boot_s differs by a lot between the two kernels (the stock one
     loads modules): significant after the first look. The verdict lines are checked against the
     manifests' own figures.
     """
@@ -37,7 +37,7 @@ def test_repeat_auto_stops_at_the_budget_and_decides_a_clear_difference(tmp_path
     out = tmp_path / "ab"
     proc = numalab(
         "run", "--topology", "ring-2", "--cpus-per-node", "1", "--mem-per-node", "256M", "--workload", "idle",
-        "--duration", "0.5", "--kernel", "stock", "--kernel", "baseline", "--repeat", "auto", "--max-repeats", "3",
+        "--duration", "0.5", "--kernel", "stock", "--kernel", "baseline", "--repeat", "auto", "--max-pairs", "3",
         "--decide", "vmstat.numa_pages_migrated", "--decide", "timings.boot_s", "--out", str(out), "--json",
         timeout=900,
     )  # fmt: skip
@@ -76,7 +76,7 @@ def test_matrix_repeats_auto_adds_pairs_only_until_decided(tmp_path: Path) -> No
         "auto: {min: 3, max: 4, decide: [timings.boot_s]}\n"
     )
     out = tmp_path / "m"
-    proc = numalab("matrix", "run", str(spec), "--out", str(out), "--no-reports", "--jobs", "1", timeout=900)
+    proc = numalab("matrix", "run", str(spec), "--out", str(out), "--no-reports", "--max-vms", "1", timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     (cell,) = json.loads((out / "auto.json").read_text())["cells"]
     assert cell["stopped"] == "decided" and cell["repeats"] == 3, cell

@@ -1,0 +1,397 @@
+"""The options more than one command has, each declared once: one name, one default and one help text for
+every command that has the notion (``run``, ``bisect``, ``matrix``, ``reproduce``, ``compare``, ``report``,
+``topo``, ``workload``, ``kernel``, ``doctor``). Each builder adds its options as an argument group of the
+parser it is given, so a long ``--help`` reads by topic.
+
+Old spellings stay for one release as hidden aliases (:func:`alias`: same destination, no help line); the
+CHANGELOG lists them. ``tests/unit/test_cli_vocabulary.py`` walks every parser and fails when one notion
+shows under two names, or a shared option's default differs between commands.
+
+Only argparse here (the library's defaults are imported where a builder needs them), so building the
+parser stays cheap for every command.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+JSON_HELP = "print JSON on stdout instead of text (machine-readable; the text, if any, goes to stderr)"
+
+QEMU_HELP = (
+    "the QEMU to run VMs with (--backend qemu): system (qemu-system-x86_64 on PATH), backports (the QEMU 10 "
+    "that make setup-qemu10 unpacked), charge (numalab's patched QEMU 10 that make setup-qemu-charge built: "
+    "--clock virtual with --remote-latency) or a binary's path; default $NUMALAB_QEMU, else system. Its version "
+    "and firmware come from the binary itself"
+)
+
+SIGNIFICANCE_HELP = (
+    "the significance rule of A/B verdicts and tables: welch: Welch's t-test, two-sided, p<0.05 (default); "
+    "ci-overlap: mmtests' rule, |dmean| > 1.96*(sd_base+sd_new) with sd the runs' standard deviation (so more "
+    "runs do not make it easier to pass)"
+)
+
+# Mirrors lab.analysis.verdict (DEFAULT_DECIDE, DEFAULT_MIN_PAIRS, DEFAULT_MAX_PAIRS, DEFAULT_RULE);
+# tests/unit/test_verdict.py checks that they agree.
+DECIDE_DEFAULT = "vmstat.numa_pages_migrated"
+MIN_PAIRS = 3
+MAX_PAIRS = 8
+RULE = "welch"
+
+
+def alias(container, old: str, action: argparse.Action) -> None:
+    """``old`` as a hidden alias of ``action``: it sets the same destination the same way, with no help line."""
+    kwargs: dict = {"dest": action.dest, "help": argparse.SUPPRESS, "default": argparse.SUPPRESS}
+    if isinstance(action, argparse._AppendAction):  # noqa: SLF001
+        kwargs |= {"action": "append", "type": action.type, "metavar": action.metavar}
+    elif isinstance(action, argparse._StoreTrueAction):  # noqa: SLF001
+        kwargs |= {"action": "store_true"}
+    else:
+        kwargs |= {"type": action.type, "metavar": action.metavar, "choices": action.choices}
+    container.add_argument(old, **kwargs)
+
+
+# --- global -------------------------------------------------------------------------------------------------
+
+
+def verbosity_options(p: argparse.ArgumentParser, *, top: bool) -> None:
+    """-q/--quiet and -v/--verbose, before the command (``top``) or after it: a subcommand's copies default to
+    SUPPRESS so that they never undo what was given before the command."""
+    g = p.add_argument_group("output to the terminal")
+    default = {} if top else {"default": argparse.SUPPRESS}
+    g.add_argument("-q", "--quiet", action="store_true", **default,
+                   help="no progress lines on stderr (warnings and errors only)")  # fmt: skip
+    g.add_argument("-v", "--verbose", action="store_true", **default,
+                   help="also debug lines on stderr (what numalab decided, and why)")  # fmt: skip
+
+
+def json_option(container) -> None:
+    container.add_argument("--json", action="store_true", help=JSON_HELP)
+
+
+# --- the machine -------------------------------------------------------------------------------------------
+
+
+def topology_ref(args: argparse.Namespace):
+    """--topology (or topo's TOPOLOGY) with the size overrides, as the library's TopologyRef."""
+    from lab.topology.ref import TopologyRef
+
+    return TopologyRef(args.topology, args.cpus_per_node, args.mem_per_node, args.threads)
+
+
+def size_options(container) -> None:
+    container.add_argument("--cpus-per-node", type=int, metavar="N", help="vCPUs in every node that has CPUs")
+    container.add_argument("--mem-per-node", metavar="SIZE", help="memory of every node, e.g. 512M or 1G")
+    container.add_argument("--threads", type=int, metavar="N", help="SMT threads per core")
+
+
+def topology_options(p: argparse.ArgumentParser, what: str = "the machine the VM emulates"):
+    """--topology (default: the library's, ring-4) and the size overrides, in a group."""
+    from lab.run.options import RunOptions
+
+    name = RunOptions().topology.name
+    g = p.add_argument_group("topology and sizes")
+    g.add_argument("--topology", default=name, metavar="NAME|FILE",
+                   help=f"{what}: a preset (numalab topo list) or a spec file (default {name})")  # fmt: skip
+    size_options(g)
+    return g
+
+
+def pinning_option(container) -> None:
+    from lab.placement.pinning import PINNINGS
+
+    container.add_argument(
+        "--pinning",
+        choices=PINNINGS,
+        default="auto",
+        help="vCPU pinning: cpu (each vCPU on one host CPU), node (on its host node's CPUs), auto (cpu when "
+        "every vCPU gets a CPU of its own, else node; the default). Host CPUs are those numalab may run on: "
+        "taskset -c LIST numalab run ... keeps a run on LIST",
+    )
+
+
+def memory_options(container) -> None:
+    """--backing and --prealloc (run and the topology emitters)."""
+    from lab.placement.pinning import BACKINGS
+
+    container.add_argument("--backing", choices=BACKINGS, default="ram", help="guest memory backing (default ram)")
+    container.add_argument("--prealloc", action="store_true", help="preallocate guest memory")
+
+
+def connect_option(container) -> None:
+    """--connect URI (run, matrix run): the libvirt host that runs the VMs."""
+    container.add_argument("--connect", metavar="URI", help="libvirt URI for --backend libvirt (default "
+                           "qemu:///system), e.g. qemu+ssh://user@host/system")  # fmt: skip
+
+
+# --- kernel ------------------------------------------------------------------------------------------------
+
+
+def kernel_source_options(p: argparse.ArgumentParser, *, series_help: str):
+    """--source, --series and --fragment (kernel build and bisect)."""
+    g = p.add_argument_group("kernel source")
+    g.add_argument("--source", metavar="DIR|TARBALL|GIT@REV",
+                   help="kernel source (default Debian's linux-source-6.1 tarball); GIT is a path or URL")  # fmt: skip
+    g.add_argument("--series", metavar="DIR|FILE", help=series_help)
+    g.add_argument("--fragment", action="append", default=[], metavar="FILE|NAME",
+                   help="an extra config fragment, merged after the defaults (repeatable)")  # fmt: skip
+    return g
+
+
+# --- workload ----------------------------------------------------------------------------------------------
+
+
+def duration_option(container, what: str = "how long the workload runs") -> None:
+    from lab.run.options import RunOptions
+
+    d = RunOptions().duration
+    container.add_argument("--duration", type=float, default=d, metavar="SECONDS", help=f"{what} (default {d:g})")
+
+
+def workload_options(p: argparse.ArgumentParser, *, one_off: bool = False):
+    """--workload (default None: the library's, numa01) and --duration; with ``one_off``, --workload-cmd and
+    --workload-file too (run)."""
+    from lab.guest.workloads import WORKLOADS
+    from lab.run.options import RunOptions
+
+    g = p.add_argument_group("workload")
+    g.add_argument(
+        "--workload",
+        metavar="NAME|FILE.yaml",
+        help=f"a built-in, one of: {', '.join(WORKLOADS)} (default {RunOptions().workload}); or your own workload "
+        "file (command, files, tools, packages, results, metrics: docs/workloads.md, 'Your own workload')",
+    )
+    if one_off:
+        g.add_argument(
+            "--workload-cmd",
+            metavar="CMD",
+            help="a one-off workload: this shell command runs in the guest's /workload ({cpus}, {nodes}, {mem_mib}, "
+            "{duration} are filled in) and prints a 'NUMALAB_RESULT {json}' line; every number in it is a metric, "
+            "higher being better (a workload file can say otherwise)",
+        )
+        g.add_argument(
+            "--workload-file",
+            action="append",
+            default=[],
+            metavar="PATH",
+            help="with --workload-cmd: a host file (a static program, a script) copied into the guest's /workload "
+            "(repeatable)",
+        )
+    duration_option(g)
+    return g
+
+
+def workload_of(args: argparse.Namespace) -> str:
+    """--workload, or the library's default; not both --workload and --workload-cmd."""
+    from lab.errors import LabError
+    from lab.run.options import RunOptions
+
+    if args.workload and getattr(args, "workload_cmd", None):
+        raise LabError("--workload-cmd: not with --workload (the command is the workload)")
+    return args.workload or RunOptions().workload
+
+
+# --- the guest kernel's settings ---------------------------------------------------------------------------
+
+
+def balancing_options(p: argparse.ArgumentParser):
+    """--numa-balancing, --knob, --kernel-default-knobs and --append: what the guest kernel runs with."""
+    from lab.run.options import CHOICES, RunOptions
+
+    d = RunOptions()
+    g = p.add_argument_group("NUMA balancing, knobs and the kernel command line")
+    g.add_argument(
+        "--numa-balancing",
+        choices=CHOICES["numa_balancing"],
+        default=d.numa_balancing,
+        help=f"kernel.numa_balancing in the guest (default {d.numa_balancing}); tiering is mode 2 (promotion from "
+        "lower memory tiers) with /sys/kernel/mm/numa/demotion_enabled on",
+    )
+    g.add_argument("--knob", action="append", default=[], metavar="NAME=VALUE",
+                   help="a debugfs sched/numa_balancing knob, e.g. scan_delay_ms=100 (repeatable)")  # fmt: skip
+    g.add_argument("--kernel-default-knobs", action="store_true",
+                   help="do not apply the short-scan knobs numalab uses by default for short runs")  # fmt: skip
+    g.add_argument(
+        "--append",
+        action="append",
+        default=[],
+        metavar="ARGS",
+        help="extra guest kernel command-line arguments, e.g. --append 'initcall_debug numa_balancing=disable' "
+        "(repeatable; recorded in cmdline.txt)",
+    )
+    return g
+
+
+def tracing_options(p: argparse.ArgumentParser):
+    """--event, --no-trace, --trace-buffer-kb and --trace-mode."""
+    from lab.analysis.numa import default_events
+    from lab.guest.init_plan import TRACE_MODES
+    from lab.run.options import RunOptions
+
+    d = RunOptions()
+    g = p.add_argument_group("tracing")
+    g.add_argument("--event", action="append", default=[], metavar="SYS:EVENT",
+                   help=f"extra trace event (default set: {', '.join(e.full for e in default_events())})")  # fmt: skip
+    g.add_argument("--no-trace", action="store_true", help="no tracing: no trace events, no trace.dat")
+    g.add_argument("--trace-buffer-kb", type=int, default=d.trace_buffer_kb, metavar="KB",
+                   help=f"per-CPU trace buffer (default {d.trace_buffer_kb})")  # fmt: skip
+    g.add_argument(
+        "--trace-mode",
+        choices=TRACE_MODES,
+        default=d.trace_mode,
+        help="raw: the kernel's trace buffers only while the workload runs (no recorder tasks in the guest), "
+        "copied out raw and made into trace.dat on the host with trace-cmd restore (default); extract: the "
+        "same, but trace-cmd extract runs in the guest (over a second longer under TCG); record: the workload "
+        "runs under trace-cmd record",
+    )
+    return g
+
+
+# --- QEMU ----------------------------------------------------------------------------------------------------
+
+
+def qemu_option(container) -> None:
+    container.add_argument("--qemu", metavar="PATH", help=QEMU_HELP)
+
+
+def qemu_options(p: argparse.ArgumentParser):
+    """--qemu, --accel and --clock: which emulator, which accelerator, whose time."""
+    from lab.run.options import CHOICES, RunOptions
+
+    d = RunOptions()
+    g = p.add_argument_group("QEMU, accelerator and clock")
+    qemu_option(g)
+    g.add_argument(
+        "--accel",
+        choices=CHOICES["accel"],
+        default=d.accel,
+        help=f"accelerator (default {d.accel}); auto: a real KVM boot probed on the host that runs the VM (cached; "
+        "TCG if KVM fails)",
+    )
+    g.add_argument(
+        "--clock",
+        choices=CHOICES["clock"],
+        default=d.clock,
+        help=f"the guest's clock under TCG (default {d.clock}): host, or virtual: it advances with the instructions "
+        "the vCPUs execute (QEMU's -icount, 1 G a guest second shared by the vCPUs; QEMU 10: --qemu backports), so "
+        "host load cannot change what the guest measures",
+    )
+    return g
+
+
+def run_settings(args: argparse.Namespace) -> dict:
+    """The RunOptions fields of the groups above that ``args`` has (run and bisect): workload, balancing, knobs,
+    --append, tracing, QEMU, accelerator and clock."""
+    fields = {
+        "numa_balancing": "numa_balancing",
+        "knobs": "knob",
+        "kernel_default_knobs": "kernel_default_knobs",
+        "append": "append",
+        "events": "event",
+        "no_trace": "no_trace",
+        "trace_buffer_kb": "trace_buffer_kb",
+        "trace_mode": "trace_mode",
+        "accel": "accel",
+        "clock": "clock",
+    }
+    out = {f: (tuple(v) if isinstance(v, list) else v) for f, a in fields.items() if (v := getattr(args, a, None))
+           is not None}  # fmt: skip
+    if hasattr(args, "qemu"):
+        out["qemu"] = args.qemu or ""
+    if hasattr(args, "duration"):
+        out["duration"] = args.duration
+    return out
+
+
+# --- A/B: budget, decision, significance -------------------------------------------------------------------
+
+
+def significance_option(container) -> None:
+    container.add_argument("--significance", choices=("welch", "ci-overlap"), default=RULE, help=SIGNIFICANCE_HELP)
+
+
+def ab_options(g, *, several: bool, runs: str, budget: str, old: tuple[str, ...] = ()):
+    """--decide METRIC, --min-pairs, --max-pairs and --time-budget: what decides an A/B and what it may spend.
+    ``several``: more than one --decide may be given (run; bisect takes one, and says so); ``runs``: what
+    --min-pairs and --max-pairs count; ``budget``: what the time budget does. The defaults are None (so that
+    one given where it means nothing is seen); the command fills in MIN_PAIRS and MAX_PAIRS. ``old``: the
+    spellings this command had, kept as hidden aliases. ``g``: the argument group they go in."""
+    decide = g.add_argument(
+        "--decide",
+        action="append",
+        metavar="METRIC",
+        help=f"the metric that decides{' (repeatable)' if several else ' (one)'}; default {DECIDE_DEFAULT}. The names "
+        "are those of numalab compare, e.g. vmstat.hint_local_pct, workload.round_trips_per_s; under TCG on a "
+        "busy host, a throughput's per-vCPU-second twin, e.g. workload.gbps_per_vcpu_s",
+    )
+    lo = g.add_argument("--min-pairs", type=int, metavar="N",
+                        help=f"{runs} before the first look (default {MIN_PAIRS}: fewer are never judged)")  # fmt: skip
+    hi = g.add_argument("--max-pairs", type=int, metavar="N",
+                        help=f"at most N {runs} (default {MAX_PAIRS}), then no verdict")  # fmt: skip
+    tb = g.add_argument("--time-budget", type=float, metavar="SECONDS",
+                        help=f"wall-time budget: {budget} (default none)")  # fmt: skip
+    for spelling, action in (("--metric", decide), ("--min-repeats", lo), ("--max-repeats", hi), ("--budget", tb)):
+        if spelling in old:
+            alias(g, spelling, action)
+    return g
+
+
+def pairs_of(args: argparse.Namespace, least: int = 1) -> tuple[int, int]:
+    """--min-pairs and --max-pairs with their defaults filled in, checked (one-line errors)."""
+    from lab.errors import LabError
+    from lab.run.options import MAX_REPEAT
+
+    hi = MAX_PAIRS if args.max_pairs is None else args.max_pairs
+    lo = MIN_PAIRS if args.min_pairs is None else args.min_pairs
+    if not 1 <= hi <= MAX_REPEAT:
+        raise LabError(f"--max-pairs: must be 1..{MAX_REPEAT}, got {hi}")
+    if lo < least or lo > hi:
+        raise LabError(f"--min-pairs: must be between {least} and --max-pairs ({hi}), got {lo}")
+    return lo, hi
+
+
+def time_budget_of(args: argparse.Namespace) -> float | None:
+    import math
+
+    from lab.errors import LabError
+
+    b = args.time_budget
+    if b is not None and not (math.isfinite(b) and b > 0):
+        raise LabError(f"--time-budget: must be > 0 seconds, got {b:g}")
+    return b
+
+
+# --- concurrency ---------------------------------------------------------------------------------------------
+
+
+def max_vms_option(container) -> None:
+    """--max-vms N (matrix run, reproduce); --jobs stays a hidden alias."""
+    a = container.add_argument(
+        "--max-vms",
+        type=int,
+        metavar="N",
+        help="at most N VMs at once (default: as many as fit the host's cores and memory)",
+    )
+    alias(container, "--jobs", a)
+
+
+def max_vms_of(args: argparse.Namespace) -> int | None:
+    from lab.errors import LabError
+
+    if args.max_vms is not None and args.max_vms < 1:
+        raise LabError(f"--max-vms: must be >= 1, got {args.max_vms}")
+    return args.max_vms
+
+
+def make_jobs_option(container) -> None:
+    """--make-jobs/-j N (kernel build); --jobs stays a hidden alias."""
+    a = container.add_argument("-j", "--make-jobs", type=int, default=0, metavar="N",
+                               help="make -j N for the kernel build (default: the host's CPUs)")  # fmt: skip
+    alias(container, "--jobs", a)
+
+
+# --- output --------------------------------------------------------------------------------------------------
+
+
+def out_option(container, metavar: str, help_: str, *, required: bool = False) -> None:
+    container.add_argument("--out", type=Path, metavar=metavar, required=required, help=help_)
