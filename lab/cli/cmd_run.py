@@ -109,10 +109,6 @@ def cmd_run_options(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub) -> None:
-    from lab.run.options import CHOICES, RunOptions
-
-    d = RunOptions()  # the library's defaults are the command's: one place says them
-
     r = sub.add_parser(
         "run",
         help="boot a VM, run a workload with the NUMA tracepoints traced, write a run record",
@@ -131,6 +127,17 @@ def add_parser(sub) -> None:
         help="stock (Debian's), a bzImage path, or a built kernel name (default stock); give it twice for an "
         "A/B run: the kernels alternate A B A B over the repeats and an HTML report compares them",
     )
+    add_run_arguments(r, repeat=1)
+    r.set_defaults(func=cmd_run)
+
+
+def add_run_arguments(r: argparse.ArgumentParser, *, repeat: int | str) -> None:
+    """Everything ``run`` takes but its kernels (``numalab ab`` builds those): the workload, the settings, the
+    repeats and the A/B budget (``repeat``: the default of --repeat), the VM, libvirt, TCG's instruments and
+    the output."""
+    from lab.run.options import CHOICES, RunOptions
+
+    d = RunOptions()
     workload_options(r, one_off=True)
     balancing_options(r)
     tracing_options(r)
@@ -140,10 +147,10 @@ def add_parser(sub) -> None:
     g.add_argument(
         "--repeat",
         type=_repeat_arg,
-        default=1,
+        default=repeat,
         metavar="N|auto",
-        help="run N times (default 1); auto (A/B only): add A B pairs until the --decide metrics are significant "
-        "or the budget (--max-pairs, --time-budget) is spent, then print verdict lines",
+        help=f"run N times (default {repeat}); auto (A/B only): add A B pairs until the --decide metrics are "
+        "significant or the budget (--max-pairs, --time-budget) is spent, then print verdict lines",
     )
     significance_option(g)
     ab_options(g, several=True, runs="A B pairs",
@@ -240,7 +247,6 @@ def add_parser(sub) -> None:
     )
     g.add_argument("--report", action="store_true", help="also write an HTML report (always done for A/B runs)")
     json_option(g)
-    r.set_defaults(func=cmd_run)
 
 
 def run_options_main(argv: list[str]) -> int:

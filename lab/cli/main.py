@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+import lab.cli.cmd_ab as cmd_ab
 import lab.cli.cmd_bisect as cmd_bisect
 import lab.cli.cmd_compare as cmd_compare
 import lab.cli.cmd_doctor as cmd_doctor
@@ -29,6 +30,7 @@ COMMANDS = (
     cmd_workload,
     cmd_doctor,
     cmd_run,
+    cmd_ab,
     cmd_matrix,
     cmd_kernel,
     cmd_bisect,

@@ -155,12 +155,21 @@ def _kernel_top(d: Path) -> Path:
 def _populate(source: Source, tmp: Path) -> Path:
     """Put a pristine copy of the source in tmp; return the kernel tree inside it."""
     if source.kind == "git":
-        tree = tmp / "tree"
-        _git("clone", "--quiet", "--shared", "--no-checkout", source.location, str(tree))
-        _git("checkout", "--quiet", "--detach", source.rev, cwd=tree)
-        _git("update-ref", BASE_REF, source.rev, cwd=tree)
-        return tree
-    if source.kind == "tarball":
+        # The commit's files, not a clone: a clone --shared would borrow the user's objects, and break when
+        # that tree is moved, removed or pruned; a full clone would copy a kernel's whole history.
+        top = tmp / "unpack"
+        top.mkdir()
+        archive = subprocess.Popen(["git", "-C", source.location, "archive", "--format=tar", source.rev],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+        tar = subprocess.run(["tar", "-x", "-C", str(top)], stdin=archive.stdout, capture_output=True, text=True)
+        assert archive.stdout is not None and archive.stderr is not None
+        archive.stdout.close()
+        err = archive.stderr.read().decode(errors="replace")
+        archive.stderr.close()
+        if archive.wait() != 0 or tar.returncode != 0:
+            raise LabError(f"--source {source.spec}: git archive {source.rev[:12]}: "
+                           f"{(err or tar.stderr).strip()[-200:] or 'failed'}")  # fmt: skip
+    elif source.kind == "tarball":
         unpack = tmp / "unpack"
         unpack.mkdir()
         proc = subprocess.run(["tar", "-xf", source.location, "-C", str(unpack)], capture_output=True, text=True)

@@ -38,6 +38,7 @@ DIFFERENT_ON_PURPOSE = {
     ("topo qemu-args", "--accel"): "printing a VM definition probes nothing: kvm or tcg, default tcg",
     ("topo libvirt-xml", "--accel"): "printing a VM definition probes nothing: kvm or tcg, default tcg",
     ("matrix run", "--backend"): "none given: the spec's hosts (libvirt) or qemu",
+    ("ab", "--repeat"): "auto: numalab ab ends with a verdict (run's 1: one run unless asked)",
 }
 
 # Hidden options that are not aliases: the tests' fault injection, and what QEMU's version chooses.
@@ -96,7 +97,7 @@ def test_a_shared_option_has_one_default_and_one_set_of_choices() -> None:
 
 
 def test_run_and_bisect_take_the_same_run_settings() -> None:
-    for name in ("run", "bisect"):
+    for name in ("run", "bisect", "ab"):
         missing = [s for s in RUN_SETTINGS if s not in _options(COMMANDS[name])]
         assert missing == [], f"{name}: {missing}"
     assert "tiering" in _options(COMMANDS["bisect"])["--numa-balancing"].choices
