@@ -225,6 +225,11 @@ ENVIRONMENT = [
         "path. Default system (qemu-system-x86_64 on PATH).",
     ),
     ("NUMALAB_KERNEL_PROGRESS_S", "Seconds between the progress lines of a kernel build (default 15)."),
+    (
+        "NUMALAB_TEST_STALE_CCACHE",
+        "For numalab's own tests only: 1 builds kernels with the recipe that could carry a stale payload, "
+        "unchecked, so a test can show that the guest's build-id check catches one. Never set it otherwise.",
+    ),
 ]
 
 FILES = [

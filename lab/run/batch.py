@@ -90,8 +90,8 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
         verdict = accel_verdict(kernels[0].image, backend)  # on the host the backend runs VMs on
         accel = verdict["accel"]
         reason = verdict.get("warning") or f"KVM probe{verdict.get('where', '')}: {verdict['kvm']['detail']}"
-        if accel == "tcg":
-            progress(f"warning: {reason}")
+        if accel == "tcg" and not verdict.get("cached"):
+            progress(f"warning: {reason}")  # once: when the probe ran (numalab doctor shows the cached verdict)
     else:
         accel, reason = opts.accel, "chosen with --accel"
     access_sample = access_sample_of(opts, accel, getattr(backend, "emulator", None))

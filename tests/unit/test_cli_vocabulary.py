@@ -42,7 +42,8 @@ DIFFERENT_ON_PURPOSE = {
 }
 
 # Hidden options that are not aliases: the tests' fault injection, and what QEMU's version chooses.
-INTERNAL = {("run", "--test-fault"), ("run", "--access-address-map"), ("topo vng-args", "--backing"),
+INTERNAL = {("run", "--test-fault"), ("run", "--access-address-map"), ("ab", "--test-fault"),
+            ("ab", "--access-address-map"), ("topo vng-args", "--backing"),
             ("topo vng-args", "--prealloc")}  # fmt: skip
 
 # What a run is made with, wherever runs are made for you.
