@@ -194,3 +194,11 @@ def test_an_old_record_whose_topology_name_the_rule_now_refuses_still_reads(tmp_
     m["topology"]["name"] = "my topo"
     (run / "manifest.json").write_text(json.dumps(m))
     assert RunRecord.load(run).topology.name == "my topo"
+
+
+def test_a_qemu_that_does_not_answer_as_qemu_is_refused_before_any_run(tmp_path) -> None:
+    """--qemu /bin/true (an ELF binary whose --version is its own, or nothing): a one-line error, no record."""
+    out = tmp_path / "run"
+    assert_one_line_error(numalab(*RUN, "--qemu", "/bin/true", "--out", str(out)),
+                          "--qemu /bin/true: '--version' answered", "not a QEMU")  # fmt: skip
+    assert not out.exists() and not list(tmp_path.iterdir())
