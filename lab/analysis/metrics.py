@@ -272,18 +272,6 @@ def metric_values(manifest: dict) -> dict[str, float]:
 _DECLARED_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
-def check_declarations(metrics, source: str) -> None:
-    """A workload file's metrics may not take a built-in metric's name (its direction and mean are fixed:
-    report the figure under that name and leave it out of ``metrics:``)."""
-    for i, m in enumerate(metrics):
-        builtin = METRIC_KEYS.get(f"workload.{m.name}")
-        if builtin is not None:
-            raise LabError(
-                f"workload file {source}: metrics[{i}].name: {m.name} is a built-in metric ({builtin.better} is "
-                "better); leave it out of metrics: (a result with it is compared already)"
-            )
-
-
 def declared_metrics(manifest: dict) -> tuple[Metric, ...]:
     """The metrics a run's user workload declared, as ``workload.<name>`` (a record is a user's file: a
     declaration that is not well formed, or that names a built-in metric, is left out)."""

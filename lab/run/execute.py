@@ -52,6 +52,7 @@ from lab.record_files import (
 from lab.run import access_matrix as access_run
 from lab.run import remote_latency as latency_run
 from lab.run.access_matrix import AccessResult
+from lab.run.collect_limit import COLLECT_LIMIT_S, NO_LIMIT, CollectLimit, CollectOverrun
 from lab.run.manifest import GuestImage, GuestView, ManifestInputs, workload_seconds
 from lab.run.manifest import build as build_manifest
 from lab.topology.model import Topology
@@ -132,6 +133,12 @@ class RunRequest:
         (a 4-vCPU boot took 26-36 s against 14 s multi-threaded, on QEMU 10 with the host loaded)."""
         allowance = BOOT_ALLOWANCE_S + 2 * self.topology.total_cpus
         return 2 * allowance if self.clock.virtual else allowance
+
+    def collect_limit(self) -> float:
+        """Host seconds the collection of the guest's results may take once the VM has ended (unpacking,
+        the trace, every reader: lab.run.collect_limit), apart from the VM's own timeout: 300 s, or the
+        VM's timeout when that is longer (a large guest's trace takes longer to read)."""
+        return max(COLLECT_LIMIT_S, self.timeout())
 
     def timeout(self) -> float:
         if self.timeout_s is not None:
@@ -360,9 +367,30 @@ def _finish(
 ) -> dict:  # fmt: skip
     """Stage 3: the guest's files unpacked and checked, the manifest built and written."""
     limits = req.limits()
+    limit = CollectLimit(req.collect_limit())  # the host's own limit on reading what the guest sent
+    with limit.armed():
+        manifest = _collect_bounded(req, run_id, partial, placement, prep, booted, t_total, limits, limit)
+    manifest, nonfinite = finite_copy(manifest)
+    if nonfinite:  # (the readers refuse them; this is the net under them: the record stays strict JSON)
+        manifest["nonfinite_values"] = nonfinite
+    write_text_atomic(partial / MANIFEST, json_text(manifest, indent=2) + "\n")
+    _check_room(partial)
+    return manifest
+
+
+def _collect_bounded(
+    req: RunRequest, run_id: str, partial: Path, placement, prep: Prepared, booted: Booted, t_total: float,
+    limits: ShareLimits, limit: CollectLimit,
+) -> dict:  # fmt: skip
+    """Stage 3's reading of the guest's files, under ``limit``: a reader it stops is a named problem."""
     outcome = booted.outcome
-    unpacked = unpack_results(booted.share, partial, limits.output_bytes)  # the guest's tars -> the run's files
-    assemble_run(partial)  # trace-raw/ -> trace.dat (raw trace mode)
+    problems: list[str] = []  # the guest's files that were not what its init writes
+    try:
+        with limit.reader():
+            unpacked = unpack_results(booted.share, partial, limits.output_bytes)  # the guest's tars -> run files
+    except CollectOverrun as e:
+        unpacked = Unpacked(problems=[f"the guest's tars were not unpacked: {e}"])
+    _guarded(problems, "trace buffers", assemble_run, None, partial, limit=limit)  # trace-raw/ -> trace.dat (raw)
     total_s = time.monotonic() - t_total
     files = sorted(p.name for p in partial.iterdir() if p.is_file())
     access_result = latency_result = None
@@ -381,17 +409,12 @@ def _finish(
         _collect(
             req, run_id, partial, placement, booted.backend_info, outcome, total_s, unpacked, booted.share, files,
             boot_protocol=prep.protocol, firmware_rom=prep.firmware, guest_image=image_facts, access=access_result,
-            stalled_boots=tuple(booted.stalled), latency=latency_result,
+            stalled_boots=tuple(booted.stalled), latency=latency_result, problems=problems, limit=limit,
         )
     )  # fmt: skip
     if manifest["status"] == "ok" and "lpj=" not in booted.boot.cmdline and not req.clock.virtual:
         dmesg = _read(partial / DMESG_BOOT)
-        _guarded([], "boot log", tcg_boot.learn, None, req.kernel.image, req.accel, dmesg, prep.tsc_host)
-    manifest, nonfinite = finite_copy(manifest)
-    if nonfinite:  # (the readers refuse them; this is the net under them: the record stays strict JSON)
-        manifest["nonfinite_values"] = nonfinite
-    write_text_atomic(partial / MANIFEST, json_text(manifest, indent=2) + "\n")
-    _check_room(partial)
+        _guarded([], "boot log", tcg_boot.learn, None, req.kernel.image, req.accel, dmesg, prep.tsc_host, limit=limit)
     return manifest
 
 
@@ -426,10 +449,12 @@ def _collect(
     access: AccessResult | None,
     stalled_boots: tuple[dict, ...] = (),
     latency: AccessResult | None = None,
+    problems: list[str] | None = None,
+    limit: CollectLimit = NO_LIMIT,
 ) -> ManifestInputs:
     """What the run record and the outcome say, classified, for the manifest (lab.run.manifest)."""
-    data_problems: list[str] = []  # the guest's files that were not what its init writes
-    guarded = functools.partial(_guarded, data_problems)
+    data_problems: list[str] = problems if problems is not None else []  # the guest's files that were not right
+    guarded = functools.partial(_guarded, data_problems, limit=limit)
     readback, domains, groups, problems = _guest_view(req, d, outcome, unpacked, guarded)
     console = _read(d / CONSOLE_LOG)
     evidence, result = _evidence(req, d, outcome, unpacked, share, console, problems, data_problems, guarded)
@@ -556,11 +581,16 @@ def _metrics(req, d: Path, outcome, booted: bool, t0: float | None, result: dict
     return metrics
 
 
-def _guarded(problems: list[str], what: str, fn: Callable, default, *args):
+def _guarded(problems: list[str], what: str, fn: Callable, default, *args, limit: CollectLimit = NO_LIMIT):
     """``fn(*args)``, or ``default`` with the failure in ``problems``: no reader of the guest's files may stop
-    a run record from being written (they are meant to be total; this is the net under them)."""
+    a run record from being written (they are meant to be total; this is the net under them), nor run past
+    the collection's ``limit`` (lab.run.collect_limit)."""
     try:
-        return fn(*args)
+        with limit.reader():
+            return fn(*args)
+    except CollectOverrun as e:
+        problems.append(f"{what}: not read ({e})")
+        return default
     except Exception as e:  # noqa: BLE001 (a guest's file, whatever it holds, is a result)
         problems.append(f"reading the {what} failed: {type(e).__name__}: {term_safe(str(e))[:200]}")
         return default

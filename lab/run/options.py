@@ -146,13 +146,10 @@ class RunOptions:
     def workload_of(self):
         """The workload these options run (lab.guest.workloads.Workload): a built-in, a workload file or
         --workload-cmd, checked whole (files, libraries, packages, metrics) before any boot."""
-        from lab.analysis.metrics import check_declarations
         from lab.guest.user_workload import resolve_workload
 
-        workload = resolve_workload(self.workload, self.workload_cmd, self.workload_files)
-        if workload.user is not None and not workload.user.all_numeric:
-            check_declarations(workload.user.metrics, workload.user.source)
-        return workload
+        # (one validator: numalab workload show, matrix check and bisect read a workload file the same way)
+        return resolve_workload(self.workload, self.workload_cmd, self.workload_files)
 
     def check_remote_latency(self) -> None:
         """--remote-latency: TCG (when chosen), direct QEMU, the host's clock; --remote-latency-ns only with it."""
