@@ -70,9 +70,10 @@ def run_metrics(run_dir: Path, topo: Topology, recorded: tuple[str, ...], t0: fl
         out["trace_problems"].append("no trace.dat in the run")
     if recorded and out["trace_problems"]:
         # Counts from a trace that could not be read whole are not counts: such a run is left out of
-        # comparisons as one that lost events is (lab.analysis.lost, compare).
+        # comparisons as one that lost events is (lab.analysis.lost, compare), and its counts are null, not 0.
         out["trace_unreadable"] = True
         out["trace_incomplete"] = True
+        out["events"] = dict.fromkeys(sorted(recorded_names))
     start, end = read_vmstat(run_dir / VMSTAT_START), read_vmstat(run_dir / VMSTAT_END)
     if start and end:
         d = deltas(start, end)

@@ -427,6 +427,10 @@ def builtin_metric(name: str) -> wm.WorkloadMetric | None:
     return None
 
 
+# The built-in figures that are durations (unit "s"): lab.analysis.plausible bounds them by the host's window.
+SECONDS_METRICS = frozenset(m.name for w in WORKLOADS.values() for m in w.metrics if m.unit == "s")
+
+
 def get_workload(name: str) -> Workload:
     if name not in WORKLOADS:
         raise LabError(f"--workload {name}: unknown workload (known: {', '.join(WORKLOADS)})")

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from lab.analysis import plausible
 from lab.analysis.display import percent
 from lab.analysis.lost import describe as describe_lost
 from lab.analysis.lost import is_incomplete
@@ -31,7 +32,7 @@ from lab.guest.kernel_complaints import summary as complaint_line
 from lab.guest.readback import build_id, check_topology, read_sched_domains, read_topology
 from lab.guest.results import Unpacked, unpack_results
 from lab.guest.sched_verbose import check_groups, groups_record, read_sched_groups
-from lab.guest.workloads import Workload, parse_output
+from lab.guest.workloads import SECONDS_METRICS, Workload, parse_output
 from lab.kernel.pvh import boot_image
 from lab.kernel.resolve import Kernel
 from lab.paths import json_text, run_scratch, write_text_atomic
@@ -61,7 +62,7 @@ from lab.trace.assemble import assemble_run
 from lab.untrusted import finite_copy, read_guest_text, term_safe, to_int
 from lab.vm import tcg_boot
 from lab.vm.backend import Backend
-from lab.vm.console import Stage
+from lab.vm.console import Stage, check_marks
 from lab.vm.guest_clock import GuestClock
 from lab.vm.hang import describe as describe_hang
 from lab.vm.latency_model import LatencyModel
@@ -107,10 +108,13 @@ class RunRequest:
     def limits(self) -> ShareLimits:
         """What the guest may send: ``guest_output_limit`` if given; else 1 GiB, or more if full trace
         buffers need it (every vCPU's, twice: the raw pages and their tar, plus 256 MiB for the rest)."""
+        # The tars' files: the init's few dozen, and numalab-tracegrab's one a vCPU plus the event formats
+        # (a few hundred); 1024 + 4 a vCPU leaves room for both, and a tar of 5,000 files from 2 vCPUs is refused.
+        members = 1024 + 4 * self.topology.total_cpus
         if self.guest_output_limit is not None:
-            return ShareLimits(output_bytes=self.guest_output_limit)
+            return ShareLimits(output_bytes=self.guest_output_limit, tar_members=members)
         trace = 2 * self.topology.total_cpus * self.plan.trace_buffer_kb * 1024 if self.plan.trace_events else 0
-        return ShareLimits(output_bytes=max(DEFAULT_OUTPUT_LIMIT, trace + (256 << 20)))
+        return ShareLimits(output_bytes=max(DEFAULT_OUTPUT_LIMIT, trace + (256 << 20)), tar_members=members)
 
     def boot_deadline(self) -> float | None:
         """Under TCG, how long the guest init may take to report "booted" before QEMU is stopped and the
@@ -276,7 +280,8 @@ def _prepare(req: RunRequest, run_id: str, partial: Path, tmp: Path, say: Callab
         *map(image.tool_image, tools),
         image.modules_image(req.kernel.modules_dir, image.tier_modules(req.topology)),
     ]
-    initrd = image.assemble_initrd(tmp / "initrd.cpio", layers, req.plan.to_shell())
+    token = secrets.token_hex(16)  # this boot's stage-mark token (lab.vm.console; docs/security.md)
+    initrd = image.assemble_initrd(tmp / "initrd.cpio", layers, req.plan.to_shell(), token)
     access = None
     if req.access_sample or req.latency:
         qemu = req.backend.emulator_version()
@@ -295,6 +300,7 @@ def _prepare(req: RunRequest, run_id: str, partial: Path, tmp: Path, say: Callab
         firmware=firmware,
         plugin=access.argument if access else "",
         clock=req.clock,
+        stage_token=token,
     )
     user = _user_image_facts(req.workload, user_layer)
     return Prepared(boot, share, initrd, protocol, firmware, tsc_host, list(tools), list(programs), access, user)
@@ -387,7 +393,7 @@ def _collect_bounded(
     problems: list[str] = []  # the guest's files that were not what its init writes
     try:
         with limit.reader():
-            unpacked = unpack_results(booted.share, partial, limits.output_bytes)  # the guest's tars -> run files
+            unpacked = unpack_results(booted.share, partial, limits.output_bytes, limits.tar_members)  # tars -> files
     except CollectOverrun as e:
         unpacked = Unpacked(problems=[f"the guest's tars were not unpacked: {e}"])
     _guarded(problems, "trace buffers", assemble_run, None, partial, limit=limit)  # trace-raw/ -> trace.dat (raw)
@@ -457,10 +463,19 @@ def _collect(
     guarded = functools.partial(_guarded, data_problems, limit=limit)
     readback, domains, groups, problems = _guest_view(req, d, outcome, unpacked, guarded)
     console = _read(d / CONSOLE_LOG)
+    marks = guarded("stage marks", check_marks, [], outcome, not req.clock.virtual)  # (before any timing is taken)
     evidence, result = _evidence(req, d, outcome, unpacked, share, console, problems, data_problems, guarded)
     ws = outcome.stage("workload-start")
+    t0 = ws.guest_uptime if ws and not ws.contradicted else None
+    metrics = _metrics(req, d, outcome, evidence.booted, t0, result, guarded)
+    implausible = marks + guarded("plausibility checks", _implausible, [], req, outcome, result, metrics)
+    # (a problem names a file as the record has it: the '.partial' directory it was read in is renamed)
+    data_problems[:] = in_record(data_problems, d)
+    unpacked.problems[:] = in_record(unpacked.problems, d)
+    if metrics.get("trace_problems"):
+        metrics["trace_problems"] = in_record(metrics["trace_problems"], d)
+    evidence = replace(evidence, implausible=tuple(implausible))
     status, reason = classify(evidence)
-    metrics = _metrics(req, d, outcome, evidence.booted, ws.guest_uptime if ws else None, result, guarded)
     return ManifestInputs(
         run_id=run_id,
         label=req.label,
@@ -504,8 +519,33 @@ def _collect(
         access=access,
         latency=latency,
         stalled_boots=stalled_boots,
-        data_problems=tuple(data_problems),
+        data_problems=(*data_problems, *implausible),
     )
+
+
+def in_record(problems: list[str], d: Path) -> list[str]:
+    """``problems`` with the run directory's path (``.<id>.partial`` while the run is collected, renamed when it
+    is complete) taken out: a file is named by its place in the record."""
+    prefixes = sorted({f"{d}/", f"{d.resolve()}/", f"{d.absolute()}/"}, key=len, reverse=True)
+    out = []
+    for p in problems:
+        for prefix in prefixes:
+            p = p.replace(prefix, "")
+        out.append(p)
+    return out
+
+
+def _implausible(req: RunRequest, outcome, result: dict | None, metrics: dict) -> list[str]:
+    """The guest's figures checked against what the host saw (lab.analysis.plausible): named problems."""
+    windows = plausible.host_windows(outcome)
+    user = req.workload.user
+    seconds = set(SECONDS_METRICS) | {m.name for m in (user.metrics if user else ()) if m.unit == "s"}
+    signed = set() if user is None else None if user.all_numeric else {m.name for m in user.metrics}
+    return [
+        *plausible.result_problems(result, windows, seconds, signed),
+        *plausible.counter_problems(metrics),
+        *plausible.cpu_problems(metrics.get("node_cpu") or {}, req.topology.total_cpus, windows),
+    ]
 
 
 def _user_record(workload: Workload, result: dict | None) -> dict | None:
@@ -548,7 +588,8 @@ def _evidence(
         if out_text is not None else None  # fmt: skip
     if result and result.get("parse_error") and evidence.workload_rc == 0:
         evidence = replace(evidence, result_problem=result["parse_error"])
-    evidence = replace(evidence, data_problems=tuple(data_problems))
+    failed = outcome.stage("failed")  # (the init's own mark, with the run's token: lab.vm.console)
+    evidence = replace(evidence, data_problems=tuple(data_problems), init_failure=failed.detail if failed else None)
     return evidence, result
 
 
@@ -624,7 +665,7 @@ def print_summary(manifest: dict, out=sys.stdout) -> None:
         incomplete = f" (INCOMPLETE: the trace lost{lost_pct})" if is_incomplete(m) else ""
         if m.get("trace_unreadable"):
             incomplete = " (NOT MEASURED: the trace could not be read)"
-        lines.append(f"  events{incomplete} " + "  ".join(f"{k}={v}" for k, v in counts.items()))
+        lines.append(f"  events{incomplete} " + "  ".join(f"{k}={'-' if v is None else v}" for k, v in counts.items()))
     # (a run that failed has its reason; that its trace is missing then is no news)
     ok = manifest["status"] == "ok"
     for problem in [*(m.get("trace_problems", []) if ok else []), *manifest.get("guest_data_problems", [])]:
