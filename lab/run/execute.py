@@ -463,6 +463,7 @@ def _collect(
     guarded = functools.partial(_guarded, data_problems, limit=limit)
     readback, domains, groups, problems = _guest_view(req, d, outcome, unpacked, guarded)
     console = _read(d / CONSOLE_LOG)
+    release = (read_guest_text(d / UNAME, data_problems) or "").strip()[:256] or None  # (not UTF-8: a problem)
     marks = guarded("stage marks", check_marks, [], outcome, not req.clock.virtual)  # (before any timing is taken)
     evidence, result = _evidence(req, d, outcome, unpacked, share, console, problems, data_problems, guarded)
     ws = outcome.stage("workload-start")
@@ -496,7 +497,7 @@ def _collect(
         timeout_s=req.timeout(),
         workload_result=result,
         workload_rc=evidence.workload_rc,
-        guest_release=_read(d / UNAME).strip()[:256] or None,
+        guest_release=release,
         build_id=guarded("kernel notes", build_id, None, d / KERNEL_NOTES),
         knobs_readback=_read(d / KNOBS).splitlines()[:256],
         guest=GuestView(
@@ -583,7 +584,7 @@ def _evidence(
         vm_failure=outcome.vm_failure,
         guest_panicked=outcome.guest_panicked,
     )
-    out_text = read_guest_text(d / WORKLOAD_OUT)  # (a workload may print bytes that are not UTF-8)
+    out_text = read_guest_text(d / WORKLOAD_OUT, data_problems)  # (bytes that are not UTF-8: a named problem)
     result = guarded("workload output", parse_output, {"parse_error": "unreadable"}, req.workload, out_text or "") \
         if out_text is not None else None  # fmt: skip
     if result and result.get("parse_error") and evidence.workload_rc == 0:
