@@ -201,7 +201,9 @@ def add_parser(sub) -> None:
     b.add_argument("--budget", type=float, metavar="SECONDS",
                    help="wall-time budget; each step gets its share of what is left (default none)")  # fmt: skip
     b.add_argument("--min-pairs", type=int, default=3, metavar="N", help="runs a step has at least (default 3)")
-    b.add_argument("--max-pairs", type=int, default=8, metavar="N", help="runs after which a step is skipped (8)")
+    b.add_argument(
+        "--max-pairs", type=int, default=8, metavar="N", help="runs after which a step is skipped (8; at most 1000)"
+    )
     b.add_argument("--out", metavar="DIR", help="the state directory (new, or a bisect's to resume it)")
     b.add_argument("--json", action="store_true", help="print the result (or the log, the replay) as JSON")
     b.set_defaults(func=cmd_bisect)

@@ -107,7 +107,7 @@ def add_parser(sub) -> None:
     b.add_argument("--no-default-fragments", action="store_true",
                    help="do not use kernel-configs/{base,numa,trace}.config")  # fmt: skip
     b.add_argument("--name", help="name to boot it by (default: baseline, or the first patch's name)")
-    b.add_argument("--jobs", "-j", type=int, default=0, metavar="N", help="make -j (default: host CPUs)")
+    b.add_argument("--jobs", "-j", type=int, default=0, metavar="N", help="make -j (default, and 0: the host's CPUs)")
     b.add_argument("--json", action="store_true", help="print the build's metadata as JSON")
     b.add_argument("--quiet", "-q", action="store_true", help="no progress lines on stderr")
     b.set_defaults(func=cmd_build)
