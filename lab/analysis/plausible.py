@@ -28,32 +28,40 @@ MAX_COUNTER = 1 << 64
 
 @dataclass(frozen=True)
 class Windows:
-    """What the host saw, in host seconds: the workload's window and the whole VM's (None: not known)."""
+    """What the host saw, in host seconds: the workload's window and the whole VM's (None: not known). Under
+    ``--clock virtual`` guest seconds count instructions and may pass faster than the host's: the windows
+    are then the init's marks' own uptimes, checked for order only, and the VM's run bounds nothing."""
 
     workload_s: float | None
     stat_s: float | None  # from before /proc/stat's first copy to after its last (the init's marks around them)
-    vm_s: float
+    vm_s: float | None
 
-    def bound(self, seconds: float | None) -> tuple[float, float, str]:
-        """(window, the most a guest duration over it may be, what the window is): ``seconds`` of the host's,
-        or the VM's whole run without it."""
+    def bound(self, seconds: float | None) -> tuple[float, float, str] | None:
+        """(window, the most a guest duration over it may be, what the window is): ``seconds``, or the VM's
+        whole run without it; None without either."""
         window = self.vm_s if seconds is None else seconds
+        if window is None:
+            return None
         return window, window + SLACK_S + SLACK_SHARE * window, "the VM's whole run" if seconds is None else ""
 
 
-def host_windows(outcome: VmOutcome) -> Windows:
-    """The host-observed windows from the init's marks that stood (lab.vm.console.check_marks)."""
+def host_windows(outcome: VmOutcome, host_clock: bool = True) -> Windows:
+    """The host-observed windows from the init's marks that stood (lab.vm.console.check_marks); without
+    ``host_clock`` (``--clock virtual``), the same marks' guest uptimes."""
 
     def at(name: str) -> float | None:
         st = outcome.stage(name)
-        return st.host_s if st is not None and not st.contradicted else None
+        if st is None or st.contradicted:
+            return None
+        return st.host_s if host_clock else st.guest_uptime
 
     def span(a: str, b: str) -> float | None:
         x, y = at(a), at(b)
         return y - x if x is not None and y is not None and y >= x else None
 
     # /proc/stat is copied after the "topology" mark and before "done" (images/guest/init)
-    return Windows(span("workload-start", "workload-end"), span("topology", "done"), outcome.wall_s)
+    vm_s = outcome.wall_s if host_clock else None
+    return Windows(span("workload-start", "workload-end"), span("topology", "done"), vm_s)
 
 
 def _durations(result: dict, seconds_keys: set[str]) -> list[tuple[str, float]]:
@@ -92,8 +100,9 @@ def result_problems(
             problems.append(f"the workload's {key} is {v:.4g}, beyond any 64-bit figure (an overflow)")
         elif v < 0 and not signed:
             problems.append(f"the workload's {key} is {v:g}, below 0")
-    window, bound, what = windows.bound(windows.workload_s)
-    for key, v in _durations(result, seconds_keys):
+    bounds = windows.bound(windows.workload_s)
+    for key, v in _durations(result, seconds_keys) if bounds else ():
+        window, bound, what = bounds
         if v > bound:
             problems.append(f"the workload's {key} is {v:g} s, longer than {what or 'the workload window'} the "
                             f"host saw ({window:.2f} s; {bound:.2f} s with the slack)")  # fmt: skip
@@ -126,7 +135,9 @@ def cpu_problems(node_cpu: dict, n_vcpus: int, windows: Windows) -> list[str]:
                 problems.append(f"/proc/stat: node {node}'s {kind.removesuffix('_s')} time went down by {-v:g} s "
                                 "between stat.start and stat.end (a counter only grows)")  # fmt: skip
     busy = sum(v for v in (node_cpu.get("busy_s") or {}).values() if _number(v) and v > 0)
-    window, bound, what = windows.bound(windows.stat_s)
+    if (bounds := windows.bound(windows.stat_s)) is None:
+        return problems
+    window, bound, what = bounds
     if busy > n_vcpus * bound:
         where = what or "between the copies"
         problems.append(f"/proc/stat: {busy:g} s of CPU busy time, more than {n_vcpus} vCPUs x the {window:.2f} s "

@@ -538,7 +538,7 @@ def in_record(problems: list[str], d: Path) -> list[str]:
 
 def _implausible(req: RunRequest, outcome, result: dict | None, metrics: dict) -> list[str]:
     """The guest's figures checked against what the host saw (lab.analysis.plausible): named problems."""
-    windows = plausible.host_windows(outcome)
+    windows = plausible.host_windows(outcome, not req.clock.virtual)
     user = req.workload.user
     seconds = set(SECONDS_METRICS) | {m.name for m in (user.metrics if user else ()) if m.unit == "s"}
     signed = set() if user is None else None if user.all_numeric else {m.name for m in user.metrics}

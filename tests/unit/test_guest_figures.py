@@ -191,3 +191,14 @@ def test_a_problem_names_a_file_by_its_place_in_the_record_not_the_partial_direc
 
 def test_control_characters_from_the_guest_are_shown_in_the_report_html() -> None:
     assert e("6.1\x1b]0;pwned\x07 <b>\r\n") == "6.1\\x1b]0;pwned\\x07 &lt;b&gt;\\x0d\n"
+
+
+def test_under_the_virtual_clock_the_windows_are_the_guests_own() -> None:
+    """--clock virtual: guest seconds count instructions (an idle guest's pass faster than the host's)."""
+    outcome = _outcome(("topology", 2.0, 1.5), ("workload-start", 3.0, 2.5), ("workload-end", 4.0, 22.5),
+                       ("done", 4.5, 23.0))  # fmt: skip
+    windows = host_windows(outcome, host_clock=False)
+    assert windows == Windows(20.0, 21.5, None)
+    assert result_problems({"elapsed_s": 20.01}, windows, set(SECONDS_METRICS), set()) == []
+    assert result_problems({"elapsed_s": 20.01}, host_windows(outcome), set(SECONDS_METRICS), set())  # (host's: 1 s)
+    assert result_problems({"elapsed_s": 1e6}, Windows(None, None, None), set(SECONDS_METRICS), set()) == []
