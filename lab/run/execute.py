@@ -475,7 +475,9 @@ def _collect(
     unpacked.problems[:] = in_record(unpacked.problems, d)
     if metrics.get("trace_problems"):
         metrics["trace_problems"] = in_record(metrics["trace_problems"], d)
-    evidence = replace(evidence, implausible=tuple(implausible))
+    # (every reader's problem counts, the metrics' too: docs/security.md, "a net under the readers")
+    evidence = replace(evidence, data_problems=tuple(data_problems), unpack_problems=tuple(unpacked.problems),
+                       implausible=tuple(implausible))  # fmt: skip
     status, reason = classify(evidence)
     return ManifestInputs(
         run_id=run_id,
