@@ -248,3 +248,10 @@ def test_kernel_build_jobs_0_is_the_hosts_cpus_and_below_is_refused() -> None:
         numalab("kernel", "build", "--jobs", "-1"), "--jobs: must be 1..4096, or 0 for the host's CPUs"
     )
     assert "0: the host's CPUs" in " ".join(numalab("kernel", "build", "--help").stdout.split())
+
+
+def test_matrix_check_refuses_a_qemu_that_does_not_answer_as_qemu(tmp_path) -> None:
+    m = _write(tmp_path, "m.yaml", "topologies: [ring-2]\nkernels: [stock]\nworkloads: [idle]\n"
+                                   "settings: [{name: t, qemu: /bin/true}]\n")  # fmt: skip
+    assert_one_line_error(numalab("matrix", "check", str(m)), str(m), "settings t: --qemu /bin/true: '--version'",
+                          "not a QEMU")  # fmt: skip
