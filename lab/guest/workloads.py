@@ -507,8 +507,10 @@ def user_pattern(pattern: str):
     text is the untrusted guest's, and a pattern that backtracks (``^(a+)+$``) must not hang the host as
     Python's ``re`` would. ``^`` and ``$`` match at every line. Raises ValueError with RE2's one-line reason
     for a pattern RE2 cannot run (backreferences, lookaround) or that is too large."""
-    import re2
-
+    try:
+        import re2
+    except ImportError:  # (a dependency: make setup installs it)
+        raise LabError("results.regex: needs the google-re2 package (make setup, or pip install google-re2)") from None
     options = re2.Options()
     options.log_errors = False  # (RE2 would print its complaint to stderr as well)
     try:
