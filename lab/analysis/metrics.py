@@ -72,9 +72,10 @@ def run_metrics(run_dir: Path, topo: Topology, recorded: tuple[str, ...], t0: fl
         out["trace_problems"].append("no trace.dat in the run")
     if recorded and out["trace_problems"]:
         # Counts from a trace that could not be read whole are not counts: such a run is left out of
-        # comparisons as one that lost events is (lab.analysis.lost, compare).
+        # comparisons as one that lost events is (lab.analysis.lost, compare), and its counts are null, not 0.
         out["trace_unreadable"] = True
         out["trace_incomplete"] = True
+        out["events"] = dict.fromkeys(sorted(recorded_names))
     start, end = read_vmstat(run_dir / VMSTAT_START), read_vmstat(run_dir / VMSTAT_END)
     if start and end:
         d = deltas(start, end)
@@ -296,18 +297,6 @@ def metric_values(manifest: dict) -> dict[str, float]:
 # A user's workload declares its metrics (lab.guest.user_workload); the run record keeps the declarations
 # (manifest workload.metrics), so compare and the report read them back without the workload file.
 _DECLARED_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
-
-
-def check_declarations(metrics, source: str) -> None:
-    """A workload file's metrics may not take a built-in metric's name (its direction and mean are fixed:
-    report the figure under that name and leave it out of ``metrics:``)."""
-    for i, m in enumerate(metrics):
-        builtin = METRIC_KEYS.get(f"workload.{m.name}")
-        if builtin is not None:
-            raise LabError(
-                f"workload file {source}: metrics[{i}].name: {m.name} is a built-in metric ({builtin.better} is "
-                "better); leave it out of metrics: (a result with it is compared already)"
-            )
 
 
 def declared_metrics(manifest: dict) -> tuple[Metric, ...]:

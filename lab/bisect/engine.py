@@ -41,6 +41,8 @@ from lab.errors import LabError
 from lab.paths import json_text, write_json_atomic, write_text_atomic
 from lab.record_files import MANIFEST
 
+MAX_PAIRS = 1000  # --max-pairs at most (as run --repeat: lab.run.options.MAX_REPEAT)
+
 STATE_VERSION = 1
 _RUN_DIR = re.compile(r"^p(\d+)-r(\d+)$")
 
@@ -87,6 +89,8 @@ class Config:
             raise LabError(f"--threshold: must be a percentage > 0, got {self.threshold_pct:g}")
         if self.budget_s is not None and not (math.isfinite(self.budget_s) and self.budget_s > 0):
             raise LabError(f"--time-budget: must be > 0 seconds, got {self.budget_s:g}")
+        if not 1 <= self.max_pairs <= MAX_PAIRS:  # (each pair is two VM runs a step: 100,000 is weeks)
+            raise LabError(f"--max-pairs: must be 1..{MAX_PAIRS}, got {self.max_pairs}")
         if not MIN_REPEATS <= self.min_pairs <= self.max_pairs:
             raise LabError(f"--min-pairs: must be between {MIN_REPEATS} and --max-pairs ({self.max_pairs}), "
                            f"got {self.min_pairs}")  # fmt: skip

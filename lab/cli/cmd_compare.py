@@ -16,11 +16,28 @@ def cmd_compare(args: argparse.Namespace) -> int:
     base = [RunRecord.load(d) for d in args.baseline]
     new = [RunRecord.load(d) for d in args.new]
     c = cmp.compare_runs(base, new, args.significance, include_incomplete=args.include_incomplete)
+    _check_sides(base, new)  # (after the setup's own checks: a copy of a run with another topology says that)
     render = (
         cmp.to_json if args.json else {"text": cmp.to_text, "md": cmp.to_markdown, "html": cmp.to_html}[args.format]
     )
     sys.stdout.write(render(c))
     return 0
+
+
+def _check_sides(base: list, new: list) -> None:
+    """A run on both sides (the same directory, or a copy: the same run id) would be compared with itself."""
+    from lab.errors import LabError
+
+    sides: dict[object, str] = {}
+    for side, runs in (("--baseline", base), ("--new", new)):
+        for r in runs:
+            for key in (("dir", r.path.resolve()), ("id", r.manifest.get("run_id"))):
+                if key[1] is None:
+                    continue
+                if (other := sides.setdefault(key, side)) != side:
+                    what = "run" if key[0] == "dir" else f"run (run id {key[1]})"
+                    raise LabError(f"compare: {r.path} is the same {what} on both sides ({other} and {side})")
+                sides[key] = side
 
 
 def add_parser(sub) -> None:

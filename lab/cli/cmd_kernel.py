@@ -18,8 +18,6 @@ def _seconds(s: float) -> str:
 def cmd_build(args: argparse.Namespace) -> int:
     from lab.kernel.build import build_kernel, make_request
 
-    if args.make_jobs < 0:
-        raise LabError(f"--make-jobs: must be >= 1 (or 0: the host's CPUs), got {args.make_jobs}")
     req = make_request(args.source, args.patch, args.series, args.fragment, args.name, args.make_jobs,
                        not args.no_default_fragments, args.rebuild)  # fmt: skip
     debug(f"kernel build: {len(req.patches)} patches, {len(req.fragments)} fragments, make -j "

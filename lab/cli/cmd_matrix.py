@@ -61,12 +61,26 @@ def cmd_check(args: argparse.Namespace) -> int:
                 resolve_kernel(k.spec)
             except LabError as err:
                 raise LabError(f"{spec.source}: kernels: {k.name}: {err}") from None
+    _check_qemus(spec)
     axes = {a: sorted({r.axes()[a] for r in spec.runs}) for a in ("topology", "kernel", "workload", "setting")}
     plural = {"topology": "topologies", "kernel": "kernels", "workload": "workloads", "setting": "settings"}
     print(f"{spec.source}: ok ({len(spec.runs)} runs; "
           + "; ".join(f"{plural[a]}: {', '.join(v)}" for a, v in axes.items())
           + f"; {len(spec.gates)} gates)")  # fmt: skip
     return 0
+
+
+def _check_qemus(spec) -> None:
+    """A settings' qemu given as a path must answer as QEMU, as numalab run --qemu checks it (system, backports
+    and charge are named choices: a CI machine may check a matrix it will fetch them for)."""
+    from lab.vm.emulator import resolve
+
+    for setting in {r.setting.name: r.setting for r in spec.runs}.values():
+        if "/" in setting.qemu:
+            try:
+                resolve(setting.qemu)
+            except LabError as err:
+                raise LabError(f"{spec.source}: settings {setting.name}: {err}") from None
 
 
 def _reports(out: Path, runs) -> None:

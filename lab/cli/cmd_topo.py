@@ -223,7 +223,10 @@ def add_parser(sub) -> None:
 
     q = topo_cmd("show", cmd_topo_show, "show the SLIT, the links and the kernel's predicted NUMA view")
     json_option(q)
-    topo_cmd("check", cmd_topo_check, "validate a spec (exit 0 if valid, one-line error otherwise)")
+    q = topo_cmd("check", cmd_topo_check, "validate a spec (exit 0 if valid, one-line error otherwise)")
+    q.epilog = ("A remote SLIT distance is 11..255. 255, ACPI's 'unreachable', is accepted as a distance: QEMU "
+                "passes it on and the Linux kernel takes it as one (the farthest level), which a spec may want. "
+                "A link listed twice is refused.")  # fmt: skip
     for name, func, help_ in (
         ("qemu-args", cmd_topo_qemu_args, "print the QEMU command line for a topology"),
         ("libvirt-xml", cmd_topo_libvirt_xml, "print the libvirt domain XML for a topology"),

@@ -63,11 +63,10 @@ def cmd_workload_list(args: argparse.Namespace) -> int:
 
 
 def cmd_workload_show(args: argparse.Namespace) -> int:
-    from lab.guest.init_plan import MAX_DURATION_S
+    from lab.guest.init_plan import check_duration
     from lab.guest.user_workload import resolve_workload
-    from lab.run.options import check_seconds
 
-    check_seconds(args.duration, "--duration", MAX_DURATION_S)
+    check_duration(args.duration)
     workload = resolve_workload(args.workload)
     topo = topology_ref(args).load()
     rec = _record(workload, topo, args.duration)

@@ -386,7 +386,7 @@ def max_vms_of(args: argparse.Namespace) -> int | None:
 def make_jobs_option(container) -> None:
     """--make-jobs/-j N (kernel build); --jobs stays a hidden alias."""
     a = container.add_argument("-j", "--make-jobs", type=int, default=0, metavar="N",
-                               help="make -j N for the kernel build (default: the host's CPUs)")  # fmt: skip
+                               help="make -j N for the kernel build (default, and 0: the host's CPUs)")  # fmt: skip
     alias(container, "--jobs", a)
 
 

@@ -29,6 +29,7 @@ import lzma
 import os
 import re
 import shutil
+import stat
 import struct
 import subprocess
 import tempfile
@@ -348,13 +349,17 @@ def modules_image(modules_dir: Path | None, extra: tuple[str, ...] = ()) -> Path
     return _cached_archive("modules", cpio.parents([e.path for e in entries]) + entries)
 
 
-def assemble_initrd(out: Path, parts: list[Path | None], plan_sh: str) -> Path:
+def assemble_initrd(out: Path, parts: list[Path | None], plan_sh: str, stage_token: str = "") -> Path:
     """Concatenate the cached archives (base, workload, tools, modules; None is skipped) and a
-    plan archive into one initrd file."""
+    plan archive into one initrd file. ``stage_token`` (the run's, lab.vm.console) goes in
+    ``/plan/token``, which the init reads and deletes first thing: no other guest process sees it there."""
+    entries = [cpio.directory("plan"), cpio.file_entry("plan/plan.sh", plan_sh.encode())]
+    if stage_token:
+        entries.append(cpio.Entry("plan/token", stat.S_IFREG | 0o400, stage_token.encode() + b"\n"))
     with open(out, "wb") as f:
         for part in parts:
             if part is not None:
                 with open(part, "rb") as src:
                     shutil.copyfileobj(src, f, 1 << 20)
-        cpio.write_cpio(f, [cpio.directory("plan"), cpio.file_entry("plan/plan.sh", plan_sh.encode())])
+        cpio.write_cpio(f, entries)
     return out

@@ -23,9 +23,18 @@ KNOB_NAMES = ("scan_delay_ms", "scan_period_min_ms", "scan_period_max_ms", "scan
 # test_script): the guest-data fuzz tests' hook, a script the init runs after each phase's real work
 TEST_FAULTS = ("", "panic", "hang", "stall-boot-once", "mutate")
 MAX_DURATION_S = 86400.0  # a workload of a day
+MIN_DURATION_S = 0.1  # the console is read every 0.1 s (lab.vm.console): the shortest window the host can time
 MAX_TRACE_BUFFER_KB = 4 << 20  # 4 GiB per CPU
 TRACE_MODES = ("raw", "extract", "record")
 KERNEL_CMDLINE = "console=ttyS0 loglevel=4 sched_verbose panic=-1 mitigations=off"
+
+
+def check_duration(seconds: float) -> None:
+    """A workload's duration: a one-line error unless it is 0.1 s to a day (run, workload show, the matrix)."""
+    if not (math.isfinite(seconds) and MIN_DURATION_S <= seconds <= MAX_DURATION_S):
+        raise LabError(f"--duration: must be {MIN_DURATION_S:g} to {MAX_DURATION_S:g} seconds (the host reads the "
+                       f"guest's stage marks every 0.1 s: a shorter workload cannot be timed), "
+                       f"got {seconds:g}")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -49,10 +58,7 @@ class GuestPlan:
     test_script: str = ""
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.duration_s) and 0 < self.duration_s <= MAX_DURATION_S):
-            raise LabError(
-                f"--duration: must be more than 0 and at most {MAX_DURATION_S:g} seconds, got {self.duration_s:g}"
-            )
+        check_duration(self.duration_s)
         for k, v in self.knobs.items():
             if k not in KNOB_NAMES:
                 raise LabError(f"--knob {k}: unknown NUMA-balancing knob (known: {', '.join(KNOB_NAMES)})")

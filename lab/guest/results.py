@@ -15,10 +15,11 @@ are read from the share (a directory the run record never is, see
 (a compressed one could expand without bound before a member is checked).
 Every member is checked first (regular files and directories, relative paths,
 no ``..``, nothing already in the run directory, no more members and bytes
-than the limits), then the tar is unpacked into a scratch directory of the run
-and its entries moved into place, so a tar that does not unpack leaves nothing
-half-written; its problem is returned. A host-side failure while writing (a full
-disk) raises OSError: it is not the guest's fault and not a result.
+than the limits; a link, a device node or a FIFO is named as what it is), then
+the tar is unpacked into a scratch directory of the run and its entries moved
+into place, so a tar that does not unpack leaves nothing half-written; its
+problem is returned. A host-side failure while writing (a full disk) raises
+OSError: it is not the guest's fault and not a result.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from lab.vm.share import DEFAULT_OUTPUT_LIMIT, GuestLimitExceeded, fmt_bytes, op
 
 TARS = (READBACK_TAR, RESULTS_TAR)
 HOST_FILES = frozenset(f.name for f in ALL if f.side == "host")  # the manifest, the console...: never the guest's
-MAX_MEMBERS = 20000  # a 288-vCPU trace-raw/ has about 2,000
+MAX_MEMBERS = 20000  # the most ever; a run's own limit is ShareLimits.tar_members (lab.run.execute)
 
 
 class UnpackError(Exception):
@@ -49,20 +50,35 @@ class Unpacked:
     bytes: int = 0  # unpacked into the run record
 
 
+def _kind(m: tarfile.TarInfo) -> str:
+    """What a tar member that is neither a regular file nor a directory is, for the problem that names it."""
+    if m.issym():
+        return f"a symbolic link (to {m.linkname[:200]!r})"
+    if m.islnk():
+        return f"a hard link (to {m.linkname[:200]!r})"
+    if m.ischr() or m.isblk():
+        return "a device node"
+    if m.isfifo():
+        return "a FIFO"
+    return "a sparse file" if m.issparse() else f"of tar type {m.type!r}"
+
+
 def _members(
-    tf: tarfile.TarFile, tar_name: str, run_dir: Path, budget: int
+    tf: tarfile.TarFile, tar_name: str, run_dir: Path, budget: int, max_members: int = MAX_MEMBERS
 ) -> list[tuple[tarfile.TarInfo, PurePosixPath]]:
     out = []
     total = 0
     kinds: dict[PurePosixPath, str] = {}  # every path the tar makes: "file" or "dir" (parents included)
     for m in tf:
-        if len(out) >= MAX_MEMBERS:
-            raise GuestLimitExceeded(f"{tar_name} has more than {MAX_MEMBERS} members")
+        if len(out) >= max_members:
+            raise GuestLimitExceeded(f"{tar_name} has more than {max_members} members (files and directories)")
         rel = PurePosixPath(m.name)
         parts = [p for p in rel.parts if p != "."]
         if not parts and m.isdir():
             continue  # the archive's own "./"
-        if not parts or rel.is_absolute() or ".." in parts or not (m.isfile() or m.isdir()) or m.issparse():
+        if not (m.isfile() or m.isdir()) or m.issparse():
+            raise UnpackError(f"{tar_name}: {m.name[:200]!r} is {_kind(m)}; only files and directories are taken")
+        if not parts or rel.is_absolute() or ".." in parts:
             raise UnpackError(f"{tar_name}: unexpected member {m.name!r}")
         rel = PurePosixPath(*parts)
         if (run_dir / parts[0]).exists() or (run_dir / parts[0]).is_symlink():
@@ -87,8 +103,10 @@ def _members(
     return out
 
 
-def _unpack(share: Path, name: str, run_dir: Path, budget: int) -> int | None:
-    """Unpack one tar of the share into ``run_dir``; the bytes unpacked, None if the guest sent none."""
+def _unpack(
+    share: Path, name: str, run_dir: Path, budget: int, max_members: int = MAX_MEMBERS
+) -> tuple[int, int] | None:
+    """Unpack one tar of the share into ``run_dir``; (bytes, members) unpacked, None if the guest sent none."""
     try:
         f = open_guest_file(share, name, budget)
     except ValueError as e:
@@ -98,7 +116,7 @@ def _unpack(share: Path, name: str, run_dir: Path, budget: int) -> int | None:
     scratch = Path(tempfile.mkdtemp(prefix=f".{Path(name).stem}-", dir=run_dir))
     try:
         with f, tarfile.open(fileobj=f, mode="r:") as tf:
-            members = _members(tf, name, run_dir, budget)
+            members = _members(tf, name, run_dir, budget, max_members)
             for m, rel in members:
                 dest = scratch.joinpath(*rel.parts)
                 if m.isdir():
@@ -111,7 +129,7 @@ def _unpack(share: Path, name: str, run_dir: Path, budget: int) -> int | None:
                     shutil.copyfileobj(src, out, 1 << 20)
         for entry in sorted(scratch.iterdir()):
             entry.rename(run_dir / entry.name)
-        return sum(m.size for m, _ in members)
+        return sum(m.size for m, _ in members), len(members)
     except tarfile.TarError as e:
         raise UnpackError(f"{name}: {e}") from None
     except OSError as e:
@@ -124,13 +142,16 @@ def _unpack(share: Path, name: str, run_dir: Path, budget: int) -> int | None:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def unpack_results(share: Path, run_dir: Path, max_bytes: int = DEFAULT_OUTPUT_LIMIT) -> Unpacked:
-    """Unpack the guest's tars from ``share`` into ``run_dir`` (at most ``max_bytes`` in all).
-    A tar that does not unpack leaves nothing of itself in the run directory."""
+def unpack_results(
+    share: Path, run_dir: Path, max_bytes: int = DEFAULT_OUTPUT_LIMIT, max_members: int = MAX_MEMBERS
+) -> Unpacked:
+    """Unpack the guest's tars from ``share`` into ``run_dir`` (at most ``max_bytes`` and ``max_members`` files
+    and directories in all). A tar that does not unpack leaves nothing of itself in the run directory."""
     result = Unpacked()
+    members = 0
     for name in TARS:
         try:
-            n = _unpack(share, name, run_dir, max_bytes - result.bytes)
+            n = _unpack(share, name, run_dir, max_bytes - result.bytes, max_members - members)
         except GuestLimitExceeded as e:
             result.limit = result.limit or str(e)
             result.problems.append(str(e))  # it names the tar
@@ -138,5 +159,6 @@ def unpack_results(share: Path, run_dir: Path, max_bytes: int = DEFAULT_OUTPUT_L
         except UnpackError as e:
             result.problems.append(str(e))
             continue
-        result.bytes += n or 0
+        result.bytes += n[0] if n else 0
+        members += n[1] if n else 0
     return result

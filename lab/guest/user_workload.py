@@ -41,9 +41,12 @@ from lab.guest.workloads import (
     UserMetric,
     UserSpec,
     Workload,
+    builtin_metric,
     get_workload,
+    user_pattern,
 )
 from lab.topology.model import Topology
+from lab.untrusted import shown
 
 KEYS = ("name", "description", "command", "files", "tools", "packages", "results", "metrics")
 PLACEHOLDERS = re.compile(r"\{(cpus|nodes|mem_mib|duration)\}")
@@ -158,6 +161,8 @@ def _files(names: list[str], base: Path, field: str) -> tuple[tuple[str, str], .
         where = f"{field}[{i}] {name}" if field == "files" else f"{field} {name}"
         host = (base / name).resolve()
         if not host.is_file():
+            if host.exists():  # (a FIFO would block the image build; a link to /dev/zero never ends)
+                raise LabError(f"{where}: {_kind(host)}, not a regular file")
             raise LabError(f"{where}: no such file" + (f" (relative to {base})" if field == "files" else ""))
         size = host.stat().st_size
         if size > MAX_FILE_BYTES:
@@ -167,6 +172,16 @@ def _files(names: list[str], base: Path, field: str) -> tuple[tuple[str, str], .
             raise LabError(f"{where}: another file is also called {guest} in the guest's /{GUEST_DIR}")
         out.append((str(host), guest))
     return tuple(out)
+
+
+def _kind(path: Path) -> str:
+    """What a path that is not a regular file is (its link resolved): for a one-line error."""
+    import stat
+
+    mode = path.stat().st_mode
+    kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+             (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))  # fmt: skip
+    return next((what for test, what in kinds if test(mode)), "a special file")
 
 
 def _tool(name: str, where: str) -> str:
@@ -238,7 +253,10 @@ def _check_scripts(spec: UserSpec) -> None:
 
 
 def _metrics(raw: object) -> tuple[UserMetric, ...]:
-    if not isinstance(raw, list) or not raw:
+    if raw is not None and not isinstance(raw, list):
+        raise LabError(f"metrics: expected a list of {{name, unit, higher_is_better, mean}}, got a "
+                       f"{'mapping' if isinstance(raw, dict) else type(raw).__name__}")  # fmt: skip
+    if not raw:
         raise LabError("metrics: missing (a list of {name, unit, higher_is_better, mean})")
     if len(raw) > MAX_ITEMS:
         raise LabError(f"metrics: at most {MAX_ITEMS}, got {len(raw)}")
@@ -254,6 +272,10 @@ def _metrics(raw: object) -> tuple[UserMetric, ...]:
             raise LabError(f"metrics[{i}].name: expected a word of up to 64 letters, digits and '_', got {name!r}")
         if any(o.name == name for o in out):
             raise LabError(f"metrics[{i}].name: {name} is declared twice")
+        if (builtin := builtin_metric(name)) is not None:
+            better = "higher" if name != builtin.name else builtin.better
+            raise LabError(f"metrics[{i}].name: {name} is a built-in metric ({better} is better); leave it out of "
+                           "metrics: (a result with it is compared already)")  # fmt: skip
         unit = m.get("unit", "")
         if not isinstance(unit, str) or len(unit) > 32:
             raise LabError(f"metrics[{i}].unit: expected a short text, got {unit!r}")
@@ -284,9 +306,12 @@ def _results(raw: object, names: set[str]) -> tuple[str, tuple[tuple[str, str], 
         if not isinstance(pattern, str):
             raise LabError(f"results.regex.{metric}: expected a pattern, got {pattern!r}")
         try:
-            groups = re.compile(pattern, re.MULTILINE).groups
-        except re.error as err:
-            raise LabError(f"results.regex.{metric}: not a regular expression ({err})") from None
+            groups = user_pattern(pattern).groups
+        except ValueError as err:
+            raise LabError(
+                f"results.regex.{metric}: not a regular expression RE2 can run: {shown(pattern, 60)} "
+                f"({err}; result patterns run in linear time: no backreferences or lookaround)"
+            ) from None
         if groups != 1:
             raise LabError(f"results.regex.{metric}: needs exactly one group (the number), has {groups}")
         pairs.append((str(metric), pattern))

@@ -21,6 +21,7 @@ Each workload declares what the guest image must carry to run it (``programs``,
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -416,6 +417,20 @@ WORKLOADS: dict[str, Workload] = {
 }
 
 
+def builtin_metric(name: str) -> wm.WorkloadMetric | None:
+    """The built-in workload metric ``workload.<name>`` (or the rate whose per-vCPU-second twin it is), or
+    None: a user's workload may not declare one (lab.guest.user_workload; compare fixes its direction)."""
+    for w in WORKLOADS.values():
+        for m in w.metrics:
+            if name in (m.name, m.twin_key):
+                return m
+    return None
+
+
+# The built-in figures that are durations (unit "s"): lab.analysis.plausible bounds them by the host's window.
+SECONDS_METRICS = frozenset(m.name for w in WORKLOADS.values() for m in w.metrics if m.unit == "s")
+
+
 def get_workload(name: str) -> Workload:
     if name not in WORKLOADS:
         raise LabError(f"--workload {name}: unknown workload (known: {', '.join(WORKLOADS)})")
@@ -487,6 +502,26 @@ def parse_output(workload: Workload, stdout: str) -> dict:
     return out
 
 
+def user_pattern(pattern: str):
+    """A user's result pattern compiled by RE2 (``google-re2``), which matches in time linear in the text: the
+    text is the untrusted guest's, and a pattern that backtracks (``^(a+)+$``) must not hang the host as
+    Python's ``re`` would. ``^`` and ``$`` match at every line. Raises ValueError with RE2's one-line reason
+    for a pattern RE2 cannot run (backreferences, lookaround) or that is too large."""
+    try:
+        import re2
+    except ImportError:  # (a dependency: make setup installs it)
+        raise LabError("results.regex: needs the google-re2 package (make setup, or pip install google-re2)") from None
+    options = re2.Options()
+    options.log_errors = False  # (RE2 would print its complaint to stderr as well)
+    try:
+        return re2.compile(f"(?m){pattern}", options)
+    except re2.error as e:
+        why = e.args[0] if e.args else e
+        raise ValueError(why.decode(errors="replace") if isinstance(why, bytes) else str(why)) from None
+    except (TypeError, ValueError) as e:
+        raise ValueError(str(e)) from None
+
+
 MAX_RESULT_METRICS = 256  # a --workload-cmd result's figures taken as metrics
 REGEX_SCAN_CHARS = 1 << 20  # results: regex reads the last MiB of the workload's output
 
@@ -523,12 +558,13 @@ def parse_user(spec: UserSpec, stdout: str) -> dict:
     out: dict = {}
     tail = stdout[-REGEX_SCAN_CHARS:]  # (the guest writes the text the user's patterns run over: bounded)
     for name, pattern in spec.regex:
-        matches = list(re.finditer(pattern, tail, re.MULTILINE))
-        if not matches:
+        # (RE2: linear in the tail, whatever the pattern; the last match wins)
+        last = functools.reduce(lambda _prev, m: m, user_pattern(pattern).finditer(tail), None)
+        if last is None:
             return {"parse_error": f"{name}: no match for {shown(pattern, 60)} in the workload output"}
-        value = to_float(matches[-1].group(1) or "")
+        value = to_float(last.group(1) or "")
         if value is None:
-            return {"parse_error": f"{name}: {shown(matches[-1].group(1) or '', 60)} is not a finite number"}
+            return {"parse_error": f"{name}: {shown(last.group(1) or '', 60)} is not a finite number"}
         out[name] = value
     return out
 

@@ -365,8 +365,8 @@ def make_request(source: str | None, patches: list[str] | None, series: str | No
         raise LabError("--no-default-fragments: give at least one --fragment")
     if name is not None:
         validate_name(name)
-    if jobs < 0:
-        raise LabError(f"--jobs: must be >= 1, got {jobs}")
+    if jobs < 0 or jobs > 4096:  # (0: the host's CPUs, the default)
+        raise LabError(f"--make-jobs: must be 1..4096, or 0 for the host's CPUs, got {jobs}")
     return BuildRequest(resolve_source(source), loaded_patches, loaded_fragments, name, jobs, rebuild)
 
 

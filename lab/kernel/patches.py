@@ -75,6 +75,7 @@ def read_series(spec: str) -> list[Patch]:
     if not series.is_file():
         raise LabError(f"--series {spec}: no such series file")
     out = []
+    seen: dict[str, int] = {}  # a patch's file -> the line that listed it first
     for n, raw in enumerate(read_text_file(series, "--series").splitlines(), 1):
         line = raw.split(" #", 1)[0].strip()
         if not line or line.startswith("#"):
@@ -89,6 +90,9 @@ def read_series(spec: str) -> list[Patch]:
         p = series.parent / name
         if not p.is_file():
             raise LabError(f"--series {series}:{n}: {name}: no such patch")
+        first = seen.setdefault(str(p.resolve()), n)
+        if first != n:  # (applied twice, the second would fail or revert: never a series' meaning)
+            raise LabError(f"--series {series}:{n}: {name}: listed twice (line {first} too)")
         out.append(_read(p, name, strip))
     return out
 

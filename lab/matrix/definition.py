@@ -41,7 +41,7 @@ from lab.analysis.expectations import Expectation
 from lab.analysis.metrics import METRIC_KEYS
 from lab.datafile import load_yaml
 from lab.errors import LabError
-from lab.guest.init_plan import KNOB_NAMES
+from lab.guest.init_plan import KNOB_NAMES, check_duration
 from lab.guest.user_workload import is_workload_file, load_workload_file
 from lab.guest.workloads import WORKLOADS
 from lab.matrix.spec_parts import AutoSpec, parse_auto, parse_expect
@@ -262,6 +262,11 @@ def _workloads(data: dict, default_duration: float, base: Path, declared: set[st
         duration = item.get("duration", default_duration)
         if not isinstance(duration, (int, float)) or isinstance(duration, bool) or duration <= 0:
             raise LabError(f"workloads[{i}].duration: must be a number of seconds > 0, got {duration!r}")
+        if "duration" in item:  # (the matrix's own duration: is checked as --duration)
+            try:
+                check_duration(float(duration))
+            except LabError as err:
+                raise LabError(f"workloads[{i}].duration: {str(err).removeprefix('--duration: ')}") from None
         out.append(WorkloadChoice(name, float(duration), file))
     return out
 

@@ -11,9 +11,13 @@ from __future__ import annotations
 import re
 from html import escape
 
+from lab.untrusted import term_safe
+
 
 def e(v: object) -> str:
-    return escape("" if v is None else str(v))
+    """Plain text as HTML: escaped, and its control characters shown (ESC as ``\\x1b``), as on a terminal: a
+    run record's guest strings (its release, the reason, console lines) may hold any (lab.untrusted)."""
+    return escape(term_safe("" if v is None else v, newlines=True))
 
 
 def anchor(run_id: str) -> str:

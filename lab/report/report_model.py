@@ -250,7 +250,8 @@ def render_markdown(report: dict, comparisons: list[Comparison]) -> str:
             lost = f"**{lost:,} ({percent(m['lost_share'] * 100)}%)**"
         cells = [
             r["run_id"], r["status"], r["topology"]["name"], r["group"], r["workload"]["name"],
-            r["accelerator"]["name"].upper(), *(events.get(ev.name, "-") for ev in NUMA_DECISIONS),
+            r["accelerator"]["name"].upper(),
+            *("-" if (n := events.get(ev.name)) is None else n for ev in NUMA_DECISIONS),
             lost, vm.get("numa_pages_migrated", "-"), hint,
         ]  # fmt: skip
         lines.append("| " + " | ".join(map(str, cells)) + " |")

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
+from lab.analysis import plausible
 from lab.analysis.display import percent
 from lab.analysis.lost import describe as describe_lost
 from lab.analysis.lost import is_incomplete
@@ -31,7 +32,7 @@ from lab.guest.kernel_complaints import summary as complaint_line
 from lab.guest.readback import build_id, check_topology, read_sched_domains, read_topology
 from lab.guest.results import Unpacked, unpack_results
 from lab.guest.sched_verbose import check_groups, groups_record, read_sched_groups
-from lab.guest.workloads import Workload, parse_output
+from lab.guest.workloads import SECONDS_METRICS, Workload, parse_output
 from lab.kernel.pvh import boot_image
 from lab.kernel.resolve import Kernel
 from lab.paths import json_text, run_scratch, write_text_atomic
@@ -52,6 +53,7 @@ from lab.record_files import (
 from lab.run import access_matrix as access_run
 from lab.run import remote_latency as latency_run
 from lab.run.access_matrix import AccessResult
+from lab.run.collect_limit import COLLECT_LIMIT_S, NO_LIMIT, CollectLimit, CollectOverrun
 from lab.run.manifest import GuestImage, GuestView, ManifestInputs, workload_seconds
 from lab.run.manifest import build as build_manifest
 from lab.topology.model import Topology
@@ -60,7 +62,7 @@ from lab.trace.assemble import assemble_run
 from lab.untrusted import finite_copy, read_guest_text, term_safe, to_int
 from lab.vm import tcg_boot
 from lab.vm.backend import Backend
-from lab.vm.console import Stage
+from lab.vm.console import Stage, check_marks
 from lab.vm.guest_clock import GuestClock
 from lab.vm.hang import describe as describe_hang
 from lab.vm.latency_model import LatencyModel
@@ -106,10 +108,13 @@ class RunRequest:
     def limits(self) -> ShareLimits:
         """What the guest may send: ``guest_output_limit`` if given; else 1 GiB, or more if full trace
         buffers need it (every vCPU's, twice: the raw pages and their tar, plus 256 MiB for the rest)."""
+        # The tars' files: the init's few dozen, and numalab-tracegrab's one a vCPU plus the event formats
+        # (a few hundred); 1024 + 4 a vCPU leaves room for both, and a tar of 5,000 files from 2 vCPUs is refused.
+        members = 1024 + 4 * self.topology.total_cpus
         if self.guest_output_limit is not None:
-            return ShareLimits(output_bytes=self.guest_output_limit)
+            return ShareLimits(output_bytes=self.guest_output_limit, tar_members=members)
         trace = 2 * self.topology.total_cpus * self.plan.trace_buffer_kb * 1024 if self.plan.trace_events else 0
-        return ShareLimits(output_bytes=max(DEFAULT_OUTPUT_LIMIT, trace + (256 << 20)))
+        return ShareLimits(output_bytes=max(DEFAULT_OUTPUT_LIMIT, trace + (256 << 20)), tar_members=members)
 
     def boot_deadline(self) -> float | None:
         """Under TCG, how long the guest init may take to report "booted" before QEMU is stopped and the
@@ -132,6 +137,12 @@ class RunRequest:
         (a 4-vCPU boot took 26-36 s against 14 s multi-threaded, on QEMU 10 with the host loaded)."""
         allowance = BOOT_ALLOWANCE_S + 2 * self.topology.total_cpus
         return 2 * allowance if self.clock.virtual else allowance
+
+    def collect_limit(self) -> float:
+        """Host seconds the collection of the guest's results may take once the VM has ended (unpacking,
+        the trace, every reader: lab.run.collect_limit), apart from the VM's own timeout: 300 s, or the
+        VM's timeout when that is longer (a large guest's trace takes longer to read)."""
+        return max(COLLECT_LIMIT_S, self.timeout())
 
     def timeout(self) -> float:
         if self.timeout_s is not None:
@@ -269,7 +280,8 @@ def _prepare(req: RunRequest, run_id: str, partial: Path, tmp: Path, say: Callab
         *map(image.tool_image, tools),
         image.modules_image(req.kernel.modules_dir, image.tier_modules(req.topology)),
     ]
-    initrd = image.assemble_initrd(tmp / "initrd.cpio", layers, req.plan.to_shell())
+    token = secrets.token_hex(16)  # this boot's stage-mark token (lab.vm.console; docs/security.md)
+    initrd = image.assemble_initrd(tmp / "initrd.cpio", layers, req.plan.to_shell(), token)
     access = None
     if req.access_sample or req.latency:
         qemu = req.backend.emulator_version()
@@ -288,6 +300,7 @@ def _prepare(req: RunRequest, run_id: str, partial: Path, tmp: Path, say: Callab
         firmware=firmware,
         plugin=access.argument if access else "",
         clock=req.clock,
+        stage_token=token,
     )
     user = _user_image_facts(req.workload, user_layer)
     return Prepared(boot, share, initrd, protocol, firmware, tsc_host, list(tools), list(programs), access, user)
@@ -360,9 +373,30 @@ def _finish(
 ) -> dict:  # fmt: skip
     """Stage 3: the guest's files unpacked and checked, the manifest built and written."""
     limits = req.limits()
+    limit = CollectLimit(req.collect_limit())  # the host's own limit on reading what the guest sent
+    with limit.armed():
+        manifest = _collect_bounded(req, run_id, partial, placement, prep, booted, t_total, limits, limit)
+    manifest, nonfinite = finite_copy(manifest)
+    if nonfinite:  # (the readers refuse them; this is the net under them: the record stays strict JSON)
+        manifest["nonfinite_values"] = nonfinite
+    write_text_atomic(partial / MANIFEST, json_text(manifest, indent=2) + "\n")
+    _check_room(partial)
+    return manifest
+
+
+def _collect_bounded(
+    req: RunRequest, run_id: str, partial: Path, placement, prep: Prepared, booted: Booted, t_total: float,
+    limits: ShareLimits, limit: CollectLimit,
+) -> dict:  # fmt: skip
+    """Stage 3's reading of the guest's files, under ``limit``: a reader it stops is a named problem."""
     outcome = booted.outcome
-    unpacked = unpack_results(booted.share, partial, limits.output_bytes)  # the guest's tars -> the run's files
-    assemble_run(partial)  # trace-raw/ -> trace.dat (raw trace mode)
+    problems: list[str] = []  # the guest's files that were not what its init writes
+    try:
+        with limit.reader():
+            unpacked = unpack_results(booted.share, partial, limits.output_bytes, limits.tar_members)  # tars -> files
+    except CollectOverrun as e:
+        unpacked = Unpacked(problems=[f"the guest's tars were not unpacked: {e}"])
+    _guarded(problems, "trace buffers", assemble_run, None, partial, limit=limit)  # trace-raw/ -> trace.dat (raw)
     total_s = time.monotonic() - t_total
     files = sorted(p.name for p in partial.iterdir() if p.is_file())
     access_result = latency_result = None
@@ -381,17 +415,12 @@ def _finish(
         _collect(
             req, run_id, partial, placement, booted.backend_info, outcome, total_s, unpacked, booted.share, files,
             boot_protocol=prep.protocol, firmware_rom=prep.firmware, guest_image=image_facts, access=access_result,
-            stalled_boots=tuple(booted.stalled), latency=latency_result,
+            stalled_boots=tuple(booted.stalled), latency=latency_result, problems=problems, limit=limit,
         )
     )  # fmt: skip
     if manifest["status"] == "ok" and "lpj=" not in booted.boot.cmdline and not req.clock.virtual:
         dmesg = _read(partial / DMESG_BOOT)
-        _guarded([], "boot log", tcg_boot.learn, None, req.kernel.image, req.accel, dmesg, prep.tsc_host)
-    manifest, nonfinite = finite_copy(manifest)
-    if nonfinite:  # (the readers refuse them; this is the net under them: the record stays strict JSON)
-        manifest["nonfinite_values"] = nonfinite
-    write_text_atomic(partial / MANIFEST, json_text(manifest, indent=2) + "\n")
-    _check_room(partial)
+        _guarded([], "boot log", tcg_boot.learn, None, req.kernel.image, req.accel, dmesg, prep.tsc_host, limit=limit)
     return manifest
 
 
@@ -426,18 +455,32 @@ def _collect(
     access: AccessResult | None,
     stalled_boots: tuple[dict, ...] = (),
     latency: AccessResult | None = None,
+    problems: list[str] | None = None,
+    limit: CollectLimit = NO_LIMIT,
 ) -> ManifestInputs:
     """What the run record and the outcome say, classified, for the manifest (lab.run.manifest)."""
-    data_problems: list[str] = []  # the guest's files that were not what its init writes
-    guarded = functools.partial(_guarded, data_problems)
+    data_problems: list[str] = problems if problems is not None else []  # the guest's files that were not right
+    guarded = functools.partial(_guarded, data_problems, limit=limit)
     readback, domains, groups, problems = _guest_view(req, d, outcome, unpacked, guarded)
     console = _read(d / CONSOLE_LOG)
+    release = (read_guest_text(d / UNAME, data_problems) or "").strip()[:256] or None  # (not UTF-8: a problem)
+    marks = guarded("stage marks", check_marks, [], outcome, not req.clock.virtual)  # (before any timing is taken)
     evidence, result = _evidence(req, d, outcome, unpacked, share, console, problems, data_problems, guarded)
     guest_build_id = guarded("kernel notes", build_id, None, d / KERNEL_NOTES)
     evidence = replace(evidence, kernel_problem=kernel_problem(req.kernel, guest_build_id, evidence.booted))
     ws = outcome.stage("workload-start")
+    t0 = ws.guest_uptime if ws and not ws.contradicted else None
+    metrics = _metrics(req, d, outcome, evidence.booted, t0, result, guarded)
+    implausible = marks + guarded("plausibility checks", _implausible, [], req, outcome, result, metrics)
+    # (a problem names a file as the record has it: the '.partial' directory it was read in is renamed)
+    data_problems[:] = in_record(data_problems, d)
+    unpacked.problems[:] = in_record(unpacked.problems, d)
+    if metrics.get("trace_problems"):
+        metrics["trace_problems"] = in_record(metrics["trace_problems"], d)
+    # (every reader's problem counts, the metrics' too: docs/security.md, "a net under the readers")
+    evidence = replace(evidence, data_problems=tuple(data_problems), unpack_problems=tuple(unpacked.problems),
+                       implausible=tuple(implausible))  # fmt: skip
     status, reason = classify(evidence)
-    metrics = _metrics(req, d, outcome, evidence.booted, ws.guest_uptime if ws else None, result, guarded)
     return ManifestInputs(
         run_id=run_id,
         label=req.label,
@@ -458,7 +501,7 @@ def _collect(
         timeout_s=req.timeout(),
         workload_result=result,
         workload_rc=evidence.workload_rc,
-        guest_release=_read(d / UNAME).strip()[:256] or None,
+        guest_release=release,
         build_id=guest_build_id,
         knobs_readback=_read(d / KNOBS).splitlines()[:256],
         guest=GuestView(
@@ -481,7 +524,7 @@ def _collect(
         access=access,
         latency=latency,
         stalled_boots=stalled_boots,
-        data_problems=tuple(data_problems),
+        data_problems=(*data_problems, *implausible),
     )
 
 
@@ -498,6 +541,31 @@ def kernel_problem(kernel, guest_build_id: str | None, booted: bool) -> str | No
             "another kernel booted, e.g. a stale payload"
         )
     return None
+
+
+def in_record(problems: list[str], d: Path) -> list[str]:
+    """``problems`` with the run directory's path (``.<id>.partial`` while the run is collected, renamed when it
+    is complete) taken out: a file is named by its place in the record."""
+    prefixes = sorted({f"{d}/", f"{d.resolve()}/", f"{d.absolute()}/"}, key=len, reverse=True)
+    out = []
+    for p in problems:
+        for prefix in prefixes:
+            p = p.replace(prefix, "")
+        out.append(p)
+    return out
+
+
+def _implausible(req: RunRequest, outcome, result: dict | None, metrics: dict) -> list[str]:
+    """The guest's figures checked against what the host saw (lab.analysis.plausible): named problems."""
+    windows = plausible.host_windows(outcome, not req.clock.virtual)
+    user = req.workload.user
+    seconds = set(SECONDS_METRICS) | {m.name for m in (user.metrics if user else ()) if m.unit == "s"}
+    signed = set() if user is None else None if user.all_numeric else {m.name for m in user.metrics}
+    return [
+        *plausible.result_problems(result, windows, seconds, signed),
+        *plausible.counter_problems(metrics),
+        *plausible.cpu_problems(metrics.get("node_cpu") or {}, req.topology.total_cpus, windows),
+    ]
 
 
 def _user_record(workload: Workload, result: dict | None) -> dict | None:
@@ -535,12 +603,13 @@ def _evidence(
         vm_failure=outcome.vm_failure,
         guest_panicked=outcome.guest_panicked,
     )
-    out_text = read_guest_text(d / WORKLOAD_OUT)  # (a workload may print bytes that are not UTF-8)
+    out_text = read_guest_text(d / WORKLOAD_OUT, data_problems)  # (bytes that are not UTF-8: a named problem)
     result = guarded("workload output", parse_output, {"parse_error": "unreadable"}, req.workload, out_text or "") \
         if out_text is not None else None  # fmt: skip
     if result and result.get("parse_error") and evidence.workload_rc == 0:
         evidence = replace(evidence, result_problem=result["parse_error"])
-    evidence = replace(evidence, data_problems=tuple(data_problems))
+    failed = outcome.stage("failed")  # (the init's own mark, with the run's token: lab.vm.console)
+    evidence = replace(evidence, data_problems=tuple(data_problems), init_failure=failed.detail if failed else None)
     return evidence, result
 
 
@@ -573,11 +642,16 @@ def _metrics(req, d: Path, outcome, booted: bool, t0: float | None, result: dict
     return metrics
 
 
-def _guarded(problems: list[str], what: str, fn: Callable, default, *args):
+def _guarded(problems: list[str], what: str, fn: Callable, default, *args, limit: CollectLimit = NO_LIMIT):
     """``fn(*args)``, or ``default`` with the failure in ``problems``: no reader of the guest's files may stop
-    a run record from being written (they are meant to be total; this is the net under them)."""
+    a run record from being written (they are meant to be total; this is the net under them), nor run past
+    the collection's ``limit`` (lab.run.collect_limit)."""
     try:
-        return fn(*args)
+        with limit.reader():
+            return fn(*args)
+    except CollectOverrun as e:
+        problems.append(f"{what}: not read ({e})")
+        return default
     except Exception as e:  # noqa: BLE001 (a guest's file, whatever it holds, is a result)
         problems.append(f"reading the {what} failed: {type(e).__name__}: {term_safe(str(e))[:200]}")
         return default
@@ -611,7 +685,7 @@ def print_summary(manifest: dict, out=sys.stdout) -> None:
         incomplete = f" (INCOMPLETE: the trace lost{lost_pct})" if is_incomplete(m) else ""
         if m.get("trace_unreadable"):
             incomplete = " (NOT MEASURED: the trace could not be read)"
-        lines.append(f"  events{incomplete} " + "  ".join(f"{k}={v}" for k, v in counts.items()))
+        lines.append(f"  events{incomplete} " + "  ".join(f"{k}={'-' if v is None else v}" for k, v in counts.items()))
     # (a run that failed has its reason; that its trace is missing then is no news)
     ok = manifest["status"] == "ok"
     for problem in [*(m.get("trace_problems", []) if ok else []), *manifest.get("guest_data_problems", [])]:

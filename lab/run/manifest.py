@@ -91,10 +91,16 @@ class ManifestInputs:
     workload_user: dict | None = None  # a user's workload: {"spec": ..., "metrics": [declarations]} (lab.run.execute)
 
 
-def workload_seconds(outcome: VmOutcome) -> float | None:
-    """The workload's time by the guest's clock, between its stage marks (None if it did not run)."""
+def workload_seconds(outcome: VmOutcome, host: bool = False) -> float | None:
+    """The workload's time by the guest's clock between the init's stage marks (None if it did not run, or if
+    the host's clock contradicts either mark: lab.vm.console.check_marks); ``host``: by the host's clock
+    when the marks arrived."""
     ws, we = outcome.stage("workload-start"), outcome.stage("workload-end")
-    return (we.guest_uptime - ws.guest_uptime) if ws and we and ws.guest_uptime and we.guest_uptime else None
+    if not ws or not we or ws.contradicted or we.contradicted:
+        return None
+    if host:
+        return we.host_s - ws.host_s
+    return (we.guest_uptime - ws.guest_uptime) if ws.guest_uptime and we.guest_uptime else None
 
 
 def system_map(kernel: Kernel) -> Path | None:
@@ -147,6 +153,9 @@ def build(i: ManifestInputs) -> dict:
             "boot_s": round(booted.host_s, 2) if booted else None,
             "boot_guest_uptime_s": booted.guest_uptime if booted else None,
             "workload_s": round(workload_s, 2) if workload_s is not None else None,
+            "workload_host_s": round(host_s, 2)
+            if (host_s := workload_seconds(i.outcome, host=True)) is not None
+            else None,  # the same window by the host's clock (the marks' arrival), which bounds it
             "vm_s": round(i.outcome.wall_s, 2),
             "total_s": round(i.total_s, 2),
             "timeout_s": i.timeout_s,
@@ -164,6 +173,7 @@ def build(i: ManifestInputs) -> dict:
         },
         "stages": [
             {"name": s.name, "detail": s.detail, "host_s": round(s.host_s, 2), "uptime": s.guest_uptime}
+            | ({"contradicted": True} if s.contradicted else {})
             for s in i.outcome.stages
         ],
         "metrics": i.metrics,

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab.errors import LabError
-from lab.guest.init_plan import MAX_DURATION_S, SHORT_SCAN_KNOBS, TRACE_MODES, GuestPlan
+from lab.guest.init_plan import SHORT_SCAN_KNOBS, TRACE_MODES, GuestPlan, check_duration
 from lab.paths import json_text
 from lab.placement.pinning import BACKINGS, PINNINGS
 from lab.topology.ref import TopologyRef
@@ -113,7 +113,7 @@ class RunOptions:
             raise LabError("--kernel: give at least one kernel")
         if not 1 <= self.repeat <= MAX_REPEAT:
             raise LabError(f"--repeat: must be 1..{MAX_REPEAT}, got {self.repeat}")
-        check_seconds(self.duration, "--duration", MAX_DURATION_S)
+        check_duration(self.duration)
         if self.timeout is not None:
             check_seconds(self.timeout, "--timeout", MAX_TIMEOUT_S)
         if self.boot_deadline is not None and self.boot_deadline != 0:  # (0: never re-boot)
@@ -146,13 +146,10 @@ class RunOptions:
     def workload_of(self):
         """The workload these options run (lab.guest.workloads.Workload): a built-in, a workload file or
         --workload-cmd, checked whole (files, libraries, packages, metrics) before any boot."""
-        from lab.analysis.metrics import check_declarations
         from lab.guest.user_workload import resolve_workload
 
-        workload = resolve_workload(self.workload, self.workload_cmd, self.workload_files)
-        if workload.user is not None and not workload.user.all_numeric:
-            check_declarations(workload.user.metrics, workload.user.source)
-        return workload
+        # (one validator: numalab workload show, matrix check and bisect read a workload file the same way)
+        return resolve_workload(self.workload, self.workload_cmd, self.workload_files)
 
     def check_remote_latency(self) -> None:
         """--remote-latency: TCG (when chosen), direct QEMU, the host's clock; --remote-latency-ns only with it."""

@@ -139,6 +139,9 @@ def _links(spec: dict, n: int) -> list[tuple[int, int]]:
         a, b = (_int(x, f"links[{idx}]", 0) for x in item)
         if a >= n or b >= n or a == b:
             raise LabError(f"links[{idx}]: [{a}, {b}] is not a link between two distinct nodes 0..{n - 1}")
+        if (a, b) in links or (b, a) in links:  # (a second link would not shorten any path: a slip of the pen)
+            first = next(i for i, lk in enumerate(links) if lk in ((a, b), (b, a)))
+            raise LabError(f"links[{idx}]: [{a}, {b}] is links[{first}] again")
         links.append((a, b))
     return links
 

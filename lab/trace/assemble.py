@@ -47,7 +47,7 @@ def assemble(raw: Path, out: Path) -> int:
     ``out`` appears only when complete."""
     cpus = sorted((p for p in raw.iterdir() if re.fullmatch(r"cpu\d{1,5}", p.name)), key=lambda p: int(p.name[3:]))
     if not cpus or not (raw / "tracing" / "events" / "header_page").exists():
-        raise LabError(f"{raw}: no per-CPU trace data or tracefs headers (numalab-tracegrab did not finish)")
+        raise LabError(f"{raw.name}: no per-CPU trace data or tracefs headers (numalab-tracegrab did not finish)")
     head = raw / "head.dat"
     tmp = out.with_name(f".{out.name}.tmp")
     # kallsyms only comes when a traced event prints kernel symbols (numalab-tracegrab decides).

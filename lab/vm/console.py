@@ -1,4 +1,13 @@
-"""Watching a VM's serial console file: the guest init's stage marks, for every backend."""
+"""Watching a VM's serial console file: the guest init's stage marks, for every backend.
+
+A mark is ``NUMALAB-STAGE <token> <name> [detail...] <uptime>``. The token is the run's own, random, handed to
+the init in its initramfs (``/plan/token``, which the init reads and deletes before anything else runs; never
+on the kernel command line, which every guest process can read in /proc/cmdline). A mark without it is not
+the init's: guest userspace can write to /dev/console too. Such a mark is kept aside (``VmOutcome.forged``),
+never taken as a timing or a failure reason. Every mark the host does take is also bound by its own clock
+(:func:`check_marks`): the host's monotonic time when the line arrived is recorded beside the guest's uptime,
+and a mark the host's clock contradicts is a problem, not a timing (docs/security.md).
+"""
 
 from __future__ import annotations
 
@@ -16,8 +25,10 @@ STAGE_MARK = "NUMALAB-STAGE "
 class Stage:
     name: str
     detail: str
-    host_s: float  # seconds since the guest was started
+    host_s: float  # seconds since the guest was started, by the host's monotonic clock when the line arrived
     guest_uptime: float | None
+    authentic: bool = True  # it carried the run's token (parse_stage)
+    contradicted: bool = False  # the host's clock contradicts its uptime (check_marks): not a timing
 
 
 @dataclass
@@ -36,16 +47,27 @@ class VmOutcome:
     # The guest kernel said it panicked through the pvpanic device (QMP GUEST_PANICKED, libvirt's "crashed"):
     # a signal its userspace cannot fake, unlike a panic line on the console.
     guest_panicked: bool = False
+    # Stage marks without the run's token (not the init's: guest userspace wrote them), the first MAX_FORGED.
+    forged: list[Stage] = field(default_factory=list)
+    forged_count: int = 0
 
     def stage(self, name: str) -> Stage | None:
         return next((s for s in self.stages if s.name == name), None)
 
 
-def parse_stage(line: str, t: float) -> Stage | None:
+MAX_FORGED = 20  # forged marks kept (and counted beyond)
+
+
+def parse_stage(line: str, t: float, token: str = "") -> Stage | None:
+    """A stage mark on a console line, or None. With ``token`` (the run's), a mark whose first word is not it
+    comes back with ``authentic`` False (the words after the mark, as they are, for the record)."""
     i = line.find(STAGE_MARK)
     if i < 0:
         return None
     words = line[i + len(STAGE_MARK) :].split()
+    authentic = not token or (bool(words) and words[0] == token)
+    if token and authentic:
+        words = words[1:]
     if not words:
         return None
     uptime = to_float(words[-1])  # (finite, of bounded length: the guest's word)
@@ -53,7 +75,63 @@ def parse_stage(line: str, t: float) -> Stage | None:
         words = words[:-1]
     if not words:
         return None
-    return Stage(words[0][:64], " ".join(words[1:])[:512], t, uptime)
+    return Stage(words[0][:64], " ".join(words[1:])[:512], t, uptime, authentic)
+
+
+# How far the guest's uptime may stray from the host's clock between two marks: the host reads the console
+# every 0.1 s, later on a loaded host, and a guest kernel's clock calibration under TCG is off by a few %.
+SLACK_S = 2.0
+SLACK_SHARE = 0.1
+
+
+ONCE = frozenset(("booted", "topology", "workload-start", "workload-end", "collect", "done", "failed"))
+
+
+def _slack(host_s: float) -> float:
+    return SLACK_S + SLACK_SHARE * abs(host_s)
+
+
+def check_marks(outcome: VmOutcome, host_clock: bool = True) -> list[str]:
+    """Problems with the run's stage marks, each a named one; marks the host's clock contradicts are flagged
+    ``contradicted`` (lab.run.manifest then takes no timing from them). A guest's uptime may not go back,
+    may not run ahead of the time the VM has run, and between two marks may not differ from what the host
+    saw by more than the slack. ``host_clock`` False (``--clock virtual``: guest time counts instructions)
+    keeps only the first rule. Forged marks (no token) are named too."""
+    problems: list[str] = []
+    for st in outcome.forged:
+        problems.append(f"console: a stage mark without the init's token, not taken (forged by the guest?): "
+                        f"{st.name[:40]!r} {st.detail[:80]!r} at {st.host_s:.1f} s")  # fmt: skip
+    if outcome.forged_count > len(outcome.forged):
+        problems.append(f"console: {outcome.forged_count - len(outcome.forged)} more stage marks without the token")
+    prev: Stage | None = None
+    seen: set[str] = set()
+    for st in outcome.stages:
+        u = st.guest_uptime
+        if st.name in ONCE and st.name in seen:
+            st.contradicted = True
+            problems.append(f"stage mark {st.name}: a second time (the init gives it once; not a timing)")
+            for first in outcome.stages:  # (which of the two is the init's, the host cannot tell)
+                first.contradicted = first.contradicted or first.name == st.name
+            continue
+        seen.add(st.name)
+        if u is None:
+            continue
+        why = ""
+        if host_clock and u > st.host_s + _slack(st.host_s):
+            # (the guest's clock starts when its vCPUs do, after the watch's start: QEMU starts paused)
+            why = f"uptime {u:g} s, but the VM had run {st.host_s:.1f} s"
+        elif prev is not None and prev.guest_uptime is not None:
+            dg, dh = u - prev.guest_uptime, st.host_s - prev.host_s
+            if dg < 0:
+                why = f"uptime {u:g} s, before the {prev.name} mark's {prev.guest_uptime:g} s"
+            elif host_clock and abs(dg - dh) > _slack(dh):
+                why = f"{dg:.2f} s by the guest's uptime after the {prev.name} mark, {dh:.2f} s by the host's clock"
+        if why:
+            st.contradicted = True
+            problems.append(f"stage mark {st.name}: {why}; the host's clock contradicts it (not a timing)")
+            continue  # (the next mark is measured from the last one that stood)
+        prev = st
+    return problems
 
 
 def watch(
@@ -67,6 +145,7 @@ def watch(
     wait: Callable[[float], None] = time.sleep,
     guard: Callable[[], str | None] | None = None,
     boot_deadline_s: float | None = None,
+    token: str = "",
 ) -> None:
     """Follow the console until ``exited()`` returns an exit code or the timeout passes.
 
@@ -93,8 +172,12 @@ def watch(
             pending += chunk
             *lines, pending = pending.split(b"\n")
             for raw in lines:
-                st = parse_stage(raw.decode(errors="replace"), now)
-                if st:
+                st = parse_stage(raw.decode(errors="replace"), now, token)
+                if st and not st.authentic:
+                    outcome.forged_count += 1
+                    if len(outcome.forged) < MAX_FORGED:
+                        outcome.forged.append(st)
+                elif st:
                     outcome.stages.append(st)
                     if on_stage:
                         on_stage(st)

@@ -145,10 +145,19 @@ def resolve(choice: str = "") -> Emulator:
     binary = find_binary(choice)
     st = os.stat(binary)
     facts = _facts(binary, st.st_size, st.st_mtime_ns)
-    if not facts["version"]:
-        raise LabError(f"{binary}: '--version' printed no version (is it QEMU?)")
+    check_answers_as_qemu(f"--qemu {choice}" if choice else binary, facts["version"])
     builtin = tuple(os.path.normpath(d) for d in facts["dirs"])  # 7.2 says /usr/bin/../share/qemu
     return Emulator(binary, facts["version"], builtin, prefix_data_dirs(binary, builtin), bool(facts["charge"]))
+
+
+def check_answers_as_qemu(where: str, version_line: str) -> None:
+    """A one-line error unless ``--version`` answered as QEMU does (``QEMU emulator version X.Y.Z``): any other
+    ELF binary (``--qemu /bin/true``, which prints its own version or nothing) is refused before any run."""
+    if not version_line:
+        raise LabError(f"{where}: '--version' printed nothing; not a QEMU")
+    if "QEMU" not in version_line or qemu_version_tuple(version_line) is None:
+        shown = version_line if len(version_line) <= 80 else version_line[:80] + "..."
+        raise LabError(f"{where}: '--version' answered {shown!r}, not 'QEMU emulator version X.Y'; not a QEMU")
 
 
 def prefix_data_dirs(binary: str, builtin: tuple[str, ...]) -> tuple[str, ...]:
@@ -183,7 +192,7 @@ def _facts(binary: str, size: int, mtime_ns: int) -> dict:
         "dirs": _ask(binary, "-L", "help"),
         "charge": _exports_charge(binary),
     }
-    if facts["version"]:
+    if qemu_version_tuple(facts["version"]):  # (a binary that is not QEMU is asked again, and refused again)
         known = {k: v for k, v in known.items() if not k.startswith(f"{binary}:")}
         known[key] = facts
         write_text_atomic(store, json_text(known, indent=1, sort_keys=True) + "\n")

@@ -259,6 +259,7 @@ class _Run:
                     tick,
                     guard=self._guard,
                     boot_deadline_s=boot_deadline_s,
+                    token=self.boot.stage_token,
                 )
             finally:
                 outcome.vcpu_time = sampler.result()

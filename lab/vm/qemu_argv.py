@@ -33,6 +33,7 @@ class BootSpec:
     firmware: str = ""  # a -bios ROM (lab.vm.firmware: qboot); "" for QEMU's default, SeaBIOS
     plugin: str = ""  # a TCG plugin, the value of -plugin (lab.vm.access_plugin); "" for none
     clock: GuestClock = GuestClock()  # TCG: the host's clock, or one that counts instructions (lab.vm.guest_clock)
+    stage_token: str = ""  # the run's stage-mark token, in the initramfs (lab.vm.console); "": marks unchecked
 
 
 @dataclass(frozen=True)

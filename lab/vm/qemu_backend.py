@@ -81,6 +81,7 @@ def run_vm(
     max_file_bytes: int | None = None,
     boot_deadline_s: float | None = None,
     env: dict[str, str] | None = None,
+    token: str = "",
 ) -> VmOutcome:
     """Boot, pin, and wait for QEMU to exit, the timeout to pass or ``guard`` to object.
 
@@ -120,6 +121,7 @@ def run_vm(
                 wait=_exit_waiter(pidfd),
                 guard=guard,
                 boot_deadline_s=boot_deadline_s,
+                token=token,
             )
         finally:
             outcome.vcpu_time = sampler.result() if sampler else None
@@ -286,6 +288,7 @@ class QemuBackend:
             max_file,
             boot_deadline_s,
             self.emulator.env(),
+            boot.stage_token,
         )
         info = {"name": self.name, "version": self.emulator.version, "qemu": self.emulator.to_dict()}
         return outcome, info | {"argv": argv, "exit_code": outcome.exit_code}

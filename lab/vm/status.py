@@ -12,7 +12,8 @@ STATUSES = (
     "boot-failed",
     "workload-failed",
     "topology-mismatch",
-    "kernel-mismatch",
+    "kernel-mismatch",  # the guest's build-id is not the kernel's asked for
+    "implausible",  # a figure or a stage mark the host's own observation contradicts
 )
 PANIC_MARKS = ("Kernel panic - not syncing", "---[ end Kernel panic")
 
@@ -35,6 +36,10 @@ class Evidence:
     result_problem: str | None = None  # the workload's result line was refused (lab.guest.workloads.parse_output)
     data_problems: tuple[str, ...] = ()  # the guest's files that could not be read at all (lab.run.execute)
     kernel_problem: str | None = None  # the guest runs another kernel than the one asked for (build-id)
+    # The init's own failure mark (with the run's token, lab.vm.console): a failure reason comes only from it.
+    init_failure: str | None = None
+    # Figures or stage marks the host's own observation contradicts (lab.analysis.plausible, lab.vm.console).
+    implausible: tuple[str, ...] = ()
 
 
 def panic_line(console: str) -> str | None:
@@ -57,27 +62,22 @@ def classify(ev: Evidence) -> tuple[str, str]:
         return "timeout", "the VM did not power off before the timeout" + ("" if ev.booted else " (it never booted)")
     if ev.vm_failure:
         return ("boot-failed" if not ev.booted else "workload-failed"), ev.vm_failure
+    failed = f"the guest init failed: {ev.init_failure}" if ev.init_failure is not None else ""
     if not ev.booted:
-        failed = next((ln for ln in ev.console_tail.splitlines() if "NUMALAB-STAGE failed" in ln), "")
         if hint and not failed:
             return "boot-failed", f"{hint} (on the console; the kernel did not report a panic through pvpanic)"
-        return "boot-failed", failed.strip() or "the guest init never reported 'booted'"
-    return _booted(ev)
+        return "boot-failed", failed or "the guest init never reported 'booted'"
+    return _booted(ev, failed)
 
 
-def _booted(ev: Evidence) -> tuple[str, str]:
+def _booted(ev: Evidence, failed: str) -> tuple[str, str]:
     """The rules for a guest that booted: the kernel it runs, its topology, then what it wrote."""
     if ev.kernel_problem:
         return "kernel-mismatch", ev.kernel_problem
     if ev.topology_problems:
         return "topology-mismatch", ev.topology_problems[0]
     if not ev.guest_done:
-        failed = next((ln for ln in ev.console_tail.splitlines() if "NUMALAB-STAGE failed" in ln), "")
-        if failed:
-            words = failed.split("NUMALAB-STAGE failed", 1)[1].split()
-            detail = " ".join(words[:-1] if words and words[-1].replace(".", "", 1).isdigit() else words)
-            return "workload-failed", f"the guest init failed: {detail}"
-        return "workload-failed", "the guest powered off without writing all results"
+        return "workload-failed", failed or "the guest powered off without writing all results"
     if ev.unpack_problems:
         return "workload-failed", f"the guest's results did not unpack: {ev.unpack_problems[0]}"
     if ev.trace_rc not in (None, 0):
@@ -88,6 +88,8 @@ def _booted(ev: Evidence) -> tuple[str, str]:
         return "workload-failed", f"the workload's result was refused: {ev.result_problem}"
     if ev.data_problems:
         return "workload-failed", f"the guest's files were refused: {ev.data_problems[0]}"
+    if ev.implausible:
+        return "implausible", f"the host's own observation contradicts the guest: {ev.implausible[0]}"
     return "ok", "the guest ran the plan and wrote all results"
 
 

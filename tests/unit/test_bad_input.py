@@ -89,9 +89,10 @@ def test_non_utf8_matrix_fragment_and_series(tmp_path) -> None:
 @pytest.mark.parametrize(
     "args,needle",
     [
-        (["--duration", "nan"], "--duration: must be more than 0 and at most 86400 seconds, got nan"),
-        (["--duration", "inf"], "--duration: must be more than 0 and at most 86400 seconds, got inf"),
-        (["--duration", "1e9"], "--duration: must be more than 0 and at most 86400 seconds, got 1e+09"),
+        (["--duration", "nan"], "--duration: must be 0.1 to 86400 seconds"),
+        (["--duration", "inf"], "--duration: must be 0.1 to 86400 seconds"),
+        (["--duration", "1e9"], "--duration: must be 0.1 to 86400 seconds"),
+        (["--duration", "0.0001"], "a shorter workload cannot be timed), got 0.0001"),
         (["--timeout", "0"], "--timeout: must be more than 0"),
         (["--timeout", "-1"], "--timeout: must be more than 0"),
         (["--timeout", "nan"], "--timeout: must be more than 0"),
@@ -194,3 +195,64 @@ def test_an_old_record_whose_topology_name_the_rule_now_refuses_still_reads(tmp_
     m["topology"]["name"] = "my topo"
     (run / "manifest.json").write_text(json.dumps(m))
     assert RunRecord.load(run).topology.name == "my topo"
+
+
+def test_a_qemu_that_does_not_answer_as_qemu_is_refused_before_any_run(tmp_path) -> None:
+    """--qemu /bin/true (an ELF binary whose --version is its own, or nothing): a one-line error, no record."""
+    out = tmp_path / "run"
+    assert_one_line_error(numalab(*RUN, "--qemu", "/bin/true", "--out", str(out)),
+                          "--qemu /bin/true: '--version' answered", "not a QEMU")  # fmt: skip
+    assert not out.exists() and not list(tmp_path.iterdir())
+
+
+# Issue 38's bad-input sweep: each refused with a one-line error, or accepted with the reason in --help.
+
+
+def test_a_series_that_lists_a_patch_twice_is_refused(tmp_path) -> None:
+    (tmp_path / "a.patch").write_text("--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n")
+    series = _write(tmp_path, "series", "a.patch\n# a comment\na.patch -p1\n")
+    assert_one_line_error(numalab("kernel", "build", "--series", str(series)),
+                          f"--series {series}:3: a.patch: listed twice (line 1 too)")  # fmt: skip
+
+
+def test_bisect_max_pairs_is_bounded_up_front() -> None:
+    from lab.bisect.engine import Config
+    from lab.errors import LabError
+
+    with pytest.raises(LabError, match=r"--max-pairs: must be 1\.\.1000, got 100000"):
+        Config("timings.boot_s", ("a.patch",), max_pairs=100000).check()
+
+
+def test_the_same_run_on_both_sides_of_compare_is_refused(tmp_path) -> None:
+    run = REPO / "tests" / "data" / "runs" / "ring2-idle"
+    assert_one_line_error(numalab("compare", "--baseline", str(run), "--new", str(run)),
+                          f"compare: {run} is the same run on both sides (--baseline and --new)")  # fmt: skip
+    copy = tmp_path / "copy"
+    shutil.copytree(run, copy)
+    assert_one_line_error(numalab("compare", "--baseline", str(run), "--new", str(copy)),
+                          f"compare: {copy} is the same run (run id", "on both sides")  # fmt: skip
+
+
+def test_a_link_listed_twice_is_refused_and_slit_255_is_a_distance(tmp_path) -> None:
+    twice = _write(tmp_path, "t.yaml", SPEC.replace("links: [[0, 1]]", "links: [[0, 1], [1, 0]]"))
+    assert_one_line_error(numalab("topo", "check", str(twice)), str(twice), "links[1]: [1, 0] is links[0] again")
+    far = _write(tmp_path, "far.yaml", SPEC.replace("distance: {per_hop: 10}", "distances: [[10, 255], [255, 10]]"))
+    proc = numalab("topo", "check", str(far))
+    assert proc.returncode == 0, proc.stderr
+    helptext = " ".join(numalab("topo", "check", "--help").stdout.split())
+    assert "255, ACPI's 'unreachable', is accepted as a distance" in helptext
+
+
+def test_kernel_build_jobs_0_is_the_hosts_cpus_and_below_is_refused() -> None:
+    assert_one_line_error(
+        numalab("kernel", "build", "--make-jobs", "-1"), "--make-jobs: must be 1..4096, or 0 for the host's CPUs"
+    )
+    assert_one_line_error(numalab("kernel", "build", "--jobs", "5000"), "--make-jobs: must be 1..4096")
+    assert "0: the host's CPUs" in " ".join(numalab("kernel", "build", "--help").stdout.split())
+
+
+def test_matrix_check_refuses_a_qemu_that_does_not_answer_as_qemu(tmp_path) -> None:
+    m = _write(tmp_path, "m.yaml", "topologies: [ring-2]\nkernels: [stock]\nworkloads: [idle]\n"
+                                   "settings: [{name: t, qemu: /bin/true}]\n")  # fmt: skip
+    assert_one_line_error(numalab("matrix", "check", str(m)), str(m), "settings t: --qemu /bin/true: '--version'",
+                          "not a QEMU")  # fmt: skip

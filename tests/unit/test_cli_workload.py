@@ -62,7 +62,7 @@ def test_show_checks_a_workload_file_without_booting(tmp_path: Path) -> None:
     ("args", "needle"),
     [
         (("show", "no-such-workload"), "--workload no-such-workload: unknown workload"),
-        (("show", "numa01", "--duration", "0"), "--duration: must be more than 0"),
+        (("show", "numa01", "--duration", "0"), "--duration: must be 0.1 to 86400 seconds"),
         (("show", "numa01", "--topology", "no-such-topology"), "no-such-topology"),
         (("show", "/nonexistent/w.yaml"), "/nonexistent/w.yaml"),
         (("list", "--bogus"), "unrecognized arguments: --bogus"),

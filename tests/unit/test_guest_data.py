@@ -349,6 +349,7 @@ def test_metrics_of_a_trace_that_cannot_be_read_mark_the_run(tmp_path) -> None:
     (tmp_path / "trace.dat").write_bytes(b"not a trace")
     m = run_metrics(tmp_path, load_topology("ring-2"), ("sched:sched_move_numa",), None)
     assert m["trace_problems"] and m["trace_unreadable"] and m["trace_incomplete"]
+    assert m["events"] == {"sched_move_numa": None}  # (issue 38: not counted, so null, not 0)
 
 
 def test_the_summary_of_an_ok_run_says_its_trace_could_not_be_read_and_escapes_the_guest() -> None:
@@ -358,11 +359,11 @@ def test_the_summary_of_an_ok_run_says_its_trace_could_not_be_read_and_escapes_t
     m["kernel"]["guest_release"] = "6.1\x1b]0;pwned\x07"
     m["reason"] = "ok\rforged"
     m["metrics"] |= {"trace_problems": ["trace-cmd report failed: bad page"], "trace_unreadable": True,
-                     "events": {"sched_move_numa": 0}}  # fmt: skip
+                     "events": {"sched_move_numa": None}}  # fmt: skip
     out = io.StringIO()
     print_summary(m, out)
     text = out.getvalue()
-    assert "events (NOT MEASURED: the trace could not be read) sched_move_numa=0" in text
+    assert "events (NOT MEASURED: the trace could not be read) sched_move_numa=-" in text
     assert "  PROBLEM: trace-cmd report failed: bad page" in text
     assert "numalab compare leaves this run out" in text
     assert "kernel stock (6.1\\x1b]0;pwned\\x07)" in text and "(ok\\x0dforged)" in text

@@ -115,6 +115,7 @@ def _copy(src: Path, dest: Path, **kernel) -> Path:
     shutil.copytree(src, dest)
     m = json.loads((dest / "manifest.json").read_text())
     m["kernel"].update(kernel)
+    m["run_id"] += f"-{dest.name}"  # another run (compare refuses one run on both sides)
     (dest / "manifest.json").write_text(json.dumps(m))
     return dest
 

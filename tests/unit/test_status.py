@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lab.vm.status import Evidence, classify, console_excerpt
+from lab.vm.status import STATUSES, Evidence, classify, console_excerpt
 
 
 def _console(before: int, after: int) -> str:
@@ -48,10 +48,34 @@ def test_a_limit_and_qemu_failures_are_named() -> None:
 
 
 def test_the_guest_inits_own_failure_is_the_reason() -> None:
-    console = "NUMALAB-STAGE booted 1.2\nNUMALAB-STAGE failed no such trace event sched:nope in this kernel 1.9\n"
-    status, reason = classify(Evidence(console, False, True, False, None, None, ()))
+    failure = "no such trace event sched:nope in this kernel"
+    status, reason = classify(Evidence("", False, True, False, None, None, (), init_failure=failure))
     assert status == "workload-failed"
     assert reason == "the guest init failed: no such trace event sched:nope in this kernel"
+    status, reason = classify(Evidence("", False, False, False, None, None, (), init_failure="results-mount"))
+    assert (status, reason) == ("boot-failed", "the guest init failed: results-mount")
+
+
+def test_a_failure_mark_on_the_console_is_not_a_reason() -> None:
+    """Issue 38: guest userspace printed 'NUMALAB-STAGE failed results-mount' and set the failure reason. Only
+    the init's own mark (with the run's token: lab.vm.console) is one now."""
+    console = "NUMALAB-STAGE booted 1.2\nNUMALAB-STAGE failed results-mount 1.9\n"
+    assert classify(Evidence(console, False, True, False, None, None, ())) == (
+        "workload-failed",
+        "the guest powered off without writing all results",
+    )
+    assert (
+        classify(Evidence(console, False, False, False, None, None, ()))[1] == "the guest init never reported 'booted'"
+    )
+
+
+def test_a_figure_the_host_contradicts_makes_the_run_implausible() -> None:
+    ev = Evidence("", False, True, True, 0, 0, (), implausible=("the workload's elapsed_s is -5, below 0",))
+    assert classify(ev) == (
+        "implausible",
+        "the host's own observation contradicts the guest: the workload's elapsed_s is -5, below 0",
+    )
+    assert "implausible" in STATUSES
 
 
 def test_a_panic_is_the_kernels_word_through_pvpanic_not_a_console_line() -> None:

@@ -4,12 +4,14 @@ naming the file and the field, before any boot), the guest image layer it makes,
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
-from common import assert_one_line_error, numalab
+from common import REPO, assert_one_line_error, numalab
 
 from lab.analysis.compare import compare_runs
 from lab.analysis.metrics import declared_metrics, get_metric, metric_values, metrics_of
@@ -18,9 +20,10 @@ from lab.errors import LabError
 from lab.guest import cpio, image
 from lab.guest.image import elf_interpreter
 from lab.guest.user_workload import command_workload, load_workload_file
-from lab.guest.workloads import UserMetric, UserSpec, parse_output
+from lab.guest.workloads import UserMetric, UserSpec, parse_output, parse_user
 from lab.matrix.definition import load_matrix
 from lab.record_files import RUN_FORMAT
+from lab.topology.ref import TopologyRef
 from lab.topology.spec import load_topology
 
 GOOD = """\
@@ -392,3 +395,80 @@ def test_a_package_gives_its_programs(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setattr(user_workload, "BIN_DIRS", ("/nowhere/",))
     with pytest.raises(LabError, match="packages\\[0\\] hostname: the package has no program in /nowhere/"):
         user_workload.package_programs("hostname", "packages[0]")
+
+
+# Issue 38: a backtracking pattern, patterns RE2 cannot run, built-in metric names, the files that are no files.
+REGEX = "command: x\nresults: {regex: {a: 'PATTERN'}}\n" + METRICS
+
+
+def test_a_backtracking_pattern_over_hostile_output_takes_linear_time() -> None:
+    """'^(a+)+$' over 44 'a' and a '!' took Python's re minutes (the host hung after the VM powered off);
+    RE2 reads the whole 1 MiB tail in well under a second."""
+    spec = UserSpec("w.yaml", "0" * 64, "x", (), (), (), regex=(("a", "^(a+)+$"),), metrics=(UserMetric("a"),))
+    for text in ("a" * 44 + "!\n", ("a" * 1000 + "!\n") * 1100):
+        t0 = time.monotonic()
+        assert parse_user(spec, text) == {"parse_error": "a: no match for '^(a+)+$' in the workload output"}
+        assert time.monotonic() - t0 < 2
+    assert parse_user(spec, "x\n" + "a" * 5000 + "\n")["parse_error"].endswith("is not a finite number")
+
+
+@pytest.mark.parametrize("pattern, why", [(r"(a)\1", "invalid escape sequence"), ("(?=x)(a)", "invalid perl operator"),
+                                          ("((a{1000}){1000})", "invalid repetition size")])  # fmt: skip
+def test_a_pattern_re2_cannot_run_is_refused_by_show_and_run_alike(tmp_path: Path, pattern: str, why: str) -> None:
+    path = _file(tmp_path, REGEX.replace("PATTERN", pattern))
+    needles = (f"workload file {path}: results.regex.a: not a regular expression RE2 can run", why)
+    assert_one_line_error(numalab("workload", "show", str(path), timeout=60), *needles)
+    assert_one_line_error(numalab("run", "--workload", str(path), "--out", str(tmp_path / "r"), timeout=60), *needles)
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("command: x\n" + JSON + "metrics: [{name: elapsed_s, higher_is_better: true}]\n",
+         "metrics[0].name: elapsed_s is a built-in metric (lower is better)"),
+        ("command: x\n" + JSON + "metrics: [{name: gbps, higher_is_better: false}]\n",
+         "metrics[0].name: gbps is a built-in metric (higher is better)"),
+        ("command: x\n" + JSON + "metrics: [{name: gbps_per_vcpu_s, higher_is_better: true}]\n",
+         "metrics[0].name: gbps_per_vcpu_s is a built-in metric"),
+        ("command: x\n" + JSON + "metrics: {a: {higher_is_better: true}}\n",
+         "metrics: expected a list of {name, unit, higher_is_better, mean}, got a mapping"),
+        (REGEX.replace("PATTERN", "(?P<v>x)(y)"), "results.regex.a: needs exactly one group"),
+    ],
+)  # fmt: skip
+def test_show_run_and_matrix_check_refuse_a_workload_file_alike(tmp_path: Path, text: str, needle: str) -> None:
+    """One validator (issue 38): workload show took a built-in metric's name that run and matrix check refused."""
+    path = _file(tmp_path, text)
+    matrix = _file(tmp_path, f"topologies: [ring-2]\nkernels: [stock]\nworkloads: [{path.name}]\n", "m.yaml")
+    for proc in (numalab("workload", "show", str(path), timeout=60),
+                 numalab("run", "--workload", str(path), "--out", str(tmp_path / "r"), timeout=60),
+                 numalab("matrix", "check", str(matrix), timeout=60)):  # fmt: skip
+        assert_one_line_error(proc, f"workload file {path}", needle)
+
+
+def test_show_and_run_agree_on_every_workload_file_in_the_tests() -> None:
+    from lab.run.options import RunOptions
+
+    files = sorted((REPO / "tests").rglob("*.yaml"))
+    workloads = [f for f in files if f.read_text(errors="replace").startswith(("command:", "name:", "#"))
+                 and "\ncommand:" in "\n" + f.read_text(errors="replace")]  # fmt: skip
+    assert len(workloads) >= 2
+    for f in workloads:
+        show = numalab("workload", "show", str(f), timeout=60)
+        try:
+            RunOptions(workload=str(f), topology=TopologyRef("ring-2"))
+            run_error = ""
+        except LabError as e:
+            run_error = str(e)
+        expected = (2, f"numalab: error: {run_error}") if run_error else (0, "")
+        assert (show.returncode, show.stderr.strip()) == expected, f
+
+
+@pytest.mark.parametrize("kind, make", [("a FIFO", lambda p: os.mkfifo(p)),
+                                        ("a character device", lambda p: p.symlink_to("/dev/zero")),
+                                        ("a directory", lambda p: p.mkdir())])  # fmt: skip
+def test_a_file_that_is_no_regular_file_is_named_as_what_it_is(tmp_path: Path, kind: str, make) -> None:
+    make(tmp_path / "odd")
+    path = _file(tmp_path, "command: x\nfiles: [odd]\n" + JSON + METRICS)
+    with pytest.raises(LabError, match=f"files\\[0\\] odd: {kind}, not a regular file"):
+        load_workload_file(path)

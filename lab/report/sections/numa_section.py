@@ -43,7 +43,7 @@ def is_quiet(m: dict) -> bool:
     vm = m.get("vmstat") or {}
     return (
         bool(ev)
-        and not any(ev.values())
+        and all(v == 0 for v in ev.values())  # (null counts: an unreadable trace, not a quiet one)
         and not vm.get("numa_hint_faults")
         and not vm.get("numa_pages_migrated")
         and not vm.get("numa_pte_updates")
