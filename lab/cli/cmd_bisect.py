@@ -154,7 +154,7 @@ def _source_and_series(args: argparse.Namespace) -> tuple[str | None, str]:
         raise LabError(f"--{'bad' if args.good else 'good'}: give both --good and --bad")
     if args.series is not None:
         raise LabError("--series: give either --series or --good/--bad")
-    from lab.bisect.git_range import range_series
+    from lab.kernel.git_tree import range_series
 
     series_dir, good = range_series(args.source, args.good, args.bad, Path(args.out) / "range")
     return f"{Path(args.source).expanduser().resolve()}@{good}", str(series_dir)

@@ -394,7 +394,7 @@ def _git(repo: Path, *args: str) -> str:
 
 
 def test_a_git_range_becomes_a_series_of_its_commits(tmp_path: Path) -> None:
-    from lab.bisect.git_range import range_series
+    from lab.kernel.git_tree import range_series
     from lab.kernel.patches import load_patches
 
     repo = tmp_path / "linux"
