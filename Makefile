@@ -52,7 +52,7 @@ $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev,libvirt]'
-	touch $@
+	touch $@ $(VENV)/.installed-core
 
 venv: $(VENV)/.installed
 
@@ -85,7 +85,7 @@ $(VENV)/.installed-core: pyproject.toml
 
 setup-demo:
 	@$(MAKE) --no-print-directory apt APT_PACKAGES="$(DEMO_APT_PACKAGES)"
-	@[ -f $(VENV)/.installed ] || $(MAKE) --no-print-directory $(VENV)/.installed-core
+	@$(MAKE) --no-print-directory $(VENV)/.installed-core
 
 # The demo is an A/B: the stock kernel on ring-2 with NUMA balancing off, then on, three runs each, and the
 # report's A/B table (docs/tutorial.md does the same with your own kernel and patch).
