@@ -467,6 +467,8 @@ def _collect(
     marks = guarded("stage marks", check_marks, [], outcome, not req.clock.virtual)  # (before any timing is taken)
     evidence, result = _evidence(req, d, outcome, unpacked, share, console, problems, data_problems, guarded)
     guest_build_id = guarded("kernel notes", build_id, None, d / KERNEL_NOTES)
+    if guest_build_id is None and evidence.booted and req.kernel.expected_build_id()[0]:
+        data_problems.append(f"{KERNEL_NOTES}: no GNU build-id: the kernel the guest runs cannot be verified")
     evidence = replace(evidence, kernel_problem=kernel_problem(req.kernel, guest_build_id, evidence.booted))
     ws = outcome.stage("workload-start")
     t0 = ws.guest_uptime if ws and not ws.contradicted else None
@@ -531,10 +533,8 @@ def _collect(
 def kernel_problem(kernel, guest_build_id: str | None, booted: bool) -> str | None:
     """Why the guest is not running the kernel asked for (its build-id against the build's), or None."""
     expected, source = kernel.expected_build_id()
-    if not booted or expected is None:
-        return None  # (a kernel whose image has no readable build-id is recorded as unverified)
-    if guest_build_id is None:
-        return f"the guest sent no build-id (/sys/kernel/notes): it cannot be shown to run {kernel.name}"
+    if not booted or expected is None or guest_build_id is None:
+        return None  # (no build-id on either side: the run is unverified; a guest's missing one is a data problem)
     if guest_build_id != expected:
         return (
             f"the guest runs build-id {guest_build_id[:16]}, but {kernel.name} is {expected[:16]} (its {source}): "

@@ -109,16 +109,15 @@ def system_map(kernel: Kernel) -> Path | None:
     return path if path.is_file() else None
 
 
-def _kernel_entry(i: ManifestInputs, booted: bool) -> dict:
+def _kernel_entry(i: ManifestInputs) -> dict:
     """The kernel asked for, what the guest said it runs, and whether the two are one binary: ``identity`` is
     verified (the guest's build-id is the build's), mismatch (status kernel-mismatch) or unverified (the
     image has no readable build-id, or the guest never booted)."""
     entry = i.kernel.to_dict()
     expected = entry["expected_build_id"]
+    identity = "unverified"  # the image's or the guest's build-id could not be read (the latter: a data problem)
     if expected and i.build_id:
         identity = "verified" if i.build_id == expected else "mismatch"
-    else:
-        identity = "mismatch" if expected and booted else "unverified"
     return entry | {"guest_release": i.guest_release, "build_id": i.build_id, "identity": identity,
                     "boot_protocol": i.boot_protocol}  # fmt: skip
 
@@ -136,7 +135,7 @@ def build(i: ManifestInputs) -> dict:
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "numalab": __version__,
         "topology": i.topology.to_dict() | {"kernel_view": predict(i.topology)},
-        "kernel": _kernel_entry(i, booted is not None),
+        "kernel": _kernel_entry(i),
         "workload": {
             "name": i.workload_name,
             "command": i.plan.workload_cmd,

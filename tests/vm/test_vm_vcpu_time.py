@@ -5,6 +5,7 @@ compare shows both metrics. (The libvirt backend's: tests/libvirt/test_libvirt_b
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -42,7 +43,10 @@ def test_vcpu_time_and_the_twin_on_a_real_vm(tmp_path: Path) -> None:
     vt = check_vcpu_time(m, "schedstat")
     assert all(v["slices"] > 0 for v in vt["vcpus"])  # every vCPU ran (the workload has a thread per vCPU)
     assert f"vCPU time {vt['run_s']:.2f}s" in proc.stdout and "gbps_per_vcpu_s=" in proc.stdout
-    cmp = numalab("compare", "--baseline", str(out), "--new", str(out), "--json", timeout=120)
+    again = tmp_path / "again"  # (compare refuses one run on both sides: a copy under another run id)
+    shutil.copytree(out, again)
+    (again / "manifest.json").write_text(json.dumps(m | {"run_id": m["run_id"] + "-again"}))
+    cmp = numalab("compare", "--baseline", str(out), "--new", str(again), "--json", timeout=120)
     assert cmp.returncode == 0, cmp.stderr
     rows = {r["metric"]: r for r in json.loads(cmp.stdout)["metrics"]}
     assert rows["workload.gbps"]["mean"] == rows["workload.gbps_per_vcpu_s"]["mean"] == "Hmean"
