@@ -30,13 +30,15 @@ def cache_dir(*parts: str) -> Path:
     return path
 
 
-def write_text_atomic(path: Path, text: str) -> None:
+def write_text_atomic(path: Path, text: str, mode: int | None = None) -> None:
     """Write ``path`` so that readers see the old content or the new, never half of it: a
-    temporary file beside it (named per process, so concurrent writers do not share one), then
-    a rename."""
+    temporary file beside it (named per process, so concurrent writers do not share one), given
+    ``mode`` if any, then a rename (so an executable is never there without its x bit)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         tmp.write_text(text)
+        if mode is not None:
+            tmp.chmod(mode)
         os.replace(tmp, path)
     except OSError as err:  # named as the file the caller asked for, not the temporary one
         with contextlib.suppress(OSError):

@@ -197,8 +197,7 @@ def compiler_command() -> str:
         return "ccache gcc"
     path = cache_dir("kernels") / "numalab-cc"
     if not path.is_file() or path.read_text() != CC_WRAPPER:
-        write_text_atomic(path, CC_WRAPPER)
-        path.chmod(0o755)
+        write_text_atomic(path, CC_WRAPPER, 0o755)  # (a concurrent build may exec it at once)
     return str(path)
 
 

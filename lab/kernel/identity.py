@@ -61,16 +61,24 @@ def file_build_id(path: Path) -> str | None:
         return None
 
 
+_SEEN: dict[tuple[str, int, int], dict] = {}  # this process's answers, by (path, size, mtime)
+
+
 def image_identity(image: Path) -> dict:
     """``{"sha256": ..., "build_id": ...}`` of a bootable image: an ELF vmlinux, or a bzImage whose
     payload is decompressed to read it (build_id None when the payload cannot be read). Remembered
     by the image's hash, so a cache hit costs one hash of the file."""
+    st = image.stat()
+    stamp = (str(image.resolve()), st.st_size, st.st_mtime_ns)
+    if stamp in _SEEN:  # (a run asks for the hash and the build-id of one image several times)
+        return _SEEN[stamp]
     data = image.read_bytes()
     sha = hashlib.sha256(data).hexdigest()
     memo = cache_dir("kernels", "identity") / f"{sha[:32]}.json"
     try:
         known = json.loads(memo.read_text())
         if known.get("sha256") == sha:
+            _SEEN[stamp] = known
             return known
     except (OSError, ValueError):
         pass
@@ -80,4 +88,5 @@ def image_identity(image: Path) -> dict:
         build_id = elf_build_id(elf) if elf else None
     ident = {"sha256": sha, "build_id": build_id}
     write_text_atomic(memo, json.dumps(ident) + "\n")
+    _SEEN[stamp] = ident
     return ident
