@@ -16,13 +16,14 @@ APT_PACKAGES := qemu-system-x86 busybox-static trace-cmd linux-perf kmod cpio \
 	libvirt-daemon-system libvirt-dev pkg-config python3-dev shellcheck strace rt-tests stress-ng sysbench
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-demo setup-qemu10 setup-qemu-charge apt venv test test-fast demo lint golden bench bench-kernel clean help reproduce \
+.PHONY: setup setup-demo setup-qemu10 setup-qemu-charge apt venv test test-fast test-nested demo lint golden bench bench-kernel clean help reproduce \
 	reproduce-seed002 docs completions man
 
 help:
 	@echo "make demo   - an A/B: NUMA balancing off against on (stock kernel, ring-2, numa01, 3 runs each), its table and HTML report"
 	@echo "make test   - the test suite (boots real VMs; about 25 min under TCG with warm caches; builds the patched QEMU the first time)"
 	@echo "make test-fast - only the tests that boot no VM"
+	@echo "make test-nested - the nested tier: numalab inside a TCG guest with KVM and 2 or 4 NUMA nodes, as an ordinary user"
 	@echo "make lint   - ruff"
 	@echo "make reproduce [SEEDS='003 004 000'] - run the seed reproductions, reports in reports/reproduce/"
 	@echo "make golden - regenerate tests/golden (QEMU argv and libvirt XML of every preset, guest plans, manifest shape)"
@@ -69,6 +70,11 @@ setup-qemu-charge: setup-qemu10
 
 test: setup setup-qemu10 setup-qemu-charge
 	$(PY) -m pytest -ra --durations=25 $(PYTEST_ARGS)
+
+# The nested tier alone: numalab inside TCG guests with KVM and 2 and 4 NUMA nodes, as an ordinary user
+# (tests/nested; part of make test too).
+test-nested: setup
+	$(PY) -m pytest -ra tests/nested $(PYTEST_ARGS)
 
 test-fast: setup  ## the unit tier without its few VM tests (tests/unit)
 	$(PY) -m pytest -ra -m 'not vm and not kernel_build and not libvirt' tests/unit $(PYTEST_ARGS)

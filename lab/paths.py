@@ -15,6 +15,12 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
+def system_tool(name: str) -> str | None:
+    """A system tool's path, looked up in /usr/sbin and /sbin after the PATH: on Debian an ordinary user's
+    PATH has neither (depmod, libvirtd and virtlogd live there), and numalab runs as an ordinary user."""
+    return shutil.which(name, path=os.environ.get("PATH", os.defpath) + ":/usr/sbin:/sbin")
+
+
 def cache_root() -> Path:
     """$NUMALAB_CACHE, else $XDG_CACHE_HOME/numalab, else ~/.cache/numalab."""
     env = os.environ.get("NUMALAB_CACHE")

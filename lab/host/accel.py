@@ -30,9 +30,14 @@ from lab.vm.qemu_argv import BootSpec
 from lab.vm.qemu_backend import QemuBackend
 
 PROBE_MARK = "NUMALAB-PROBE-OK"
-PROBE_TIMEOUT_S = 25.0
+# A guest that has printed nothing at all by PROBE_SILENCE_S has hung (some hosts' /dev/kvm hang right after
+# the BIOS); one whose kernel is printing may take up to PROBE_TIMEOUT_S. Nested KVM (KVM inside a TCG guest,
+# lab.host.nested) boots at TCG's speed or slower: its first console line came after more than 25 s here.
+PROBE_SILENCE_S = 60.0
+PROBE_TIMEOUT_S = 150.0
 TCG_PROBE_TIMEOUT_S = 60.0
-PROBE_CMDLINE = "console=ttyS0 quiet panic=-1"
+# loglevel=6: the kernel's banner and notices, so a booting guest is seen to boot.
+PROBE_CMDLINE = "console=ttyS0 loglevel=6 panic=-1"
 # One node, one vCPU: the smallest machine the run's own command line writer (or domain XML) makes.
 PROBE_TOPOLOGY = Topology("kvm-probe", (Node(0, 1, 256),), ((10,),))
 _PROBE_INIT = f"""#!/bin/busybox sh
@@ -46,8 +51,9 @@ def _cache_file(key: str) -> Path:
     return cache_dir("accel") / f"{key}.json"
 
 
-def probe_boot(accel: str, kernel: Path, workdir: Path) -> BootSpec:
-    """The probe guest's boot: no share, no QMP, not paused (nothing to pin), the marker on the console."""
+def probe_boot(accel: str, kernel: Path, workdir: Path, firmware: str = "") -> BootSpec:
+    """The probe guest's boot: no share, no QMP, not paused (nothing to pin), the marker on the console;
+    ``firmware``: the backend's qboot ROM where it has one (SeaBIOS takes many seconds under nested KVM)."""
     return BootSpec(
         kernel=str(kernel),
         initrd=str(minimal_initrd(workdir / "initrd", _PROBE_INIT)),
@@ -58,12 +64,29 @@ def probe_boot(accel: str, kernel: Path, workdir: Path) -> BootSpec:
         accel=accel,
         name=f"numalab-probe-{accel}-{os.getpid()}-{secrets.token_hex(3)}",  # never a leftover's name
         start_paused=False,
+        firmware=firmware,
     )
 
 
-def probe(accel: str, kernel: Path, timeout_s: float = PROBE_TIMEOUT_S, backend: Backend | None = None) -> dict:
+class _Silent(Exception):
+    """The probe guest printed nothing within PROBE_SILENCE_S: given up on (the VM is stopped)."""
+
+
+def _silence_check(console: Path, silence_s: float):
+    """An on_tick that gives up on a guest whose console is still empty after ``silence_s``."""
+
+    def tick(now: float) -> None:
+        if now > silence_s and not (console.exists() and console.stat().st_size):
+            raise _Silent
+
+    return tick
+
+
+def probe(accel: str, kernel: Path, timeout_s: float = PROBE_TIMEOUT_S, backend: Backend | None = None,
+          silence_s: float = PROBE_SILENCE_S) -> dict:  # fmt: skip
     """Boot a 1-vCPU guest with ``accel`` through ``backend`` (direct QEMU by default);
-    {"ok", "seconds", "detail"}."""
+    {"ok", "seconds", "detail"}. A guest silent for ``silence_s`` has hung; one that is printing has
+    ``timeout_s`` to show the marker."""
     backend = backend or QemuBackend()
     if accel == "kvm":
         missing = backend.kvm_missing()
@@ -71,20 +94,28 @@ def probe(accel: str, kernel: Path, timeout_s: float = PROBE_TIMEOUT_S, backend:
             return {"ok": False, "seconds": 0.0, "detail": missing}
     with tempfile.TemporaryDirectory(prefix="numalab-probe-") as tmp_s:
         tmp = Path(tmp_s)
-        boot = probe_boot(accel, kernel, tmp)
+        try:
+            firmware = backend.firmware_rom("auto")
+        except LabError:
+            firmware = ""
+        boot = probe_boot(accel, kernel, tmp, firmware)
         placement = plan_placement(PROBE_TOPOLOGY, read_inventory(), pinning="node")
         t0 = time.monotonic()
         try:
-            outcome, _info = backend.run(PROBE_TOPOLOGY, placement, boot, tmp, timeout_s)
+            tick = _silence_check(Path(boot.console_log), silence_s)
+            outcome, _info = backend.run(PROBE_TOPOLOGY, placement, boot, tmp, timeout_s, on_tick=tick)
         except LabError as err:  # e.g. a libvirt host that refuses the domain
             return {"ok": False, "seconds": round(time.monotonic() - t0, 2), "detail": str(err)}
+        except _Silent:
+            return {"ok": False, "seconds": round(time.monotonic() - t0, 2),
+                    "detail": f"the guest hung: no output at all within {silence_s:.0f}s"}  # fmt: skip
         seconds = round(time.monotonic() - t0, 2)
         console = Path(boot.console_log)
         text = console.read_text(errors="replace") if console.exists() else ""
     if PROBE_MARK in text:
         return {"ok": True, "seconds": seconds, "detail": f"a guest booted and powered off in {seconds:.1f}s"}
     if outcome.timed_out:
-        detail = f"the guest hung: no output from init within {timeout_s:.0f}s"
+        detail = f"the guest hung: its kernel printed, but init gave no sign within {timeout_s:.0f}s"
     else:
         detail = outcome.vm_failure or f"the guest stopped (exit {outcome.exit_code}) without the probe's marker"
     return {"ok": False, "seconds": seconds, "detail": detail}
@@ -111,7 +142,8 @@ def accel_verdict(kernel: Path, backend: Backend | None = None, refresh: bool = 
         "probed_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
     if not kvm["ok"]:
-        verdict["tcg"] = probe("tcg", kernel, timeout_s=TCG_PROBE_TIMEOUT_S, backend=backend)
+        verdict["tcg"] = probe("tcg", kernel, timeout_s=TCG_PROBE_TIMEOUT_S, backend=backend,
+                               silence_s=TCG_PROBE_TIMEOUT_S)  # fmt: skip
         verdict["warning"] = (
             f"KVM is unusable{host['where']} ({kvm['detail']}); using TCG software emulation "
             "(-accel tcg,thread=multi), which is much slower"

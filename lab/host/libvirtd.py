@@ -25,7 +25,6 @@ import grp
 import json
 import os
 import pwd
-import shutil
 import signal
 import socket
 import subprocess
@@ -33,7 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-from lab.paths import json_text, write_text_atomic
+from lab.paths import json_text, system_tool, write_text_atomic
 
 RUN = Path("/run")
 STATE_FILE = RUN / "numalab-libvirt.json"
@@ -56,7 +55,7 @@ class DaemonError(Exception):
 
 
 def _which(name: str) -> str | None:
-    return shutil.which(name, path=os.environ.get("PATH", "") + ":/usr/sbin:/sbin")
+    return system_tool(name)
 
 
 def _alive(pid: int, comm: str | None = None) -> bool:

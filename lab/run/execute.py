@@ -54,7 +54,7 @@ from lab.run import access_matrix as access_run
 from lab.run import remote_latency as latency_run
 from lab.run.access_matrix import AccessResult
 from lab.run.collect_limit import COLLECT_LIMIT_S, NO_LIMIT, CollectLimit, CollectOverrun
-from lab.run.manifest import GuestImage, GuestView, ManifestInputs, workload_seconds
+from lab.run.manifest import GuestImage, GuestView, ManifestInputs, clocksource_of, workload_seconds
 from lab.run.manifest import build as build_manifest
 from lab.topology.model import Topology
 from lab.topology.tiers import kernel_args as tier_kernel_args
@@ -480,8 +480,10 @@ def _collect(
     if metrics.get("trace_problems"):
         metrics["trace_problems"] = in_record(metrics["trace_problems"], d)
     # (every reader's problem counts, the metrics' too: docs/security.md, "a net under the readers")
+    check = outcome.placement_check or {}
     evidence = replace(evidence, data_problems=tuple(data_problems), unpack_problems=tuple(unpacked.problems),
-                       implausible=tuple(implausible))  # fmt: skip
+                       implausible=tuple(implausible),
+                       placement_problems=tuple(check.get("problems") or ()))  # fmt: skip
     status, reason = classify(evidence)
     return ManifestInputs(
         run_id=run_id,
@@ -527,6 +529,7 @@ def _collect(
         latency=latency,
         stalled_boots=stalled_boots,
         data_problems=(*data_problems, *implausible),
+        guest_clocksource=clocksource_of(_read(d / DMESG_BOOT)),
     )
 
 

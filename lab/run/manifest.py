@@ -9,6 +9,7 @@ reads it back). Nothing else adds or changes a key of a manifest before it is wr
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,6 +90,7 @@ class ManifestInputs:
     stalled_boots: tuple[dict, ...] = ()  # earlier boots of this run given up at the boot deadline (lab.run.execute)
     data_problems: tuple[str, ...] = ()  # the guest's files that could not be read (lab.run.execute._guarded)
     workload_user: dict | None = None  # a user's workload: {"spec": ..., "metrics": [declarations]} (lab.run.execute)
+    guest_clocksource: str | None = None  # the clocksource the guest kernel settled on (dmesg-boot.txt)
 
 
 def workload_seconds(outcome: VmOutcome, host: bool = False) -> float | None:
@@ -122,6 +124,22 @@ def _kernel_entry(i: ManifestInputs) -> dict:
                     "boot_protocol": i.boot_protocol}  # fmt: skip
 
 
+def accel_differences(argv: list[str], clocksource: str | None) -> dict:
+    """What a run's accelerator changes besides speed: QEMU's -cpu model (KVM: the host's CPU; TCG: QEMU's
+    default or the one asked for), the clocksource the guest settled on (kvm-clock under KVM; tsc, made
+    reliable by numalab's TCG arguments, under TCG) and the TCG timing arguments on its command line."""
+    cpu = argv[argv.index("-cpu") + 1] if "-cpu" in argv[:-1] else "qemu64 (QEMU's default)"
+    append = argv[argv.index("-append") + 1] if "-append" in argv[:-1] else ""
+    tcg_args = [a for a in append.split() if a.split("=", 1)[0] in ("tsc", "no_timer_check", "lpj")]
+    return {"cpu": cpu, "guest_clocksource": clocksource, "tcg_timing_args": tcg_args}
+
+
+def clocksource_of(dmesg: str) -> str | None:
+    """The last ``clocksource: Switched to clocksource X`` of a boot log."""
+    found = re.findall(r"Switched to clocksource (\S+)", dmesg)
+    return found[-1] if found else None
+
+
 def build(i: ManifestInputs) -> dict:
     """The manifest of one run, as written to manifest.json."""
     booted = i.outcome.stage("booted")
@@ -145,8 +163,11 @@ def build(i: ManifestInputs) -> dict:
         }
         | (i.workload_user or {}),
         "settings": i.plan.to_dict() | {"readback": i.knobs_readback},
-        "accelerator": {"name": i.accel, "reason": i.accel_reason, "clock": i.clock},
-        "placement": i.placement | {"pinned": i.outcome.pinned, "pin_error": i.outcome.pin_error},
+        "accelerator": {"name": i.accel, "reason": i.accel_reason, "clock": i.clock}
+        | accel_differences(i.backend_info.get("argv") or [], i.guest_clocksource),
+        # (check: whether the plan held over the workload window, read from outside QEMU: lab.vm.placement_watch)
+        "placement": i.placement
+        | {"pinned": i.outcome.pinned, "pin_error": i.outcome.pin_error, "check": i.outcome.placement_check},
         "backend": i.backend_info,
         "timings": {
             "boot_s": round(booted.host_s, 2) if booted else None,

@@ -50,6 +50,8 @@ class VmOutcome:
     # Stage marks without the run's token (not the init's: guest userspace wrote them), the first MAX_FORGED.
     forged: list[Stage] = field(default_factory=list)
     forged_count: int = 0
+    # Whether the placement held over the workload window, read from outside QEMU (lab.vm.placement_watch).
+    placement_check: dict | None = None
 
     def stage(self, name: str) -> Stage | None:
         return next((s for s in self.stages if s.name == name), None)

@@ -31,6 +31,7 @@ from lab.vm.emulator import Emulator
 from lab.vm.emulator import resolve as resolve_emulator
 from lab.vm.firmware import resolve_firmware
 from lab.vm.hang import vm_state
+from lab.vm.placement_watch import PlacementWatch
 from lab.vm.qemu_argv import BootSpec, qemu_argv
 from lab.vm.qmp import QemuGone, Qmp
 from lab.vm.share import ShareGuard, ShareLimits
@@ -82,16 +83,22 @@ def run_vm(
     boot_deadline_s: float | None = None,
     env: dict[str, str] | None = None,
     token: str = "",
+    planned_memory: dict[int, int] | None = None,
 ) -> VmOutcome:
     """Boot, pin, and wait for QEMU to exit, the timeout to pass or ``guard`` to object.
 
     QEMU's own failures are a result (``outcome.vm_failure``), not an exception: one that exits
     before its monitor opens (a bad option, too many vCPUs) with what it said in ``qemu_log``;
-    one killed by a signal with the signal's name."""
+    one killed by a signal with the signal's name.
+
+    ``planned_memory`` (host node -> bytes of guest memory bound there): the placement is watched from
+    outside QEMU over the workload window (lab.vm.placement_watch) and the result is
+    ``outcome.placement_check``."""
     proc = _start_qemu(argv, qemu_log, max_file_bytes, env)
     start = time.monotonic()
     outcome = VmOutcome(None, False, 0.0)
     sampler: StageSampler | None = None  # the vCPU threads' times at the workload's start and end
+    placed: PlacementWatch | None = None
     try:
         pidfd: int | None = os.pidfd_open(proc.pid)
     except OSError:  # a kernel before 5.3
@@ -108,7 +115,7 @@ def run_vm(
                 outcome.exit_code = proc.poll()
                 outcome.vm_failure = _qemu_failure(outcome.exit_code, qemu_log) or f"QEMU did not start: {err}"
                 return outcome
-            sampler, listener = _pin_and_start(qmp, proc.pid, pins, outcome, on_stage)
+            sampler, listener, placed = _pin_and_start(qmp, proc.pid, pins, outcome, on_stage, planned_memory)
         start = time.monotonic()
         try:
             watch(
@@ -117,7 +124,7 @@ def run_vm(
                 timeout_s,
                 proc.poll,
                 sampler or on_stage,
-                _sampling_tick(sampler, on_tick),
+                _sampling_tick(sampler, on_tick, placed),
                 wait=_exit_waiter(pidfd),
                 guard=guard,
                 boot_deadline_s=boot_deadline_s,
@@ -125,6 +132,7 @@ def run_vm(
             )
         finally:
             outcome.vcpu_time = sampler.result() if sampler else None
+            outcome.placement_check = placed.result() if placed else None
         if qmp_socket is not None:
             if proc.poll() is not None:
                 listener.join(2)  # (the events QEMU sent before it exited)
@@ -144,7 +152,7 @@ def run_vm(
 
 
 def _sampling_tick(
-    sampler: StageSampler | None, on_tick: Callable[[float], None] | None
+    sampler: StageSampler | None, on_tick: Callable[[float], None] | None, placed: PlacementWatch | None = None
 ) -> Callable[[float], None] | None:
     """``on_tick``, and a fresh sample of the vCPU threads inside the workload window at each look: a guest that
     powers off soon after its end mark is gone (its threads with it) before the watcher reads the mark, and the
@@ -154,6 +162,8 @@ def _sampling_tick(
 
     def tick(now: float) -> None:
         sampler.refresh()
+        if placed is not None:
+            placed.tick()
         if on_tick is not None:
             on_tick(now)
 
@@ -177,14 +187,20 @@ def _start_qemu(argv: list[str], qemu_log: Path, max_file_bytes: int | None, env
 
 
 def _pin_and_start(
-    qmp: Qmp, pid: int, pins: dict[int, tuple[int, ...]], outcome: VmOutcome, on_stage: Callable[[Stage], None] | None
-) -> tuple[StageSampler, threading.Thread]:
+    qmp: Qmp,
+    pid: int,
+    pins: dict[int, tuple[int, ...]],
+    outcome: VmOutcome,
+    on_stage: Callable[[Stage], None] | None,
+    planned_memory: dict[int, int] | None = None,
+) -> tuple[StageSampler, threading.Thread, PlacementWatch | None]:
     """Each vCPU thread pinned (a failure is recorded, not raised), the VM continued, and QEMU's events
     listened to from then on (GUEST_PANICKED: the guest kernel's pvpanic notifier, qemu_argv's -device
     pvpanic). On any error the monitor is closed before it propagates."""
     try:
         tids = qmp.vcpu_threads()
-        sampler = StageSampler("schedstat", schedstat_sampler(pid, tids), on_stage)
+        placed = PlacementWatch(pid, tids, pins, planned_memory, on_stage) if planned_memory is not None else None
+        sampler = StageSampler("schedstat", schedstat_sampler(pid, tids), placed or on_stage)
         for vcpu, tid in tids.items():
             cpus = pins.get(vcpu)
             if not cpus:
@@ -195,7 +211,7 @@ def _pin_and_start(
             except OSError as err:
                 outcome.pin_error = f"vCPU {vcpu} -> CPUs {format_cpulist(cpus)}: {err.strerror}"
         qmp.command("cont")
-        return sampler, qmp.listen(functools.partial(_on_event, outcome))
+        return sampler, qmp.listen(functools.partial(_on_event, outcome)), placed
     except BaseException:
         qmp.close()
         raise
@@ -221,6 +237,14 @@ def _qemu_failure(code: int | None, qemu_log: Path) -> str | None:
     except OSError:
         said = []
     return f"QEMU exited with {code}" + (f": {said[-1][:300]}" if said else " (qemu.log is empty)")
+
+
+def planned_memory(topo: Topology, placement: Placement) -> dict[int, int]:
+    """Host node -> bytes of guest memory the plan binds there."""
+    out: dict[int, int] = {}
+    for node, host in zip(topo.nodes, placement.memory_host_nodes):
+        out[host] = out.get(host, 0) + (node.memory_mib << 20)
+    return out
 
 
 class QemuBackend:
@@ -289,6 +313,7 @@ class QemuBackend:
             boot_deadline_s,
             self.emulator.env(),
             boot.stage_token,
+            planned_memory(topo, placement),
         )
         info = {"name": self.name, "version": self.emulator.version, "qemu": self.emulator.to_dict()}
         return outcome, info | {"argv": argv, "exit_code": outcome.exit_code}

@@ -14,6 +14,7 @@ STATUSES = (
     "topology-mismatch",
     "kernel-mismatch",  # the guest's build-id is not the kernel's asked for
     "implausible",  # a figure or a stage mark the host's own observation contradicts
+    "placement-broken",  # the vCPUs or the memory were not where the plan put them (lab.vm.placement_watch)
 )
 PANIC_MARKS = ("Kernel panic - not syncing", "---[ end Kernel panic")
 
@@ -40,6 +41,8 @@ class Evidence:
     init_failure: str | None = None
     # Figures or stage marks the host's own observation contradicts (lab.analysis.plausible, lab.vm.console).
     implausible: tuple[str, ...] = ()
+    # Where the vCPUs ran or the memory sat against the plan, read from outside QEMU (lab.placement.check).
+    placement_problems: tuple[str, ...] = ()
 
 
 def panic_line(console: str) -> str | None:
@@ -90,6 +93,8 @@ def _booted(ev: Evidence, failed: str) -> tuple[str, str]:
         return "workload-failed", f"the guest's files were refused: {ev.data_problems[0]}"
     if ev.implausible:
         return "implausible", f"the host's own observation contradicts the guest: {ev.implausible[0]}"
+    if ev.placement_problems:
+        return "placement-broken", f"the placement did not hold: {ev.placement_problems[0]}"
     return "ok", "the guest ran the plan and wrote all results"
 
 

@@ -1,0 +1,180 @@
+"""The nested tier: numalab run inside a numalab guest, the path real users take.
+
+The outer guest is a numalab topology booted under TCG with ``-cpu max`` (SVM with nested paging), so it
+has KVM, and two or four NUMA nodes: a laptop and a two-socket workstation, on a host with neither
+(lab.host.nested). The host's root is its read-only overlay root; numalab runs in it as an ordinary user
+(``numalab-test``, group kvm, an ordinary PATH without /usr/sbin) with ``--accel auto``, and the records
+come back. What each outer boot runs is one script, so one boot serves several checks:
+
+* 2 host nodes: ``doctor`` finds KVM through the real probe; ring-4 (2 guest nodes a host node) with the
+  stock kernel under KVM, traced, its topology and groups checked, its placement read from outside QEMU;
+  the TCG-only options' one-line errors under KVM; a ring-2 run whose memory is moved from host node 0
+  to node 1 mid-run (migrate_pages(2)), which must come out ``placement-broken``;
+* 4 host nodes: ring-4 with numalab's own kernel (``baseline``), one guest node a host node, each vCPU
+  on its node's CPU.
+
+The inner guests run at TCG speed (KVM over TCG), so the runs are short; each outer boot has a timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import pwd
+import subprocess
+
+import pytest
+
+from lab.host.nested import run_nested
+from lab.paths import REPO_ROOT
+from lab.topology.ref import TopologyRef
+
+pytestmark = [pytest.mark.vm, pytest.mark.nested]
+
+USER = "numalab-test"
+OUTER_TIMEOUT_S = 1500
+INNER = "--timeout 600 --accel auto --json"  # (nested KVM boots at TCG's speed: 30-60 s for ring-4)
+
+SCRIPT_2 = f"""
+N=.venv/bin/numalab
+step() {{ echo "== $1 $(date +%s)"; }}
+step doctor
+$N doctor --json > $NESTED_OUT/doctor.json 2> $NESTED_OUT/doctor.err; echo "doctor rc=$?"
+step ring4
+$N run --topology ring-4 --cpus-per-node 1 --mem-per-node 256M --workload numa01 --duration 4 {INNER} \\
+  --out $NESTED_OUT/ring4 > $NESTED_OUT/ring4.json 2> $NESTED_OUT/ring4.err; echo "ring4 rc=$?"
+step tcg-only
+for opt in "--clock virtual" "--remote-latency slit" "--access-matrix"; do
+  $N run --accel kvm $opt --workload idle --duration 1 --out $NESTED_OUT/never > /dev/null 2>> $NESTED_OUT/tcg-only.err
+  echo "$opt rc=$?" >> $NESTED_OUT/tcg-only.rc
+done
+step moved
+$N run --topology ring-2 --cpus-per-node 1 --mem-per-node 256M --workload idle --duration 30 {INNER} \\
+  --out $NESTED_OUT/moved > $NESTED_OUT/moved.json 2> $NESTED_OUT/moved.err &
+run=$!
+for i in $(seq 400); do grep -qs workload-start $NESTED_OUT/.moved.partial/console.log && break; sleep 1; done
+sleep 4
+qemu=$(pgrep -u "$(id -u)" -f 'qemu-system.*-name numalab-' | head -1)
+python3 tests/nested/move_memory.py "$qemu" 0 1 > $NESTED_OUT/move.txt 2>&1; echo "move rc=$?"
+wait $run; echo "moved rc=$?"
+step end
+"""
+
+SCRIPT_4 = f"""
+N=.venv/bin/numalab
+$N run --topology ring-4 --cpus-per-node 1 --mem-per-node 256M --kernel baseline --workload numa01 --duration 4 \\
+  {INNER} --out $NESTED_OUT/ring4 > $NESTED_OUT/ring4.json 2> $NESTED_OUT/ring4.err; echo "ring4 rc=$?"
+"""
+
+
+@pytest.fixture(scope="module")
+def user() -> str:
+    """An ordinary user of this host (made once per machine): the inner numalab runs as it."""
+    try:
+        pwd.getpwnam(USER)
+    except KeyError:
+        subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", USER], check=True)
+    return USER
+
+
+@pytest.fixture(scope="module")
+def baseline_kernel() -> None:
+    """numalab's own kernel (the kernel tier's ``baseline``; a cache hit when that tier ran first)."""
+    proc = subprocess.run([str(REPO_ROOT / ".venv/bin/numalab"), "kernel", "build", "--name", "baseline", "-q"],
+                          capture_output=True, text=True, timeout=3600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def _outer(tmp_path_factory, user: str, preset: str, cpus: int, mem: str, script: str):
+    out = tmp_path_factory.mktemp(f"nested-{preset}") / "out"
+    topo = TopologyRef(preset, cpus_per_node=cpus, mem_per_node=mem).load()
+    res = run_nested(topo, script, out, user=user, timeout_s=OUTER_TIMEOUT_S)
+    log = (out / "script.log").read_text() if (out / "script.log").exists() else ""
+    assert not res.timed_out and res.marks.get("done") is not None, (res, log, res.console.read_text()[-3000:])
+    return res, log
+
+
+@pytest.fixture(scope="module")
+def two_nodes(tmp_path_factory, user):
+    return _outer(tmp_path_factory, user, "ring-2", 2, "3G", SCRIPT_2)
+
+
+@pytest.fixture(scope="module")
+def four_nodes(tmp_path_factory, user, baseline_kernel):
+    return _outer(tmp_path_factory, user, "ring-4", 1, "1536M", SCRIPT_4)
+
+
+def _manifest(res, name: str) -> dict:
+    text = (res.out / f"{name}.json").read_text()
+    assert text.strip(), (res.out / f"{name}.err").read_text()[-3000:]
+    return json.loads(text)
+
+
+def test_doctor_finds_kvm_through_the_real_probe_as_an_ordinary_user(two_nodes) -> None:
+    res, log = two_nodes
+    assert "doctor rc=0" in log, log
+    doc = json.loads((res.out / "doctor.json").read_text())
+    verdict = doc["accelerator"] if "accelerator" in doc else doc
+    assert verdict["accel"] == "kvm", verdict
+    assert verdict["kvm"]["ok"] is True
+    assert len(doc["host"]["nodes"]) == 2, doc["host"]
+
+
+def test_a_kvm_run_as_an_ordinary_user_on_a_two_node_host(two_nodes) -> None:
+    res, log = two_nodes
+    m = _manifest(res, "ring4")
+    assert "ring4 rc=0" in log, (res.out / "ring4.err").read_text()[-3000:]
+    assert m["status"] == "ok" and m["accelerator"]["name"] == "kvm", (m["status"], m["reason"])
+    argv = m["backend"]["argv"]
+    assert argv[argv.index("-accel") + 1] == "kvm" and argv[argv.index("-cpu") + 1] == "host"
+    assert m["guest_topology_ok"] and m["kernel"]["identity"] == "verified"
+    assert sum(m["metrics"]["events"].values()) > 0, m["metrics"]["events"]
+    # Guest nodes 0 and 2 on host node 0, 1 and 3 on host node 1 (round-robin), each vCPU on its node's CPUs.
+    p = m["placement"]
+    assert p["memory_host_nodes"] == [0, 1, 0, 1] and p["host_nodes"] == 2
+    assert p["check"]["held"] is True and p["check"]["samples"] >= 2, p["check"]
+    mem = p["check"]["memory_by_host_node"]
+    assert mem["0"]["bound_mib"] == 512 and mem["1"]["bound_mib"] == 512, mem
+    assert set(mem["0"]["resident_mib"]) == {"0"} and set(mem["1"]["resident_mib"]) == {"1"}, mem
+    assert [p["pinned"][str(v)] for v in range(4)] == p["vcpu_pins"]
+    assert any("only partly real" in n for n in p["notes"]), p["notes"]
+    # What differs from TCG, in the record: kvm-clock, no TCG delay-loop preset.
+    assert "kvm-clock" in (res.out / "ring4" / "dmesg-boot.txt").read_text()
+    assert " lpj=" not in (res.out / "ring4" / "cmdline.txt").read_text()
+
+
+def test_tcg_only_options_are_one_line_errors_under_kvm(two_nodes) -> None:
+    res, _log = two_nodes
+    rcs = (res.out / "tcg-only.rc").read_text().splitlines()
+    assert rcs == ["--clock virtual rc=2", "--remote-latency slit rc=2", "--access-matrix rc=2"], rcs
+    errors = [ln for ln in (res.out / "tcg-only.err").read_text().splitlines() if ln.startswith("numalab: error:")]
+    assert len(errors) == 3 and all("TCG" in e for e in errors), errors
+    assert "Traceback" not in (res.out / "tcg-only.err").read_text()
+
+
+def test_memory_moved_mid_run_is_placement_broken(two_nodes) -> None:
+    res, log = two_nodes
+    assert "move rc=0" in log, (res.out / "move.txt").read_text()
+    m = _manifest(res, "moved")
+    assert m["accelerator"]["name"] == "kvm"
+    assert m["status"] == "placement-broken", (m["status"], m["reason"])
+    check = m["placement"]["check"]
+    assert check["held"] is False
+    assert any("bound to host node 0 has" in p and "on node 1" in p for p in check["problems"]), check
+    assert "moved rc=1" in log  # a run that is not ok is exit 1
+
+
+def test_four_host_nodes_one_guest_node_each_with_numalabs_kernel(four_nodes) -> None:
+    res, log = four_nodes
+    m = _manifest(res, "ring4")
+    assert "ring4 rc=0" in log, (res.out / "ring4.err").read_text()[-3000:]
+    assert m["status"] == "ok" and m["accelerator"]["name"] == "kvm", (m["status"], m["reason"])
+    assert m["kernel"]["name"] == "baseline" and m["kernel"]["identity"] == "verified"
+    p = m["placement"]
+    assert p["memory_host_nodes"] == [0, 1, 2, 3] and p["host_nodes"] == 4
+    assert p["pinning"] == "cpu" and p["vcpu_pins"] == ["0", "1", "2", "3"], p
+    assert [p["pinned"][str(v)] for v in range(4)] == ["0", "1", "2", "3"]
+    mem = p["check"]["memory_by_host_node"]
+    assert p["check"]["held"] is True, p["check"]
+    for node in "0123":
+        assert mem[node]["bound_mib"] == 256 and set(mem[node]["resident_mib"]) == {node}, mem
+    assert not [n for n in p["notes"] if "partly real" in n or "one NUMA node" in n], p["notes"]
