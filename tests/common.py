@@ -149,3 +149,28 @@ def host_hogs(n: int | None = None):
         for p in procs:
             p.kill()
             p.wait()
+
+
+ORDINARY_USER = "numalab-test"
+ORDINARY_PATH = "/usr/local/bin:/usr/bin:/bin"  # Debian's for a user: no /usr/sbin (depmod, libvirtd)
+
+
+def ordinary_user(name: str = ORDINARY_USER) -> str:
+    """An ordinary user of this host, made once per machine (useradd; the tests run as root)."""
+    import pwd
+
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", name], check=True)
+    return name
+
+
+def as_user(user: str, *argv: str, timeout: float = 600, cwd: Path | None = None):
+    """``argv`` run as ``user`` with a login's bare environment: its HOME, Debian's user PATH, no root."""
+    import pwd
+
+    home = pwd.getpwnam(user).pw_dir
+    env = ["env", "-i", f"HOME={home}", f"USER={user}", f"PATH={ORDINARY_PATH}", "LANG=C.UTF-8"]
+    return subprocess.run(["runuser", "-u", user, "--", *env, *argv], capture_output=True, text=True,
+                          timeout=timeout, cwd=cwd or REPO)  # fmt: skip

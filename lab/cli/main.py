@@ -11,6 +11,7 @@ import lab.cli.cmd_compare as cmd_compare
 import lab.cli.cmd_doctor as cmd_doctor
 import lab.cli.cmd_kernel as cmd_kernel
 import lab.cli.cmd_matrix as cmd_matrix
+import lab.cli.cmd_nested as cmd_nested
 import lab.cli.cmd_report as cmd_report
 import lab.cli.cmd_reproduce as cmd_reproduce
 import lab.cli.cmd_run as cmd_run
@@ -29,6 +30,7 @@ COMMANDS = (
     cmd_topo,
     cmd_workload,
     cmd_doctor,
+    cmd_nested,
     cmd_run,
     cmd_ab,
     cmd_matrix,

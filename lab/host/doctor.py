@@ -121,8 +121,29 @@ def print_doctor(report: dict) -> None:
         print(
             f"  node {n['id']}: cpus {cpus}  {n['mem_available_mib']}/{n['mem_total_mib']} MiB free  hugepages {huge}"
         )
+    print_host_distances(host)
     if "libvirt" in report:
         print_libvirt(report["libvirt"])
+
+
+def print_host_distances(host: dict) -> None:
+    """The host's SLIT, and what it means for the guests' distances numalab emulates on it."""
+    d = host.get("distances") or []
+    ids = [n["id"] for n in host["nodes"]]
+    if len(ids) < 2:
+        print("  one host node: every guest distance is emulated (the guest's remote memory is local here)")
+        return
+    if len(d) != len(ids):
+        print("  host SLIT: not known")
+        return
+    print("  host SLIT:  " + " ".join(f"{i:>4}" for i in ids))
+    for i, row in zip(ids, d):
+        print(f"    node {i:<4}" + " ".join(f"{v:>4}" for v in row))
+    print(
+        f"  guest nodes are spread round-robin over these {len(ids)} nodes: a guest distance between nodes on "
+        "different host nodes is backed by the host distance above; guest nodes that share a host node have "
+        "local memory between them (a run's placement notes name those pairs)"
+    )
 
 
 def print_libvirt(lv: dict) -> None:

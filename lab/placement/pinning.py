@@ -59,6 +59,8 @@ class Placement:
     notes: tuple[str, ...] = ()
     pinning: str = "cpu"  # how the vCPUs are pinned: "cpu" or "node"
     pinning_policy: str = "auto"  # what was asked for (PINNINGS)
+    # Per guest node pair: its SLIT distance and the host distance that backs it (None: not known).
+    distance_map: tuple[dict, ...] = ()
 
     def cpuset(self, vcpu: int) -> str:
         """A vCPU's host CPUs as a cpulist ('3', '0-7')."""
@@ -74,6 +76,7 @@ class Placement:
             "host_nodes": self.host_nodes,
             "warnings": list(self.warnings),
             "notes": list(self.notes),
+            "distance_map": list(self.distance_map),
         }
 
 
@@ -118,7 +121,36 @@ def plan_placement(
     warnings += _overcommit_warnings(topo, host, crowded)
     if crowded and mode == "node" and pinning == "auto":
         notes.append("vCPUs share host CPUs, so each is pinned to its host node's CPUs rather than to one CPU")
-    return Placement(mapping, tuple(pins), backing, len(host.nodes), tuple(warnings), tuple(notes), mode, pinning)
+    dmap = distance_map(topo, host, mapping)
+    notes += _unbacked_notes(dmap, len(host.nodes))
+    return Placement(mapping, tuple(pins), backing, len(host.nodes), tuple(warnings), tuple(notes), mode, pinning,
+                     tuple(dmap))  # fmt: skip
+
+
+def distance_map(topo: Topology, host: HostInventory, mapping: tuple[int, ...]) -> list[dict]:
+    """For each pair of guest nodes: the guest's SLIT distance, the host nodes that hold their memory and the
+    host's distance between those (10 when they share one: the guest's remote memory is local there)."""
+    out = []
+    for i in range(topo.n_nodes):
+        for j in range(i + 1, topo.n_nodes):
+            a, b = mapping[i], mapping[j]
+            out.append({"guest_nodes": [i, j], "guest_distance": topo.distances[i][j], "host_nodes": [a, b],
+                        "host_distance": 10 if a == b else host.distance(a, b)})  # fmt: skip
+    return out
+
+
+def _unbacked_notes(dmap: list[dict], host_nodes: int) -> list[str]:
+    """Which guest distances no host distance backs (pairs of guest nodes on one host node), when the host
+    has several nodes (one host node: the note of _sharing_notes says it for all)."""
+    if host_nodes < 2:
+        return []
+    shared = [d for d in dmap if d["host_distance"] == 10 and d["guest_distance"] > 10]
+    if not shared:
+        return []
+    pairs = ", ".join(f"{d['guest_nodes'][0]}-{d['guest_nodes'][1]} (distance {d['guest_distance']}, "
+                      f"host node {d['host_nodes'][0]})" for d in shared)  # fmt: skip
+    return [f"guest node pairs on one host node: {pairs}; their remote memory is local on the host, so "
+            "throughput between them is not the modelled machine's"]  # fmt: skip
 
 
 def _sharing_notes(topo: Topology, host: HostInventory, mem_nodes: list) -> list[str]:

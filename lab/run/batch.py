@@ -82,6 +82,7 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
     backend = backend_of(opts)
     backend.firmware_rom(opts.firmware)  # a firmware this backend cannot boot: say so first
     clock = GuestClock(opts.clock)
+    kvm_probe_s = 0.0
     if clock.virtual:
         check_clock(opts.clock, backend.name, opts.accel, qemu_version_tuple(backend.emulator_version()))
         # KVM cannot count instructions: no probe
@@ -89,6 +90,7 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
     elif opts.accel == "auto":
         verdict = accel_verdict(kernels[0].image, backend)  # on the host the backend runs VMs on
         accel = verdict["accel"]
+        kvm_probe_s = float(verdict["kvm"].get("seconds") or 0.0) if accel == "kvm" else 0.0
         reason = verdict.get("warning") or f"KVM probe{verdict.get('where', '')}: {verdict['kvm']['detail']}"
         if accel == "tcg" and not verdict.get("cached"):
             progress(f"warning: {reason}")  # once: when the probe ran (numalab doctor shows the cached verdict)
@@ -131,6 +133,7 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
                     latency=latency,
                     boot_deadline_s=opts.boot_deadline,
                     clock=clock,
+                    kvm_probe_s=kvm_probe_s,
                 )
             )
     return reqs

@@ -62,7 +62,7 @@ from lab.trace.assemble import assemble_run
 from lab.untrusted import finite_copy, read_guest_text, term_safe, to_int
 from lab.vm import tcg_boot
 from lab.vm.backend import Backend
-from lab.vm.console import Stage, check_marks
+from lab.vm.console import SLACK_S, Stage, check_marks
 from lab.vm.guest_clock import GuestClock
 from lab.vm.hang import describe as describe_hang
 from lab.vm.latency_model import LatencyModel
@@ -104,6 +104,9 @@ class RunRequest:
     boot_deadline_s: float | None = None  # TCG: None for the default (boot_deadline), 0 for never
     clock: GuestClock = GuestClock()  # the guest's clock (lab.vm.guest_clock): the host's, or instructions
     latency: LatencyModel | None = None  # --remote-latency: what remote misses cost (the same plugin)
+    # Seconds the KVM probe's 1-vCPU guest took to boot and power off (lab.host.accel), 0 when not probed: a
+    # KVM that is slow to boot (nested KVM, at TCG's speed) gets a boot allowance and a stage-mark slack to match.
+    kvm_probe_s: float = 0.0
 
     def limits(self) -> ShareLimits:
         """What the guest may send: ``guest_output_limit`` if given; else 1 GiB, or more if full trace
@@ -136,7 +139,15 @@ class RunRequest:
         """60 s + 2 s per vCPU; twice that under the virtual clock, whose one host thread runs every vCPU
         (a 4-vCPU boot took 26-36 s against 14 s multi-threaded, on QEMU 10 with the host loaded)."""
         allowance = BOOT_ALLOWANCE_S + 2 * self.topology.total_cpus
+        if self.accel == "kvm":
+            # (under nested KVM the probe took 41 s and an idle ring-4 boot 58-162 s, by the host's load)
+            allowance += 4 * self.kvm_probe_s * max(1, self.topology.total_cpus // 2)
         return 2 * allowance if self.clock.virtual else allowance
+
+    def mark_slack_s(self) -> float:
+        """The fixed part of the stage marks' slack (lab.vm.console.check_marks): 2 s, more under a KVM whose
+        probe boot was slow (nested KVM's console lines reach the host seconds late)."""
+        return SLACK_S + (self.kvm_probe_s / 2 if self.accel == "kvm" and self.kvm_probe_s > 5 else 0.0)
 
     def collect_limit(self) -> float:
         """Host seconds the collection of the guest's results may take once the VM has ended (unpacking,
@@ -464,7 +475,8 @@ def _collect(
     readback, domains, groups, problems = _guest_view(req, d, outcome, unpacked, guarded)
     console = _read(d / CONSOLE_LOG)
     release = (read_guest_text(d / UNAME, data_problems) or "").strip()[:256] or None  # (not UTF-8: a problem)
-    marks = guarded("stage marks", check_marks, [], outcome, not req.clock.virtual)  # (before any timing is taken)
+    # (before any timing is taken)
+    marks = guarded("stage marks", check_marks, [], outcome, not req.clock.virtual, req.mark_slack_s())
     evidence, result = _evidence(req, d, outcome, unpacked, share, console, problems, data_problems, guarded)
     guest_build_id = guarded("kernel notes", build_id, None, d / KERNEL_NOTES)
     if guest_build_id is None and evidence.booted and req.kernel.expected_build_id()[0]:

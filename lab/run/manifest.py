@@ -130,7 +130,7 @@ def accel_differences(argv: list[str], clocksource: str | None) -> dict:
     reliable by numalab's TCG arguments, under TCG) and the TCG timing arguments on its command line."""
     cpu = argv[argv.index("-cpu") + 1] if "-cpu" in argv[:-1] else "qemu64 (QEMU's default)"
     append = argv[argv.index("-append") + 1] if "-append" in argv[:-1] else ""
-    tcg_args = [a for a in append.split() if a.split("=", 1)[0] in ("tsc", "no_timer_check", "lpj")]
+    tcg_args = [a for a in append.split() if a.split("=", 1)[0] in ("tsc", "tsc_early_khz", "no_timer_check", "lpj")]
     return {"cpu": cpu, "guest_clocksource": clocksource, "tcg_timing_args": tcg_args}
 
 

@@ -89,16 +89,17 @@ SLACK_SHARE = 0.1
 ONCE = frozenset(("booted", "topology", "workload-start", "workload-end", "collect", "done", "failed"))
 
 
-def _slack(host_s: float) -> float:
-    return SLACK_S + SLACK_SHARE * abs(host_s)
+def _slack(host_s: float, base_s: float = SLACK_S) -> float:
+    return base_s + SLACK_SHARE * abs(host_s)
 
 
-def check_marks(outcome: VmOutcome, host_clock: bool = True) -> list[str]:
+def check_marks(outcome: VmOutcome, host_clock: bool = True, slack_s: float = SLACK_S) -> list[str]:
     """Problems with the run's stage marks, each a named one; marks the host's clock contradicts are flagged
     ``contradicted`` (lab.run.manifest then takes no timing from them). A guest's uptime may not go back,
     may not run ahead of the time the VM has run, and between two marks may not differ from what the host
     saw by more than the slack. ``host_clock`` False (``--clock virtual``: guest time counts instructions)
-    keeps only the first rule. Forged marks (no token) are named too."""
+    keeps only the first rule. Forged marks (no token) are named too. ``slack_s``: the fixed part of the
+    slack (a slow console, as under nested KVM, shows marks late: lab.run.execute.RunRequest.mark_slack_s)."""
     problems: list[str] = []
     for st in outcome.forged:
         problems.append(f"console: a stage mark without the init's token, not taken (forged by the guest?): "
@@ -119,14 +120,14 @@ def check_marks(outcome: VmOutcome, host_clock: bool = True) -> list[str]:
         if u is None:
             continue
         why = ""
-        if host_clock and u > st.host_s + _slack(st.host_s):
+        if host_clock and u > st.host_s + _slack(st.host_s, slack_s):
             # (the guest's clock starts when its vCPUs do, after the watch's start: QEMU starts paused)
             why = f"uptime {u:g} s, but the VM had run {st.host_s:.1f} s"
         elif prev is not None and prev.guest_uptime is not None:
             dg, dh = u - prev.guest_uptime, st.host_s - prev.host_s
             if dg < 0:
                 why = f"uptime {u:g} s, before the {prev.name} mark's {prev.guest_uptime:g} s"
-            elif host_clock and abs(dg - dh) > _slack(dh):
+            elif host_clock and abs(dg - dh) > _slack(dh, slack_s):
                 why = f"{dg:.2f} s by the guest's uptime after the {prev.name} mark, {dh:.2f} s by the host's clock"
         if why:
             st.contradicted = True

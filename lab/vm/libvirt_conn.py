@@ -117,8 +117,9 @@ def host_inventory(conn) -> HostInventory:
         info = conn.getInfo()  # [model, memory MiB, cpus, mhz, nodes, sockets, cores, threads]
         free = conn.getFreeMemory() // (1 << 20)
         node = HostNode(0, tuple(range(info[2])), info[1], free, {})
-        return HostInventory((node,), node.cpus, free)
+        return HostInventory((node,), node.cpus, free, ((10,),))
     nodes = []
+    slit: dict[int, dict[int, int]] = {}
     for cell in cells:
         cid = int(cell.get("id"))
         cpus = tuple(sorted(int(c.get("id")) for c in cell.findall("./cpus/cpu")))
@@ -136,8 +137,12 @@ def host_inventory(conn) -> HostInventory:
                 except Exception:  # noqa: BLE001
                     huge[size] = int(pg.text or 0)
         nodes.append(HostNode(cid, cpus, total, free, huge))
+        slit[cid] = {int(s.get("id")): int(s.get("value")) for s in cell.findall("./distances/sibling")}
     online = tuple(sorted(c for n in nodes for c in n.cpus))
-    return HostInventory(tuple(nodes), online, sum(n.mem_available_mib for n in nodes))
+    ids = [n.id for n in nodes]
+    known = all(set(ids) <= set(slit[i]) for i in ids)
+    distances = tuple(tuple(slit[a][b] for b in ids) for a in ids) if known else ()
+    return HostInventory(tuple(nodes), online, sum(n.mem_available_mib for n in nodes), distances)
 
 
 def version_string(v: int) -> str:

@@ -39,6 +39,8 @@ DIFFERENT_ON_PURPOSE = {
     ("topo libvirt-xml", "--accel"): "printing a VM definition probes nothing: kvm or tcg, default tcg",
     ("matrix run", "--backend"): "none given: the spec's hosts (libvirt) or qemu",
     ("ab", "--repeat"): "auto: numalab ab ends with a verdict (run's 1: one run unless asked)",
+    ("nested", "--topology"): "the outer machine, the inner numalab's host: ring-2, a two-socket workstation",
+    ("nested", "--timeout"): "the outer guest's whole life (1800 s), not one run's",
 }
 
 # Hidden options that are not aliases: the tests' fault injection, and what QEMU's version chooses.

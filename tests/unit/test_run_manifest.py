@@ -62,6 +62,11 @@ def test_the_builder_gives_a_real_runs_manifest_back(tmp_path) -> None:
     # has no build-id, so the run is unverified).
     assert built["kernel"].pop("expected_build_id") is None and built["kernel"].pop("expected_build_id_from") is None
     assert built["kernel"].pop("identity") == "unverified"
+    # What the accelerator changes besides speed, and whether the placement held (no window watched here).
+    acc = built["accelerator"]
+    assert (acc.pop("cpu"), acc.pop("guest_clocksource")) == ("qemu64 (QEMU's default)", None)
+    assert acc.pop("tcg_timing_args") == ["tsc=reliable", "no_timer_check", "tsc_early_khz=2600002", "lpj=10400008"]
+    assert built["placement"].pop("check") is None
     built["created"] = recorded["created"]
     assert json.dumps(built, indent=1) == json.dumps(recorded, indent=1)  # every key, every value, in order
 

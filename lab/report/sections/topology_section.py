@@ -114,6 +114,22 @@ def placement_html(p: dict) -> str:
             rows.append(["pinned"] + [e(a) if a is not None else "–" for a in actual])
         title = f"<h4>vCPU → host CPU pins ({e(p.get('pinning', 'cpu'))})</h4>"
         parts.append(title + table(["vCPU"] + [str(i) for i in range(len(pins))], rows, "dist"))
+    dmap = p.get("distance_map") or []
+    if dmap and p.get("host_nodes", 1) > 1:
+        rows = [
+            [
+                f"{d['guest_nodes'][0]}–{d['guest_nodes'][1]}",
+                e(d["guest_distance"]),
+                f"{d['host_nodes'][0]}–{d['host_nodes'][1]}",
+                e(d["host_distance"]) if d.get("host_distance") is not None else "?",
+                "emulated: local on the host" if d["host_nodes"][0] == d["host_nodes"][1] else "real",
+            ]
+            for d in dmap
+        ]
+        parts.append(
+            "<h4>Guest distances on host distances</h4>"
+            + table(["guest nodes", "guest SLIT", "host nodes", "host SLIT", "remote memory"], rows, "small")
+        )
     backing = p.get("backing") or {}
     kv = [
         ("host NUMA nodes", e(p.get("host_nodes"))),
@@ -191,17 +207,49 @@ def _guest_verification(runs: list[dict]) -> list[str]:
     ]
 
 
+def _plan_key(p: dict) -> str:
+    """A placement without what each run observed of it (its check), to group runs by plan."""
+    return json.dumps({k: v for k, v in p.items() if k != "check"}, sort_keys=True)
+
+
+def _placement_held(runs: list[dict]) -> list[str]:
+    """Per run: whether its placement held, read from outside QEMU over the workload window."""
+    rows = []
+    for r in runs:
+        c = (r.get("placement") or {}).get("check")
+        if not c:
+            continue
+        held = c.get("held")
+        badge = ('<span class="badge ok">held</span>' if held else '<span class="badge bad">broken</span>'
+                 if held is False else '<span class="badge warn">not sampled</span>')  # fmt: skip
+        host = c.get("host") or {}
+        load = "–".join(f"{v:.1f}" for v in host.get("load_1m") or [])
+        problems = [*(c.get("problems") or []), *([c["failure"]] if c.get("failure") else [])]
+        rows.append([f'<a href="#{anchor(r["run_id"])}">{e(r["run_id"])}</a>', badge, e(c.get("samples")),
+                     e(load or "–"), e(host.get("steal_s", "–")), e("; ".join(problems))])  # fmt: skip
+    if not rows:
+        return []
+    return [
+        "<h4>Did the placement hold?</h4>",
+        '<p class="muted">Read from outside QEMU at the workload\'s start and end and every few seconds between: '
+        "each vCPU thread's affinity, and each guest node's memory per host node (numa_maps). "
+        "A run whose placement broke is <code>placement-broken</code>, left out of compare, the matrix and "
+        "bisect.</p>",
+        table(["run", "placement", "samples", "host load (1 min)", "steal s", "problems"], rows),
+    ]
+
+
 def _host_placements(runs: list[dict]) -> list[str]:
-    """The host placement, once per distinct placement among the runs."""
+    """The host placement, once per distinct plan among the runs, and whether each run's held."""
     places: dict[str, list[dict]] = {}
     for r in runs:
-        places.setdefault(json.dumps(r.get("placement") or {}, sort_keys=True), []).append(r)
+        places.setdefault(_plan_key(r.get("placement") or {}), []).append(r)
     out = []
     for p_runs in places.values():
         who = "all runs" if len(places) == 1 else ", ".join(r["run_id"] for r in p_runs)
         out.append(f"<h3>Host placement <small>({e(who)})</small></h3>")
         out.append(placement_html(p_runs[0].get("placement") or {}))
-    return out
+    return out + _placement_held(runs)
 
 
 def topology_section(report: dict) -> str:

@@ -1,0 +1,109 @@
+"""``numalab nested``: run a command inside a numalab-made machine that has KVM and several NUMA nodes.
+
+The way to try numalab's KVM path and multi-node placement on a host that has neither (lab.host.nested)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import tempfile
+import textwrap
+from pathlib import Path
+
+from lab.cli.common import progress
+from lab.cli.shared_options import json_option, out_option, size_options
+from lab.errors import LabError
+from lab.paths import REPO_ROOT, json_text
+
+DEFAULT_TOPOLOGY = "ring-2"
+DEFAULT_CPUS = 2
+DEFAULT_MEM = "3G"
+DEFAULT_TIMEOUT_S = 1800.0
+
+EXAMPLES = """examples:
+  numalab nested -- numalab doctor
+      the KVM probe and the host's two NUMA nodes, as seen inside
+  numalab nested --out nested-run -- numalab run --topology ring-4 --cpus-per-node 1 --mem-per-node 256M \\
+      --workload numa01 --duration 4 --out '$NESTED_OUT/ring4'
+      a KVM run of ring-4 placed on two host nodes; its record comes back in nested-run/ring4
+  numalab nested --topology ring-4 --cpus-per-node 1 --mem-per-node 1536M -- numalab doctor
+      a four-node host
+"""
+
+
+def cmd_nested(args: argparse.Namespace) -> int:
+    from lab.host.nested import run_nested
+    from lab.topology.ref import TopologyRef
+
+    if not args.command:
+        raise LabError("nested: no command given (numalab nested [options] -- COMMAND ...)")
+    if args.timeout <= 0:
+        raise LabError(f"--timeout {args.timeout:g}: must be more than 0 seconds")
+    ref = TopologyRef(args.topology, args.cpus_per_node or DEFAULT_CPUS, args.mem_per_node or DEFAULT_MEM,
+                      args.threads)  # fmt: skip
+    topo = ref.load()
+    command = args.command[1:] if args.command[0] == "--" else args.command
+    script = f"export PATH={shlex.quote(str(REPO_ROOT / '.venv' / 'bin'))}:$PATH\n{shlex.join(command)}\n"
+    # ($NESTED_OUT in an argument is the guest's: shlex.join quoted it, so it is let out of the quotes)
+    script = script.replace("$NESTED_OUT", "'\"$NESTED_OUT\"'")
+    out = args.out or Path(tempfile.mkdtemp(prefix="numalab-nested-", dir="."))
+    if args.out and out.exists() and any(out.iterdir()):
+        raise LabError(f"--out {out}: exists and is not empty")
+    if args.out and out.exists():
+        out.rmdir()
+    res = run_nested(topo, script, out, user=args.user, timeout_s=args.timeout,
+                     progress=None if args.json else progress)  # fmt: skip
+    log = out / "script.log"
+    summary = {
+        "exit_code": res.exit_code,
+        "timed_out": res.timed_out,
+        "wall_s": res.wall_s,
+        "marks": res.marks,
+        "out": str(out),
+        "console": str(res.console),
+    }
+    if args.json:
+        print(json_text(summary, indent=2))
+    else:
+        if log.exists():
+            print(log.read_text(errors="replace"), end="")
+        booted = res.marks.get("booted", "?")
+        progress(f"outer guest: {topo.name}, booted ({booted}); the command exited {res.exit_code} after "
+                 f"{res.wall_s:.0f}s in all; what it wrote to $NESTED_OUT is in {out}")  # fmt: skip
+        if res.marks.get("failed"):
+            progress(f"outer guest failed: {res.marks['failed']} (its console: {res.console})")
+    if res.timed_out or res.exit_code is None:
+        return 1
+    return res.exit_code
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "nested",
+        help="run a command inside a numalab guest that has KVM and several NUMA nodes",
+        description=textwrap.fill(
+            "Boot a numalab topology under TCG with -cpu max (AMD SVM with nested paging: KVM inside), "
+            "the host's / shared read-only as its root (writes stay in the guest's memory), and run COMMAND in "
+            "this checkout as an ordinary user in the kvm group. The guest's nodes are the inner numalab's host "
+            "nodes: a laptop or a two-socket workstation, on a host without KVM or NUMA. What COMMAND writes to "
+            "$NESTED_OUT comes back in --out. Needs root (the outer guest's user and groups are set up from it). "
+            "The inner guests run at TCG's speed: this proves paths, not speed.",
+            88,
+        ),
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    g = p.add_argument_group("the outer machine")
+    g.add_argument("--topology", default=DEFAULT_TOPOLOGY, metavar="NAME|FILE",
+                   help=f"its NUMA topology: a preset or a spec file (default {DEFAULT_TOPOLOGY}, with "
+                   f"{DEFAULT_CPUS} CPUs and {DEFAULT_MEM} a node)")  # fmt: skip
+    size_options(g)
+    g.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="S",
+                   help=f"host seconds the outer guest may run (default {DEFAULT_TIMEOUT_S:g})")  # fmt: skip
+    g.add_argument("--user", metavar="NAME",
+                   help="the host user COMMAND runs as (default: the one who runs numalab nested)")  # fmt: skip
+    json_option(p)
+    out_option(p, "DIR", "where $NESTED_OUT comes back, with the outer console (default: a new numalab-nested-* here)")
+    p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND",
+                   help="what to run inside, in this checkout (numalab is on its PATH)")  # fmt: skip
+    p.set_defaults(func=cmd_nested)

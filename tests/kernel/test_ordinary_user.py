@@ -1,0 +1,90 @@
+"""numalab as an ordinary user (issue 36): developers run it as themselves, not as root, with Debian's user
+PATH (no /usr/sbin: depmod and libvirtd live there) and their own cache. Every other test runs as root.
+
+``numalab-test`` (made once per machine) runs the everyday commands from this checkout: ``kernel build``,
+``run``, ``report`` and ``matrix run``, each with a fresh cache of its own (the stock kernel is fetched for
+it). Its kernel build starts from a copy of root's ccache, as a second checkout of the same files would
+(a cold build as well would add ~15 min; what is proven is the user's path, not the compiler's speed)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from common import REPO, as_user, ordinary_user
+
+from lab.paths import cache_dir
+
+pytestmark = [pytest.mark.vm, pytest.mark.kernel_build]
+
+
+@pytest.fixture(scope="module")
+def user(tmp_path_factory) -> dict:
+    """The user, and a fresh home directory of its own for this module (its cache, its runs)."""
+    name = ordinary_user()
+    home = tmp_path_factory.mktemp("ordinary-home")
+    shutil.chown(home, name, name)
+    home.chmod(0o755)
+    # pytest's tmp dirs are 0700, and a CI checkout may sit under one: the user must reach its home and the
+    # checkout it runs (each directory above them gets o+x, enough to pass through, nothing to list)
+    for d in [*home.parents, REPO, *REPO.parents]:
+        if d != Path("/") and not d.stat().st_mode & 0o001:
+            d.chmod(d.stat().st_mode | 0o001)
+    return {"name": name, "home": home, "cache": home / "cache"}
+
+
+def numalab_as(u: dict, *args: str, timeout: float = 900):
+    cmd = ["env", f"NUMALAB_CACHE={u['cache']}", sys.executable, "-m", "lab.cli", *args]
+    return as_user(u["name"], *cmd, timeout=timeout, cwd=REPO)
+
+
+def test_the_users_path_has_no_sbin(user) -> None:
+    proc = as_user(user["name"], "sh", "-c", 'echo "$PATH"; id -u; command -v depmod || echo no-depmod')
+    path, uid, depmod = proc.stdout.split()
+    assert "sbin" not in path and uid != "0" and depmod == "no-depmod", proc.stdout
+
+
+def test_run_report_and_matrix_as_an_ordinary_user(user) -> None:
+    out = user["home"] / "ring2"
+    proc = numalab_as(user, "run", "--topology", "ring-2", "--workload", "numa01", "--duration", "3",
+                      "--out", str(out), "--json")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    m = json.loads(proc.stdout)
+    assert m["status"] == "ok", (m["status"], m["reason"])
+    assert m["kernel"]["name"] == "stock" and m["kernel"]["identity"] == "verified"
+    assert sum(m["metrics"]["events"].values()) > 0
+    assert (out / "manifest.json").stat().st_uid != 0
+    assert Path(m["kernel"]["image"]).is_relative_to(user["cache"])  # fetched for the user, into its cache
+    html = user["home"] / "report.html"
+    report = numalab_as(user, "report", str(out), "--out", str(html))
+    assert report.returncode == 0, report.stderr[-2000:]
+    assert html.stat().st_size > 10_000 and html.with_suffix(".json").exists()
+    spec = user["home"] / "m.yaml"
+    spec.write_text("name: mine\ntopologies: [ring-2]\nkernels: [stock]\nworkloads: [{name: idle, duration: 1}]\n")
+    shutil.chown(spec, user["name"], user["name"])
+    mx = numalab_as(user, "matrix", "run", str(spec), "--out", str(user["home"] / "mx"), "--no-reports")
+    assert mx.returncode == 0, mx.stderr[-3000:]
+    cell = json.loads((user["home"] / "mx" / "runs" / "ring-2.stock.idle.default.r1" / "manifest.json").read_text())
+    assert cell["status"] == "ok", (cell["status"], cell["reason"])
+
+
+def test_kernel_build_and_its_run_as_an_ordinary_user(user) -> None:
+    root_ccache = cache_dir("ccache")
+    user_ccache = user["cache"] / "ccache"
+    if root_ccache.is_dir() and not user_ccache.exists():
+        shutil.copytree(root_ccache, user_ccache, symlinks=True)
+        for p in [user_ccache, *user_ccache.rglob("*")]:
+            shutil.chown(p, user["name"], user["name"])
+    build = numalab_as(user, "kernel", "build", "--name", "mine", "--json", timeout=3600)
+    assert build.returncode == 0, build.stderr[-3000:]
+    meta = json.loads(build.stdout)
+    assert Path(meta["path"]).is_relative_to(user["cache"]) and meta["build_id"]
+    out = user["home"] / "mine"
+    proc = numalab_as(user, "run", "--topology", "ring-2", "--kernel", "mine", "--workload", "idle", "--duration", "1",
+                      "--out", str(out), "--json")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    m = json.loads(proc.stdout)
+    assert m["status"] == "ok" and m["kernel"]["name"] == "mine" and m["kernel"]["identity"] == "verified", m["reason"]
