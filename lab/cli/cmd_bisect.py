@@ -120,8 +120,8 @@ def _check_before_building(template) -> None:
     """What the runs' settings can be checked for before any kernel is built (a bisect's first run comes
     after two kernel builds): the topology, the QEMU and its clock. The first run checks the rest."""
     from lab.run.batch import backend_of
-    from lab.vm.emulator import qemu_version_tuple
-    from lab.vm.guest_clock import check as check_clock
+    from lab.vm.qemu.emulator import qemu_version_tuple
+    from lab.vm.tcg.guest_clock import check as check_clock
 
     template.topology.load()
     check_clock(template.clock, template.backend, template.accel, None)

@@ -73,7 +73,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 def _check_qemus(spec) -> None:
     """A settings' qemu given as a path must answer as QEMU, as numalab run --qemu checks it (system, backports
     and charge are named choices: a CI machine may check a matrix it will fetch them for)."""
-    from lab.vm.emulator import resolve
+    from lab.vm.qemu.emulator import resolve
 
     for setting in {r.setting.name: r.setting for r in spec.runs}.values():
         if "/" in setting.qemu:
@@ -98,7 +98,7 @@ def _reports(out: Path, runs) -> None:
 
 def _hosts(spec: MatrixSpec, args: argparse.Namespace) -> tuple[list, dict]:
     """(libvirt hosts to spread over, the runs' backend options): the spec's hosts, or --backend/--connect."""
-    from lab.vm.libvirt_hostspec import check_host
+    from lab.vm.libvirt.libvirt_hostspec import check_host
 
     if spec.hosts:
         if args.backend == "qemu" or args.connect:
@@ -109,7 +109,7 @@ def _hosts(spec: MatrixSpec, args: argparse.Namespace) -> tuple[list, dict]:
         return spec.hosts, {}
     if args.backend == "libvirt":
         uri = args.connect or "qemu:///system"
-        from lab.vm.libvirt_hostspec import HostSpec
+        from lab.vm.libvirt.libvirt_hostspec import HostSpec
 
         check_host(HostSpec(uri))
         return [], {"backend": "libvirt", "connect": uri}

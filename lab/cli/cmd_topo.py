@@ -30,7 +30,7 @@ def _placement_for_emitters(topo, args):
 
 def _boot_for_emitters(args):
     from lab.guest.init_plan import KERNEL_CMDLINE
-    from lab.vm.qemu_argv import BootSpec
+    from lab.vm.qemu.qemu_argv import BootSpec
 
     return BootSpec(
         kernel=args.kernel_path,
@@ -144,7 +144,7 @@ def cmd_topo_check(args: argparse.Namespace) -> int:
 def cmd_topo_qemu_args(args: argparse.Namespace) -> int:
     import shlex
 
-    from lab.vm.qemu_argv import qemu_argv, topology_args
+    from lab.vm.qemu.qemu_argv import qemu_argv, topology_args
 
     topo = _topology(args)
     placement = _placement_for_emitters(topo, args)
@@ -156,7 +156,7 @@ def cmd_topo_qemu_args(args: argparse.Namespace) -> int:
 
 
 def cmd_topo_libvirt_xml(args: argparse.Namespace) -> int:
-    from lab.vm.libvirt_xml import domain_xml
+    from lab.vm.libvirt.libvirt_xml import domain_xml
 
     topo = _topology(args)
     placement = _placement_for_emitters(topo, args)
@@ -167,7 +167,7 @@ def cmd_topo_libvirt_xml(args: argparse.Namespace) -> int:
 def cmd_topo_vng_args(args: argparse.Namespace) -> int:
     import shlex
 
-    from lab.vm.vng_args import vng_args
+    from lab.vm.qemu.vng_args import vng_args
 
     topo = _topology(args)
     opts, notes = vng_args(topo, None if args.no_pin else _placement_for_emitters(topo, args))

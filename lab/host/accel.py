@@ -26,8 +26,8 @@ from lab.placement.pinning import plan_placement
 from lab.record_files import CONSOLE_LOG
 from lab.topology.model import Node, Topology
 from lab.vm.backend import Backend
-from lab.vm.qemu_argv import BootSpec
-from lab.vm.qemu_backend import QemuBackend
+from lab.vm.qemu.qemu_argv import BootSpec
+from lab.vm.qemu.qemu_backend import QemuBackend
 
 PROBE_MARK = "NUMALAB-PROBE-OK"
 # A guest that has printed nothing at all by PROBE_SILENCE_S has hung (some hosts' /dev/kvm hang right after

@@ -39,8 +39,8 @@ from lab.placement.host_inventory import read_inventory
 from lab.placement.pinning import plan_placement
 from lab.record_files import CONSOLE_LOG
 from lab.topology.model import Topology
-from lab.vm.qemu_argv import BootSpec
-from lab.vm.qemu_backend import QemuBackend
+from lab.vm.qemu.qemu_argv import BootSpec
+from lab.vm.qemu.qemu_backend import QemuBackend
 from lab.vm.share import ShareLimits, make_share
 
 # 9p for the host's root (virtio and 9p come with lab.guest.image.NEEDED_MODULES), the overlay over it,

@@ -38,7 +38,7 @@ from pathlib import Path
 
 from lab.errors import LabError
 from lab.matrix.definition import MatrixSpec, example_path
-from lab.vm.emulator import BACKPORTS
+from lab.vm.qemu.emulator import BACKPORTS
 
 # (action, commit of the release tag, tag): read from the actions' own repositories
 # (``git rev-parse TAG^{commit}``); update all three together (cache/restore and cache/save with each other).

@@ -34,8 +34,8 @@ from lab.placement.pinning import QEMU_OVERHEAD_MIB
 from lab.record_files import MANIFEST
 from lab.run.options import RunOptions
 from lab.topology.ref import SPEC_SIZE_NAMES
-from lab.vm.libvirt_hostspec import HostSpec
-from lab.vm.qemu_backend import _die_with_parent
+from lab.vm.libvirt.libvirt_hostspec import HostSpec
+from lab.vm.qemu.qemu_backend import _die_with_parent
 
 MEM_HEADROOM_MIB = 1024
 GUARD_S = 180.0  # beyond a run's own timeout, before the runner kills it

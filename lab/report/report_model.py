@@ -17,13 +17,13 @@ from pathlib import Path
 from lab import __version__
 from lab.analysis.compare import DEFAULT_RULE, Comparison, compare_runs, to_dict, to_markdown, to_text
 from lab.analysis.display import percent
+from lab.analysis.kernel_complaints import read_complaints
+from lab.analysis.kernel_complaints import summary as complaint_line
 from lab.analysis.lost import describe as describe_lost
 from lab.analysis.metrics import per_vcpu_second, run_metrics
 from lab.analysis.record import RunRecord
 from lab.errors import LabError
 from lab.events import NUMA_DECISIONS
-from lab.guest.kernel_complaints import read_complaints
-from lab.guest.kernel_complaints import summary as complaint_line
 from lab.paths import json_text
 from lab.record_files import (
     CONSOLE_LOG,

@@ -11,9 +11,9 @@ from lab.errors import LabError
 from lab.paths import json_text
 from lab.record_files import ACCESS_MATRIX_JSON, ACCESS_MATRIX_TXT
 from lab.topology.model import Topology
-from lab.vm.access_plugin import AccessPlugin, prepare
-from lab.vm.emulator import Emulator
-from lab.vm.libvirt_conn import is_local_uri
+from lab.vm.libvirt.libvirt_conn import is_local_uri
+from lab.vm.qemu.emulator import Emulator
+from lab.vm.tcg.access_plugin import AccessPlugin, prepare
 
 STATUS = "access-map-mismatch"  # the self-check failed: the counts cannot be trusted
 CLOCK_STATUS = "guest-clock-skew"  # the guest's clock did not follow the host's during the workload
@@ -111,7 +111,7 @@ def measure(
         section["guest_clock_ratio"] = round(guest_s / host_s, 3)
         # The host sees the stage marks up to a console poll late: 0.1-0.2 s with direct QEMU, up to about
         # 1.2 s through libvirt (the console is mirrored from the daemon's file; seen: 3.14 s guest against
-        # 4.35 s host for a sound clock). A miscalibrated guest clock is off by 4-52x (lab.vm.tcg_clock), so
+        # 4.35 s host for a sound clock). A miscalibrated guest clock is off by 4-52x (lab.vm.tcg.tcg_clock), so
         # the slack is generous: 2 s or half the host's time.
         if not problem and abs(guest_s - host_s) > max(2.0, 0.5 * host_s):
             problem = (

@@ -20,12 +20,12 @@ from lab.placement.pinning import Backing
 from lab.run.execute import Interrupted, RunRequest, execute, print_summary
 from lab.run.options import RunOptions
 from lab.topology.model import Topology
-from lab.vm.emulator import Emulator, qemu_version_tuple
-from lab.vm.emulator import resolve as resolve_emulator
-from lab.vm.guest_clock import GuestClock
-from lab.vm.guest_clock import check as check_clock
-from lab.vm.latency_model import LatencyModel
-from lab.vm.qemu_backend import QemuBackend
+from lab.vm.qemu.emulator import Emulator, qemu_version_tuple
+from lab.vm.qemu.emulator import resolve as resolve_emulator
+from lab.vm.qemu.qemu_backend import QemuBackend
+from lab.vm.tcg.guest_clock import GuestClock
+from lab.vm.tcg.guest_clock import check as check_clock
+from lab.vm.tcg.latency_model import LatencyModel
 
 
 def trace_events_of(opts: RunOptions) -> tuple[str, ...]:
@@ -142,7 +142,7 @@ def access_sample_of(opts: RunOptions, accel: str | None, emulator: Emulator | N
     if not opts.access_matrix:
         return 0  # (with --access-sample: RunOptions.check refuses it)
     from lab.run.access_matrix import check_request
-    from lab.vm.access_plugin import DEFAULT_SAMPLE
+    from lab.vm.tcg.access_plugin import DEFAULT_SAMPLE
 
     sample = DEFAULT_SAMPLE if sample is None else sample
     check_request(sample, accel, opts.backend, opts.connect or "", opts.clock, emulator)
@@ -154,7 +154,7 @@ def latency_of(opts: RunOptions, accel: str, topo: Topology, emulator: Emulator 
     if opts.remote_latency == "off":
         return None
     from lab.run.remote_latency import check_request
-    from lab.vm.latency_model import default_local_ns, model_for
+    from lab.vm.tcg.latency_model import default_local_ns, model_for
 
     check_request(accel, opts.backend, opts.clock, emulator)
     local_ns = default_local_ns(opts.clock) if opts.remote_latency_ns is None else opts.remote_latency_ns
@@ -167,8 +167,8 @@ def backend_of(opts: RunOptions):
         return QemuBackend(resolve_emulator(opts.qemu))
     if opts.qemu:
         raise LabError("--qemu: only with --backend qemu (a libvirt host runs the emulator its domains name)")
-    from lab.vm.libvirt_backend import LibvirtBackend
-    from lab.vm.libvirt_hostspec import HostSpec
+    from lab.vm.libvirt.libvirt_backend import LibvirtBackend
+    from lab.vm.libvirt.libvirt_hostspec import HostSpec
 
     uri = opts.connect or "qemu:///system"
     if "://" not in uri:

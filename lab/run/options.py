@@ -31,10 +31,10 @@ from lab.guest.init_plan import SHORT_SCAN_KNOBS, TRACE_MODES, GuestPlan, check_
 from lab.paths import json_text
 from lab.placement.pinning import BACKINGS, PINNINGS
 from lab.topology.ref import TopologyRef
-from lab.vm.access_plugin import ADDRESS_MODES
-from lab.vm.firmware import FIRMWARES
-from lab.vm.guest_clock import CLOCKS
-from lab.vm.latency_model import REMOTE_LATENCY, check_local_ns
+from lab.vm.qemu.firmware import FIRMWARES
+from lab.vm.tcg.access_plugin import ADDRESS_MODES
+from lab.vm.tcg.guest_clock import CLOCKS
+from lab.vm.tcg.latency_model import REMOTE_LATENCY, check_local_ns
 
 MAX_REPEAT = 1000
 MAX_TIMEOUT_S = 7 * 86400.0
@@ -86,7 +86,7 @@ class RunOptions:
     pinning: str = "auto"
     firmware: str = "auto"
     accel: str = "auto"
-    clock: str = "host"  # the guest's clock: host, or virtual (it counts instructions: lab.vm.guest_clock)
+    clock: str = "host"  # the guest's clock: host, or virtual (it counts instructions: lab.vm.tcg.guest_clock)
     timeout: float | None = None
     boot_deadline: float | None = None  # TCG: re-boot once if init has not started by then; None default, 0 never
     guest_output_limit: str | None = None  # a size, e.g. 2G
@@ -99,7 +99,7 @@ class RunOptions:
     access_matrix: bool = False
     access_sample: int | None = None
     access_address_map: str = ""  # ram-block or guest-physical; "" chooses by QEMU version
-    remote_latency: str = "off"  # off, slit, table: remote misses cost (lab.vm.latency_model)
+    remote_latency: str = "off"  # off, slit, table: remote misses cost (lab.vm.tcg.latency_model)
     remote_latency_ns: float | None = None  # L, the local miss latency; None: the default
 
     def __post_init__(self) -> None:

@@ -1,7 +1,7 @@
 """``numalab run --remote-latency slit``: the model's plugin arguments for a run, and its charges in the record.
 
 The plugin is the access-matrix plugin (one ``-plugin``, its build and address map;
-lab.vm.access_plugin); the model is lab.vm.latency_model's. Its counts go to
+lab.vm.tcg.access_plugin); the model is lab.vm.tcg.latency_model's. Its counts go to
 ``remote-latency.txt``; the manifest's ``remote_latency`` has the model and,
 per vCPU, the misses it saw by memory node and the nanoseconds it charged and held
 the vCPU for, over the whole run and over the workload window.
@@ -18,8 +18,8 @@ from lab.errors import LabError
 from lab.paths import json_text
 from lab.record_files import REMOTE_LATENCY_JSON, REMOTE_LATENCY_TXT
 from lab.run.access_matrix import STATUS, AccessResult
-from lab.vm.emulator import Emulator
-from lab.vm.latency_model import LatencyModel
+from lab.vm.qemu.emulator import Emulator
+from lab.vm.tcg.latency_model import LatencyModel
 
 RAW_FILE = REMOTE_LATENCY_TXT
 JSON_FILE = REMOTE_LATENCY_JSON
@@ -45,7 +45,7 @@ def check_request(accel: str | None, backend: str, clock: str, emulator: Emulato
 
 
 def plugin_latency(model: LatencyModel, workdir: Path) -> tuple[tuple[str, ...], Path]:
-    """The plugin's latency arguments and where its counts go (lab.vm.access_plugin.prepare's ``latency``)."""
+    """The plugin's latency arguments and where its counts go (lab.vm.tcg.access_plugin.prepare's ``latency``)."""
     out = workdir / RAW_FILE
     return tuple(model.plugin_args(out)), out
 

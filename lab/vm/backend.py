@@ -9,7 +9,7 @@ from typing import Protocol
 from lab.placement.pinning import Placement
 from lab.topology.model import Topology
 from lab.vm.console import Stage, VmOutcome
-from lab.vm.qemu_argv import BootSpec
+from lab.vm.qemu.qemu_argv import BootSpec
 from lab.vm.share import ShareLimits
 
 
@@ -21,7 +21,7 @@ class Backend(Protocol):
 
     name: str
     # "" when the VMs run on this machine; else which host they run on (a libvirt URI), whose own
-    # facts (its TSC frequency: lab.vm.tcg_clock) must not be mixed with this machine's.
+    # facts (its TSC frequency: lab.vm.tcg.tcg_clock) must not be mixed with this machine's.
     host_id: str
 
     def probe_host(self) -> dict:

@@ -27,13 +27,13 @@ from lab.placement.pinning import Placement
 from lab.record_files import QEMU_ARGV, QEMU_LOG
 from lab.topology.model import Topology
 from lab.vm.console import Stage, VmOutcome, watch
-from lab.vm.emulator import Emulator
-from lab.vm.emulator import resolve as resolve_emulator
-from lab.vm.firmware import resolve_firmware
 from lab.vm.hang import vm_state
 from lab.vm.placement_watch import PlacementWatch
-from lab.vm.qemu_argv import BootSpec, qemu_argv
-from lab.vm.qmp import QemuGone, Qmp
+from lab.vm.qemu.emulator import Emulator
+from lab.vm.qemu.emulator import resolve as resolve_emulator
+from lab.vm.qemu.firmware import resolve_firmware
+from lab.vm.qemu.qemu_argv import BootSpec, qemu_argv
+from lab.vm.qemu.qmp import QemuGone, Qmp
 from lab.vm.share import ShareGuard, ShareLimits
 from lab.vm.vcpu_time import StageSampler, schedstat_sampler
 
@@ -249,7 +249,7 @@ def planned_memory(topo: Topology, placement: Placement) -> dict[int, int]:
 
 class QemuBackend:
     """Direct QEMU on this host: no daemon needed. ``emulator``: which QEMU (default: $NUMALAB_QEMU, else the
-    PATH's qemu-system-x86_64; lab.vm.emulator)."""
+    PATH's qemu-system-x86_64; lab.vm.qemu.emulator)."""
 
     name = "qemu"
     host_id = ""  # QEMU runs on this machine

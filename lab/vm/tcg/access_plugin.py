@@ -217,7 +217,7 @@ def prepare(
 
     ``mode`` overrides the address map chosen from the version (tests use it to prove the self-check).
     ``sample`` 0: no access matrix, only ``latency`` (its plugin arguments and where its counts go;
-    lab.vm.latency_model)."""
+    lab.vm.tcg.latency_model)."""
     if sample < 1 and (latency is None or sample != 0):
         raise LabError(f"--access-sample: must be >= 1, got {sample}")
     version = parse_qemu_version(qemu_version_text)
@@ -240,11 +240,11 @@ def prepare(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m lab.vm.access_plugin [QEMU]``: build the plugin for that QEMU (default: the system's; make setup
+    """``python -m lab.vm.tcg.access_plugin [QEMU]``: build the plugin for that QEMU (default: the system's; make setup
     does this)."""
     import sys
 
-    from lab.vm.emulator import resolve
+    from lab.vm.qemu.emulator import resolve
 
     args = sys.argv[1:] if argv is None else argv
     try:
