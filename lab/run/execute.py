@@ -60,7 +60,7 @@ from lab.topology.model import Topology
 from lab.topology.tiers import kernel_args as tier_kernel_args
 from lab.trace.assemble import assemble_run
 from lab.untrusted import finite_copy, read_guest_text, term_safe, to_int
-from lab.vm.backend import Backend
+from lab.vm.backend import Backend, VmRequest
 from lab.vm.console import Stage, check_marks
 from lab.vm.hang import describe as describe_hang
 from lab.vm.qemu.qemu_argv import BootSpec
@@ -346,10 +346,9 @@ def _boot(req: RunRequest, placement, prep: Prepared, partial: Path, tmp: Path, 
     boot, share = prep.boot, prep.share
     for attempt in range(1, BOOT_ATTEMPTS + 1):
         last = attempt == BOOT_ATTEMPTS
-        outcome, backend_info = req.backend.run(
-            req.topology, placement, boot, partial, req.timeout(), on_stage, on_tick, limits,
-            boot_deadline_s=None if last else deadline,
-        )  # fmt: skip
+        vm = VmRequest(req.topology, placement, boot, partial, req.timeout(), on_stage, on_tick, limits,
+                       boot_deadline_s=None if last else deadline)  # fmt: skip
+        outcome, backend_info = req.backend.run(vm)
         if not outcome.boot_stalled:
             break
         where = describe_hang(outcome.hang_state)

@@ -25,6 +25,7 @@ from lab.host import libvirtd
 from lab.placement.host_inventory import read_inventory
 from lab.placement.pinning import plan_placement
 from lab.topology.spec import load_topology
+from lab.vm.backend import VmRequest
 from lab.vm.qemu.qemu_argv import BootSpec
 
 pytestmark = [pytest.mark.vm, pytest.mark.libvirt]
@@ -319,7 +320,7 @@ def test_domain_name_clash_is_one_line(daemons, tmp_path: Path) -> None:
         boot = BootSpec(kernel="/nonexistent", initrd="/nonexistent", cmdline="", results_dir=str(tmp_path),
                         console_log=str(tmp_path / "console.log"), qmp_socket="", name=name)  # fmt: skip
         with pytest.raises(LabError, match="already exists") as err:
-            LibvirtBackend(SESSION).run(topo, plan_placement(topo, read_inventory()), boot, tmp_path, 30)
+            LibvirtBackend(SESSION).run(VmRequest(topo, plan_placement(topo, read_inventory()), boot, tmp_path, 30))
         assert "\n" not in str(err.value) and "--clean" in str(err.value)
     finally:
         dom.undefine()

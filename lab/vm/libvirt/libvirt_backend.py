@@ -38,7 +38,6 @@ import platform
 import signal
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -47,8 +46,8 @@ from lab.cpulist import format_cpulist
 from lab.errors import LabError
 from lab.placement.pinning import Placement, plan_placement
 from lab.record_files import CONSOLE_LOG, DOMAIN_LIVE_XML, DOMAIN_XML, QEMU_LOG
-from lab.topology.model import Topology
-from lab.vm.console import Stage, VmOutcome, watch
+from lab.vm.backend import VmRequest
+from lab.vm.console import VmOutcome, watch
 from lab.vm.hang import parse_registers
 from lab.vm.libvirt.libvirt_conn import (
     capabilities,
@@ -159,22 +158,12 @@ class LibvirtBackend:
         """Fail early, with a one-line error, when the host cannot be reached (before building images)."""
         return check_host(self.host)
 
-    def run(
-        self,
-        topo: Topology,
-        placement: Placement,
-        boot: BootSpec,
-        run_dir: Path,
-        timeout_s: float,
-        on_stage: Callable[[Stage], None] | None = None,
-        on_tick: Callable[[float], None] | None = None,
-        limits: ShareLimits | None = None,
-        boot_deadline_s: float | None = None,
-    ) -> tuple[VmOutcome, dict]:
+    def run(self, req: VmRequest) -> tuple[VmOutcome, dict]:
+        """Run the domain for ``req`` on this backend's host (lab.vm.backend.Backend.run)."""
         conn = connect(self.uri)
         try:
-            return _Run(conn, self.host, boot, run_dir, limits or ShareLimits()).go(
-                topo, placement, timeout_s, on_stage, on_tick, boot_deadline_s
+            return _Run(conn, self.host, req.boot, req.run_dir, req.limits).go(
+                req.topo, req.placement, req.timeout_s, req.on_stage, req.on_tick, req.boot_deadline_s
             )
         finally:
             close_quietly(conn)
