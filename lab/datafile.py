@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from json import decoder, scanner
 from pathlib import Path
 
 from lab.errors import LabError
@@ -84,7 +85,7 @@ def parse_yaml(data: bytes | str, where: str) -> object:
     text = text_of(data, where)
     if len(text) > MAX_SPEC_BYTES:
         raise LabError(f"{where}: more than the {_size(MAX_SPEC_BYTES)} a spec may have")
-    import yaml
+    import yaml  # (PyYAML is slow to import; most commands read no YAML)
 
     loader = None
     try:
@@ -122,8 +123,8 @@ def _loader_class() -> type:
     global _LOADER
     if _LOADER is not None:
         return _LOADER
-    import yaml
-    from yaml.nodes import MappingNode
+    import yaml  # (PyYAML is slow to import; most commands read no YAML)
+    from yaml.nodes import MappingNode  # (PyYAML is slow to import; most commands read no YAML)
 
     class Loader(yaml.SafeLoader):
         def __init__(self, stream: str) -> None:
@@ -185,7 +186,7 @@ def _show(key: object) -> str:
 def _measure(root) -> None:
     """Refuse a node graph that is nested too deeply or, with its aliases expanded, holds too many
     values (an alias bomb), or that refers to itself; without expanding it."""
-    from yaml.nodes import MappingNode, SequenceNode
+    from yaml.nodes import MappingNode, SequenceNode  # (PyYAML is slow to import; most commands read no YAML)
 
     done: dict[int, tuple[int, int]] = {}  # id(node) -> (values, height), each node measured once
     open_: set[int] = set()
@@ -288,8 +289,6 @@ def _object_line(text: str, key: str) -> int | None:
     """The line where the object that holds ``key`` twice starts: the text read again by the
     standard library's pure-Python scanner, which knows where each object starts (only on this
     error path: it is slow)."""
-    from json import decoder, scanner
-
     found: list[int] = []
 
     def parse_object(s_and_end, strict, scan_once, object_hook, object_pairs_hook, memo=None):

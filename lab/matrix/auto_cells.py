@@ -21,6 +21,7 @@ from lab.analysis.record import load_manifest
 from lab.analysis.verdict import Stop, Verdict, cell_label, should_stop, verdicts_of
 from lab.matrix.definition import MatrixRun, MatrixSpec
 from lab.matrix.schedule import MatrixOutcome, execute_matrix, run_dir
+from lab.paths import json_text, write_text_atomic
 from lab.record_files import DMESG_BOOT, MANIFEST
 from lab.vm.tcg.tcg_clock import clock_problem
 
@@ -166,8 +167,6 @@ def merged(outcome: AutoOutcome) -> MatrixOutcome:
 
 
 def write_auto_json(out: Path, outcome: AutoOutcome) -> Path:
-    from lab.paths import json_text, write_text_atomic
-
     path = out / "auto.json"
     write_text_atomic(path, json_text({"cells": [c.to_dict() for c in outcome.cells]}, indent=2) + "\n")
     return path

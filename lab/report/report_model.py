@@ -35,6 +35,8 @@ from lab.record_files import (
     VMSTAT_SERIES,
     WORKLOAD_OUT,
 )
+from lab.report.html import render_html
+from lab.report.perfetto import perfetto_trace
 from lab.report.sections.access_section import slowdowns
 from lab.untrusted import finite_copy
 
@@ -152,9 +154,6 @@ def build_report(
 ) -> ReportPaths:
     """Write OUT.html, OUT.json, OUT.md and OUT.perfetto/<run>.json: all rendered first, then written
     to temporary files and renamed only when every one is written, so a failure leaves none of them."""
-    from lab.report.html import render_html
-    from lab.report.perfetto import perfetto_trace
-
     if not run_dirs:
         raise LabError("report: give at least one run directory")
     runs = [RunRecord.load(d) for d in run_dirs]

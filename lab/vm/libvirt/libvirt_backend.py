@@ -68,6 +68,7 @@ from lab.vm.libvirt.libvirt_xml import domain_xml
 from lab.vm.qemu.firmware import resolve_firmware
 from lab.vm.qemu.qemu_argv import BootSpec
 from lab.vm.share import SHARE_FILES, ShareLimits, fmt_bytes, over_limit
+from lab.vm.tcg.access_plugin import relocate, split_argument
 from lab.vm.vcpu_time import Sample, StageSampler, libvirt_stats_sample
 
 # virDomainState -> the word QEMU's query-status would use (lab.vm.hang reports either)
@@ -305,8 +306,6 @@ class _Run:
         self.info["results"] = {"dir": results, "owner": f"{owner[0]}:{owner[1]}" if owner else None}
 
     def _stage_plugin(self, results: str) -> str:
-        from lab.vm.tcg.access_plugin import relocate, split_argument
-
         so = next(p[5:] for p in split_argument(self.boot.plugin) if p.startswith("file="))
         out = next(p[4:] for p in split_argument(self.boot.plugin) if p.startswith("out="))
         remote_so = self.store.put_file(Path(so), f"{self.name}.plugin.so")
@@ -435,7 +434,7 @@ class _Run:
         """Where the domain was at the timeout (lab.vm.hang): libvirt's state for it and, through QEMU's
         human monitor, every vCPU's registers. Best effort: None if the domain or the daemon will not say."""
         try:
-            import libvirt_qemu
+            import libvirt_qemu  # (optional: the libvirt extra)
         except ImportError:
             return None
         try:

@@ -18,7 +18,12 @@ more than a trace of them used a wrong map and fails (``lab.analysis.access_coun
 
 from __future__ import annotations
 
+import hashlib
 import re
+import shutil
+import subprocess
+import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,11 +101,6 @@ def node_ranges(topo: Topology, mode: str) -> list[NodeRange]:
 
 def build_plugin(qemu_version: tuple[int, int], cc: str = "gcc") -> Path:
     """access_matrix.so built with the host compiler for this QEMU's plugin API, cached by sources + API."""
-    import hashlib  # (here, not at the top: numalab's CLI imports this module at every start)
-    import shutil
-    import subprocess
-    import tempfile
-
     api = plugin_api(qemu_version)
     srcs = sorted(p for p in PLUGIN_SRC.iterdir() if p.is_file())
     h = hashlib.sha256(f"api={api}".encode())
@@ -242,9 +242,7 @@ def prepare(
 def main(argv: list[str] | None = None) -> int:
     """``python -m lab.vm.tcg.access_plugin [QEMU]``: build the plugin for that QEMU (default: the system's; make setup
     does this)."""
-    import sys
-
-    from lab.vm.qemu.emulator import resolve
+    from lab.vm.qemu.emulator import resolve  # (python -m only; numalab's start loads this module)
 
     args = sys.argv[1:] if argv is None else argv
     try:
