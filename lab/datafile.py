@@ -27,6 +27,7 @@ from json import decoder, scanner
 from pathlib import Path
 
 from lab.errors import LabError
+from lab.untrusted import finite_hooks
 
 MAX_SPEC_BYTES = 1 << 20  # a YAML spec: the presets are under 2 KiB; PyYAML reads ~1 MiB in seconds
 MAX_JSON_BYTES = 64 << 20  # run options, manifests (~20 KiB), the matrix's files
@@ -36,6 +37,9 @@ MAX_YAML_VALUES = 200_000  # values a YAML document holds once its aliases are e
 
 class _Refused(Exception):
     """A reason to refuse the file (turned into a LabError naming it)."""
+
+
+_FINITE = finite_hooks(_Refused, "is not a finite number", shown=40)  # no NaN, no infinity (json.loads' hooks)
 
 
 def read_bytes(path: Path | str, what: str = "", limit: int = MAX_SPEC_BYTES) -> bytes:
@@ -238,8 +242,7 @@ def parse_json(data: bytes | str, where: str) -> object:
     """JSON text (or UTF-8 bytes) -> plain data; errors are one line starting with ``where``."""
     text = text_of(data, where)
     try:
-        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant,
-                           parse_float=_finite)  # fmt: skip
+        value = json.loads(text, object_pairs_hook=_no_duplicates, **_FINITE)
     except _Duplicate as err:
         line = _object_line(text, err.key)
         at = f" in the object at line {line}" if line else ""
@@ -272,17 +275,6 @@ def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
                 raise _Duplicate(k)
             seen.add(k)
     return out
-
-
-def _no_constant(name: str) -> object:
-    raise _Refused(f"{name} is not a finite number")
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise _Refused(f"{text[:40]} is not a finite number")
-    return value
 
 
 def _object_line(text: str, key: str) -> int | None:

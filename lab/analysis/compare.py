@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import html
 import math
+import statistics
 from dataclasses import dataclass, field
 
 from lab.analysis.lost import describe as describe_lost
@@ -68,9 +69,9 @@ class Stats:
     @classmethod
     def of(cls, values: list[float]) -> Stats:
         n = len(values)
-        mean = sum(values) / n
-        sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
-        hmean = n / sum(1 / v for v in values) if all(v > 0 for v in values) else None
+        mean = statistics.fmean(values)
+        sd = statistics.stdev(values) if n > 1 else 0.0
+        hmean = statistics.harmonic_mean(values) if all(v > 0 for v in values) else None
         hsd = math.sqrt(sum((1 / v - 1 / hmean) ** 2 for v in values) * hmean**4 / n) if hmean else None
         cv = sd * 100 / mean if mean else None
         return cls(n, min(values), max(values), mean, hmean, sd, cv, hsd)

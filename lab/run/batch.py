@@ -4,6 +4,7 @@ children and the tests call."""
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -211,7 +212,7 @@ def print_side_by_side(manifests: list[dict], out) -> None:
                 if m.get("metrics")
             ]
             vals = [v for v in vals if v is not None]
-            cells.append(f"{sum(vals) / len(vals):.1f} (n={len(vals)})" if vals else "-")
+            cells.append(f"{statistics.fmean(vals):.1f} (n={len(vals)})" if vals else "-")
         print(f"  {ev:<22}" + "".join(f"{c:>20}" for c in cells), file=out)
 
 
