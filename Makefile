@@ -39,7 +39,7 @@ help:
 	@echo "make setup-qemu-charge - QEMU 10 built with numalab's patch, for --clock virtual --remote-latency (--qemu charge)"
 
 setup: apt venv
-	@$(PY) -m lab.vm.access_plugin  # the access-matrix TCG plugin, for the installed QEMU (cached)
+	@$(PY) -m lab.vm.tcg.access_plugin  # the access-matrix TCG plugin, for the installed QEMU (cached)
 
 apt:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
@@ -60,7 +60,7 @@ venv: $(VENV)/.installed
 # QEMU 10 beside the system's 7.2: apt-get download into a private, versioned prefix (no system change).
 setup-qemu10: setup
 	@$(PY) -m lab.host.qemu_prefix > /dev/null
-	@$(PY) -m lab.vm.access_plugin backports
+	@$(PY) -m lab.vm.tcg.access_plugin backports
 
 # QEMU 10.0.2 from Debian's source with images/qemu's patches (qemu_plugin_charge_ns), built into the cache.
 QEMU_CHARGE_APT := libglib2.0-dev libpixman-1-dev libfdt-dev libnuma-dev ninja-build python3-venv

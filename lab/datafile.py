@@ -23,9 +23,11 @@ from __future__ import annotations
 import json
 import math
 import os
+from json import decoder, scanner
 from pathlib import Path
 
 from lab.errors import LabError
+from lab.untrusted import finite_hooks
 
 MAX_SPEC_BYTES = 1 << 20  # a YAML spec: the presets are under 2 KiB; PyYAML reads ~1 MiB in seconds
 MAX_JSON_BYTES = 64 << 20  # run options, manifests (~20 KiB), the matrix's files
@@ -35,6 +37,9 @@ MAX_YAML_VALUES = 200_000  # values a YAML document holds once its aliases are e
 
 class _Refused(Exception):
     """A reason to refuse the file (turned into a LabError naming it)."""
+
+
+_FINITE = finite_hooks(_Refused, "is not a finite number", shown=40)  # no NaN, no infinity (json.loads' hooks)
 
 
 def read_bytes(path: Path | str, what: str = "", limit: int = MAX_SPEC_BYTES) -> bytes:
@@ -84,7 +89,7 @@ def parse_yaml(data: bytes | str, where: str) -> object:
     text = text_of(data, where)
     if len(text) > MAX_SPEC_BYTES:
         raise LabError(f"{where}: more than the {_size(MAX_SPEC_BYTES)} a spec may have")
-    import yaml
+    import yaml  # (PyYAML is slow to import; most commands read no YAML)
 
     loader = None
     try:
@@ -122,8 +127,8 @@ def _loader_class() -> type:
     global _LOADER
     if _LOADER is not None:
         return _LOADER
-    import yaml
-    from yaml.nodes import MappingNode
+    import yaml  # (PyYAML is slow to import; most commands read no YAML)
+    from yaml.nodes import MappingNode  # (PyYAML is slow to import; most commands read no YAML)
 
     class Loader(yaml.SafeLoader):
         def __init__(self, stream: str) -> None:
@@ -185,7 +190,7 @@ def _show(key: object) -> str:
 def _measure(root) -> None:
     """Refuse a node graph that is nested too deeply or, with its aliases expanded, holds too many
     values (an alias bomb), or that refers to itself; without expanding it."""
-    from yaml.nodes import MappingNode, SequenceNode
+    from yaml.nodes import MappingNode, SequenceNode  # (PyYAML is slow to import; most commands read no YAML)
 
     done: dict[int, tuple[int, int]] = {}  # id(node) -> (values, height), each node measured once
     open_: set[int] = set()
@@ -237,8 +242,7 @@ def parse_json(data: bytes | str, where: str) -> object:
     """JSON text (or UTF-8 bytes) -> plain data; errors are one line starting with ``where``."""
     text = text_of(data, where)
     try:
-        value = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant,
-                           parse_float=_finite)  # fmt: skip
+        value = json.loads(text, object_pairs_hook=_no_duplicates, **_FINITE)
     except _Duplicate as err:
         line = _object_line(text, err.key)
         at = f" in the object at line {line}" if line else ""
@@ -273,23 +277,10 @@ def _no_duplicates(pairs: list[tuple[str, object]]) -> dict:
     return out
 
 
-def _no_constant(name: str) -> object:
-    raise _Refused(f"{name} is not a finite number")
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise _Refused(f"{text[:40]} is not a finite number")
-    return value
-
-
 def _object_line(text: str, key: str) -> int | None:
     """The line where the object that holds ``key`` twice starts: the text read again by the
     standard library's pure-Python scanner, which knows where each object starts (only on this
     error path: it is slow)."""
-    from json import decoder, scanner
-
     found: list[int] = []
 
     def parse_object(s_and_end, strict, scan_once, object_hook, object_pairs_hook, memo=None):

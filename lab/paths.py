@@ -12,6 +12,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from lab.datafile import MAX_SPEC_BYTES, read_bytes, text_of
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -109,7 +111,5 @@ def clean_stale_scratch(tmpdir: Path | None = None) -> list[Path]:
 def read_text_file(path: Path, what: str = "", limit: int | None = None) -> str:
     """A text file a user gave (a spec, a fragment, a series), or a one-line error naming it; at most
     ``limit`` bytes (lab.datafile.MAX_SPEC_BYTES by default)."""
-    from lab.datafile import MAX_SPEC_BYTES, read_bytes, text_of
-
     label = f"{what} {path}" if what else str(path)
     return text_of(read_bytes(path, what, MAX_SPEC_BYTES if limit is None else limit), label)

@@ -5,7 +5,7 @@ Two sides write a record. The host writes its own files (the manifest, the conso
 command line and log, the libvirt domain, the access-matrix counts). The guest init
 (``images/guest/init``) writes the guest's view of itself into ``/tmp/readback`` and everything
 measured around the workload into ``/tmp/out``; it sends each directory to the host as one tar,
-which the host unpacks into the record (:mod:`lab.guest.results`). ``tests/unit/test_record_files.py``
+which the host unpacks into the record (:mod:`lab.analysis.results`). ``tests/unit/test_record_files.py``
 parses the init for the files it writes and compares them with :data:`GUEST_READBACK` and
 :data:`GUEST_RESULTS`, so a file added on one side only fails a test.
 

@@ -60,15 +60,22 @@ def _depth(text: str) -> int:
     return deepest
 
 
-def _no_constant(name: str) -> object:
-    raise ValueError(f"{name} is not a number")
+def finite_hooks(refuse: type[Exception] = ValueError, constant: str = "is not a number", shown: int = 20) -> dict:
+    """``json.loads`` keyword arguments that refuse what Python's JSON reader accepts beyond JSON, NaN and
+    the infinities, and a number that overflows to one (``1e999``), raising ``refuse`` with a one-line
+    reason: "<constant> <``constant``>", "<the number's first ``shown`` characters> is not a finite number".
+    Shared by the guest's JSON (:func:`guest_json`) and the files numalab reads (lab.datafile)."""
 
+    def no_constant(name: str) -> object:
+        raise refuse(f"{name} {constant}")
 
-def _finite_float(text: str) -> float:
-    v = float(text)
-    if not math.isfinite(v):
-        raise ValueError(f"{text[:20]} is not a finite number")
-    return v
+    def finite(text: str) -> float:
+        value = float(text)
+        if not math.isfinite(value):
+            raise refuse(f"{text[:shown]} is not a finite number")
+        return value
+
+    return {"parse_constant": no_constant, "parse_float": finite}
 
 
 def _bounded_int(text: str) -> int:
@@ -85,7 +92,7 @@ def guest_json(text: str, max_bytes: int = MAX_JSON_BYTES, max_depth: int = MAX_
     if _depth(text) > max_depth:
         raise ValueError(f"nested more than {max_depth} deep")
     try:
-        return json.loads(text, parse_constant=_no_constant, parse_float=_finite_float, parse_int=_bounded_int)
+        return json.loads(text, parse_int=_bounded_int, **finite_hooks())
     except json.JSONDecodeError as e:
         raise ValueError(f"not valid JSON ({e.msg} at character {e.pos})") from None
     except RecursionError:  # (the depth check keeps it out; belt and braces)

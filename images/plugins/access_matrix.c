@@ -11,7 +11,7 @@
  *   range=NODE:START:END   an address range [START, END) (hex) of NODE, as this QEMU's
  *                     qemu_plugin_hwaddr_phys_addr reports it; repeatable
  *
- * Output (lab/vm/access_plugin.py reads it):
+ * Output (lab/vm/tcg/access_plugin.py reads it):
  *   numalab-access-matrix 1
  *   api A / sample N / vcpus V / nodes K / range NODE START END   (header)
  *   snap MONO_NS c...   cumulative counts, V rows of K+3 numbers: per node, then
@@ -20,7 +20,7 @@
  *   outside-first ADDR  the first address outside every range (when there was one)
  * MONO_NS is CLOCK_MONOTONIC in nanoseconds, the host clock numalab stamps stages with.
  *
- * Remote latency (lab/vm/latency_model.py makes the arguments, lab/run/remote_latency.py reads the file):
+ * Remote latency (lab/vm/tcg/latency_model.py makes the arguments, lab/run/remote_latency.py reads the file):
  *   lat_out=PATH      where the latency counts go
  *   vnode=FIRST:LAST:NODE   vCPUs FIRST..LAST belong to NODE; repeatable
  *   cost=CPU_NODE:MEM_NODE:PS   picoseconds charged for one line miss of a CPU_NODE vCPU to MEM_NODE; repeatable

@@ -10,6 +10,8 @@ snapshot period more than the workload on either side).
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -39,40 +41,65 @@ class AccessLog:
 
 def read_log(path: Path) -> AccessLog:
     """Parse the plugin's output. A missing or malformed file is a LabError naming it."""
-    try:
-        lines = path.read_text().splitlines()
-    except OSError as err:
-        raise LabError(f"{path}: cannot read the access-matrix counts ({err.strerror})") from None
-    if not lines or lines[0] != "numalab-access-matrix 1":
-        raise LabError(f"{path}: not an access-matrix file (first line {lines[0] if lines else ''!r})")
     head: dict[str, int] = {}
     log: AccessLog | None = None
     ranges = []
+
+    def counts() -> int:  # the header is read by the first snapshot
+        nonlocal log
+        if log is None:
+            log = AccessLog(head["sample"], head["interval_ms"], head["vcpus"], head["nodes"], ranges)
+        return log.vcpus * log.width
+
+    def header(words: list[str]) -> None:
+        if words[0] in ("api", "sample", "interval_ms", "vcpus", "nodes"):
+            head[words[0]] = int(words[1])
+        elif words[0] == "range":
+            ranges.append((int(words[1]), int(words[2], 16), int(words[3], 16)))
+        elif words[0] == "outside-first" and log is not None:
+            log.outside_first = int(words[1], 16)
+
+    snaps, ended = read_plugin_file(path, "numalab-access-matrix 1", "access-matrix", header, counts)
+    assert log is not None  # (a snapshot was read)
+    log.snaps, log.ended = snaps, ended
+    return log
+
+
+def read_plugin_file(
+    path: Path, magic: str, what: str, header: Callable[[list[str]], None], counts: Callable[[], int]
+) -> tuple[list[tuple[int, list[int]]], bool]:
+    """A file the plugin writes (the access matrix's, --remote-latency's): ``magic`` as its first line, then
+    words per line: ``snap``/``end`` lines are snapshots of ``counts()`` numbers (snapshot_line), every other
+    line goes to ``header``. Returns the snapshots and whether the plugin wrote its ``end`` line. A missing or
+    malformed file is a LabError naming it (``what`` names the kind); a ValueError, IndexError or KeyError of
+    ``header`` or ``counts`` is a malformed line."""
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as err:
+        raise LabError(f"{path}: cannot read the {what} counts ({err.strerror})") from None
+    if not lines or lines[0] != magic:
+        raise LabError(f"{path}: not {'an' if what[0] in 'aeiou' else 'a'} {what} file "
+                       f"(first line {lines[0] if lines else ''!r})")  # fmt: skip
+    snaps: list[tuple[int, list[int]]] = []
+    ended = False
     for n, line in enumerate(lines[1:], 2):
         words = line.split()
         if not words:
             continue
         try:
-            if words[0] in ("api", "sample", "interval_ms", "vcpus", "nodes"):
-                head[words[0]] = int(words[1])
-            elif words[0] == "range":
-                ranges.append((int(words[1]), int(words[2], 16), int(words[3], 16)))
-            elif words[0] in ("snap", "end"):
-                if log is None:
-                    log = AccessLog(head["sample"], head["interval_ms"], head["vcpus"], head["nodes"], ranges)
-                snap = snapshot_line(words, log.vcpus * log.width, n == len(lines))
+            if words[0] in ("snap", "end"):
+                snap = snapshot_line(words, counts(), n == len(lines))
                 if snap is None:
                     break
-                log.snaps.append(snap)
-                log.ended = log.ended or words[0] == "end"
-            elif words[0] == "outside-first":
-                if log is not None:
-                    log.outside_first = int(words[1], 16)
+                snaps.append(snap)
+                ended = ended or words[0] == "end"
+            else:
+                header(words)
         except (ValueError, IndexError, KeyError) as err:
             raise LabError(f"{path}:{n}: malformed line ({err})") from None
-    if log is None or not log.snaps:
+    if not snaps:
         raise LabError(f"{path}: no counts (the plugin wrote no snapshot)")
-    return log
+    return snaps, ended
 
 
 def snapshot_line(words: list[str], expected: int, last: bool) -> tuple[int, list[int]] | None:
@@ -192,7 +219,7 @@ def hmean(values: list[float]) -> float | None:
     """The harmonic mean of positive rates (None if any is not positive, or there are none)."""
     if not values or any(v <= 0 for v in values):
         return None
-    return len(values) / sum(1 / v for v in values)
+    return statistics.harmonic_mean(values)
 
 
 def slowdown(plain_gbps: list[float], instrumented_gbps: list[float]) -> float | None:

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import html
 import math
+import statistics
 from dataclasses import dataclass, field
 
 from lab.analysis.lost import describe as describe_lost
@@ -68,10 +69,11 @@ class Stats:
     @classmethod
     def of(cls, values: list[float]) -> Stats:
         n = len(values)
-        mean = sum(values) / n
-        sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
-        hmean = n / sum(1 / v for v in values) if all(v > 0 for v in values) else None
-        hsd = math.sqrt(sum((1 / v - 1 / hmean) ** 2 for v in values) * hmean**4 / n) if hmean else None
+        mean = statistics.fmean(values)
+        sd = statistics.stdev(values) if n > 1 else 0.0
+        hmean = statistics.harmonic_mean(values) if all(v > 0 for v in values) else None
+        # (written H * sqrt(sum((H/x - 1)^2) / n): the same, but 1/x^2 overflows for an x under 1e-154)
+        hsd = hmean * math.sqrt(sum((hmean / v - 1) ** 2 for v in values) / n) if hmean else None
         cv = sd * 100 / mean if mean else None
         return cls(n, min(values), max(values), mean, hmean, sd, cv, hsd)
 
@@ -105,9 +107,9 @@ def _betacf(a: float, b: float, x: float) -> float:
 
 
 def _t_two_sided_p(t: float, dof: float) -> float:
-    if t == 0:
-        return 1.0
     x = dof / (dof + t * t)
+    if x == 1.0:  # t is 0, or so near it (|t| under about 1e-8 * sqrt(dof)) that log(1 - x) would be log(0)
+        return 1.0
     a, b = dof / 2, 0.5
     ln = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log(1 - x)
     if x < (a + 1) / (a + b + 2):

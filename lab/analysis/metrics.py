@@ -10,9 +10,9 @@ from pathlib import Path
 from lab.analysis.lost import completeness, lost_per_cpu
 from lab.analysis.mmtests import VMSTAT_NUMA_KEYS, autonuma_cost, deltas, derived_rows, hint_local_percent
 from lab.analysis.numa import ANALYSIS_EVENTS, analyse_trace, format_notes
+from lab.analysis.readback import read_vmstat, read_vmstat_series
 from lab.errors import LabError
 from lab.events import MIGRATE_PAGES, NUMA_DECISIONS
-from lab.guest.readback import read_vmstat, read_vmstat_series
 from lab.guest.workload_metrics import WorkloadMetric
 from lab.guest.workloads import WORKLOADS
 from lab.record_files import TRACE_DAT, TRACE_STATS, VMSTAT_END, VMSTAT_SERIES, VMSTAT_START

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from statistics import NormalDist
+from statistics import NormalDist, fmean, stdev
 
 ALPHA = 0.05
 POWER = 0.8
@@ -47,22 +47,15 @@ class PowerEstimate:
         return f"~{self.per_side} runs a side for {POWER:.0%} power at α={ALPHA:g}"
 
 
-def _mean(v: list[float]) -> float:
-    return sum(v) / len(v)
-
-
 def _sd(v: list[float]) -> float:
-    if len(v) < 2:
-        return 0.0
-    m = _mean(v)
-    return math.sqrt(sum((x - m) ** 2 for x in v) / (len(v) - 1))
+    return stdev(v) if len(v) > 1 else 0.0
 
 
 def repeats_needed(base: list[float], new: list[float], alpha: float = ALPHA, power: float = POWER) -> PowerEstimate:
     """Runs per side a difference as large as the observed one needs, given the observed spread."""
     if not base or not new:
         raise ValueError("repeats_needed: give at least one value a side")
-    delta = _mean(new) - _mean(base)
+    delta = fmean(new) - fmean(base)
     sb, sn = _sd(base), _sd(new)
     pooled = math.sqrt((sb * sb + sn * sn) / 2)
     effect = delta / pooled if pooled > 0 else None
@@ -78,4 +71,4 @@ def ci_overlap_margin(base: list[float], new: list[float]) -> float | None:
     spread = 1.96 * (_sd(base) + _sd(new))
     if spread == 0:
         return None
-    return abs(_mean(new) - _mean(base)) / spread
+    return abs(fmean(new) - fmean(base)) / spread

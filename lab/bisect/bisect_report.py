@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import statistics
 from pathlib import Path
 
 from lab.analysis.compare import Stats, mean_interval
@@ -18,7 +19,7 @@ def _ci(values: list[float]) -> tuple[float, float] | None:
 
 
 def _mean(values: list[float]) -> float | None:
-    return sum(values) / len(values) if values else None
+    return statistics.fmean(values) if values else None
 
 
 def _g(v: float | None) -> str:

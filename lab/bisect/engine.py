@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 import re
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
@@ -419,7 +420,7 @@ class Bisect:
 
 
 def _shift(good: list[float], bad: list[float]) -> float:
-    return sum(bad) / len(bad) - sum(good) / len(good)
+    return statistics.fmean(bad) - statistics.fmean(good)
 
 
 def read_state(path: Path) -> dict:

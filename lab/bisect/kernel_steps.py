@@ -13,6 +13,8 @@ from lab.kernel.cache import find_built
 from lab.kernel.fragments import load_fragments
 from lab.kernel.patches import Patch, load_patches
 from lab.kernel.source import resolve_source
+from lab.run.batch import requests_from_options
+from lab.run.execute import execute
 from lab.run.options import RunOptions
 
 
@@ -56,9 +58,6 @@ class KernelStepRunner:
         return built.build_id if built is not None else None
 
     def run(self, prefix: int, kernel: str, out: Path) -> dict:
-        from lab.run.batch import requests_from_options
-        from lab.run.execute import execute
-
         opts = replace(self.template, kernels=(kernel,), out=out, repeat=1)
         (req,) = requests_from_options(opts, self.progress)
         _, manifest = execute(req, self.progress)

@@ -46,6 +46,7 @@ side so a reader can judge.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import asdict, dataclass
 
 from lab.analysis.compare import MIN_REPEATS, Stats, mean_interval, significant, welch_interval
@@ -176,7 +177,7 @@ def p_like_good(good: list[float], step: list[float], rule: Rule) -> float:
     """The mirror of :func:`p_like_bad`: the chance that runs of the good endpoint land on the bad side (a
     shift toward bad of at least the threshold from the good endpoint's mean) at least as often as the
     step's did, the good endpoint's bad-side share taken at its upper bound (:func:`upper_share`)."""
-    mean = sum(good) / len(good)
+    mean = statistics.fmean(good)
 
     def bad_side(v: float) -> bool:
         return (v - mean) * rule.sign >= rule.threshold

@@ -20,7 +20,7 @@ docs/tutorial.md walks it."""
 
 
 def cmd_ab(args: argparse.Namespace) -> int:
-    from lab.run.tree_ab import TreeAB, build_pair, plan_tree
+    from lab.run.tree_ab import TreeAB, build_pair, plan_tree  # (on use: start-up time)
 
     ab = TreeAB(args.tree, args.base, args.head, tuple(args.patch), args.series, args.include_uncommitted,
                 tuple(args.fragment), args.make_jobs)  # fmt: skip
@@ -30,7 +30,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
     opts.topology.load()
     opts.workload_of()
     if args.repeat == "auto":  # the A/B budget and the --decide metrics too
-        from lab.run.auto_pairs import check_auto_args
+        from lab.run.auto_pairs import check_auto_args  # (on use: start-up time)
 
         probe = argparse.Namespace(**vars(args))
         probe.min_repeats, probe.max_repeats = pairs_of(probe)

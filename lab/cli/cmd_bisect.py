@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from lab.analysis.compare import MIN_REPEATS
+from lab.analysis.metrics import get_metric
 from lab.cli.common import debug, options_line, progress, warn
 from lab.cli.shared_options import (
     DECIDE_DEFAULT,
@@ -23,8 +25,11 @@ from lab.cli.shared_options import (
     workload_of,
     workload_options,
 )
+from lab.datafile import MAX_JSON_BYTES, parse_json, read_bytes, text_of
 from lab.errors import LabError
 from lab.paths import json_text
+from lab.run.options import RunOptions
+from lab.vm.tcg.guest_clock import check as check_clock
 
 USAGE = (
     "numalab bisect --series DIR|FILE --decide METRIC --out DIR [options]\n"
@@ -44,7 +49,7 @@ def _state_dir(args: argparse.Namespace) -> Path:
 
 
 def cmd_log(args: argparse.Namespace) -> int:
-    from lab.bisect.engine import log_text
+    from lab.bisect.engine import log_text  # (on use: start-up time)
 
     out = _state_dir(args)
     path = out / "log.jsonl"
@@ -58,8 +63,6 @@ def cmd_log(args: argparse.Namespace) -> int:
 
 def _log_entries(path: Path) -> list[dict]:
     """log.jsonl, read with lab.datafile's bounds (size, strict numbers, duplicate keys): one object a line."""
-    from lab.datafile import MAX_JSON_BYTES, parse_json, read_bytes, text_of
-
     text = text_of(read_bytes(path, "bisect log", MAX_JSON_BYTES), f"bisect log {path}")
     entries = []
     for n, line in enumerate(text.splitlines(), 1):
@@ -72,7 +75,7 @@ def _log_entries(path: Path) -> list[dict]:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from lab.bisect.engine import replay, result_text
+    from lab.bisect.engine import replay, result_text  # (on use: start-up time)
 
     out = _state_dir(args)
     result, problems = replay(out)
@@ -88,8 +91,6 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def _settings(args: argparse.Namespace) -> dict:
     """The run settings given that differ from numalab run's defaults, beyond balancing and --no-trace (which
     the context names): recorded with the bisect, so a resume must give the same."""
-    from lab.run.options import RunOptions
-
     d = RunOptions()
     out = {}
     for k, v in run_settings(args).items():
@@ -99,8 +100,7 @@ def _settings(args: argparse.Namespace) -> dict:
 
 
 def _config(args: argparse.Namespace, patches: list[str]):
-    from lab.analysis.compare import MIN_REPEATS
-    from lab.bisect.engine import Config
+    from lab.bisect.engine import Config  # (on use: start-up time)
 
     settings = "default" if args.numa_balancing == "on" else f"balancing-{args.numa_balancing}"
     topo = topology_ref(args)
@@ -119,9 +119,8 @@ def _config(args: argparse.Namespace, patches: list[str]):
 def _check_before_building(template) -> None:
     """What the runs' settings can be checked for before any kernel is built (a bisect's first run comes
     after two kernel builds): the topology, the QEMU and its clock. The first run checks the rest."""
-    from lab.run.batch import backend_of
-    from lab.vm.emulator import qemu_version_tuple
-    from lab.vm.guest_clock import check as check_clock
+    from lab.run.batch import backend_of  # (on use: start-up time)
+    from lab.vm.qemu.emulator import qemu_version_tuple  # (on use: start-up time)
 
     template.topology.load()
     check_clock(template.clock, template.backend, template.accel, None)
@@ -131,7 +130,7 @@ def _check_before_building(template) -> None:
 
 
 def _print_answer(result: dict, out: Path, human) -> None:
-    from lab.bisect.engine import load_steps, ordered, result_text
+    from lab.bisect.engine import load_steps, ordered, result_text  # (on use: start-up time)
 
     steps = ordered(load_steps(out))
     print("", file=human)
@@ -154,7 +153,7 @@ def _source_and_series(args: argparse.Namespace) -> tuple[str | None, str]:
         raise LabError(f"--{'bad' if args.good else 'good'}: give both --good and --bad")
     if args.series is not None:
         raise LabError("--series: give either --series or --good/--bad")
-    from lab.kernel.git_tree import range_series
+    from lab.kernel.git_tree import range_series  # (on use: start-up time)
 
     series_dir, good = range_series(args.source, args.good, args.bad, Path(args.out) / "range")
     return f"{Path(args.source).expanduser().resolve()}@{good}", str(series_dir)
@@ -173,10 +172,9 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         raise LabError(f"--decide: a bisect decides on one metric, got {len(args.decide)}: {', '.join(args.decide)}")
     args.decide = args.decide[0] if args.decide else DECIDE_DEFAULT
     source, series = _source_and_series(args)
-    from lab.analysis.metrics import get_metric
-    from lab.bisect.bisect_report import write_report
-    from lab.bisect.engine import Bisect
-    from lab.bisect.kernel_steps import series_patches
+    from lab.bisect.bisect_report import write_report  # (on use: start-up time)
+    from lab.bisect.engine import Bisect  # (on use: start-up time)
+    from lab.bisect.kernel_steps import series_patches  # (on use: start-up time)
 
     try:
         get_metric(args.decide)
@@ -185,8 +183,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     patches = series_patches(series)
     cfg = _config(args, [p.name for p in patches])
     cfg.check()
-    from lab.bisect.kernel_steps import KernelStepRunner
-    from lab.run.options import RunOptions
+    from lab.bisect.kernel_steps import KernelStepRunner  # (on use: start-up time)
 
     # Every run the bisect makes has these settings (kernel_steps replaces the kernel and the record's place).
     template = RunOptions(topology=topology_ref(args), workload=workload_of(args), **run_settings(args))
@@ -194,7 +191,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     debug(f"every run (options not at their defaults, kernel and out aside): {options_line(template)}")
     _check_before_building(template)
     runner = KernelStepRunner(source, series, args.fragment, template, progress)
-    from lab.run.execute import Interrupted
+    from lab.run.execute import Interrupted  # (on use: start-up time)
 
     try:
         result = Bisect(Path(args.out), cfg, runner, progress).run()

@@ -6,13 +6,13 @@ import argparse
 import sys
 from pathlib import Path
 
+from lab.analysis import compare as cmp
+from lab.analysis.record import RunRecord
 from lab.cli.shared_options import json_option, significance_option
+from lab.errors import LabError
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from lab.analysis import compare as cmp
-    from lab.analysis.record import RunRecord
-
     base = [RunRecord.load(d) for d in args.baseline]
     new = [RunRecord.load(d) for d in args.new]
     c = cmp.compare_runs(base, new, args.significance, include_incomplete=args.include_incomplete)
@@ -26,8 +26,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def _check_sides(base: list, new: list) -> None:
     """A run on both sides (the same directory, or a copy: the same run id) would be compared with itself."""
-    from lab.errors import LabError
-
     sides: dict[object, str] = {}
     for side, runs in (("--baseline", base), ("--new", new)):
         for r in runs:

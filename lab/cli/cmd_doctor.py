@@ -11,7 +11,7 @@ from lab.paths import json_text
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from lab.host.doctor import doctor_report, print_doctor
+    from lab.host.doctor import doctor_report, print_doctor  # (on use: start-up time)
 
     if args.clean and not args.connect:
         raise LabError("--clean: needs --connect URI (the libvirt host to clean)")

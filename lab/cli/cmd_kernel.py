@@ -16,7 +16,7 @@ def _seconds(s: float) -> str:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from lab.kernel.build import build_kernel, make_request
+    from lab.kernel.build import build_kernel, make_request  # (on use: start-up time)
 
     req = make_request(args.source, args.patch, args.series, args.fragment, args.name, args.make_jobs,
                        not args.no_default_fragments, args.rebuild)  # fmt: skip
@@ -35,7 +35,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from lab.kernel.cache import list_builds
+    from lab.kernel.cache import list_builds  # (on use: start-up time)
 
     builds = list_builds()
     if args.json:
@@ -61,7 +61,7 @@ def _mib(n: int) -> str:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    from lab.kernel.cache import prune, prune_plan
+    from lab.kernel.cache import prune, prune_plan  # (on use: start-up time)
 
     if args.log_age_days < 0:
         raise LabError(f"--log-age-days: must be >= 0, got {args.log_age_days:g}")

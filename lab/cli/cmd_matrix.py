@@ -12,9 +12,12 @@ from lab.cli.common import debug, progress, warn
 from lab.cli.shared_options import connect_option, json_option, max_vms_of, max_vms_option, out_option
 from lab.datafile import load_json
 from lab.errors import LabError
+from lab.matrix.definition import load_matrix as load
+from lab.matrix.definition import parse_shard as parse
 from lab.matrix.kernels import check_recipes, matrix_kernel_args
-from lab.paths import json_text
+from lab.paths import json_text, write_text_atomic
 from lab.record_files import MANIFEST
+from lab.vm.libvirt.libvirt_hostspec import HostSpec, check_host
 
 if TYPE_CHECKING:
     from lab.matrix.definition import MatrixSpec
@@ -22,14 +25,10 @@ if TYPE_CHECKING:
 
 def load_matrix(path):
     """lab.matrix.definition.load_matrix, imported on use: building the CLI parser stays cheap for every command."""
-    from lab.matrix.definition import load_matrix as load
-
     return load(path)
 
 
 def parse_shard(text: str) -> tuple[int, int]:
-    from lab.matrix.definition import parse_shard as parse
-
     return parse(text)
 
 
@@ -51,7 +50,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    from lab.kernel.resolve import resolve_kernel
+    from lab.kernel.resolve import resolve_kernel  # (on use: start-up time)
 
     spec = load_matrix(args.file)
     check_recipes(spec)
@@ -73,7 +72,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 def _check_qemus(spec) -> None:
     """A settings' qemu given as a path must answer as QEMU, as numalab run --qemu checks it (system, backports
     and charge are named choices: a CI machine may check a matrix it will fetch them for)."""
-    from lab.vm.emulator import resolve
+    from lab.vm.qemu.emulator import resolve  # (on use: start-up time)
 
     for setting in {r.setting.name: r.setting for r in spec.runs}.values():
         if "/" in setting.qemu:
@@ -84,8 +83,8 @@ def _check_qemus(spec) -> None:
 
 
 def _reports(out: Path, runs) -> None:
-    from lab.matrix.schedule import run_dir
-    from lab.report.report_model import build_report
+    from lab.matrix.schedule import run_dir  # (on use: start-up time)
+    from lab.report.report_model import build_report  # (on use: start-up time)
 
     for r in runs:
         d = run_dir(out, r)
@@ -98,8 +97,6 @@ def _reports(out: Path, runs) -> None:
 
 def _hosts(spec: MatrixSpec, args: argparse.Namespace) -> tuple[list, dict]:
     """(libvirt hosts to spread over, the runs' backend options): the spec's hosts, or --backend/--connect."""
-    from lab.vm.libvirt_hostspec import check_host
-
     if spec.hosts:
         if args.backend == "qemu" or args.connect:
             raise LabError(f"{spec.source}: hosts: the spec lists libvirt hosts; drop --backend qemu/--connect")
@@ -109,7 +106,6 @@ def _hosts(spec: MatrixSpec, args: argparse.Namespace) -> tuple[list, dict]:
         return spec.hosts, {}
     if args.backend == "libvirt":
         uri = args.connect or "qemu:///system"
-        from lab.vm.libvirt_hostspec import HostSpec
 
         check_host(HostSpec(uri))
         return [], {"backend": "libvirt", "connect": uri}
@@ -119,8 +115,8 @@ def _hosts(spec: MatrixSpec, args: argparse.Namespace) -> tuple[list, dict]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from lab.matrix.outputs import write_outputs
-    from lab.matrix.schedule import check_inputs, check_out_dir, execute_matrix, input_hashes
+    from lab.matrix.outputs import write_outputs  # (on use: start-up time)
+    from lab.matrix.schedule import check_inputs, check_out_dir, execute_matrix, input_hashes  # (on use: start-up time)
 
     spec = load_matrix(args.file)
     shard = parse_shard(args.shard) if args.shard else None
@@ -136,7 +132,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_inputs(out, input_hashes(spec, kernel_args))
     progress(f"{len(runs)} runs -> {out}" + (f" on {len(hosts)} libvirt hosts" if hosts else ""))
     if spec.auto is not None and not shard:
-        from lab.matrix.auto_cells import merged, run_auto_matrix, write_auto_json
+        from lab.matrix.auto_cells import merged, run_auto_matrix, write_auto_json  # (on use: start-up time)
 
         auto = run_auto_matrix(spec, out, kernel_args, progress, jobs=max_vms, fail_fast=args.fail_fast,
                                overcommit=args.overcommit, backend=backend, hosts=hosts)  # fmt: skip
@@ -167,8 +163,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    from lab.matrix.outputs import write_outputs
-    from lab.matrix.schedule import check_out_dir
+    from lab.matrix.outputs import write_outputs  # (on use: start-up time)
+    from lab.matrix.schedule import check_out_dir  # (on use: start-up time)
 
     metas = []
     for d in args.dirs:
@@ -205,7 +201,6 @@ def _write_ci_file(dest: str, text: str, what: str) -> None:
     if dest == "-":
         sys.stdout.write(text)
         return
-    from lab.paths import write_text_atomic
 
     try:
         Path(dest).parent.mkdir(parents=True, exist_ok=True)
@@ -216,8 +211,8 @@ def _write_ci_file(dest: str, text: str, what: str) -> None:
 
 
 def cmd_ci(args: argparse.Namespace) -> int:
-    from lab.matrix.ci import ci_spec_path, github_workflow
-    from lab.matrix.gitlab import check_runner_tag, gitlab_pipeline
+    from lab.matrix.ci import ci_spec_path, github_workflow  # (on use: start-up time)
+    from lab.matrix.gitlab import check_runner_tag, gitlab_pipeline  # (on use: start-up time)
 
     if not args.github and not args.gitlab:
         raise LabError("matrix ci: give --github FILE and/or --gitlab FILE")

@@ -10,7 +10,7 @@ from lab.cli.shared_options import out_option, significance_option
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from lab.report.report_model import build_report
+    from lab.report.report_model import build_report  # (on use: start-up time)
 
     out = args.out or (args.runs[0] / "report.html" if len(args.runs) == 1 else Path("report.html"))
     paths = build_report(args.runs, out, args.significance, include_incomplete=args.include_incomplete)

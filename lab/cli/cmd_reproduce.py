@@ -7,11 +7,11 @@ from pathlib import Path
 
 from lab.cli.common import progress
 from lab.cli.shared_options import alias, max_vms_of, max_vms_option, out_option
+from lab.errors import LabError
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    from lab.errors import LabError
-    from lab.seeds.reproduce import (
+    from lab.seeds.reproduce import (  # (on use: start-up time)
         context_of,
         evaluate,
         find_seed,
@@ -20,7 +20,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         seed_spec,
         with_matrix,
     )
-    from lab.seeds.reproduction_report import rows, tally, write_reproduction
+    from lab.seeds.reproduction_report import rows, tally, write_reproduction  # (on use: start-up time)
 
     seed = find_seed(args.seed)
     if args.matrix:

@@ -4,6 +4,7 @@ Also the matrix's children's ``numalab run-options FILE``, kept out of the publi
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from lab.cli.cmd_topo import topology_ref
@@ -26,6 +27,9 @@ from lab.cli.shared_options import (
     workload_of,
     workload_options,
 )
+from lab.errors import LabError
+from lab.paths import json_text
+from lab.run.options import CHOICES, RunOptions
 
 
 def _repeat_arg(text: str) -> int | str:
@@ -39,8 +43,6 @@ def _repeat_arg(text: str) -> int | str:
 
 def run_options_from_args(args: argparse.Namespace):
     """``numalab run``'s flags -> the library's RunOptions (lab.run.options); the only place that reads them."""
-    from lab.run.options import RunOptions
-
     return RunOptions(
         topology=topology_ref(args),
         kernels=tuple(args.kernel or ("stock",)),
@@ -74,8 +76,6 @@ def run_options_from_args(args: argparse.Namespace):
 def reject_without_auto(args: argparse.Namespace) -> None:
     """--decide, --min-pairs, --max-pairs and --time-budget mean nothing without --repeat auto: say so rather
     than ignore them."""
-    from lab.errors import LabError
-
     for opt, value in (("--decide", args.decide), ("--min-pairs", args.min_pairs),
                        ("--max-pairs", args.max_pairs), ("--time-budget", args.time_budget)):  # fmt: skip
         if value is not None and value != []:
@@ -83,29 +83,47 @@ def reject_without_auto(args: argparse.Namespace) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from lab.run.batch import run_options
+    from lab.run.batch import run_options  # (on use: start-up time)
 
     opts = run_options_from_args(args)
     debug(f"run options (those not at their defaults): {options_line(opts)}")
     if args.repeat == "auto":
-        from lab.run.auto_pairs import run_auto
+        from lab.run.auto_pairs import run_auto  # (on use: start-up time)
 
         # lab.run.auto_pairs reads the A/B budget by the names it had before they were unified.
         args.min_repeats, args.max_repeats = pairs_of(args)
         time_budget_of(args)
         debug(f"--repeat auto: {args.min_repeats}..{args.max_repeats} pairs, time budget {args.time_budget}, "
               f"deciding on {args.decide or 'the default metric'} by {args.significance}")  # fmt: skip
-        return run_auto(opts, args, progress)
+        return finish(run_auto(opts, args, progress), json_out=args.json, report=True)
     reject_without_auto(args)
-    return run_options(opts, progress, json_out=args.json, report=args.report)
+    return finish(run_options(opts, progress, json_out=args.json), json_out=args.json, report=args.report)
 
 
 def cmd_run_options(args: argparse.Namespace) -> int:
     """A run from a RunOptions JSON file: how the matrix starts its children."""
-    from lab.run.batch import run_options
-    from lab.run.options import RunOptions
+    from lab.run.batch import run_options  # (on use: start-up time)
 
-    return run_options(RunOptions.load(args.file), progress, json_out=args.json)
+    return finish(run_options(RunOptions.load(args.file), progress, json_out=args.json), json_out=args.json)
+
+
+def finish(batch, json_out: bool, report: bool = False) -> int:
+    """After a batch (lab.run.batch.Batch): its HTML report, for an A/B batch or with ``report``, and with
+    ``json_out`` its manifests (--repeat auto: its verdict data) on stdout. Returns the exit status."""
+    from lab.report.report_model import build_report  # (on use: start-up time)
+
+    if batch.interrupted:
+        return batch.status
+    human = sys.stderr if json_out else sys.stdout
+    if report or len(batch.kernels) > 1:
+        paths = build_report(batch.paths, batch.report_path(), batch.rule)
+        print(f"report: {paths.html}", file=human)
+    if batch.verdict is not None:
+        print(f"verdict data: {batch.report_path().parent / 'verdict.json'}", file=human)
+    if json_out:
+        data = batch.verdict if batch.verdict is not None else batch.manifests
+        print(json_text(data[0] if isinstance(data, list) and len(data) == 1 else data, indent=2))
+    return batch.status
 
 
 def add_parser(sub) -> None:
@@ -135,8 +153,6 @@ def add_run_arguments(r: argparse.ArgumentParser, *, repeat: int | str) -> None:
     """Everything ``run`` takes but its kernels (``numalab ab`` builds those): the workload, the settings, the
     repeats and the A/B budget (``repeat``: the default of --repeat), the VM, libvirt, TCG's instruments and
     the output."""
-    from lab.run.options import CHOICES, RunOptions
-
     d = RunOptions()
     workload_options(r, one_off=True)
     balancing_options(r)

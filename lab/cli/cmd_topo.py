@@ -5,13 +5,19 @@ ones of lab.cli.shared_options."""
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
 from lab.cli.common import progress, warn
 from lab.cli.shared_options import json_option, memory_options, pinning_option, size_options, topology_ref
 from lab.errors import LabError
-from lab.paths import json_text
+from lab.guest.init_plan import KERNEL_CMDLINE
+from lab.paths import json_text, write_text_atomic
+from lab.placement.host_inventory import read_inventory
+from lab.placement.pinning import Backing, plan_placement
+from lab.topology.kernel_view import predict
+from lab.topology.tiers import describe
 
 
 def _topology(args: argparse.Namespace):
@@ -19,9 +25,6 @@ def _topology(args: argparse.Namespace):
 
 
 def _placement_for_emitters(topo, args):
-    from lab.placement.host_inventory import read_inventory
-    from lab.placement.pinning import Backing, plan_placement
-
     # Printing a VM definition does not need it to fit on this host.
     return plan_placement(
         topo, read_inventory(), Backing(args.backing, args.prealloc), enforce_fit=False, pinning=args.pinning
@@ -29,8 +32,7 @@ def _placement_for_emitters(topo, args):
 
 
 def _boot_for_emitters(args):
-    from lab.guest.init_plan import KERNEL_CMDLINE
-    from lab.vm.qemu_argv import BootSpec
+    from lab.vm.qemu.qemu_argv import BootSpec  # (on use: start-up time)
 
     return BootSpec(
         kernel=args.kernel_path,
@@ -47,8 +49,7 @@ def _boot_for_emitters(args):
 
 
 def cmd_topo_list(args: argparse.Namespace) -> int:
-    from lab.topology.kernel_view import predict
-    from lab.topology.spec import load_topology, preset_names
+    from lab.topology.spec import load_topology, preset_names  # (on use: start-up time)
 
     rows = []
     for name in preset_names():
@@ -82,15 +83,14 @@ def cmd_topo_list(args: argparse.Namespace) -> int:
 
 
 def cmd_topo_show(args: argparse.Namespace) -> int:
-    from lab.topology.kernel_view import predict
-    from lab.topology.render import distance_table, group_lines, link_picture
+    from lab.topology.render import distance_table, group_lines, link_picture  # (on use: start-up time)
 
     topo = _topology(args)
     view = predict(topo)
     if args.json:
         print(json_text(topo.to_dict() | {"kernel_view": view}, indent=2))
         return 0
-    from lab.topology.kernel_warnings import predicted_warnings
+    from lab.topology.kernel_warnings import predicted_warnings  # (on use: start-up time)
 
     print(f"{topo.name}: {topo.description}" if topo.description else topo.name)
     print(f"  {topo.n_nodes} nodes, {topo.total_cpus} vCPUs (threads/core {topo.threads}), {topo.total_memory_mib} MiB")
@@ -119,16 +119,13 @@ def cmd_topo_show(args: argparse.Namespace) -> int:
     for w in predicted_warnings(topo):
         print(f"warning: {w}")
     if "memory_tiers" in view:
-        from lab.topology.tiers import describe
-
         print()
         print(describe(view["memory_tiers"]))
     return 0
 
 
 def cmd_topo_check(args: argparse.Namespace) -> int:
-    from lab.topology.kernel_view import predict
-    from lab.topology.kernel_warnings import predicted_warnings
+    from lab.topology.kernel_warnings import predicted_warnings  # (on use: start-up time)
 
     topo = topology_ref(args).load(cache=False)  # a check writes nothing, not even the parsed-spec cache
     v = predict(topo)
@@ -142,9 +139,7 @@ def cmd_topo_check(args: argparse.Namespace) -> int:
 
 
 def cmd_topo_qemu_args(args: argparse.Namespace) -> int:
-    import shlex
-
-    from lab.vm.qemu_argv import qemu_argv, topology_args
+    from lab.vm.qemu.qemu_argv import qemu_argv, topology_args  # (on use: start-up time)
 
     topo = _topology(args)
     placement = _placement_for_emitters(topo, args)
@@ -156,7 +151,7 @@ def cmd_topo_qemu_args(args: argparse.Namespace) -> int:
 
 
 def cmd_topo_libvirt_xml(args: argparse.Namespace) -> int:
-    from lab.vm.libvirt_xml import domain_xml
+    from lab.vm.libvirt.libvirt_xml import domain_xml  # (on use: start-up time)
 
     topo = _topology(args)
     placement = _placement_for_emitters(topo, args)
@@ -165,9 +160,7 @@ def cmd_topo_libvirt_xml(args: argparse.Namespace) -> int:
 
 
 def cmd_topo_vng_args(args: argparse.Namespace) -> int:
-    import shlex
-
-    from lab.vm.vng_args import vng_args
+    from lab.vm.qemu.vng_args import vng_args  # (on use: start-up time)
 
     topo = _topology(args)
     opts, notes = vng_args(topo, None if args.no_pin else _placement_for_emitters(topo, args))
@@ -182,8 +175,7 @@ def cmd_topo_vng_args(args: argparse.Namespace) -> int:
 
 def cmd_topo_import(args: argparse.Namespace) -> int:
     """numactl -H output (FILE or -) or a sysfs node directory -> a spec file (stdout or --out)."""
-    from lab.paths import write_text_atomic
-    from lab.topology.importer import import_spec
+    from lab.topology.importer import import_spec  # (on use: start-up time)
 
     topo, text = import_spec(
         args.file, args.from_sysfs, args.name, args.cpus_per_node, args.mem_per_node, args.slow_cpuless

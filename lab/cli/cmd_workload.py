@@ -8,6 +8,9 @@ from __future__ import annotations
 import argparse
 
 from lab.cli.shared_options import duration_option, json_option, topology_options, topology_ref
+from lab.guest.init_plan import check_duration
+from lab.guest.user_workload import resolve_workload
+from lab.guest.workloads import WORKLOADS
 from lab.paths import json_text
 
 
@@ -46,8 +49,6 @@ def _record(workload, topo=None, duration: float | None = None) -> dict:
 
 
 def cmd_workload_list(args: argparse.Namespace) -> int:
-    from lab.guest.workloads import WORKLOADS
-
     rows = [_record(w) for w in WORKLOADS.values()]
     if args.json:
         print(json_text(rows, indent=2))
@@ -63,9 +64,6 @@ def cmd_workload_list(args: argparse.Namespace) -> int:
 
 
 def cmd_workload_show(args: argparse.Namespace) -> int:
-    from lab.guest.init_plan import check_duration
-    from lab.guest.user_workload import resolve_workload
-
     check_duration(args.duration)
     workload = resolve_workload(args.workload)
     topo = topology_ref(args).load()

@@ -7,6 +7,8 @@ import argparse
 import logging
 import sys
 
+from lab.paths import json_text
+
 LOGGER = "numalab"
 log = logging.getLogger(LOGGER)
 
@@ -67,8 +69,6 @@ def debug(msg: str) -> None:
 
 def options_line(opts) -> str:
     """A RunOptions on one line, only the fields that differ from the library's defaults (for debug lines)."""
-    from lab.paths import json_text
-
     default = type(opts)().to_dict()
     return json_text({k: v for k, v in opts.to_dict().items() if v != default.get(k)}, sort_keys=True)
 

@@ -7,14 +7,23 @@ Old spellings stay for one release as hidden aliases (:func:`alias`: same destin
 CHANGELOG lists them. ``tests/unit/test_cli_vocabulary.py`` walks every parser and fails when one notion
 shows under two names, or a shared option's default differs between commands.
 
-Only argparse here (the library's defaults are imported where a builder needs them), so building the
-parser stays cheap for every command.
+The library's defaults and choices come from the modules that own them (RunOptions, WORKLOADS, PINNINGS...),
+which numalab's start loads anyway: building the parser stays cheap for every command.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 from pathlib import Path
+
+from lab.analysis.numa import default_events
+from lab.errors import LabError
+from lab.guest.init_plan import TRACE_MODES
+from lab.guest.workloads import WORKLOADS
+from lab.placement.pinning import BACKINGS, PINNINGS
+from lab.run.options import CHOICES, MAX_REPEAT, RunOptions
+from lab.topology.ref import TopologyRef
 
 JSON_HELP = "print JSON on stdout instead of text (machine-readable; the text, if any, goes to stderr)"
 
@@ -74,8 +83,6 @@ def json_option(container) -> None:
 
 def topology_ref(args: argparse.Namespace):
     """--topology (or topo's TOPOLOGY) with the size overrides, as the library's TopologyRef."""
-    from lab.topology.ref import TopologyRef
-
     return TopologyRef(args.topology, args.cpus_per_node, args.mem_per_node, args.threads)
 
 
@@ -87,8 +94,6 @@ def size_options(container) -> None:
 
 def topology_options(p: argparse.ArgumentParser, what: str = "the machine the VM emulates"):
     """--topology (default: the library's, ring-4) and the size overrides, in a group."""
-    from lab.run.options import RunOptions
-
     name = RunOptions().topology.name
     g = p.add_argument_group("topology and sizes")
     g.add_argument("--topology", default=name, metavar="NAME|FILE",
@@ -98,8 +103,6 @@ def topology_options(p: argparse.ArgumentParser, what: str = "the machine the VM
 
 
 def pinning_option(container) -> None:
-    from lab.placement.pinning import PINNINGS
-
     container.add_argument(
         "--pinning",
         choices=PINNINGS,
@@ -112,8 +115,6 @@ def pinning_option(container) -> None:
 
 def memory_options(container) -> None:
     """--backing and --prealloc (run and the topology emitters)."""
-    from lab.placement.pinning import BACKINGS
-
     container.add_argument("--backing", choices=BACKINGS, default="ram", help="guest memory backing (default ram)")
     container.add_argument("--prealloc", action="store_true", help="preallocate guest memory")
 
@@ -142,8 +143,6 @@ def kernel_source_options(p: argparse.ArgumentParser, *, series_help: str):
 
 
 def duration_option(container, what: str = "how long the workload runs") -> None:
-    from lab.run.options import RunOptions
-
     d = RunOptions().duration
     container.add_argument("--duration", type=float, default=d, metavar="SECONDS", help=f"{what} (default {d:g})")
 
@@ -151,9 +150,6 @@ def duration_option(container, what: str = "how long the workload runs") -> None
 def workload_options(p: argparse.ArgumentParser, *, one_off: bool = False):
     """--workload (default None: the library's, numa01) and --duration; with ``one_off``, --workload-cmd and
     --workload-file too (run)."""
-    from lab.guest.workloads import WORKLOADS
-    from lab.run.options import RunOptions
-
     g = p.add_argument_group("workload")
     g.add_argument(
         "--workload",
@@ -183,9 +179,6 @@ def workload_options(p: argparse.ArgumentParser, *, one_off: bool = False):
 
 def workload_of(args: argparse.Namespace) -> str:
     """--workload, or the library's default; not both --workload and --workload-cmd."""
-    from lab.errors import LabError
-    from lab.run.options import RunOptions
-
     if args.workload and getattr(args, "workload_cmd", None):
         raise LabError("--workload-cmd: not with --workload (the command is the workload)")
     return args.workload or RunOptions().workload
@@ -196,8 +189,6 @@ def workload_of(args: argparse.Namespace) -> str:
 
 def balancing_options(p: argparse.ArgumentParser):
     """--numa-balancing, --knob, --kernel-default-knobs and --append: what the guest kernel runs with."""
-    from lab.run.options import CHOICES, RunOptions
-
     d = RunOptions()
     g = p.add_argument_group("NUMA balancing, knobs and the kernel command line")
     g.add_argument(
@@ -224,10 +215,6 @@ def balancing_options(p: argparse.ArgumentParser):
 
 def tracing_options(p: argparse.ArgumentParser):
     """--event, --no-trace, --trace-buffer-kb and --trace-mode."""
-    from lab.analysis.numa import default_events
-    from lab.guest.init_plan import TRACE_MODES
-    from lab.run.options import RunOptions
-
     d = RunOptions()
     g = p.add_argument_group("tracing")
     g.add_argument("--event", action="append", default=[], metavar="SYS:EVENT",
@@ -256,8 +243,6 @@ def qemu_option(container) -> None:
 
 def qemu_options(p: argparse.ArgumentParser):
     """--qemu, --accel and --clock: which emulator, which accelerator, whose time."""
-    from lab.run.options import CHOICES, RunOptions
-
     d = RunOptions()
     g = p.add_argument_group("QEMU, accelerator and clock")
     qemu_option(g)
@@ -338,9 +323,6 @@ def ab_options(g, *, several: bool, runs: str, budget: str, old: tuple[str, ...]
 
 def pairs_of(args: argparse.Namespace, least: int = 1) -> tuple[int, int]:
     """--min-pairs and --max-pairs with their defaults filled in, checked (one-line errors)."""
-    from lab.errors import LabError
-    from lab.run.options import MAX_REPEAT
-
     hi = MAX_PAIRS if args.max_pairs is None else args.max_pairs
     lo = MIN_PAIRS if args.min_pairs is None else args.min_pairs
     if not 1 <= hi <= MAX_REPEAT:
@@ -351,10 +333,6 @@ def pairs_of(args: argparse.Namespace, least: int = 1) -> tuple[int, int]:
 
 
 def time_budget_of(args: argparse.Namespace) -> float | None:
-    import math
-
-    from lab.errors import LabError
-
     b = args.time_budget
     if b is not None and not (math.isfinite(b) and b > 0):
         raise LabError(f"--time-budget: must be > 0 seconds, got {b:g}")
@@ -376,8 +354,6 @@ def max_vms_option(container) -> None:
 
 
 def max_vms_of(args: argparse.Namespace) -> int | None:
-    from lab.errors import LabError
-
     if args.max_vms is not None and args.max_vms < 1:
         raise LabError(f"--max-vms: must be >= 1, got {args.max_vms}")
     return args.max_vms

@@ -81,7 +81,7 @@ class GuestPlan:
             raise LabError("--append: kernel arguments must be one printable line of at most 1024 characters")
 
     def cmdline(self) -> str:
-        """The guest kernel's command line (before the TCG arguments, lab.vm.tcg_boot). Unless trace-cmd record sets
+        """The guest kernel's command line (before the TCG arguments, lab.vm.tcg.tcg_boot). Unless trace-cmd record sets
         up the trace itself, the kernel enables the traced events and sizes the trace buffers at
         boot (the init then empties them if boot left events in them, and turns tracing on around
         the workload)."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import re
 import shutil
+import stat
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -176,8 +177,6 @@ def _files(names: list[str], base: Path, field: str) -> tuple[tuple[str, str], .
 
 def _kind(path: Path) -> str:
     """What a path that is not a regular file is (its link resolved): for a one-line error."""
-    import stat
-
     mode = path.stat().st_mode
     kinds = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
              (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))  # fmt: skip

@@ -508,7 +508,7 @@ def user_pattern(pattern: str):
     Python's ``re`` would. ``^`` and ``$`` match at every line. Raises ValueError with RE2's one-line reason
     for a pattern RE2 cannot run (backreferences, lookaround) or that is too large."""
     try:
-        import re2
+        import re2  # (a compiled dependency: missing, it is a one-line error below)
     except ImportError:  # (a dependency: make setup installs it)
         raise LabError("results.regex: needs the google-re2 package (make setup, or pip install google-re2)") from None
     options = re2.Options()

@@ -25,9 +25,9 @@ from lab.placement.host_inventory import read_inventory
 from lab.placement.pinning import plan_placement
 from lab.record_files import CONSOLE_LOG
 from lab.topology.model import Node, Topology
-from lab.vm.backend import Backend
-from lab.vm.qemu_argv import BootSpec
-from lab.vm.qemu_backend import QemuBackend
+from lab.vm.backend import Backend, VmRequest
+from lab.vm.qemu.qemu_argv import BootSpec
+from lab.vm.qemu.qemu_backend import QemuBackend
 
 PROBE_MARK = "NUMALAB-PROBE-OK"
 # A guest that has printed nothing at all by PROBE_SILENCE_S has hung (some hosts' /dev/kvm hang right after
@@ -103,7 +103,7 @@ def probe(accel: str, kernel: Path, timeout_s: float = PROBE_TIMEOUT_S, backend:
         t0 = time.monotonic()
         try:
             tick = _silence_check(Path(boot.console_log), silence_s)
-            outcome, _info = backend.run(PROBE_TOPOLOGY, placement, boot, tmp, timeout_s, on_tick=tick)
+            outcome, _info = backend.run(VmRequest(PROBE_TOPOLOGY, placement, boot, tmp, timeout_s, on_tick=tick))
         except LabError as err:  # e.g. a libvirt host that refuses the domain
             return {"ok": False, "seconds": round(time.monotonic() - t0, 2), "detail": str(err)}
         except _Silent:

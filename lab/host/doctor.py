@@ -10,10 +10,14 @@ from lab.errors import LabError
 from lab.host.accel import accel_verdict
 from lab.kernel.stock import fetch_stock
 from lab.placement.host_inventory import read_inventory
-from lab.vm.emulator import DEFAULT_QEMU, Emulator, private_prefixes
-from lab.vm.emulator import resolve as resolve_emulator
-from lab.vm.firmware import find_qboot
-from lab.vm.qemu_backend import QemuBackend
+from lab.vm.libvirt.libvirt_conn import close_quietly, connect
+from lab.vm.libvirt.libvirt_hostspec import HostSpec, check_host
+from lab.vm.libvirt.libvirt_leftovers import clean as clean_leftovers
+from lab.vm.libvirt.libvirt_leftovers import leftovers
+from lab.vm.qemu.emulator import DEFAULT_QEMU, Emulator, private_prefixes
+from lab.vm.qemu.emulator import resolve as resolve_emulator
+from lab.vm.qemu.firmware import find_qboot
+from lab.vm.qemu.qemu_backend import QemuBackend
 
 TOOLS = {
     "libvirtd": ["libvirtd", "--version"],
@@ -51,11 +55,6 @@ def emulators(chosen: Emulator) -> list[dict]:
 
 def libvirt_report(uri: str, clean: bool = False) -> dict:
     """The libvirt host behind ``uri``: reachable (else a one-line LabError), versions, numalab-* leftovers."""
-    from lab.vm.libvirt_conn import close_quietly, connect
-    from lab.vm.libvirt_hostspec import HostSpec, check_host
-    from lab.vm.libvirt_leftovers import clean as clean_leftovers
-    from lab.vm.libvirt_leftovers import leftovers
-
     host = HostSpec(uri)
     conn = connect(uri)
     try:

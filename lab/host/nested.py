@@ -39,8 +39,9 @@ from lab.placement.host_inventory import read_inventory
 from lab.placement.pinning import plan_placement
 from lab.record_files import CONSOLE_LOG
 from lab.topology.model import Topology
-from lab.vm.qemu_argv import BootSpec
-from lab.vm.qemu_backend import QemuBackend
+from lab.vm.backend import VmRequest
+from lab.vm.qemu.qemu_argv import BootSpec
+from lab.vm.qemu.qemu_backend import QemuBackend
 from lab.vm.share import ShareLimits, make_share
 
 # 9p for the host's root (virtio and 9p come with lab.guest.image.NEEDED_MODULES), the overlay over it,
@@ -215,7 +216,7 @@ def run_nested(
         progress(f"outer guest: {topo.name}, {topo.n_nodes} nodes, {topo.total_cpus} vCPUs under TCG with SVM")
     t0 = time.monotonic()
     outcome, _info = QemuBackend().run(
-        topo, placement, boot, work, timeout_s, limits=ShareLimits(output_bytes=OUTPUT_LIMIT)
+        VmRequest(topo, placement, boot, work, timeout_s, limits=ShareLimits(output_bytes=OUTPUT_LIMIT))
     )
     wall = time.monotonic() - t0
     console = Path(boot.console_log)

@@ -35,7 +35,7 @@ from pathlib import Path
 from lab.errors import LabError
 from lab.host.qemu_prefix import _codename, debian_archive, print_binary, setup_run
 from lab.paths import REPO_ROOT, cache_dir, write_text_atomic
-from lab.vm.emulator import DEFAULT_QEMU, PREFIX_DATA_DIRS, private_prefixes, resolve
+from lab.vm.qemu.emulator import DEFAULT_QEMU, PREFIX_DATA_DIRS, private_prefixes, resolve
 
 UPSTREAM = "10.0.2"
 ORIG = f"qemu_{UPSTREAM}+ds.orig.tar.xz"

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from lab.errors import LabError
 from lab.paths import cache_dir, write_text_atomic
-from lab.vm.emulator import DEFAULT_QEMU, private_prefixes, resolve
+from lab.vm.qemu.emulator import DEFAULT_QEMU, private_prefixes, resolve
 
 PACKAGE = "qemu-system-x86"
 _INST = re.compile(r"^Inst (\S+) (?:\[[^]]*\] )?\((\S+) (.*)\)")

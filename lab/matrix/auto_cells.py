@@ -21,8 +21,9 @@ from lab.analysis.record import load_manifest
 from lab.analysis.verdict import Stop, Verdict, cell_label, should_stop, verdicts_of
 from lab.matrix.definition import MatrixRun, MatrixSpec
 from lab.matrix.schedule import MatrixOutcome, execute_matrix, run_dir
+from lab.paths import json_text, write_text_atomic
 from lab.record_files import DMESG_BOOT, MANIFEST
-from lab.vm.tcg_clock import clock_problem
+from lab.vm.tcg.tcg_clock import clock_problem
 
 
 @dataclass
@@ -75,7 +76,7 @@ def with_repeat(run: MatrixRun, repeat: int) -> MatrixRun:
 
 def _manifest(out: Path, run: MatrixRun) -> dict | None:
     """The run's manifest, or None if it has none or its guest clock ran at the wrong rate (then its
-    figures are not comparable: a "15 s" workload ran for a fraction of that; lab.vm.tcg_clock)."""
+    figures are not comparable: a "15 s" workload ran for a fraction of that; lab.vm.tcg.tcg_clock)."""
     mf = run_dir(out, run) / MANIFEST
     if not mf.exists():
         return None
@@ -166,8 +167,6 @@ def merged(outcome: AutoOutcome) -> MatrixOutcome:
 
 
 def write_auto_json(out: Path, outcome: AutoOutcome) -> Path:
-    from lab.paths import json_text, write_text_atomic
-
     path = out / "auto.json"
     write_text_atomic(path, json_text({"cells": [c.to_dict() for c in outcome.cells]}, indent=2) + "\n")
     return path

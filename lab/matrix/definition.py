@@ -48,9 +48,9 @@ from lab.matrix.spec_parts import AutoSpec, parse_auto, parse_expect
 from lab.run.options import MAX_REPEAT, RunOptions
 from lab.topology.model import check_name
 from lab.topology.ref import SPEC_SIZE_NAMES, TopologyRef
-from lab.vm.guest_clock import CLOCKS
-from lab.vm.latency_model import REMOTE_LATENCY
-from lab.vm.libvirt_hostspec import HostSpec, parse_hosts
+from lab.vm.libvirt.libvirt_hostspec import HostSpec, parse_hosts
+from lab.vm.tcg.guest_clock import CLOCKS
+from lab.vm.tcg.latency_model import REMOTE_LATENCY
 
 EXAMPLES = Path(__file__).parent / "examples"
 # Where a matrix given by name is looked up: the general examples, then each folder of lab/seeds/ (a seed's

@@ -1,7 +1,7 @@
 """Spreading a matrix's runs over libvirt hosts: the least-loaded host with a free slot.
 
 Only the matrix runner places runs on several hosts, so the picking lives with it (the
-hosts themselves are :class:`lab.vm.libvirt_hostspec.HostSpec`). The runner's
+hosts themselves are :class:`lab.vm.libvirt.libvirt_hostspec.HostSpec`). The runner's
 scheduling loop is single-threaded: no locking.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from lab.errors import LabError
-from lab.vm.libvirt_hostspec import HostSpec
+from lab.vm.libvirt.libvirt_hostspec import HostSpec
 
 
 class HostPicker:

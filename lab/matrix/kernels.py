@@ -12,7 +12,7 @@ from lab.matrix.definition import MatrixSpec
 
 def check_recipes(spec: MatrixSpec) -> None:
     """Every build recipe's files (source, patches, series, fragments) read and checked, before any build."""
-    from lab.kernel.build import recipe_request
+    from lab.kernel.build import recipe_request  # (on use: numalab's start loads this module)
 
     for k in spec.kernels:
         if k.build is not None:
@@ -24,13 +24,13 @@ def check_recipes(spec: MatrixSpec) -> None:
 
 def matrix_kernel_args(spec: MatrixSpec, progress: Callable[[str], None]) -> dict[str, str]:
     """What each kernel is for `numalab run --kernel`; build recipes are built (or found in the cache) first."""
-    from lab.kernel.resolve import resolve_kernel
+    from lab.kernel.resolve import resolve_kernel  # (on use: numalab's start loads this module)
 
     check_recipes(spec)  # all of them, before the first build
     out = {}
     for k in spec.kernels:
         if k.build is not None:
-            from lab.kernel.build import build_from_recipe
+            from lab.kernel.build import build_from_recipe  # (on use: numalab's start loads this module)
 
             progress(f"kernel {k.name}: building (or reusing the cache)")
             out[k.name] = build_from_recipe(k.name, k.build, Path(spec.source).parent, progress)

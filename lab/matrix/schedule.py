@@ -26,6 +26,7 @@ from lab.analysis.record import load_manifest
 from lab.cpulist import format_cpulist
 from lab.datafile import load_json
 from lab.errors import LabError
+from lab.kernel.resolve import resolve_kernel
 from lab.matrix.definition import MatrixRun, MatrixSpec, run_options_of
 from lab.matrix.host_picker import HostPicker
 from lab.paths import json_text, write_text_atomic
@@ -34,8 +35,9 @@ from lab.placement.pinning import QEMU_OVERHEAD_MIB
 from lab.record_files import MANIFEST
 from lab.run.options import RunOptions
 from lab.topology.ref import SPEC_SIZE_NAMES
-from lab.vm.libvirt_hostspec import HostSpec
-from lab.vm.qemu_backend import _die_with_parent
+from lab.topology.spec import spec_path
+from lab.vm.libvirt.libvirt_hostspec import HostSpec
+from lab.vm.qemu.qemu_backend import _die_with_parent
 
 MEM_HEADROOM_MIB = 1024
 GUARD_S = 180.0  # beyond a run's own timeout, before the runner kills it
@@ -109,9 +111,6 @@ def check_out_dir(out: Path, spec: MatrixSpec, shard: tuple[int, int] | None) ->
 def input_hashes(spec: MatrixSpec, kernel_args: dict[str, str]) -> dict[str, str]:
     """What the spec points to, by content: every topology file and every kernel image (after builds).
     A resumed matrix whose inputs changed would mix runs of two different things."""
-    from lab.kernel.resolve import resolve_kernel
-    from lab.topology.spec import spec_path
-
     out = {}
     for name in sorted({r.topology.name for r in spec.runs}):
         path = spec_path(name)

@@ -17,13 +17,13 @@ from pathlib import Path
 from lab import __version__
 from lab.analysis.compare import DEFAULT_RULE, Comparison, compare_runs, to_dict, to_markdown, to_text
 from lab.analysis.display import percent
+from lab.analysis.kernel_complaints import read_complaints
+from lab.analysis.kernel_complaints import summary as complaint_line
 from lab.analysis.lost import describe as describe_lost
 from lab.analysis.metrics import per_vcpu_second, run_metrics
 from lab.analysis.record import RunRecord
 from lab.errors import LabError
 from lab.events import NUMA_DECISIONS
-from lab.guest.kernel_complaints import read_complaints
-from lab.guest.kernel_complaints import summary as complaint_line
 from lab.paths import json_text
 from lab.record_files import (
     CONSOLE_LOG,
@@ -35,6 +35,8 @@ from lab.record_files import (
     VMSTAT_SERIES,
     WORKLOAD_OUT,
 )
+from lab.report.html import render_html
+from lab.report.perfetto import perfetto_trace
 from lab.report.sections.access_section import slowdowns
 from lab.untrusted import finite_copy
 
@@ -152,9 +154,6 @@ def build_report(
 ) -> ReportPaths:
     """Write OUT.html, OUT.json, OUT.md and OUT.perfetto/<run>.json: all rendered first, then written
     to temporary files and renamed only when every one is written, so a failure leaves none of them."""
-    from lab.report.html import render_html
-    from lab.report.perfetto import perfetto_trace
-
     if not run_dirs:
         raise LabError("report: give at least one run directory")
     runs = [RunRecord.load(d) for d in run_dirs]

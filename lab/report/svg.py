@@ -10,6 +10,7 @@ escaped, and the same output for the same input (coordinates are rounded).
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from html import escape
@@ -328,7 +329,7 @@ def dot_plot(
             )
         if vs:
             hm = harmonic and all(v > 0 for v in vs)
-            m = len(vs) / sum(1 / v for v in vs) if hm else sum(vs) / len(vs)
+            m = statistics.harmonic_mean(vs) if hm else statistics.fmean(vs)
             body.append(
                 f'<line x1="{coord(px(m))}" x2="{coord(px(m))}" y1="{coord(cy - 10)}" y2="{coord(cy + 10)}" '
                 f'stroke="{INK}" stroke-width="2"/>'

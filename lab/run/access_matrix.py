@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,9 +12,9 @@ from lab.errors import LabError
 from lab.paths import json_text
 from lab.record_files import ACCESS_MATRIX_JSON, ACCESS_MATRIX_TXT
 from lab.topology.model import Topology
-from lab.vm.access_plugin import AccessPlugin, prepare
-from lab.vm.emulator import Emulator
-from lab.vm.libvirt_conn import is_local_uri
+from lab.vm.libvirt.libvirt_conn import is_local_uri
+from lab.vm.qemu.emulator import Emulator
+from lab.vm.tcg.access_plugin import AccessPlugin, prepare
 
 STATUS = "access-map-mismatch"  # the self-check failed: the counts cannot be trusted
 CLOCK_STATUS = "guest-clock-skew"  # the guest's clock did not follow the host's during the workload
@@ -61,16 +62,26 @@ def setup(
 
 def summary_lines(manifest: dict) -> list[str]:
     """The run summary's access-matrix line (none without --access-matrix)."""
-    a = manifest.get("access_matrix")
-    if not a:
+
+    def line(a: dict) -> str:
+        sample = (a.get("plugin") or {}).get("sample")
+        return (
+            f"  access-local={a.get('local_pct')}%  ({a.get('accesses', 0):,} accesses sampled 1/{sample}; "
+            "instrumented: throughput not comparable with plain runs)"
+        )
+
+    return section_lines(manifest, "access_matrix", "access matrix", line)
+
+
+def section_lines(manifest: dict, key: str, label: str, line: Callable[[dict], str]) -> list[str]:
+    """The run summary's line for the plugin's section ``key`` of the manifest: none without it, its
+    problem if it has one, else ``line(section)``."""
+    section = manifest.get(key)
+    if not section:
         return []
-    if a.get("problem"):
-        return [f"  access matrix: {a['problem']}"]
-    sample = (a.get("plugin") or {}).get("sample")
-    return [
-        f"  access-local={a.get('local_pct')}%  ({a.get('accesses', 0):,} accesses sampled 1/{sample}; "
-        "instrumented: throughput not comparable with plain runs)"
-    ]
+    if section.get("problem"):
+        return [f"  {label}: {section['problem']}"]
+    return [line(section)]
 
 
 @dataclass(frozen=True)
@@ -94,8 +105,7 @@ def measure(
     (or a guest clock that did not follow the host's over the workload, ``guest_s`` by the guest's clock)
     is a failure."""
     section: dict = {"plugin": plugin.to_dict()}
-    if plugin.output.exists():
-        shutil.copyfile(plugin.output, run_dir / RAW_FILE)
+    keep_counts(plugin.output, run_dir / RAW_FILE)
     vcpu_nodes = [n for n, cpus in enumerate(topo.node_cpus()) for _ in cpus]
     problem = None
     status = STATUS
@@ -111,7 +121,7 @@ def measure(
         section["guest_clock_ratio"] = round(guest_s / host_s, 3)
         # The host sees the stage marks up to a console poll late: 0.1-0.2 s with direct QEMU, up to about
         # 1.2 s through libvirt (the console is mirrored from the daemon's file; seen: 3.14 s guest against
-        # 4.35 s host for a sound clock). A miscalibrated guest clock is off by 4-52x (lab.vm.tcg_clock), so
+        # 4.35 s host for a sound clock). A miscalibrated guest clock is off by 4-52x (lab.vm.tcg.tcg_clock), so
         # the slack is generous: 2 s or half the host's time.
         if not problem and abs(guest_s - host_s) > max(2.0, 0.5 * host_s):
             problem = (
@@ -119,7 +129,21 @@ def measure(
                 f"{host_s:.2f} s host): its TSC calibration went wrong; the window and the workload's figures are wrong"
             )
             status = CLOCK_STATUS
+    return record_section(run_dir, section, problem, status, RAW_FILE, JSON_FILE)
+
+
+def keep_counts(output: Path | None, dest: Path) -> None:
+    """The plugin's file, copied into the run record (when the plugin wrote one)."""
+    if output is not None and output.exists():
+        shutil.copyfile(output, dest)
+
+
+def record_section(
+    run_dir: Path, section: dict, problem: str | None, status: str, raw_file: str, json_file: str
+) -> AccessResult:
+    """The plugin's section of the manifest with its ``problem`` (None: none), written to ``json_file`` in the
+    record; a problem fails an otherwise good run with ``status``."""
     section["problem"] = problem
-    (run_dir / JSON_FILE).write_text(json_text(section, indent=1) + "\n")
-    written = (JSON_FILE, *((RAW_FILE,) if (run_dir / RAW_FILE).exists() else ()))
+    (run_dir / json_file).write_text(json_text(section, indent=1) + "\n")
+    written = (json_file, *((raw_file,) if (run_dir / raw_file).exists() else ()))
     return AccessResult(section, written, (status, problem) if problem else None)

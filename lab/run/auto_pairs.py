@@ -31,6 +31,9 @@ from lab.analysis.verdict import (
 )
 from lab.errors import LabError
 from lab.kernel.resolve import resolve_kernel
+from lab.paths import json_text, write_text_atomic
+from lab.run.batch import Batch, requests_from_options
+from lab.run.execute import Interrupted, execute, print_summary
 from lab.run.options import MAX_REPEAT, RunOptions
 
 
@@ -99,12 +102,10 @@ def refuse_same_binary(a, b) -> None:
         )
 
 
-def run_auto(opts: RunOptions, args: argparse.Namespace, progress: Callable[[str], None]) -> int:
+def run_auto(opts: RunOptions, args: argparse.Namespace, progress: Callable[[str], None]) -> Batch:
     """The runs of ``opts`` (two kernels) in A B pairs; ``args`` holds --repeat auto's own options
-    (lab.cli.repeat_auto_args) and --json."""
-    from lab.run.batch import requests_from_options
-    from lab.run.execute import Interrupted, execute, print_summary
-
+    (lab.cli.repeat_auto_args) and --json. The batch directory gets verdict.json (``Batch.verdict``); the
+    report is the caller's to ask for."""
     decide, rule = check_auto_args(opts, args)
     refuse_same_binary(*(resolve_kernel(k) for k in opts.kernels))
     batch = auto_batch(opts)
@@ -112,7 +113,8 @@ def run_auto(opts: RunOptions, args: argparse.Namespace, progress: Callable[[str
     labels = (protos[0].kernel.name, protos[1].kernel.name)
     human = sys.stderr if args.json else sys.stdout
     sides: dict[str, list[dict]] = {labels[0]: [], labels[1]: []}
-    paths: list[Path] = []
+    batch_runs = Batch(rule=rule)
+    paths = batch_runs.paths
     t0 = time.monotonic()
     pairs = 0
     stop = Stop(False, "", "")
@@ -130,6 +132,7 @@ def run_auto(opts: RunOptions, args: argparse.Namespace, progress: Callable[[str
                 print_summary(manifest, out=human)
                 print(f"  record: {path}", file=human)
                 sides[name].append(manifest)
+                batch_runs.manifests.append(manifest)
                 paths.append(path)
             verdicts = verdicts_of(sides[labels[0]], sides[labels[1]], decide, rule, labels, context)
             stop = should_stop(verdicts, pairs, args.min_repeats, args.max_repeats, time.monotonic() - t0,
@@ -141,7 +144,8 @@ def run_auto(opts: RunOptions, args: argparse.Namespace, progress: Callable[[str
             progress(stop.detail)
     except Interrupted as sig:
         progress(f"interrupted by {sig}: QEMU stopped; the unfinished run was left as a hidden .partial directory")
-        return 143 if str(sig) == "SIGTERM" else 130
+        batch_runs.interrupted = 143 if str(sig) == "SIGTERM" else 130
+        return batch_runs
     result = {
         "stopped": stop.reason,
         "detail": stop.detail,
@@ -157,14 +161,8 @@ def run_auto(opts: RunOptions, args: argparse.Namespace, progress: Callable[[str
         "runs": [str(p) for p in paths],
         "verdicts": [v.to_dict() for v in verdicts],
     }
-    from lab.paths import json_text, write_text_atomic
 
     write_text_atomic(batch / "verdict.json", json_text(result, indent=2) + "\n")
     print_verdicts(verdicts, stop, human)
-    from lab.report.report_model import build_report
-
-    report = build_report(paths, batch / "report.html", rule)
-    print(f"report: {report.html}\nverdict data: {batch / 'verdict.json'}", file=human)
-    if args.json:
-        print(json_text(result, indent=2))
-    return 0 if all(m["status"] == "ok" for ms in sides.values() for m in ms) else 1
+    batch_runs.verdict = result
+    return batch_runs

@@ -4,28 +4,36 @@ children and the tests call."""
 from __future__ import annotations
 
 import os
+import statistics
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from lab.analysis.compare import DEFAULT_RULE
 from lab.analysis.numa import default_events
 from lab.errors import LabError
 from lab.guest.init_plan import GuestPlan
 from lab.guest.workloads import Workload
 from lab.host.accel import accel_verdict
 from lab.kernel.resolve import resolve_kernel
-from lab.paths import json_text, read_text_file
+from lab.paths import read_text_file
 from lab.placement.pinning import Backing
+from lab.run import access_matrix as access_run
+from lab.run import remote_latency as latency_run
 from lab.run.execute import Interrupted, RunRequest, execute, print_summary
 from lab.run.options import RunOptions
 from lab.topology.model import Topology
-from lab.vm.emulator import Emulator, qemu_version_tuple
-from lab.vm.emulator import resolve as resolve_emulator
-from lab.vm.guest_clock import GuestClock
-from lab.vm.guest_clock import check as check_clock
-from lab.vm.latency_model import LatencyModel
-from lab.vm.qemu_backend import QemuBackend
+from lab.vm.libvirt.libvirt_backend import LibvirtBackend
+from lab.vm.libvirt.libvirt_hostspec import HostSpec
+from lab.vm.qemu.emulator import Emulator, qemu_version_tuple
+from lab.vm.qemu.emulator import resolve as resolve_emulator
+from lab.vm.qemu.qemu_backend import QemuBackend
+from lab.vm.tcg.access_plugin import DEFAULT_SAMPLE
+from lab.vm.tcg.guest_clock import GuestClock
+from lab.vm.tcg.guest_clock import check as check_clock
+from lab.vm.tcg.latency_model import LatencyModel, default_local_ns, model_for
 
 
 def trace_events_of(opts: RunOptions) -> tuple[str, ...]:
@@ -144,11 +152,9 @@ def access_sample_of(opts: RunOptions, accel: str | None, emulator: Emulator | N
     sample = opts.access_sample
     if not opts.access_matrix:
         return 0  # (with --access-sample: RunOptions.check refuses it)
-    from lab.run.access_matrix import check_request
-    from lab.vm.access_plugin import DEFAULT_SAMPLE
 
     sample = DEFAULT_SAMPLE if sample is None else sample
-    check_request(sample, accel, opts.backend, opts.connect or "", opts.clock, emulator)
+    access_run.check_request(sample, accel, opts.backend, opts.connect or "", opts.clock, emulator)
     return sample
 
 
@@ -156,10 +162,8 @@ def latency_of(opts: RunOptions, accel: str, topo: Topology, emulator: Emulator 
     """--remote-latency slit [--remote-latency-ns L] -> the plugin's latency model (None: off)."""
     if opts.remote_latency == "off":
         return None
-    from lab.run.remote_latency import check_request
-    from lab.vm.latency_model import default_local_ns, model_for
 
-    check_request(accel, opts.backend, opts.clock, emulator)
+    latency_run.check_request(accel, opts.backend, opts.clock, emulator)
     local_ns = default_local_ns(opts.clock) if opts.remote_latency_ns is None else opts.remote_latency_ns
     return model_for(topo, opts.remote_latency, local_ns, opts.clock)
 
@@ -170,8 +174,6 @@ def backend_of(opts: RunOptions):
         return QemuBackend(resolve_emulator(opts.qemu))
     if opts.qemu:
         raise LabError("--qemu: only with --backend qemu (a libvirt host runs the emulator its domains name)")
-    from lab.vm.libvirt_backend import LibvirtBackend
-    from lab.vm.libvirt_hostspec import HostSpec
 
     uri = opts.connect or "qemu:///system"
     if "://" not in uri:
@@ -213,41 +215,59 @@ def print_side_by_side(manifests: list[dict], out) -> None:
                 if m.get("metrics")
             ]
             vals = [v for v in vals if v is not None]
-            cells.append(f"{sum(vals) / len(vals):.1f} (n={len(vals)})" if vals else "-")
+            cells.append(f"{statistics.fmean(vals):.1f} (n={len(vals)})" if vals else "-")
         print(f"  {ev:<22}" + "".join(f"{c:>20}" for c in cells), file=out)
 
 
-def run_options(opts: RunOptions, progress: Callable[[str], None], json_out: bool = False, report: bool = False) -> int:
-    """Run everything ``opts`` asks for, print each run's summary (on stderr with ``json_out``, which prints
-    the manifests as JSON on stdout), write an HTML report for A/B batches or with ``report``. Exit status:
-    0 when every run is ok, 1 otherwise; 130/143 when interrupted."""
+@dataclass
+class Batch:
+    """What a batch of runs left (run_options, lab.run.auto_pairs.run_auto): each run's record and manifest,
+    and its exit status. The report is the caller's to ask for (the CLI: lab.cli.cmd_run.finish)."""
+
+    paths: list[Path] = field(default_factory=list)  # the run records, in the order they ran
+    manifests: list[dict] = field(default_factory=list)
+    interrupted: int = 0  # 130 (SIGINT) or 143 (SIGTERM) when a signal stopped the batch
+    rule: str = DEFAULT_RULE  # the significance rule its A/B verdicts are read by
+    verdict: dict | None = None  # --repeat auto: what verdict.json holds
+
+    @property
+    def status(self) -> int:
+        """The exit status: 0 when every run is ok, 1 otherwise; 130/143 when interrupted."""
+        if self.interrupted:
+            return self.interrupted
+        return 0 if all(m["status"] == "ok" for m in self.manifests) else 1
+
+    @property
+    def kernels(self) -> set[str]:
+        return {m["kernel"]["name"] for m in self.manifests}
+
+    def report_path(self) -> Path:
+        """Where its report goes: report.html in the run's record, or in the directory the runs share."""
+        return (self.paths[0] if len(self.paths) == 1 else batch_dir_of(self.paths)) / "report.html"
+
+
+def run_options(opts: RunOptions, progress: Callable[[str], None], json_out: bool = False) -> Batch:
+    """Run everything ``opts`` asks for and print each run's summary (on stderr with ``json_out``, where
+    stdout is the caller's for JSON), then, for an A/B batch, the kernels' tracepoint counts side by side.
+    A signal stops the batch (``Batch.interrupted``) with QEMU stopped."""
     reqs = requests_from_options(opts, progress)
-    manifests = []
-    paths = []
+    batch = Batch()
+    human = sys.stderr if json_out else sys.stdout
     try:
         for i, req in enumerate(reqs):
             tag = f"[{i + 1}/{len(reqs)}] " if len(reqs) > 1 else ""
             path, manifest = execute(req, lambda msg, tag=tag: progress(tag + msg))
-            manifests.append(manifest)
-            paths.append(path)
-            print_summary(manifest, out=sys.stderr if json_out else sys.stdout)
-            print(f"  record: {path}", file=sys.stderr if json_out else sys.stdout)
+            batch.manifests.append(manifest)
+            batch.paths.append(path)
+            print_summary(manifest, out=human)
+            print(f"  record: {path}", file=human)
     except Interrupted as sig:
         progress(f"interrupted by {sig}: QEMU stopped; the unfinished run was left as a hidden .partial directory")
-        return 143 if str(sig) == "SIGTERM" else 130
-    human = sys.stderr if json_out else sys.stdout
-    kernels = {m["kernel"]["name"] for m in manifests}
-    if len(kernels) > 1:
-        print_side_by_side(manifests, human)
-    if report or len(kernels) > 1:
-        from lab.report.report_model import build_report
-
-        where = paths[0] if len(paths) == 1 else batch_dir_of(paths)
-        report = build_report(paths, where / "report.html")
-        print(f"report: {report.html}", file=human)
-    if json_out:
-        print(json_text(manifests[0] if len(manifests) == 1 else manifests, indent=2))
-    return 0 if all(m["status"] == "ok" for m in manifests) else 1
+        batch.interrupted = 143 if str(sig) == "SIGTERM" else 130
+        return batch
+    if len(batch.kernels) > 1:
+        print_side_by_side(batch.manifests, human)
+    return batch
 
 
 def batch_dir_of(paths: list[Path]) -> Path:

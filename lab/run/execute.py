@@ -20,17 +20,17 @@ from pathlib import Path
 
 from lab.analysis import plausible
 from lab.analysis.display import percent
+from lab.analysis.kernel_complaints import read_complaints
+from lab.analysis.kernel_complaints import summary as complaint_line
 from lab.analysis.lost import describe as describe_lost
 from lab.analysis.lost import is_incomplete
 from lab.analysis.metrics import METRIC_KEYS, per_vcpu_second, run_metrics
 from lab.analysis.node_cpu import node_cpu_time
+from lab.analysis.readback import build_id, check_topology, read_sched_domains, read_topology
+from lab.analysis.results import Unpacked, unpack_results
 from lab.errors import LabError
 from lab.guest import image
 from lab.guest.init_plan import GuestPlan
-from lab.guest.kernel_complaints import read_complaints
-from lab.guest.kernel_complaints import summary as complaint_line
-from lab.guest.readback import build_id, check_topology, read_sched_domains, read_topology
-from lab.guest.results import Unpacked, unpack_results
 from lab.guest.sched_verbose import check_groups, groups_record, read_sched_groups
 from lab.guest.workloads import SECONDS_METRICS, Workload, parse_output
 from lab.kernel.pvh import boot_image
@@ -60,16 +60,16 @@ from lab.topology.model import Topology
 from lab.topology.tiers import kernel_args as tier_kernel_args
 from lab.trace.assemble import assemble_run
 from lab.untrusted import finite_copy, read_guest_text, term_safe, to_int
-from lab.vm import tcg_boot
-from lab.vm.backend import Backend
+from lab.vm.backend import Backend, VmRequest
 from lab.vm.console import SLACK_S, Stage, check_marks
-from lab.vm.guest_clock import GuestClock
 from lab.vm.hang import describe as describe_hang
-from lab.vm.latency_model import LatencyModel
-from lab.vm.qemu_argv import BootSpec
-from lab.vm.qemu_backend import QemuBackend
+from lab.vm.qemu.qemu_argv import BootSpec
+from lab.vm.qemu.qemu_backend import QemuBackend
 from lab.vm.share import DEFAULT_OUTPUT_LIMIT, ShareLimits, guest_done, inventory, make_share
 from lab.vm.status import Evidence, classify
+from lab.vm.tcg import tcg_boot
+from lab.vm.tcg.guest_clock import GuestClock
+from lab.vm.tcg.latency_model import LatencyModel
 
 BOOT_ALLOWANCE_S = 60.0  # TCG boot of a large guest on a small host
 BOOT_ATTEMPTS = 2  # under TCG: one more boot when the first stalls before init (boot_deadline)
@@ -97,12 +97,12 @@ class RunRequest:
     label: str = ""
     backend: Backend = field(default_factory=QemuBackend)
     pinning: str = "auto"  # lab.placement.pinning.PINNINGS
-    firmware: str = "auto"  # lab.vm.firmware.FIRMWARES
+    firmware: str = "auto"  # lab.vm.qemu.firmware.FIRMWARES
     guest_output_limit: int | None = None  # bytes the guest may send (lab.vm.share); None: the default
     access_sample: int = 0  # --access-matrix: count every Nth guest memory access by node (0: off)
     access_map: str = ""  # the plugin's address map; "" chooses it from the QEMU version
     boot_deadline_s: float | None = None  # TCG: None for the default (boot_deadline), 0 for never
-    clock: GuestClock = GuestClock()  # the guest's clock (lab.vm.guest_clock): the host's, or instructions
+    clock: GuestClock = GuestClock()  # the guest's clock (lab.vm.tcg.guest_clock): the host's, or instructions
     latency: LatencyModel | None = None  # --remote-latency: what remote misses cost (the same plugin)
     # Seconds the KVM probe's 1-vCPU guest took to boot and power off (lab.host.accel), 0 when not probed: a
     # KVM that is slow to boot (nested KVM, at TCG's speed) gets a boot allowance and a stage-mark slack to match.
@@ -232,7 +232,7 @@ def execute(req: RunRequest, progress: Callable[[str], None] | None = None) -> t
 
 def kernel_cmdline(plan: GuestPlan, topo: Topology, tcg_args: str = "") -> str:
     """The guest kernel's whole command line: the plan's, the memory tiers' (lab.topology.tiers), then the
-    TCG arguments (lab.vm.tcg_boot; they depend on the host, so the golden files leave them out)."""
+    TCG arguments (lab.vm.tcg.tcg_boot; they depend on the host, so the golden files leave them out)."""
     return " ".join([plan.cmdline(), *tier_kernel_args(topo), *([tcg_args] if tcg_args else [])])
 
 
@@ -357,10 +357,9 @@ def _boot(req: RunRequest, placement, prep: Prepared, partial: Path, tmp: Path, 
     boot, share = prep.boot, prep.share
     for attempt in range(1, BOOT_ATTEMPTS + 1):
         last = attempt == BOOT_ATTEMPTS
-        outcome, backend_info = req.backend.run(
-            req.topology, placement, boot, partial, req.timeout(), on_stage, on_tick, limits,
-            boot_deadline_s=None if last else deadline,
-        )  # fmt: skip
+        vm = VmRequest(req.topology, placement, boot, partial, req.timeout(), on_stage, on_tick, limits,
+                       boot_deadline_s=None if last else deadline)  # fmt: skip
+        outcome, backend_info = req.backend.run(vm)
         if not outcome.boot_stalled:
             break
         where = describe_hang(outcome.hang_state)

@@ -15,16 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab import __version__
+from lab.analysis.results import Unpacked
 from lab.guest.init_plan import GuestPlan
-from lab.guest.results import Unpacked
 from lab.kernel.resolve import Kernel
 from lab.record_files import RUN_FORMAT
 from lab.run.access_matrix import AccessResult
 from lab.topology.kernel_view import predict
 from lab.topology.model import Topology
 from lab.vm.console import VmOutcome
-from lab.vm.firmware import firmware_name
 from lab.vm.hang import symbolize
+from lab.vm.qemu.firmware import firmware_name
 from lab.vm.status import console_excerpt, panic_line
 
 FORMAT = RUN_FORMAT  # (lab.record_files: the readers check it)
@@ -42,7 +42,7 @@ class GuestImage:
 
 @dataclass(frozen=True)
 class GuestView:
-    """What the guest said about itself, and how it compares with the spec (lab.guest.readback)."""
+    """What the guest said about itself, and how it compares with the spec (lab.analysis.readback)."""
 
     readback: dict | None
     sched_domains: dict
@@ -61,7 +61,7 @@ class ManifestInputs:
     plan: GuestPlan
     accel: str
     accel_reason: str
-    clock: dict  # lab.vm.guest_clock.GuestClock.to_dict()
+    clock: dict  # lab.vm.tcg.guest_clock.GuestClock.to_dict()
     placement: dict  # lab.placement.pinning.Placement.to_dict()
     backend_info: dict
     outcome: VmOutcome

@@ -26,15 +26,17 @@ import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lab.datafile import load_json
 from lab.errors import LabError
 from lab.guest.init_plan import SHORT_SCAN_KNOBS, TRACE_MODES, GuestPlan, check_duration
+from lab.guest.user_workload import resolve_workload
 from lab.paths import json_text
 from lab.placement.pinning import BACKINGS, PINNINGS
 from lab.topology.ref import TopologyRef
-from lab.vm.access_plugin import ADDRESS_MODES
-from lab.vm.firmware import FIRMWARES
-from lab.vm.guest_clock import CLOCKS
-from lab.vm.latency_model import REMOTE_LATENCY, check_local_ns
+from lab.vm.qemu.firmware import FIRMWARES
+from lab.vm.tcg.access_plugin import ADDRESS_MODES
+from lab.vm.tcg.guest_clock import CLOCKS
+from lab.vm.tcg.latency_model import REMOTE_LATENCY, check_local_ns
 
 MAX_REPEAT = 1000
 MAX_TIMEOUT_S = 7 * 86400.0
@@ -86,7 +88,7 @@ class RunOptions:
     pinning: str = "auto"
     firmware: str = "auto"
     accel: str = "auto"
-    clock: str = "host"  # the guest's clock: host, or virtual (it counts instructions: lab.vm.guest_clock)
+    clock: str = "host"  # the guest's clock: host, or virtual (it counts instructions: lab.vm.tcg.guest_clock)
     timeout: float | None = None
     boot_deadline: float | None = None  # TCG: re-boot once if init has not started by then; None default, 0 never
     guest_output_limit: str | None = None  # a size, e.g. 2G
@@ -99,7 +101,7 @@ class RunOptions:
     access_matrix: bool = False
     access_sample: int | None = None
     access_address_map: str = ""  # ram-block or guest-physical; "" chooses by QEMU version
-    remote_latency: str = "off"  # off, slit, table: remote misses cost (lab.vm.latency_model)
+    remote_latency: str = "off"  # off, slit, table: remote misses cost (lab.vm.tcg.latency_model)
     remote_latency_ns: float | None = None  # L, the local miss latency; None: the default
 
     def __post_init__(self) -> None:
@@ -146,8 +148,6 @@ class RunOptions:
     def workload_of(self):
         """The workload these options run (lab.guest.workloads.Workload): a built-in, a workload file or
         --workload-cmd, checked whole (files, libraries, packages, metrics) before any boot."""
-        from lab.guest.user_workload import resolve_workload
-
         # (one validator: numalab workload show, matrix check and bisect read a workload file the same way)
         return resolve_workload(self.workload, self.workload_cmd, self.workload_files)
 
@@ -159,7 +159,7 @@ class RunOptions:
             return
         if self.remote_latency_ns is not None:
             check_local_ns(self.remote_latency_ns)
-        from lab.run.remote_latency import check_request
+        from lab.run.remote_latency import check_request  # (on use: numalab's start loads this module)
 
         check_request(None if self.accel == "auto" else self.accel, self.backend, self.clock)
 
@@ -177,8 +177,8 @@ class RunOptions:
         """--guest-output-limit in bytes (None: the default)."""
         if self.guest_output_limit is None:
             return None
-        from lab.topology.spec import parse_mib
-        from lab.vm.share import ShareLimits
+        from lab.topology.spec import parse_mib  # (on use: numalab's start loads this module)
+        from lab.vm.share import ShareLimits  # (on use: numalab's start loads this module)
 
         limit = parse_mib(self.guest_output_limit, "--guest-output-limit") << 20
         ShareLimits(output_bytes=limit)  # the minimum, as a one-line error
@@ -228,8 +228,6 @@ class RunOptions:
 
     @classmethod
     def load(cls, path: Path) -> RunOptions:
-        from lab.datafile import load_json
-
         return cls.from_dict(load_json(path), str(path))
 
 

@@ -1,7 +1,7 @@
 """``numalab run --remote-latency slit``: the model's plugin arguments for a run, and its charges in the record.
 
 The plugin is the access-matrix plugin (one ``-plugin``, its build and address map;
-lab.vm.access_plugin); the model is lab.vm.latency_model's. Its counts go to
+lab.vm.tcg.access_plugin); the model is lab.vm.tcg.latency_model's. Its counts go to
 ``remote-latency.txt``; the manifest's ``remote_latency`` has the model and,
 per vCPU, the misses it saw by memory node and the nanoseconds it charged and held
 the vCPU for, over the whole run and over the workload window.
@@ -9,17 +9,15 @@ the vCPU for, over the whole run and over the workload window.
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lab.analysis.access_counts import bracket, snapshot_line
+from lab.analysis.access_counts import bracket, read_plugin_file
 from lab.errors import LabError
-from lab.paths import json_text
 from lab.record_files import REMOTE_LATENCY_JSON, REMOTE_LATENCY_TXT
-from lab.run.access_matrix import STATUS, AccessResult
-from lab.vm.emulator import Emulator
-from lab.vm.latency_model import LatencyModel
+from lab.run.access_matrix import STATUS, AccessResult, keep_counts, record_section, section_lines
+from lab.vm.qemu.emulator import Emulator
+from lab.vm.tcg.latency_model import LatencyModel
 
 RAW_FILE = REMOTE_LATENCY_TXT
 JSON_FILE = REMOTE_LATENCY_JSON
@@ -45,7 +43,7 @@ def check_request(accel: str | None, backend: str, clock: str, emulator: Emulato
 
 
 def plugin_latency(model: LatencyModel, workdir: Path) -> tuple[tuple[str, ...], Path]:
-    """The plugin's latency arguments and where its counts go (lab.vm.access_plugin.prepare's ``latency``)."""
+    """The plugin's latency arguments and where its counts go (lab.vm.tcg.access_plugin.prepare's ``latency``)."""
     out = workdir / RAW_FILE
     return tuple(model.plugin_args(out)), out
 
@@ -64,32 +62,17 @@ class LatencyLog:
 
 def read_log(path: Path) -> LatencyLog:
     """The plugin's latency file; a missing or malformed one is a LabError naming it."""
-    try:
-        lines = path.read_text().splitlines()
-    except OSError as err:
-        raise LabError(f"{path}: cannot read the remote-latency counts ({err.strerror})") from None
-    if not lines or lines[0] != "numalab-remote-latency 2":
-        raise LabError(f"{path}: not a remote-latency file (first line {lines[0] if lines else ''!r})")
     log = LatencyLog({}, [])
-    for n, line in enumerate(lines[1:], 2):
-        words = line.split()
-        try:
-            if not words or words[0] == "cost":
-                continue
-            if words[0] == "vnode":
-                log.vcpu_nodes.append(int(words[2]))
-            elif words[0] in ("snap", "end"):
-                snap = snapshot_line(words, log.head["vcpus"] * log.width, n == len(lines))
-                if snap is None:
-                    break
-                log.snaps.append(snap)
-                log.ended = log.ended or words[0] == "end"
-            else:
-                log.head[words[0]] = int(words[1])
-        except (ValueError, IndexError, KeyError) as err:
-            raise LabError(f"{path}:{n}: malformed line ({err})") from None
-    if not log.snaps:
-        raise LabError(f"{path}: no counts (the plugin wrote no snapshot)")
+
+    def header(words: list[str]) -> None:
+        if words[0] == "vnode":
+            log.vcpu_nodes.append(int(words[2]))
+        elif words[0] != "cost":
+            log.head[words[0]] = int(words[1])
+
+    log.snaps, log.ended = read_plugin_file(
+        path, "numalab-remote-latency 2", "remote-latency", header, lambda: log.head["vcpus"] * log.width
+    )
     return log
 
 
@@ -148,8 +131,7 @@ def measure(
     """The plugin's latency counts -> remote-latency.{txt,json} and the manifest's section; a file that is
     missing or malformed, or misses that fell outside every node (a wrong address map), fail the run."""
     section: dict = {"model": model.to_dict()}
-    if output is not None and output.exists():
-        shutil.copyfile(output, run_dir / RAW_FILE)
+    keep_counts(output, run_dir / RAW_FILE)
     problem = None
     try:
         log = read_log(run_dir / RAW_FILE)
@@ -162,23 +144,19 @@ def measure(
                 f"remote latency: {100 * section['other_share']:.2f}% of the modelled misses were in no node's "
                 "memory (the address map is wrong for this QEMU): remote accesses were not charged"
             )
-    section["problem"] = problem
-    (run_dir / JSON_FILE).write_text(json_text(section, indent=1) + "\n")
-    written = (JSON_FILE, *((RAW_FILE,) if (run_dir / RAW_FILE).exists() else ()))
-    return AccessResult(section, written, (STATUS, problem) if problem else None)
+    return record_section(run_dir, section, problem, STATUS, RAW_FILE, JSON_FILE)
 
 
 def summary_lines(manifest: dict) -> list[str]:
     """The run summary's remote-latency line (none without --remote-latency)."""
-    s = manifest.get("remote_latency")
-    if not s:
-        return []
-    if s.get("problem"):
-        return [f"  remote latency: {s['problem']}"]
-    part = s.get("window") or s.get("whole_run") or {}
-    m = s["model"]
-    paid = "to the guest's clock" if m.get("clock") == "virtual" else "held"
-    return [
-        f"  remote latency ({m['source']}, L={m['local_ns']:g} ns): charged {part.get('charged_s')}s, {paid} "
-        f"{part.get('held_s')}s; {part.get('remote_miss_pct')}% of modelled misses remote"
-    ]
+
+    def line(s: dict) -> str:
+        part = s.get("window") or s.get("whole_run") or {}
+        m = s["model"]
+        paid = "to the guest's clock" if m.get("clock") == "virtual" else "held"
+        return (
+            f"  remote latency ({m['source']}, L={m['local_ns']:g} ns): charged {part.get('charged_s')}s, {paid} "
+            f"{part.get('held_s')}s; {part.get('remote_miss_pct')}% of modelled misses remote"
+        )
+
+    return section_lines(manifest, "remote_latency", "remote latency", line)

@@ -22,9 +22,20 @@ from lab.analysis.record import load_manifest
 from lab.analysis.verdict import verdicts_of
 from lab.datafile import load_json, load_yaml
 from lab.errors import LabError
-from lab.matrix.auto_cells import cell_key, clock_problem_of, side_of, with_repeat
+from lab.matrix.auto_cells import (
+    cell_key,
+    clock_problem_of,
+    merged,
+    run_auto_matrix,
+    side_of,
+    with_repeat,
+    write_auto_json,
+)
 from lab.matrix.definition import MatrixRun, MatrixSpec, load_matrix
-from lab.matrix.schedule import run_dir
+from lab.matrix.kernels import matrix_kernel_args
+from lab.matrix.outputs import write_outputs
+from lab.matrix.schedule import check_out_dir, run_dir
+from lab.paths import json_text, write_text_atomic
 from lab.record_files import MANIFEST
 
 
@@ -228,11 +239,6 @@ def run_reproduction(
     jobs: int | None = None,
 ) -> dict:
     """Build the kernels, run the matrix with repeats: auto; returns timing context for the report."""
-    from lab.matrix.auto_cells import run_auto_matrix, write_auto_json
-    from lab.matrix.kernels import matrix_kernel_args
-    from lab.matrix.outputs import write_outputs
-    from lab.matrix.schedule import check_out_dir
-
     check_out_dir(out, spec, None)
     moved = set_aside_clock_failures(spec, out)
     for m in moved:
@@ -243,7 +249,6 @@ def run_reproduction(
     progress(f"seed {seed.id}: {len(spec.runs)} runs to start with, more where undecided -> {out}")
     auto = run_auto_matrix(spec, out, kernel_args, progress, jobs=jobs)
     write_auto_json(out, auto)
-    from lab.matrix.auto_cells import merged
 
     write_outputs(spec, auto.runs, out, merged(auto))
     if auto.interrupted:
@@ -260,7 +265,6 @@ def run_reproduction(
     }
     ran = any(not r.resumed for o in auto.outcomes for r in o.results)
     sessions = load_sessions(out) + ([this] if ran or moved else [])  # an invocation that ran nothing: not a session
-    from lab.paths import json_text, write_text_atomic
 
     write_text_atomic(out / "reproduce.json", json_text({"sessions": sessions}, indent=2) + "\n")
     return context_of(sessions)  # fmt: skip

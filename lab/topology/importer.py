@@ -15,13 +15,18 @@ or the file (sysfs).
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import replace
 from pathlib import Path
 
 from lab.cpulist import parse_cpulist
+from lab.datafile import MAX_SPEC_BYTES, parse_yaml
 from lab.errors import LabError
+from lab.paths import read_text_file
 from lab.topology.model import LOCAL_DISTANCE, MAX_DISTANCE, MAX_NODES, Node, Topology, check_name, validate
 from lab.topology.numactl import Machine, MachineNode, check_machine, parse_numactl
+from lab.topology.spec import load_spec, parse_mib
+from lab.topology.tiers import parse_tiers
 
 SYSFS_NODE_ROOT = Path("/sys/devices/system/node")
 
@@ -166,8 +171,6 @@ def scaled_topology(
     # the machine's own lower tiers (sysfs), or every CPU-less node with --slow-cpuless
     slow = cpuless if slow_cpuless else [i for i, n in enumerate(machine.nodes) if n.id in machine.slow_nodes]
     if slow:
-        from lab.topology.tiers import parse_tiers
-
         tiers = parse_tiers(
             {"tiers": {"slow_nodes": slow}}, [n.cpus for n in topo.nodes], [list(r) for r in topo.distances]
         )
@@ -217,8 +220,6 @@ def safe_name(stem: str) -> str:
 
 def yaml_data(text: str) -> object:
     """Parse a spec text written by :func:`to_spec_yaml` (to check that it loads back)."""
-    from lab.datafile import parse_yaml
-
     return parse_yaml(text, "the imported spec")
 
 
@@ -232,11 +233,6 @@ def import_spec(
 ) -> tuple[Topology, str]:
     """``numalab topo import``: numactl -H output (a file, or ``-`` for standard input) or a sysfs
     node directory -> the scaled topology and its spec text (checked to load back as it)."""
-    import sys
-
-    from lab.paths import read_text_file
-    from lab.topology.spec import load_spec, parse_mib
-
     if (file is None) == (from_sysfs is None):
         raise LabError("topo import: give a numactl -H file (or - for stdin) or --from-sysfs [ROOT], not both")
     if from_sysfs is not None:
@@ -245,8 +241,6 @@ def import_spec(
     else:
         assert file is not None
         if file == "-":
-            from lab.datafile import MAX_SPEC_BYTES
-
             data = sys.stdin.buffer.read(MAX_SPEC_BYTES + 1)
             if len(data) > MAX_SPEC_BYTES:
                 raise LabError(f"-: standard input: more than the {MAX_SPEC_BYTES >> 20} MiB numactl -H output may be")

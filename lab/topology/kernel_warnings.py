@@ -4,7 +4,7 @@ Validation (lab.topology.spec) rejects what QEMU or the kernel refuses
 outright. Some specs are accepted by both and still make the kernel log an
 error at boot; ``numalab topo check`` and ``topo show`` warn about those, and
 the run record's topology verdict carries what the kernel actually said
-(lab.guest.kernel_complaints).
+(lab.analysis.kernel_complaints).
 """
 
 from __future__ import annotations

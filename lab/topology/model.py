@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lab.errors import LabError
+from lab.topology.tiers import tiers_from_dict
 
 LOCAL_DISTANCE = 10
 MAX_DISTANCE = 255
@@ -157,7 +158,6 @@ def topology_from_dict(d: dict) -> Topology:
 def _tiers_from_dict(d: dict | None) -> Any:
     if not d:
         return None
-    from lab.topology.tiers import tiers_from_dict
 
     return tiers_from_dict(d)
 

@@ -29,7 +29,9 @@ import math
 import re
 from pathlib import Path
 
+from lab.datafile import parse_yaml
 from lab.errors import LabError
+from lab.paths import cache_dir, read_text_file, write_text_atomic
 from lab.topology.model import LOCAL_DISTANCE, MAX_NODES, Node, Topology, check_name, hop_matrix, validate
 from lab.topology.numactl import looks_like_numactl
 from lab.topology.tiers import parse_tiers
@@ -300,7 +302,6 @@ def load_topology(name_or_path: str, cache: bool = True) -> Topology:
     """A preset name (``ring-4``) or a path to a YAML spec. ``cache``: use the parsed-spec cache (a
     check reads the file itself and writes nothing)."""
     path = spec_path(name_or_path)
-    from lab.paths import read_text_file
 
     text = read_text_file(path)
     if looks_like_numactl(text):
@@ -315,9 +316,6 @@ _CACHE_VERSION = "v2"
 def _parse_yaml(text: str, path: Path, cache: bool = True):
     """YAML -> data (lab.datafile's bounded reader), remembered by the text's hash as JSON in the cache
     directory: importing PyYAML (it compiles dozens of regular expressions) is most of a `numalab` start."""
-    from lab.datafile import parse_yaml
-    from lab.paths import cache_dir, write_text_atomic
-
     digest = hashlib.sha256(text.encode()).hexdigest()[:24]
     cached = cache_dir("specs") / f"{digest}.{_CACHE_VERSION}.json" if cache else None
     if cached is not None:

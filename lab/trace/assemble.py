@@ -8,7 +8,7 @@ buffer pages, the formats of the traced events and of ``events/ftrace``, the
 header pages, printk formats, saved cmdlines and, when an event prints kernel
 symbols, kallsyms into ``trace-raw/`` (else the host gives restore an empty
 kallsyms). It reaches the host with the rest of the guest's results
-(lab/guest/results.py), and the host runs trace-cmd's own tool for exactly
+(lab/analysis/results.py), and the host runs trace-cmd's own tool for exactly
 this:
 
     trace-cmd restore -c -t trace-raw/tracing -k trace-raw/kallsyms -o head.dat

@@ -3,14 +3,37 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from lab.placement.pinning import Placement
 from lab.topology.model import Topology
 from lab.vm.console import Stage, VmOutcome
-from lab.vm.qemu_argv import BootSpec
+from lab.vm.qemu.qemu_argv import BootSpec
 from lab.vm.share import ShareLimits
+
+
+@dataclass(frozen=True)
+class VmRequest:
+    """One VM for a backend to run (Backend.run): what to boot and where, and how it is watched.
+
+    ``boot.results_dir`` is the run's share (lab.vm.share), a directory on this machine that the guest's
+    files must end up in; ``limits`` bound what the guest may send (console, share): the backend stops a VM
+    that goes over them and says why in ``outcome.limit``. A VM whose guest init has not reported "booted"
+    ``boot_deadline_s`` after the start is stopped as a timeout with ``outcome.boot_stalled``
+    (console.watch). ``on_stage`` hears each stage mark of the console, ``on_tick`` the seconds since the start at
+    every look at the console (a few times a second)."""
+
+    topo: Topology
+    placement: Placement
+    boot: BootSpec
+    run_dir: Path  # the run's directory: the backend's own files (QEMU's argv and log, domain XML)
+    timeout_s: float
+    on_stage: Callable[[Stage], None] | None = None
+    on_tick: Callable[[float], None] | None = None
+    limits: ShareLimits = field(default_factory=ShareLimits)
+    boot_deadline_s: float | None = None
 
 
 class Backend(Protocol):
@@ -21,7 +44,7 @@ class Backend(Protocol):
 
     name: str
     # "" when the VMs run on this machine; else which host they run on (a libvirt URI), whose own
-    # facts (its TSC frequency: lab.vm.tcg_clock) must not be mixed with this machine's.
+    # facts (its TSC frequency: lab.vm.tcg.tcg_clock) must not be mixed with this machine's.
     host_id: str
 
     def probe_host(self) -> dict:
@@ -43,24 +66,9 @@ class Backend(Protocol):
         directories; a one-line LabError for a choice this backend cannot boot."""
         ...
 
-    def run(
-        self,
-        topo: Topology,
-        placement: Placement,
-        boot: BootSpec,
-        run_dir: Path,
-        timeout_s: float,
-        on_stage: Callable[[Stage], None] | None = None,
-        on_tick: Callable[[float], None] | None = None,
-        limits: ShareLimits | None = None,
-        boot_deadline_s: float | None = None,
-    ) -> tuple[VmOutcome, dict]:
+    def run(self, req: VmRequest) -> tuple[VmOutcome, dict]:
         """Boot the VM, follow its console (lab.vm.console.watch) until it powers off or the
-        timeout passes, and make sure it is gone on every path (timeout, error, signal).
-        ``boot.results_dir`` is the run's share (lab.vm.share), a directory on this machine that the
-        guest's files must end up in; ``limits`` bound what the guest may send (console, share):
-        the backend stops a VM that goes over them and says why in ``outcome.limit``. A VM whose guest init
-        has not reported "booted" ``boot_deadline_s`` after the start is stopped as a timeout with
-        ``outcome.boot_stalled`` (console.watch).
-        Returns the outcome and the manifest's "backend" section (it must hold "name")."""
+        timeout passes, and make sure it is gone on every path (timeout, error, signal); ``req`` says
+        what and how (VmRequest). Returns the outcome and the manifest's "backend" section (it must
+        hold "name")."""
         ...

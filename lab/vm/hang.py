@@ -24,7 +24,7 @@ from pathlib import Path
 
 from lab.cpulist import format_cpulist
 from lab.errors import LabError
-from lab.vm.qmp import QemuGone, Qmp
+from lab.vm.qemu.qmp import QemuGone, Qmp
 
 _CPU = re.compile(r"^CPU#(\d+)", re.MULTILINE)
 _IP = re.compile(r"\b(?:RIP=([0-9a-f]{16})|EIP=([0-9a-f]{8}))\b")  # long mode, or 32-bit/real (firmware)

@@ -51,7 +51,7 @@ class ShareLimits:
     output_bytes: int = DEFAULT_OUTPUT_LIMIT  # the share as a whole, and what its tars unpack to
     entries: int = MAX_SHARE_ENTRIES
     console_bytes: int = CONSOLE_LIMIT
-    tar_members: int = 20000  # files and directories the tars may unpack to (lab.guest.results), both together
+    tar_members: int = 20000  # files and directories the tars may unpack to (lab.analysis.results), both together
 
     def __post_init__(self) -> None:
         if self.output_bytes < MIN_OUTPUT_LIMIT:

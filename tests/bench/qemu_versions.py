@@ -41,7 +41,7 @@ def main() -> int:
     repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 6
     duration = sys.argv[2] if len(sys.argv) > 2 else "8"
     from lab.host.qemu_prefix import fetch
-    from lab.vm.emulator import resolve
+    from lab.vm.qemu.emulator import resolve
 
     q10 = str(fetch(say=lambda _m: None))
     sides = {"7.2": "system", "10.0": q10}

@@ -33,7 +33,7 @@ CHARGED = {"virtual": ["--qemu", "charge", "--clock", "virtual"],
 def have_charge_qemu() -> bool:
     sys.path.insert(0, str(REPO))
     from lab.errors import LabError
-    from lab.vm.emulator import find_binary
+    from lab.vm.qemu.emulator import find_binary
 
     try:
         find_binary("charge")

@@ -25,7 +25,8 @@ from lab.host import libvirtd
 from lab.placement.host_inventory import read_inventory
 from lab.placement.pinning import plan_placement
 from lab.topology.spec import load_topology
-from lab.vm.qemu_argv import BootSpec
+from lab.vm.backend import VmRequest
+from lab.vm.qemu.qemu_argv import BootSpec
 
 pytestmark = [pytest.mark.vm, pytest.mark.libvirt]
 
@@ -163,7 +164,7 @@ SYSTEM_AGAIN = "qemu+unix:///system?socket=/run/libvirt/libvirt-sock"
 
 def _forget_verdict(uri: str) -> None:
     from lab.host.accel import _cache_file
-    from lab.vm.libvirt_backend import LibvirtBackend
+    from lab.vm.libvirt.libvirt_backend import LibvirtBackend
 
     _cache_file(LibvirtBackend(uri).probe_host()["key"]).unlink(missing_ok=True)
 
@@ -188,7 +189,7 @@ def test_accel_auto_probes_the_libvirt_host(daemons, tmp_path: Path) -> None:
     assert numalab_domains(SESSION) == []
     # The verdict is cached for that host: the next run asks no probe.
     from lab.host.accel import accel_verdict
-    from lab.vm.libvirt_backend import LibvirtBackend
+    from lab.vm.libvirt.libvirt_backend import LibvirtBackend
 
     assert accel_verdict(Path("/nonexistent"), LibvirtBackend(SESSION))["cached"] is True
 
@@ -199,7 +200,7 @@ def test_the_kvm_probe_boots_a_kvm_domain_on_the_host(daemons) -> None:
     domain boots instead. Nothing is left on the host."""
     from lab.host.accel import PROBE_TIMEOUT_S, accel_verdict
     from lab.kernel.stock import fetch_stock
-    from lab.vm.libvirt_backend import LibvirtBackend
+    from lab.vm.libvirt.libvirt_backend import LibvirtBackend
 
     backend = LibvirtBackend(SYSTEM_AGAIN)
     assert backend.kvm_missing() == ""
@@ -273,7 +274,7 @@ def test_clean_keeps_the_domain_of_a_live_owner_only(daemons, tmp_path: Path) ->
     process is alive, so its domain is kept; a process that has exited (its pid may be reused) is not."""
     import libvirt
 
-    from lab.vm.libvirt_leftovers import with_metadata
+    from lab.vm.libvirt.libvirt_leftovers import with_metadata
 
     gone = subprocess.Popen(["sleep", "0"])
     gone.wait()
@@ -307,7 +308,7 @@ def test_domain_name_clash_is_one_line(daemons, tmp_path: Path) -> None:
     import libvirt
 
     from lab.errors import LabError
-    from lab.vm.libvirt_backend import LibvirtBackend
+    from lab.vm.libvirt.libvirt_backend import LibvirtBackend
 
     name = "numalab-clash-test"
     xml = (f"<domain type='qemu'><name>{name}</name><memory unit='MiB'>64</memory><vcpu>1</vcpu>"
@@ -319,7 +320,7 @@ def test_domain_name_clash_is_one_line(daemons, tmp_path: Path) -> None:
         boot = BootSpec(kernel="/nonexistent", initrd="/nonexistent", cmdline="", results_dir=str(tmp_path),
                         console_log=str(tmp_path / "console.log"), qmp_socket="", name=name)  # fmt: skip
         with pytest.raises(LabError, match="already exists") as err:
-            LibvirtBackend(SESSION).run(topo, plan_placement(topo, read_inventory()), boot, tmp_path, 30)
+            LibvirtBackend(SESSION).run(VmRequest(topo, plan_placement(topo, read_inventory()), boot, tmp_path, 30))
         assert "\n" not in str(err.value) and "--clean" in str(err.value)
     finally:
         dom.undefine()
@@ -368,7 +369,7 @@ def test_host_lacking_the_image_is_one_line(daemons, tmp_path: Path) -> None:
     assert numalab_domains(SYSTEM) == []
     import libvirt
 
-    from lab.vm.libvirt_hostspec import HostSpec
+    from lab.vm.libvirt.libvirt_hostspec import HostSpec
 
     conn = libvirt.open(SYSTEM)
     try:

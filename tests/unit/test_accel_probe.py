@@ -8,7 +8,7 @@ from common import HOST
 
 from lab.host.accel import PROBE_CMDLINE, PROBE_TOPOLOGY, probe_boot
 from lab.placement.pinning import plan_placement
-from lab.vm.qemu_argv import qemu_argv
+from lab.vm.qemu.qemu_argv import qemu_argv
 
 
 def test_the_probe_argv_is_qemu_argv_without_share_monitor_or_pause(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from lab.analysis.access_counts import OUTSIDE_LIMIT, read_log, self_check, summ
 from lab.analysis.metrics import metric_values
 from lab.errors import LabError
 from lab.topology.model import Node, Topology
-from lab.vm import access_plugin as ap
+from lab.vm.tcg import access_plugin as ap
 
 MIB = 1 << 20
 GIB = 1 << 30
@@ -238,9 +238,9 @@ def test_report_shows_heatmap_timeline_and_slowdown(tmp_path) -> None:
 
 
 def test_host_tsc_frequency_comes_from_the_host_kernel_log(monkeypatch) -> None:
-    """Instrumented guests (like every TCG guest: lab.vm.tcg_boot) are told the host's TSC frequency."""
-    from lab.vm import tcg_clock
-    from lab.vm.tcg_clock import host_tsc_khz
+    """Instrumented guests (like every TCG guest: lab.vm.tcg.tcg_boot) are told the host's TSC frequency."""
+    from lab.vm.tcg import tcg_clock
+    from lab.vm.tcg.tcg_clock import host_tsc_khz
 
     log = "[    0.000059] tsc: Detected 2299.998 MHz processor\n"
     assert host_tsc_khz(log) == 2299998
@@ -305,7 +305,7 @@ def test_the_plugin_reaches_the_qemu_command_line_only_when_asked() -> None:
     from common import BOOT, HOST
 
     from lab.placement.pinning import Backing, plan_placement
-    from lab.vm.qemu_argv import qemu_argv
+    from lab.vm.qemu.qemu_argv import qemu_argv
 
     topo = _topo([256, 256])
     placement = plan_placement(topo, HOST, Backing())
@@ -341,7 +341,7 @@ def test_libvirt_domain_passes_the_plugin_through_and_validates(tmp_path) -> Non
     from test_libvirt_xml import validate
 
     from lab.placement.pinning import Backing, plan_placement
-    from lab.vm.libvirt_xml import QEMU_NS, domain_xml
+    from lab.vm.libvirt.libvirt_xml import QEMU_NS, domain_xml
 
     topo = _topo([256, 256])
     placement = plan_placement(topo, HOST, Backing())

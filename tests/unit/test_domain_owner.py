@@ -7,7 +7,7 @@ import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from lab.vm.libvirt_leftovers import METADATA_NS, process_start, with_metadata
+from lab.vm.libvirt.libvirt_leftovers import METADATA_NS, process_start, with_metadata
 
 
 def test_a_process_is_its_pid_and_start() -> None:

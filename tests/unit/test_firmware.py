@@ -14,10 +14,10 @@ from lab.errors import LabError
 from lab.placement.host_inventory import read_inventory
 from lab.placement.pinning import plan_placement
 from lab.topology.spec import load_topology
-from lab.vm.emulator import resolve as resolve_emulator
-from lab.vm.firmware import find_qboot, firmware_name, resolve_firmware
-from lab.vm.libvirt_xml import domain_xml
-from lab.vm.qemu_argv import qemu_argv
+from lab.vm.libvirt.libvirt_xml import domain_xml
+from lab.vm.qemu.emulator import resolve as resolve_emulator
+from lab.vm.qemu.firmware import find_qboot, firmware_name, resolve_firmware
+from lab.vm.qemu.qemu_argv import qemu_argv
 
 
 def test_auto_takes_qboot_where_qemu_ships_it(tmp_path) -> None:

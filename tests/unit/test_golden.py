@@ -17,11 +17,11 @@ from common import BOOT, HOST
 
 from lab.placement.pinning import plan_placement
 from lab.topology.spec import load_topology, preset_names
-from lab.vm.emulator import Emulator
-from lab.vm.guest_clock import GuestClock
-from lab.vm.libvirt_xml import domain_xml
-from lab.vm.qemu_argv import qemu_argv
-from lab.vm.tcg_boot import boot_args
+from lab.vm.libvirt.libvirt_xml import domain_xml
+from lab.vm.qemu.emulator import Emulator
+from lab.vm.qemu.qemu_argv import qemu_argv
+from lab.vm.tcg.guest_clock import GuestClock
+from lab.vm.tcg.tcg_boot import boot_args
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"

@@ -21,7 +21,7 @@ from lab.record_files import MANIFEST
 from lab.run.batch import plan_of
 from lab.run.execute import kernel_cmdline
 
-# name -> numalab run's options. The TCG kernel arguments depend on the host (lab.vm.tcg_boot): left out.
+# name -> numalab run's options. The TCG kernel arguments depend on the host (lab.vm.tcg.tcg_boot): left out.
 RUNS = {
     "ring4-numa01": ["--topology", "ring-4", "--workload", "numa01", "--duration", "20"],
     "ring4-idle-no-trace": ["--topology", "ring-4", "--workload", "idle", "--duration", "1", "--no-trace"],

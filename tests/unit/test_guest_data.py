@@ -17,12 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lab.analysis import compare as cmp
+from lab.analysis.kernel_complaints import complaints
 from lab.analysis.metrics import metric_values, run_metrics
 from lab.analysis.node_cpu import node_cpu_time
-from lab.analysis.record import RunRecord
-from lab.errors import LabError
-from lab.guest.kernel_complaints import complaints
-from lab.guest.readback import (
+from lab.analysis.readback import (
     build_id,
     check_topology,
     read_sched_domains,
@@ -30,7 +28,9 @@ from lab.guest.readback import (
     read_vmstat,
     read_vmstat_series,
 )
-from lab.guest.results import unpack_results
+from lab.analysis.record import RunRecord
+from lab.analysis.results import unpack_results
+from lab.errors import LabError
 from lab.guest.sched_verbose import check_groups, parse_dump
 from lab.guest.workloads import WORKLOADS, get_workload, parse_output
 from lab.paths import json_text, write_json_atomic
@@ -39,8 +39,8 @@ from lab.topology.tiers import check_tiers, read_tiers
 from lab.trace.assemble import assemble_run
 from lab.trace.tracedat import stats_lost, stats_per_cpu
 from lab.untrusted import finite_copy, guest_json, term_safe, to_float, to_int
-from lab.vm import tcg_boot, tcg_clock
 from lab.vm.console import parse_stage
+from lab.vm.tcg import tcg_boot, tcg_clock
 
 N = "/sys/devices/system/node"
 GOOD_TOPOLOGY = f"""\

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from common import guest_tar
 
-from lab.guest.results import MAX_MEMBERS, unpack_results
+from lab.analysis.results import MAX_MEMBERS, unpack_results
 
 
 @pytest.fixture

@@ -128,6 +128,22 @@ def test_the_checks_see_a_cycle_and_an_upward_import(tmp_path, monkeypatch) -> N
         raise AssertionError("the cycle lab.vm.a <-> lab.report.b was not seen")
 
 
+def test_an_import_inside_a_function_says_why() -> None:
+    """Imports sit at the top of a module; one inside a function is there for a reason (an optional or slow
+    dependency, numalab's start-up time), and a comment on its line says which."""
+    silent = []
+    for p in sorted(LAB.rglob("*.py")):
+        lines = p.read_text().splitlines()
+        for fn in ast.walk(ast.parse("\n".join(lines))):
+            if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for node in ast.walk(fn):
+                    if isinstance(node, (ast.Import, ast.ImportFrom)):
+                        text = lines[node.lineno - 1 : node.end_lineno]
+                        if not any("#" in line for line in text):
+                            silent.append(f"{p.relative_to(REPO)}:{node.lineno}")
+    assert silent == []
+
+
 def test_no_two_modules_share_a_file_name() -> None:
     """The package gives the context, so a name says one thing: ``lab/`` has no two modules of one file name
     (``__init__`` and ``__main__`` aside)."""

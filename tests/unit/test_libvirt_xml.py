@@ -1,4 +1,4 @@
-"""lab.vm.libvirt_xml: schema-valid libvirt domain XML describing the same VM as qemu_argv()."""
+"""lab.vm.libvirt.libvirt_xml: schema-valid libvirt domain XML describing the same VM as qemu_argv()."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from lab.errors import LabError
 from lab.placement.pinning import Backing, Placement, plan_placement
 from lab.topology.model import Topology
 from lab.topology.spec import load_spec, load_topology, preset_names
-from lab.vm.libvirt_xml import domain_xml
-from lab.vm.qemu_argv import qemu_argv, smp_layout
+from lab.vm.libvirt.libvirt_xml import domain_xml
+from lab.vm.qemu.qemu_argv import qemu_argv, smp_layout
 
 VALIDATOR = "virt-xml-validate"
 

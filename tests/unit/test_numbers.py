@@ -20,9 +20,9 @@ from common import REPO, numalab
 
 from lab.analysis import compare as cmp
 from lab.analysis.display import percent
+from lab.analysis.kernel_complaints import complaints, read_complaints
 from lab.analysis.metrics import run_metrics
 from lab.analysis.record import RunRecord
-from lab.guest.kernel_complaints import complaints, read_complaints
 from lab.report.report_model import build_report
 from lab.run.execute import print_summary
 from lab.topology.kernel_warnings import predicted_warnings

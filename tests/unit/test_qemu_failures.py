@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from common import require_setup_package
 
-from lab.vm.qemu_backend import run_vm
+from lab.vm.qemu.qemu_backend import run_vm
 
 QEMU = shutil.which("qemu-system-x86_64")
 

@@ -1,4 +1,4 @@
-"""Which QEMU a run uses (lab.vm.emulator): facts asked of the binary itself, once per binary."""
+"""Which QEMU a run uses (lab.vm.qemu.emulator): facts asked of the binary itself, once per binary."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from lab.errors import LabError
-from lab.vm import emulator
-from lab.vm.firmware import find_qboot
+from lab.vm.qemu import emulator
+from lab.vm.qemu.firmware import find_qboot
 
 
 def _fake_qemu(bindir: Path, calls: Path, version: str, dirs: str) -> Path:

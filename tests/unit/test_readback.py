@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lab.guest.readback import read_topology
+from lab.analysis.readback import read_topology
 
 N = "/sys/devices/system/node"
 RAW = f"""\

@@ -13,8 +13,8 @@ import pytest
 from lab.errors import LabError
 from lab.run import remote_latency as rl
 from lab.topology.model import Node, Topology
-from lab.vm import access_plugin as ap
-from lab.vm.latency_model import LatencyModel, model_for
+from lab.vm.tcg import access_plugin as ap
+from lab.vm.tcg.latency_model import LatencyModel, model_for
 
 REPO = Path(__file__).resolve().parents[2]
 MIB = 1 << 20
@@ -195,7 +195,7 @@ def test_a_matrix_setting_asks_for_remote_latency(tmp_path) -> None:
 
 
 def test_the_virtual_clock_needs_a_qemu_that_charges_time() -> None:
-    from lab.vm.emulator import Emulator
+    from lab.vm.qemu.emulator import Emulator
 
     stock = Emulator("/usr/bin/qemu-system-x86_64", "QEMU emulator version 10.0.2", ())
     with pytest.raises(LabError, match=r"^--remote-latency with --clock virtual: QEMU 10\.0\.2 \(/usr/bin/qemu-system-"

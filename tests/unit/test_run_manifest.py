@@ -11,8 +11,8 @@ from pathlib import Path
 from common import REPO
 
 from lab.analysis.record import RunRecord
+from lab.analysis.results import Unpacked
 from lab.guest.init_plan import GuestPlan
-from lab.guest.results import Unpacked
 from lab.kernel.bootable import Kernel
 from lab.record_files import CONSOLE_LOG, MANIFEST
 from lab.run.access_matrix import AccessResult

@@ -16,7 +16,7 @@ from lab.matrix.definition import parse_matrix
 from lab.matrix.schedule import child_command, host_options, run_options
 from lab.run.options import CHOICES, RunOptions
 from lab.topology.ref import TopologyRef
-from lab.vm.libvirt_hostspec import HostSpec
+from lab.vm.libvirt.libvirt_hostspec import HostSpec
 
 
 def _cli(*argv: str) -> RunOptions:

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from lab.vm import tcg_boot, tcg_clock
+from lab.vm.tcg import tcg_boot, tcg_clock
 
 
 @pytest.fixture(autouse=True)

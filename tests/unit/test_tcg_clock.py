@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from lab.vm import tcg_boot, tcg_clock
+from lab.vm.tcg import tcg_boot, tcg_clock
 
 # ring-4-c1 numa01 on the baseline kernel, host load average ~12: the guest clock ran 52x fast.
 BAD = (

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from common import assert_one_line_error, numalab
 
+from lab.analysis.readback import check_topology
 from lab.errors import LabError
-from lab.guest.readback import check_topology
 from lab.guest.workloads import get_workload
 from lab.placement.pinning import plan_placement
 from lab.topology.kernel_view import predict
@@ -25,8 +25,8 @@ from lab.topology.tiers import (
     read_tiers,
     usable_mib,
 )
-from lab.vm.libvirt_xml import domain_xml
-from lab.vm.qemu_argv import BootSpec, qemu_argv
+from lab.vm.libvirt.libvirt_xml import domain_xml
+from lab.vm.qemu.qemu_argv import BootSpec, qemu_argv
 
 BOOT = BootSpec(
     kernel="/k/bzImage", initrd="/k/initrd", cmdline="console=ttyS0", results_dir="/r", console_log="/c.log"

@@ -13,8 +13,8 @@ import json
 import pytest
 from common import numalab
 
+from lab.analysis.readback import MEM_TOLERANCE_MIB, MEM_TOLERANCE_SHARE
 from lab.cpulist import format_cpulist
-from lab.guest.readback import MEM_TOLERANCE_MIB, MEM_TOLERANCE_SHARE
 from lab.topology.kernel_view import expected_numa_spans, predict
 from lab.topology.spec import load_topology, preset_names
 from lab.topology.tiers import usable_mib

@@ -17,9 +17,9 @@ from lab.host.accel import PROBE_MARK, PROBE_TOPOLOGY, probe_boot
 from lab.kernel.stock import fetch_stock
 from lab.placement.host_inventory import read_inventory
 from lab.placement.pinning import plan_placement
-from lab.vm.emulator import resolve
-from lab.vm.qemu_argv import qemu_argv
-from lab.vm.qemu_backend import QemuBackend
+from lab.vm.qemu.emulator import resolve
+from lab.vm.qemu.qemu_argv import qemu_argv
+from lab.vm.qemu.qemu_backend import QemuBackend
 
 pytestmark = pytest.mark.vm
 

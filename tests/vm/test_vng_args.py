@@ -17,7 +17,7 @@ from common import HOST, REPO, assert_one_line_error, numalab
 
 from lab.placement.pinning import plan_placement
 from lab.topology.spec import load_topology
-from lab.vm.vng_args import vng_args
+from lab.vm.qemu.vng_args import vng_args
 
 DATA = REPO / "tests" / "data" / "topologies"
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 from lab.analysis.display import percent
+from lab.analysis.kernel_complaints import summary as complaint_line
 from lab.analysis.lost import describe as describe_lost
-from lab.guest.kernel_complaints import summary as complaint_line
 from lab.record_files import TRACE_DAT
 from lab.report.html_parts import accel_badge, anchor, box, e, get, kv_table, num, status_badge
 from lab.report.sections.access_section import access_section

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
+from lab.analysis.kernel_complaints import summary as complaint_line
 from lab.cpulist import format_cpulist
-from lab.guest.kernel_complaints import summary as complaint_line
 from lab.report import svg, svg_topology
 from lab.report.colors import DISTANCE_FAR, DISTANCE_NEAR
 from lab.report.html_parts import anchor, box, e, figure, kv_table, num, table

@@ -17,6 +17,7 @@ imbalance uses the same significance rule as ``numalab compare``
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 from pathlib import Path
 
@@ -185,7 +186,7 @@ def _stat(x: dict, digits: int) -> str:
 
 def _mean(vals: list) -> float | None:
     vals = [v for v in vals if v is not None]
-    return sum(vals) / len(vals) if vals else None
+    return statistics.fmean(vals) if vals else None
 
 
 def _head(rows: list[dict]) -> list[str]:

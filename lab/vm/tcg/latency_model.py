@@ -16,7 +16,7 @@ topology spec's own ``latency_ratio:`` matrix (``table``), for machines whose SL
 in all, if a local miss in the emulated machine costs L (docs/throughput.md:
 what L is here and how it was calibrated).
 
-Under ``--clock virtual`` (guest time counts instructions: lab.vm.guest_clock) a miss
+Under ``--clock virtual`` (guest time counts instructions: lab.vm.tcg.guest_clock) a miss
 costs nothing by itself, so every miss is charged, a local one L and a remote one
 ``ratio * L``, and the charge goes to the guest's clock (``lat_clock=virtual``: a
 QEMU with numalab's patch, lab.host.qemu_charge) in 1 µs pieces instead of holding the

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 
 from lab.errors import LabError
-from lab.vm.libvirt_conn import close_quietly, connect, host_inventory, is_local_uri, uri_parts, version_string
+from lab.vm.libvirt.libvirt_conn import close_quietly, connect, host_inventory, is_local_uri, uri_parts, version_string
 
 POOL_NAME = "numalab"
 SYSTEM_POOL_DIR = "/var/lib/libvirt/numalab"

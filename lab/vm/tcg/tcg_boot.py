@@ -50,7 +50,7 @@ import re
 from pathlib import Path
 
 from lab.paths import cache_dir, json_text, write_text_atomic
-from lab.vm import tcg_clock
+from lab.vm.tcg import tcg_clock
 
 _SKIPPED = re.compile(
     r"^\[[ \d.]+\] Calibrating delay loop \(skipped\), value calculated using timer frequency\.\. [\d.]+ BogoMIPS"
@@ -88,8 +88,8 @@ TCG_ARGS = "tsc=reliable no_timer_check cryptomgr.notests"
 
 def boot_args(kernel_image: Path, accel: str, host: str = "", virtual_clock: bool = False) -> str:
     """Extra kernel arguments for this boot: under TCG ``tsc=reliable no_timer_check cryptomgr.notests``,
-    ``tsc_early_khz=`` (lab.vm.tcg_clock) and ``lpj=N`` once they are known. ``host``: "" for this
-    machine, else the remote host's libvirt URI. Under the virtual clock (lab.vm.guest_clock) the TSC counts
+    ``tsc_early_khz=`` (lab.vm.tcg.tcg_clock) and ``lpj=N`` once they are known. ``host``: "" for this
+    machine, else the remote host's libvirt URI. Under the virtual clock (lab.vm.tcg.guest_clock) the TSC counts
     instructions, not the host's cycles: neither the host's TSC frequency nor a learned lpj applies, and
     the guest calibrates against the PIT, which runs on the same instruction count."""
     if accel != "tcg":

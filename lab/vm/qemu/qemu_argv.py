@@ -1,6 +1,6 @@
 """The QEMU command line for a topology + placement + boot spec.
 
-Pure functions, no I/O: the backend (``lab.vm.qemu_backend``) runs what this
+Pure functions, no I/O: the backend (``lab.vm.qemu.qemu_backend``) runs what this
 builds, and golden files under ``tests/golden/qemu`` pin it down.
 """
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from lab.placement.pinning import Placement
 from lab.topology.model import Topology
-from lab.vm.guest_clock import GuestClock
+from lab.vm.tcg.guest_clock import GuestClock
 
 ACCELS = ("kvm", "tcg")
 
@@ -30,9 +30,9 @@ class BootSpec:
     accel: str = "tcg"
     name: str = "numalab"
     start_paused: bool = True  # so vCPUs can be pinned before the guest runs
-    firmware: str = ""  # a -bios ROM (lab.vm.firmware: qboot); "" for QEMU's default, SeaBIOS
-    plugin: str = ""  # a TCG plugin, the value of -plugin (lab.vm.access_plugin); "" for none
-    clock: GuestClock = GuestClock()  # TCG: the host's clock, or one that counts instructions (lab.vm.guest_clock)
+    firmware: str = ""  # a -bios ROM (lab.vm.qemu.firmware: qboot); "" for QEMU's default, SeaBIOS
+    plugin: str = ""  # a TCG plugin, the value of -plugin (lab.vm.tcg.access_plugin); "" for none
+    clock: GuestClock = GuestClock()  # TCG: the host's clock, or one that counts instructions (lab.vm.tcg.guest_clock)
     stage_token: str = ""  # the run's stage-mark token, in the initramfs (lab.vm.console); "": marks unchecked
     cpu: str = ""  # TCG's -cpu model ("max" exposes AMD SVM with nested paging: lab.host.nested); "": QEMU's default
     host_share: str = ""  # a host directory shared read-only over virtio-9p, tag "hostroot" (lab.host.nested)
@@ -142,7 +142,7 @@ def qemu_argv(
     topo: Topology, placement: Placement, boot: BootSpec, qemu: Sequence[str] = ("qemu-system-x86_64",)
 ) -> list[str]:
     """The whole command line. No network device; serial console to a file. ``qemu`` is its start: the
-    binary and its -L data directories (lab.vm.emulator.Emulator.argv_prefix).
+    binary and its -L data directories (lab.vm.qemu.emulator.Emulator.argv_prefix).
 
     q35 rather than pc: its PCIe root complex routes the 9p device's interrupt without the
     ACPI PCI link objects the pc machine's guest has to evaluate (AML, slow under TCG).

@@ -13,7 +13,7 @@ The guest's DMI line in ``dmesg-boot.txt`` names the firmware it booted
 default firmware: a ROM path on a remote host cannot be checked from here.
 
 qboot is looked up where the run's QEMU itself looks for ROMs, in its order
-(lab.vm.emulator.Emulator.firmware_dirs: the -L directories of a private
+(lab.vm.qemu.emulator.Emulator.firmware_dirs: the -L directories of a private
 prefix, then the binary's built-in path), never in a fixed list: a QEMU 10
 must not boot the system 7.2's ``qboot.rom``.
 """
@@ -38,7 +38,7 @@ def find_qboot(data_dirs: tuple[str, ...]) -> str | None:
 
 def resolve_firmware(choice: str, backend: str, data_dirs: tuple[str, ...] = ()) -> str:
     """The ``-bios`` ROM for this run, or "" for QEMU's default (SeaBIOS); ``data_dirs``: where the run's
-    QEMU looks for ROMs (lab.vm.emulator.Emulator.firmware_dirs)."""
+    QEMU looks for ROMs (lab.vm.qemu.emulator.Emulator.firmware_dirs)."""
     if choice not in FIRMWARES:
         raise LabError(f"--firmware {choice}: expected one of {', '.join(FIRMWARES)}")
     if choice == "seabios":

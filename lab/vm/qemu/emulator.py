@@ -17,8 +17,8 @@ itself, never from a wrapper or a fixed path:
   QEMU 10 from a prefix would boot the system 7.2's firmware.
 
 The access-matrix plugin's API and address map follow the version
-(``lab.vm.access_plugin``); qboot is looked up in the directories QEMU itself
-searches, in its order (``lab.vm.firmware``).
+(``lab.vm.tcg.access_plugin``); qboot is looked up in the directories QEMU itself
+searches, in its order (``lab.vm.qemu.firmware``).
 """
 
 from __future__ import annotations

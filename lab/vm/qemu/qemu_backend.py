@@ -26,15 +26,16 @@ from lab.errors import LabError
 from lab.placement.pinning import Placement
 from lab.record_files import QEMU_ARGV, QEMU_LOG
 from lab.topology.model import Topology
+from lab.vm.backend import VmRequest
 from lab.vm.console import Stage, VmOutcome, watch
-from lab.vm.emulator import Emulator
-from lab.vm.emulator import resolve as resolve_emulator
-from lab.vm.firmware import resolve_firmware
 from lab.vm.hang import vm_state
 from lab.vm.placement_watch import PlacementWatch
-from lab.vm.qemu_argv import BootSpec, qemu_argv
-from lab.vm.qmp import QemuGone, Qmp
-from lab.vm.share import ShareGuard, ShareLimits
+from lab.vm.qemu.emulator import Emulator
+from lab.vm.qemu.emulator import resolve as resolve_emulator
+from lab.vm.qemu.firmware import resolve_firmware
+from lab.vm.qemu.qemu_argv import qemu_argv
+from lab.vm.qemu.qmp import QemuGone, Qmp
+from lab.vm.share import ShareGuard
 from lab.vm.vcpu_time import StageSampler, schedstat_sampler
 
 PR_SET_PDEATHSIG = 1
@@ -249,7 +250,7 @@ def planned_memory(topo: Topology, placement: Placement) -> dict[int, int]:
 
 class QemuBackend:
     """Direct QEMU on this host: no daemon needed. ``emulator``: which QEMU (default: $NUMALAB_QEMU, else the
-    PATH's qemu-system-x86_64; lab.vm.emulator)."""
+    PATH's qemu-system-x86_64; lab.vm.qemu.emulator)."""
 
     name = "qemu"
     host_id = ""  # QEMU runs on this machine
@@ -281,20 +282,10 @@ class QemuBackend:
             return "/dev/kvm is not accessible (add yourself to group kvm)"
         return ""
 
-    def run(
-        self,
-        topo: Topology,
-        placement: Placement,
-        boot: BootSpec,
-        run_dir: Path,
-        timeout_s: float,
-        on_stage: Callable[[Stage], None] | None = None,
-        on_tick: Callable[[float], None] | None = None,
-        limits: ShareLimits | None = None,
-        boot_deadline_s: float | None = None,
-    ) -> tuple[VmOutcome, dict]:
+    def run(self, req: VmRequest) -> tuple[VmOutcome, dict]:
+        """Run QEMU for ``req`` (lab.vm.backend.Backend.run)."""
+        topo, placement, boot, run_dir, limits = req.topo, req.placement, req.boot, req.run_dir, req.limits
         argv = qemu_argv(topo, placement, boot, self.emulator.argv_prefix())
-        limits = limits or ShareLimits()
         # (memfd and hugepage backings are files QEMU sizes itself: no file-size limit there)
         ram = placement.backing.kind == "ram"
         max_file = max(limits.output_bytes, limits.console_bytes) + (1 << 20) if ram else None
@@ -304,13 +295,13 @@ class QemuBackend:
             Path(boot.console_log),
             Path(boot.qmp_socket) if boot.qmp_socket else None,
             dict(enumerate(placement.vcpu_pins)),
-            timeout_s,
+            req.timeout_s,
             run_dir / QEMU_LOG,
-            on_stage,
-            on_tick,
+            req.on_stage,
+            req.on_tick,
             ShareGuard(Path(boot.results_dir) if boot.results_dir else None, Path(boot.console_log), limits),
             max_file,
-            boot_deadline_s,
+            req.boot_deadline_s,
             self.emulator.env(),
             boot.stage_token,
             planned_memory(topo, placement),

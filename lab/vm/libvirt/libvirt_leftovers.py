@@ -15,9 +15,9 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from lab.vm.libvirt_conn import is_error, libvirt_module, short_error
-from lab.vm.libvirt_hostspec import HostSpec
-from lab.vm.libvirt_storage import ImageStore, ensure_pool
+from lab.vm.libvirt.libvirt_conn import is_error, libvirt_module, short_error
+from lab.vm.libvirt.libvirt_hostspec import HostSpec
+from lab.vm.libvirt.libvirt_storage import ImageStore, ensure_pool
 
 DOMAIN_PREFIX = "numalab-"
 METADATA_NS = "https://numalab.invalid/xmlns/run/1"

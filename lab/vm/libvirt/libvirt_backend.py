@@ -1,12 +1,12 @@
 """Run one VM through libvirt (local or remote), with the same VM, watch and classification as direct QEMU.
 
-The domain is the foundation's XML (:func:`lab.vm.libvirt_xml.domain_xml`),
+The domain is the foundation's XML (:func:`lab.vm.libvirt.libvirt_xml.domain_xml`),
 started transient with ``createXML(..., VIR_DOMAIN_START_AUTODESTROY)``: it
 is destroyed in a ``finally`` on every path (end, failure, timeout, Ctrl-C,
 SIGTERM), and libvirt itself destroys it if numalab dies without running
 that ``finally`` (SIGKILL), because the connection that started it closes.
 
-Files go through libvirt's storage API only (see :mod:`lab.vm.libvirt_storage`),
+Files go through libvirt's storage API only (see :mod:`lab.vm.libvirt.libvirt_storage`),
 so a remote host (``qemu+ssh://``) works like the local daemon and the tests
 on this machine exercise the very path a remote host takes:
 
@@ -27,7 +27,7 @@ on this machine exercise the very path a remote host takes:
 vCPU pinning and memory binding come from ``<cputune>``/``<numatune>``;
 what libvirt reports back (``vcpuPinInfo``, the live affinities, the NUMA
 parameters) goes into the manifest's ``backend`` section. The domain's metadata names the
-process that started it, so leftovers can be told from live runs (:mod:`lab.vm.libvirt_leftovers`).
+process that started it, so leftovers can be told from live runs (:mod:`lab.vm.libvirt.libvirt_leftovers`).
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ import platform
 import signal
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
@@ -47,11 +46,10 @@ from lab.cpulist import format_cpulist
 from lab.errors import LabError
 from lab.placement.pinning import Placement, plan_placement
 from lab.record_files import CONSOLE_LOG, DOMAIN_LIVE_XML, DOMAIN_XML, QEMU_LOG
-from lab.topology.model import Topology
-from lab.vm.console import Stage, VmOutcome, watch
-from lab.vm.firmware import resolve_firmware
+from lab.vm.backend import VmRequest
+from lab.vm.console import VmOutcome, watch
 from lab.vm.hang import parse_registers
-from lab.vm.libvirt_conn import (
+from lab.vm.libvirt.libvirt_conn import (
     capabilities,
     close_quietly,
     connect,
@@ -63,12 +61,14 @@ from lab.vm.libvirt_conn import (
     short_error,
     version_string,
 )
-from lab.vm.libvirt_hostspec import HostSpec, check_host
-from lab.vm.libvirt_leftovers import clean_hint, with_metadata
-from lab.vm.libvirt_storage import ImageStore, download, ensure_pool
-from lab.vm.libvirt_xml import domain_xml
-from lab.vm.qemu_argv import BootSpec
+from lab.vm.libvirt.libvirt_hostspec import HostSpec, check_host
+from lab.vm.libvirt.libvirt_leftovers import clean_hint, with_metadata
+from lab.vm.libvirt.libvirt_storage import ImageStore, download, ensure_pool
+from lab.vm.libvirt.libvirt_xml import domain_xml
+from lab.vm.qemu.firmware import resolve_firmware
+from lab.vm.qemu.qemu_argv import BootSpec
 from lab.vm.share import SHARE_FILES, ShareLimits, fmt_bytes, over_limit
+from lab.vm.tcg.access_plugin import relocate, split_argument
 from lab.vm.vcpu_time import Sample, StageSampler, libvirt_stats_sample
 
 # virDomainState -> the word QEMU's query-status would use (lab.vm.hang reports either)
@@ -159,22 +159,12 @@ class LibvirtBackend:
         """Fail early, with a one-line error, when the host cannot be reached (before building images)."""
         return check_host(self.host)
 
-    def run(
-        self,
-        topo: Topology,
-        placement: Placement,
-        boot: BootSpec,
-        run_dir: Path,
-        timeout_s: float,
-        on_stage: Callable[[Stage], None] | None = None,
-        on_tick: Callable[[float], None] | None = None,
-        limits: ShareLimits | None = None,
-        boot_deadline_s: float | None = None,
-    ) -> tuple[VmOutcome, dict]:
+    def run(self, req: VmRequest) -> tuple[VmOutcome, dict]:
+        """Run the domain for ``req`` on this backend's host (lab.vm.backend.Backend.run)."""
         conn = connect(self.uri)
         try:
-            return _Run(conn, self.host, boot, run_dir, limits or ShareLimits()).go(
-                topo, placement, timeout_s, on_stage, on_tick, boot_deadline_s
+            return _Run(conn, self.host, req.boot, req.run_dir, req.limits).go(
+                req.topo, req.placement, req.timeout_s, req.on_stage, req.on_tick, req.boot_deadline_s
             )
         finally:
             close_quietly(conn)
@@ -316,8 +306,6 @@ class _Run:
         self.info["results"] = {"dir": results, "owner": f"{owner[0]}:{owner[1]}" if owner else None}
 
     def _stage_plugin(self, results: str) -> str:
-        from lab.vm.access_plugin import relocate, split_argument
-
         so = next(p[5:] for p in split_argument(self.boot.plugin) if p.startswith("file="))
         out = next(p[4:] for p in split_argument(self.boot.plugin) if p.startswith("out="))
         remote_so = self.store.put_file(Path(so), f"{self.name}.plugin.so")
@@ -446,7 +434,7 @@ class _Run:
         """Where the domain was at the timeout (lab.vm.hang): libvirt's state for it and, through QEMU's
         human monitor, every vCPU's registers. Best effort: None if the domain or the daemon will not say."""
         try:
-            import libvirt_qemu
+            import libvirt_qemu  # (optional: the libvirt extra)
         except ImportError:
             return None
         try:

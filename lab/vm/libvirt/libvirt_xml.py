@@ -1,6 +1,6 @@
 """The libvirt domain XML for a topology + placement + boot spec.
 
-It describes the same VM as :func:`lab.vm.qemu_argv.qemu_argv`: the same
+It describes the same VM as :func:`lab.vm.qemu.qemu_argv.qemu_argv`: the same
 machine, vCPU topology, guest NUMA nodes and SLIT, memory binding, vCPU
 pinning, kernel boot, serial console to a file and 9p results share, and
 nothing else (no network, no graphics, no balloon, no USB). Pure function, no
@@ -43,11 +43,11 @@ How the QEMU options map:
 * ``-nodefaults`` -> ``<controller type='usb' model='none'/>`` and
   ``<memballoon model='none'/>``; no ``<interface>``, ``<graphics>``, ``<video>``.
 
-``-plugin`` (``boot.plugin``, lab.vm.access_plugin) -> ``<qemu:commandline>`` with
+``-plugin`` (``boot.plugin``, lab.vm.tcg.access_plugin) -> ``<qemu:commandline>`` with
 ``-plugin`` and its value (libvirt has no element for TCG plugins; it marks such a
 domain as tainted by custom arguments).
 
-One difference: ``boot.firmware`` (qboot, lab.vm.firmware) is not carried
+One difference: ``boot.firmware`` (qboot, lab.vm.qemu.firmware) is not carried
 over; a libvirt domain boots the host's default firmware (SeaBIOS).
 
 ``boot.qmp_socket`` and ``boot.start_paused`` have no counterpart: libvirt owns
@@ -62,7 +62,7 @@ from lab.cpulist import format_cpulist
 from lab.errors import LabError
 from lab.placement.pinning import Placement
 from lab.topology.model import Topology
-from lab.vm.qemu_argv import BootSpec, smp_layout
+from lab.vm.qemu.qemu_argv import BootSpec, smp_layout
 
 QEMU_NS = "http://libvirt.org/schemas/domain/qemu/1.0"
 ET.register_namespace("qemu", QEMU_NS)
@@ -175,7 +175,7 @@ def _devices(root: ET.Element, boot: BootSpec) -> None:
     _sub(console, "target", type="serial", port="0")
     _sub(dev, "memballoon", model="none")
     # pvpanic (QEMU's -device pvpanic): the guest kernel reports its panic, and libvirt the domain as crashed
-    # (on_crash preserve keeps it so for the backend to see: lab.vm.libvirt_backend, lab.vm.status).
+    # (on_crash preserve keeps it so for the backend to see: lab.vm.libvirt.libvirt_backend, lab.vm.status).
     _sub(dev, "panic", model="isa")
 
 

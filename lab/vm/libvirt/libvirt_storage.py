@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab.errors import LabError
-from lab.vm.libvirt_conn import is_error, libvirt_module, short_error
-from lab.vm.libvirt_hostspec import HostSpec
+from lab.vm.libvirt.libvirt_conn import is_error, libvirt_module, short_error
+from lab.vm.libvirt.libvirt_hostspec import HostSpec
 
 CHUNK = 1 << 20
 KERNEL_WAIT_S = 120.0  # another run uploading the same kernel to the same host

@@ -20,7 +20,7 @@ UP_HINT = "start it with: make libvirt-up (or: sudo python3 -m lab.host.libvirtd
 def libvirt_module():
     """The libvirt bindings, with a one-line error when they are missing; libvirt's stderr printer silenced."""
     try:
-        import libvirt
+        import libvirt  # (optional: the libvirt extra)
     except ImportError:
         raise LabError(
             "the libvirt backend needs libvirt-python: .venv/bin/pip install -e '.[libvirt]' "

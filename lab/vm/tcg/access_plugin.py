@@ -18,7 +18,12 @@ more than a trace of them used a wrong map and fails (``lab.analysis.access_coun
 
 from __future__ import annotations
 
+import hashlib
 import re
+import shutil
+import subprocess
+import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -96,11 +101,6 @@ def node_ranges(topo: Topology, mode: str) -> list[NodeRange]:
 
 def build_plugin(qemu_version: tuple[int, int], cc: str = "gcc") -> Path:
     """access_matrix.so built with the host compiler for this QEMU's plugin API, cached by sources + API."""
-    import hashlib  # (here, not at the top: numalab's CLI imports this module at every start)
-    import shutil
-    import subprocess
-    import tempfile
-
     api = plugin_api(qemu_version)
     srcs = sorted(p for p in PLUGIN_SRC.iterdir() if p.is_file())
     h = hashlib.sha256(f"api={api}".encode())
@@ -217,7 +217,7 @@ def prepare(
 
     ``mode`` overrides the address map chosen from the version (tests use it to prove the self-check).
     ``sample`` 0: no access matrix, only ``latency`` (its plugin arguments and where its counts go;
-    lab.vm.latency_model)."""
+    lab.vm.tcg.latency_model)."""
     if sample < 1 and (latency is None or sample != 0):
         raise LabError(f"--access-sample: must be >= 1, got {sample}")
     version = parse_qemu_version(qemu_version_text)
@@ -240,11 +240,9 @@ def prepare(
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m lab.vm.access_plugin [QEMU]``: build the plugin for that QEMU (default: the system's; make setup
+    """``python -m lab.vm.tcg.access_plugin [QEMU]``: build the plugin for that QEMU (default: the system's; make setup
     does this)."""
-    import sys
-
-    from lab.vm.emulator import resolve
+    from lab.vm.qemu.emulator import resolve  # (python -m only; numalab's start loads this module)
 
     args = sys.argv[1:] if argv is None else argv
     try:
