@@ -33,8 +33,9 @@ DEFAULT_RULE = "welch"  # the CI-overlap rule does not get easier with more runs
 @dataclass(frozen=True)
 class Verdict:
     metric: str
-    better: str  # which way is better for the metric: "higher" or "lower"
-    direction: str  # "better", "worse", "same" (not significant) or "unknown" (too few runs, no values)
+    better: str  # which way is better for the metric: "higher", "lower" or "neutral" (not judged)
+    # "better", "worse", "changed" (significant, a neutral metric), "same" (not significant) or "unknown"
+    direction: str
     pct_diff: float | None  # + is better
     significant: bool | None
     rule: str
@@ -67,7 +68,7 @@ class Verdict:
 
     @property
     def decided(self) -> bool:
-        return self.direction in ("better", "worse")
+        return self.direction in ("better", "worse", "changed")
 
     def line(self) -> str:
         """One line to paste: metric, direction, %diff, significance, repeats, accelerator."""
@@ -80,7 +81,7 @@ class Verdict:
         ctx = f" [{self.context}]" if self.context else ""
         if self.decided:
             what = self.direction
-        elif self.moved in ("better", "worse"):
+        elif self.moved in ("better", "worse", "higher", "lower"):
             what = f"undecided ({self.moved} by the {self.mean_name})"
         else:
             what = "undecided"
