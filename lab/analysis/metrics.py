@@ -9,6 +9,7 @@ from pathlib import Path
 
 from lab.analysis.lost import completeness, lost_per_cpu
 from lab.analysis.mmtests import VMSTAT_NUMA_KEYS, autonuma_cost, deltas, derived_rows, hint_local_percent
+from lab.analysis.node_memory import node_memory
 from lab.analysis.numa import ANALYSIS_EVENTS, analyse_trace, format_notes
 from lab.errors import LabError
 from lab.events import MIGRATE_PAGES, NUMA_DECISIONS
@@ -93,6 +94,8 @@ def run_metrics(run_dir: Path, topo: Topology, recorded: tuple[str, ...], t0: fl
             out["mmtests"] = derived_rows(d)
         out["vmstat"] = d
         out["vmstat_series"] = vmstat_series(run_dir, t0)
+    if nodes := node_memory(run_dir, topo, t0):
+        out["node_memory"] = nodes  # each node's memory over time, the workload's pages per node (its checks too)
         notes += vmstat_notes(start, end)
     if notes:
         out["interface_notes"] = notes

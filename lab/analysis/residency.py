@@ -9,8 +9,7 @@ default. A task's CPU is known from three events:
 * ``sched_process_exit`` (when traced): where its life ends; otherwise the trace's last event does.
 
 A task of the workload is one created while the trace ran (a ``sched_wakeup_new``) or one NUMA balancing
-decided about, less the guest init's own helpers (:data:`HELPERS`): kernel threads, created at boot, are not
-counted. "On a node" means assigned to one of its CPUs (running or waiting there), as the scheduler sees it.
+decided about, less the guest init's own helpers (:data:`HELPERS`) and kernel threads (kthreadd's children). "On a node" means assigned to one of its CPUs (running or waiting there), as the scheduler sees it.
 
 Figures (times in seconds from the workload's start, ``t0``):
 
@@ -18,7 +17,7 @@ Figures (times in seconds from the workload's start, ``t0``):
 * ``node``: per task and interval, the node it spent most of that interval on (None: not alive);
 * convergence: a task has *settled* at the start of the first interval from which every later interval's
   node is its final one, provided it stayed there :data:`SETTLED_MIN_BINS` intervals or more (else it did not
-  converge). The workload's ``convergence_s`` is the last task's settling time, a task that never settled
+  converge); a last interval it lived less than half of (its exit) is not counted. The workload's ``convergence_s`` is the last task's settling time, a task that never settled
   counting as the window's end (so the figure stays a number that ``compare`` can decide on: lower is better);
 * ping-pong: a task that left node A and was moved back to A within :data:`PINGPONG_WINDOW_S`
   (``pingpong``: any migrations; ``pingpong_numa``: both moves were NUMA-balancing decisions, sched_move_numa
@@ -43,7 +42,10 @@ MAX_TASKS = 64  # tasks kept per run (the most moved first); the workload figure
 MAX_MARKS = 2000  # move/swap/stick marks kept for the strip
 # The guest init's own processes (busybox applets, the trace grabber), never the workload's.
 HELPERS = frozenset({"sh", "sleep", "cat", "grep", "busybox", "init", "numalab-tracegr", "numalab-tracegrab",
-                     "trace-cmd", "dmesg", "tar", "cp", "kill", "poweroff", "umount"})  # fmt: skip
+                     "trace-cmd", "dmesg", "tar", "cp", "kill", "poweroff", "umount", "rm"})  # fmt: skip
+
+
+KTHREADD = 2  # the parent of every kernel thread
 
 
 def _node_of(topo: Topology) -> dict[int, int]:
@@ -87,7 +89,8 @@ def _timelines(trace: TraceData, node_of: dict[int, int], end: float):
             if node is not None and pid not in changes:
                 changes[pid] = [(e.ts, node)]
                 life[pid] = [e.ts, end]
-                created.add(pid)
+                if e.pid != KTHREADD:  # (the event comes from the parent: kthreadd's children are kernel threads)
+                    created.add(pid)
         elif e.name == MIGRATE_TASK.name:
             a, b = node_of.get(e.int("orig_cpu", -1)), node_of.get(e.int("dest_cpu", -1))
             if a is None or b is None:
@@ -114,9 +117,12 @@ def _bins(segs: list[tuple[float, float, int]], n_bins: int, n_nodes: int, t0: f
     return [[round(x, 3) for x in row] for row in out]
 
 
-def _settled(nodes: list[int | None]) -> int | None:
-    """The first interval from which every later interval's node is the final one (None: not converged)."""
+def _settled(nodes: list[int | None], seconds: list[list[float]]) -> int | None:
+    """The first interval from which every later interval's node is the final one (None: not converged). A last
+    interval the task lived less than half of (its exit, the workload's end) is not counted."""
     alive = [i for i, n in enumerate(nodes) if n is not None]
+    if len(alive) > 1 and sum(seconds[alive[-1]]) < BIN_S / 2:
+        alive.pop()
     if not alive:
         return None
     final = nodes[alive[-1]]
@@ -171,7 +177,7 @@ def residency(trace: TraceData, topo: Topology, t0: float) -> dict:
         segs = [(a, b, n) for (a, (_t, n), b) in zip(times, seq, [*times[1:], died], strict=True) if b > a]
         seconds = _bins(segs, n_bins, topo.n_nodes, t0)
         nodes = [max(range(topo.n_nodes), key=row.__getitem__) if sum(row) > 0 else None for row in seconds]
-        settled = _settled(nodes)
+        settled = _settled(nodes, seconds)
         tasks.append({
             "pid": pid,
             "comm": comm.get(pid, ""),
