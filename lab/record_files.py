@@ -96,8 +96,12 @@ ALL: tuple[RecordFile, ...] = (
     RecordFile(VMSTAT_START, "results", "/proc/vmstat before the workload"),
     RecordFile(VMSTAT_SERIES, "results", "/proc/vmstat every VMSTAT_INTERVAL seconds, each after an '@ uptime' line"),
     RecordFile(VMSTAT_END, "results", "/proc/vmstat after the workload"),
-    RecordFile(NUMA_NODES_SERIES, "results", "with each vmstat sample, after an '@ uptime' line: each workload "
-               "process's stat line, numa_maps and status, then every node's meminfo"),
+    RecordFile(
+        NUMA_NODES_SERIES,
+        "results",
+        "with each vmstat sample, after an '@ uptime' line: each workload "
+        "process's stat line, numa_maps and status, then every node's meminfo",
+    ),
     RecordFile(STAT_START, "results", "the cpu lines of /proc/stat before the workload"),
     RecordFile(STAT_END, "results", "the cpu lines of /proc/stat after the workload"),
     RecordFile(WORKLOAD_OUT, "results", "the workload's stdout, parsed into the manifest's workload.result"),

@@ -1,8 +1,8 @@
 """A/B comparison across repeats, in the style of mmtests' compare-kernels.
 
 For each metric: Min, the mean (Amean or Hmean: see below), Stddev, CoeffVar
-and Max of each side, and %diff signed so that **+ always means better**. Mechanism counters (pages migrated, hint faults,
-AutoNUMA cost, the sched_*_numa decisions: ``Metric.better == "neutral"``) have no better direction: fewer
+and Max of each side, and %diff signed so that **+ always means better**. Mechanism counters (pages migrated,
+hint faults, AutoNUMA cost, the sched_*_numa decisions: ``Metric.better == "neutral"``) have no better direction: fewer
 migrations is not better in itself. Their %diff is the plain change (+ means more) and a significant
 difference is "changed", never better or worse.
 
@@ -310,6 +310,10 @@ class Comparison:
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # shown first and loudly
     same_kernel: bool = False  # both sides booted one binary under the same settings (a warning says so)
+    # The runs' ids (manifest run_id), in the order of base_runs and new_runs: the names above are folder
+    # names, which two runs in two parents can share (r1, r2, ...).
+    base_ids: list[str] = field(default_factory=list)
+    new_ids: list[str] = field(default_factory=list)
 
     def row(self, key: str) -> Row | None:
         return next((r for r in self.rows if r.metric.key == key), None)
@@ -460,6 +464,8 @@ def compare_runs(
         notes,
         [same] if same else [],
         same is not None,
+        [r.run_id for r in base_ok],
+        [r.run_id for r in new_ok],
     )
 
 

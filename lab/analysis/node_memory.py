@@ -3,8 +3,8 @@
 The guest init samples, with every /proc/vmstat sample (the plan's ``vmstat_interval_s``), every node's
 ``/sys/devices/system/node/nodeN/meminfo`` and, for each process of the workload, its ``VmRSS`` and its
 ``/proc/PID/numa_maps`` (the ``N<node>=<pages>`` counts of each mapping), as mmtests' watch-numa-meminfo and
-numastat monitors do (each process's ``/proc/PID/stat`` line starts its part). numa_maps is per process (threads share their memory), so the workload's pages are per
-process, not per task.
+numastat monitors do (each process's ``/proc/PID/stat`` line starts its part). numa_maps is per process
+(threads share their memory), so the workload's pages are per process, not per task.
 
 The samples are checked before they are shown (``problems``; a check that fails says which sample):
 
@@ -120,7 +120,8 @@ def node_memory(run_dir: Path, topo: Topology, t0: float | None) -> dict:
         _check(t - start, mem, procs, topo, problems)
         out["t"].append(round(t - start, 2))
         out["total_mib"] = out["total_mib"] or [round(x, 1) for x in mem["MemTotal"]]
-        used = mem.get("MemUsed") or [a - b for a, b in zip(mem["MemTotal"], mem.get("MemFree", [0.0] * n), strict=True)]
+        free = mem.get("MemFree", [0.0] * n)
+        used = mem.get("MemUsed") or [a - b for a, b in zip(mem["MemTotal"], free, strict=True)]
         out["used_mib"].append([round(x, 1) for x in used])
         out["workload_mib"].append([round(sum(p["nodes"][i] for p in procs.values()), 1) for i in range(n)] if procs
                                    else None)  # fmt: skip

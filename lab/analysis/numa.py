@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from lab.analysis.residency import residency
 from lab.events import (
     BY_NAME,
     KNOWN,
@@ -29,7 +30,6 @@ from lab.events import (
     WAKEUP_NEW,
     TraceEvent,
 )
-from lab.analysis.residency import residency
 from lab.topology.model import Topology
 
 if TYPE_CHECKING:  # (annotations only: the CLI imports this module for its --event help, at every start)

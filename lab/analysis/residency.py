@@ -9,7 +9,8 @@ default. A task's CPU is known from three events:
 * ``sched_process_exit`` (when traced): where its life ends; otherwise the trace's last event does.
 
 A task of the workload is one created while the trace ran (a ``sched_wakeup_new``) or one NUMA balancing
-decided about, less the guest init's own helpers (:data:`HELPERS`) and kernel threads (kthreadd's children). "On a node" means assigned to one of its CPUs (running or waiting there), as the scheduler sees it.
+decided about, less the guest init's own helpers (:data:`HELPERS`) and kernel threads (kthreadd's children).
+"On a node" means assigned to one of its CPUs (running or waiting there), as the scheduler sees it.
 
 Figures (times in seconds from the workload's start, ``t0``):
 
@@ -17,7 +18,8 @@ Figures (times in seconds from the workload's start, ``t0``):
 * ``node``: per task and interval, the node it spent most of that interval on (None: not alive);
 * convergence: a task has *settled* at the start of the first interval from which every later interval's
   node is its final one, provided it stayed there :data:`SETTLED_MIN_BINS` intervals or more (else it did not
-  converge); a last interval it lived less than half of (its exit) is not counted. The workload's ``convergence_s`` is the last task's settling time, a task that never settled
+  converge); a last interval it lived less than half of (its exit) is not counted. The workload's
+  ``convergence_s`` is the last task's settling time, a task that never settled
   counting as the window's end (so the figure stays a number that ``compare`` can decide on: lower is better);
 * ping-pong: a task that left node A and was moved back to A within :data:`PINGPONG_WINDOW_S`
   (``pingpong``: any migrations; ``pingpong_numa``: both moves were NUMA-balancing decisions, sched_move_numa

@@ -46,8 +46,8 @@ def test_time_on_each_node_per_interval_and_convergence():
     # t0 = 100. Task 10 starts on node 0, moves to node 1 at 101.5, to node 2 at 102.25 and stays to 105.
     # Task 11 starts on node 3 and never moves. A shell (a helper) is not a task of the workload.
     t0 = 100.0
-    ev = [new(100.0, 10, 0), new(100.0, 11, 6), new(100.1, 12, 0, "sh"),
-          mig(101.5, 10, 1, 3), mig(102.25, 10, 3, 4), mig(102.5, 12, 0, 2, "sh"), end(105.0, 10), end(105.0, 11)]  # fmt: skip
+    ev = [new(100.0, 10, 0), new(100.0, 11, 6), new(100.1, 12, 0, "sh"), mig(101.5, 10, 1, 3),
+          mig(102.25, 10, 3, 4), mig(102.5, 12, 0, 2, "sh"), end(105.0, 10), end(105.0, 11)]  # fmt: skip
     r = residency(TraceData(ev), RING4, t0)
     by = {t["pid"]: t for t in r["tasks"]}
     assert set(by) == {10, 11} and "sh" in HELPERS
