@@ -171,9 +171,17 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         raise LabError("--out: required to start or resume a bisect")
     if args.decide and len(args.decide) > 1:
         raise LabError(f"--decide: a bisect decides on one metric, got {len(args.decide)}: {', '.join(args.decide)}")
-    args.decide = args.decide[0] if args.decide else DECIDE_DEFAULT
     source, series = _source_and_series(args)
     from lab.analysis.metrics import get_metric
+    from lab.analysis.verdict import resolve_decide
+    from lab.guest.user_workload import resolve_workload
+
+    if not args.decide or args.decide[0] == DECIDE_DEFAULT:  # the workload's own figure
+        workload = resolve_workload(workload_of(args), getattr(args, "workload_cmd", None) or "",
+                                    tuple(getattr(args, "workload_files", None) or ()))  # fmt: skip
+        args.decide = resolve_decide([DECIDE_DEFAULT], workload)[0]
+    else:
+        args.decide = args.decide[0]
     from lab.bisect.bisect_report import write_report
     from lab.bisect.engine import Bisect
     from lab.bisect.kernel_steps import series_patches
