@@ -99,8 +99,8 @@ ALL: tuple[RecordFile, ...] = (
     RecordFile(
         NUMA_NODES_SERIES,
         "results",
-        "with each vmstat sample, after an '@ uptime' line: each workload "
-        "process's stat line, numa_maps and status, then every node's meminfo",
+        "with each vmstat sample, after an '@ uptime' line: every node's meminfo, each workload process's "
+        "stat line, status, numa_maps and status again, then the nodes' meminfo again",
     ),
     RecordFile(STAT_START, "results", "the cpu lines of /proc/stat before the workload"),
     RecordFile(STAT_END, "results", "the cpu lines of /proc/stat after the workload"),

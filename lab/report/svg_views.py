@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from lab.report.svg import (
     INK,
     MUTED,
-    _legend,
     _line_axes,
     _mark_lines,
     _pixel_runs,
@@ -108,7 +107,7 @@ def band_chart(
     height: int = 220,
 ) -> str:
     """Per series (median, low, high) over a shared x: the median as a line, low..high as a band."""
-    left, right, top, bottom = 52, 12, 30 if title else 22, 34
+    left, right, top, bottom = 52, 12, 48 if title else 30, 34
     xs = list(x)
     ys = [v for med, lo, hi in series.values() for s in (med, lo, hi) for v in s if v is not None]
     x0, x1 = _x_extent(xs, None)
@@ -117,7 +116,12 @@ def band_chart(
     body = [text_at(left, 15, title, size=13, font_weight="600")] if title else []
     body += _line_axes(area, yt, [v for v in nice_ticks(x0, x1, 6) if x0 <= v <= x1])
     body.append(text_at(left + area.width, height - 3, x_label, "end", fill=MUTED))
-    body += _legend(list(series), colors, left + area.width)
+    lx = left  # the legend on its own row under the title: group labels are long
+    for name in series:
+        body.append(f'<rect x="{coord(lx)}" y="{top - 22}" width="10" height="10" rx="2" '
+                    f'fill="{colors.get(name, "#2563eb")}"/>')  # fmt: skip
+        body.append(text_at(lx + 14, top - 13, name, fill=INK))
+        lx += 30 + 6.2 * len(name)
     if not ys:
         body.append(text_at(left + area.width / 2, top + area.height / 2, "no data", "middle", fill=MUTED))
     for k, (name, (med, lo, hi)) in enumerate(series.items()):

@@ -8,6 +8,7 @@ a trace without sched_migrate_task) says so and how to get them.
 
 from __future__ import annotations
 
+import math
 from statistics import median
 
 from lab.analysis.compare import Comparison
@@ -84,12 +85,12 @@ def _node_memory(r: dict) -> str:
     colors = {f"node {i}": NODE_COLORS[i % len(NODE_COLORS)] for i in range(n)}
     used = {f"node {i}": [row[i] if row else None for row in nm.get("used_mib", [])] for i in range(n)}
     figs = [figure(svg.line_chart(t, used, title="Used memory per node (MiB)", colors=colors,
-                                  x_label="s since workload start"),
+                                  x_label="s since workload start", width=640),
                    "MemUsed of /sys/devices/system/node/nodeN/meminfo at each vmstat sample.")]  # fmt: skip
     if any(row for row in nm.get("workload_mib") or []):
         mine = {f"node {i}": [row[i] if row else None for row in nm["workload_mib"]] for i in range(n)}
         figs.append(figure(svg.line_chart(t, mine, title="The workload's memory per node (MiB)", colors=colors,
-                                          x_label="s since workload start"),
+                                          x_label="s since workload start", width=640),
                            "The N<node>= pages of /proc/PID/numa_maps of the workload's processes."))  # fmt: skip
     problems = nm.get("problems") or []
     checks = (
@@ -111,11 +112,21 @@ def run_views(r: dict) -> str:
 
 
 def _binned(t: list, vals: list) -> dict[int, float]:
-    """A run's series on whole seconds (the sample nearest each second; samples before 0 left out)."""
+    """A run's series on the whole seconds its samples span, linearly between two samples (runs sample at
+    different instants: a median of whichever runs sampled near a second would jump between runs). A gap
+    (None) stays a gap."""
+    num = (int, float)
+    pts = [(float(tv), float(v) if isinstance(v, num) else None) for tv, v in zip(t or [], vals or [], strict=False)
+           if isinstance(tv, num)]  # fmt: skip
     out: dict[int, float] = {}
-    for tv, v in zip(t or [], vals or [], strict=False):
-        if isinstance(tv, (int, float)) and isinstance(v, (int, float)) and tv >= -0.5:
-            out.setdefault(round(tv), float(v))
+    for ta, va in pts:
+        if va is not None and ta >= 0 and ta == int(ta):
+            out[int(ta)] = va
+    for (ta, va), (tb, vb) in zip(pts, pts[1:], strict=False):
+        if va is None or vb is None or tb <= ta:
+            continue
+        for s in range(max(0, math.ceil(ta)), math.floor(tb) + 1):
+            out.setdefault(s, va + (vb - va) * (s - ta) / (tb - ta))
     return out
 
 
