@@ -12,6 +12,8 @@ cannot drift apart. Formats are Linux 6.1's (seed README):
   failed; dst_pid > 0: a swap failed
 * mm_migrate_pages: nr_succeeded nr_failed nr_thp_succeeded nr_thp_failed nr_thp_split mode reason
 * sched_migrate_task: comm pid prio orig_cpu dest_cpu
+* sched_wakeup_new: comm pid prio target_cpu (a new task's first CPU)
+* sched_process_exit: comm pid prio
 
 Each event also names the fields numalab reads of it (``reads``: the analyses, lab.analysis.numa, and the
 Perfetto export): a run checks them against the booted kernel's formats, which trace.dat carries, and
@@ -57,9 +59,11 @@ SWAP_NUMA = TraceEvent("sched", "sched_swap_numa", "swap", _PAIR)
 STICK_NUMA = TraceEvent("sched", "sched_stick_numa", "stick", tuple(f for f in _PAIR if not f.endswith("_ngid")))
 _MIGRATED = ("nr_succeeded", "nr_failed", "nr_thp_succeeded", "nr_thp_failed", "nr_thp_split", "reason")
 MIGRATE_PAGES = TraceEvent("migrate", "mm_migrate_pages", "migrate", _MIGRATED)
-MIGRATE_TASK = TraceEvent("sched", "sched_migrate_task", "lb", ("orig_cpu", "dest_cpu"))
+MIGRATE_TASK = TraceEvent("sched", "sched_migrate_task", "lb", ("comm", "pid", "orig_cpu", "dest_cpu"))
+WAKEUP_NEW = TraceEvent("sched", "sched_wakeup_new", "new", ("comm", "pid", "target_cpu"))
+PROCESS_EXIT = TraceEvent("sched", "sched_process_exit", "exit", ("pid",))
 
 # The NUMA-balancing decisions, in the order tables show them.
 NUMA_DECISIONS: tuple[TraceEvent, ...] = (MOVE_NUMA, SWAP_NUMA, STICK_NUMA)
-KNOWN: tuple[TraceEvent, ...] = (*NUMA_DECISIONS, MIGRATE_PAGES, MIGRATE_TASK)
+KNOWN: tuple[TraceEvent, ...] = (*NUMA_DECISIONS, MIGRATE_PAGES, MIGRATE_TASK, WAKEUP_NEW, PROCESS_EXIT)
 BY_NAME: dict[str, TraceEvent] = {e.name: e for e in KNOWN}

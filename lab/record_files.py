@@ -54,6 +54,7 @@ KNOBS = "knobs.txt"
 VMSTAT_START = "vmstat.start"
 VMSTAT_SERIES = "vmstat.series"
 VMSTAT_END = "vmstat.end"
+NUMA_NODES_SERIES = "numa-nodes.series"
 STAT_START = "stat.start"
 STAT_END = "stat.end"
 WORKLOAD_OUT = "workload.out"
@@ -95,6 +96,12 @@ ALL: tuple[RecordFile, ...] = (
     RecordFile(VMSTAT_START, "results", "/proc/vmstat before the workload"),
     RecordFile(VMSTAT_SERIES, "results", "/proc/vmstat every VMSTAT_INTERVAL seconds, each after an '@ uptime' line"),
     RecordFile(VMSTAT_END, "results", "/proc/vmstat after the workload"),
+    RecordFile(
+        NUMA_NODES_SERIES,
+        "results",
+        "with each vmstat sample, after an '@ uptime' line: every node's meminfo, each workload process's "
+        "stat line, status, numa_maps and status again, then the nodes' meminfo again",
+    ),
     RecordFile(STAT_START, "results", "the cpu lines of /proc/stat before the workload"),
     RecordFile(STAT_END, "results", "the cpu lines of /proc/stat after the workload"),
     RecordFile(WORKLOAD_OUT, "results", "the workload's stdout, parsed into the manifest's workload.result"),

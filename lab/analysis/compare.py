@@ -1,7 +1,10 @@
 """A/B comparison across repeats, in the style of mmtests' compare-kernels.
 
 For each metric: Min, the mean (Amean or Hmean: see below), Stddev, CoeffVar
-and Max of each side, and %diff signed so that **+ always means better**.
+and Max of each side, and %diff signed so that **+ always means better**. Mechanism counters (pages migrated,
+hint faults, AutoNUMA cost, the sched_*_numa decisions: ``Metric.better == "neutral"``) have no better direction: fewer
+migrations is not better in itself. Their %diff is the plain change (+ means more) and a significant
+difference is "changed", never better or worse.
 
 Which mean: mmtests uses the harmonic mean for every higher-is-better row.
 That suits rates (GB/s, round trips per second), whose Hmean is the rate of
@@ -43,7 +46,7 @@ from dataclasses import dataclass, field
 
 from lab.analysis.lost import describe as describe_lost
 from lab.analysis.lost import of_record as lost_of_record
-from lab.analysis.metrics import Metric, metric_values, metrics_of
+from lab.analysis.metrics import NEUTRAL, Metric, metric_values, metrics_of
 from lab.analysis.record import RunRecord
 from lab.errors import LabError
 from lab.paths import json_text
@@ -144,6 +147,18 @@ def significant(base: Stats, new: Stats, rule: str = DEFAULT_RULE, mean: str = "
     return _t_two_sided_p(diff / math.sqrt(se2), dof) < 0.05
 
 
+def welch_p(base: Stats, new: Stats) -> float | None:
+    """Welch's two-sided p-value for the difference of the arithmetic means (what the ``welch`` rule tests);
+    None with too few runs; 0.0 when both sides have no spread and differ, 1.0 when they are equal."""
+    if base.n < MIN_REPEATS or new.n < MIN_REPEATS:
+        return None
+    diff = abs(new.amean - base.amean)
+    se2, dof = _welch(base, new)
+    if se2 == 0:
+        return 0.0 if diff > 0 else 1.0
+    return _t_two_sided_p(diff / math.sqrt(se2), dof)
+
+
 def t_quantile(dof: float, level: float = 0.95) -> float:
     """The t with a two-sided p of ``1 - level`` at ``dof`` degrees of freedom (Student's t, as
     :func:`significant` uses it), by bisection."""
@@ -178,18 +193,20 @@ def welch_interval(base: Stats, new: Stats, level: float = 0.95) -> tuple[float,
 
 
 def pct_better(base: float, new: float, better: str) -> float | None:
-    """Signed % change, + meaning better."""
+    """Signed % change, + meaning better (for a neutral metric: + meaning more)."""
     if base == 0:
         return 0.0 if new == 0 else None
     change = (new - base) * 100 / abs(base)
-    return change if better == "higher" else -change
+    return -change if better == "lower" else change
 
 
 def moved(base: float, new: float, better: str) -> str:
     """Which way the means moved: 'better', 'worse' or 'same', from the sign of the change itself (so an
-    all-zero baseline, whose %diff is n/a, still has a direction)."""
+    all-zero baseline, whose %diff is n/a, still has a direction); a neutral metric's is 'higher' or 'lower'."""
     if new == base:
         return "same"
+    if better == NEUTRAL:
+        return "higher" if new > base else "lower"
     return "better" if (new > base) == (better == "higher") else "worse"
 
 
@@ -257,12 +274,24 @@ class Row:
         return rows
 
     def verdict(self) -> str:
-        """'better', 'worse', 'same' (not significant) or 'unknown'."""
+        """'better', 'worse', 'changed' (significant, on a neutral metric), 'same' (not significant) or
+        'unknown'."""
         if self.significant is None:
             return "unknown"
         if not self.significant:
             return "same"
+        if self.metric.better == NEUTRAL:
+            return "changed"
         return moved(self.mean(self.base), self.mean(self.new), self.metric.better)
+
+    def p_value(self) -> float | None:
+        """Welch's two-sided p for the difference of the arithmetic means (whatever the rule); None with
+        fewer than MIN_REPEATS runs a side."""
+        return welch_p(self.base, self.new)
+
+    def ci95_diff(self) -> tuple[float, float] | None:
+        """The 95% confidence interval of new - baseline (arithmetic means, Welch); None with too few runs."""
+        return welch_interval(self.base, self.new)
 
     def diff_text(self) -> str:
         """The mean row's %diff (or Δ on a near-zero baseline: :func:`diff_text`)."""
@@ -283,6 +312,10 @@ class Comparison:
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # shown first and loudly
     same_kernel: bool = False  # both sides booted one binary under the same settings (a warning says so)
+    # The runs' ids (manifest run_id), in the order of base_runs and new_runs: the names above are folder
+    # names, which two runs in two parents can share (r1, r2, ...).
+    base_ids: list[str] = field(default_factory=list)
+    new_ids: list[str] = field(default_factory=list)
 
     def row(self, key: str) -> Row | None:
         return next((r for r in self.rows if r.metric.key == key), None)
@@ -433,6 +466,8 @@ def compare_runs(
         notes,
         [same] if same else [],
         same is not None,
+        [r.run_id for r in base_ok],
+        [r.run_id for r in new_ok],
     )
 
 
@@ -469,6 +504,16 @@ def _pct(p: float | None, mark: bool, text: str | None = None) -> str:
     return f"*{s}*" if mark else f"({s})"
 
 
+NEUTRAL_NOTE = (
+    "neutral: a mechanism counter (pages migrated, hint faults, AutoNUMA cost, sched_*_numa decisions): no better "
+    "direction, its %diff is the plain change (+ means more) and a significant one is 'changed'"
+)
+
+
+def _has_neutral(c: Comparison) -> bool:
+    return any(r.metric.better == NEUTRAL for r in c.rows)
+
+
 def _has_delta(c: Comparison) -> bool:
     return any(_shown(b, n, p) for r in c.rows for _stat, b, n, p, _m in r.lines())
 
@@ -489,6 +534,7 @@ def to_text(c: Comparison) -> str:
         *(f"  WARNING: {w}" for w in c.warnings),
         f"  baseline: {c.base_label} ({len(c.base_runs)} runs)   new: {c.new_label} ({len(c.new_runs)} runs)",
         f"  + means better; * marks significance ({_rule_text(c.rule)})",
+        *([f"  {NEUTRAL_NOTE}"] if _has_neutral(c) else []),
         *([f"  {NEAR_ZERO_NOTE}"] if _has_delta(c) else []),
         *(f"  note: {n}" for n in c.notes),
         *(f"  excluded: {e}" for e in c.excluded),
@@ -512,6 +558,7 @@ def to_markdown(c: Comparison) -> str:
         f"+ means better; **bold** = significant ({_rule_text(c.rule)}). "
         f"Baseline {len(c.base_runs)} runs, new {len(c.new_runs)} runs.",
         *([f"\n> {NEAR_ZERO_NOTE}"] if _has_delta(c) else []),
+        *([f"\n> {NEUTRAL_NOTE}"] if _has_neutral(c) else []),
         *(f"\n> {n}" for n in c.notes),
         *(f"\n> excluded: {e}" for e in c.excluded),
         "",
@@ -540,18 +587,20 @@ def to_html(c: Comparison) -> str:
     for r in c.rows:
         verdict = r.verdict()
         for i, (stat, b, n, p, is_mean) in enumerate(r.lines()):
-            cls = f' class="{verdict}"' if is_mean and verdict in ("better", "worse") else ""
+            cls = f' class="{verdict}"' if is_mean and verdict in ("better", "worse", "changed") else ""
             ps = _shown(b, n, p) or f"{p:+.2f}%"
             metric = ""
             if i == 0:
+                how = "shown, not judged" if r.metric.better == NEUTRAL else f"{r.metric.better} is better"
                 metric = f'<td rowspan="{len(r.lines())}">{e(r.metric.key)}'
-                metric += f"<br><small>{e(r.metric.better)} is better</small></td>"
+                metric += f"<br><small>{e(how)}</small></td>"
             rows.append(
                 f"<tr>{metric}<td>{stat}</td><td>{_num(b)}</td><td>{_num(n)}</td><td{cls}>{ps}"
                 f"{' *' if is_mean and r.significant else ''}</td></tr>"
             )
     notes = "".join(f'<p class="note warning"><strong>WARNING: {e(w)}</strong></p>' for w in c.warnings)
     notes += f'<p class="note">{e(NEAR_ZERO_NOTE)}</p>' if _has_delta(c) else ""
+    notes += f'<p class="note">{e(NEUTRAL_NOTE)}</p>' if _has_neutral(c) else ""
     notes += "".join(f'<p class="note">{e(n)}</p>' for n in c.notes)
     notes += "".join(f'<p class="note">excluded: {e(x)}</p>' for x in c.excluded)
     return (
@@ -594,6 +643,9 @@ def to_dict(c: Comparison) -> dict:
                 "diff_text": r.diff_text(),
                 "significant": r.significant,
                 "verdict": r.verdict(),
+                # Welch's, on the arithmetic means, whatever the rule (None with too few runs a side)
+                "p_value": r.p_value(),
+                "ci95_diff": list(ci) if (ci := r.ci95_diff()) is not None else None,
             }
             for r in c.rows
         ],

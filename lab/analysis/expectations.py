@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 
 from lab.analysis.verdict import Verdict
 
-DIRECTIONS = ("better", "worse", "same")
+# higher/lower: for a neutral metric (a mechanism counter, lab.analysis.metrics), which has no better or worse
+DIRECTIONS = ("better", "worse", "same", "higher", "lower")
 
 OUTCOMES = ("reproduced", "same direction, not significant", "not reproduced", "contradicted", "no data")
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from lab.analysis.lost import completeness, lost_per_cpu
 from lab.analysis.mmtests import VMSTAT_NUMA_KEYS, autonuma_cost, deltas, derived_rows, hint_local_percent
+from lab.analysis.node_memory import node_memory
 from lab.analysis.numa import ANALYSIS_EVENTS, analyse_trace, format_notes
 from lab.analysis.readback import read_vmstat, read_vmstat_series
 from lab.errors import LabError
@@ -19,6 +20,7 @@ from lab.record_files import TRACE_DAT, TRACE_STATS, VMSTAT_END, VMSTAT_SERIES, 
 from lab.topology.model import Topology
 from lab.trace.tracedat import read_trace, stats_lost, stats_per_cpu
 
+NEUTRAL = "neutral"  # a mechanism counter's "better": shown with its change and significance, not judged
 SERIES_KEYS = ("numa_hint_faults", "numa_hint_faults_local", "numa_pages_migrated", "numa_pte_updates")
 
 
@@ -92,6 +94,8 @@ def run_metrics(run_dir: Path, topo: Topology, recorded: tuple[str, ...], t0: fl
             out["mmtests"] = derived_rows(d)
         out["vmstat"] = d
         out["vmstat_series"] = vmstat_series(run_dir, t0)
+    if nodes := node_memory(run_dir, topo, t0):
+        out["node_memory"] = nodes  # each node's memory over time, the workload's pages per node (its checks too)
         notes += vmstat_notes(start, end)
     if notes:
         out["interface_notes"] = notes
@@ -179,7 +183,7 @@ class Metric:
     key: str  # dotted path, e.g. "vmstat.numa_pages_migrated"
     label: str
     unit: str
-    better: str  # "lower" or "higher"
+    better: str  # "lower", "higher" or "neutral" (a mechanism counter: shown, not judged)
     # The mean compare uses: "hmean" only for rates (work per unit of time), as mmtests does for throughput;
     # "amean" for everything else, ratios and percentages above all (one near-zero run would make their
     # harmonic mean say nothing about the others).
@@ -206,6 +210,14 @@ def _migrated_by_reason(m: dict) -> dict:
     return {r: (by.get(r) or {}).get("succeeded", 0) for r in MIGRATE_REASONS}
 
 
+def _tasks(m: dict) -> dict:
+    """The workload's residency figures (lab.analysis.residency): none without tasks."""
+    w = ((m.get("numa") or {}).get("residency") or {}).get("workload")
+    if not isinstance(w, dict) or not w.get("tasks"):
+        return {}
+    return {"convergence_s": w.get("convergence_s"), "pingpong": w.get("pingpong")}
+
+
 def _flat(manifest: dict) -> dict:
     """The manifest plus short aliases under which metrics are addressed."""
     m = manifest.get("metrics", {})
@@ -216,6 +228,7 @@ def _flat(manifest: dict) -> dict:
         | {"elapsed_s": result.get("elapsed_s"), "gbps": result.get("gbps")}
         | (m.get("per_vcpu_s") or {}),
         "events": m.get("events", {}),
+        "tasks": _tasks(m),
         "vmstat": m.get("vmstat", {}),
         "migrate": _migrated_by_reason(m),
         "timings": manifest.get("timings", {}),
@@ -234,19 +247,25 @@ def _workload_metric(m: WorkloadMetric) -> tuple[Metric, ...]:
 
 METRICS: tuple[Metric, ...] = (
     *(metric for m in WORKLOAD_METRICS for metric in _workload_metric(m)),
-    *(Metric(f"events.{e.name}", e.name, "events", "lower") for e in (*NUMA_DECISIONS, MIGRATE_PAGES)),
-    Metric("vmstat.numa_pte_updates", "NUMA PTE updates", "pages", "lower"),
-    Metric("vmstat.numa_hint_faults", "NUMA hint faults", "faults", "lower"),
-    Metric("vmstat.numa_hint_faults_local", "NUMA hint local faults", "faults", "higher"),
+    # Mechanism counters: how much balancing did, not how well the workload ran ("neutral": shown with their
+    # change and significance, never better or worse; lab.analysis.compare).
+    *(Metric(f"events.{e.name}", e.name, "events", NEUTRAL) for e in (*NUMA_DECISIONS, MIGRATE_PAGES)),
+    Metric("vmstat.numa_pte_updates", "NUMA PTE updates", "pages", NEUTRAL),
+    Metric("vmstat.numa_hint_faults", "NUMA hint faults", "faults", NEUTRAL),
+    Metric("vmstat.numa_hint_faults_local", "NUMA hint local faults", "faults", NEUTRAL),
     Metric("vmstat.hint_local_pct", "NUMA hint local percent", "%", "higher"),
-    Metric("vmstat.numa_pages_migrated", "NUMA pages migrated", "pages", "lower"),
-    Metric("vmstat.autonuma_cost", "AutoNUMA cost", "", "lower"),
-    Metric("vmstat.pgpromote_success", "pages promoted", "pages", "higher"),
-    Metric("vmstat.pgpromote_candidate", "promotion candidates", "pages", "higher"),
-    Metric("vmstat.pgdemote_kswapd", "pages demoted (kswapd)", "pages", "lower"),
-    Metric("vmstat.pgdemote_direct", "pages demoted (direct)", "pages", "lower"),
-    Metric("migrate.numa_misplaced", "traced numa_misplaced migrations", "pages", "lower"),
-    Metric("migrate.demotion", "traced demotion migrations", "pages", "lower"),
+    Metric("vmstat.numa_pages_migrated", "NUMA pages migrated", "pages", NEUTRAL),
+    Metric("vmstat.autonuma_cost", "AutoNUMA cost", "", NEUTRAL),
+    Metric("vmstat.pgpromote_success", "pages promoted", "pages", NEUTRAL),
+    Metric("vmstat.pgpromote_candidate", "promotion candidates", "pages", NEUTRAL),
+    Metric("vmstat.pgdemote_kswapd", "pages demoted (kswapd)", "pages", NEUTRAL),
+    Metric("vmstat.pgdemote_direct", "pages demoted (direct)", "pages", NEUTRAL),
+    Metric("migrate.numa_misplaced", "traced numa_misplaced migrations", "pages", NEUTRAL),
+    Metric("migrate.demotion", "traced demotion migrations", "pages", NEUTRAL),
+    # Where the workload's tasks ran (lab.analysis.residency): when they settled, and how often one came back
+    # to a node it had just left.
+    Metric("tasks.convergence_s", "task convergence time", "s", "lower"),
+    Metric("tasks.pingpong", "task node ping-pongs", "returns", "lower"),
     Metric("timings.boot_s", "boot time", "s", "lower"),
     Metric("access_local_pct", "access-local percent (plugin)", "%", "higher"),
 )

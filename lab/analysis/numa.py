@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from lab.analysis.residency import residency
 from lab.events import (
     BY_NAME,
     KNOWN,
@@ -23,8 +24,10 @@ from lab.events import (
     MIGRATE_TASK,
     MOVE_NUMA,
     NUMA_DECISIONS,
+    PROCESS_EXIT,
     STICK_NUMA,
     SWAP_NUMA,
+    WAKEUP_NEW,
     TraceEvent,
 )
 from lab.topology.model import Topology
@@ -45,6 +48,8 @@ class Analysis:
     any_of: bool = False  # True: runs if any required event was recorded
     default: bool = True  # its events are traced unless the user says otherwise (default_events)
     fields: tuple[str, ...] = ()  # the fields it reads (each in the ``reads`` of one of its events)
+    # events it reads when they were recorded, and traced by default with it, but does without
+    optional: tuple[TraceEvent, ...] = ()
 
 
 def _matrix(n: int) -> list[list[int]]:
@@ -183,19 +188,22 @@ ANALYSES = (
     Analysis("rates", NUMA_DECISIONS, rates, any_of=True),
     Analysis("migrate_pages", (MIGRATE_PAGES,), migrate_pages,
              fields=("nr_succeeded", "nr_failed", "nr_thp_succeeded", "nr_thp_failed", "nr_thp_split", "reason")),
-    # Every load-balancer migration is far more than the NUMA decisions: traced only when asked (--event).
-    Analysis("cross_node_lb", (MIGRATE_TASK,), cross_node_lb, default=False, fields=("orig_cpu", "dest_cpu")),
+    # Every task migration (sched_migrate_task) is far more than the NUMA decisions: traced by default for the
+    # residency, with the trace buffer sized for it (lab.run.options.TRACE_BUFFER_KB; its cost: docs/reports.md).
+    Analysis("cross_node_lb", (MIGRATE_TASK,), cross_node_lb, fields=("orig_cpu", "dest_cpu")),
+    Analysis("residency", (MIGRATE_TASK, WAKEUP_NEW), residency, fields=("comm", "pid", "orig_cpu", "dest_cpu",
+             "target_cpu"), optional=(PROCESS_EXIT, *NUMA_DECISIONS)),
 )  # fmt: skip
 
 
 def default_events(analyses: tuple[Analysis, ...] = ANALYSES) -> tuple[TraceEvent, ...]:
     """The events a run traces unless told otherwise: those the default analyses require, in the
     analyses' order, each once."""
-    return tuple(dict.fromkeys(e for a in analyses if a.default for e in a.requires))
+    return tuple(dict.fromkeys(e for a in analyses if a.default for e in (*a.requires, *a.optional)))
 
 
 # Every event some analysis decodes (others are only counted), as trace records name them.
-ANALYSIS_EVENTS = tuple(sorted({e.name for a in ANALYSES for e in a.requires}))
+ANALYSIS_EVENTS = tuple(sorted({e.name for a in ANALYSES for e in (*a.requires, *a.optional)}))
 
 
 def missing_fields(a: Analysis, formats: dict[str, frozenset[str]], recorded: set[str]) -> dict[str, list[str]]:

@@ -24,7 +24,11 @@ from lab.analysis.compare import moved as moved_of
 from lab.analysis.metrics import Metric, get_metric, metric_values, metrics_of
 from lab.analysis.power import ci_overlap_margin, repeats_needed
 
-DEFAULT_DECIDE = ("vmstat.numa_pages_migrated",)
+# "workload": the workload's own figure (:func:`workload_figure`), resolved by :func:`resolve_decide`. Not a
+# mechanism counter (pages migrated says how much balancing did, not how well the workload ran: it is neutral).
+WORKLOAD_FIGURE = "workload"
+DEFAULT_DECIDE = (WORKLOAD_FIGURE,)
+NO_FIGURE = "tasks.convergence_s"  # a workload without a figure of its own (idle, --workload-cmd) decides on this
 DEFAULT_MIN_PAIRS = MIN_REPEATS
 DEFAULT_MAX_PAIRS = 8
 DEFAULT_RULE = "welch"  # the CI-overlap rule does not get easier with more runs (lab.analysis.power)
@@ -33,8 +37,9 @@ DEFAULT_RULE = "welch"  # the CI-overlap rule does not get easier with more runs
 @dataclass(frozen=True)
 class Verdict:
     metric: str
-    better: str  # which way is better for the metric: "higher" or "lower"
-    direction: str  # "better", "worse", "same" (not significant) or "unknown" (too few runs, no values)
+    better: str  # which way is better for the metric: "higher", "lower" or "neutral" (not judged)
+    # "better", "worse", "changed" (significant, a neutral metric), "same" (not significant) or "unknown"
+    direction: str
     pct_diff: float | None  # + is better
     significant: bool | None
     rule: str
@@ -67,7 +72,7 @@ class Verdict:
 
     @property
     def decided(self) -> bool:
-        return self.direction in ("better", "worse")
+        return self.direction in ("better", "worse", "changed")
 
     def line(self) -> str:
         """One line to paste: metric, direction, %diff, significance, repeats, accelerator."""
@@ -80,7 +85,7 @@ class Verdict:
         ctx = f" [{self.context}]" if self.context else ""
         if self.decided:
             what = self.direction
-        elif self.moved in ("better", "worse"):
+        elif self.moved in ("better", "worse", "higher", "lower"):
             what = f"undecided ({self.moved} by the {self.mean_name})"
         else:
             what = "undecided"
@@ -91,6 +96,26 @@ class Verdict:
 
     def to_dict(self) -> dict:
         return asdict(self) | {"decided": self.decided, "moved": self.moved, "diff": self.diff, "line": self.line()}
+
+
+def workload_figure(workload) -> str:
+    """The metric ``--decide`` defaults to for ``workload`` (lab.guest.workloads.Workload): its first figure, as
+    the per-vCPU-second twin where it has one (steadier under TCG on a shared host: numa01's
+    workload.gbps_per_vcpu_s); a user's workload file's first declared metric; else :data:`NO_FIGURE`."""
+    metrics = getattr(workload, "metrics", ()) or ()
+    user = getattr(workload, "user", None)
+    if user is not None:
+        decls = [d for d in user.declarations(None) if isinstance(d, dict) and d.get("name")]
+        return f"workload.{decls[0]['name']}" if decls else NO_FIGURE
+    if metrics:
+        m = metrics[0]
+        return f"workload.{m.twin_key}" if m.twin is not None and m.twin_key else f"workload.{m.name}"
+    return NO_FIGURE
+
+
+def resolve_decide(keys, workload) -> list[str]:
+    """``keys`` (--decide) with :data:`WORKLOAD_FIGURE` replaced by the workload's figure, each once."""
+    return list(dict.fromkeys(workload_figure(workload) if k == WORKLOAD_FIGURE else k for k in keys))
 
 
 def cell_label(topology: str, workload: str, other: str) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from lab.analysis.compare import MIN_REPEATS
 from lab.analysis.metrics import get_metric
+from lab.analysis.verdict import resolve_decide
 from lab.cli.common import debug, options_line, progress, warn
 from lab.cli.shared_options import (
     DECIDE_DEFAULT,
@@ -27,6 +28,7 @@ from lab.cli.shared_options import (
 )
 from lab.datafile import MAX_JSON_BYTES, parse_json, read_bytes, text_of
 from lab.errors import LabError
+from lab.guest.user_workload import resolve_workload
 from lab.paths import json_text
 from lab.run.options import RunOptions
 from lab.vm.tcg.guest_clock import check as check_clock
@@ -170,8 +172,13 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         raise LabError("--out: required to start or resume a bisect")
     if args.decide and len(args.decide) > 1:
         raise LabError(f"--decide: a bisect decides on one metric, got {len(args.decide)}: {', '.join(args.decide)}")
-    args.decide = args.decide[0] if args.decide else DECIDE_DEFAULT
     source, series = _source_and_series(args)
+    if not args.decide or args.decide[0] == DECIDE_DEFAULT:  # the workload's own figure
+        workload = resolve_workload(workload_of(args), getattr(args, "workload_cmd", None) or "",
+                                    tuple(getattr(args, "workload_files", None) or ()))  # fmt: skip
+        args.decide = resolve_decide([DECIDE_DEFAULT], workload)[0]
+    else:
+        args.decide = args.decide[0]
     from lab.bisect.bisect_report import write_report  # (on use: start-up time)
     from lab.bisect.engine import Bisect  # (on use: start-up time)
     from lab.bisect.kernel_steps import series_patches  # (on use: start-up time)

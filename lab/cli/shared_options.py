@@ -42,7 +42,7 @@ SIGNIFICANCE_HELP = (
 
 # Mirrors lab.analysis.verdict (DEFAULT_DECIDE, DEFAULT_MIN_PAIRS, DEFAULT_MAX_PAIRS, DEFAULT_RULE);
 # tests/unit/test_verdict.py checks that they agree.
-DECIDE_DEFAULT = "vmstat.numa_pages_migrated"
+DECIDE_DEFAULT = "workload"  # the workload's own figure (lab.analysis.verdict.workload_figure)
 MIN_PAIRS = 3
 MAX_PAIRS = 8
 RULE = "welch"
@@ -305,9 +305,11 @@ def ab_options(g, *, several: bool, runs: str, budget: str, old: tuple[str, ...]
         "--decide",
         action="append",
         metavar="METRIC",
-        help=f"the metric that decides{' (repeatable)' if several else ' (one)'}; default {DECIDE_DEFAULT}. The names "
-        "are those of numalab compare, e.g. vmstat.hint_local_pct, workload.round_trips_per_s; under TCG on a "
-        "busy host, a throughput's per-vCPU-second twin, e.g. workload.gbps_per_vcpu_s",
+        help=f"the metric that decides{' (repeatable)' if several else ' (one)'}; default {DECIDE_DEFAULT}: the "
+        "workload's own figure, its per-vCPU-second twin where it has one (numa01: workload.gbps_per_vcpu_s; "
+        "no figure: tasks.convergence_s). The names are those of numalab compare, e.g. vmstat.hint_local_pct, "
+        "tasks.convergence_s, workload.round_trips_per_s; a mechanism counter (vmstat.numa_pages_migrated) has "
+        "no better and decides as 'changed'",
     )
     lo = g.add_argument("--min-pairs", type=int, metavar="N",
                         help=f"{runs} before the first look (default {MIN_PAIRS}: fewer are never judged)")  # fmt: skip

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from lab.analysis.compare import MIN_REPEATS, RULES
 from lab.analysis.expectations import DIRECTIONS, Expectation
-from lab.analysis.metrics import METRIC_KEYS
+from lab.analysis.metrics import METRIC_KEYS, NEUTRAL
 from lab.errors import LabError
 
 
@@ -85,6 +85,10 @@ def parse_expect(raw: object, workloads: list[str]) -> list[Expectation]:
             raise LabError(f"expect[{i}].metric: unknown metric {e['metric']!r} (known: {', '.join(METRIC_KEYS)})")
         if e["direction"] not in DIRECTIONS:
             raise LabError(f"expect[{i}].direction: expected one of {', '.join(DIRECTIONS)}, got {e['direction']!r}")
+        neutral = METRIC_KEYS[e["metric"]].better == NEUTRAL
+        if e["direction"] != "same" and (e["direction"] in ("higher", "lower")) != neutral:
+            want = "higher, lower or same (a mechanism counter has no better)" if neutral else "better, worse or same"
+            raise LabError(f"expect[{i}].direction: {e['metric']} takes {want}, got {e['direction']!r}")
         wl = e.get("workloads") or []
         wl = [wl] if isinstance(wl, str) else wl
         for w in wl:

@@ -18,5 +18,7 @@ EVENT_COLORS: dict[str, str] = {
 }
 HINT_LOCAL_COLOR = "#0891b2"  # numa_hint_faults_local / numa_hint_faults, from /proc/vmstat
 ACCESS_LOCAL_COLOR = "#059669"  # the access-matrix plugin's local share of memory accesses
+# A node in the residency strip and the per-node memory charts (node n: the n-th, cycling past eight nodes)
+NODE_COLORS = ("#2563eb", "#f59e0b", "#10b981", "#ef4444", "#8b5cf6", "#06b6d4", "#84cc16", "#ec4899")
 BASE_COLOR, NEW_COLOR = "#64748b", "#2563eb"  # an A/B comparison's baseline and new group
 DISTANCE_NEAR, DISTANCE_FAR = "#eef3fd", "#f59e0b"  # a SLIT table's shading, from the nearest to the farthest entry

@@ -15,7 +15,12 @@ JSON trace-event format (``{"traceEvents": [...], "displayTimeUnit": "ms"}``):
   track first; a stick (a migration that did not happen) has no arrow;
 * mm_migrate_pages becomes counter tracks (``"ph": "C"``) of pages migrated
   (succeeded, failed) and of calls per second;
-* the workload's start and end, when known, are global instant events.
+* the workload's start and end, when known, are global instant events;
+* one process "workload tasks" (pid 2) with a track per task of the workload (tid = the task's pid, named
+  "comm pid"): a slice per stay on a node, named "node N" with the node as an argument (the residency
+  analysis, lab.analysis.residency);
+* per-node memory counter tracks (``"ph": "C"``, "node N memory (MiB)": used, and the workload's pages) from
+  the guest's node memory samples (lab.analysis.node_memory).
 
 Timestamps are the trace's (guest uptime) in µs.
 """
@@ -25,16 +30,28 @@ from __future__ import annotations
 from collections import defaultdict
 
 from lab.analysis.lost import lost_per_cpu
+from lab.analysis.node_memory import node_memory
 from lab.analysis.numa import NUMA_KINDS
 from lab.analysis.record import RunRecord
+from lab.analysis.residency import residency
 from lab.errors import LabError
-from lab.events import MIGRATE_PAGES, MOVE_NUMA, NUMA_DECISIONS, SWAP_NUMA, TraceEvent
+from lab.events import (
+    MIGRATE_PAGES,
+    MIGRATE_TASK,
+    MOVE_NUMA,
+    NUMA_DECISIONS,
+    PROCESS_EXIT,
+    SWAP_NUMA,
+    WAKEUP_NEW,
+    TraceEvent,
+)
 from lab.record_files import TRACE_DAT, TRACE_STATS
 from lab.trace.tracedat import Event, TraceData, read_trace, stats_per_cpu
 
 # The events this export decodes, as an analysis declares them (lab.analysis.numa).
-REQUIRES: tuple[TraceEvent, ...] = (*NUMA_DECISIONS, MIGRATE_PAGES)
+REQUIRES: tuple[TraceEvent, ...] = (*NUMA_DECISIONS, MIGRATE_PAGES, MIGRATE_TASK, WAKEUP_NEW, PROCESS_EXIT)
 PID = 1
+TASKS_PID = 2  # the workload's tasks, a track each
 FLOW_KINDS = (MOVE_NUMA.name, SWAP_NUMA.name)  # the decisions that move a task: an arrow to the destination
 MIGRATE = MIGRATE_PAGES.name
 CATEGORY = "numa"
@@ -136,6 +153,38 @@ def trace_events(
     }
 
 
+def task_tracks(tasks: list[dict], t0: float) -> list[dict]:
+    """A track per task (process "workload tasks"), a slice per stay on a node: ``tasks`` as the residency
+    analysis gives them (segments in seconds from ``t0``, guest uptime)."""
+    if not tasks:
+        return []
+    out = [
+        {"name": "process_name", "ph": "M", "pid": TASKS_PID, "args": {"name": "workload tasks (node residency)"}},
+        {"name": "process_sort_index", "ph": "M", "pid": TASKS_PID, "args": {"sort_index": 1}},
+    ]
+    for t in tasks:
+        tid = t["pid"]
+        out.append({"name": "thread_name", "ph": "M", "pid": TASKS_PID, "tid": tid,
+                    "args": {"name": f"{t.get('comm', '')} {tid}"}})  # fmt: skip
+        for a, b, node in t.get("segments") or []:
+            dur = round((b - a) * 1e6, 3)
+            out.append({"name": f"node {node}", "cat": "residency", "ph": "X", "ts": _us(t0 + a), "dur": dur,
+                        "pid": TASKS_PID, "tid": tid, "args": {"node": node}})  # fmt: skip
+    return out
+
+
+def node_counters(nm: dict, t0: float) -> list[dict]:
+    """Per node, a counter track of its used memory and of the workload's pages on it (MiB)."""
+    out = []
+    for k, t in enumerate(nm.get("t") or []):
+        used = (nm.get("used_mib") or [])[k] if k < len(nm.get("used_mib") or []) else None
+        mine = (nm.get("workload_mib") or [])[k] if k < len(nm.get("workload_mib") or []) else None
+        for node, u in enumerate(used or []):
+            args = {"used": u} | ({"workload": mine[node]} if mine else {})
+            out.append({"name": f"node {node} memory (MiB)", "ph": "C", "ts": _us(t0 + t), "pid": PID, "args": args})
+    return out
+
+
 def perfetto_trace(run: RunRecord) -> dict:
     """The run's trace.dat as trace-event JSON (see the module doc).
 
@@ -153,6 +202,12 @@ def perfetto_trace(run: RunRecord) -> dict:
         if stages.get(key) is not None
     }
     result = trace_events(data, run.topology.total_cpus, f"guest CPUs ({run.run_id})", marks)
+    t0 = marks.get("workload start")
+    if t0 is not None:
+        names = {e.name for e in data.events}
+        if MIGRATE_TASK.name in names and WAKEUP_NEW.name in names:
+            result["traceEvents"] += task_tracks(residency(data, run.topology, t0)["tasks"], t0)
+        result["traceEvents"] += node_counters(node_memory(run.path, run.topology, t0), t0)
     result["otherData"] |= {
         "run_id": run.run_id,
         "topology": run.topology.name,

@@ -26,6 +26,7 @@ from lab.analysis.verdict import (
     Stop,
     Verdict,
     cell_label,
+    resolve_decide,
     should_stop,
     verdicts_of,
 )
@@ -52,8 +53,9 @@ def check_auto_args(opts: RunOptions, args: argparse.Namespace) -> tuple[list[st
                        f"got {args.min_repeats}")  # fmt: skip
     if args.time_budget is not None and not (math.isfinite(args.time_budget) and args.time_budget > 0):
         raise LabError(f"--time-budget: must be > 0 seconds, got {args.time_budget:g}")
-    decide = list(dict.fromkeys(args.decide or DEFAULT_DECIDE))
-    user = opts.workload_of().user
+    workload = opts.workload_of()
+    decide = resolve_decide(args.decide or DEFAULT_DECIDE, workload)
+    user = workload.user
     declared = [{"workload": {"metrics": user.declarations(None)}}] if user is not None else []
     for key in decide:
         try:

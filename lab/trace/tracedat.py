@@ -25,6 +25,9 @@ from lab.untrusted import read_guest_text
 
 _LINE = re.compile(r"^\s*(.*?)-(-?\d+)\s+\[(\d+)\]\s+(?:\S+\s+)?(\d+\.\d+):\s+(\w+):\s*(.*)$")
 _FIELD = re.compile(r"(\w+)=(\S*)")
+# trace-cmd's sched plugin prints sched_wakeup and sched_wakeup_new in its own way, not as name=value:
+# "numa01:179 [120] CPU:001" (older trace-cmd: "... success=1 CPU:001")
+_WAKEUP = re.compile(r"^(.*):(-?\d+) \[(-?\d+)\](?: success=\d)? CPU:(\d+)")
 _DROPPED = re.compile(r"CPU:(\d+) \[(\d+) EVENTS DROPPED\]")
 _CPU_DATA = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\d+)\s+\[id, data offset and size\]", re.M)
 
@@ -116,7 +119,10 @@ def _parse_report(lines, wanted: set[str] | None, events: list[Event], counts: C
         if m is None:
             continue
         comm, pid, cpu, ts, name, fields = m.groups()
-        events.append(Event(float(ts), int(cpu), comm.strip(), int(pid), name, dict(_FIELD.findall(fields))))
+        decoded = dict(_FIELD.findall(fields))
+        if name.startswith("sched_wakeup") and "pid" not in decoded and (w := _WAKEUP.match(fields.strip())):
+            decoded = dict(zip(("comm", "pid", "prio", "target_cpu"), w.groups(), strict=True))
+        events.append(Event(float(ts), int(cpu), comm.strip(), int(pid), name, decoded))
 
 
 def read_trace(path: Path, names: tuple[str, ...] | None = None) -> TraceData:

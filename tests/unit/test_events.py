@@ -40,18 +40,21 @@ def _run_help() -> str:
 
 def test_the_default_set_is_what_the_default_analyses_require() -> None:
     derived = default_events()
-    required = {e for a in ANALYSES if a.default for e in a.requires}
+    required = {e for a in ANALYSES if a.default for e in (*a.requires, *a.optional)}
     assert set(derived) == required and len(derived) == len(required)
-    # sched_migrate_task (every load-balancer migration) stays opt-in: only a non-default analysis wants it
-    assert MIGRATE_TASK not in derived and any(MIGRATE_TASK in a.requires and not a.default for a in ANALYSES)
+    # sched_migrate_task (every task migration) is traced by default since issue 37: the residency needs it
+    assert MIGRATE_TASK in derived and any(MIGRATE_TASK in a.requires and a.name == "residency" for a in ANALYSES)
 
 
 def test_the_default_set_is_the_one_numalab_has_always_traced() -> None:
-    """The derivation changes nothing: the same events, in the same order, as the recorded runs traced."""
+    """The derivation changes nothing for the events recorded runs traced: the same, in the same order, first;
+    issue 37's residency adds sched_migrate_task, sched_wakeup_new and sched_process_exit after them."""
     recorded = json.loads((DATA / "ring4-numa01-on-1" / "manifest.json").read_text())["settings"]["trace_events"]
-    assert [e.full for e in default_events()] == recorded
+    assert [e.full for e in default_events()][: len(recorded)] == recorded
     assert recorded == ["sched:sched_move_numa", "sched:sched_swap_numa", "sched:sched_stick_numa",
                         "migrate:mm_migrate_pages"]  # fmt: skip
+    assert [e.full for e in default_events()][len(recorded) :] == [
+        "sched:sched_migrate_task", "sched:sched_wakeup_new", "sched:sched_process_exit"]  # fmt: skip
 
 
 def test_a_run_traces_every_event_its_default_analyses_need() -> None:
@@ -74,16 +77,17 @@ def test_the_perfetto_timeline_has_its_events_in_a_default_trace() -> None:
 def test_extra_events_come_after_the_default_set_once_and_no_trace_traces_nothing() -> None:
     plan = _plan("--event", "sched:sched_switch", "--event", STICK_NUMA.full, "--event", "sched:sched_switch")
     assert plan.trace_events == (*(e.full for e in default_events()), "sched:sched_switch")
-    assert _plan("--event", MIGRATE_TASK.full).trace_events[-1] == MIGRATE_TASK.full
+    assert _plan("--event", MIGRATE_TASK.full).trace_events == tuple(e.full for e in default_events())  # once
     assert _plan("--no-trace").trace_events == ()
 
 
 def test_the_derivation_follows_a_changed_analysis() -> None:
     """Change an analysis's requires, or its default mark, and the default set follows."""
+    res = next(a for a in ANALYSES if a.name == "residency")
     lb = next(a for a in ANALYSES if a.name == "cross_node_lb")
-    now_default = tuple(replace(a, default=True) if a is lb else a for a in ANALYSES)
-    assert default_events(now_default) == (*default_events(), MIGRATE_TASK)
-    without_migrate = tuple(a for a in ANALYSES if MIGRATE_PAGES not in a.requires)
+    opt_in = tuple(replace(a, default=False) if a in (res, lb) else a for a in ANALYSES)
+    assert default_events(opt_in) == (*NUMA_DECISIONS, MIGRATE_PAGES)
+    without_migrate = tuple(a for a in opt_in if MIGRATE_PAGES not in a.requires)
     assert default_events(without_migrate) == NUMA_DECISIONS
     sticks_only = (Analysis("sticks", (STICK_NUMA,), numa.stick_reasons),)
     assert default_events(sticks_only) == (STICK_NUMA,)

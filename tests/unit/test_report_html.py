@@ -288,6 +288,7 @@ def browser_argv(profile: str) -> list[str]:
 
 DOM_PROBE = """(() => {
   const q = (s) => document.querySelectorAll(s);
+  const drawn = (s) => [...q(s)].filter(el => el.getBoundingClientRect().width > 100).length;
   const sec = {};
   for (const id of %s) {
     const el = document.getElementById(id);
@@ -298,13 +299,31 @@ DOM_PROBE = """(() => {
   return JSON.stringify({sections: sec, svgs, title: document.title,
                          banner: (document.getElementById('accel-banner') || {}).innerText || '',
                          better: q('td.better').length, worse: q('td.worse').length,
+                         views: {strips: drawn('svg.strip'), stripRects: q('svg.strip rect.res').length,
+                                 stripMarks: q('svg.strip [class^=mark-]').length,
+                                 nodeMemory: drawn('.node-memory svg'),
+                                 nodeMemoryLines: q('.node-memory svg polyline').length,
+                                 overlays: drawn('.ab-overlays svg.band'),
+                                 bands: q('.ab-overlays polygon.band').length},
                          betterColor: q('td.better').length ? getComputedStyle(q('td.better')[0]).color : '',
                          scripts: q('script').length});
 })()"""
 
 
-def load_in_chromium(html: Path, screenshot: Path | None = None, width: int = 1280) -> dict:
-    """Load the page from file:// and report console errors, exceptions, network requests and the DOM."""
+ELEMENT_RECT = """(() => {
+  const el = document.querySelector(%s);
+  if (!el) return null;
+  el.scrollIntoView();
+  const r = el.getBoundingClientRect();
+  return JSON.stringify({x: r.left + window.scrollX, y: r.top + window.scrollY, width: r.width, height: r.height});
+})()"""
+
+
+def load_in_chromium(
+    html: Path, screenshot: Path | None = None, width: int = 1280, elements: dict[str, Path] | None = None
+) -> dict:
+    """Load the page from file:// and report console errors, exceptions, network requests and the DOM.
+    ``elements``: CSS selector -> a PNG of the first element it selects, as drawn (the docs' screenshots)."""
     profile = tempfile.mkdtemp(prefix="numalab-chromium-")
     cdp = CDP(browser_argv(profile), Path(profile) / "chromium.log")
     try:
@@ -338,6 +357,15 @@ def load_in_chromium(html: Path, screenshot: Path | None = None, width: int = 12
                 timeout=60,
             )
             screenshot.write_bytes(base64.b64decode(shot["data"]))
+        for selector, png in (elements or {}).items():
+            probe = {"expression": ELEMENT_RECT % json.dumps(selector), "returnByValue": True}
+            rect = cdp.send("Runtime.evaluate", probe, session=session)["result"].get("value")
+            if not rect:
+                continue
+            shot = cdp.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True,
+                                                       "clip": json.loads(rect) | {"scale": 1}},
+                            session=session, timeout=60)  # fmt: skip
+            png.write_bytes(base64.b64decode(shot["data"]))
         errors, requests = [], []
         for ev in cdp.events:
             m, p = ev.get("method"), ev.get("params", {})

@@ -74,7 +74,8 @@ def test_noisy_tcg_counts_are_not_significant_and_say_what_they_would_need() -> 
     assert v.direction == "same" and v.significant is False and not v.decided
     assert v.needed_per_side is not None and v.needed_per_side > 50
     assert f"~{v.needed_per_side}/side needed" in v.line()
-    assert ": undecided (worse by the Amean), " in v.line() and v.moved == "worse"
+    # a mechanism counter has no better: its means moved higher, not worse
+    assert ": undecided (higher by the Amean), " in v.line() and v.moved == "higher"
     few = vd.verdict_of("vmstat.numa_pages_migrated", TCG_A[:2], TCG_B[:2], "welch", "tcg")
     assert few.direction == "unknown" and "not judged" in few.line()
     none = vd.verdict_of("vmstat.hint_local_pct", [], [50.0], "welch", "tcg")
@@ -142,9 +143,9 @@ def test_outcomes() -> None:
     assert outcome_of("worse", sig_worse) == "reproduced"
     assert outcome_of("better", sig_worse) == "contradicted"
     assert outcome_of("same", sig_worse) == "contradicted"
-    noisy = vd.verdict_of("vmstat.numa_pages_migrated", TCG_A, TCG_B)  # B's mean is higher: worse, not significant
-    assert outcome_of("worse", noisy) == "same direction, not significant"
-    assert outcome_of("better", noisy) == "not reproduced"
+    noisy = vd.verdict_of("vmstat.numa_pages_migrated", TCG_A, TCG_B)  # B's mean is higher, not significant
+    assert outcome_of("higher", noisy) == "same direction, not significant"
+    assert outcome_of("lower", noisy) == "not reproduced"
     assert outcome_of("same", noisy) == "reproduced"
     assert outcome_of("worse", vd.verdict_of("vmstat.hint_local_pct", [], [1.0])) == "no data"
 
@@ -238,7 +239,7 @@ def test_auto_matrix_adds_repeats_only_where_undecided(tmp_path: Path, monkeypat
     assert cells["ring-4/idle/default"].stop.reason == "max-repeats" and cells["ring-4/idle/default"].pairs == 6
     assert calls == [12, 2, 2, 2]  # 3 pairs of both cells, then one pair of ring-4 at a time
     (v,) = cells["ring-2/idle/default"].verdicts["b"]
-    assert v.direction == "worse" and v.n_base == 3
+    assert v.direction == "changed" and v.moved == "higher" and v.n_base == 3  # (a mechanism counter)
     assert len(out.runs) == 12 + 6
     # resuming recomputes the same rounds from the records and runs nothing
     calls.clear()

@@ -35,15 +35,15 @@ def test_an_all_zero_baseline_has_one_verdict_in_text_markdown_and_html() -> Non
     row = c.row("vmstat.numa_pages_migrated")
     assert row is not None and row.base.amean == 0 < row.new.amean
     assert row.significant is True  # 0 0 0 against three positive counts
-    # lower is better and it went up: worse, though the %diff of a 0 baseline is n/a
-    assert row.verdict() == "worse"
+    # a mechanism counter went up: changed (not judged), though the %diff of a 0 baseline is n/a
+    assert row.verdict() == "changed"
     assert row.diff_text() == f"Δ{row.new.amean:+.4g}"
     text_line = next(ln for ln in cmp.to_text(c).splitlines() if ln.startswith("Amean") and "numa_pages_migrated" in ln)
     md_line = next(ln for ln in cmp.to_markdown(c).splitlines() if ln.startswith("| vmstat.numa_pages_migrated "))
     assert text_line.rstrip().endswith("*") and f"*{row.diff_text():>8}*" in text_line  # starred, with the Δ
-    assert f"**{row.diff_text()}**" in md_line and md_line.rstrip(" |").endswith("worse")
+    assert f"**{row.diff_text()}**" in md_line and md_line.rstrip(" |").endswith("changed")
     html = cmp.to_html(c)
-    assert f'class="worse">{row.diff_text()} *</td>' in html
+    assert f'class="changed">{row.diff_text()} *</td>' in html and "shown, not judged" in html
     assert "Δ: the absolute change" in cmp.to_text(c) and "Δ: the absolute change" in cmp.to_markdown(c)
     # no row of any stat reads a %diff past PCT_SHOWN_MAX (Min, Max, Stddev of a 0 baseline included)
     pcts = [float(x) for x in re.findall(r"(-?\d+\.\d+)%[*)]", cmp.to_text(c))]
@@ -58,8 +58,11 @@ def test_an_all_zero_baseline_has_one_verdict_in_text_markdown_and_html() -> Non
 
 def test_a_verdict_on_an_all_zero_baseline_has_a_direction() -> None:
     v = vd.verdict_of("vmstat.numa_pages_migrated", [0.0, 0.0, 0.0], [120.0, 95.0, 140.0], accelerator="tcg")
-    assert v.pct_diff is None and v.moved == "worse" and v.direction == "worse"
-    assert "B vs A: worse, Δ+118.3, significant (welch)" in v.line()
+    assert v.pct_diff is None and v.moved == "higher" and v.direction == "changed"
+    assert "B vs A: changed, Δ+118.3, significant (welch)" in v.line()
+    # a judged metric's all-zero baseline still has a better/worse direction
+    w = vd.verdict_of("tasks.pingpong", [0.0, 0.0, 0.0], [3.0, 4.0, 5.0], accelerator="tcg")
+    assert w.moved == "worse" and w.direction == "worse"
     assert vd.verdict_of("vmstat.numa_pages_migrated", [0.0] * 3, [0.0] * 3).moved == "same"
 
 

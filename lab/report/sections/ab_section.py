@@ -3,20 +3,20 @@ the key metrics per run (and of every metric a user's workload declares)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from lab.analysis.compare import Comparison, Row, to_html
-from lab.analysis.metrics import METRIC_KEYS, metric_values
+from lab.analysis.metrics import METRIC_KEYS, NEUTRAL, metric_values
 from lab.events import MOVE_NUMA, SWAP_NUMA
 from lab.report import svg
 from lab.report.colors import BASE_COLOR, NEW_COLOR
 from lab.report.html_parts import e, figure
+from lab.report.sections.views_section import ab_overlays
 
 KEY_METRICS = (
     "workload.gbps",
     "workload.gbps_per_vcpu_s",  # its twin: the same work per vCPU CPU-second (less host noise under TCG)
     "workload.round_trips_per_s",
     "workload.round_trips_per_vcpu_s",
+    "tasks.convergence_s",
     f"events.{MOVE_NUMA.name}",
     f"events.{SWAP_NUMA.name}",
     "vmstat.numa_pages_migrated",
@@ -25,7 +25,8 @@ KEY_METRICS = (
 
 
 def _values_by_run(report: dict) -> dict[str, dict[str, float]]:
-    """Metric values per run directory name (the names Comparison lists), from the report's re-analysis."""
+    """Metric values per run id (Comparison.base_ids/new_ids), from the report's re-analysis. Not by folder
+    name: two runs in two parents can share one (r1, r2, ...)."""
     out = {}
     for r in report.get("runs", []):
         pseudo = {
@@ -33,9 +34,7 @@ def _values_by_run(report: dict) -> dict[str, dict[str, float]]:
             "workload": r.get("workload") or {},
             "timings": r.get("timings") or {},
         }
-        vals = metric_values(pseudo)
-        out[Path(r.get("path") or r["run_id"]).name] = vals
-        out.setdefault(r["run_id"], vals)
+        out[r["run_id"]] = metric_values(pseudo)
     return out
 
 
@@ -44,6 +43,7 @@ def _verdict_text(row: Row) -> str:
     return {
         "better": '<span class="verdict-better">significantly better</span>',
         "worse": '<span class="verdict-worse">significantly worse</span>',
+        "changed": '<span class="verdict-changed">changed significantly (a mechanism counter: not judged)</span>',
         "same": "no significant difference",
         "unknown": "significance cannot be judged (fewer than 3 runs a side)",
     }[v]
@@ -57,14 +57,13 @@ def compare_plots(c: Comparison, values: dict[str, dict[str, float]]) -> str:
         if row is None:
             continue
         metric = row.metric
-        base = [values[r][key] for r in c.base_runs if key in values.get(r, {})]
-        new = [values[r][key] for r in c.new_runs if key in values.get(r, {})]
+        base = [values[r][key] for r in c.base_ids if key in values.get(r, {})]
+        new = [values[r][key] for r in c.new_ids if key in values.get(r, {})]
         groups = [(c.base_label, base, BASE_COLOR), (c.new_label, new, NEW_COLOR)]
         title = f"{metric.label}" + (f" ({metric.unit})" if metric.unit else "")
         # The same mean as the table's mean row (Hmean for rates, Amean otherwise).
-        plot = svg.dot_plot(
-            groups, title=title, note=f"{metric.better} is better", width=380, harmonic=row.mean_name == "Hmean"
-        )
+        note = "a mechanism counter: shown, not judged" if metric.better == NEUTRAL else f"{metric.better} is better"
+        plot = svg.dot_plot(groups, title=title, note=note, width=380, harmonic=row.mean_name == "Hmean")
         figs.append(figure(plot, f'<span class="mono">{e(key)}</span>: {_verdict_text(row)}'))
     if not figs:
         return ""
@@ -90,12 +89,16 @@ def compare_section(report: dict, comparisons: list[Comparison]) -> str:
     out = [
         '<p class="muted">Each group is compared with the first (the baseline), in the style of mmtests '
         "compare-kernels. %diff is signed so that <strong>+ always means better</strong>; significant differences "
-        "are coloured green (better) or red (worse).</p>"
+        "are coloured green (better) or red (worse). Mechanism counters (pages migrated, hint faults, AutoNUMA "
+        "cost, the sched_*_numa decisions) have no better: their %diff is the plain change (+ is more), shown and "
+        "not judged.</p>"
     ]
+    by_id = {r["run_id"]: r for r in report.get("runs", [])}
     for c in comparisons:
         # to_html lists the excluded runs (status not ok, or an incomplete trace) under its notes.
         out.append(
             f'<div class="card ab-layout"><div class="ab-table">{to_html(c)}</div>'
             f'<aside class="ab-plots">{compare_plots(c, values)}</aside></div>'
+            f'<div class="card">{ab_overlays(c, by_id)}</div>'
         )
     return "\n".join(out)

@@ -12,6 +12,7 @@ from lab.events import MIGRATE_PAGES, MIGRATE_TASK, NUMA_DECISIONS, STICK_NUMA
 from lab.report import svg
 from lab.report.colors import EVENT_COLORS, HINT_LOCAL_COLOR
 from lab.report.html_parts import box, e, figure, get, kv_table, num, table
+from lab.report.sections.views_section import run_views
 
 # The decisions by their short word, as the analyses key node moves, rates and per-task counts.
 KINDS = tuple(ev.short for ev in NUMA_DECISIONS)
@@ -274,12 +275,13 @@ def numa_section(r: dict) -> str:
     if not m:
         return ""
     if is_quiet(m):
-        return _quiet_box(r)
+        return _quiet_box(r) + run_views(r)  # (where the tasks ran and their memory sat: with balancing off too)
     numa, lead = _trace_analysis(m)
     return "".join(
         [
             lead,
             _node_moves(r, numa),
+            run_views(r),
             _side_tables(m, numa),
             _over_time(r, m, numa),
             _per_task(numa),

@@ -1,0 +1,191 @@
+"""Who, where, when (issue 37): a run's per-task node residency (a task x time strip with the NUMA decisions on
+it, each task's convergence and ping-pong) and its per-node memory over time; in an A/B, each over-time chart
+with A and B on one chart (medians per interval, the runs' spread as a band).
+
+The data come from lab.analysis.residency and lab.analysis.node_memory; a run without them (older records,
+a trace without sched_migrate_task) says so and how to get them.
+"""
+
+from __future__ import annotations
+
+import math
+from statistics import median
+
+from lab.analysis.compare import Comparison
+from lab.events import MIGRATE_TASK, MOVE_NUMA, STICK_NUMA, SWAP_NUMA, WAKEUP_NEW
+from lab.report import svg
+from lab.report.colors import BASE_COLOR, EVENT_COLORS, NEW_COLOR, NODE_COLORS
+from lab.report.html_parts import box, e, figure, get, num, table
+from lab.report.svg_views import band_chart, task_strip
+
+STRIP_TASKS = 48  # rows of the strip (the most moved tasks first)
+
+
+def _residency(r: dict) -> str:
+    res = get(r, "metrics", "numa", "residency")
+    if not isinstance(res, dict):
+        why = get(r, "metrics", "numa", "skipped", "residency")
+        if not why:
+            return ""
+        return (
+            f'<p class="muted">No per-task residency: {e(why)}. numalab traces {e(MIGRATE_TASK.full)} and '
+            f"{e(WAKEUP_NEW.full)} by default; a run with --event or --no-trace has to ask for them.</p>"
+        )
+    tasks = res.get("tasks") or []
+    if not tasks:
+        return '<p class="muted">Per-task residency: no task of the workload in the trace.</p>'
+    n = len(get(r, "topology", "distances", default=[]) or []) or 1
+    shown = sorted(tasks, key=lambda t: (-(t.get("node_changes") or 0), t.get("pid", 0)))[:STRIP_TASKS]
+    shown.sort(key=lambda t: t.get("pid", 0))
+    rows = [{"label": f"{t.get('comm', '')[:12]} {t.get('pid')}", "segments": t.get("segments"),
+             "marks": t.get("marks")} for t in shown]  # fmt: skip
+    duration = get(r, "workload", "duration_s")
+    marks = [(float(duration), "workload end")] if isinstance(duration, (int, float)) else []
+    strip = task_strip(rows, n, float(res.get("window_s") or 1), NODE_COLORS, EVENT_COLORS,
+                       title="Where each task ran", marks=marks)  # fmt: skip
+    w = res.get("workload") or {}
+    left = len(tasks) - len(shown) + (res.get("tasks_left_out") or 0)
+    cap = (
+        f"Each row is a task of the workload, coloured by the node of the CPU it was on ({e(MIGRATE_TASK.name)}, "
+        f"{e(WAKEUP_NEW.name)}); ▲ {e(MOVE_NUMA.name)}, ◆ {e(SWAP_NUMA.name)}, × {e(STICK_NUMA.name)} on it."
+        + (f" {left} more tasks not drawn." if left > 0 else "")
+    )
+    facts = table(
+        ["tasks", "converged", "convergence (s)", "ping-pongs", "of them NUMA moves", "node changes"],
+        [[num(w.get("tasks")), num(w.get("converged")), num(w.get("convergence_s")), num(w.get("pingpong")),
+          num(w.get("pingpong_numa")), num(w.get("node_changes"))]],
+        "small", (0, 1, 2, 3, 4, 5),
+    )  # fmt: skip
+    per_task = table(
+        ["pid", "comm", "final node", "converged at (s)", "node changes", "ping-pongs"],
+        [[e(t.get("pid")), e(t.get("comm")), e(t.get("final_node")),
+          "not converged" if t.get("converged_s") is None else num(t.get("converged_s")),
+          num(t.get("node_changes")), num(t.get("pingpong"))] for t in tasks],
+        "small", (0, 2, 3, 4, 5),
+    )  # fmt: skip
+    how = (
+        f"A task has converged when, from some interval ({num(res.get('bin_s'))} s) to its end, the node it spent "
+        f"most of each interval on is its final node, for {num(res.get('settled_min_bins'))} intervals or more; "
+        "the workload's convergence is the last task's (a task that never settled counts as the end of the trace). "
+        f"A ping-pong is a task moved back to a node it left within {num(res.get('pingpong_window_s'))} s."
+    )
+    return (
+        f'<div class="views residency" id="residency-{e(r.get("run_id"))}"><h4>Per-task node residency</h4>'
+        f'{figure(strip, cap)}{facts}<p class="muted">{e(how)}</p>'
+        f"<details><summary>Per task</summary>{per_task}</details></div>"
+    )
+
+
+def _node_memory(r: dict) -> str:
+    nm = get(r, "metrics", "node_memory")
+    if not isinstance(nm, dict) or not nm.get("t"):
+        return ""
+    t = nm["t"]
+    n = len(nm.get("total_mib") or [])
+    colors = {f"node {i}": NODE_COLORS[i % len(NODE_COLORS)] for i in range(n)}
+    used = {f"node {i}": [row[i] if row else None for row in nm.get("used_mib", [])] for i in range(n)}
+    figs = [figure(svg.line_chart(t, used, title="Used memory per node (MiB)", colors=colors,
+                                  x_label="s since workload start", width=640),
+                   "MemUsed of /sys/devices/system/node/nodeN/meminfo at each vmstat sample.")]  # fmt: skip
+    if any(row for row in nm.get("workload_mib") or []):
+        mine = {f"node {i}": [row[i] if row else None for row in nm["workload_mib"]] for i in range(n)}
+        figs.append(figure(svg.line_chart(t, mine, title="The workload's memory per node (MiB)", colors=colors,
+                                          x_label="s since workload start", width=640),
+                           "The N<node>= pages of /proc/PID/numa_maps of the workload's processes."))  # fmt: skip
+    problems = nm.get("problems") or []
+    checks = (
+        box("warn", "The node memory samples do not add up", [e(p) for p in problems])
+        if problems
+        else "<p class=\"muted\">Checked: each node's used + free memory is its total, the workload's pages on the "
+        "nodes match its resident set, and no node holds more of the workload than it has in use.</p>"
+    )
+    grid = f'<div class="grid">{"".join(figs)}</div>'
+    return f'<div class="views node-memory"><h4>Memory per node over time</h4>{grid}{checks}</div>'
+
+
+def run_views(r: dict) -> str:
+    """A run's per-task residency and per-node memory ("" when it has neither)."""
+    return _residency(r) + _node_memory(r)
+
+
+# --- A/B overlays ---------------------------------------------------------------------------------------------
+
+
+def _binned(t: list, vals: list) -> dict[int, float]:
+    """A run's series on the whole seconds its samples span, linearly between two samples (runs sample at
+    different instants: a median of whichever runs sampled near a second would jump between runs). A gap
+    (None) stays a gap."""
+    num = (int, float)
+    pts = [(float(tv), float(v) if isinstance(v, num) else None) for tv, v in zip(t or [], vals or [], strict=False)
+           if isinstance(tv, num)]  # fmt: skip
+    out: dict[int, float] = {}
+    for ta, va in pts:
+        if va is not None and ta >= 0 and ta == int(ta):
+            out[int(ta)] = va
+    for (ta, va), (tb, vb) in zip(pts, pts[1:], strict=False):
+        if va is None or vb is None or tb <= ta:
+            continue
+        for s in range(max(0, math.ceil(ta)), math.floor(tb) + 1):
+            out.setdefault(s, va + (vb - va) * (s - ta) / (tb - ta))
+    return out
+
+
+def _settled_pct(res: dict) -> tuple[list, list]:
+    """Per second, the % of the workload's tasks that had converged by then."""
+    tasks = res.get("tasks") or []
+    window = res.get("window_s") or 0
+    if not tasks:
+        return [], []
+    xs = list(range(int(window) + 1))
+    conv = [t.get("converged_s") for t in tasks]
+    return xs, [100.0 * sum(c is not None and c <= x for c in conv) / len(tasks) for x in xs]
+
+
+OVERLAYS = (
+    ("NUMA pages migrated (cumulative)", None, lambda m: (get(m, "vmstat_series", "t"),
+                                                         get(m, "vmstat_series", "numa_pages_migrated"))),
+    ("NUMA hint-local % per interval", 100.0, lambda m: (get(m, "vmstat_series", "t"),
+                                                        get(m, "vmstat_series", "hint_local_pct"))),
+    ("NUMA moves + swaps per second", None, lambda m: (
+        list(range(len(get(m, "numa", "rates", "series", "move") or []))),
+        [a + b for a, b in zip(get(m, "numa", "rates", "series", "move") or [],
+                               get(m, "numa", "rates", "series", "swap") or [], strict=False)])),
+    ("Tasks converged (%)", 100.0, lambda m: _settled_pct(get(m, "numa", "residency") or {})),
+)  # fmt: skip
+
+
+def _group(runs: list[dict], pick) -> dict[int, tuple[float, float, float]]:
+    per: dict[int, list[float]] = {}
+    for r in runs:
+        t, vals = pick(r.get("metrics") or {})
+        for k, v in _binned(t, vals).items():
+            per.setdefault(k, []).append(v)
+    return {k: (median(v), min(v), max(v)) for k, v in per.items()}
+
+
+def ab_overlays(c: Comparison, runs_by_id: dict[str, dict]) -> str:
+    """A's and B's over-time charts on one chart each: the median per second, the runs' range as a band."""
+    base = [runs_by_id[i] for i in c.base_ids if i in runs_by_id]
+    new = [runs_by_id[i] for i in c.new_ids if i in runs_by_id]
+    if not base or not new:
+        return ""
+    figs = []
+    colors = {c.base_label: BASE_COLOR, c.new_label: NEW_COLOR}
+    if c.base_label == c.new_label:
+        colors = {"A": BASE_COLOR, "B": NEW_COLOR}
+    names = list(colors)
+    for title, y_max, pick in OVERLAYS:
+        a, b = _group(base, pick), _group(new, pick)
+        if not a or not b:
+            continue
+        xs = sorted(set(a) | set(b))
+        series = {
+            name: tuple([g[x][i] if x in g else None for x in xs] for i in range(3))
+            for name, g in zip(names, (a, b), strict=True)
+        }
+        figs.append(figure(band_chart(xs, series, colors, title=title, y_max=y_max),
+                           f"{e(title)}: median of the runs per second, their range shaded "
+                           f"({len(base)} and {len(new)} runs)."))  # fmt: skip
+    if not figs:
+        return ""
+    return f'<div class="ab-overlays"><h4>A and B over time</h4><div class="grid">{"".join(figs)}</div></div>'

@@ -1,0 +1,93 @@
+"""End to end for issue 37: where each task ran, where its memory sat, and A against B on one chart.
+
+Real runs (ring-4, numa01, NUMA balancing off against on, 3 a side) with numalab's default events and
+samples: each run's record has per-task residency, convergence and the per-node memory series whose checks
+pass; compare carries tasks.convergence_s with a p-value and an interval; the report draws the residency
+strip, the node memory charts and the A/B overlays in headless Chromium; the Perfetto export has a track
+per task and per-node memory counters.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from common import numalab, require_setup_package
+from test_report_html import CHROMIUM, load_in_chromium
+
+pytestmark = pytest.mark.vm
+
+REPEATS = 3
+
+
+def _runs(tmp: Path, balancing: str) -> list[Path]:
+    out = tmp / balancing
+    proc = numalab(
+        "run", "--topology", "ring-4", "--workload", "numa01", "--duration", "6",
+        "--numa-balancing", balancing, "--repeat", str(REPEATS), "--out", str(out),
+        timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    runs = sorted(p for p in out.iterdir() if (p / "manifest.json").exists())
+    assert len(runs) == REPEATS, [p.name for p in out.iterdir()]
+    return runs
+
+
+def _check_record(run: Path) -> None:
+    m = json.loads((run / "manifest.json").read_text())
+    assert m["status"] == "ok", m.get("reason")
+    metrics = m["metrics"]
+    traced = set(m["settings"]["trace_events"])
+    assert {"sched:sched_migrate_task", "sched:sched_wakeup_new", "sched:sched_process_exit"} <= traced
+    assert metrics["events"]["sched_migrate_task"] > 0 and metrics["events"]["sched_wakeup_new"] > 0
+    assert metrics["lost_events"] == 0, metrics.get("lost_per_cpu")
+    res = metrics["numa"]["residency"]
+    threads = [t for t in res["tasks"] if t["comm"] == "numa01"]
+    # numa01 on ring-4: its processes and their threads (4 a process), each seen from its creation
+    assert len(threads) >= 8, [(t["pid"], t["comm"]) for t in res["tasks"]]
+    for t in threads:
+        assert sum(map(sum, t["seconds"])) == pytest.approx(t["end_s"] - t["start_s"], abs=0.02), t["pid"]
+        assert t["final_node"] in range(4)
+        assert t["converged_s"] is None or 0 <= t["converged_s"] <= res["window_s"]
+    w = res["workload"]
+    assert 0 <= w["convergence_s"] <= res["window_s"] and w["converged"] <= w["tasks"]
+    nm = metrics["node_memory"]
+    assert nm["problems"] == [], nm["problems"]
+    # a sample a second asked for; under TCG on a host shared with other VMs (load 10 on 2 cores) the sampler,
+    # a shell competing with numa01's threads for the vCPUs, got only 2 or 3 in 6 s: one before the workload
+    # started and at least one while it ran
+    assert len(nm["t"]) >= 2 and nm["t"][0] <= 0 < nm["t"][-1], nm["t"]
+    # numa01's memory, seen on the nodes while it ran (its threads touch memory on more than one node)
+    assert any(row and sum(x > 1 for x in row) >= 2 for row in nm["workload_mib"]), nm["workload_mib"]
+    assert (run / "numa-nodes.series").is_file()
+
+
+def test_residency_node_memory_and_overlays_end_to_end(tmp_path: Path) -> None:
+    on, off = _runs(tmp_path, "on"), _runs(tmp_path, "off")
+    for run in on + off:
+        _check_record(run)
+
+    proc = numalab("compare", "--baseline", *map(str, off), "--new", *map(str, on), "--json")
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["metric"]: r for r in json.loads(proc.stdout)["metrics"]}
+    conv = rows["tasks.convergence_s"]
+    assert conv["better"] == "lower" and conv["significant"] is not None and conv["p_value"] is not None
+    assert conv["ci95_diff"][0] <= conv["abs_diff"] <= conv["ci95_diff"][1]
+    migrated = rows["vmstat.numa_pages_migrated"]
+    assert migrated["better"] == "neutral" and migrated["verdict"] in ("changed", "same")
+
+    html = tmp_path / "report.html"
+    proc = numalab("report", *map(str, off + on), "--out", str(html), timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(html.with_suffix(".json").read_text())
+    timeline = json.loads((html.parent / data["runs"][-1]["perfetto"]).read_text())["traceEvents"]
+    assert any(e["ph"] == "X" and e.get("cat") == "residency" and "node" in e["args"] for e in timeline)
+    assert any(e["ph"] == "C" and e["name"].startswith("node 0 memory") for e in timeline)
+    require_setup_package(CHROMIUM is not None, "chromium (the report was built but not rendered)", "chromium")
+    res = load_in_chromium(html, html.with_suffix(".png"))
+    assert res["errors"] == [] and res["requests"] == [html.resolve().as_uri()]
+    views = res["dom"]["views"]
+    assert views["strips"] == 2 * REPEATS and views["stripRects"] >= 2 * REPEATS * 8, views
+    assert views["nodeMemory"] >= 2 * 2 * REPEATS and views["nodeMemoryLines"] >= 4, views
+    assert views["overlays"] >= 2 and views["bands"] >= 4, views  # pages migrated, tasks converged: A and B
