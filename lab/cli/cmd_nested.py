@@ -52,7 +52,8 @@ def cmd_nested(args: argparse.Namespace) -> int:
     if args.out and out.exists():
         out.rmdir()
     res = run_nested(topo, script, out, user=args.user, timeout_s=args.timeout,
-                     progress=None if args.json else progress)  # fmt: skip
+                     progress=None if args.json else progress,
+                     echo=None if args.json else lambda line: print(line, flush=True))  # fmt: skip
     log = out / "script.log"
     summary = {
         "exit_code": res.exit_code,
@@ -61,12 +62,11 @@ def cmd_nested(args: argparse.Namespace) -> int:
         "marks": res.marks,
         "out": str(out),
         "console": str(res.console),
+        "script_log": str(log),
     }
     if args.json:
         print(json_text(summary, indent=2))
     else:
-        if log.exists():
-            print(log.read_text(errors="replace"), end="")
         booted = res.marks.get("booted", "?")
         progress(f"outer guest: {topo.name}, booted ({booted}); the command exited {res.exit_code} after "
                  f"{res.wall_s:.0f}s in all; what it wrote to $NESTED_OUT is in {out}")  # fmt: skip

@@ -71,12 +71,14 @@ mount -t tmpfs -o mode=1777 tmpfs $R/tmp
 mkdir -p $R/dev/shm $R/dev/pts && mount -t tmpfs -o mode=1777 tmpfs $R/dev/shm && mount -t devpts devpts $R/dev/pts
 mount -t debugfs debugfs $R/sys/kernel/debug 2>/dev/null
 mkdir -p $R/@OUT@ $R/nested && cp /nested/* $R/nested/
-say booted "$(grep -c ^processor /proc/cpuinfo)" "$(grep -o -w -e svm -e npt /proc/cpuinfo | sort -u | tr '\n' ' ')"
+say booted "$(grep -c ^processor /proc/cpuinfo)" $(grep -q -w svm /proc/cpuinfo && echo svm) $(grep -q -w npt /proc/cpuinfo && echo npt) \
+  $(test -c /dev/kvm && echo /dev/kvm)
 chroot $R /bin/sh /nested/prepare.sh > $R/@OUT@/prepare.log 2>&1 || fail prepare "$(tail -1 $R/@OUT@/prepare.log)"
 say prepared
-chroot $R /usr/bin/setpriv @SETPRIV@ --reset-env /bin/bash -c 'cd @REPO@ && exec bash /nested/script.sh' \
-  > $R/@OUT@/script.log 2>&1
-say script-exit $?
+# (the script's output to script.log and, each line behind "| ", to the console: the host sees it as it comes)
+{ chroot $R /usr/bin/setpriv @SETPRIV@ --reset-env /bin/bash -c 'cd @REPO@ && exec bash /nested/script.sh' 2>&1
+  echo $? > /ovl/script.rc; } | tee $R/@OUT@/script.log | while IFS= read -r l; do echo "| $l"; done
+say script-exit "$(cat /ovl/script.rc)"
 tar -cf /ovl/@TAR@ -C $R/@OUT@ . && dd if=/ovl/@TAR@ of=/results/@TAR@ bs=1M 2>/dev/null || say send-failed
 say done
 poweroff -f
@@ -176,6 +178,29 @@ def parse_marks(console: str) -> dict[str, str]:
     return marks
 
 
+class _ConsoleTail:
+    """An on_tick that passes the console's new script lines ("| ...") and marks to ``echo``."""
+
+    def __init__(self, console: Path, echo) -> None:
+        self.console, self.echo, self.offset, self.rest = console, echo, 0, b""
+
+    def __call__(self, _now: float) -> None:
+        try:
+            with self.console.open("rb") as f:
+                f.seek(self.offset)
+                data = f.read(1 << 20)
+        except OSError:
+            return
+        self.offset += len(data)
+        *lines, self.rest = (self.rest + data).split(b"\n")
+        for raw in lines:
+            line = raw.decode(errors="replace").rstrip("\r")
+            if line.startswith("| "):
+                self.echo(line[2:])
+            elif line.startswith(MARK + " "):
+                self.echo(f"[outer] {line[len(MARK) + 1 :]}")
+
+
 def run_nested(
     topo: Topology,
     script: str,
@@ -184,9 +209,11 @@ def run_nested(
     cache_from: Path | None = None,
     timeout_s: float = 900.0,
     progress=None,
+    echo=None,
 ) -> NestedResult:
     """Boot ``topo`` under TCG with SVM, run ``script`` (bash, in the repository) inside it as ``user``,
-    and unpack what it wrote to ``$NESTED_OUT`` into ``out``."""
+    and unpack what it wrote to ``$NESTED_OUT`` into ``out``. ``echo`` hears each line of the script's
+    output as the console shows it, and the outer init's marks."""
     who = _user(user)
     out.mkdir(parents=True, exist_ok=False)
     stock = resolve_kernel("stock")
@@ -215,9 +242,12 @@ def run_nested(
     if progress:
         progress(f"outer guest: {topo.name}, {topo.n_nodes} nodes, {topo.total_cpus} vCPUs under TCG with SVM")
     t0 = time.monotonic()
+    tail = _ConsoleTail(Path(boot.console_log), echo) if echo else None
     outcome, _info = QemuBackend().run(
-        VmRequest(topo, placement, boot, work, timeout_s, limits=ShareLimits(output_bytes=OUTPUT_LIMIT))
+        VmRequest(topo, placement, boot, work, timeout_s, limits=ShareLimits(output_bytes=OUTPUT_LIMIT), on_tick=tail)
     )
+    if tail:
+        tail(0.0)
     wall = time.monotonic() - t0
     console = Path(boot.console_log)
     marks = parse_marks(console.read_text(errors="replace") if console.exists() else "")
