@@ -71,8 +71,8 @@ mount -t tmpfs -o mode=1777 tmpfs $R/tmp
 mkdir -p $R/dev/shm $R/dev/pts && mount -t tmpfs -o mode=1777 tmpfs $R/dev/shm && mount -t devpts devpts $R/dev/pts
 mount -t debugfs debugfs $R/sys/kernel/debug 2>/dev/null
 mkdir -p $R/@OUT@ $R/nested && cp /nested/* $R/nested/
-say booted "$(grep -c ^processor /proc/cpuinfo)" $(grep -q -w svm /proc/cpuinfo && echo svm) $(grep -q -w npt /proc/cpuinfo && echo npt) \
-  $(test -c /dev/kvm && echo /dev/kvm)
+has() { grep -q -w "$1" /proc/cpuinfo && echo "$1"; }
+say booted "$(grep -c ^processor /proc/cpuinfo)" $(has svm) $(has npt) $(test -c /dev/kvm && echo /dev/kvm)
 chroot $R /bin/sh /nested/prepare.sh > $R/@OUT@/prepare.log 2>&1 || fail prepare "$(tail -1 $R/@OUT@/prepare.log)"
 say prepared
 # (the script's output to script.log and, each line behind "| ", to the console: the host sees it as it comes)

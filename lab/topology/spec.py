@@ -29,7 +29,7 @@ import math
 import re
 from pathlib import Path
 
-from lab.datafile import parse_yaml
+from lab import datafile
 from lab.errors import LabError
 from lab.paths import cache_dir, read_text_file, write_text_atomic
 from lab.topology.model import LOCAL_DISTANCE, MAX_NODES, Node, Topology, check_name, hop_matrix, validate
@@ -323,7 +323,7 @@ def _parse_yaml(text: str, path: Path, cache: bool = True):
             return json.loads(cached.read_text())
         except (OSError, ValueError, RecursionError):
             pass
-    data = parse_yaml(text, str(path))  # (bounded: the dump below cannot expand an alias bomb)
+    data = datafile.parse_yaml(text, str(path))  # (bounded: the dump below cannot expand an alias bomb)
     try:
         as_json = json.dumps(data, allow_nan=False)
     except (TypeError, ValueError):
