@@ -32,8 +32,8 @@ EXAMPLES = """examples:
 
 
 def cmd_nested(args: argparse.Namespace) -> int:
-    from lab.host.nested import run_nested
-    from lab.topology.ref import TopologyRef
+    from lab.host.nested import run_nested  # (on use: start-up time)
+    from lab.topology.ref import TopologyRef  # (on use: start-up time)
 
     if not args.command:
         raise LabError("nested: no command given (numalab nested [options] -- COMMAND ...)")

@@ -8,6 +8,7 @@ rounded (the same input gives the same output).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from html import escape
 
 from lab.report.svg import (
     INK,
@@ -52,8 +53,6 @@ def task_strip(
 ) -> str:
     """One row per task (``label``, ``segments`` [[t0, t1, node], ...], ``marks`` [[t, kind, src, dst], ...]):
     where it was, coloured by node, with each NUMA decision about it marked (move, swap, stick)."""
-    from html import escape
-
     row_h, label_w, right = 14, 120, 12
     top = 40 if title else 26
     height = top + row_h * max(1, len(tasks)) + 34
