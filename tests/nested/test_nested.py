@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import pwd
 import subprocess
+from types import SimpleNamespace
 
 import pytest
 from common import numalab
@@ -99,7 +100,14 @@ def two_nodes(tmp_path_factory, user):
 
 @pytest.fixture(scope="module")
 def four_nodes(tmp_path_factory, user, baseline_kernel):
-    return _outer(tmp_path_factory, user, "ring-4", 1, "1536M", SCRIPT_4)
+    """The 4-node host through the command users have: numalab nested."""
+    out = tmp_path_factory.mktemp("nested-ring-4") / "out"
+    proc = numalab("nested", "--topology", "ring-4", "--cpus-per-node", "1", "--mem-per-node", "1536M", "--user", user,
+                   "--timeout", str(OUTER_TIMEOUT_S), "--out", str(out), "--", "bash", "-c", SCRIPT_4,
+                   timeout=OUTER_TIMEOUT_S + 300)  # fmt: skip
+    assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
+    assert "[outer] booted 4 svm npt /dev/kvm" in proc.stdout and "[outer] done" in proc.stdout, proc.stdout[-3000:]
+    return SimpleNamespace(out=out), proc.stdout
 
 
 def _manifest(res, name: str) -> dict:
