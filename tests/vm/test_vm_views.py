@@ -1,10 +1,10 @@
 """End to end for issue 37: where each task ran, where its memory sat, and A against B on one chart.
 
 Real runs (ring-4, numa01, NUMA balancing off against on, 3 a side) with numalab's default events and
-samples (and --node-maps on one side): each run's record has per-task residency, convergence and the per-node
-memory series whose checks pass; compare carries tasks.convergence_s with a p-value and an interval; the
-report draws the residency strip, the node memory charts and the A/B overlays in headless Chromium; the Perfetto export has a track
-per task and per-node memory counters.
+samples (and --node-maps on one side): each run's record has per-task residency, convergence and the
+per-node memory series whose checks pass; compare carries tasks.convergence_s with a p-value and an
+interval; the report draws the residency strip, the node memory charts and the A/B overlays in headless
+Chromium; the Perfetto export has a track per task and per-node memory counters.
 """
 
 from __future__ import annotations
