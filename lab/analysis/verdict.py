@@ -23,6 +23,7 @@ from lab.analysis.compare import MIN_REPEATS, Row, Stats, diff_text, pct_better,
 from lab.analysis.compare import moved as moved_of
 from lab.analysis.metrics import Metric, get_metric, metric_values, metrics_of
 from lab.analysis.power import ci_overlap_margin, repeats_needed
+from lab.guest.workload_metrics import MEMORY
 
 # "workload": the workload's own figure (:func:`workload_figure`), resolved by :func:`resolve_decide`. Not a
 # mechanism counter (pages migrated says how much balancing did, not how well the workload ran: it is neutral).
@@ -99,18 +100,21 @@ class Verdict:
 
 
 def workload_figure(workload) -> str:
-    """The metric ``--decide`` defaults to for ``workload`` (lab.guest.workloads.Workload): its first figure, as
-    the per-vCPU-second twin where it has one (steadier under TCG on a shared host: numa01's
+    """The metric ``--decide`` defaults to for ``workload`` (lab.guest.workloads.Workload): its own figure, the
+    first it declares beyond the memory workloads' common elapsed_s and gbps (pairs' round trips, nodes13's
+    balance, perf bench's convergence; gbps for numa01 and the others that have only those), as its
+    per-vCPU-second twin where it has one (steadier under TCG on a shared host: numa01's
     workload.gbps_per_vcpu_s); a user's workload file's first declared metric; else :data:`NO_FIGURE`."""
     metrics = getattr(workload, "metrics", ()) or ()
     user = getattr(workload, "user", None)
     if user is not None:
         decls = [d for d in user.declarations(None) if isinstance(d, dict) and d.get("name")]
         return f"workload.{decls[0]['name']}" if decls else NO_FIGURE
-    if metrics:
-        m = metrics[0]
-        return f"workload.{m.twin_key}" if m.twin is not None and m.twin_key else f"workload.{m.name}"
-    return NO_FIGURE
+    own = [m for m in metrics if m not in MEMORY] or [m for m in metrics if m.name != "elapsed_s"]
+    if not own:
+        return NO_FIGURE
+    m = own[0]
+    return f"workload.{m.twin_key}" if m.twin is not None and m.twin_key else f"workload.{m.name}"
 
 
 def resolve_decide(keys, workload) -> list[str]:

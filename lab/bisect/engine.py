@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Protocol
 
 from lab.analysis.compare import MIN_REPEATS
+from lab.analysis.metrics import METRIC_KEYS, NEUTRAL, get_metric
 from lab.analysis.record import load_manifest
 from lab.analysis.verdict import DEFAULT_MAX_PAIRS, Verdict, should_stop, values, verdicts_of
 from lab.bisect.step_rule import RULE_TEXT, Rule, StepDecision, decide_step, rule_from_endpoints
@@ -65,7 +66,9 @@ class StepRunner(Protocol):
 class Config:
     metric: str
     patches: tuple[str, ...]  # names, in series order
-    direction: str | None = None  # "worse" or "better" (the metric's own sense), None: whichever the endpoints show
+    # "worse" or "better" (the metric's own sense; "higher" or "lower" for a mechanism counter, which has no
+    # better), None: whichever the endpoints show
+    direction: str | None = None
     threshold_pct: float | None = None  # None: half the endpoints' shift
     budget_s: float | None = None
     min_pairs: int = MIN_REPEATS
@@ -84,8 +87,13 @@ class Config:
     def check(self) -> None:
         if not self.patches:
             raise LabError("--series: no patches in the series")
-        if self.direction not in (None, "worse", "better"):
-            raise LabError(f"--direction {self.direction}: must be worse or better")
+        if self.direction not in (None, "worse", "better", "higher", "lower"):
+            raise LabError(f"--direction {self.direction}: must be worse or better (higher or lower for a mechanism "
+                           "counter)")  # fmt: skip
+        neutral = get_metric(self.metric).better == NEUTRAL if self.metric in METRIC_KEYS else False
+        if self.direction is not None and (self.direction in ("higher", "lower")) != neutral:
+            want = "higher or lower (a mechanism counter has no better)" if neutral else "worse or better"
+            raise LabError(f"--direction {self.direction}: {self.metric} takes {want}")
         if self.threshold_pct is not None and not (math.isfinite(self.threshold_pct) and self.threshold_pct > 0):
             raise LabError(f"--threshold: must be a percentage > 0, got {self.threshold_pct:g}")
         if self.budget_s is not None and not (math.isfinite(self.budget_s) and self.budget_s > 0):
@@ -307,8 +315,9 @@ class Bisect:
         rule = None
         if not v.decided:
             verdict, reason = "same", f"not significantly different ({stop.detail})"
-        elif self.cfg.direction and v.direction != self.cfg.direction:
-            verdict, reason = "same", f"the endpoints moved {v.direction}, not {self.cfg.direction} (--direction)"
+        elif self.cfg.direction and self.cfg.direction not in (v.direction, v.moved):
+            moved = v.moved if v.direction == "changed" else v.direction
+            verdict, reason = "same", f"the endpoints moved {moved}, not {self.cfg.direction} (--direction)"
         else:
             r = rule_from_endpoints(self.cfg.metric, good, bad, self.cfg.threshold_pct)
             if r.threshold <= 0:

@@ -245,8 +245,9 @@ def add_parser(sub) -> None:
     g = b.add_argument_group("the decision of every step")
     ab_options(g, several=False, runs="runs of a step", old=("--metric", "--budget"),
                budget="each step gets its share of what is left, and is skipped when it is spent")  # fmt: skip
-    g.add_argument("--direction", choices=("worse", "better"),
-                   help="the change to hunt, in the metric's own sense (default: whichever the endpoints show; "
+    g.add_argument("--direction", choices=("worse", "better", "higher", "lower"),
+                   help="the change to hunt, in the metric's own sense (higher or lower for a mechanism counter such "
+                   "as vmstat.numa_pages_migrated, which has no better; default: whichever the endpoints show; "
                    "endpoints that moved the other way leave nothing to bisect)")  # fmt: skip
     g.add_argument("--threshold", type=float, metavar="PCT",
                    help="a step is bad from this shift toward bad, in %% of the good endpoint's mean "

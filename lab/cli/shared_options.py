@@ -222,6 +222,10 @@ def tracing_options(p: argparse.ArgumentParser):
     g.add_argument("--no-trace", action="store_true", help="no tracing: no trace events, no trace.dat")
     g.add_argument("--trace-buffer-kb", type=int, default=d.trace_buffer_kb, metavar="KB",
                    help=f"per-CPU trace buffer (default {d.trace_buffer_kb})")  # fmt: skip
+    g.add_argument("--node-maps", action="store_true", default=None,
+                   help="with each node memory sample, also read the workload's /proc/PID/numa_maps: its pages per "
+                   "node over time (the report's chart and checks); it slows the workload under TCG, so it is off "
+                   "unless asked for")  # fmt: skip
     g.add_argument(
         "--trace-mode",
         choices=TRACE_MODES,
@@ -275,6 +279,7 @@ def run_settings(args: argparse.Namespace) -> dict:
         "events": "event",
         "no_trace": "no_trace",
         "trace_buffer_kb": "trace_buffer_kb",
+        "node_maps": "node_maps",
         "trace_mode": "trace_mode",
         "accel": "accel",
         "clock": "clock",

@@ -50,6 +50,9 @@ class GuestPlan:
     # "extract": the same buffers, then trace-cmd extract in the guest; "record": trace-cmd record
     trace_mode: str = "raw"
     vmstat_interval_s: float = 1.0
+    # with the node memory samples, each workload process's /proc/PID/numa_maps and VmRSS (--node-maps: it
+    # costs the workload, docs/reports.md "What it costs a run")
+    node_maps: bool = False
     test_fault: str = ""
     kernel_args: str = ""  # appended to KERNEL_CMDLINE (numalab run --append)
     demotion: str = ""  # /sys/kernel/mm/numa/demotion_enabled: "true", "false", or "" to leave it
@@ -100,6 +103,7 @@ class GuestPlan:
             "TRACE_BUFFER_KB": str(self.trace_buffer_kb),
             "TRACE_MODE": self.trace_mode,
             "VMSTAT_INTERVAL": f"{self.vmstat_interval_s:g}",
+            "NODE_MAPS": "1" if self.node_maps else "",
             "TEST_FAULT": self.test_fault.partition("=")[0],
             "FAULT_TARGET": self.test_fault.partition("=")[2],
             "DEMOTION": self.demotion,
@@ -120,6 +124,7 @@ class GuestPlan:
             "trace_buffer_kb": self.trace_buffer_kb,
             "trace_mode": self.trace_mode,
             "vmstat_interval_s": self.vmstat_interval_s,
+            "node_maps": self.node_maps,
             "test_fault": self.test_fault,
             "kernel_args": self.kernel_args,
             "demotion": self.demotion,

@@ -56,6 +56,7 @@ def plan_of(opts: RunOptions, workload: Workload, topo: Topology) -> GuestPlan:
         knobs=opts.knob_values(),
         trace_events=trace_events_of(opts),
         trace_buffer_kb=opts.trace_buffer_kb,
+        node_maps=opts.node_maps,
         trace_mode=opts.trace_mode,
         test_fault="mutate" if opts.test_fault.startswith("mutate=") else opts.test_fault,
         test_script=_test_script(opts.test_fault),

@@ -80,6 +80,7 @@ class RunOptions:
     kernel_default_knobs: bool = False  # leave out numalab's short-scan knobs
     events: tuple[str, ...] = ()  # extra trace events (SYS:EVENT), beyond the default set
     trace_buffer_kb: int = 4096
+    node_maps: bool = False  # the workload's pages per node, from numa_maps with every vmstat sample (--node-maps)
     no_trace: bool = False
     trace_mode: str = "raw"
     append: tuple[str, ...] = ()  # extra guest kernel arguments

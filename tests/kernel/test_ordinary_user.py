@@ -9,6 +9,7 @@ it). Its kernel build starts from a copy of root's ccache, as a second checkout 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from pathlib import Path
@@ -28,9 +29,11 @@ def user(tmp_path_factory) -> dict:
     home = tmp_path_factory.mktemp("ordinary-home")
     shutil.chown(home, name, name)
     home.chmod(0o755)
-    # pytest's tmp dirs are 0700, and a CI checkout may sit under one: the user must reach its home and the
-    # checkout it runs (each directory above them gets o+x, enough to pass through, nothing to list)
-    for d in [*home.parents, REPO, *REPO.parents]:
+    # pytest's tmp dirs are 0700, a CI checkout may sit under /root, and the venv's interpreter may be root's own
+    # (pyenv's, under /root): the user must reach its home, the checkout and the interpreter, as its own install
+    # would be reachable (each directory above them gets o+x, enough to pass through, nothing to list)
+    python = Path(os.path.realpath(sys.executable))
+    for d in [*home.parents, REPO, *REPO.parents, *python.parents]:
         if d != Path("/") and not d.stat().st_mode & 0o001:
             d.chmod(d.stat().st_mode | 0o001)
     return {"name": name, "home": home, "cache": home / "cache"}

@@ -117,11 +117,13 @@ def test_endpoints_that_do_not_differ_leave_nothing_to_bisect(tmp_path: Path) ->
 
 
 def test_endpoints_moving_the_other_way_than_asked_leave_nothing_to_bisect(tmp_path: Path) -> None:
-    # numa_pte_updates is lower-is-better: 1000 -> 0 is "better"; asking for "worse" finds nothing.
-    result, _ = _bisect(tmp_path, FakeRunner(_planted(4, 2)), 4, direction="worse")
-    assert result["status"] == "nothing-to-bisect" and "not worse" in result["reason"]
-    result, _ = _bisect(tmp_path, FakeRunner(_planted(4, 2)), 4, name="c", direction="better")
+    # numa_pte_updates is a mechanism counter (no better): 1000 -> 0 is "lower"; asking for "higher" finds nothing.
+    result, _ = _bisect(tmp_path, FakeRunner(_planted(4, 2)), 4, direction="higher")
+    assert result["status"] == "nothing-to-bisect" and "moved lower, not higher" in result["reason"]
+    result, _ = _bisect(tmp_path, FakeRunner(_planted(4, 2)), 4, name="c", direction="lower")
     assert result["status"] == "found" and result["first_bad_patch"] == 2
+    with pytest.raises(LabError, match="takes higher or lower"):  # better/worse mean nothing for it
+        _cfg(4, direction="better").check()
 
 
 def test_endpoints_that_moved_less_than_the_threshold_leave_nothing_to_bisect(tmp_path: Path) -> None:

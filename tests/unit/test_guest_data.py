@@ -20,6 +20,7 @@ from lab.analysis import compare as cmp
 from lab.analysis.kernel_complaints import complaints
 from lab.analysis.metrics import metric_values, run_metrics
 from lab.analysis.node_cpu import node_cpu_time
+from lab.analysis.node_memory import node_memory
 from lab.analysis.readback import (
     build_id,
     check_topology,
@@ -208,7 +209,8 @@ def _all_readers(run: Path, text: str) -> None:
     """Every reader of a guest file over ``text`` (in each file it could be). None may raise."""
     topo = load_topology("ring-2")
     names = ("topology.txt", "schedstat.txt", "sched-domains.txt", "tiers.txt", "vmstat.start", "vmstat.end",
-             "vmstat.series", "stat.start", "stat.end", "trace-stats.txt", "kernel-notes.bin")  # fmt: skip
+             "vmstat.series", "stat.start", "stat.end", "trace-stats.txt", "kernel-notes.bin",
+             "numa-nodes.series")  # fmt: skip
     for name in names:
         (run / name).write_text(text, errors="surrogateescape")
     problems: list[str] = []
@@ -217,6 +219,7 @@ def _all_readers(run: Path, text: str) -> None:
     check_topology(topo, readback, domains)
     read_vmstat(run / "vmstat.start")
     read_vmstat_series(run / "vmstat.series")
+    node_memory(run, topo, 0.0)
     node_cpu_time(run, topo)
     stats_per_cpu(run / "trace-stats.txt")
     stats_lost(run / "trace-stats.txt")

@@ -1,10 +1,10 @@
 """End to end for issue 37: where each task ran, where its memory sat, and A against B on one chart.
 
 Real runs (ring-4, numa01, NUMA balancing off against on, 3 a side) with numalab's default events and
-samples: each run's record has per-task residency, convergence and the per-node memory series whose checks
-pass; compare carries tasks.convergence_s with a p-value and an interval; the report draws the residency
-strip, the node memory charts and the A/B overlays in headless Chromium; the Perfetto export has a track
-per task and per-node memory counters.
+samples (and --node-maps on one side): each run's record has per-task residency, convergence and the
+per-node memory series whose checks pass; compare carries tasks.convergence_s with a p-value and an
+interval; the report draws the residency strip, the node memory charts and the A/B overlays in headless
+Chromium; the Perfetto export has a track per task and per-node memory counters.
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ pytestmark = pytest.mark.vm
 REPEATS = 3
 
 
-def _runs(tmp: Path, balancing: str) -> list[Path]:
+def _runs(tmp: Path, balancing: str, *extra: str) -> list[Path]:
     out = tmp / balancing
     proc = numalab(
         "run", "--topology", "ring-4", "--workload", "numa01", "--duration", "6",
-        "--numa-balancing", balancing, "--repeat", str(REPEATS), "--out", str(out),
+        "--numa-balancing", balancing, "--repeat", str(REPEATS), "--out", str(out), *extra,
         timeout=900,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
@@ -34,7 +34,7 @@ def _runs(tmp: Path, balancing: str) -> list[Path]:
     return runs
 
 
-def _check_record(run: Path) -> None:
+def _check_record(run: Path, maps: bool) -> None:
     m = json.loads((run / "manifest.json").read_text())
     assert m["status"] == "ok", m.get("reason")
     metrics = m["metrics"]
@@ -58,15 +58,20 @@ def _check_record(run: Path) -> None:
     # a shell competing with numa01's threads for the vCPUs, got only 2 or 3 in 6 s: one before the workload
     # started and at least one while it ran
     assert len(nm["t"]) >= 2 and nm["t"][0] <= 0 < nm["t"][-1], nm["t"]
-    # numa01's memory, seen on the nodes while it ran (its threads touch memory on more than one node)
-    assert any(row and sum(x > 1 for x in row) >= 2 for row in nm["workload_mib"]), nm["workload_mib"]
+    assert all(len(row) == 4 for row in nm["used_mib"])
+    if maps:  # numa01's memory, seen on the nodes while it ran (its threads touch memory on more than one node)
+        assert any(row and sum(x > 1 for x in row) >= 2 for row in nm["workload_mib"]), nm["workload_mib"]
+    else:  # not asked for: no numa_maps read
+        assert not any(nm["workload_mib"]), nm["workload_mib"]
     assert (run / "numa-nodes.series").is_file()
 
 
 def test_residency_node_memory_and_overlays_end_to_end(tmp_path: Path) -> None:
-    on, off = _runs(tmp_path, "on"), _runs(tmp_path, "off")
-    for run in on + off:
-        _check_record(run)
+    on, off = _runs(tmp_path, "on", "--node-maps"), _runs(tmp_path, "off")
+    for run in on:
+        _check_record(run, maps=True)
+    for run in off:
+        _check_record(run, maps=False)
 
     proc = numalab("compare", "--baseline", *map(str, off), "--new", *map(str, on), "--json")
     assert proc.returncode == 0, proc.stderr
@@ -89,5 +94,7 @@ def test_residency_node_memory_and_overlays_end_to_end(tmp_path: Path) -> None:
     assert res["errors"] == [] and res["requests"] == [html.resolve().as_uri()]
     views = res["dom"]["views"]
     assert views["strips"] == 2 * REPEATS and views["stripRects"] >= 2 * REPEATS * 8, views
-    assert views["nodeMemory"] >= 2 * 2 * REPEATS and views["nodeMemoryLines"] >= 4, views
+    # used memory per node for every run, the workload's pages per node for the --node-maps runs
+    assert views["nodeMemory"] == 2 * REPEATS + REPEATS and views["nodeMemoryLines"] >= 4, views
+    assert html.read_text().count("numalab run --node-maps</span>") == REPEATS  # the report asks for the rest
     assert views["overlays"] >= 2 and views["bands"] >= 4, views  # pages migrated, tasks converged: A and B

@@ -92,6 +92,10 @@ def _node_memory(r: dict) -> str:
         figs.append(figure(svg.line_chart(t, mine, title="The workload's memory per node (MiB)", colors=colors,
                                           x_label="s since workload start", width=640),
                            "The N<node>= pages of /proc/PID/numa_maps of the workload's processes."))  # fmt: skip
+    else:
+        figs.append('<p class="muted">The workload\'s pages per node were not sampled: <span class="mono">'
+                    "numalab run --node-maps</span> reads its processes' /proc/PID/numa_maps with each sample "
+                    "(off by default: under TCG it slows the workload).</p>")  # fmt: skip
     problems = nm.get("problems") or []
     checks = (
         box("warn", "The node memory samples do not add up", [e(p) for p in problems])

@@ -7,6 +7,7 @@ export TRACE_EVENTS=''
 export TRACE_BUFFER_KB=4096
 export TRACE_MODE=raw
 export VMSTAT_INTERVAL=1
+export NODE_MAPS=''
 export TEST_FAULT=''
 export FAULT_TARGET=''
 export DEMOTION=''
