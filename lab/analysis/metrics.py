@@ -94,9 +94,9 @@ def run_metrics(run_dir: Path, topo: Topology, recorded: tuple[str, ...], t0: fl
             out["mmtests"] = derived_rows(d)
         out["vmstat"] = d
         out["vmstat_series"] = vmstat_series(run_dir, t0)
+        notes += vmstat_notes(start, end)
     if nodes := node_memory(run_dir, topo, t0):
         out["node_memory"] = nodes  # each node's memory over time, the workload's pages per node (its checks too)
-        notes += vmstat_notes(start, end)
     if notes:
         out["interface_notes"] = notes
     return out
