@@ -67,7 +67,7 @@ mount -t tmpfs -o mode=755 tmpfs /ovl && mkdir /ovl/upper /ovl/work
 mount -t overlay overlay -o lowerdir=/host,upperdir=/ovl/upper,workdir=/ovl/work /newroot || fail overlay
 R=/newroot
 mount -t proc proc $R/proc; mount -t sysfs sysfs $R/sys; mount -t devtmpfs devtmpfs $R/dev
-mount -t tmpfs -o mode=1777 tmpfs $R/tmp
+# (no tmpfs over /tmp: the checkout may live there, as a CI's clean one does; the overlay keeps writes in memory)
 mkdir -p $R/dev/shm $R/dev/pts && mount -t tmpfs -o mode=1777 tmpfs $R/dev/shm && mount -t devpts devpts $R/dev/pts
 mount -t debugfs debugfs $R/sys/kernel/debug 2>/dev/null
 mkdir -p $R/@OUT@ $R/nested && cp /nested/* $R/nested/
