@@ -8,6 +8,7 @@ run's placement not held. The first problem seen is kept with the sample it was 
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,6 +18,11 @@ from lab.vm.console import Stage
 from lab.vm.vcpu_time import END, SAMPLE_ERRORS, START
 
 EVERY_S = 2.0
+
+
+def _kind(problem: str) -> str:
+    """A problem without its amounts: the same misplacement seen again with more MiB moved is not a new one."""
+    return re.sub(r"\d+(?:\.\d+)? MiB", "_ MiB", problem)
 
 
 @dataclass
@@ -33,6 +39,7 @@ class PlacementWatch:
     host: dict = field(default_factory=dict)
     failure: str | None = None  # a sample that could not be read
     _state: str = "before"
+    _kinds: set[str] = field(default_factory=set)
     _last: float = 0.0
 
     def __call__(self, st: Stage) -> None:
@@ -68,7 +75,8 @@ class PlacementWatch:
         self.samples += 1
         self.memory = view
         for p in problems:
-            if p not in self.problems:
+            if _kind(p) not in self._kinds:  # (memory that keeps moving is one problem, first seen here)
+                self._kinds.add(_kind(p))
                 self.problems.append(f"{p} (sample {self.samples})" if self.samples > 1 else p)
 
     def result(self) -> dict | None:

@@ -74,3 +74,25 @@ def test_vcpus_against_their_pins() -> None:
     pins = {0: (0,), 1: (1,), 2: (0, 1)}
     assert check_vcpus(pins, {0: (0,), 1: (1,), 2: (1, 0)}) == []
     assert check_vcpus(pins, {0: (0, 1), 1: None, 2: (0, 1)}) == ["vCPU 0: pinned to CPUs 0, runs on 0-1"]
+
+
+def test_the_watch_names_memory_that_keeps_moving_once(monkeypatch) -> None:
+    """Each sample sees more MiB on the wrong node: one problem, with the sample it was first seen in."""
+    import lab.vm.placement_watch as pw
+    from lab.vm.console import Stage
+    from lab.vm.vcpu_time import END, START
+
+    moved = iter(["N0=2560", "N0=2048 N1=512", "N0=512 N1=2048", "N0=512 N1=2048"])
+    monkeypatch.setattr(pw, "read_mappings", lambda pid: _mappings(NUMA_MAPS.replace("N0=2560", next(moved))))
+    monkeypatch.setattr(pw, "read_affinity", lambda tids: {0: (0,), 1: (1,)})
+    monkeypatch.setattr(pw, "host_load", lambda: {"load_1m": 1.0, "steal_s": 0.0})
+    watch = pw.PlacementWatch(1, {0: 11, 1: 12}, {0: (0,), 1: (1,)}, {0: 256 * MIB, 1: 256 * MIB})
+    watch(Stage(START, "", 1.0, None))
+    watch.sample()
+    watch.sample()
+    watch(Stage(END, "", 9.0, None))
+    result = watch.result()
+    assert result["held"] is False and result["samples"] == 4
+    first = "memory: guest memory bound to host node 0 has 2.0 MiB on node 1 (numa_maps) (sample 2)"
+    assert result["problems"] == [first]
+    assert result["memory_by_host_node"]["0"]["resident_mib"] == {"0": 2.0, "1": 8.0}
