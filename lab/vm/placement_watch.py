@@ -40,7 +40,16 @@ class PlacementWatch:
     failure: str | None = None  # a sample that could not be read
     _state: str = "before"
     _kinds: set[str] = field(default_factory=set)
+    judged: dict[int, int] = field(default_factory=dict, init=False)  # vCPU -> the thread judged by its pins
     _last: float = 0.0
+
+    def __post_init__(self) -> None:
+        # A thread that runs several vCPUs (single-threaded TCG: --clock virtual) was pinned once for each, the
+        # last one winning (lab.vm.qemu.qemu_backend._pin_and_start): it is judged by that last vCPU's pins.
+        last: dict[int, int] = {}
+        for vcpu, tid in self.tids.items():
+            last[tid] = vcpu
+        self.judged = {vcpu: tid for tid, vcpu in last.items()}
 
     def __call__(self, st: Stage) -> None:
         if st.name == START and self._state == "before":
@@ -68,7 +77,8 @@ class PlacementWatch:
         self._last = time.monotonic()
         try:
             view, problems = check_memory(self.planned, read_mappings(self.pid))
-            problems += check_vcpus(self.pins, read_affinity(self.tids))
+            judged = {v: cpus for v, cpus in self.pins.items() if v in self.judged}
+            problems += check_vcpus(judged, read_affinity(self.judged))
         except SAMPLE_ERRORS as err:  # QEMU going away between two reads
             self.failure = self.failure or f"sample {self.samples + 1}: {err}"
             return
