@@ -19,12 +19,10 @@ The inner guests run at TCG speed (KVM over TCG), so the runs are short; each ou
 from __future__ import annotations
 
 import json
-import pwd
-import subprocess
 from types import SimpleNamespace
 
 import pytest
-from common import numalab
+from common import numalab, ordinary_user
 
 from lab.host.nested import run_nested
 from lab.topology.ref import TopologyRef
@@ -70,11 +68,7 @@ $N run --topology ring-4 --cpus-per-node 1 --mem-per-node 256M --kernel baseline
 @pytest.fixture(scope="module")
 def user() -> str:
     """An ordinary user of this host (made once per machine): the inner numalab runs as it."""
-    try:
-        pwd.getpwnam(USER)
-    except KeyError:
-        subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", USER], check=True)
-    return USER
+    return ordinary_user(USER)
 
 
 @pytest.fixture(scope="module")
