@@ -40,16 +40,14 @@ class PlacementWatch:
     failure: str | None = None  # a sample that could not be read
     _state: str = "before"
     _kinds: set[str] = field(default_factory=set)
-    judged: dict[int, int] = field(default_factory=dict, init=False)  # vCPU -> the thread judged by its pins
+    expected: dict[int, tuple[int, ...]] = field(default_factory=dict, init=False)  # vCPU -> its thread's CPUs
     _last: float = 0.0
 
     def __post_init__(self) -> None:
-        # A thread that runs several vCPUs (single-threaded TCG: --clock virtual) was pinned once for each, the
-        # last one winning (lab.vm.qemu.qemu_backend._pin_and_start): it is judged by that last vCPU's pins.
-        last: dict[int, int] = {}
-        for vcpu, tid in self.tids.items():
-            last[tid] = vcpu
-        self.judged = {vcpu: tid for tid, vcpu in last.items()}
+        # A thread that runs several vCPUs (single-threaded TCG: --clock virtual) is pinned to all their CPUs
+        # (lab.vm.qemu.qemu_backend._pin_and_start): each of its vCPUs is judged against that union.
+        self.expected = {v: tuple(sorted({c for u, t in self.tids.items() if t == tid for c in self.pins.get(u, ())}))
+                         for v, tid in self.tids.items() if v in self.pins}  # fmt: skip
 
     def __call__(self, st: Stage) -> None:
         if st.name == START and self._state == "before":
@@ -77,8 +75,7 @@ class PlacementWatch:
         self._last = time.monotonic()
         try:
             view, problems = check_memory(self.planned, read_mappings(self.pid))
-            judged = {v: cpus for v, cpus in self.pins.items() if v in self.judged}
-            problems += check_vcpus(judged, read_affinity(self.judged))
+            problems += check_vcpus(self.expected, read_affinity(self.tids))
         except SAMPLE_ERRORS as err:  # QEMU going away between two reads
             self.failure = self.failure or f"sample {self.samples + 1}: {err}"
             return

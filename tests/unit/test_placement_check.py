@@ -98,16 +98,17 @@ def test_the_watch_names_memory_that_keeps_moving_once(monkeypatch) -> None:
     assert result["memory_by_host_node"]["0"]["resident_mib"] == {"0": 2.0, "1": 8.0}
 
 
-def test_one_thread_for_every_vcpu_is_judged_by_the_last_pin(monkeypatch) -> None:
-    """Single-threaded TCG (--clock virtual) runs both vCPUs on one thread, pinned for vCPU 0 then vCPU 1:
-    that thread on vCPU 1's CPU is the plan held, not vCPU 0 misplaced."""
+def test_one_thread_for_every_vcpu_is_judged_by_all_their_pins(monkeypatch) -> None:
+    """Single-threaded TCG (--clock virtual) runs both vCPUs on one thread, pinned to both their CPUs: that
+    is the plan held, and the thread on one CPU only is not."""
     import lab.vm.placement_watch as pw
 
     monkeypatch.setattr(pw, "read_mappings", lambda pid: _mappings())
-    monkeypatch.setattr(pw, "read_affinity", lambda tids: {v: (1,) for v in tids})
+    monkeypatch.setattr(pw, "read_affinity", lambda tids: {v: (0, 1) for v in tids})
     watch = pw.PlacementWatch(1, {0: 11, 1: 11}, {0: (0,), 1: (1,)}, {0: 256 * MIB, 1: 256 * MIB})
     watch.sample()
-    assert watch.judged == {1: 11} and watch.problems == []
-    monkeypatch.setattr(pw, "read_affinity", lambda tids: {v: (0,) for v in tids})
+    assert watch.expected == {0: (0, 1), 1: (0, 1)} and watch.problems == []
+    monkeypatch.setattr(pw, "read_affinity", lambda tids: {v: (1,) for v in tids})
     watch.sample()
-    assert watch.problems == ["vCPU 1: pinned to CPUs 1, runs on 0 (sample 2)"]
+    assert watch.problems == ["vCPU 0: pinned to CPUs 0-1, runs on 1 (sample 2)",
+                              "vCPU 1: pinned to CPUs 0-1, runs on 1 (sample 2)"]  # fmt: skip

@@ -203,7 +203,8 @@ def _pin_and_start(
         placed = PlacementWatch(pid, tids, pins, planned_memory, on_stage) if planned_memory is not None else None
         sampler = StageSampler("schedstat", schedstat_sampler(pid, tids), placed or on_stage)
         for vcpu, tid in tids.items():
-            cpus = pins.get(vcpu)
+            # (a thread that runs several vCPUs, single-threaded TCG under --clock virtual, gets all their CPUs)
+            cpus = tuple(sorted({c for v, t in tids.items() if t == tid for c in pins.get(v, ())}))
             if not cpus:
                 continue
             try:
