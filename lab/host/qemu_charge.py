@@ -8,14 +8,15 @@ charged to the icount clock from a vCPU callback); with it the access-matrix
 plugin's latency model charges every modelled miss to the guest's clock
 (``numalab run --clock virtual --remote-latency slit --qemu charge``).
 
-This module builds that QEMU: Debian's source of the version that
-``make setup-qemu10`` unpacked (10.0.2, checked by its SHA-256), the patch
-series, ``qemu-system-x86_64`` alone (TCG, plugins, libnuma; about 1,550 build
-steps), installed into ``<cache>/qemu-charge/<version>+numalab.<patches' hash>/``
-with the backports prefix's firmware linked beside it. Nothing is installed into
-the system; the build directory is removed afterwards. Build tools come from
-apt (the Makefile target installs them) and meson from PyPI (Debian 12's is too
-old for QEMU 10).
+This module builds that QEMU: Debian's source of the version that ``make setup-qemu10``
+unpacked (found by apt in the backports archive's signed Sources index, its SHA-256 checked;
+``lab.host.qemu_source``), the patch series (each tried first), ``qemu-system-x86_64`` alone (TCG,
+plugins, libnuma; about 1,550 build steps), installed into
+``<cache>/qemu-charge/<version>+numalab.<patches' hash>/`` with the backports prefix's firmware linked
+beside it. A build of that version and these patches already there is used without asking the archive
+(offline too). Nothing is installed into the system; the build directory is removed afterwards. Build
+tools come from apt (the Makefile target installs them) and meson from PyPI (Debian 12's is too old for
+QEMU 10).
 """
 
 from __future__ import annotations
@@ -29,18 +30,17 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 from lab.errors import LabError
-from lab.host.qemu_prefix import _codename, debian_archive, print_binary, setup_run
+from lab.host import qemu_source
+from lab.host.qemu_prefix import print_binary, setup_run
 from lab.paths import REPO_ROOT, cache_dir, write_text_atomic
 from lab.vm.qemu.emulator import DEFAULT_QEMU, PREFIX_DATA_DIRS, private_prefixes, resolve
 
-UPSTREAM = "10.0.2"
-ORIG = f"qemu_{UPSTREAM}+ds.orig.tar.xz"
-ORIG_SHA256 = "0901da33844a331bf8b3602b9c1fbd178e60b737c8e3ade678255bd090c9b9f1"
-WHEELS = ("meson==1.5.0", "pycotap==1.3.1")  # what QEMU 10.0's configure asks for (python/wheels in upstream's)
+# What QEMU 10.0's configure installs (pythondeps.toml's [meson] group; python/wheels in upstream's tarball):
+# qemu_source.check_wheels stops a build of a QEMU that asks for others.
+WHEELS = ("meson==1.5.0", "pycotap==1.3.1")
 PATCHES = REPO_ROOT / "images" / "qemu"
 CONFIGURE = (
     "--target-list=x86_64-softmmu", "--without-default-features", "--enable-tcg", "--enable-plugins",
@@ -56,39 +56,18 @@ def series() -> list[Path]:
     return [PATCHES / n for n in names]
 
 
-def prefix_name() -> str:
-    """``10.0.2+numalab.<hash>``: a changed patch or option is another prefix (built again)."""
+def prefix_name(upstream: str) -> str:
+    """``<upstream>+numalab.<hash>`` (``10.0.2+numalab.…``): another QEMU version, a changed patch or option is
+    another prefix (built again)."""
     h = hashlib.sha256(" ".join(CONFIGURE).encode())
     for p in series():
         h.update(p.read_bytes())
-    return f"{UPSTREAM}+numalab.{h.hexdigest()[:10]}"
+    return f"{upstream}+numalab.{h.hexdigest()[:10]}"
 
 
 def _run(cmd: list[str], what: str, cwd: Path | None = None, timeout: int = 1800) -> str:
     return setup_run(cmd, what, "setup-qemu-charge", "make setup-qemu-charge installs the build tools", cwd, timeout,
                      lines=3)  # fmt: skip
-
-
-def _download(into: Path, say) -> Path:
-    """Debian's orig tarball (from the archive the system's apt sources name), checked by its SHA-256."""
-    path = into / ORIG
-    if path.is_file() and hashlib.sha256(path.read_bytes()).hexdigest() == ORIG_SHA256:
-        return path
-    url = f"{debian_archive(_codename()).rstrip('/')}/pool/main/q/qemu/{ORIG}"
-    say(f"numalab: downloading {url}")
-    tmp = path.with_name(f".{ORIG}.{os.getpid()}")
-    try:
-        with urllib.request.urlopen(url, timeout=120) as r, open(tmp, "wb") as f:
-            shutil.copyfileobj(r, f)
-    except OSError as err:
-        tmp.unlink(missing_ok=True)
-        raise LabError(f"setup-qemu-charge: {url}: {err}") from None
-    got = hashlib.sha256(tmp.read_bytes()).hexdigest()
-    if got != ORIG_SHA256:
-        tmp.unlink()
-        raise LabError(f"setup-qemu-charge: {url}: SHA-256 {got}, expected {ORIG_SHA256}")
-    tmp.rename(path)
-    return path
 
 
 def _ninja(build: Path, jobs: int, say) -> None:
@@ -113,33 +92,38 @@ def _ninja(build: Path, jobs: int, say) -> None:
 
 
 def build(refresh: bool = False, jobs: int | None = None, say=print) -> Path:
-    """The patched QEMU's binary: the one already built for these patches, or built now."""
-    backports = [p for p in private_prefixes() if p.name.startswith(f"{UPSTREAM}+")]
+    """The patched QEMU's binary for the backports QEMU ``make setup-qemu10`` unpacked: the one already built
+    for its version and these patches (no network), or built now from Debian's source of that version."""
+    backports = private_prefixes()
     if not backports:
-        raise LabError(
-            f"setup-qemu-charge: needs Debian's QEMU {UPSTREAM} unpacked for its firmware (make setup-qemu10)"
-        )
-    prefix = cache_dir("qemu-charge") / prefix_name()
+        raise LabError("setup-qemu-charge: needs Debian's backports QEMU unpacked, whose version it builds and "
+                       "whose firmware it uses (make setup-qemu10)")  # fmt: skip
+    installed = qemu_source.installed_version(backports[0])
+    upstream = qemu_source.upstream_version(installed)
+    prefix = cache_dir("qemu-charge") / prefix_name(upstream)
     binary = prefix / "usr" / "bin" / DEFAULT_QEMU
     if (prefix / ".complete").exists() and binary.is_file() and not refresh:
         say(f"numalab: patched QEMU already in {prefix}")
         return binary
-    orig = _download(cache_dir("qemu-charge", ".src"), say)
+    apt_root = cache_dir("qemu-charge", ".apt")
+    say(f"numalab: asking apt (private lists) for Debian's source of QEMU {installed}")
+    source = qemu_source.find(installed, apt_root)
+    orig = qemu_source.orig_tarball(source, cache_dir("qemu-charge", ".src"), apt_root, say)
     work = Path(tempfile.mkdtemp(dir=prefix.parent, prefix=f".build-{prefix.name}."))
     tmp = None
     try:
-        say(f"numalab: unpacking {orig.name}, patching ({', '.join(p.name for p in series())})")
-        _run(["tar", "-xf", str(orig), "-C", str(work)], f"tar -xf {orig.name}", timeout=600)
-        src = work / f"qemu-{UPSTREAM}"
-        for p in series():
-            _run(["patch", "-p1", "--forward", "--quiet", "-i", str(p)], f"patch {p.name}", cwd=src)
+        say(f"numalab: trying the patches on QEMU {source.upstream} ({', '.join(p.name for p in series())})")
+        qemu_source.check(orig, source, series(), WHEELS, work / "check")
+        say(f"numalab: unpacking {orig.name}, patching")
+        src = qemu_source.unpack(orig, work / "src")
+        qemu_source.apply_series(src, series(), source)
         wheels = src / "python" / "wheels"
         wheels.mkdir(parents=True, exist_ok=True)
         _run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(wheels), *WHEELS],
              "pip download meson", timeout=600)  # fmt: skip
         out = src / "build"
         out.mkdir()
-        say("numalab: configuring QEMU (qemu-system-x86_64: TCG, plugins, libnuma)")
+        say(f"numalab: configuring QEMU {source.upstream} (qemu-system-x86_64: TCG, plugins, libnuma)")
         _run(["../configure", *CONFIGURE, f"--prefix={prefix / 'usr'}"], "configure", cwd=out, timeout=900)
         _ninja(out, jobs or os.cpu_count() or 1, say)
         tmp = Path(tempfile.mkdtemp(dir=prefix.parent, prefix=f".{prefix.name}."))
@@ -149,7 +133,8 @@ def build(refresh: bool = False, jobs: int | None = None, say=print) -> Path:
             if (backports[0] / "usr" / d).is_dir():
                 (tmp / "usr" / d).parent.mkdir(parents=True, exist_ok=True)
                 (tmp / "usr" / d).symlink_to(backports[0] / "usr" / d)
-        write_text_atomic(tmp / "VERSION", f"{UPSTREAM} + {' '.join(p.name for p in series())}\n")
+        write_text_atomic(tmp / "VERSION", f"{source.upstream} (Debian's {source.version}) + "
+                          f"{' '.join(p.name for p in series())}\n")  # fmt: skip
         (tmp / ".complete").touch()
         shutil.rmtree(prefix, ignore_errors=True)
         tmp.rename(prefix)

@@ -76,15 +76,18 @@ def debian_archive(codename: str) -> str:
 
 
 class PrivateApt:
-    """apt with its own source list, lists and cache (under ``root``): the system's stay as they are."""
+    """apt with its own source list, lists and cache (under ``root``): the system's stay as they are. The
+    list names ``archive``'s ``suites`` of ``codename`` (``deb`` lines, or ``deb-src`` with ``kind``); apt
+    checks the archive's signature with the system's keys. ``who`` starts its one-line errors."""
 
-    def __init__(self, root: Path, archive: str, codename: str) -> None:
-        self.root = root
+    def __init__(self, root: Path, archive: str, codename: str,
+                 suites: tuple[str, ...] = ("", "-updates", "-backports"), kind: str = "deb",
+                 who: str = "setup-qemu10") -> None:  # fmt: skip
+        self.root, self.who = root, who
         for d in ("lists/partial", "cache/archives/partial", "etc"):
             (root / d).mkdir(parents=True, exist_ok=True)
-        suites = f"{codename} {codename}-updates {codename}-backports"
         write_text_atomic(root / "etc" / "sources.list",
-                          "".join(f"deb {archive} {s} main\n" for s in suites.split()))  # fmt: skip
+                          "".join(f"{kind} {archive} {codename}{s} main\n" for s in suites))  # fmt: skip
         self.options = [
             "-o", f"Dir::Etc::SourceList={root / 'etc' / 'sources.list'}",
             "-o", "Dir::Etc::SourceParts=/nonexistent",
@@ -94,19 +97,22 @@ class PrivateApt:
         if os.geteuid() == 0:  # root's apt would hand downloads to _apt, who cannot write into root's cache
             self.options += ["-o", "APT::Sandbox::User=root"]
 
-    def update(self) -> None:
-        _run(["apt-get", *self.options, "-q", "update"], "apt-get update (private lists)")
+    def run(self, program: str, args: list[str], what: str, cwd: Path | None = None, timeout: int = 900) -> str:
+        """``program`` (apt-get, apt-cache) with this configuration: its stdout, or a one-line error."""
+        return setup_run([program, *self.options, *args], what, self.who, "needs Debian's apt", cwd, timeout)
+
+    def update(self, timeout: int = 900) -> None:
+        self.run("apt-get", ["-q", "update"], "apt-get update (private lists)", timeout=timeout)
 
     def upgrade_set(self, package: str, release: str) -> list[tuple[str, str]]:
         """(name, version) of what installing ``package`` from ``release`` would bring from ``release``: the
         package and those of its dependencies this system's versions do not satisfy."""
-        out = _run(["apt-get", *self.options, "-s", "-q", "install", "--no-install-recommends", "-t", release,
-                    package], f"apt-get -s install {package}")  # fmt: skip
+        out = self.run("apt-get", ["-s", "-q", "install", "--no-install-recommends", "-t", release, package],
+                       f"apt-get -s install {package}")  # fmt: skip
         return upgrade_set(out, package, release)
 
     def download(self, packages: list[tuple[str, str]], into: Path) -> list[Path]:
-        _run(["apt-get", *self.options, "-q", "download", *(f"{n}={v}" for n, v in packages)],
-             "apt-get download", cwd=into)  # fmt: skip
+        self.run("apt-get", ["-q", "download", *(f"{n}={v}" for n, v in packages)], "apt-get download", cwd=into)
         return sorted(into.glob("*.deb"))
 
 
