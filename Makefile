@@ -62,7 +62,8 @@ setup-qemu10: setup
 	@$(PY) -m lab.host.qemu_prefix > /dev/null
 	@$(PY) -m lab.vm.tcg.access_plugin backports
 
-# QEMU 10.0.2 from Debian's source with images/qemu's patches (qemu_plugin_charge_ns), built into the cache.
+# The backports QEMU's version (setup-qemu10's) from Debian's source with images/qemu's patches
+# (qemu_plugin_charge_ns), built into the cache; apt finds the source (lab/host/qemu_source.py).
 QEMU_CHARGE_APT := libglib2.0-dev libpixman-1-dev libfdt-dev libnuma-dev ninja-build python3-venv
 setup-qemu-charge: setup-qemu10
 	@$(MAKE) --no-print-directory apt APT_PACKAGES="$(QEMU_CHARGE_APT)"

@@ -97,12 +97,17 @@ class PrivateApt:
         if os.geteuid() == 0:  # root's apt would hand downloads to _apt, who cannot write into root's cache
             self.options += ["-o", "APT::Sandbox::User=root"]
 
-    def run(self, program: str, args: list[str], what: str, cwd: Path | None = None, timeout: int = 900) -> str:
-        """``program`` (apt-get, apt-cache) with this configuration: its stdout, or a one-line error."""
-        return setup_run([program, *self.options, *args], what, self.who, "needs Debian's apt", cwd, timeout)
+    def run(self, program: str, args: list[str], what: str, cwd: Path | None = None, timeout: int = 900,
+            lines: int = 1) -> str:  # fmt: skip
+        """``program`` (apt-get, apt-cache) with this configuration: its stdout, or a one-line error (the last
+        ``lines`` lines apt said)."""
+        return setup_run([program, *self.options, *args], what, self.who, "needs Debian's apt", cwd, timeout, lines)
 
-    def update(self, timeout: int = 900) -> None:
-        self.run("apt-get", ["-q", "update"], "apt-get update (private lists)", timeout=timeout)
+    def update(self, timeout: int = 900, strict: bool = False) -> None:
+        """``apt-get update`` of the private lists; ``strict``: an index that cannot be fetched (no network, a
+        bad signature) is an error, not old lists kept."""
+        self.run("apt-get", ["-q", "update", *(["--error-on=any"] if strict else [])],
+                 "apt-get update (private lists)", timeout=timeout, lines=2)  # fmt: skip
 
     def upgrade_set(self, package: str, release: str) -> list[tuple[str, str]]:
         """(name, version) of what installing ``package`` from ``release`` would bring from ``release``: the

@@ -132,7 +132,7 @@ def private_apt(root: Path) -> tuple[PrivateApt, str]:
 def find(installed: str, apt_root: Path, timeout: int = 300) -> DebianSource:
     """The backports archive's source for the QEMU ``installed`` (network: apt-get update, then showsrc)."""
     apt, release = private_apt(apt_root)
-    apt.update(timeout=timeout)
+    apt.update(timeout=timeout, strict=True)
     out = apt.run("apt-cache", ["showsrc", "--only-source", SOURCE], f"apt-cache showsrc {SOURCE}", timeout=timeout)
     return choose([s for s in parse_sources(out) if s.package == SOURCE], installed, release)
 
@@ -156,7 +156,7 @@ def orig_tarball(source: DebianSource, into: Path, apt_root: Path, say, timeout:
     say(f"numalab: downloading Debian's {source.package} {source.version} source ({name}) with apt")
     work = Path(tempfile.mkdtemp(dir=into, prefix=".apt-source."))
     try:
-        apt.run("apt-get", ["-q", "source", "--download-only", f"{source.package}={source.version}"],
+        apt.run("apt-get", ["-q", "source", "--download-only", "--tar-only", f"{source.package}={source.version}"],
                 f"apt-get source --download-only {source.package}={source.version}", cwd=work,
                 timeout=timeout)  # fmt: skip
         got = work / name

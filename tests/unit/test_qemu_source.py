@@ -32,7 +32,7 @@ Checksums-Sha256:
  0901da33844a331bf8b3602b9c1fbd178e60b737c8e3ade678255bd090c9b9f1 39449628 qemu_10.0.2+ds.orig.tar.xz
  dd04c78b36212c1b463595028c234e8c18241ef25923e7a135671f76d8ec5547 139220 qemu_10.0.2+ds-2+deb13u1~bpo12+1.debian.tar.xz
 Homepage: http://www.qemu.org/
-Package-List: 
+Package-List:
  qemu-system-x86 deb misc optional arch=amd64,i386,x32
 Directory: pool/main/q/qemu
 Priority: optional
