@@ -171,6 +171,11 @@ def test_hanging_guest_times_out_and_qemu_is_gone(tmp_path) -> None:
     assert all(v["rip"].startswith("ffffffff") for v in at["vcpus"])
     assert any(v["halted"] for v in at["vcpus"])
     assert "at the timeout: QEMU running; vCPUs: " in proc.stderr
+    # Each vCPU thread's CPU share over a second, read from the host, sorts the hang: the guest's (the init
+    # sleeps: vCPUs halted, or one still busy in the kernel on a loaded host), not QEMU's.
+    assert all(0.0 <= v["busy"] <= 1.0 for v in at["vcpus"]), at
+    assert at["kind"] in ("guest-idle", "guest-spinning"), at
+    assert "; the guest was " in m["reason"], m["reason"]
     # (and QEMU's default firmware still boots numalab's guests: it got as far as the readback)
     assert m["firmware"] == {"name": "seabios", "rom": None, "choice": "seabios"}
     assert "BIOS 0.1 " not in _dmi(out)
