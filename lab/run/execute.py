@@ -616,6 +616,7 @@ def _evidence(
         limit=outcome.limit or unpacked.limit,
         vm_failure=outcome.vm_failure,
         guest_panicked=outcome.guest_panicked,
+        hang_kind=(outcome.hang_state or {}).get("kind"),
     )
     out_text = read_guest_text(d / WORKLOAD_OUT, data_problems)  # (bytes that are not UTF-8: a named problem)
     result = guarded("workload output", parse_output, {"parse_error": "unreadable"}, req.workload, out_text or "") \

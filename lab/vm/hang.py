@@ -13,22 +13,39 @@ and keeps each vCPU's RIP and halted flag; with the kernel's System.map
 ``function+0xoffset``. Direct PVH boots do not relocate the kernel (no KASLR:
 the decompressor that would do it never runs), so System.map's addresses are
 the running ones.
+
+A RIP alone does not tell a guest that spins from an emulator that stopped
+running it: under TCG a vCPU that loops inside one translated block shows the
+same RIP at every look, and so does one whose thread QEMU no longer runs. So
+the vCPU threads' CPU time is read twice, ``BUSY_WINDOW_S`` apart (the host's
+schedstat for direct QEMU, libvirt's vCPU times for a domain), and each vCPU
+gets ``busy``: the share of that second its thread ran. :func:`kind` sorts
+the hang from that: ``guest-spinning`` (a vCPU that is not halted ran),
+``guest-idle`` (every vCPU halted: the guest waits for an interrupt that never
+comes), or ``emulator-stalled`` (vCPUs not halted whose threads did not run:
+QEMU's TCG stopped running the guest, as it does now and then at boot).
 """
 
 from __future__ import annotations
 
 import bisect
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 from lab.cpulist import format_cpulist
 from lab.errors import LabError
 from lab.vm.qemu.qmp import QemuGone, Qmp
+from lab.vm.vcpu_time import read_schedstat
 
 _CPU = re.compile(r"^CPU#(\d+)", re.MULTILINE)
 _IP = re.compile(r"\b(?:RIP=([0-9a-f]{16})|EIP=([0-9a-f]{8}))\b")  # long mode, or 32-bit/real (firmware)
 _HLT = re.compile(r"\bHLT=([01])\b")
+BUSY_WINDOW_S = 1.0
+# A vCPU thread that ran less than this share of the window did not run the guest: a host so loaded that a
+# runnable thread gets under 5% of a CPU for a whole second is itself a finding (the load is recorded).
+IDLE_BELOW = 0.05
 
 
 def parse_registers(text: str) -> list[dict]:
@@ -44,18 +61,65 @@ def parse_registers(text: str) -> list[dict]:
     return out
 
 
-def vm_state(qmp_socket: str | Path, alive: Callable[[], bool], timeout_s: float = 5.0) -> dict | None:
-    """{"status": QEMU's run state, "vcpus": [...]} from the still-running QEMU, or None if its monitor
-    does not answer (a diagnosis is best effort: it never turns a result into an error)."""
+def busy_shares(before: dict[int, int], after: dict[int, int], seconds: float) -> dict[int, float]:
+    """vCPU index -> the share of ``seconds`` its thread ran, from two readings of CPU time in ns (a vCPU
+    missing from either reading gets none)."""
+    if seconds <= 0:
+        return {}
+    return {v: round(min(max((after[v] - before[v]) / 1e9 / seconds, 0.0), 1.0), 3) for v in before if v in after}
+
+
+def add_busy(state: dict, busy: dict[int, float]) -> dict:
+    """``state`` with each vCPU's ``busy`` share and the hang's ``kind`` (when the shares are known)."""
+    for v in state.get("vcpus", []):
+        if v["cpu"] in busy:
+            v["busy"] = busy[v["cpu"]]
+    state["kind"] = kind(state)
+    return state
+
+
+def kind(state: dict | None) -> str | None:
+    """guest-spinning | guest-idle | emulator-stalled, or None when the vCPUs' CPU time is not known."""
+    vcpus = (state or {}).get("vcpus", [])
+    if not vcpus or any("busy" not in v for v in vcpus):
+        return None
+    running = [v for v in vcpus if not v["halted"]]
+    if not running:
+        return "guest-idle"
+    return "guest-spinning" if any(v["busy"] >= IDLE_BELOW for v in running) else "emulator-stalled"
+
+
+def _thread_times(pid: int, tids: dict[int, int]) -> dict[int, int]:
+    """vCPU index -> its thread's CPU ns (a thread that runs several vCPUs counts for each of them)."""
+    out = {}
+    for vcpu, tid in tids.items():
+        t = read_schedstat(pid, tid)
+        if t is not None:
+            out[vcpu] = t.run_ns
+    return out
+
+
+def vm_state(
+    qmp_socket: str | Path, alive: Callable[[], bool], timeout_s: float = 5.0, pid: int | None = None
+) -> dict | None:
+    """{"status": QEMU's run state, "vcpus": [...], "kind": ...} from the still-running QEMU, or None if its
+    monitor does not answer (a diagnosis is best effort: it never turns a result into an error). With QEMU's
+    ``pid``, each vCPU's ``busy`` share over ``BUSY_WINDOW_S`` from its thread's schedstat."""
     try:
         qmp = Qmp(qmp_socket, timeout=timeout_s, alive=alive)
     except (QemuGone, LabError, OSError):
         return None
     try:
         status = qmp.command("query-status") or {}
+        tids = qmp.vcpu_threads() if pid is not None else {}
+        before, t0 = (_thread_times(pid, tids), time.monotonic()) if pid is not None else ({}, 0.0)
         regs = qmp.command("human-monitor-command", **{"command-line": "info registers -a"})
-        return {"status": status.get("status", "?"), "vcpus": parse_registers(regs if isinstance(regs, str) else "")}
-    except (LabError, OSError, ValueError):
+        state = {"status": status.get("status", "?"), "vcpus": parse_registers(regs if isinstance(regs, str) else "")}
+        if pid is not None and before:
+            time.sleep(max(0.0, BUSY_WINDOW_S - (time.monotonic() - t0)))
+            add_busy(state, busy_shares(before, _thread_times(pid, tids), time.monotonic() - t0))
+        return state
+    except (LabError, OSError, ValueError, KeyError, TypeError):
         return None
     finally:
         qmp.close()
@@ -96,4 +160,13 @@ def describe(state: dict | None) -> str:
         where = v.get("symbol") or v["rip"]
         groups.setdefault(("halted at " if v["halted"] else "at ") + where, []).append(v["cpu"])
     parts = [f"{format_cpulist(cpus)} {where}" for where, cpus in groups.items()]
-    return f"QEMU {state.get('status', '?')}; vCPUs: " + ("; ".join(parts) if parts else "no registers")
+    line = f"QEMU {state.get('status', '?')}; vCPUs: " + ("; ".join(parts) if parts else "no registers")
+    k = state.get("kind")
+    if k == "emulator-stalled":
+        line += f"; their threads did not run for {BUSY_WINDOW_S:g} s: QEMU stopped running the guest"
+    elif k == "guest-spinning":
+        busy = [v["cpu"] for v in state["vcpus"] if not v["halted"] and v["busy"] >= IDLE_BELOW]
+        line += f"; {format_cpulist(busy)} busy: the guest spins"
+    elif k == "guest-idle":
+        line += "; all halted: the guest waits for an interrupt"
+    return line

@@ -43,6 +43,9 @@ class Evidence:
     implausible: tuple[str, ...] = ()
     # Where the vCPUs ran or the memory sat against the plan, read from outside QEMU (lab.placement.check).
     placement_problems: tuple[str, ...] = ()
+    # At a timeout, what the vCPU threads were doing (lab.vm.hang.kind): guest-spinning, guest-idle,
+    # emulator-stalled, or None when not known.
+    hang_kind: str | None = None
 
 
 def panic_line(console: str) -> str | None:
@@ -62,7 +65,10 @@ def classify(ev: Evidence) -> tuple[str, str]:
     if ev.guest_panicked:
         return "panic", hint or "the guest kernel panicked (pvpanic; no panic line on the console)"
     if ev.timed_out:
-        return "timeout", "the VM did not power off before the timeout" + ("" if ev.booted else " (it never booted)")
+        why = {"emulator-stalled": "QEMU stopped running its vCPUs", "guest-spinning": "the guest was spinning",
+               "guest-idle": "the guest was idle, every vCPU halted"}.get(ev.hang_kind or "")  # fmt: skip
+        return "timeout", "the VM did not power off before the timeout" + ("" if ev.booted else " (it never booted)") \
+            + (f"; {why}" if why else "")  # fmt: skip
     if ev.vm_failure:
         return ("boot-failed" if not ev.booted else "workload-failed"), ev.vm_failure
     failed = f"the guest init failed: {ev.init_failure}" if ev.init_failure is not None else ""

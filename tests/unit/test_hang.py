@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lab.vm.hang import describe, parse_registers, symbolize
+from lab.vm.hang import add_busy, busy_shares, describe, kind, parse_registers, symbolize
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "hang"
 
@@ -50,3 +50,54 @@ def test_debian_placeholder_system_map_names_nothing(tmp_path: Path) -> None:
     named = symbolize({"status": "running", "vcpus": vcpus}, smap)
     assert all("symbol" not in v for v in named["vcpus"])
     assert describe(named) == "QEMU running; vCPUs: 0-2 halted at ffffffff8103fc9b"
+
+
+def test_busy_shares_come_from_two_readings_of_cpu_time() -> None:
+    # ns of CPU time before and after a 2 s window: 1.5 s, 0 s, more than the window (clamped), a vCPU gone.
+    before = {0: 10_000_000_000, 1: 5_000_000_000, 2: 0, 3: 7}
+    after = {0: 11_500_000_000, 1: 5_000_000_000, 2: 3_000_000_000}
+    assert busy_shares(before, after, 2.0) == {0: 0.75, 1: 0.0, 2: 1.0}
+    assert busy_shares(before, after, 0.0) == {}
+
+
+def _state(*vcpus: tuple[bool, float]) -> dict:
+    rip = "ffffffff81000000"
+    return {"status": "running", "vcpus": [{"cpu": c, "rip": rip, "halted": h} for c, (h, _) in enumerate(vcpus)]}
+
+
+def test_the_hang_is_sorted_by_what_the_vcpu_threads_did() -> None:
+    """A RIP alone cannot tell a spinning guest from an emulator that stopped running it (a vCPU looping in
+    one translated block shows one RIP at every look): the threads' CPU time can."""
+    cases = {
+        "guest-spinning": ((False, 0.4), (True, 0.0)),  # one vCPU not halted and running
+        "guest-idle": ((True, 0.0), (True, 0.01)),  # all halted, whatever their threads did
+        "emulator-stalled": ((False, 0.0), (False, 0.02), (True, 0.0)),  # not halted, threads not running
+    }
+    for want, vcpus in cases.items():
+        state = add_busy(_state(*vcpus), {c: b for c, (_, b) in enumerate(vcpus)})
+        assert state["kind"] == want, (want, state)
+        assert kind(state) == want
+    stalled = add_busy(_state((False, 0.0), (False, 0.0)), {0: 0.0, 1: 0.0})
+    assert describe(stalled).endswith("; their threads did not run for 1 s: QEMU stopped running the guest")
+    spinning = add_busy(_state((False, 0.9), (False, 0.0)), {0: 0.9, 1: 0.0})
+    assert describe(spinning).endswith("; 0 busy: the guest spins")
+
+
+def test_without_the_threads_cpu_time_the_hang_is_not_sorted() -> None:
+    state = _state((False, 0.0), (True, 0.0))
+    assert kind(state) is None and kind(None) is None
+    partial = add_busy(_state((False, 0.5), (True, 0.0)), {0: 0.5})  # vCPU 1's thread was not read
+    assert partial["kind"] is None
+    assert describe(partial) == "QEMU running; vCPUs: 0 at ffffffff81000000; 1 halted at ffffffff81000000"
+
+
+def test_a_timeout_says_what_the_vcpus_were_doing() -> None:
+    from lab.vm.status import Evidence, classify
+
+    base = {"console_tail": "", "timed_out": True, "booted": True, "guest_done": False, "workload_rc": None,
+            "trace_rc": None, "topology_problems": ()}  # fmt: skip
+    assert classify(Evidence(**base, hang_kind="emulator-stalled")) == (
+        "timeout",
+        "the VM did not power off before the timeout; QEMU stopped running its vCPUs",
+    )
+    assert classify(Evidence(**base))[1] == "the VM did not power off before the timeout"

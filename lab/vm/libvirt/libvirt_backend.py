@@ -48,7 +48,7 @@ from lab.placement.pinning import Placement, plan_placement
 from lab.record_files import CONSOLE_LOG, DOMAIN_LIVE_XML, DOMAIN_XML, QEMU_LOG
 from lab.vm.backend import VmRequest
 from lab.vm.console import VmOutcome, watch
-from lab.vm.hang import parse_registers
+from lab.vm.hang import BUSY_WINDOW_S, add_busy, busy_shares, parse_registers
 from lab.vm.libvirt.libvirt_conn import (
     capabilities,
     close_quietly,
@@ -439,12 +439,25 @@ class _Run:
             return None
         try:
             state, _reason = self.dom.state()
+            before, t0 = self._vcpu_cpu_ns(), time.monotonic()
             regs = libvirt_qemu.qemuMonitorCommand(
                 self.dom, "info registers -a", libvirt_qemu.VIR_DOMAIN_QEMU_MONITOR_COMMAND_HMP
             )
+            out = {"status": DOMAIN_STATES.get(state, f"state {state}"), "vcpus": parse_registers(regs)}
+            if before:
+                time.sleep(max(0.0, BUSY_WINDOW_S - (time.monotonic() - t0)))
+                add_busy(out, busy_shares(before, self._vcpu_cpu_ns(), time.monotonic() - t0))
         except self.libvirt.libvirtError:
             return None
-        return {"status": DOMAIN_STATES.get(state, f"state {state}"), "vcpus": parse_registers(regs)}
+        return out
+
+    def _vcpu_cpu_ns(self) -> dict[int, int]:
+        """vCPU index -> the CPU time libvirt counts for it (virDomainGetVcpus), {} if it will not say."""
+        try:
+            info, _maps = self.dom.vcpus()
+        except self.libvirt.libvirtError:
+            return {}
+        return {int(v[0]): int(v[2]) for v in info}
 
     def _teardown(self, fetch: bool, timed_out: bool) -> None:
         libvirt = self.libvirt

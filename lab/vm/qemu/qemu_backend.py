@@ -139,7 +139,7 @@ def run_vm(
                 listener.join(2)  # (the events QEMU sent before it exited)
             qmp.close()  # QEMU's monitor takes one client at a time: vm_state's
         if outcome.timed_out and qmp_socket is not None and proc.poll() is None:
-            outcome.hang_state = vm_state(qmp_socket, lambda: proc.poll() is None)
+            outcome.hang_state = vm_state(qmp_socket, lambda: proc.poll() is None, pid=proc.pid)
         if outcome.exit_code not in (None, 0):
             outcome.vm_failure = _qemu_failure(outcome.exit_code, qemu_log)
     finally:
