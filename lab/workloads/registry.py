@@ -23,18 +23,18 @@ workloads (docs/workloads.md, lab.guest.user_workload), with what a built-in nee
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
-import json
 import re
 from collections.abc import Callable
 from pathlib import Path
 
-from lab.datafile import parse_yaml
+import yaml
+
+from lab.datafile import load_yaml
 from lab.errors import LabError
 from lab.guest.workload_metrics import TwinOf, WorkloadMetric
 from lab.guest.workloads import MEM_SHARE, RESULT_KEY, Workload
-from lab.paths import REPO_ROOT, cache_dir, write_text_atomic
+from lab.paths import REPO_ROOT
 from lab.topology.model import Topology
 
 FOLDERS = Path(__file__).resolve().parent
@@ -45,6 +45,10 @@ METRIC_KEYS = ("name", "label", "unit", "higher_is_better", "mean", "twin")
 TWIN_KEYS = ("work", "scale", "label")
 PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,47}")
+# The built-ins' files are the package's own, read at every start: by libyaml (a few ms for them all), not by
+# lab.datafile's strict pure-Python reader for users' files (about 65 ms); tests/unit/test_workload_folders.py
+# reads each with the strict one too (no key given twice, no NaN, ...). Without libyaml, the strict one.
+FAST_LOADER = getattr(yaml, "CSafeLoader", None)
 
 
 def placeholders(topo: Topology, duration: float) -> dict[str, str]:
@@ -192,31 +196,19 @@ def read_folder(folder: Path, data: object) -> tuple[Workload, dict[str, str]]:
         raise LabError(f"workload file {_shown(folder / DEFINITION)}: {err}") from None
 
 
-def _definitions(folders: list[Path]) -> tuple[list[object], Callable[[], None]]:
-    """Each folder's workload.yaml as data, and what keeps it for the next start. Read by lab.datafile's
-    strict reader, or, when these very files were read before, from a JSON copy in the cache, by a hash of
-    their bytes: PyYAML's import and pure-Python reading of them would cost every numalab command, --help
-    included, about 0.1 s of CPU."""
-    texts = [(folder / DEFINITION).read_bytes() if (folder / DEFINITION).is_file() else b"" for folder in folders]
-    digest = hashlib.sha256(b"\0".join(f.name.encode() + b"\0" + t for f, t in zip(folders, texts)))
-    name = f"{digest.hexdigest()[:24]}.json"
+def read_definition(folder: Path) -> object:
+    """A folder's workload.yaml as data."""
+    path = folder / DEFINITION
+    if not path.is_file():
+        raise LabError(f"{_shown(folder)}: a built-in workload's folder has no {DEFINITION}")
+    if FAST_LOADER is None:
+        return load_yaml(path, "workload file")
     try:
-        return json.loads((cache_dir("workload-definitions") / name).read_text()), lambda: None
-    except (OSError, ValueError):
-        pass
-    data = []
-    for folder, text in zip(folders, texts):
-        if not text:
-            raise LabError(f"{_shown(folder)}: a built-in workload's folder has no {DEFINITION}")
-        data.append(parse_yaml(text, f"workload file {_shown(folder / DEFINITION)}"))
-
-    def keep() -> None:  # (after the data was found good: a cached copy is never a bad one)
-        try:
-            write_text_atomic(cache_dir("workload-definitions") / name, json.dumps(data))
-        except (OSError, TypeError, ValueError):
-            pass  # (a read-only cache: read the YAML again next time)
-
-    return data, keep
+        return yaml.load(path.read_bytes(), Loader=FAST_LOADER)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark else ""
+        raise LabError(f"workload file {_shown(path)}: not valid YAML{at}") from None
 
 
 def _same(kind: str, seen: dict, name: str, value: object, folder: str) -> None:
@@ -229,18 +221,16 @@ def _same(kind: str, seen: dict, name: str, value: object, folder: str) -> None:
 def discover(root: Path = FOLDERS) -> tuple[dict[str, Workload], dict[str, str]]:
     """Every folder's workload, by name (in the folders' order), and every built-in tool's host path."""
     folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
-    definitions, keep = _definitions(folders)
     workloads: dict[str, Workload] = {}
     metrics: dict[str, tuple] = {}
     tools: dict[str, tuple] = {}
-    for folder, data in zip(folders, definitions):
-        workload, paths = read_folder(folder, data)
+    for folder in folders:
+        workload, paths = read_folder(folder, read_definition(folder))
         workloads[workload.name] = workload
         for m in workload.metrics:
             _same("metric", metrics, m.name, m, workload.folder)
         for tool, path in paths.items():
             _same("tool", tools, tool, path, workload.folder)
-    keep()
     return workloads, {tool: path for tool, (path, _) in tools.items()}
 
 
