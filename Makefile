@@ -26,7 +26,7 @@ help:
 	@echo "make test-nested - the nested tier: numalab inside a TCG guest with KVM and 2 or 4 NUMA nodes, as an ordinary user"
 	@echo "make lint   - ruff"
 	@echo "make reproduce [SEEDS='003 004 000'] - run the seed reproductions, reports in reports/reproduce/"
-	@echo "make golden - regenerate tests/golden (QEMU argv and libvirt XML of every preset, guest plans, manifest shape)"
+	@echo "make golden - regenerate tests/golden (QEMU argv and libvirt XML of every preset, guest plans, manifest shape, built-in workloads)"
 	@echo "make bench  - benchmarks: boot overhead vs virtme-ng, trace parsing, matrix packing, GB/s vs GB per vCPU-second under a CPU hog, --remote-latency's overhead, each workload tool's image layer and boot cost (prints figures)"
 	@echo "make bench-kernel - kernel build benchmark: cold, one-line rebuild, cache hit (prints figures)"
 	@echo "make reproduce-seed002 - seed 002's sched-group bug: baseline vs old construction on ring-4 and grid-2x4, report in reports/"
@@ -114,7 +114,7 @@ reproduce: setup
 	for s in $(SEEDS); do $(NUMALAB) reproduce $$s || exit $$?; done
 
 golden: venv
-	UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/unit/test_golden.py tests/unit/test_golden_record.py
+	UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/unit/test_golden.py tests/unit/test_golden_record.py tests/unit/test_golden_workloads.py
 
 # The documentation: docs/*.md built by mkdocs (mkdocs.yml); completions and the man page come from the
 # CLI's own parser (docs/tools/cli_docs.py). tests/unit/test_docs.py builds all three and runs the documented commands.

@@ -15,10 +15,10 @@ from lab.analysis.readback import read_vmstat, read_vmstat_series
 from lab.errors import LabError
 from lab.events import MIGRATE_PAGES, NUMA_DECISIONS
 from lab.guest.workload_metrics import WorkloadMetric
-from lab.guest.workloads import WORKLOADS
 from lab.record_files import TRACE_DAT, TRACE_STATS, VMSTAT_END, VMSTAT_SERIES, VMSTAT_START
 from lab.topology.model import Topology
 from lab.trace.tracedat import read_trace, stats_lost, stats_per_cpu
+from lab.workloads.registry import WORKLOADS
 
 NEUTRAL = "neutral"  # a mechanism counter's "better": shown with its change and significance, not judged
 SERIES_KEYS = ("numa_hint_faults", "numa_hint_faults_local", "numa_pages_migrated", "numa_pte_updates")
@@ -134,7 +134,7 @@ class Twin:
 
 
 def _declared_by_workloads() -> tuple[WorkloadMetric, ...]:
-    """Every built-in workload's metrics (lab.guest.workloads), once each, in the registry's order."""
+    """Every built-in workload's metrics (lab.workloads.registry), once each, in the registry's order."""
     seen: dict[str, WorkloadMetric] = {}
     for w in WORKLOADS.values():
         for m in w.metrics:

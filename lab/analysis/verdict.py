@@ -23,7 +23,7 @@ from lab.analysis.compare import MIN_REPEATS, Row, Stats, diff_text, pct_better,
 from lab.analysis.compare import moved as moved_of
 from lab.analysis.metrics import Metric, get_metric, metric_values, metrics_of
 from lab.analysis.power import ci_overlap_margin, repeats_needed
-from lab.guest.workload_metrics import MEMORY
+from lab.guest.workload_metrics import MEMORY_FIGURES
 
 # "workload": the workload's own figure (:func:`workload_figure`), resolved by :func:`resolve_decide`. Not a
 # mechanism counter (pages migrated says how much balancing did, not how well the workload ran: it is neutral).
@@ -110,7 +110,7 @@ def workload_figure(workload) -> str:
     if user is not None:
         decls = [d for d in user.declarations(None) if isinstance(d, dict) and d.get("name")]
         return f"workload.{decls[0]['name']}" if decls else NO_FIGURE
-    own = [m for m in metrics if m not in MEMORY] or [m for m in metrics if m.name != "elapsed_s"]
+    own = [m for m in metrics if m.name not in MEMORY_FIGURES] or [m for m in metrics if m.name != "elapsed_s"]
     if not own:
         return NO_FIGURE
     m = own[0]

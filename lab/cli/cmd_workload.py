@@ -10,8 +10,8 @@ import argparse
 from lab.cli.shared_options import duration_option, json_option, topology_options, topology_ref
 from lab.guest.init_plan import check_duration
 from lab.guest.user_workload import resolve_workload
-from lab.guest.workloads import WORKLOADS
 from lab.paths import json_text
+from lab.workloads.registry import WORKLOADS
 
 
 def _metric_rows(workload) -> list[dict]:
@@ -43,6 +43,8 @@ def _record(workload, topo=None, duration: float | None = None) -> dict:
     }
     if user is not None:
         out |= {"source": user.source, "files": [g for _, g in user.files], "packages": list(user.packages)}
+    elif workload.folder:
+        out["folder"] = workload.folder
     if topo is not None and duration is not None:
         out |= {"topology": topo.name, "duration_s": duration, "command": workload.command(topo, duration)}
     return out
@@ -74,6 +76,8 @@ def cmd_workload_show(args: argparse.Namespace) -> int:
     print(f"{rec['name']}: {rec['description']}")
     if "source" in rec:
         print(f"  file:     {rec['source']}")
+    if "folder" in rec:
+        print(f"  folder:   {rec['folder']}")
     print(f"  command on {rec['topology']} for {rec['duration_s']:g} s:\n    {rec['command']}")
     carried = [*rec["programs"], *rec["tools"], *rec.get("files", [])]
     print(f"  carries:  {', '.join(carried) or '-'}")

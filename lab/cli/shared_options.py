@@ -20,10 +20,10 @@ from pathlib import Path
 from lab.analysis.numa import default_events
 from lab.errors import LabError
 from lab.guest.init_plan import TRACE_MODES
-from lab.guest.workloads import WORKLOADS
 from lab.placement.pinning import BACKINGS, PINNINGS
 from lab.run.options import CHOICES, MAX_REPEAT, RunOptions
 from lab.topology.ref import TopologyRef
+from lab.workloads.registry import WORKLOADS
 
 JSON_HELP = "print JSON on stdout instead of text (machine-readable; the text, if any, goes to stderr)"
 

@@ -39,12 +39,12 @@ from lab.errors import LabError
 from lab.guest import cpio
 from lab.guest.workloads import UserSpec, Workload
 from lab.paths import REPO_ROOT, cache_dir, write_text_atomic
+from lab.workloads.registry import BUILTIN_TOOLS
 
 BUSYBOX_CANDIDATES = ("/bin/busybox", "/usr/bin/busybox")
-# Host tools a guest may need, by name: the binary; a run takes only those it uses (tools_for).
-GUEST_TOOLS = {"trace-cmd": "/usr/bin/trace-cmd", "perf": "/usr/bin/perf", "hackbench": "/usr/bin/hackbench",
-               "stress-ng": "/usr/bin/stress-ng", "sysbench": "/usr/bin/sysbench",
-               "cyclictest": "/usr/bin/cyclictest"}  # fmt: skip
+# Host tools a guest may need, by name: the binary; a run takes only those it uses (tools_for). trace-cmd
+# for the trace modes that run it, then every tool a built-in workload's folder names (lab.workloads).
+GUEST_TOOLS = {"trace-cmd": "/usr/bin/trace-cmd", **BUILTIN_TOOLS}
 INIT = REPO_ROOT / "images" / "guest" / "init"
 GUEST_DIR = "workload"  # a user's workload's files in the guest (/workload, its working directory)
 WORKLOAD_SRC = REPO_ROOT / "images" / "workloads"

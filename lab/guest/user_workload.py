@@ -42,12 +42,11 @@ from lab.guest.workloads import (
     UserMetric,
     UserSpec,
     Workload,
-    builtin_metric,
-    get_workload,
     user_pattern,
 )
 from lab.topology.model import Topology
 from lab.untrusted import shown
+from lab.workloads.registry import builtin_metric, get_workload
 
 KEYS = ("name", "description", "command", "files", "tools", "packages", "results", "metrics")
 PLACEHOLDERS = re.compile(r"\{(cpus|nodes|mem_mib|duration)\}")

@@ -2,7 +2,7 @@
 (``workload.<name>``), with its label, unit, better direction and mean, and for a rate the count of the
 same work its per-vCPU-second twin divides (lab.analysis.metrics builds its registry from these).
 
-A workload's entry in lab.guest.workloads.WORKLOADS lists its metrics; the shared ones are here.
+Each built-in declares its metrics under ``metrics:`` in its folder's workload.yaml (lab.workloads.registry).
 """
 
 from __future__ import annotations
@@ -41,26 +41,6 @@ class WorkloadMetric:
         return f"{self.unit.removesuffix('/s')}/vCPU-s"
 
 
-def rate(name: str, label: str, unit: str, work: str, twin_label: str, scale: float = 1.0) -> WorkloadMetric:
-    """A throughput (higher is better, harmonic mean) with its per-vCPU-second twin."""
-    return WorkloadMetric(name, label, unit, "higher", "hmean", TwinOf(work, scale, twin_label))
-
-
-ELAPSED = WorkloadMetric("elapsed_s", "workload elapsed", "s", "lower")
-GBPS = rate("gbps", "workload throughput", "GB/s", "bytes_touched", "workload throughput per vCPU CPU-second", 1e-9)
-ROUND_TRIPS = rate(
-    "round_trips_per_s", "pair round trips", "1/s", "round_trips", "pair round trips per vCPU CPU-second"
-)
-BALANCE = WorkloadMetric("balance_pct", "nodes 1/3 busy balance (nodes13)", "%", "higher")
-CONVERGED = WorkloadMetric("converged_s", "perf bench convergence", "s", "lower")
-HACKBENCH = WorkloadMetric("hackbench_s", "hackbench time a run", "s", "lower")
-INSN = rate(
-    "insn_per_s",
-    "instructions per guest second (spin)",
-    "1/s",
-    "insns",  # how fast the host ran the guest's instructions
-    "instructions per vCPU CPU-second (spin)",
-)
-REMOTE_RATIO = WorkloadMetric("remote_ratio", "remote/local memory latency (latency-matrix)", "x", "lower")
-
-MEMORY = (ELAPSED, GBPS)  # what every numalab memory workload reports
+# What every numalab memory workload reports: the figures a workload's own one comes after
+# (lab.analysis.verdict.workload_figure).
+MEMORY_FIGURES = ("elapsed_s", "gbps")

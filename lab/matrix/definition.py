@@ -43,7 +43,6 @@ from lab.datafile import load_yaml
 from lab.errors import LabError
 from lab.guest.init_plan import KNOB_NAMES, check_duration
 from lab.guest.user_workload import is_workload_file, load_workload_file
-from lab.guest.workloads import WORKLOADS
 from lab.matrix.spec_parts import AutoSpec, parse_auto, parse_expect
 from lab.run.options import MAX_REPEAT, RunOptions
 from lab.topology.model import check_name
@@ -51,6 +50,7 @@ from lab.topology.ref import SPEC_SIZE_NAMES, TopologyRef
 from lab.vm.libvirt.libvirt_hostspec import HostSpec, parse_hosts
 from lab.vm.tcg.guest_clock import CLOCKS
 from lab.vm.tcg.latency_model import REMOTE_LATENCY
+from lab.workloads.registry import WORKLOADS
 
 EXAMPLES = Path(__file__).parent / "examples"
 # Where a matrix given by name is looked up: the general examples, then each folder of lab/seeds/ (a seed's

@@ -32,7 +32,7 @@ from lab.errors import LabError
 from lab.guest import image
 from lab.guest.init_plan import GuestPlan
 from lab.guest.sched_verbose import check_groups, groups_record, read_sched_groups
-from lab.guest.workloads import SECONDS_METRICS, Workload, parse_output
+from lab.guest.workloads import Workload, parse_output
 from lab.kernel.pvh import boot_image
 from lab.kernel.resolve import Kernel
 from lab.paths import json_text, run_scratch, write_text_atomic
@@ -70,6 +70,7 @@ from lab.vm.status import Evidence, classify
 from lab.vm.tcg import tcg_boot
 from lab.vm.tcg.guest_clock import GuestClock
 from lab.vm.tcg.latency_model import LatencyModel
+from lab.workloads.registry import SECONDS_METRICS
 
 BOOT_ALLOWANCE_S = 60.0  # TCG boot of a large guest on a small host
 BOOT_ATTEMPTS = 2  # under TCG: one more boot when the first stalls before init (boot_deadline)

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from lab.analysis.numa import default_events  # noqa: E402
 from lab.guest import image  # noqa: E402
 from lab.guest.init_plan import GuestPlan  # noqa: E402
-from lab.guest.workloads import get_workload  # noqa: E402
+from lab.workloads.registry import get_workload  # noqa: E402
 
 POWEROFF_INIT = "#!/bin/busybox sh\n/bin/busybox poweroff -f\n"
 

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from lab.guest.image import tool_image  # noqa: E402
-from lab.guest.workloads import WORKLOADS  # noqa: E402
+from lab.workloads.registry import WORKLOADS  # noqa: E402
 
 # One workload for each tool set (the first in the catalogue that carries it), idle for none.
 BY_TOOLS = {(): "idle"}

@@ -10,7 +10,7 @@ import pytest
 from common import assert_one_line_error, numalab
 
 from lab.analysis.metrics import METRIC_KEYS
-from lab.guest.workloads import WORKLOADS
+from lab.workloads.registry import WORKLOADS
 
 
 def test_list_gives_every_builtin_with_the_metrics_compare_knows() -> None:

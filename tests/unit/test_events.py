@@ -19,11 +19,11 @@ from lab.analysis import numa
 from lab.analysis.numa import ANALYSES, Analysis, analyse_trace, default_events
 from lab.cli.main import build_parser, run_options_from_args
 from lab.events import BY_NAME, KNOWN, MIGRATE_PAGES, MIGRATE_TASK, NUMA_DECISIONS, STICK_NUMA
-from lab.guest.workloads import get_workload
 from lab.report import perfetto
 from lab.run.batch import plan_of
 from lab.topology.spec import load_topology
 from lab.trace.tracedat import TraceData
+from lab.workloads.registry import get_workload
 
 DATA = REPO / "tests" / "data" / "runs"
 

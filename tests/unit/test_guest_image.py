@@ -8,8 +8,8 @@ import pytest
 
 from lab.errors import LabError
 from lab.guest import image
-from lab.guest.workloads import WORKLOADS, get_workload
 from lab.topology.spec import load_topology
+from lab.workloads.registry import WORKLOADS, get_workload
 
 
 def _paths(archive) -> set[str]:

@@ -12,12 +12,12 @@ from lab.analysis.node_cpu import node_cpu_time
 from lab.cpulist import parse_cpulist
 from lab.errors import LabError
 from lab.guest.sched_verbose import check_groups, groups_record, parse_dump, read_sched_groups
-from lab.guest.workloads import get_workload
 from lab.record_files import RUN_FORMAT
 from lab.topology.kernel_view import predict
 from lab.topology.model import Topology
 from lab.topology.sched_groups import predict_groups
 from lab.topology.spec import load_topology
+from lab.workloads.registry import get_workload
 
 RUNS = Path(__file__).resolve().parents[1] / "data" / "runs"
 

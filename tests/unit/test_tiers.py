@@ -11,7 +11,6 @@ from common import assert_one_line_error, numalab
 
 from lab.analysis.readback import check_topology
 from lab.errors import LabError
-from lab.guest.workloads import get_workload
 from lab.placement.pinning import plan_placement
 from lab.topology.kernel_view import predict
 from lab.topology.spec import load_spec, load_topology
@@ -27,6 +26,7 @@ from lab.topology.tiers import (
 )
 from lab.vm.libvirt.libvirt_xml import domain_xml
 from lab.vm.qemu.qemu_argv import BootSpec, qemu_argv
+from lab.workloads.registry import get_workload
 
 BOOT = BootSpec(
     kernel="/k/bzImage", initrd="/k/initrd", cmdline="console=ttyS0", results_dir="/r", console_log="/c.log"

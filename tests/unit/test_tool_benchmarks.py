@@ -1,5 +1,5 @@
-"""The everyday benchmarks from Debian packages (lab.guest.tool_benchmarks): their commands scaled to the
-VM, and their parsers on output captured from the real tools on this host (tests/data/tool_output) and on
+"""The everyday benchmarks from Debian packages (their folders, lab/workloads/NAME/): their commands scaled to
+the VM, and their parsers on output captured from the real tools on this host (tests/data/tool_output) and on
 output a guest could send instead."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ import pytest
 
 from lab.analysis.metrics import get_metric
 from lab.guest import image
-from lab.guest.workloads import WORKLOADS, get_workload, parse_output
+from lab.guest.workloads import parse_output
 from lab.topology.spec import load_topology
+from lab.workloads.registry import WORKLOADS, get_workload
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "tool_output"
 NAMES = ("perf-sched-messaging", "perf-sched-pipe", "stress-ng-numa", "stress-ng-vm", "sysbench-memory",
@@ -128,7 +129,7 @@ def test_each_entry_declares_what_its_parser_reports(name: str) -> None:
 
 
 def test_a_metric_name_means_one_thing_in_every_workload() -> None:
-    from lab.guest.workloads import WORKLOADS
+    from lab.workloads.registry import WORKLOADS
 
     seen: dict = {}
     for w in WORKLOADS.values():

@@ -334,7 +334,7 @@ def test_matrix_with_a_builtin_and_a_file_workload(tmp_path: Path) -> None:
 
 
 def test_hackbench_is_scaled_and_read() -> None:
-    from lab.guest.workloads import get_workload
+    from lab.workloads.registry import get_workload
 
     w = get_workload("hackbench")
     assert w.tools == ("hackbench",) and w.programs == ()

@@ -1,0 +1,11 @@
+"""One stress-ng --vm instance per guest CPU, sharing the memory a workload may touch."""
+
+from __future__ import annotations
+
+from lab.guest.workloads import MEM_SHARE
+from lab.topology.model import Topology
+
+
+def scale(topo: Topology, duration: float) -> dict[str, int]:
+    n = max(1, topo.total_cpus)
+    return {"instances": n, "mib_per_instance": max(4, int(topo.total_memory_mib * MEM_SHARE) // n)}
