@@ -34,11 +34,11 @@ class WorkloadMetric:
         """``gbps`` -> ``gbps_per_vcpu_s``, ``round_trips_per_s`` -> ``round_trips_per_vcpu_s``."""
         if self.twin is None:
             return None
-        return f"{self.name.removesuffix('_per_s')}_per_vcpu_s"
+        return twin_name(self.name)
 
     @property
     def twin_unit(self) -> str:
-        return f"{self.unit.removesuffix('/s')}/vCPU-s"
+        return twin_unit_of(self.unit)
 
 
 def rate(name: str, label: str, unit: str, work: str, twin_label: str, scale: float = 1.0) -> WorkloadMetric:
@@ -64,3 +64,19 @@ INSN = rate(
 REMOTE_RATIO = WorkloadMetric("remote_ratio", "remote/local memory latency (latency-matrix)", "x", "lower")
 
 MEMORY = (ELAPSED, GBPS)  # what every numalab memory workload reports
+
+
+def is_rate_unit(unit: str) -> bool:
+    """Whether a user's declared unit is a rate per second ("MiB/s", "1/s", "ops/s"): such a metric gets a
+    per-vCPU-second twin (lab.analysis.metrics.per_vcpu_second)."""
+    return unit.replace(" ", "").endswith("/s") and len(unit.strip()) > 2
+
+
+def twin_name(name: str) -> str:
+    """A rate's twin's name: ``mib_per_s`` -> ``mib_per_vcpu_s``, ``throughput`` -> ``throughput_per_vcpu_s``."""
+    return f"{name.removesuffix('_per_s')}_per_vcpu_s"
+
+
+def twin_unit_of(unit: str) -> str:
+    """``MiB/s`` -> ``MiB/vCPU-s``."""
+    return f"{unit.strip().removesuffix('/s')}/vCPU-s"
