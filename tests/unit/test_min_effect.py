@@ -366,3 +366,12 @@ def test_workload_show_lists_the_twin_and_the_min_effect(tmp_path: Path) -> None
                                                "better": "higher", "mean": "hmean", "twin_of": "workload.mib_per_s",
                                                "min_effect_pct": 2.0}  # fmt: skip
     assert "workload.passes_per_vcpu_s" not in rows
+
+
+def test_an_expected_same_is_reproduced_by_a_difference_below_the_minimum_effect() -> None:
+    from lab.analysis.expectations import outcome_of
+
+    tiny = vd.verdict_of("workload.gbps", TINY_A, TINY_B)
+    assert outcome_of("same", tiny) == "reproduced"
+    assert outcome_of("same", vd.verdict_of("workload.gbps", TINY_A, TINY_B, min_effect=0)) == "contradicted"
+    assert outcome_of("same", vd.verdict_of("workload.gbps", TINY_A, LARGE_B)) == "contradicted"
