@@ -375,3 +375,20 @@ def test_an_expected_same_is_reproduced_by_a_difference_below_the_minimum_effect
     assert outcome_of("same", tiny) == "reproduced"
     assert outcome_of("same", vd.verdict_of("workload.gbps", TINY_A, TINY_B, min_effect=0)) == "contradicted"
     assert outcome_of("same", vd.verdict_of("workload.gbps", TINY_A, LARGE_B)) == "contradicted"
+
+
+@pytest.mark.parametrize(("clock", "twins"), [("host", {"mib_per_vcpu_s": 50.0}), ("virtual", None)])
+def test_a_run_records_its_user_twins_under_the_host_clock_only(tmp_path: Path, clock: str, twins) -> None:
+    """The run's own path (lab.run.execute): the record's declarations and the request's clock decide."""
+    from types import SimpleNamespace
+
+    from lab.guest.user_workload import load_workload_file
+    from lab.run.execute import _metrics
+    from lab.vm.tcg.guest_clock import GuestClock
+
+    path = tmp_path / "w.yaml"
+    path.write_text(WORKLOAD_FILE)
+    req = SimpleNamespace(workload=load_workload_file(path), clock=GuestClock(clock))
+    outcome = SimpleNamespace(vcpu_time={"run_s": 4.0, "window_s": 2.0})
+    metrics = _metrics(req, tmp_path, outcome, False, None, {"mib_per_s": 100.0, "passes": 3}, None)
+    assert metrics.get("per_vcpu_s") == twins
