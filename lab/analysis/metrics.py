@@ -204,6 +204,15 @@ def declared_rates(decls: list) -> list[tuple[str, str]]:
     return out
 
 
+def clock_mode(manifest: dict) -> str:
+    """The guest clock a run recorded (``accelerator.clock.mode``, lab.vm.tcg.guest_clock): "host" or "virtual";
+    "host" for a record made before the clock was recorded."""
+    accel = manifest.get("accelerator") if isinstance(manifest, dict) else None
+    clock = accel.get("clock") if isinstance(accel, dict) else None
+    mode = clock.get("mode") if isinstance(clock, dict) else clock
+    return mode if mode in ("host", "virtual") else "host"
+
+
 def _number(v: object) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
@@ -256,7 +265,7 @@ def _flat(manifest: dict) -> dict:
     m = manifest.get("metrics", {})
     # Twins under the virtual clock measure the host's emulation, not the guest (per_vcpu_second): records
     # made before numalab left them out have them, and they are not compared either.
-    virtual = (manifest.get("accelerator") or {}).get("clock") == "virtual"
+    virtual = clock_mode(manifest) == "virtual"
     result = (manifest.get("workload") or {}).get("result") or {}
     result = result if isinstance(result, dict) else {}  # (a record whose result was a list, before it was refused)
     return {

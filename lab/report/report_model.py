@@ -20,7 +20,7 @@ from lab.analysis.display import percent
 from lab.analysis.kernel_complaints import read_complaints
 from lab.analysis.kernel_complaints import summary as complaint_line
 from lab.analysis.lost import describe as describe_lost
-from lab.analysis.metrics import per_vcpu_second, run_metrics
+from lab.analysis.metrics import clock_mode, per_vcpu_second, run_metrics
 from lab.analysis.record import RunRecord
 from lab.errors import LabError
 from lab.events import NUMA_DECISIONS
@@ -125,8 +125,7 @@ def run_entry(r: RunRecord, out_dir: Path) -> dict:
     m = r.manifest
     metrics = run_metrics(r.path, r.topology, r.trace_events, r.workload_start_uptime)
     w = m.get("workload") or {}
-    clock = (m.get("accelerator") or {}).get("clock")
-    if twins := per_vcpu_second(w.get("result"), m.get("vcpu_time"), w.get("metrics"), clock):
+    if twins := per_vcpu_second(w.get("result"), m.get("vcpu_time"), w.get("metrics"), clock_mode(m)):
         metrics["per_vcpu_s"] = twins  # as the run stored them (lab.analysis.metrics.per_vcpu_second)
     return {
         "run_id": r.run_id,

@@ -59,7 +59,8 @@ def _records(tmp_path: Path, side: str, ops: list[float], lat: list[float]) -> l
     out = []
     for i, (o, la) in enumerate(zip(ops, lat)):
         m = {"format": RUN_FORMAT, "run_id": f"{side}{i}", "status": "ok", "topology": topo, "kernel": {"name": side},
-             "accelerator": {"name": "tcg", "clock": "virtual"}, "metrics": {}, "settings": {"numa_balancing": "1"},
+             "accelerator": {"name": "tcg", "clock": {"mode": "virtual"}}, "metrics": {},
+             "settings": {"numa_balancing": "1"},
              "workload": {"name": "w", "result": {"ops": o, "lat": la}, "metrics": decls}}  # fmt: skip
         out.append(RunRecord(tmp_path / f"{side}{i}", m))
     return out
@@ -126,8 +127,8 @@ def test_compare_cli_takes_min_effect_on_recorded_runs() -> None:
 
 
 def _manifests(values: list[float], clock: str = "host") -> list[dict]:
-    return [{"status": "ok", "accelerator": {"name": "tcg", "clock": clock}, "workload": {"result": {"gbps": v}}}
-            for v in values]  # fmt: skip
+    accel = {"name": "tcg", "clock": {"mode": clock}}
+    return [{"status": "ok", "accelerator": accel, "workload": {"result": {"gbps": v}}} for v in values]
 
 
 def test_a_tiny_significant_difference_decides_same_and_stops_the_repeats() -> None:
@@ -283,10 +284,10 @@ def test_every_declared_rate_has_its_twin_under_the_host_clock() -> None:
 
 
 def test_twins_are_compared_under_the_host_clock_only() -> None:
-    from lab.analysis.metrics import declared_metrics, metric_values
+    from lab.analysis.metrics import clock_mode, declared_metrics, metric_values
 
     def manifest(clock: str) -> dict:
-        return {"status": "ok", "accelerator": {"name": "tcg", "clock": clock},
+        return {"status": "ok", "accelerator": {"name": "tcg", "clock": {"mode": clock}},
                 "workload": {"result": {"mib_per_s": 100.0, "misses": 8.0, "passes": 5}, "metrics": DECLS},
                 "metrics": {"per_vcpu_s": {"mib_per_vcpu_s": 50.0, "misses_per_vcpu_s": 4.0}}}  # fmt: skip
 
@@ -299,6 +300,7 @@ def test_twins_are_compared_under_the_host_clock_only() -> None:
     assert host["workload.mib_per_vcpu_s"] == 50.0 and host["workload.misses_per_vcpu_s"] == 4.0
     # a virtual-clock record made before twins were left out there: its stored twins are not compared
     virtual = metric_values(manifest("virtual"))
+    assert clock_mode(manifest("virtual")) == "virtual" and clock_mode({"accelerator": {"name": "kvm"}}) == "host"
     assert "workload.mib_per_vcpu_s" not in virtual and virtual["workload.mib_per_s"] == 100.0
 
 
