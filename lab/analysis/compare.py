@@ -42,6 +42,7 @@ from __future__ import annotations
 import html
 import math
 import statistics
+from collections import Counter
 from dataclasses import dataclass, field
 
 from lab.analysis.lost import describe as describe_lost
@@ -49,6 +50,9 @@ from lab.analysis.lost import of_record as lost_of_record
 from lab.analysis.metrics import NEUTRAL, Metric, metric_values, metrics_of
 from lab.analysis.record import RunRecord
 from lab.errors import LabError
+from lab.min_effect import DEFAULT_PCT as DEFAULT_MIN_EFFECT
+from lab.min_effect import below, effective, same_text
+from lab.min_effect import text as effect_text
 from lab.paths import json_text
 from lab.untrusted import finite_copy
 
@@ -243,6 +247,20 @@ class Row:
     base: Stats
     new: Stats
     significant: bool | None
+    min_effect: float = DEFAULT_MIN_EFFECT  # percent of the baseline's central value (lab.min_effect)
+
+    @property
+    def below_effect(self) -> bool:
+        """Significant, but the mean row's %diff is smaller than the minimum effect: a verdict of "same"."""
+        return bool(self.significant) and below(self.pct_diff(), self.min_effect)
+
+    def pct_diff(self) -> float | None:
+        """The mean row's %diff (+ is better; a neutral metric's: + is more)."""
+        return pct_better(self.mean(self.base), self.mean(self.new), self.metric.better)
+
+    def verdict_text(self) -> str:
+        """The verdict as shown: :meth:`verdict`, or "same (significant but below 1%)"."""
+        return same_text(self.min_effect) if self.below_effect else self.verdict()
 
     @property
     def mean_name(self) -> str:
@@ -274,11 +292,11 @@ class Row:
         return rows
 
     def verdict(self) -> str:
-        """'better', 'worse', 'changed' (significant, on a neutral metric), 'same' (not significant) or
-        'unknown'."""
+        """'better', 'worse', 'changed' (significant, on a neutral metric), 'same' (not significant, or
+        significant but below the minimum effect) or 'unknown'."""
         if self.significant is None:
             return "unknown"
-        if not self.significant:
+        if not self.significant or self.below_effect:
             return "same"
         if self.metric.better == NEUTRAL:
             return "changed"
@@ -398,9 +416,11 @@ def compare_runs(
     rule: str = DEFAULT_RULE,
     labels: tuple[str, str] | None = None,
     include_incomplete: bool = False,
+    min_effect: float | None = None,
 ) -> Comparison:
     """Compare the ok runs of two sides. Runs whose trace is incomplete are left out (with a note)
-    unless ``include_incomplete``."""
+    unless ``include_incomplete``. ``min_effect`` (percent, --min-effect) overrides every metric's minimum
+    effect (lab.min_effect); None: each metric's own, else the default."""
     if rule not in RULES:
         raise LabError(f"--significance {rule}: not one of {', '.join(RULES)}")
     if not base or not new:
@@ -435,7 +455,8 @@ def compare_runs(
         n = [v[m.key] for v in nv if m.key in v]
         if b and n:
             bs, ns = Stats.of(b), Stats.of(n)
-            rows.append(Row(m, bs, ns, significant(bs, ns, rule, _mean_name(m, bs, ns).lower())))
+            sig = significant(bs, ns, rule, _mean_name(m, bs, ns).lower())
+            rows.append(Row(m, bs, ns, sig, effective(min_effect, m.min_effect)))
     if len(base_ok) < MIN_REPEATS or len(new_ok) < MIN_REPEATS:
         notes.append(
             f"significance cannot be judged with fewer than {MIN_REPEATS} runs per side "
@@ -526,6 +547,16 @@ def _rule_text(rule: str) -> str:
     )
 
 
+def _effect_note(c: Comparison) -> str:
+    """The minimum effect the verdicts used: one share for every row, or each metric's where they differ."""
+    counts = Counter(r.min_effect for r in c.rows)
+    # (the share most rows have, the default on a tie)
+    common = max(counts, key=lambda p: (counts[p], p == DEFAULT_MIN_EFFECT)) if counts else DEFAULT_MIN_EFFECT
+    note = f"a significant difference below {effect_text(common)} of the baseline is 'same'"
+    own = ", ".join(f"{r.metric.key} {effect_text(r.min_effect)}" for r in c.rows if r.min_effect != common)
+    return f"{note} ({own})" if own else note
+
+
 def to_text(c: Comparison) -> str:
     """An mmtests-style table to paste into a mail."""
     w = max([len(r.metric.key) for r in c.rows] + [20])
@@ -533,7 +564,7 @@ def to_text(c: Comparison) -> str:
         f"numalab compare: {c.topology} / {c.workload}",
         *(f"  WARNING: {w}" for w in c.warnings),
         f"  baseline: {c.base_label} ({len(c.base_runs)} runs)   new: {c.new_label} ({len(c.new_runs)} runs)",
-        f"  + means better; * marks significance ({_rule_text(c.rule)})",
+        f"  + means better; * marks significance ({_rule_text(c.rule)}); {_effect_note(c)}",
         *([f"  {NEUTRAL_NOTE}"] if _has_neutral(c) else []),
         *([f"  {NEAR_ZERO_NOTE}"] if _has_delta(c) else []),
         *(f"  note: {n}" for n in c.notes),
@@ -546,7 +577,9 @@ def to_text(c: Comparison) -> str:
         for stat, b, n, p, is_mean in r.lines():
             mark = bool(is_mean and r.significant)
             text = _shown(b, n, p)
-            body.append(f"{stat:<9}{r.metric.key:<{w}}  {_num(b):>12} (   0.00%)  {_num(n):>12} {_pct(p, mark, text)}")
+            same = f"  {r.verdict_text()}" if is_mean and r.below_effect else ""
+            body.append(f"{stat:<9}{r.metric.key:<{w}}  {_num(b):>12} (   0.00%)  {_num(n):>12} {_pct(p, mark, text)}"
+                        f"{same}")  # fmt: skip
     return "\n".join(head + body) + "\n"
 
 
@@ -555,7 +588,7 @@ def to_markdown(c: Comparison) -> str:
         f"### {c.topology} / {c.workload}: {c.base_label} vs {c.new_label}",
         "",
         *(f"> **WARNING: {w}**\n" for w in c.warnings),
-        f"+ means better; **bold** = significant ({_rule_text(c.rule)}). "
+        f"+ means better; **bold** = significant ({_rule_text(c.rule)}); {_effect_note(c)}. "
         f"Baseline {len(c.base_runs)} runs, new {len(c.new_runs)} runs.",
         *([f"\n> {NEAR_ZERO_NOTE}"] if _has_delta(c) else []),
         *([f"\n> {NEUTRAL_NOTE}"] if _has_neutral(c) else []),
@@ -575,7 +608,8 @@ def to_markdown(c: Comparison) -> str:
         lines.append(
             f"| {r.metric.key} | {r.metric.better} | {r.mean_name} | {_num(mb)} | {_num(mn)} | {ps} | "
             f"{_num(r.stddev(r.base))} | {_num(r.stddev(r.new))} | "
-            f"{'-' if cvb is None else _num(cvb) + '%'} | {'-' if cvn is None else _num(cvn) + '%'} | {r.verdict()} |"
+            f"{'-' if cvb is None else _num(cvb) + '%'} | {'-' if cvn is None else _num(cvn) + '%'} | "
+            f"{r.verdict_text()} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -594,9 +628,10 @@ def to_html(c: Comparison) -> str:
                 how = "shown, not judged" if r.metric.better == NEUTRAL else f"{r.metric.better} is better"
                 metric = f'<td rowspan="{len(r.lines())}">{e(r.metric.key)}'
                 metric += f"<br><small>{e(how)}</small></td>"
+            same = f"<br><small>{e(r.verdict_text())}</small>" if is_mean and r.below_effect else ""
             rows.append(
                 f"<tr>{metric}<td>{stat}</td><td>{_num(b)}</td><td>{_num(n)}</td><td{cls}>{ps}"
-                f"{' *' if is_mean and r.significant else ''}</td></tr>"
+                f"{' *' if is_mean and r.significant else ''}{same}</td></tr>"
             )
     notes = "".join(f'<p class="note warning"><strong>WARNING: {e(w)}</strong></p>' for w in c.warnings)
     notes += f'<p class="note">{e(NEAR_ZERO_NOTE)}</p>' if _has_delta(c) else ""
@@ -605,7 +640,8 @@ def to_html(c: Comparison) -> str:
     notes += "".join(f'<p class="note">excluded: {e(x)}</p>' for x in c.excluded)
     return (
         f'<div class="compare"><h3>{e(c.topology)} / {e(c.workload)}: {e(c.base_label)} vs {e(c.new_label)}</h3>'
-        f"<p>+ means better; * = significant ({e(_rule_text(c.rule))}). Baseline {len(c.base_runs)} runs, "
+        f"<p>+ means better; * = significant ({e(_rule_text(c.rule))}); {e(_effect_note(c))}. "
+        f"Baseline {len(c.base_runs)} runs, "
         f"new {len(c.new_runs)} runs.</p>{notes}"
         f'<table class="ab"><thead><tr><th>metric</th><th>stat</th><th>{e(c.base_label)}</th><th>{e(c.new_label)}</th>'
         f"<th>%diff</th></tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
@@ -643,6 +679,10 @@ def to_dict(c: Comparison) -> dict:
                 "diff_text": r.diff_text(),
                 "significant": r.significant,
                 "verdict": r.verdict(),
+                # the minimum effect it was judged by (percent of the baseline's mean), and whether a
+                # significant difference was smaller (then the verdict is "same"; lab.min_effect)
+                "min_effect_pct": r.min_effect,
+                "below_min_effect": r.below_effect,
                 # Welch's, on the arithmetic means, whatever the rule (None with too few runs a side)
                 "p_value": r.p_value(),
                 "ci95_diff": list(ci) if (ci := r.ci95_diff()) is not None else None,

@@ -5,7 +5,7 @@ is checked in every comparison cell that has values for its metric. The
 outcome names how the measured verdict stands to the expected direction:
 
 * ``reproduced``: significant, in the expected direction (or, expecting
-  ``same``, no significant difference);
+  ``same``, no significant difference, or one below the minimum effect);
 * ``same direction, not significant``: the means moved the expected way but
   the runs could not tell it from noise;
 * ``not reproduced``: not significant and the means moved the other way
@@ -53,9 +53,9 @@ def outcome_of(expected: str, v: Verdict) -> str:
     if not v.n_base or not v.n_new or v.moved == "n/a":
         return "no data"
     if expected == "same":
-        if v.significant:
+        if v.significant and not v.below_effect:  # (below the minimum effect it is the same: lab.min_effect)
             return "contradicted"
-        return "reproduced" if v.significant is False else "not reproduced"
+        return "reproduced" if v.significant is False or v.below_effect else "not reproduced"
     moved = v.moved  # from the means themselves: an all-zero baseline has a direction too
     if v.significant:
         return "reproduced" if moved == expected else "contradicted"

@@ -14,7 +14,8 @@ from lab.analysis.numa import ANALYSIS_EVENTS, analyse_trace, format_notes
 from lab.analysis.readback import read_vmstat, read_vmstat_series
 from lab.errors import LabError
 from lab.events import MIGRATE_PAGES, NUMA_DECISIONS
-from lab.guest.workload_metrics import WorkloadMetric
+from lab.guest.workload_metrics import WorkloadMetric, is_rate_unit, twin_name, twin_unit_of
+from lab.min_effect import parse_pct
 from lab.record_files import TRACE_DAT, TRACE_STATS, VMSTAT_END, VMSTAT_SERIES, VMSTAT_START
 from lab.topology.model import Topology
 from lab.trace.tracedat import read_trace, stats_lost, stats_per_cpu
@@ -148,19 +149,25 @@ TWINS = tuple(Twin(m.name, m.twin_key, m.twin.work, m.twin.scale) for m in WORKL
 PER_CPU_SECOND = frozenset(f"workload.{m.name}" for m in WORKLOAD_METRICS if m.unit.endswith("/CPU-s"))
 
 
-def per_vcpu_second(result: dict | None, vcpu_time: dict | None) -> dict[str, float]:
+def per_vcpu_second(
+    result: dict | None, vcpu_time: dict | None, declared: list | None = None, clock: str | None = "host"
+) -> dict[str, float]:
     """Each throughput metric's twin, exactly: W / S, where
 
     * W is the work the workload reports for its run: its own count (``bytes_touched`` / 1e9 GB,
       ``round_trips``); a workload that gives only a rate (perf bench's GB/s) counts rate x its
-      ``elapsed_s``;
+      ``elapsed_s``; a rate a user's workload ``declared`` (a unit per second, lab.guest.workload_metrics.
+      is_rate_unit) counts rate x its result's ``elapsed_s`` when it reports one, else x the vCPU window's
+      ``window_s`` (the host's time between the stage marks, which under the host clock is the guest's);
     * S is the vCPU threads' CPU seconds summed over all vCPUs between the guest's workload-start and
       workload-end stage marks (the manifest's ``vcpu_time.run_s``, lab.vm.vcpu_time): what the host
       gave the guest while it did that work, its kernel's share (tracing, NUMA balancing) included.
 
-    A twin exists where its rate does. Empty when there is no such window (no vcpu_time, or S = 0)."""
+    A twin exists where its rate does. Empty when there is no such window (no vcpu_time, or S = 0), and
+    under ``clock`` "virtual": S is then the one host thread that emulates every vCPU, so W / S measures
+    how fast the host emulates the guest, not the guest (docs/reports.md, "Work per vCPU-second")."""
     run_s = (vcpu_time or {}).get("run_s")
-    if not result or not isinstance(run_s, (int, float)) or run_s <= 0:
+    if clock == "virtual" or not result or not isinstance(run_s, (int, float)) or run_s <= 0:
         return {}
     out = {}
     for t in TWINS:
@@ -171,7 +178,39 @@ def per_vcpu_second(result: dict | None, vcpu_time: dict | None) -> dict[str, fl
             out[t.key] = work * t.scale / run_s
         elif _number(elapsed):
             out[t.key] = rate * elapsed / run_s
+    elapsed = result.get("elapsed_s") if _number(result.get("elapsed_s")) else (vcpu_time or {}).get("window_s")
+    for name, key in declared_rates(declared or []):
+        rate = result.get(name)
+        if _number(rate) and _number(elapsed) and elapsed > 0 and key not in out and math.isfinite(rate):
+            out[key] = rate * elapsed / run_s
     return out
+
+
+def declared_rates(decls: list) -> list[tuple[str, str]]:
+    """(name, twin name) of each rate among a user workload's declarations (the manifest's
+    ``workload.metrics``): a well-formed declaration whose unit is per second and whose twin's name is
+    neither a built-in metric nor another declared one."""
+    if not isinstance(decls, list):
+        return []
+    ok = [d for d in decls[:256] if isinstance(d, dict) and isinstance(d.get("name"), str)]
+    names = {d["name"] for d in ok}
+    out = []
+    for d in ok:
+        unit = d.get("unit", "")
+        if isinstance(unit, str) and is_rate_unit(unit) and _DECLARED_NAME.fullmatch(d["name"]):
+            key = twin_name(d["name"])
+            if key not in names and f"workload.{key}" not in METRIC_KEYS:
+                out.append((d["name"], key))
+    return out
+
+
+def clock_mode(manifest: dict) -> str:
+    """The guest clock a run recorded (``accelerator.clock.mode``, lab.vm.tcg.guest_clock): "host" or "virtual";
+    "host" for a record made before the clock was recorded."""
+    accel = manifest.get("accelerator") if isinstance(manifest, dict) else None
+    clock = accel.get("clock") if isinstance(accel, dict) else None
+    mode = clock.get("mode") if isinstance(clock, dict) else clock
+    return mode if mode in ("host", "virtual") else "host"
 
 
 def _number(v: object) -> bool:
@@ -188,6 +227,9 @@ class Metric:
     # "amean" for everything else, ratios and percentages above all (one near-zero run would make their
     # harmonic mean say nothing about the others).
     mean: str = "amean"
+    # The minimum effect its verdicts use, in percent of the baseline's central value (lab.min_effect): a user
+    # workload file's ``min_effect:``; None: the default (or the command line's --min-effect).
+    min_effect: float | None = None
 
     def value(self, manifest: dict) -> float | None:
         node: object = manifest
@@ -221,12 +263,15 @@ def _tasks(m: dict) -> dict:
 def _flat(manifest: dict) -> dict:
     """The manifest plus short aliases under which metrics are addressed."""
     m = manifest.get("metrics", {})
+    # Twins under the virtual clock measure the host's emulation, not the guest (per_vcpu_second): records
+    # made before numalab left them out have them, and they are not compared either.
+    virtual = clock_mode(manifest) == "virtual"
     result = (manifest.get("workload") or {}).get("result") or {}
     result = result if isinstance(result, dict) else {}  # (a record whose result was a list, before it was refused)
     return {
         "workload": {k: v for k, v in result.items() if isinstance(v, (int, float))}
         | {"elapsed_s": result.get("elapsed_s"), "gbps": result.get("gbps")}
-        | (m.get("per_vcpu_s") or {}),
+        | ({} if virtual else (m.get("per_vcpu_s") or {})),
         "events": m.get("events", {}),
         "tasks": _tasks(m),
         "vmstat": m.get("vmstat", {}),
@@ -334,8 +379,22 @@ def declared_metrics(manifest: dict) -> tuple[Metric, ...]:
             continue
         key = f"workload.{name}"
         if better in ("higher", "lower") and mean in ("amean", "hmean") and key not in METRIC_KEYS:
-            out.setdefault(key, Metric(key, name, unit[:32], better, mean))
+            out.setdefault(key, Metric(key, name, unit[:32], better, mean, _effect(d.get("min_effect"))))
+    for name, twin in declared_rates(decls[:256]):
+        rate = out.get(f"workload.{name}")
+        if rate is not None:  # the twin: the same work per vCPU CPU-second, judged as its rate is
+            key = f"workload.{twin}"
+            label = f"{name} per vCPU CPU-second"
+            out.setdefault(key, Metric(key, label, twin_unit_of(rate.unit), rate.better, "hmean", rate.min_effect))
     return tuple(out.values())
+
+
+def _effect(value: object) -> float | None:
+    """A declaration's min_effect as the record has it (a user's file: anything else is left out)."""
+    try:
+        return None if value is None else parse_pct(value, "min_effect")
+    except LabError:
+        return None
 
 
 def metrics_of(manifests: list[dict]) -> tuple[Metric, ...]:

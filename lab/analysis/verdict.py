@@ -7,8 +7,10 @@ how many runs each side had, the accelerator, and how many runs a side the
 observed variance says it would need (:mod:`lab.analysis.power`).
 
 The stopping rule (:func:`should_stop`): keep adding A B pairs until every
-chosen metric is significant (better or worse), or the run budget (pairs or
-seconds) is spent; the reason says which. Stopping as soon as a test passes
+chosen metric is decided: significant (better or worse), or significant but
+smaller than its minimum effect ("same (significant but below 1%)",
+:mod:`lab.min_effect`), or the run budget (pairs or seconds) is spent; the
+reason says which. Stopping as soon as a test passes
 looks at the data repeatedly, which makes a false "significant" more likely
 than the test's own α (about 2-3x for 3..10 looks at α = 0.05); the verdict
 line records the number of runs so a reader can judge, and a result that
@@ -21,9 +23,11 @@ from dataclasses import asdict, dataclass
 
 from lab.analysis.compare import MIN_REPEATS, Row, Stats, diff_text, pct_better, significant
 from lab.analysis.compare import moved as moved_of
-from lab.analysis.metrics import Metric, get_metric, metric_values, metrics_of
+from lab.analysis.metrics import Metric, declared_rates, get_metric, metric_values, metrics_of
 from lab.analysis.power import ci_overlap_margin, repeats_needed
 from lab.guest.workload_metrics import MEMORY_FIGURES
+from lab.min_effect import DEFAULT_PCT as DEFAULT_MIN_EFFECT
+from lab.min_effect import effective, same_text
 
 # "workload": the workload's own figure (:func:`workload_figure`), resolved by :func:`resolve_decide`. Not a
 # mechanism counter (pages migrated says how much balancing did, not how well the workload ran: it is neutral).
@@ -55,6 +59,10 @@ class Verdict:
     new_label: str = "B"
     context: str = ""  # the cell, e.g. "ring-4/pairs/default" (:func:`cell_label`)
     mean_name: str = "Amean"  # the mean %diff compares (compare.Row: the metric's own, Hmean for rates)
+    # The minimum effect it was judged by (percent of the baseline's central value, lab.min_effect), and
+    # whether the difference was significant but smaller: then the direction is "same", and decided.
+    min_effect_pct: float = DEFAULT_MIN_EFFECT
+    below_effect: bool = False
 
     @property
     def moved(self) -> str:
@@ -73,7 +81,14 @@ class Verdict:
 
     @property
     def decided(self) -> bool:
-        return self.direction in ("better", "worse", "changed")
+        """Better, worse, changed, or the same by the minimum effect: a decision (``--repeat auto`` stops)."""
+        return self.direction in ("better", "worse", "changed") or self.below_effect
+
+    @property
+    def decision(self) -> str:
+        """The direction as shown: "same (significant but below 1%)" for a difference below the minimum
+        effect."""
+        return same_text(self.min_effect_pct) if self.below_effect else self.direction
 
     def line(self) -> str:
         """One line to paste: metric, direction, %diff, significance, repeats, accelerator."""
@@ -85,7 +100,7 @@ class Verdict:
         need = "" if self.needed_per_side is None else f", ~{self.needed_per_side}/side needed"
         ctx = f" [{self.context}]" if self.context else ""
         if self.decided:
-            what = self.direction
+            what = self.decision
         elif self.moved in ("better", "worse", "higher", "lower"):
             what = f"undecided ({self.moved} by the {self.mean_name})"
         else:
@@ -96,30 +111,37 @@ class Verdict:
         )
 
     def to_dict(self) -> dict:
-        return asdict(self) | {"decided": self.decided, "moved": self.moved, "diff": self.diff, "line": self.line()}
+        return asdict(self) | {"decided": self.decided, "decision": self.decision, "moved": self.moved,
+                               "diff": self.diff, "line": self.line()}  # fmt: skip
 
 
-def workload_figure(workload) -> str:
+def workload_figure(workload, clock: str = "host") -> str:
     """The metric ``--decide`` defaults to for ``workload`` (lab.guest.workloads.Workload): its own figure, the
     first it declares beyond the memory workloads' common elapsed_s and gbps (pairs' round trips, nodes13's
     balance, perf bench's convergence; gbps for numa01 and the others that have only those), as its
     per-vCPU-second twin where it has one (steadier under TCG on a shared host: numa01's
-    workload.gbps_per_vcpu_s); a user's workload file's first declared metric; else :data:`NO_FIGURE`."""
+    workload.gbps_per_vcpu_s); a user's workload file's first declared metric, its twin too if it is a rate;
+    else :data:`NO_FIGURE`. Under ``clock`` "virtual" never a twin (it measures the host there, and runs have
+    none: lab.analysis.metrics.per_vcpu_second), the rate itself: the guest's clock already follows the work."""
+    twins = clock != "virtual"
     metrics = getattr(workload, "metrics", ()) or ()
     user = getattr(workload, "user", None)
     if user is not None:
         decls = [d for d in user.declarations(None) if isinstance(d, dict) and d.get("name")]
-        return f"workload.{decls[0]['name']}" if decls else NO_FIGURE
+        if not decls:
+            return NO_FIGURE
+        twin = dict(declared_rates(decls[:1])).get(decls[0]["name"]) if twins else None
+        return f"workload.{twin or decls[0]['name']}"
     own = [m for m in metrics if m.name not in MEMORY_FIGURES] or [m for m in metrics if m.name != "elapsed_s"]
     if not own:
         return NO_FIGURE
     m = own[0]
-    return f"workload.{m.twin_key}" if m.twin is not None and m.twin_key else f"workload.{m.name}"
+    return f"workload.{m.twin_key}" if twins and m.twin is not None and m.twin_key else f"workload.{m.name}"
 
 
-def resolve_decide(keys, workload) -> list[str]:
+def resolve_decide(keys, workload, clock: str = "host") -> list[str]:
     """``keys`` (--decide) with :data:`WORKLOAD_FIGURE` replaced by the workload's figure, each once."""
-    return list(dict.fromkeys(workload_figure(workload) if k == WORKLOAD_FIGURE else k for k in keys))
+    return list(dict.fromkeys(workload_figure(workload, clock) if k == WORKLOAD_FIGURE else k for k in keys))
 
 
 def cell_label(topology: str, workload: str, other: str) -> str:
@@ -138,15 +160,18 @@ def verdict_of(
     labels: tuple[str, str] = ("A", "B"),
     context: str = "",
     metric: Metric | None = None,
+    min_effect: float | None = None,
 ) -> Verdict:
     """The verdict for one metric from its values on each side (runs without the metric left out); ``metric``
-    for one a user's workload declared (lab.analysis.metrics.declared_metrics), else a built-in by its key."""
+    for one a user's workload declared (lab.analysis.metrics.declared_metrics), else a built-in by its key;
+    ``min_effect`` (percent, --min-effect) overrides the metric's own minimum effect (lab.min_effect)."""
     metric = metric if metric is not None and metric.key == metric_key else get_metric(metric_key)
+    effect = effective(min_effect, metric.min_effect)
     if not base or not new:
         return Verdict(metric.key, metric.better, "unknown", None, None, rule, len(base), len(new), None, None,
-                       accelerator, None, None, *labels, context)  # fmt: skip
+                       accelerator, None, None, *labels, context, min_effect_pct=effect)  # fmt: skip
     bs, ns = Stats.of(base), Stats.of(new)
-    row = Row(metric, bs, ns, significant(bs, ns, rule))
+    row = Row(metric, bs, ns, significant(bs, ns, rule), effect)
     mb, mn = row.mean(bs), row.mean(ns)
     # A runs-needed estimate from the spread of 1 or 2 runs a side says nothing ("~5860/side" after 1+1):
     # given only from MIN_REPEATS runs a side, where significance is judged too.
@@ -156,6 +181,8 @@ def verdict_of(
         bs.n, ns.n, mb, mn, accelerator, power.per_side if power else None, ci_overlap_margin(base, new), *labels,
         context,
         row.mean_name,
+        effect,
+        row.below_effect,
     )  # fmt: skip
 
 
@@ -173,13 +200,25 @@ def verdicts_of(
     labels: tuple[str, str] = ("A", "B"),
     context: str = "",
     statuses: tuple[str, ...] = ("ok",),
+    min_effect: float | None = None,
 ) -> list[Verdict]:
-    """Verdicts for each metric from two lists of run manifests (the runs whose status is in ``statuses``)."""
+    """Verdicts for each metric from two lists of run manifests (the runs whose status is in ``statuses``);
+    ``min_effect``: the command line's minimum effect (percent), None: each metric's own or the default."""
     accels = sorted({(m.get("accelerator") or {}).get("name", "?") for m in base + new if m.get("status") in statuses})
     accel = "+".join(accels) or "?"
     known = {m.key: m for m in metrics_of(base + new)}  # (with the metrics the runs' user workloads declared)
     return [
-        verdict_of(k, values(base, k, statuses), values(new, k, statuses), rule, accel, labels, context, known.get(k))
+        verdict_of(
+            k,
+            values(base, k, statuses),
+            values(new, k, statuses),
+            rule,
+            accel,
+            labels,
+            context,
+            known.get(k),
+            min_effect,
+        )  # fmt: skip
         for k in metrics
     ]
 
@@ -215,7 +254,7 @@ def should_stop(
         names = ", ".join(v.metric for v in verdicts)
         return Stop(True, "no-data", f"after {pairs} pairs no ok run on one side has {names}: nothing to decide on")
     if all(v.decided for v in judged):
-        which = ", ".join(f"{v.metric} {v.direction}" for v in judged)
+        which = ", ".join(f"{v.metric} {v.decision}" for v in judged)
         return Stop(True, "decided", f"after {pairs} pairs: {which}")
     undecided = ", ".join(v.metric for v in judged if not v.decided)
     if pairs >= max_pairs:

@@ -40,6 +40,7 @@ from lab.analysis.verdict import DEFAULT_MAX_PAIRS, Verdict, should_stop, values
 from lab.bisect.step_rule import RULE_TEXT, Rule, StepDecision, decide_step, rule_from_endpoints
 from lab.datafile import load_json
 from lab.errors import LabError
+from lab.min_effect import parse_pct
 from lab.paths import json_text, write_json_atomic, write_text_atomic
 from lab.record_files import MANIFEST
 
@@ -75,6 +76,7 @@ class Config:
     max_pairs: int = DEFAULT_MAX_PAIRS
     context: str = ""  # topology/workload/settings, for verdict lines
     what: dict = field(default_factory=dict)  # source, series, topology, workload...: recorded, compared on resume
+    min_effect_pct: float | None = None  # --min-effect (lab.min_effect); None: the metric's own, else the default
 
     def to_dict(self) -> dict:
         return asdict(self) | {"patches": list(self.patches)}
@@ -96,6 +98,8 @@ class Config:
             raise LabError(f"--direction {self.direction}: {self.metric} takes {want}")
         if self.threshold_pct is not None and not (math.isfinite(self.threshold_pct) and self.threshold_pct > 0):
             raise LabError(f"--threshold: must be a percentage > 0, got {self.threshold_pct:g}")
+        if self.min_effect_pct is not None:
+            parse_pct(self.min_effect_pct, "--min-effect")
         if self.budget_s is not None and not (math.isfinite(self.budget_s) and self.budget_s > 0):
             raise LabError(f"--time-budget: must be > 0 seconds, got {self.budget_s:g}")
         if not 1 <= self.max_pairs <= MAX_PAIRS:  # (each pair is two VM runs a step: 100,000 is weeks)
@@ -236,7 +240,8 @@ class Bisect:
         """Welch's verdict line of prefix ``b`` against prefix ``a`` on the runs made so far."""
         labels = (f"prefix {a}", f"prefix {b}")
         runs_a, runs_b = self.runs_of(a), self.runs_of(b)
-        return verdicts_of(runs_a, runs_b, [self.cfg.metric], "welch", labels, self.cfg.context, COUNTED_STATUSES)[0]
+        return verdicts_of(runs_a, runs_b, [self.cfg.metric], "welch", labels, self.cfg.context, COUNTED_STATUSES,
+                           self.cfg.min_effect_pct)[0]  # fmt: skip
 
     def mismatch_lines(self, *prefixes: int) -> list[str]:
         return [ln for k in prefixes if (ln := mismatch_line(self.runs_of(k), f"prefix {k}"))]
@@ -315,11 +320,13 @@ class Bisect:
         rule = None
         if not v.decided:
             verdict, reason = "same", f"not significantly different ({stop.detail})"
+        elif v.below_effect:
+            verdict, reason = "same", f"the endpoints moved {v.diff}: {v.decision} (--min-effect)"
         elif self.cfg.direction and self.cfg.direction not in (v.direction, v.moved):
             moved = v.moved if v.direction == "changed" else v.direction
             verdict, reason = "same", f"the endpoints moved {moved}, not {self.cfg.direction} (--direction)"
         else:
-            r = rule_from_endpoints(self.cfg.metric, good, bad, self.cfg.threshold_pct)
+            r = rule_from_endpoints(self.cfg.metric, good, bad, self.cfg.threshold_pct, v.min_effect_pct)
             if r.threshold <= 0:
                 raise LabError("--threshold: the good endpoint's mean is 0, so a percentage of it is 0; leave "
                                "--threshold out (half the endpoints' shift)")  # fmt: skip

@@ -14,6 +14,10 @@ shift, or ``--threshold PCT`` percent of the good endpoint's mean.
   bad than the threshold (the one-sided test of TOST that matters here, a non-inferiority test at
   α = 0.025). A step that moved *away* from bad counts as good too. **And** the bad endpoint would
   rarely give runs this much on the good side (:func:`p_like_bad` < 0.05).
+- **same as good**: Welch's test calls the difference from the good endpoint significant, but the shift is
+  smaller than the minimum effect (:mod:`lab.min_effect`, in % of the good endpoint's mean, recorded in the
+  rule); the step counts as good, under the same sign test against the bad endpoint. The threshold is never
+  below the minimum effect, so such a step is never bad.
 - **undecided** otherwise; **unknown** with fewer than 3 ok runs on a side.
 
 Why the second condition for good: the interval assumes a mean that is roughly normal, and NUMA counts
@@ -50,6 +54,7 @@ import statistics
 from dataclasses import asdict, dataclass
 
 from lab.analysis.compare import MIN_REPEATS, Stats, mean_interval, significant, welch_interval
+from lab.min_effect import text as effect_text
 
 RULE_TEXT = (
     "bad: Welch-significant (α=0.05), moved toward bad by at least the threshold, and the good endpoint gives "
@@ -65,26 +70,35 @@ class Rule:
     sign: int  # +1: the bad endpoint's mean is above the good endpoint's
     threshold: float  # a shift toward bad, in the metric's units (> 0)
     threshold_pct: float | None  # the same as a percentage of the good endpoint's mean (None for a mean of 0)
+    # The minimum effect (lab.min_effect) in the metric's units and as the percentage it was given in: a step
+    # whose significant shift is smaller is the same as the good endpoint. 0 in a state written before it.
+    min_effect: float = 0.0
+    min_effect_pct: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, d: dict) -> Rule:
-        return cls(str(d["metric"]), int(d["sign"]), float(d["threshold"]), d.get("threshold_pct"))
+        return cls(str(d["metric"]), int(d["sign"]), float(d["threshold"]), d.get("threshold_pct"),
+                   float(d.get("min_effect") or 0.0), d.get("min_effect_pct"))  # fmt: skip
 
 
-def rule_from_endpoints(metric: str, good: list[float], bad: list[float], threshold_pct: float | None) -> Rule:
+def rule_from_endpoints(metric: str, good: list[float], bad: list[float], threshold_pct: float | None,
+                        min_effect_pct: float | None = None) -> Rule:  # fmt: skip
     """The rule of a bisect whose endpoints gave ``good`` and ``bad`` values: the bad direction, and the
-    threshold (``threshold_pct`` % of the good mean; None: half the endpoints' shift)."""
+    threshold (``threshold_pct`` % of the good mean; None: half the endpoints' shift), never below the
+    minimum effect (``min_effect_pct`` % of the good mean, lab.min_effect): no step is bad by less."""
     mg, mb = Stats.of(good).amean, Stats.of(bad).amean
     sign = 1 if mb >= mg else -1
     if threshold_pct is None:
         threshold = abs(mb - mg) / 2
     else:
         threshold = abs(mg) * threshold_pct / 100
+    effect = abs(mg) * (min_effect_pct or 0.0) / 100
+    threshold = max(threshold, effect)
     pct = threshold * 100 / abs(mg) if mg else None
-    return Rule(metric, sign, threshold, pct)
+    return Rule(metric, sign, threshold, pct, effect, min_effect_pct)
 
 
 @dataclass(frozen=True)
@@ -106,10 +120,17 @@ class StepDecision:
     # the chance that the good endpoint gives as many runs on the bad side as the step did (p_like_good;
     # None in a step recorded before bad asked for it)
     p_good: float | None = None
+    min_effect: float = 0.0  # the rule's, in the metric's units (0: none)
+    min_effect_pct: float | None = None
 
     @property
     def decided(self) -> bool:
         return self.verdict in ("good", "bad")
+
+    @property
+    def below_effect(self) -> bool:
+        """Significantly apart from the good endpoint, but by less than the minimum effect: the same as it."""
+        return bool(self.significant) and self.shift is not None and abs(self.shift) < self.min_effect
 
     def _pct(self, v: float) -> str:
         return f"{v * 100 / abs(self.mean_good):+.1f}%" if self.mean_good else f"{v:+.4g}"
@@ -126,8 +147,11 @@ class StepDecision:
             like += f"; like the good endpoint with p={self.p_good:.2g} (bad needs <{ALPHA:g})"
         if self.p_bad is not None:
             like += f"; like the bad endpoint ({self.n_bad} runs) with p={self.p_bad:.2g} (good needs <{ALPHA:g})"
+        what = self.verdict
+        if self.below_effect and self.min_effect_pct is not None:
+            what += f" (the same as the good endpoint: significant but below {effect_text(self.min_effect_pct)})"
         return (
-            f"{self.verdict}: moved {self._pct(self.shift)} toward bad (95% CI {self._pct(lo)} .. {self._pct(hi)}), "
+            f"{what}: moved {self._pct(self.shift)} toward bad (95% CI {self._pct(lo)} .. {self._pct(hi)}), "
             f"threshold {self._pct(self.threshold)}, {sig} (welch), {runs}{like}"
         )
 
@@ -196,7 +220,8 @@ def decide_step(good: list[float], step: list[float], rule: Rule, bad: list[floa
     step_ci = mean_interval(ss) if ss else None
     mg, ms = (gs.amean if gs else None), (ss.amean if ss else None)
     if gs is None or ss is None or gs.n < MIN_REPEATS or ss.n < MIN_REPEATS:
-        return StepDecision("unknown", len(good), len(step), mg, ms, step_ci, None, None, None, rule.threshold)
+        return StepDecision("unknown", len(good), len(step), mg, ms, step_ci, None, None, None, rule.threshold,
+                            min_effect=rule.min_effect, min_effect_pct=rule.min_effect_pct)  # fmt: skip
     iv = welch_interval(gs, ss)
     assert iv is not None
     shift = (ss.amean - gs.amean) * rule.sign
@@ -204,12 +229,13 @@ def decide_step(good: list[float], step: list[float], rule: Rule, bad: list[floa
     sig = significant(gs, ss, "welch")
     p_bad = p_like_bad(gs.amean, bad, step, rule) if bad and len(bad) >= MIN_REPEATS else None
     p_good = p_like_good(good, step, rule)
+    same = bool(sig) and abs(shift) < rule.min_effect  # significant, but below the minimum effect
     if sig and shift >= rule.threshold and p_good < ALPHA:
         verdict = "bad"
-    elif hi < rule.threshold and (p_bad is None or p_bad < ALPHA):
+    elif (hi < rule.threshold or same) and (p_bad is None or p_bad < ALPHA):
         verdict = "good"
     else:
         verdict = "undecided"
     n_bad = len(bad or [])
     return StepDecision(verdict, gs.n, ss.n, mg, ms, step_ci, shift, (lo, hi), sig, rule.threshold, p_bad, n_bad,
-                        p_good)  # fmt: skip
+                        p_good, rule.min_effect, rule.min_effect_pct)  # fmt: skip

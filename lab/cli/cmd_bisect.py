@@ -16,6 +16,7 @@ from lab.cli.shared_options import (
     balancing_options,
     json_option,
     kernel_source_options,
+    min_effect_option,
     pairs_of,
     qemu_options,
     run_settings,
@@ -115,7 +116,7 @@ def _config(args: argparse.Namespace, patches: list[str]):
         what["run_settings"] = extra
     lo, hi = pairs_of(args, least=MIN_REPEATS)
     return Config(args.decide, tuple(patches), args.direction, args.threshold, time_budget_of(args), lo, hi,
-                  f"{topo.label}/{workload}/{settings}", what)  # fmt: skip
+                  f"{topo.label}/{workload}/{settings}", what, args.min_effect)  # fmt: skip
 
 
 def _check_before_building(template) -> None:
@@ -176,7 +177,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     if not args.decide or args.decide[0] == DECIDE_DEFAULT:  # the workload's own figure
         workload = resolve_workload(workload_of(args), getattr(args, "workload_cmd", None) or "",
                                     tuple(getattr(args, "workload_files", None) or ()))  # fmt: skip
-        args.decide = resolve_decide([DECIDE_DEFAULT], workload)[0]
+        args.decide = resolve_decide([DECIDE_DEFAULT], workload, args.clock)[0]
     else:
         args.decide = args.decide[0]
     from lab.bisect.bisect_report import write_report  # (on use: start-up time)
@@ -251,7 +252,8 @@ def add_parser(sub) -> None:
                    "endpoints that moved the other way leave nothing to bisect)")  # fmt: skip
     g.add_argument("--threshold", type=float, metavar="PCT",
                    help="a step is bad from this shift toward bad, in %% of the good endpoint's mean "
-                   "(default: half the endpoints' shift)")  # fmt: skip
+                   "(default: half the endpoints' shift; never below --min-effect)")  # fmt: skip
+    min_effect_option(g)
     g = b.add_argument_group("output")
     g.add_argument("--out", metavar="DIR", help="the state directory (new, or a bisect's to resume it)")
     json_option(g)

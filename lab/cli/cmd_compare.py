@@ -8,14 +8,15 @@ from pathlib import Path
 
 from lab.analysis import compare as cmp
 from lab.analysis.record import RunRecord
-from lab.cli.shared_options import json_option, significance_option
+from lab.cli.shared_options import json_option, min_effect_option, significance_option
 from lab.errors import LabError
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     base = [RunRecord.load(d) for d in args.baseline]
     new = [RunRecord.load(d) for d in args.new]
-    c = cmp.compare_runs(base, new, args.significance, include_incomplete=args.include_incomplete)
+    c = cmp.compare_runs(base, new, args.significance, include_incomplete=args.include_incomplete,
+                         min_effect=args.min_effect)  # fmt: skip
     _check_sides(base, new)  # (after the setup's own checks: a copy of a run with another topology says that)
     render = (
         cmp.to_json if args.json else {"text": cmp.to_text, "md": cmp.to_markdown, "html": cmp.to_html}[args.format]
@@ -51,6 +52,7 @@ def add_parser(sub) -> None:
                        help="how the table is rendered (default text)")  # fmt: skip
     json_option(cmp_p)
     significance_option(cmp_p)
+    min_effect_option(cmp_p)
     cmp_p.add_argument(
         "--include-incomplete",
         action="store_true",

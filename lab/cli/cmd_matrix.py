@@ -9,7 +9,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lab.cli.common import debug, progress, warn
-from lab.cli.shared_options import connect_option, json_option, max_vms_of, max_vms_option, out_option
+from lab.cli.shared_options import (
+    connect_option,
+    json_option,
+    max_vms_of,
+    max_vms_option,
+    min_effect_option,
+    out_option,
+)
 from lab.datafile import load_json
 from lab.errors import LabError
 from lab.matrix.definition import load_matrix as load
@@ -134,8 +141,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if spec.auto is not None and not shard:
         from lab.matrix.auto_cells import merged, run_auto_matrix, write_auto_json  # (on use: start-up time)
 
-        auto = run_auto_matrix(spec, out, kernel_args, progress, jobs=max_vms, fail_fast=args.fail_fast,
-                               overcommit=args.overcommit, backend=backend, hosts=hosts)  # fmt: skip
+        auto = run_auto_matrix(spec, out, kernel_args, progress, args.min_effect, jobs=max_vms,
+                               fail_fast=args.fail_fast, overcommit=args.overcommit, backend=backend,
+                               hosts=hosts)  # fmt: skip
         runs, outcome = auto.runs, merged(auto)
         for c in auto.cells:
             for v in (v for vs in c.verdicts.values() for v in vs):
@@ -146,7 +154,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                                  backend=backend, progress=progress, hosts=hosts)  # fmt: skip
     if not args.no_reports:
         _reports(out, runs)
-    summary = write_outputs(spec, runs, out, outcome, shard)
+    summary = write_outputs(spec, runs, out, outcome, shard, min_effect=args.min_effect)
     t = summary.get("timing", {})
     totals = ", ".join(f"{v} {k}" for k, v in summary["totals"].items() if k != "runs")
     print(f"matrix {spec.name}: {summary['totals']['runs']} runs: {totals}")
@@ -268,6 +276,7 @@ def add_parser(sub) -> None:
     p.add_argument("--overcommit", action="store_true",
                    help="pack VMs by memory only, letting vCPU threads exceed host cores")  # fmt: skip
     p.add_argument("--no-reports", action="store_true", help="skip the per-run HTML reports")
+    min_effect_option(p)
     p.add_argument(
         "--backend",
         choices=("qemu", "libvirt"),

@@ -6,14 +6,15 @@ import argparse
 from pathlib import Path
 
 from lab.cli.common import warn
-from lab.cli.shared_options import out_option, significance_option
+from lab.cli.shared_options import min_effect_option, out_option, significance_option
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     from lab.report.report_model import build_report  # (on use: start-up time)
 
     out = args.out or (args.runs[0] / "report.html" if len(args.runs) == 1 else Path("report.html"))
-    paths = build_report(args.runs, out, args.significance, include_incomplete=args.include_incomplete)
+    paths = build_report(args.runs, out, args.significance, include_incomplete=args.include_incomplete,
+                         min_effect=args.min_effect)  # fmt: skip
     damaged = [(r["path"], p) for r in paths.data["runs"] for p in r["metrics"].get("trace_problems", [])]
     for run, problem in damaged:
         warn(f"{run}: {problem} (marked in the report)")
@@ -36,6 +37,7 @@ def add_parser(sub) -> None:
     rep.add_argument("runs", nargs="+", type=Path, metavar="RUN_DIR", help="run record directories")
     out_option(rep, "FILE", "HTML file (default RUN_DIR/report.html for one run, ./report.html for several)")
     significance_option(rep)
+    min_effect_option(rep)
     rep.add_argument(
         "--include-incomplete",
         action="store_true",

@@ -15,6 +15,7 @@ from lab.cli.shared_options import (
     connect_option,
     json_option,
     memory_options,
+    min_effect_option,
     out_option,
     pairs_of,
     pinning_option,
@@ -95,9 +96,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         time_budget_of(args)
         debug(f"--repeat auto: {args.min_repeats}..{args.max_repeats} pairs, time budget {args.time_budget}, "
               f"deciding on {args.decide or 'the default metric'} by {args.significance}")  # fmt: skip
-        return finish(run_auto(opts, args, progress), json_out=args.json, report=True)
+        return finish(run_auto(opts, args, progress), json_out=args.json, report=True, min_effect=args.min_effect)
     reject_without_auto(args)
-    return finish(run_options(opts, progress, json_out=args.json), json_out=args.json, report=args.report)
+    return finish(run_options(opts, progress, json_out=args.json), json_out=args.json, report=args.report,
+                  min_effect=args.min_effect)  # fmt: skip
 
 
 def cmd_run_options(args: argparse.Namespace) -> int:
@@ -107,16 +109,17 @@ def cmd_run_options(args: argparse.Namespace) -> int:
     return finish(run_options(RunOptions.load(args.file), progress, json_out=args.json), json_out=args.json)
 
 
-def finish(batch, json_out: bool, report: bool = False) -> int:
-    """After a batch (lab.run.batch.Batch): its HTML report, for an A/B batch or with ``report``, and with
-    ``json_out`` its manifests (--repeat auto: its verdict data) on stdout. Returns the exit status."""
+def finish(batch, json_out: bool, report: bool = False, min_effect: float | None = None) -> int:
+    """After a batch (lab.run.batch.Batch): its HTML report, for an A/B batch or with ``report`` (its verdicts
+    by ``min_effect``, --min-effect), and with ``json_out`` its manifests (--repeat auto: its verdict data) on
+    stdout. Returns the exit status."""
     from lab.report.report_model import build_report  # (on use: start-up time)
 
     if batch.interrupted:
         return batch.status
     human = sys.stderr if json_out else sys.stdout
     if report or len(batch.kernels) > 1:
-        paths = build_report(batch.paths, batch.report_path(), batch.rule)
+        paths = build_report(batch.paths, batch.report_path(), batch.rule, min_effect=min_effect)
         print(f"report: {paths.html}", file=human)
     if batch.verdict is not None:
         print(f"verdict data: {batch.report_path().parent / 'verdict.json'}", file=human)
@@ -169,6 +172,7 @@ def add_run_arguments(r: argparse.ArgumentParser, *, repeat: int | str) -> None:
         "significant or the budget (--max-pairs, --time-budget) is spent, then print verdict lines",
     )
     significance_option(g)
+    min_effect_option(g)
     ab_options(g, several=True, runs="A B pairs",
                budget="no pair is started that would end after it (judged by the last pair's time)",
                old=("--min-repeats", "--max-repeats"))  # fmt: skip

@@ -10,6 +10,7 @@ import argparse
 from lab.cli.shared_options import duration_option, json_option, topology_options, topology_ref
 from lab.guest.init_plan import check_duration
 from lab.guest.user_workload import resolve_workload
+from lab.guest.workload_metrics import twin_unit_of
 from lab.paths import json_text
 from lab.workloads.registry import WORKLOADS
 
@@ -20,8 +21,15 @@ def _metric_rows(workload) -> list[dict]:
         if workload.user.all_numeric:
             return [{"metric": "workload.<every number of the JSON line>", "unit": "", "better": "higher",
                      "mean": "amean"}]  # fmt: skip
-        return [{"metric": f"workload.{m.name}", "unit": m.unit, "better": "higher" if m.higher_is_better
-                 else "lower", "mean": m.mean} for m in workload.user.metrics]  # fmt: skip
+        rows = []
+        for m in workload.user.metrics:
+            better = "higher" if m.higher_is_better else "lower"
+            effect = {} if m.min_effect is None else {"min_effect_pct": m.min_effect}
+            rows.append({"metric": f"workload.{m.name}", "unit": m.unit, "better": better, "mean": m.mean} | effect)
+            if m.twin_key is not None:  # a rate: its twin per vCPU CPU-second (host clock; lab.analysis.metrics)
+                rows.append({"metric": f"workload.{m.twin_key}", "unit": twin_unit_of(m.unit), "better": better,
+                             "mean": "hmean", "twin_of": f"workload.{m.name}"} | effect)  # fmt: skip
+        return rows
     rows = []
     for m in workload.metrics:
         rows.append({"metric": f"workload.{m.name}", "unit": m.unit, "better": m.better, "mean": m.mean})
@@ -86,7 +94,8 @@ def cmd_workload_show(args: argparse.Namespace) -> int:
     print("  metrics:")
     for m in rec["metrics"]:
         twin = f"  (per vCPU CPU-second: {m['twin_of']})" if "twin_of" in m else ""
-        print(f"    {m['metric']:<40}{m['unit']:<12}{m['better']:<7}{m['mean']}{twin}")
+        effect = f"  min effect {m['min_effect_pct']:g}%" if "min_effect_pct" in m else ""
+        print(f"    {m['metric']:<40}{m['unit']:<12}{m['better']:<7}{m['mean']}{twin}{effect}")
     return 0
 
 

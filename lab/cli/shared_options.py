@@ -20,6 +20,8 @@ from pathlib import Path
 from lab.analysis.numa import default_events
 from lab.errors import LabError
 from lab.guest.init_plan import TRACE_MODES
+from lab.min_effect import DEFAULT_PCT as DEFAULT_MIN_EFFECT
+from lab.min_effect import parse_pct
 from lab.placement.pinning import BACKINGS, PINNINGS
 from lab.run.options import CHOICES, MAX_REPEAT, RunOptions
 from lab.topology.ref import TopologyRef
@@ -38,6 +40,13 @@ SIGNIFICANCE_HELP = (
     "the significance rule of A/B verdicts and tables: welch: Welch's t-test, two-sided, p<0.05 (default); "
     "ci-overlap: mmtests' rule, |dmean| > 1.96*(sd_base+sd_new) with sd the runs' standard deviation (so more "
     "runs do not make it easier to pass)"
+)
+
+MIN_EFFECT_HELP = (
+    f"the minimum effect: a significant difference smaller than PCT%% of the baseline's mean is 'same (significant "
+    f"but below PCT%%)' in verdicts and tables, and decides as same (default: a metric's own min_effect from its "
+    f"workload file, else {DEFAULT_MIN_EFFECT:g}%%; 0: off). It matters where runs barely spread, as under --clock "
+    "virtual"
 )
 
 # Mirrors lab.analysis.verdict (DEFAULT_DECIDE, DEFAULT_MIN_PAIRS, DEFAULT_MAX_PAIRS, DEFAULT_RULE);
@@ -298,6 +307,19 @@ def run_settings(args: argparse.Namespace) -> dict:
 
 def significance_option(container) -> None:
     container.add_argument("--significance", choices=("welch", "ci-overlap"), default=RULE, help=SIGNIFICANCE_HELP)
+
+
+def _effect_arg(text: str) -> float:
+    try:
+        return parse_pct(text, "--min-effect")
+    except LabError as err:
+        raise argparse.ArgumentTypeError(str(err).removeprefix("--min-effect: ")) from None
+
+
+def min_effect_option(container) -> None:
+    """--min-effect PCT: the minimum effect of every verdict the command gives (lab.min_effect). The default is
+    None, so that a metric's own (a workload file's min_effect) holds unless the command line says otherwise."""
+    container.add_argument("--min-effect", type=_effect_arg, metavar="PCT", help=MIN_EFFECT_HELP)
 
 
 def ab_options(g, *, several: bool, runs: str, budget: str, old: tuple[str, ...] = ()):

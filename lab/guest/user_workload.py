@@ -12,7 +12,7 @@
       json-line: "REPRO_RESULT "        # a line starting with this, then a JSON object
       # or regex: {ops_per_s: 'ops/s: ([0-9.]+)'}   (one group each; the last match)
     metrics:
-      - {name: ops_per_s, unit: 1/s, higher_is_better: true, mean: hmean}
+      - {name: ops_per_s, unit: 1/s, higher_is_better: true, mean: hmean, min_effect: 2%}
 
 The command runs under the guest's busybox ``sh`` in ``/workload``, with ``/workload`` first in ``PATH``;
 ``{cpus}``, ``{nodes}``, ``{mem_mib}`` and ``{duration}`` are the guest's CPUs, NUMA nodes, the MiB a
@@ -44,11 +44,13 @@ from lab.guest.workloads import (
     Workload,
     user_pattern,
 )
+from lab.min_effect import parse_pct
 from lab.topology.model import Topology
 from lab.untrusted import shown
 from lab.workloads.registry import builtin_metric, get_workload
 
 KEYS = ("name", "description", "command", "files", "tools", "packages", "results", "metrics")
+METRIC_FIELDS = ("name", "unit", "higher_is_better", "mean", "min_effect")
 PLACEHOLDERS = re.compile(r"\{(cpus|nodes|mem_mib|duration)\}")
 MAX_FILE_BYTES = 256 << 20  # one file carried into the guest (every MB costs a TCG boot ~10 ms)
 MAX_ITEMS = 64  # files, tools, packages, metrics
@@ -262,9 +264,9 @@ def _metrics(raw: object) -> tuple[UserMetric, ...]:
     for i, m in enumerate(raw):
         if not isinstance(m, dict):
             raise LabError(f"metrics[{i}]: expected {{name, unit, higher_is_better, mean}}")
-        unknown = sorted(str(k) for k in set(m) - {"name", "unit", "higher_is_better", "mean"})
+        unknown = sorted(str(k) for k in set(m) - set(METRIC_FIELDS))
         if unknown:
-            raise LabError(f"metrics[{i}].{unknown[0]}: unknown field (known: name, unit, higher_is_better, mean)")
+            raise LabError(f"metrics[{i}].{unknown[0]}: unknown field (known: {', '.join(METRIC_FIELDS)})")
         name = m.get("name")
         if not isinstance(name, str) or not RESULT_KEY.fullmatch(name):
             raise LabError(f"metrics[{i}].name: expected a word of up to 64 letters, digits and '_', got {name!r}")
@@ -283,8 +285,22 @@ def _metrics(raw: object) -> tuple[UserMetric, ...]:
         mean = m.get("mean", "amean")
         if mean not in ("amean", "hmean"):
             raise LabError(f"metrics[{i}].mean: expected amean or hmean (rates), got {mean!r}")
-        out.append(UserMetric(name, unit, better, mean))
+        effect = None if m.get("min_effect") is None else parse_pct(m["min_effect"], f"metrics[{i}].min_effect")
+        out.append(UserMetric(name, unit, better, mean, effect))
+    _check_twins(out)
     return tuple(out)
+
+
+def _check_twins(metrics: list[UserMetric]) -> None:
+    """A declared rate's per-vCPU-second twin is numalab's to compute: no other metric may have its name."""
+    names = {m.name: i for i, m in enumerate(metrics)}
+    for m in metrics:
+        if m.twin_key is not None and m.twin_key in names:
+            raise LabError(f"metrics[{names[m.twin_key]}].name: {m.twin_key} is the per-vCPU-second twin numalab "
+                           f"computes for the rate {m.name} ({m.unit}); call it something else")  # fmt: skip
+        if m.twin_key is not None and builtin_metric(m.twin_key) is not None:
+            raise LabError(f"metrics[{names[m.name]}].name: the rate {m.name}'s per-vCPU-second twin would be "
+                           f"{m.twin_key}, a built-in metric; call it something else")  # fmt: skip
 
 
 def _results(raw: object, names: set[str]) -> tuple[str, tuple[tuple[str, str], ...]]:

@@ -34,13 +34,29 @@ class WorkloadMetric:
         """``gbps`` -> ``gbps_per_vcpu_s``, ``round_trips_per_s`` -> ``round_trips_per_vcpu_s``."""
         if self.twin is None:
             return None
-        return f"{self.name.removesuffix('_per_s')}_per_vcpu_s"
+        return twin_name(self.name)
 
     @property
     def twin_unit(self) -> str:
-        return f"{self.unit.removesuffix('/s')}/vCPU-s"
+        return twin_unit_of(self.unit)
 
 
 # What every numalab memory workload reports: the figures a workload's own one comes after
 # (lab.analysis.verdict.workload_figure).
 MEMORY_FIGURES = ("elapsed_s", "gbps")
+
+
+def is_rate_unit(unit: str) -> bool:
+    """Whether a user's declared unit is a rate per second ("MiB/s", "1/s", "ops/s"): such a metric gets a
+    per-vCPU-second twin (lab.analysis.metrics.per_vcpu_second)."""
+    return unit.replace(" ", "").endswith("/s") and len(unit.strip()) > 2
+
+
+def twin_name(name: str) -> str:
+    """A rate's twin's name: ``mib_per_s`` -> ``mib_per_vcpu_s``, ``throughput`` -> ``throughput_per_vcpu_s``."""
+    return f"{name.removesuffix('_per_s')}_per_vcpu_s"
+
+
+def twin_unit_of(unit: str) -> str:
+    """``MiB/s`` -> ``MiB/vCPU-s``."""
+    return f"{unit.strip().removesuffix('/s')}/vCPU-s"

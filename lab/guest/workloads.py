@@ -59,10 +59,17 @@ class UserMetric:
     unit: str = ""
     higher_is_better: bool = True
     mean: str = "amean"  # amean or hmean (rates)
+    min_effect: float | None = None  # percent of the baseline's central value (lab.min_effect); None: the default
+
+    @property
+    def twin_key(self) -> str | None:
+        """Its per-vCPU-second twin's name when its unit is a rate (lab.analysis.metrics.per_vcpu_second)."""
+        return wm.twin_name(self.name) if wm.is_rate_unit(self.unit) else None
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "unit": self.unit, "better": "higher" if self.higher_is_better else "lower",
-                "mean": self.mean}  # fmt: skip
+        out = {"name": self.name, "unit": self.unit, "better": "higher" if self.higher_is_better else "lower",
+               "mean": self.mean}  # fmt: skip
+        return out if self.min_effect is None else out | {"min_effect": self.min_effect}
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,8 @@
 A comparison is a cell (topology, workload and the axis that is not the
 baseline's) with its sides (the kernels, or the settings). The matrix runs
 its ``auto.min`` repeats first; then, round after round, every cell whose
-``auto.decide`` metrics are not all significant gets one more repeat of each
+``auto.decide`` metrics are not all decided (significant, or significant but
+below the minimum effect: "same") gets one more repeat of each
 side (interleaved, A B), until they are, ``auto.max`` repeats are spent or
 the time budget is. Each cell's stop reason and verdicts are returned (and
 written to ``auto.json`` by the caller). Running again resumes: the rounds
@@ -89,10 +90,12 @@ def clock_problem_of(out: Path, run: MatrixRun) -> str | None:
 
 
 def judge_cell(spec: MatrixSpec, out: Path, runs: list[MatrixRun], elapsed_s: float, round_s: float | None,
-               ) -> CellResult:  # fmt: skip
-    """Verdicts and the stop decision for one cell's runs so far."""
+               min_effect: float | None = None) -> CellResult:  # fmt: skip
+    """Verdicts and the stop decision for one cell's runs so far; ``min_effect`` (percent, --min-effect)
+    overrides the spec's ``auto.min_effect``, which overrides each metric's own (lab.min_effect)."""
     auto = spec.auto
     assert auto is not None
+    effect = min_effect if min_effect is not None else auto.min_effect
     base_name = next(iter(spec.baseline.values()))
     by_side: dict[str, list[dict]] = {}
     for r in runs:
@@ -105,7 +108,13 @@ def judge_cell(spec: MatrixSpec, out: Path, runs: list[MatrixRun], elapsed_s: fl
     key = cell_key(spec, runs[0])
     verdicts = {
         s: verdicts_of(
-            by_side.get(base_name, []), by_side[s], list(auto.decide), auto.significance, (base_name, s), key
+            by_side.get(base_name, []),
+            by_side[s],
+            list(auto.decide),
+            auto.significance,
+            (base_name, s),
+            key,
+            min_effect=effect,
         )  # fmt: skip
         for s in sides[1:]
     }
@@ -119,9 +128,11 @@ def run_auto_matrix(
     out: Path,
     kernel_args: dict[str, str],
     progress: Callable[[str], None],
+    min_effect: float | None = None,
     **execute_kw,
 ) -> AutoOutcome:
-    """Run the spec's runs, then more repeats of the undecided cells; returns every run and each cell's verdict."""
+    """Run the spec's runs, then more repeats of the undecided cells; returns every run and each cell's verdict
+    (``min_effect``: --min-effect, :func:`judge_cell`)."""
     assert spec.auto is not None
     runs = list(spec.runs)
     outcome = AutoOutcome(runs, [])
@@ -139,7 +150,7 @@ def run_auto_matrix(
         cells: dict[str, list[MatrixRun]] = {}
         for r in runs:
             cells.setdefault(cell_key(spec, r), []).append(r)
-        results = [judge_cell(spec, out, rs, time.monotonic() - t0, round_s) for rs in cells.values()]
+        results = [judge_cell(spec, out, rs, time.monotonic() - t0, round_s, min_effect) for rs in cells.values()]
         outcome.cells = results
         more: list[MatrixRun] = []
         for c in results:

@@ -65,13 +65,18 @@ def ab_groups(spec: MatrixSpec, runs: list[MatrixRun]) -> list[tuple[str, str, s
     return out
 
 
-def comparisons(spec: MatrixSpec, runs: list[MatrixRun], recs: dict[str, RunRecord]) -> list[tuple[str, Comparison]]:
+def comparisons(spec: MatrixSpec, runs: list[MatrixRun], recs: dict[str, RunRecord], min_effect: float | None = None,
+                ) -> list[tuple[str, Comparison]]:  # fmt: skip
+    """Each A/B group's comparison; its verdicts by ``min_effect`` (--min-effect), else the spec's
+    ``auto.min_effect``, else each metric's own (lab.min_effect)."""
+    if min_effect is None and spec.auto is not None:
+        min_effect = spec.auto.min_effect
     out = []
     for label, base_side, new_side, base, new in ab_groups(spec, runs):
         b = [recs[r.id] for r in base if r.id in recs]
         n = [recs[r.id] for r in new if r.id in recs]
         try:
-            out.append((label, compare_runs(b, n, labels=(base_side, new_side))))
+            out.append((label, compare_runs(b, n, labels=(base_side, new_side), min_effect=min_effect)))
         except LabError:
             continue  # no ok run on a side: the runs' statuses already say why
     return out
@@ -146,7 +151,8 @@ def _timed(res: RunResult, rec: RunRecord | None, times: dict[str, tuple[float, 
 
 
 def write_outputs(spec: MatrixSpec, runs: list[MatrixRun], out: Path, outcome: MatrixOutcome | None,
-                  shard: tuple[int, int] | None = None, sources: list[Path] | None = None) -> dict:  # fmt: skip
+                  shard: tuple[int, int] | None = None, sources: list[Path] | None = None,
+                  min_effect: float | None = None) -> dict:  # fmt: skip
     """summary.json, junit.xml and index.html for the runs in ``out``; returns the summary. Runs that this
     invocation did not run keep the times measured when they ran, from ``sources``' summaries (the shards of a
     merge) or ``out``'s own earlier one."""
@@ -163,7 +169,7 @@ def write_outputs(spec: MatrixSpec, runs: list[MatrixRun], out: Path, outcome: M
             results.append(_timed(res, rec, times))
         else:
             results.append(RunResult(r.id, "not-run", "not run yet (interrupted, or a shard's other part)"))
-    comps = comparisons(spec, runs, recs)
+    comps = comparisons(spec, runs, recs, min_effect)
     gates = evaluate_gates(spec, comps)
     counts: dict[str, int] = {}
     for res in results:

@@ -3,7 +3,7 @@
 ::
 
     repeats: auto
-    auto: {min: 3, max: 8, decide: [vmstat.hint_local_pct], significance: welch, budget_s: 3600}
+    auto: {min: 3, max: 8, decide: [vmstat.hint_local_pct], significance: welch, budget_s: 3600, min_effect: 1%}
     expect:                      # what the seed thread found, read by `numalab reproduce`
       - metric: vmstat.hint_local_pct
         direction: worse         # the non-baseline side against the baseline (+ is better)
@@ -12,8 +12,12 @@
 
 With ``repeats: auto`` the matrix starts with ``min`` repeats of every run,
 then adds one more repeat of every kernel (or setting) of a comparison whose
-``decide`` metrics are not all significant, until they are or ``max``
+``decide`` metrics are not all decided, until they are or ``max``
 repeats or ``budget_s`` seconds are spent (``lab/matrix/auto_cells.py``).
+A metric is decided when it is significant, or significant but smaller than
+``min_effect`` of the baseline (then "same"; lab.min_effect: the default 1%,
+or a workload file's metric's own, unless ``min_effect`` or ``numalab matrix
+run --min-effect`` says otherwise).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from lab.analysis.compare import MIN_REPEATS, RULES
 from lab.analysis.expectations import DIRECTIONS, Expectation
 from lab.analysis.metrics import METRIC_KEYS, NEUTRAL
 from lab.errors import LabError
+from lab.min_effect import parse_pct
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,7 @@ class AutoSpec:
     decide: tuple[str, ...] = ("vmstat.numa_pages_migrated",)
     significance: str = "welch"
     budget_s: float | None = None
+    min_effect: float | None = None  # percent (lab.min_effect); None: each metric's own, else the default
 
 
 def _whole(value: object, where: str, low: int = 1) -> int:
@@ -45,8 +51,8 @@ def parse_auto(raw: object) -> AutoSpec:
     if raw is None:
         return AutoSpec()
     if not isinstance(raw, dict):
-        raise LabError("auto: expected {min, max, decide, significance, budget_s}")
-    unknown = set(raw) - {"min", "max", "decide", "significance", "budget_s"}
+        raise LabError("auto: expected {min, max, decide, significance, budget_s, min_effect}")
+    unknown = set(raw) - {"min", "max", "decide", "significance", "budget_s", "min_effect"}
     if unknown:
         raise LabError(f"auto.{sorted(unknown)[0]}: unknown field")
     lo = _whole(raw.get("min", MIN_REPEATS), "auto.min")
@@ -66,7 +72,9 @@ def parse_auto(raw: object) -> AutoSpec:
     budget = raw.get("budget_s")
     if budget is not None and (not isinstance(budget, (int, float)) or isinstance(budget, bool) or budget <= 0):
         raise LabError(f"auto.budget_s: must be a number of seconds > 0, got {budget!r}")
-    return AutoSpec(lo, hi, tuple(dict.fromkeys(decide)), rule, float(budget) if budget else None)
+    effect = raw.get("min_effect")
+    effect = None if effect is None else parse_pct(effect, "auto.min_effect")
+    return AutoSpec(lo, hi, tuple(dict.fromkeys(decide)), rule, float(budget) if budget else None, effect)
 
 
 def parse_expect(raw: object, workloads: list[str]) -> list[Expectation]:

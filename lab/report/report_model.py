@@ -20,7 +20,7 @@ from lab.analysis.display import percent
 from lab.analysis.kernel_complaints import read_complaints
 from lab.analysis.kernel_complaints import summary as complaint_line
 from lab.analysis.lost import describe as describe_lost
-from lab.analysis.metrics import per_vcpu_second, run_metrics
+from lab.analysis.metrics import clock_mode, per_vcpu_second, run_metrics
 from lab.analysis.record import RunRecord
 from lab.errors import LabError
 from lab.events import NUMA_DECISIONS
@@ -83,9 +83,10 @@ def _groups(runs: list[RunRecord]) -> list[tuple[str, list[RunRecord]]]:
 
 
 def comparisons_for(
-    runs: list[RunRecord], rule: str = DEFAULT_RULE, include_incomplete: bool = False
+    runs: list[RunRecord], rule: str = DEFAULT_RULE, include_incomplete: bool = False, min_effect: float | None = None
 ) -> tuple[list[Comparison], list[str]]:
-    """Each group against the first, per topology and workload; notes on what could not be compared."""
+    """Each group against the first, per topology and workload; notes on what could not be compared.
+    ``min_effect``: the command line's minimum effect in percent (lab.min_effect), None: each metric's own."""
     notes: list[str] = []
     by_setup: dict[tuple[str, str], list[RunRecord]] = {}
     for r in runs:
@@ -103,7 +104,12 @@ def comparisons_for(
             try:
                 out.append(
                     compare_runs(
-                        groups[0][1], group, rule, labels=(groups[0][0], label), include_incomplete=include_incomplete
+                        groups[0][1],
+                        group,
+                        rule,
+                        labels=(groups[0][0], label),
+                        include_incomplete=include_incomplete,
+                        min_effect=min_effect,
                     )
                 )
             except LabError as err:
@@ -118,7 +124,8 @@ def _rel(path: Path, start: Path) -> str:
 def run_entry(r: RunRecord, out_dir: Path) -> dict:
     m = r.manifest
     metrics = run_metrics(r.path, r.topology, r.trace_events, r.workload_start_uptime)
-    if twins := per_vcpu_second((m.get("workload") or {}).get("result"), m.get("vcpu_time")):
+    w = m.get("workload") or {}
+    if twins := per_vcpu_second(w.get("result"), m.get("vcpu_time"), w.get("metrics"), clock_mode(m)):
         metrics["per_vcpu_s"] = twins  # as the run stored them (lab.analysis.metrics.per_vcpu_second)
     return {
         "run_id": r.run_id,
@@ -150,7 +157,11 @@ def run_entry(r: RunRecord, out_dir: Path) -> dict:
 
 
 def build_report(
-    run_dirs: list[Path], out_html: Path, rule: str = DEFAULT_RULE, include_incomplete: bool = False
+    run_dirs: list[Path],
+    out_html: Path,
+    rule: str = DEFAULT_RULE,
+    include_incomplete: bool = False,
+    min_effect: float | None = None,
 ) -> ReportPaths:
     """Write OUT.html, OUT.json, OUT.md and OUT.perfetto/<run>.json: all rendered first, then written
     to temporary files and renamed only when every one is written, so a failure leaves none of them."""
@@ -165,7 +176,7 @@ def build_report(
     except OSError as err:
         raise LabError(f"--out {out_html}: cannot make {out_dir} ({err.strerror})") from None
     outputs: dict[Path, str] = {}
-    comparisons, notes = comparisons_for(runs, rule, include_incomplete)
+    comparisons, notes = comparisons_for(runs, rule, include_incomplete, min_effect)
     entries = [run_entry(r, out_dir) for r in runs]
     slow = slowdowns(runs)
     for entry in entries:

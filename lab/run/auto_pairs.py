@@ -54,7 +54,7 @@ def check_auto_args(opts: RunOptions, args: argparse.Namespace) -> tuple[list[st
     if args.time_budget is not None and not (math.isfinite(args.time_budget) and args.time_budget > 0):
         raise LabError(f"--time-budget: must be > 0 seconds, got {args.time_budget:g}")
     workload = opts.workload_of()
-    decide = resolve_decide(args.decide or DEFAULT_DECIDE, workload)
+    decide = resolve_decide(args.decide or DEFAULT_DECIDE, workload, opts.clock)
     user = workload.user
     declared = [{"workload": {"metrics": user.declarations(None)}}] if user is not None else []
     for key in decide:
@@ -109,6 +109,7 @@ def run_auto(opts: RunOptions, args: argparse.Namespace, progress: Callable[[str
     (lab.cli.repeat_auto_args) and --json. The batch directory gets verdict.json (``Batch.verdict``); the
     report is the caller's to ask for."""
     decide, rule = check_auto_args(opts, args)
+    min_effect = getattr(args, "min_effect", None)  # --min-effect (None: each metric's own, else the default)
     refuse_same_binary(*(resolve_kernel(k) for k in opts.kernels))
     batch = auto_batch(opts)
     protos = requests_from_options(replace(opts, repeat=1, out=batch), progress)  # [A, B], validated like any run
@@ -136,7 +137,8 @@ def run_auto(opts: RunOptions, args: argparse.Namespace, progress: Callable[[str
                 sides[name].append(manifest)
                 batch_runs.manifests.append(manifest)
                 paths.append(path)
-            verdicts = verdicts_of(sides[labels[0]], sides[labels[1]], decide, rule, labels, context)
+            verdicts = verdicts_of(sides[labels[0]], sides[labels[1]], decide, rule, labels, context,
+                                   min_effect=min_effect)  # fmt: skip
             stop = should_stop(verdicts, pairs, args.min_repeats, args.max_repeats, time.monotonic() - t0,
                                args.time_budget, time.monotonic() - pair_t0)  # fmt: skip
             for v in verdicts:
@@ -155,6 +157,7 @@ def run_auto(opts: RunOptions, args: argparse.Namespace, progress: Callable[[str
         "baseline": labels[0],
         "new": labels[1],
         "significance_rule": rule,
+        "min_effect_pct": min_effect,  # the command line's; each verdict has the one it was judged by
         "decide": decide,
         "min_pairs": args.min_repeats,
         "max_pairs": args.max_repeats,

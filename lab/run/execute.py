@@ -649,12 +649,14 @@ def _guest_view(req, d: Path, outcome, unpacked: Unpacked, guarded: Callable) ->
 
 def _metrics(req, d: Path, outcome, booted: bool, t0: float | None, result: dict | None, guarded: Callable) -> dict:
     """The run's metrics: trace and vmstat (from the workload's start, ``t0`` in guest uptime), each node's CPU
-    time, and the per-vCPU-second twins of the workload's throughputs."""
+    time, and the per-vCPU-second twins of the workload's throughputs (a user workload's declared rates too)."""
     metrics = guarded("metrics", run_metrics, {}, d, req.topology, req.plan.trace_events, t0) if booted else {}
     if booted and (cpu_time := guarded("/proc/stat snapshots", node_cpu_time, {}, d, req.topology)):
         metrics["node_cpu"] = cpu_time
-    if twins := per_vcpu_second(result, outcome.vcpu_time):
-        metrics["per_vcpu_s"] = twins  # work per vCPU CPU-second (lab.analysis.metrics.TWINS)
+    user = _user_record(req.workload, result)
+    clock = "virtual" if req.clock.virtual else "host"  # (under the virtual clock: none, per_vcpu_second says why)
+    if twins := per_vcpu_second(result, outcome.vcpu_time, user["metrics"] if user else None, clock):
+        metrics["per_vcpu_s"] = twins  # work per vCPU CPU-second (lab.analysis.metrics.TWINS, a user's rates)
     return metrics
 
 

@@ -26,6 +26,7 @@ SYNONYMS = [
     {"--topology", "--topo"},
     {"--numa-balancing", "--balancing"},
     {"--significance", "--rule"},
+    {"--min-effect", "--effect", "--min-diff", "--effect-threshold", "--min-change"},
     {"--quiet", "--silent"},
     {"--verbose", "--debug"},
     {"--out", "--output", "--out-dir"},

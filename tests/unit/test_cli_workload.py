@@ -54,6 +54,7 @@ def test_show_checks_a_workload_file_without_booting(tmp_path: Path) -> None:
     assert rec["command"].endswith("./run.sh 4")  # ring-2: 4 CPUs
     assert [(m["metric"], m["better"], m["mean"]) for m in rec["metrics"]] == [
         ("workload.ops", "higher", "hmean"),
+        ("workload.ops_per_vcpu_s", "higher", "hmean"),  # a rate (1/s): its per-vCPU-second twin after it
         ("workload.lat_us", "lower", "amean"),
     ]
 

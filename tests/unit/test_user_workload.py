@@ -262,6 +262,7 @@ def test_declared_metrics_come_from_the_record() -> None:
     assert {x.key: (x.better, x.mean, x.unit) for x in declared_metrics(m)} == {
         "workload.ops": ("higher", "hmean", "1/s"),
         "workload.lat": ("lower", "amean", "us"),
+        "workload.ops_per_vcpu_s": ("higher", "hmean", "1/vCPU-s"),  # a rate's twin (a unit per second)
     }
     values = metric_values(m)
     assert values["workload.ops"] == 10 and values["workload.lat"] == 5

@@ -83,6 +83,8 @@ def test_workload_file_metrics_reach_compare(tmp_path: Path) -> None:
         # The host's nproc ran in the guest (busybox's is /bin/nproc) and saw every vCPU.
         assert result["cpus_seen"] == m["topology"]["total_cpus"], result
         assert result["loops_per_s"] > 0 and 1.5 < result["wall_s"] < 30
+        # its declared rate's twin: the loops per vCPU CPU-second (the host clock's; lab.analysis.metrics)
+        assert m["metrics"]["per_vcpu_s"]["loops_per_vcpu_s"] > 0, m["metrics"].get("per_vcpu_s")
         assert m["workload"]["spec"]["sha256"] == hashlib.sha256(spec.read_bytes()).hexdigest()
         assert m["guest_image"]["user"]["files"] == ["/workload/repro"]
         tools = m["guest_image"]["user"]["tools"]
@@ -97,6 +99,8 @@ def test_workload_file_metrics_reach_compare(tmp_path: Path) -> None:
     loops, wall = rows["workload.loops_per_s"], rows["workload.wall_s"]
     assert (loops["better"], loops["mean"], loops["unit"]) == ("higher", "Hmean", "1/s")
     assert (wall["better"], wall["mean"], wall["unit"]) == ("lower", "Amean", "s")
+    twin = rows["workload.loops_per_vcpu_s"]
+    assert (twin["better"], twin["mean"], twin["unit"]) == ("higher", "Hmean", "1/vCPU-s")
     assert "workload.cpus_seen" not in rows  # a figure the file did not declare is not a metric
 
     # The report compares the two groups on the declared metrics too, each with its mean, and plots them

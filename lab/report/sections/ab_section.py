@@ -40,6 +40,8 @@ def _values_by_run(report: dict) -> dict[str, dict[str, float]]:
 
 def _verdict_text(row: Row) -> str:
     v = row.verdict()
+    if row.below_effect:  # significant, but smaller than the minimum effect (lab.min_effect)
+        return e(row.verdict_text())
     return {
         "better": '<span class="verdict-better">significantly better</span>',
         "worse": '<span class="verdict-worse">significantly worse</span>',
