@@ -294,7 +294,7 @@ def test_trace_cmd_trace_modes_still_give_a_trace(tmp_path, mode) -> None:
 
     A hang of these modes (the run timed out with its vCPUs in the guest kernel) was seen in 2 of 3 CI rehearsals
     on 2026-11-23 and 1 in 12 loop runs, and this test ran a timed-out attempt once more. It was not seen again in
-    60 runs on 2026-11-25 (30 of each mode beside a 2-thread CPU hog, load 9-15): the retry is gone, and a
+    80 runs on 2026-11-25 (40 of each mode beside a 2-thread CPU hog, load 7-15): the retry is gone, and a
     timeout here is a failure whose record says what the vCPU threads were doing (vm_at_timeout.kind)."""
     out = tmp_path / mode
     args = ["run", "--topology", "ring-2", "--workload", "numa01", "--duration", "6", "--trace-mode", mode, "--json"]
