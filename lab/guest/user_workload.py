@@ -18,7 +18,8 @@ The command runs under the guest's busybox ``sh`` in ``/workload``, with ``/work
 ``{cpus}``, ``{nodes}``, ``{mem_mib}`` and ``{duration}`` are the guest's CPUs, NUMA nodes, the MiB a
 workload may touch (35% of guest memory, as the built-ins) and the run's duration in seconds.
 
-Every error is one line naming the file and the field: a file that is missing, a dynamically linked program
+The fields' types, ranges and names are checked against ``lab/schemas/workload.schema.json``; every error is one
+line naming the file and the field: a field of the wrong type, a file that is missing, a dynamically linked program
 whose libraries the host lacks, a package that is not installed, a script whose interpreter the guest does
 not have.
 """
@@ -33,12 +34,12 @@ import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+from lab import schemas
 from lab.datafile import load_yaml, read_bytes
 from lab.errors import LabError
 from lab.guest.image import GUEST_DIR, elf_interpreter, ldd_closure
 from lab.guest.workloads import (
     MEM_SHARE,
-    RESULT_KEY,
     UserMetric,
     UserSpec,
     Workload,
@@ -49,11 +50,9 @@ from lab.topology.model import Topology
 from lab.untrusted import shown
 from lab.workloads.registry import builtin_metric, get_workload
 
-KEYS = ("name", "description", "command", "files", "tools", "packages", "results", "metrics")
-METRIC_FIELDS = ("name", "unit", "higher_is_better", "mean", "min_effect")
+KEYS = tuple(schemas.load_schema("workload")["properties"])  # the fields a workload file may have
 PLACEHOLDERS = re.compile(r"\{(cpus|nodes|mem_mib|duration)\}")
 MAX_FILE_BYTES = 256 << 20  # one file carried into the guest (every MB costs a TCG boot ~10 ms)
-MAX_ITEMS = 64  # files, tools, packages, metrics
 BIN_DIRS = ("/usr/bin/", "/usr/sbin/", "/bin/", "/sbin/")
 # Interpreters a script may name: the base image's busybox sh.
 GUEST_SHELLS = ("/bin/sh", "/bin/ash", "/bin/busybox")
@@ -120,35 +119,18 @@ def load_workload_file(path: Path) -> Workload:
         raise LabError(text if text.startswith(f"workload file {path}") else f"workload file {path}: {text}") from None
 
 
-def _str_list(data: dict, key: str) -> list[str]:
-    value = data.get(key) or []
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
-        raise LabError(f"{key}: expected a list of names")
-    if len(value) > MAX_ITEMS:
-        raise LabError(f"{key}: at most {MAX_ITEMS} entries, got {len(value)}")
-    return value
-
-
 def _parse(data: object, path: Path, sha256: str) -> Workload:
-    if not isinstance(data, dict):
-        raise LabError("expected a mapping with command, results and metrics")
-    unknown = sorted(str(k) for k in set(data) - set(KEYS))
-    if unknown:
-        raise LabError(f"{unknown[0]}: unknown field (known: {', '.join(KEYS)})")
-    command = data.get("command")
-    if not isinstance(command, str) or not command.strip() or "\0" in command:
-        raise LabError("command: missing (the shell command the guest runs)")
+    data = schemas.check(data, "workload")  # (types, required and unknown fields, the name's and metrics' shapes)
+    command = data["command"]
     name = data.get("name", _slug(path.stem))
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_+-]{1,48}", name):
-        raise LabError(f"name: expected up to 48 letters, digits, '_', '+' or '-', got {name!r}")
     base = path.resolve().parent
-    files = _files(_str_list(data, "files"), base, "files")
-    tools = [_tool(t, f"tools[{i}]") for i, t in enumerate(_str_list(data, "tools"))]
-    packages = _str_list(data, "packages")
+    files = _files(data.get("files") or [], base, "files")
+    tools = [_tool(t, f"tools[{i}]") for i, t in enumerate(data.get("tools") or [])]
+    packages = data.get("packages") or []
     for i, pkg in enumerate(packages):
         tools += [t for t in package_programs(pkg, f"packages[{i}]") if t not in tools]
-    metrics = _metrics(data.get("metrics"))
-    prefix, regex = _results(data.get("results"), {m.name for m in metrics})
+    metrics = _metrics(data["metrics"])
+    prefix, regex = _results(data["results"], {m.name for m in metrics})
     spec = UserSpec(str(path), sha256, command, files, _closures(files, tuple(tools), "files"), tuple(packages),
                     json_prefix=prefix, regex=regex, metrics=metrics)  # fmt: skip
     _check_scripts(spec)
@@ -252,41 +234,19 @@ def _check_scripts(spec: UserSpec) -> None:
                        "(busybox sh is; add the interpreter under tools:)")  # fmt: skip
 
 
-def _metrics(raw: object) -> tuple[UserMetric, ...]:
-    if raw is not None and not isinstance(raw, list):
-        raise LabError(f"metrics: expected a list of {{name, unit, higher_is_better, mean}}, got a "
-                       f"{'mapping' if isinstance(raw, dict) else type(raw).__name__}")  # fmt: skip
-    if not raw:
-        raise LabError("metrics: missing (a list of {name, unit, higher_is_better, mean})")
-    if len(raw) > MAX_ITEMS:
-        raise LabError(f"metrics: at most {MAX_ITEMS}, got {len(raw)}")
+def _metrics(raw: list[dict]) -> tuple[UserMetric, ...]:
+    """The declared metrics (the schema has checked each one's fields: the name a word as RESULT_KEY takes)."""
     out: list[UserMetric] = []
     for i, m in enumerate(raw):
-        if not isinstance(m, dict):
-            raise LabError(f"metrics[{i}]: expected {{name, unit, higher_is_better, mean}}")
-        unknown = sorted(str(k) for k in set(m) - set(METRIC_FIELDS))
-        if unknown:
-            raise LabError(f"metrics[{i}].{unknown[0]}: unknown field (known: {', '.join(METRIC_FIELDS)})")
-        name = m.get("name")
-        if not isinstance(name, str) or not RESULT_KEY.fullmatch(name):
-            raise LabError(f"metrics[{i}].name: expected a word of up to 64 letters, digits and '_', got {name!r}")
+        name = m["name"]
         if any(o.name == name for o in out):
             raise LabError(f"metrics[{i}].name: {name} is declared twice")
         if (builtin := builtin_metric(name)) is not None:
             better = "higher" if name != builtin.name else builtin.better
             raise LabError(f"metrics[{i}].name: {name} is a built-in metric ({better} is better); leave it out of "
                            "metrics: (a result with it is compared already)")  # fmt: skip
-        unit = m.get("unit", "")
-        if not isinstance(unit, str) or len(unit) > 32:
-            raise LabError(f"metrics[{i}].unit: expected a short text, got {unit!r}")
-        better = m.get("higher_is_better")
-        if not isinstance(better, bool):
-            raise LabError(f"metrics[{i}].higher_is_better: missing or not true/false, got {better!r}")
-        mean = m.get("mean", "amean")
-        if mean not in ("amean", "hmean"):
-            raise LabError(f"metrics[{i}].mean: expected amean or hmean (rates), got {mean!r}")
         effect = None if m.get("min_effect") is None else parse_pct(m["min_effect"], f"metrics[{i}].min_effect")
-        out.append(UserMetric(name, unit, better, mean, effect))
+        out.append(UserMetric(name, m.get("unit", ""), m["higher_is_better"], m.get("mean", "amean"), effect))
     _check_twins(out)
     return tuple(out)
 
@@ -303,22 +263,17 @@ def _check_twins(metrics: list[UserMetric]) -> None:
                            f"{m.twin_key}, a built-in metric; call it something else")  # fmt: skip
 
 
-def _results(raw: object, names: set[str]) -> tuple[str, tuple[tuple[str, str], ...]]:
-    if not isinstance(raw, dict) or len(raw) != 1 or next(iter(raw)) not in ("json-line", "regex"):
-        raise LabError("results: expected {json-line: PREFIX} or {regex: {metric: 'pattern with one group'}}")
+def _results(raw: dict, names: set[str]) -> tuple[str, tuple[tuple[str, str], ...]]:
+    """The result's reader (the schema: exactly one of json-line, a non-blank prefix, and regex, patterns)."""
     kind, value = next(iter(raw.items()))
     if kind == "json-line":
-        if not isinstance(value, str) or not value.strip() or "\n" in value:
+        if "\n" in value:  # (the schema's pattern is checked with Python's re, whose $ matches before a last \n)
             raise LabError(f"results.json-line: expected the prefix of the result line, got {value!r}")
         return value, ()
-    if not isinstance(value, dict) or not value:
-        raise LabError("results.regex: expected a mapping metric -> pattern with one group")
     pairs = []
     for metric, pattern in value.items():
         if metric not in names:
             raise LabError(f"results.regex.{metric}: not a metric declared under metrics:")
-        if not isinstance(pattern, str):
-            raise LabError(f"results.regex.{metric}: expected a pattern, got {pattern!r}")
         try:
             groups = user_pattern(pattern).groups
         except ValueError as err:

@@ -23,6 +23,9 @@
       - {uri: qemu:///system, capacity: 2}
       - {uri: qemu+ssh://lab@box2/system, capacity: 4, pool_dir: /srv/numalab, upload: true}
 
+The fields' types, ranges and names are checked against ``lab/schemas/matrix.schema.json`` first; what needs
+more (a topology that loads, a workload that exists, distinct names, a baseline among the axes) is checked here.
+
 Expansion order interleaves kernels (and settings) innermost, so runs go
 A B A B and drift affects every side alike. Run ids are stable:
 ``<topology>.<kernel>.<workload>.<setting>.r<N>``.
@@ -37,19 +40,18 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from lab import schemas
 from lab.analysis.expectations import Expectation
 from lab.analysis.metrics import METRIC_KEYS
 from lab.datafile import load_yaml
 from lab.errors import LabError
-from lab.guest.init_plan import KNOB_NAMES, check_duration
+from lab.guest.init_plan import check_duration
 from lab.guest.user_workload import is_workload_file, load_workload_file
 from lab.matrix.spec_parts import AutoSpec, parse_auto, parse_expect
 from lab.run.options import MAX_REPEAT, RunOptions
 from lab.topology.model import check_name
 from lab.topology.ref import SPEC_SIZE_NAMES, TopologyRef
 from lab.vm.libvirt.libvirt_hostspec import HostSpec, parse_hosts
-from lab.vm.tcg.guest_clock import CLOCKS
-from lab.vm.tcg.latency_model import REMOTE_LATENCY
 from lab.workloads.registry import WORKLOADS
 
 EXAMPLES = Path(__file__).parent / "examples"
@@ -64,11 +66,6 @@ def example_path(name: str) -> Path | None:
         if (folder / f"{name}.yaml").is_file():
             return folder / f"{name}.yaml"
     return None
-
-
-_KEYS = {"name", "description", "topologies", "kernels", "workloads", "settings", "repeats", "duration", "timeout",
-         "include", "exclude", "baseline", "gates", "hosts", "auto", "expect"}  # fmt: skip
-_FILTER_KEYS = ("topology", "kernel", "workload", "setting")
 
 
 def _scalar(value: object) -> str:
@@ -183,14 +180,9 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 
 def _list(data: dict, key: str, default: list | None = None) -> list:
+    """An axis: a list, or one entry alone (the schema: not empty)."""
     value = data.get(key, default)
-    if value is None:
-        raise LabError(f"{key}: missing (give at least one)")
-    if not isinstance(value, list):
-        value = [value]
-    if not value:
-        raise LabError(f"{key}: empty (give at least one)")
-    return value
+    return value if isinstance(value, list) else [value]
 
 
 def _topologies(data: dict) -> list[TopologyRef]:
@@ -198,11 +190,6 @@ def _topologies(data: dict) -> list[TopologyRef]:
     for i, item in enumerate(_list(data, "topologies")):
         if isinstance(item, str):
             item = {"name": item}
-        if not isinstance(item, dict) or "name" not in item:
-            raise LabError(f"topologies[{i}]: expected a preset name, a file, or {{name, cpus_per_node, ...}}")
-        unknown = set(item) - {"name", "cpus_per_node", "mem_per_node", "threads"}
-        if unknown:
-            raise LabError(f"topologies[{i}].{sorted(unknown)[0]}: unknown field")
         choice = TopologyRef(str(item["name"]), item.get("cpus_per_node"), item.get("mem_per_node"),
                              item.get("threads"))  # fmt: skip
         try:
@@ -215,19 +202,12 @@ def _topologies(data: dict) -> list[TopologyRef]:
 
 def _kernels(data: dict) -> list[KernelChoice]:
     out = []
-    for i, item in enumerate(_list(data, "kernels", ["stock"])):
+    for item in _list(data, "kernels", ["stock"]):
         if isinstance(item, str):
             out.append(KernelChoice(_slug(Path(item).name if "/" in item else item), item))
             continue
-        if not isinstance(item, dict) or "name" not in item:
-            raise LabError(f"kernels[{i}]: expected stock, a bzImage path, a built name, or {{name, path|build}}")
-        unknown = set(item) - {"name", "path", "build"}
-        if unknown:
-            raise LabError(f"kernels[{i}].{sorted(unknown)[0]}: unknown field")
         name = _slug(_scalar(item["name"]))
         if "build" in item:
-            if not isinstance(item["build"], dict):
-                raise LabError(f"kernels[{i}].build: expected {{source, patches, series, fragments}}")
             out.append(KernelChoice(name, name, dict(item["build"])))
         else:
             out.append(KernelChoice(name, str(item.get("path", item["name"]))))
@@ -244,9 +224,7 @@ def _workloads(data: dict, default_duration: float, base: Path, declared: set[st
     for i, item in enumerate(_list(data, "workloads")):
         if isinstance(item, str):
             item = {"name": item}
-        if not isinstance(item, dict) or "name" not in item:
-            raise LabError(f"workloads[{i}]: expected a workload name, a workload file or {{name, duration}}")
-        name = str(item["name"])
+        name = item["name"]
         file = ""
         if is_workload_file(name):
             path = (base / name).resolve()
@@ -260,8 +238,6 @@ def _workloads(data: dict, default_duration: float, base: Path, declared: set[st
         elif name not in WORKLOADS:
             raise LabError(f"workloads[{i}]: unknown workload {name!r} (known: {', '.join(WORKLOADS)}, or FILE.yaml)")
         duration = item.get("duration", default_duration)
-        if not isinstance(duration, (int, float)) or isinstance(duration, bool) or duration <= 0:
-            raise LabError(f"workloads[{i}].duration: must be a number of seconds > 0, got {duration!r}")
         if "duration" in item:  # (the matrix's own duration: is checked as --duration)
             try:
                 check_duration(float(duration))
@@ -273,51 +249,20 @@ def _workloads(data: dict, default_duration: float, base: Path, declared: set[st
 
 def _settings(data: dict) -> list[SettingChoice]:
     out = []
-    for i, item in enumerate(_list(data, "settings", [{"name": "default"}])):
-        if not isinstance(item, dict) or "name" not in item:
-            raise LabError(f"settings[{i}]: expected {{name, numa_balancing, knobs, qemu, clock, remote_latency}}")
-        unknown = set(item) - {"name", "numa_balancing", "knobs", "qemu", "clock", "remote_latency"}
-        if unknown:
-            raise LabError(f"settings[{i}].{sorted(unknown)[0]}: unknown field")
+    for item in _list(data, "settings", [{"name": "default"}]):
         bal = item.get("numa_balancing", "on")
         bal = {True: "on", False: "off"}.get(bal, bal)
-        if bal not in ("on", "off", "default", "tiering"):
-            raise LabError(f"settings[{i}].numa_balancing: expected on, off, default or tiering, got {bal!r}")
-        knobs = item.get("knobs") or {}
-        if not isinstance(knobs, dict):
-            raise LabError(f"settings[{i}].knobs: expected a mapping knob -> value")
-        for k, v in knobs.items():
-            if k not in KNOB_NAMES:
-                raise LabError(f"settings[{i}].knobs.{k}: unknown knob (known: {', '.join(KNOB_NAMES)})")
-            if not str(v).isdigit():
-                raise LabError(f"settings[{i}].knobs.{k}: value must be a whole number, got {v!r}")
+        knobs = item.get("knobs") or {}  # (the schema: knobs of KNOB_NAMES, whole numbers)
         pairs = tuple(sorted((k, str(v)) for k, v in knobs.items()))
         qemu = item.get("qemu", "")
-        if not isinstance(qemu, str):
-            raise LabError(
-                f"settings[{i}].qemu: expected system, backports, charge or a QEMU binary's path, got {qemu!r}"
-            )
-        clock = item.get("clock", "host")
-        if clock not in CLOCKS:
-            raise LabError(f"settings[{i}].clock: expected one of {', '.join(CLOCKS)}, got {clock!r}")
-        latency = item.get("remote_latency", "off")
-        if latency not in REMOTE_LATENCY:
-            choices = ", ".join(REMOTE_LATENCY)
-            raise LabError(f"settings[{i}].remote_latency: expected one of {choices}, got {latency!r}")
+        clock = item.get("clock", "host")  # (the schema: one of CLOCKS)
+        latency = item.get("remote_latency", "off")  # (the schema: one of REMOTE_LATENCY)
         out.append(SettingChoice(_slug(_scalar(item["name"])), bal, pairs, qemu, clock, latency))
     return out
 
 
 def _filters(data: dict, key: str) -> list[dict[str, str]]:
-    raw = data.get(key) or []
-    if not isinstance(raw, list):
-        raise LabError(f"{key}: expected a list of {{topology, kernel, workload, setting}} filters")
-    out = []
-    for i, f in enumerate(raw):
-        if not isinstance(f, dict) or not f or set(f) - set(_FILTER_KEYS):
-            raise LabError(f"{key}[{i}]: expected a mapping of some of {', '.join(_FILTER_KEYS)}")
-        out.append({k: _scalar(v) for k, v in f.items()})
-    return out
+    return [{k: _scalar(v) for k, v in f.items()} for f in data.get(key) or []]
 
 
 def _matches(run: MatrixRun, f: dict[str, str]) -> bool:
@@ -383,10 +328,7 @@ def _repeats(data: dict) -> tuple[int, AutoSpec | None]:
         raise LabError("auto: only with repeats: auto")
     if auto is not None and auto.max_pairs > MAX_REPEAT:  # (before any run is made: the cap of numalab run)
         raise LabError(f"auto.max: at most {MAX_REPEAT} repeats, got {auto.max_pairs}")
-    repeats = auto.min_pairs if auto else repeats
-    if not isinstance(repeats, int) or isinstance(repeats, bool) or not 1 <= repeats <= MAX_REPEAT:
-        raise LabError(f"repeats: must be a whole number 1..{MAX_REPEAT} or auto, got {repeats!r}")
-    return repeats, auto
+    return (auto.min_pairs if auto else repeats), auto  # (the schema: 1..MAX_REPEAT or auto)
 
 
 def _runs(
@@ -423,9 +365,7 @@ def _baseline(
     data: dict, kernels: list[KernelChoice], settings: list[SettingChoice], auto: AutoSpec | None
 ) -> tuple[str, str]:
     """The baseline's axis (kernel or setting) and its value, one of that axis's names."""
-    baseline = data.get("baseline") or {"kernel": kernels[0].name}
-    if not isinstance(baseline, dict) or len(baseline) != 1 or next(iter(baseline)) not in ("kernel", "setting"):
-        raise LabError("baseline: expected {kernel: NAME} or {setting: NAME}")
+    baseline = data.get("baseline") or {"kernel": kernels[0].name}  # (the schema: kernel or setting)
     axis, value = next(iter(baseline.items()))
     names = [k.name for k in kernels] if axis == "kernel" else [s.name for s in settings]
     value = _scalar(value)
@@ -439,28 +379,19 @@ def _baseline(
 
 def _gates(data: dict, declared: set[str]) -> list[Gate]:
     gates = []
-    for i, g in enumerate(data.get("gates") or []):
-        if not isinstance(g, dict) or set(g) - {"metric", "worse_than_baseline_pct", "significant"}:
-            raise LabError(f"gates[{i}]: expected {{metric, worse_than_baseline_pct, significant}}")
-        if g.get("metric") not in METRIC_KEYS and g.get("metric") not in declared:
+    for i, g in enumerate(data.get("gates") or []):  # (the schema: each gate's fields and their types)
+        if g["metric"] not in METRIC_KEYS and g["metric"] not in declared:
             known = ", ".join([*METRIC_KEYS, *sorted(declared)])
-            raise LabError(f"gates[{i}].metric: unknown metric {g.get('metric')!r} (known: {known})")
-        pct = g.get("worse_than_baseline_pct")
-        if not isinstance(pct, (int, float)) or isinstance(pct, bool) or pct < 0:
-            raise LabError(f"gates[{i}].worse_than_baseline_pct: must be a number >= 0, got {pct!r}")
-        gates.append(Gate(g["metric"], float(pct), bool(g.get("significant", True))))
+            raise LabError(f"gates[{i}].metric: unknown metric {g['metric']!r} (known: {known})")
+        gates.append(Gate(g["metric"], float(g["worse_than_baseline_pct"]), g.get("significant", True)))
     return gates
 
 
 def parse_matrix(data: object, source: str, default_name: str) -> MatrixSpec:
-    if not isinstance(data, dict):
-        raise LabError("expected a mapping at the top level")
-    unknown = set(data) - _KEYS
-    if unknown:
-        raise LabError(f"{sorted(unknown)[0]}: unknown field")
+    data = schemas.check(data, "matrix")
     repeats, auto = _repeats(data)
     duration = data.get("duration", 20)
-    if not _seconds(duration):
+    if not _seconds(duration):  # (the schema: > 0; infinity is a number too)
         raise LabError(f"duration: must be a number of seconds > 0, got {duration!r}")
     timeout = data.get("timeout")
     if timeout is not None and not _seconds(timeout):

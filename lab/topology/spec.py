@@ -19,6 +19,9 @@ one direction of a pair is given; an asymmetric SLIT must be given in full)::
 
     distances: [[10, 20], [20, 10]]
     distances: [{src: 0, dst: 1, value: 20}]
+
+The fields' types, ranges and names are checked against ``lab/schemas/topology.schema.json`` first; what
+spans fields (node ids 0..n-1, a matrix's size, links between existing nodes, the SLIT's rules) is checked here.
 """
 
 from __future__ import annotations
@@ -29,10 +32,10 @@ import math
 import re
 from pathlib import Path
 
-from lab import datafile
+from lab import datafile, schemas
 from lab.errors import LabError
 from lab.paths import cache_dir, read_text_file, write_text_atomic
-from lab.topology.model import LOCAL_DISTANCE, MAX_NODES, Node, Topology, check_name, hop_matrix, validate
+from lab.topology.model import LOCAL_DISTANCE, Node, Topology, check_name, hop_matrix, validate
 from lab.topology.numactl import looks_like_numactl
 from lab.topology.tiers import parse_tiers
 
@@ -40,23 +43,6 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 PRESET_DIR = REPO_ROOT / "topologies"
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*$", re.IGNORECASE)
-_KNOWN_KEYS = {
-    "name",
-    "description",
-    "why",
-    "nodes",
-    "cpus_per_node",
-    "memory_per_node",
-    "threads",
-    "total_cpus",
-    "links",
-    "distance",
-    "distances",
-    "tiers",
-    "hmat",
-    "latency_ratio",
-}
-MAX_LATENCY_RATIO = 20.0
 
 
 def parse_mib(value: object, field: str) -> int:
@@ -80,46 +66,25 @@ def parse_mib(value: object, field: str) -> int:
     return int(mib)
 
 
-def _int(value: object, field: str, minimum: int | None = None) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise LabError(f"{field}: expected an integer, got {value!r}")
-    if minimum is not None and value < minimum:
-        raise LabError(f"{field}: must be >= {minimum}, got {value}")
-    return value
-
-
 def _nodes(spec: dict) -> list[Node]:
-    raw = spec.get("nodes")
+    """The nodes (the schema has checked each field's type and range)."""
+    raw = spec["nodes"]
     cpn = spec.get("cpus_per_node")
     mpn = spec.get("memory_per_node")
-    if isinstance(raw, int) and not isinstance(raw, bool):
-        count = _int(raw, "nodes", 1)
-        if count > MAX_NODES:  # before building the nodes: a huge count would exhaust memory
-            raise LabError(f"nodes: {count} nodes given, at most {MAX_NODES} are supported")
+    if isinstance(raw, int):
         if cpn is None or mpn is None:
             raise LabError("nodes: a node count needs cpus_per_node and memory_per_node")
-        cpus = _int(cpn, "cpus_per_node", 0)
         mem = parse_mib(mpn, "memory_per_node")
-        return [Node(i, cpus, mem) for i in range(count)]
-    if not isinstance(raw, list) or not raw:
-        raise LabError("nodes: expected a node count or a non-empty list of nodes")
+        return [Node(i, cpn, mem) for i in range(raw)]
     nodes = []
     for idx, item in enumerate(raw):
-        if not isinstance(item, dict):
-            raise LabError(f"nodes[{idx}]: expected a mapping with id, cpus and memory")
-        unknown = set(item) - {"id", "cpus", "memory"}
-        if unknown:
-            raise LabError(f"nodes[{idx}].{sorted(unknown)[0]}: unknown field")
-        if "id" not in item:
-            raise LabError(f"nodes[{idx}].id: missing")
-        node_id = _int(item["id"], f"nodes[{idx}].id", 0)
         cpus = item.get("cpus", cpn)
         if cpus is None:
             raise LabError(f"nodes[{idx}].cpus: missing (and no cpus_per_node)")
         mem = item.get("memory", mpn)
         if mem is None:
             raise LabError(f"nodes[{idx}].memory: missing (and no memory_per_node)")
-        nodes.append(Node(node_id, _int(cpus, f"nodes[{idx}].cpus", 0), parse_mib(mem, f"nodes[{idx}].memory")))
+        nodes.append(Node(item["id"], cpus, parse_mib(mem, f"nodes[{idx}].memory")))
     ids = sorted(n.id for n in nodes)
     for expect, got in enumerate(ids):
         if got != expect:
@@ -129,16 +94,8 @@ def _nodes(spec: dict) -> list[Node]:
 
 
 def _links(spec: dict, n: int) -> list[tuple[int, int]]:
-    raw = spec.get("links")
-    if raw is None:
-        return []
-    if not isinstance(raw, list):
-        raise LabError("links: expected a list of [a, b] node pairs")
-    links = []
-    for idx, item in enumerate(raw):
-        if not (isinstance(item, list) and len(item) == 2):
-            raise LabError(f"links[{idx}]: expected a pair [a, b], got {item!r}")
-        a, b = (_int(x, f"links[{idx}]", 0) for x in item)
+    links: list[tuple[int, int]] = []
+    for idx, (a, b) in enumerate(spec.get("links", [])):
         if a >= n or b >= n or a == b:
             raise LabError(f"links[{idx}]: [{a}, {b}] is not a link between two distinct nodes 0..{n - 1}")
         if (a, b) in links or (b, a) in links:  # (a second link would not shorten any path: a slip of the pen)
@@ -149,29 +106,15 @@ def _links(spec: dict, n: int) -> list[tuple[int, int]]:
 
 
 def _from_rule(spec: dict, n: int, links: list[tuple[int, int]]) -> list[list[int]]:
-    rule = spec["distance"]
-    if not isinstance(rule, dict):
-        raise LabError("distance: expected {per_hop: N} or {hops: {1: D1, 2: D2, ...}}")
-    unknown = set(rule) - {"local", "per_hop", "hops"}
-    if unknown:
-        raise LabError(f"distance.{sorted(unknown)[0]}: unknown field (use per_hop or hops)")
-    local = _int(rule.get("local", LOCAL_DISTANCE), "distance.local")
+    rule = spec["distance"]  # (the schema: per_hop or hops, not both)
+    local = rule.get("local", LOCAL_DISTANCE)
     if not links and n > 1:
         raise LabError("links: a distance rule needs a link graph")
     hops = hop_matrix(n, links)
-    table: dict[int, int] = {}
-    if "hops" in rule and "per_hop" in rule:
-        raise LabError("distance: give per_hop or hops, not both")
-    if "hops" in rule:
-        if not isinstance(rule["hops"], dict):
-            raise LabError("distance.hops: expected a mapping hop count -> distance")
-        for k, v in rule["hops"].items():
-            table[_int(k, "distance.hops", 1)] = _int(v, f"distance.hops.{k}")
-    elif "per_hop" in rule:
-        per_hop = _int(rule["per_hop"], "distance.per_hop", 1)
-        table = {h: local + per_hop * h for h in range(1, n)}
+    if "hops" in rule:  # (a hop count may be a quoted key: an editor's schema check sees every key as text)
+        table = {int(k): v for k, v in rule["hops"].items()}
     else:
-        raise LabError("distance: give per_hop or hops")
+        table = {h: local + rule["per_hop"] * h for h in range(1, n)}
     out = []
     for i in range(n):
         row = []
@@ -190,20 +133,15 @@ def _from_rule(spec: dict, n: int, links: list[tuple[int, int]]) -> list[list[in
 
 
 def _explicit(raw: object, n: int) -> list[list[int]]:
-    if not isinstance(raw, list) or not raw:
-        raise LabError("distances: expected a full matrix or a list of {src, dst, value}")
-    if all(isinstance(r, list) for r in raw):
+    if isinstance(raw[0], list):  # (the schema: a matrix of integers, or {src, dst, value} entries)
         if len(raw) != n or any(len(r) != n for r in raw):
             raise LabError(f"distances: a matrix must be {n}x{n} for {n} nodes")
-        return [[_int(v, f"distances[{i}][{j}]") for j, v in enumerate(r)] for i, r in enumerate(raw)]
+        return [list(r) for r in raw]
     given: dict[tuple[int, int], int] = {}
     for idx, e in enumerate(raw):
-        if not isinstance(e, dict) or set(e) != {"src", "dst", "value"}:
-            raise LabError(f"distances[{idx}]: expected {{src, dst, value}}")
-        s, d = _int(e["src"], f"distances[{idx}].src", 0), _int(e["dst"], f"distances[{idx}].dst", 0)
+        s, d, value = e["src"], e["dst"], e["value"]
         if s >= n or d >= n:
             raise LabError(f"distances[{idx}]: node {max(s, d)} does not exist ({n} nodes)")
-        value = _int(e["value"], f"distances[{idx}].value")
         if given.get((s, d), value) != value:
             raise LabError(f"distances[{idx}]: {s}->{d} is given twice, as {given[(s, d)]} and {value}")
         given[(s, d)] = value
@@ -223,40 +161,37 @@ def _explicit(raw: object, n: int) -> list[list[int]]:
 
 def _latency_ratio(raw: object, n: int) -> tuple[tuple[float, ...], ...]:
     """``latency_ratio:``, an n x n matrix of remote/local latency per (CPU node, memory node): 1 on the
-    diagonal, a finite number from 1 to 20 elsewhere."""
-    if not isinstance(raw, list) or len(raw) != n or not all(isinstance(r, list) and len(r) == n for r in raw):
+    diagonal, a finite number from 1 to 20 elsewhere (the schema: numbers from 1 to 20)."""
+    if len(raw) != n or not all(len(r) == n for r in raw):
         raise LabError(f"latency_ratio: expected a {n}x{n} matrix (a list of {n} lists of {n} numbers)")
     out = []
     for i, row in enumerate(raw):
         vals = []
         for j, v in enumerate(row):
             where = f"latency_ratio[{i}][{j}]"
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            if not math.isfinite(v):
                 raise LabError(f"{where}: expected a finite number, got {v!r:.40}")
             if i == j and v != 1:
                 raise LabError(f"{where}: a node's own memory is the unit: must be 1, got {v:g}")
-            if i != j and not 1 <= v <= MAX_LATENCY_RATIO:
-                raise LabError(f"{where}: must be from 1 to {MAX_LATENCY_RATIO:g}, got {v:g}")
             vals.append(float(v))
         out.append(tuple(vals))
     return tuple(out)
 
 
-def load_spec(data: object, where: str, name: str | None = None) -> Topology:
-    """Build and validate a Topology from parsed YAML. ``where`` prefixes errors."""
+def load_spec(data: object, where: str, name: str | None = None, schema_checked: bool = False) -> Topology:
+    """Build and validate a Topology from parsed YAML. ``where`` prefixes errors. ``schema_checked``: ``data``
+    has passed the schema already (numalab's parsed-spec cache holds only specs that have)."""
     try:
-        if not isinstance(data, dict):
-            raise LabError("expected a mapping at the top level")
-        unknown = set(data) - _KNOWN_KEYS
-        if unknown:
-            raise LabError(f"{sorted(unknown)[0]}: unknown field")
+        if not schema_checked:
+            data = schemas.check(data, "topology")
+        assert isinstance(data, dict)  # (for the type checker: the schema's top level is a mapping)
         nodes = _nodes(data)
         n = len(nodes)
         links = _links(data, n)
         if ("distance" in data) == ("distances" in data):
             raise LabError("distances: give exactly one of 'distance' (a rule over links) or 'distances'")
         matrix = _from_rule(data, n, links) if "distance" in data else _explicit(data["distances"], n)
-        threads = _int(data.get("threads", 1), "threads", 1)
+        threads = data.get("threads", 1)
         topo = Topology(
             # (checked here, where names come from, not in validate(): old run records keep theirs)
             name=check_name(data.get("name") or name or "custom", "name"),
@@ -271,7 +206,7 @@ def load_spec(data: object, where: str, name: str | None = None) -> Topology:
             latency_ratio=_latency_ratio(data["latency_ratio"], n) if "latency_ratio" in data else None,
         )
         if "total_cpus" in data:
-            total = _int(data["total_cpus"], "total_cpus", 1)
+            total = data["total_cpus"]
             if total != topo.total_cpus:
                 raise LabError(
                     f"total_cpus: {total} does not match the per-node CPUs, which add up to {topo.total_cpus}"
@@ -306,16 +241,17 @@ def load_topology(name_or_path: str, cache: bool = True) -> Topology:
     text = read_text_file(path)
     if looks_like_numactl(text):
         raise LabError(f"{path}: this is numactl -H output, not a spec; numalab topo import {path} makes one")
-    return load_spec(_parse_yaml(text, path, cache), str(path), name=path.stem)
+    return load_spec(_parse_yaml(text, path, cache), str(path), name=path.stem, schema_checked=True)
 
 
 # The cache's entries are named with this: a spec an older reader accepted (a duplicate key, say) is read again.
-_CACHE_VERSION = "v2"
+_CACHE_VERSION = "v3"
 
 
 def _parse_yaml(text: str, path: Path, cache: bool = True):
-    """YAML -> data (lab.datafile's bounded reader), remembered by the text's hash as JSON in the cache
-    directory: importing PyYAML (it compiles dozens of regular expressions) is most of a `numalab` start."""
+    """YAML -> data (lab.datafile's bounded reader) checked against the topology schema, remembered by the
+    text's hash as JSON in the cache directory: importing PyYAML (it compiles dozens of regular expressions)
+    and jsonschema is most of a `numalab` start. Only a spec that passed the schema is remembered."""
     digest = hashlib.sha256(text.encode()).hexdigest()[:24]
     cached = cache_dir("specs") / f"{digest}.{_CACHE_VERSION}.json" if cache else None
     if cached is not None:
@@ -324,6 +260,10 @@ def _parse_yaml(text: str, path: Path, cache: bool = True):
         except (OSError, ValueError, RecursionError):
             pass
     data = datafile.parse_yaml(text, str(path))  # (bounded: the dump below cannot expand an alias bomb)
+    try:
+        schemas.check(data, "topology")
+    except LabError as err:
+        raise LabError(f"{path}: {err}") from None
     try:
         as_json = json.dumps(data, allow_nan=False)
     except (TypeError, ValueError):

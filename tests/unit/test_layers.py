@@ -13,7 +13,7 @@ LAB = REPO / "lab"
 # Top-level package or module of lab/ -> layer. A module may import its own layer and those below.
 LAYERS = {
     "__init__": 0, "errors": 0, "paths": 0, "datafile": 0, "untrusted": 0, "cpulist": 0, "events": 0,
-    "record_files": 0, "min_effect": 0,
+    "record_files": 0, "min_effect": 0, "schemas": 0,
     "topology": 1, "kernel": 1,
     "placement": 2,
     "vm": 3,

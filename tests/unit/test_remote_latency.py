@@ -262,7 +262,7 @@ def test_table_without_a_latency_ratio_is_a_one_line_error() -> None:
     [
         ([[1, 1.5]], r"latency_ratio: expected a 2x2 matrix"),
         ([[1, 1.5], [1.5]], r"latency_ratio: expected a 2x2 matrix"),
-        ("1.5", r"latency_ratio: expected a 2x2 matrix"),
+        ("1.5", r"latency_ratio: expected an n x n matrix .*, got '1.5'"),
         ([[1.1, 1.5], [1.5, 1]], r"latency_ratio\[0\]\[0\]: a node's own memory is the unit: must be 1, got 1.1"),
         ([[1, 0.5], [1.5, 1]], r"latency_ratio\[0\]\[1\]: must be from 1 to 20, got 0.5"),
         ([[1, 1.5], [21, 1]], r"latency_ratio\[1\]\[0\]: must be from 1 to 20, got 21"),

@@ -122,10 +122,10 @@ def test_memory_beyond_2_75g_is_split_at_2g_and_continues_at_4g():
         ({"tiers": {"slow_nodes": [2], "bogus": 1}}, "tiers.bogus: unknown field"),
         ({"tiers": {"initiators": {2: 2}}}, "tiers.initiators.2: initiator 2 is not a node with CPUs"),
         ({"tiers": {"initiators": {0: 1}}}, "tiers.initiators: node 0 is not a CPU-less node"),
-        ({"tiers": {"initiators": {"x": 1}}}, "tiers.initiators: 'x' is not a node id"),
+        ({"tiers": {"initiators": {"x": 1}}}, "tiers.initiators.x: expected a node id, got 'x'"),
         ({"hmat": {"latency_ns": [[10, 20, 30]], "bandwidth_mib": [[1, 2, 3]]}}, "hmat.latency_ns: expected 2 rows"),
         ({"hmat": {"latency_ns": [[10, 20, 30], [1, 2, 3]]}}, "hmat: give both latency_ns and bandwidth_mib"),
-        ({"hmat": {"latency_ns": [[10, 0, 30], [1, 2, 3]]}}, "hmat.latency_ns[0][1]: expected a whole number"),
+        ({"hmat": {"latency_ns": [[10, 0, 30], [1, 2, 3]]}}, "hmat.latency_ns[0][1]: must be from 1 to 1048576, got 0"),
         ({"hmat": {"speed": 1}}, "hmat.speed: unknown field"),
     ],
 )

@@ -277,7 +277,7 @@ INVALID = {
         spec(nodes=129, links=_ring(129), distance={"per_hop": 1}, distances=None),
         ["nodes", "129", "128"],
     ),
-    "absurd-node-count": (spec(nodes=10**6), ["nodes", "at most 128"]),
+    "absurd-node-count": (spec(nodes=10**6), ["nodes: must be from 1 to 128, got 1000000"]),
     "unknown-field": (spec(memory="1G"), ["memory: unknown field"]),
     "unknown-node-field": (spec(nodes=[{"id": 0}, {"id": 1, "mem": "1G"}, {"id": 2}]), ["nodes[1].mem"]),
     "unreachable": (

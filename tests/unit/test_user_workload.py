@@ -79,7 +79,7 @@ def test_a_good_file_fills_in_its_placeholders(tmp_path: Path) -> None:
         ("command: x\npackages: [no-such-package-xyz]\n" + JSON + METRICS,
          "packages[0] no-such-package-xyz: not installed"),
         ("command: x\npackages: [Bad_Name]\n" + JSON + METRICS, "packages[0]: 'Bad_Name' is not a Debian package"),
-        ("command: x\n" + METRICS, "results: expected"),
+        ("command: x\n" + METRICS, "results: missing"),
         ("command: x\nresults: {json-line: ''}\n" + METRICS, "results.json-line"),
         ("command: x\nresults: {regex: {a: '[0-9]+'}}\n" + METRICS, "results.regex.a: needs exactly one group"),
         ("command: x\nresults: {regex: {a: '(['}}\n" + METRICS, "results.regex.a: not a regular expression"),
