@@ -174,3 +174,18 @@ def as_user(user: str, *argv: str, timeout: float = 600, cwd: Path | None = None
     env = ["env", "-i", f"HOME={home}", f"USER={user}", f"PATH={ORDINARY_PATH}", "LANG=C.UTF-8"]
     return subprocess.run(["runuser", "-u", user, "--", *env, *argv], capture_output=True, text=True,
                           timeout=timeout, cwd=cwd or REPO)  # fmt: skip
+
+
+def ring4_numa01_repeats(tmp: Path, balancing: str, repeats: int, *extra: str) -> list[Path]:
+    """``repeats`` runs of numa01 on ring-4 (6 s each) with NUMA balancing ``balancing``, in ``tmp/balancing``:
+    the run records, sorted (the report and views VM tests' A/B sides)."""
+    out = tmp / balancing
+    proc = numalab(
+        "run", "--topology", "ring-4", "--workload", "numa01", "--duration", "6",
+        "--numa-balancing", balancing, "--repeat", str(repeats), "--out", str(out), *extra,
+        timeout=900,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    runs = sorted(p for p in out.iterdir() if (p / "manifest.json").exists())
+    assert len(runs) == repeats, [p.name for p in out.iterdir()]
+    return runs

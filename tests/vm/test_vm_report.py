@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from common import numalab, require_setup_package
+from common import numalab, require_setup_package, ring4_numa01_repeats
 from test_report_html import CHROMIUM, load_in_chromium
 
 from lab.analysis.numa import NUMA_KINDS
@@ -22,16 +22,7 @@ REPEATS = 3
 
 
 def _runs(tmp: Path, balancing: str) -> list[Path]:
-    out = tmp / balancing
-    proc = numalab(
-        "run", "--topology", "ring-4", "--workload", "numa01", "--duration", "6",
-        "--numa-balancing", balancing, "--repeat", str(REPEATS), "--out", str(out),
-        timeout=900,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
-    runs = sorted(p for p in out.iterdir() if (p / "manifest.json").exists())
-    assert len(runs) == REPEATS, [p.name for p in out.iterdir()]
-    return runs
+    return ring4_numa01_repeats(tmp, balancing, REPEATS)
 
 
 def test_on_against_off_report_and_compare(tmp_path: Path) -> None:

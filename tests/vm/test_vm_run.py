@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from common import REPO, numalab, platform_ships_qboot, require_setup_package
@@ -33,6 +34,13 @@ def _dmi(run_dir) -> str:
     return next(ln for ln in (run_dir / "dmesg-boot.txt").read_text().splitlines() if "DMI:" in ln)
 
 
+def _run_json(out: Path, topology: str, workload: str, duration: str, *extra: str, timeout: float = 300):
+    """``numalab run --topology T --workload W --duration D EXTRA... --out OUT --json``: the finished process,
+    its stdout the manifest."""
+    return numalab("run", "--topology", topology, "--workload", workload, "--duration", duration, *extra,
+                   "--out", str(out), "--json", timeout=timeout)  # fmt: skip
+
+
 def _qemu_running(marker: str) -> list[str]:
     out = subprocess.run(["pgrep", "-af", "qemu-system"], capture_output=True, text=True).stdout
     return [ln for ln in out.splitlines() if marker in ln]
@@ -40,19 +48,7 @@ def _qemu_running(marker: str) -> list[str]:
 
 def test_ring4_numa01_produces_numa_balancing_events(tmp_path) -> None:
     out = tmp_path / "ring4"
-    proc = numalab(
-        "run",
-        "--topology",
-        "ring-4",
-        "--workload",
-        "numa01",
-        "--duration",
-        "20",
-        "--out",
-        str(out),
-        "--json",
-        timeout=400,
-    )
+    proc = _run_json(out, "ring-4", "numa01", "20", timeout=400)
     assert proc.returncode == 0, proc.stderr[-3000:]
     m = json.loads(proc.stdout)
     assert m["status"] == "ok"
@@ -84,19 +80,7 @@ def test_ring4_numa01_produces_numa_balancing_events(tmp_path) -> None:
 
 def test_perf_bench_numa_preset_is_parsed(tmp_path) -> None:
     out = tmp_path / "perf"
-    proc = numalab(
-        "run",
-        "--topology",
-        "ring-2",
-        "--workload",
-        "perf-numa02",
-        "--duration",
-        "5",
-        "--out",
-        str(out),
-        "--json",
-        timeout=300,
-    )
+    proc = _run_json(out, "ring-2", "perf-numa02", "5", timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     m = json.loads(proc.stdout)
     assert m["status"] == "ok"
@@ -110,21 +94,7 @@ def test_perf_bench_numa_preset_is_parsed(tmp_path) -> None:
 
 def test_guest_panic_is_recorded(tmp_path) -> None:
     out = tmp_path / "panic"
-    proc = numalab(
-        "run",
-        "--topology",
-        "ring-2",
-        "--workload",
-        "idle",
-        "--duration",
-        "1",
-        "--test-fault",
-        "panic",
-        "--out",
-        str(out),
-        "--json",
-        timeout=300,
-    )
+    proc = _run_json(out, "ring-2", "idle", "1", "--test-fault", "panic", timeout=300)
     assert proc.returncode == 1
     m = json.loads(proc.stdout)
     # The kernel's own word, through the pvpanic device (QMP GUEST_PANICKED), with its console line as the reason.
@@ -140,24 +110,8 @@ def test_guest_panic_is_recorded(tmp_path) -> None:
 
 def test_hanging_guest_times_out_and_qemu_is_gone(tmp_path) -> None:
     out = tmp_path / "hang"
-    proc = numalab(
-        "run",
-        "--topology",
-        "ring-2",
-        "--workload",
-        "idle",
-        "--duration",
-        "1",
-        "--test-fault",
-        "hang",
-        "--timeout",
-        "30",
-        "--firmware",
-        "seabios",
-        "--out",
-        str(out),
-        "--json",
-        timeout=300,
+    proc = _run_json(
+        out, "ring-2", "idle", "1", "--test-fault", "hang", "--timeout", "30", "--firmware", "seabios", timeout=300
     )
     assert proc.returncode == 1
     m = json.loads(proc.stdout)
@@ -268,10 +222,7 @@ def test_tcg_boot_passes_the_lpj_the_guest_computed(tmp_path) -> None:
     for i in (1, 2):
         out = tmp_path / f"idle{i}"
         extra = ["--append", "initcall_debug"] if i == 2 else []
-        proc = numalab(
-            "run", "--topology", "ring-4", "--workload", "idle", "--duration", "0.5", "--out", str(out), "--json",
-            *extra, timeout=200,
-        )  # fmt: skip
+        proc = _run_json(out, "ring-4", "idle", "0.5", *extra, timeout=200)
         assert proc.returncode == 0, proc.stderr[-3000:]
         manifests.append(json.loads(proc.stdout))
     if manifests[1]["accelerator"]["name"] != "tcg":
@@ -343,9 +294,9 @@ def test_boot_enabled_events_record_only_the_workload(tmp_path) -> None:
     from lab.trace.tracedat import read_trace
 
     out = tmp_path / "switch"
-    proc = numalab(
-        "run", "--topology", "ring-2", "--workload", "idle", "--duration", "1", "--event", "sched:sched_switch",
-        "--event", "timer:hrtimer_expire_entry", "--out", str(out), "--json", timeout=200,
+    proc = _run_json(
+        out, "ring-2", "idle", "1", "--event", "sched:sched_switch", "--event", "timer:hrtimer_expire_entry",
+        timeout=200,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     m = json.loads(proc.stdout)
@@ -372,9 +323,10 @@ def test_a_boot_that_stalls_before_init_is_booted_once_more(tmp_path) -> None:
     multi-threaded TCG rarely stalls a vCPU at boot here: lab.run.execute.RunRequest.boot_deadline). The guest's
     test fault stalls only a boot without numalab.boot_attempt= on its command line: the second boot runs."""
     out = tmp_path / "stall"
-    proc = numalab("run", "--topology", "ring-2", "--workload", "idle", "--duration", "1", "--accel", "tcg",
-                   "--test-fault", "stall-boot-once", "--boot-deadline", "15", "--out", str(out), "--json",
-                   timeout=300)  # fmt: skip
+    proc = _run_json(
+        out, "ring-2", "idle", "1", "--accel", "tcg", "--test-fault", "stall-boot-once",
+        "--boot-deadline", "15", timeout=300,
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     m = json.loads(proc.stdout)
     assert m["status"] == "ok"
@@ -388,9 +340,10 @@ def test_a_boot_that_stalls_before_init_is_booted_once_more(tmp_path) -> None:
 
 def test_boot_deadline_0_never_boots_again(tmp_path) -> None:
     out = tmp_path / "stall"
-    proc = numalab("run", "--topology", "ring-2", "--workload", "idle", "--duration", "1", "--accel", "tcg",
-                   "--test-fault", "stall-boot-once", "--boot-deadline", "0", "--timeout", "20", "--out", str(out),
-                   "--json", timeout=300)  # fmt: skip
+    proc = _run_json(
+        out, "ring-2", "idle", "1", "--accel", "tcg", "--test-fault", "stall-boot-once",
+        "--boot-deadline", "0", "--timeout", "20", timeout=300,
+    )  # fmt: skip
     assert proc.returncode == 1
     m = json.loads(proc.stdout)
     assert m["status"] == "timeout" and "stalled_boots" not in m
