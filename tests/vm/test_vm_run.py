@@ -41,6 +41,14 @@ def _run_json(out: Path, topology: str, workload: str, duration: str, *extra: st
                    "--out", str(out), "--json", timeout=timeout)  # fmt: skip
 
 
+def _ok_manifest(proc) -> dict:
+    """The manifest a ``numalab run --json`` printed, the run ok (exit 0, status ok)."""
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    m = json.loads(proc.stdout)
+    assert m["status"] == "ok", m.get("reason")
+    return m
+
+
 def _qemu_running(marker: str) -> list[str]:
     out = subprocess.run(["pgrep", "-af", "qemu-system"], capture_output=True, text=True).stdout
     return [ln for ln in out.splitlines() if marker in ln]
@@ -49,9 +57,7 @@ def _qemu_running(marker: str) -> list[str]:
 def test_ring4_numa01_produces_numa_balancing_events(tmp_path) -> None:
     out = tmp_path / "ring4"
     proc = _run_json(out, "ring-4", "numa01", "20", timeout=400)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    m = json.loads(proc.stdout)
-    assert m["status"] == "ok"
+    m = _ok_manifest(proc)
     assert m["guest_topology_ok"] is True
     for key in ("status", "topology", "kernel", "workload", "accelerator", "placement", "timings"):
         assert key in m
@@ -81,9 +87,7 @@ def test_ring4_numa01_produces_numa_balancing_events(tmp_path) -> None:
 def test_perf_bench_numa_preset_is_parsed(tmp_path) -> None:
     out = tmp_path / "perf"
     proc = _run_json(out, "ring-2", "perf-numa02", "5", timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    m = json.loads(proc.stdout)
-    assert m["status"] == "ok"
+    m = _ok_manifest(proc)
     result = m["workload"]["result"]
     assert "perf bench numa mem" in m["workload"]["command"]
     assert m["guest_image"]["tools"] == ["perf"]
@@ -250,9 +254,8 @@ def test_trace_cmd_trace_modes_still_give_a_trace(tmp_path, mode) -> None:
     out = tmp_path / mode
     args = ["run", "--topology", "ring-2", "--workload", "numa01", "--duration", "6", "--trace-mode", mode, "--json"]
     proc = numalab(*args, "--out", str(out), timeout=200)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    m = json.loads(proc.stdout)
-    assert m["status"] == "ok" and m["settings"]["trace_mode"] == mode
+    m = _ok_manifest(proc)
+    assert m["settings"]["trace_mode"] == mode
     assert m["guest_image"]["tools"] == ["trace-cmd"]
     assert not (out / "trace-raw").exists()
     counts = _report_counts(out / "trace.dat")
@@ -298,9 +301,7 @@ def test_boot_enabled_events_record_only_the_workload(tmp_path) -> None:
         out, "ring-2", "idle", "1", "--event", "sched:sched_switch", "--event", "timer:hrtimer_expire_entry",
         timeout=200,
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    m = json.loads(proc.stdout)
-    assert m["status"] == "ok"
+    m = _ok_manifest(proc)
     assert "trace_event=sched:sched_move_numa," in (out / "cmdline.txt").read_text()
     # The topology readback comes after boot and before the trace window opens.
     after_boot = next(s["uptime"] for s in m["stages"] if s["name"] == "topology")
@@ -327,9 +328,7 @@ def test_a_boot_that_stalls_before_init_is_booted_once_more(tmp_path) -> None:
         out, "ring-2", "idle", "1", "--accel", "tcg", "--test-fault", "stall-boot-once",
         "--boot-deadline", "15", timeout=300,
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    m = json.loads(proc.stdout)
-    assert m["status"] == "ok"
+    m = _ok_manifest(proc)
     (sb,) = m["stalled_boots"]
     assert sb["attempt"] == 1 and sb["deadline_s"] == 15 and 15 <= sb["vm_s"] < 60
     assert sb["vm_at_timeout"]["status"] == "running" and len(sb["vm_at_timeout"]["vcpus"]) == 4
