@@ -16,6 +16,7 @@ from lab.cli.shared_options import (
     max_vms_option,
     min_effect_option,
     out_option,
+    schema_command,
 )
 from lab.datafile import load_json
 from lab.errors import LabError
@@ -306,3 +307,4 @@ def add_parser(sub) -> None:
                    help="runner tag for the GitLab shard jobs (e.g. one with /dev/kvm; not empty)")  # fmt: skip
     p.add_argument("--shards", type=int, default=4, metavar="N", help="number of shards (default 4)")
     p.set_defaults(func=cmd_ci)
+    schema_command(ms, "matrix", "matrix specs")

@@ -10,7 +10,14 @@ import sys
 from pathlib import Path
 
 from lab.cli.common import progress, warn
-from lab.cli.shared_options import json_option, memory_options, pinning_option, size_options, topology_ref
+from lab.cli.shared_options import (
+    json_option,
+    memory_options,
+    pinning_option,
+    schema_command,
+    size_options,
+    topology_ref,
+)
 from lab.errors import LabError
 from lab.guest.init_plan import KERNEL_CMDLINE
 from lab.paths import json_text, write_text_atomic
@@ -274,3 +281,4 @@ def add_parser(sub) -> None:
     q.add_argument("--out", metavar="FILE", help="write the spec here (default: standard output)")
     json_option(q)
     q.set_defaults(func=cmd_topo_import)
+    schema_command(tsub, "topology", "topology specs")

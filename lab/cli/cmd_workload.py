@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from lab.cli.shared_options import duration_option, json_option, topology_options, topology_ref
+from lab.cli.shared_options import duration_option, json_option, schema_command, topology_options, topology_ref
 from lab.guest.init_plan import check_duration
 from lab.guest.user_workload import resolve_workload
 from lab.guest.workload_metrics import twin_unit_of
@@ -121,3 +121,4 @@ def add_parser(sub) -> None:
     duration_option(p, "the duration its command is given")
     json_option(p)
     p.set_defaults(func=cmd_workload_show)
+    schema_command(wsub, "workload", "workload files")

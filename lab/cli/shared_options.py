@@ -17,6 +17,7 @@ import argparse
 import math
 from pathlib import Path
 
+from lab import schemas
 from lab.analysis.numa import default_events
 from lab.errors import LabError
 from lab.guest.init_plan import TRACE_MODES
@@ -400,3 +401,20 @@ def make_jobs_option(container) -> None:
 
 def out_option(container, metavar: str, help_: str, *, required: bool = False) -> None:
     container.add_argument("--out", type=Path, metavar=metavar, required=required, help=help_)
+
+
+def schema_command(sub, kind: str, files: str) -> None:
+    """``numalab topo|matrix|workload schema``: the JSON Schema ``files`` are checked against, on stdout."""
+    p = sub.add_parser(
+        "schema",
+        help=f"print the JSON Schema of {files} (for an editor: completion and checks as you type)",
+        description=f"Print the JSON Schema numalab checks {files} against (lab/schemas/{kind}.schema.json), "
+        "for an editor that completes and checks YAML with it (docs/topologies.md, 'Checking a spec as you write "
+        "it').",
+    )
+    p.set_defaults(func=_print_schema, schema_kind=kind)
+
+
+def _print_schema(args: argparse.Namespace) -> int:
+    print(schemas.schema_path(args.schema_kind).read_text(), end="")
+    return 0

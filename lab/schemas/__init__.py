@@ -22,8 +22,10 @@ from lab.errors import LabError
 
 SCHEMA_DIR = Path(__file__).parent
 KINDS = ("topology", "matrix", "workload")
-# The failures an ``errorMessage`` words; a missing or unknown field and a range keep the generated wording.
-_WORDED = {"type", "pattern", "enum", "const", "anyOf", "oneOf", "not", "propertyNames"}
+# The failures an ``errorMessage`` words; a missing or unknown field, a range and a list's length keep the generated
+# wording.
+_WORDED = {"type", "pattern", "enum", "const", "anyOf", "oneOf", "not", "propertyNames", "minProperties",
+           "maxProperties"}  # fmt: skip
 _TYPE_WORDS = {"integer": "an integer", "number": "a number", "string": "a string", "boolean": "true or false",
                "array": "a list", "object": "a mapping", "null": "nothing"}  # fmt: skip
 
@@ -111,8 +113,9 @@ def _message(error: Any, data: object) -> str:  # noqa: C901 (one wording per JS
         extra = sorted(str(k) for k in value if k not in known)
         hint = f" (known: {', '.join(known)})" if known else ""
         return f"{_path([*keys, extra[0]], data)}: unknown field{hint}"
-    if worded is not None:
-        what = f"{worded}, got {_shown(value)}"
+    if worded is not None:  # (", got a mapping" says nothing when a mapping of the wrong shape is the matter)
+        shape_only = isinstance(value, (dict, list)) and error.validator != "type"
+        what = worded if shape_only else f"{worded}, got {_shown(value)}"
     elif error.validator == "type":
         types = [arg] if isinstance(arg, str) else arg
         what = f"expected {' or '.join(_TYPE_WORDS.get(t, t) for t in types)}, got {_shown(value)}"
@@ -135,7 +138,7 @@ def _message(error: Any, data: object) -> str:  # noqa: C901 (one wording per JS
     elif error.validator == "maxLength":
         what = f"at most {arg} characters, got {_shown(value)}"
     elif error.validator in ("minProperties", "maxProperties"):
-        what = f"expected {'at least' if error.validator == 'minProperties' else 'at most'} {arg} fields"
+        what = f"expected {'at least' if error.validator == 'minProperties' else 'at most'} {arg} field(s)"
     else:  # (pattern, anyOf, ... without an errorMessage: the library's own wording)
         what = error.message
     return f"{where}: {what}" if where else what

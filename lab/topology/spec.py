@@ -132,7 +132,7 @@ def _from_rule(spec: dict, n: int, links: list[tuple[int, int]]) -> list[list[in
     return out
 
 
-def _explicit(raw: object, n: int) -> list[list[int]]:
+def _explicit(raw: list, n: int) -> list[list[int]]:
     if isinstance(raw[0], list):  # (the schema: a matrix of integers, or {src, dst, value} entries)
         if len(raw) != n or any(len(r) != n for r in raw):
             raise LabError(f"distances: a matrix must be {n}x{n} for {n} nodes")
@@ -159,7 +159,7 @@ def _explicit(raw: object, n: int) -> list[list[int]]:
     return out
 
 
-def _latency_ratio(raw: object, n: int) -> tuple[tuple[float, ...], ...]:
+def _latency_ratio(raw: list, n: int) -> tuple[tuple[float, ...], ...]:
     """``latency_ratio:``, an n x n matrix of remote/local latency per (CPU node, memory node): 1 on the
     diagonal, a finite number from 1 to 20 elsewhere (the schema: numbers from 1 to 20)."""
     if len(raw) != n or not all(len(r) == n for r in raw):

@@ -129,3 +129,10 @@ def test_a_spec_in_the_parsed_spec_cache_passed_the_schema(tmp_path: Path, monke
     good.write_text(bad.read_text().replace("one", "1"))
     assert load_topology(str(good)).total_cpus == load_topology(str(good)).total_cpus == 2
     assert len(list((tmp_path / "cache/specs").iterdir())) == 1
+
+
+@pytest.mark.parametrize("command, kind", [("topo", "topology"), ("matrix", "matrix"), ("workload", "workload")])
+def test_the_schema_commands_print_the_shipped_schema(command: str, kind: str) -> None:
+    proc = numalab(command, "schema")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == schemas.schema_path(kind).read_text()
