@@ -7,7 +7,8 @@ An editor that reads JSON Schema completes and checks a spec file with the same 
 
 A failed check is one :class:`LabError` line naming the field path (``nodes[2].cpus: expected an integer, got
 'x'``), the loader prefixing the file. A schema may give a subschema an ``errorMessage`` (ajv-errors' keyword,
-which other validators ignore): it replaces the generated wording of a type, pattern, enum or anyOf failure there.
+which other validators ignore): it replaces the generated wording of a type, pattern, enum or anyOf failure there
+(a mapping of keyword -> wording: of those keywords' failures).
 """
 
 from __future__ import annotations
@@ -85,16 +86,21 @@ def _shown(value: object) -> str:
 
 def _worded(error: Any) -> str | None:
     """The ``errorMessage`` that words this failure: its own subschema's, or (a type failure of one branch of an
-    anyOf/oneOf) the nearest enclosing subschema's at the same place."""
-    if error.validator not in _WORDED:
-        return None
-    while error is not None:
-        if isinstance(error.schema, dict) and "errorMessage" in error.schema:
-            return error.schema["errorMessage"]
-        parent = error.parent
+    anyOf/oneOf) the nearest enclosing subschema's at the same place. As in ajv-errors, an ``errorMessage`` that
+    is a mapping words only the keywords it names, and only its own subschema's failures (a range, say)."""
+    node = error
+    while node is not None:
+        message = node.schema.get("errorMessage") if isinstance(node.schema, dict) else None
+        if isinstance(message, dict) and node is error and error.validator in message:
+            return message[error.validator]
+        if isinstance(message, str) and error.validator in _WORDED:
+            return message
+        if error.validator not in _WORDED:
+            return None
+        parent = node.parent
         if parent is None or list(parent.absolute_path) != list(error.absolute_path):
             return None
-        error = parent
+        node = parent
     return None
 
 

@@ -249,7 +249,7 @@ def topo_subcommands() -> list[str]:
 
 
 def test_the_topo_subcommands_are_known():
-    assert topo_subcommands() == ["check", "import", "libvirt-xml", "list", "qemu-args", "show", "vng-args"]
+    assert topo_subcommands() == ["check", "import", "libvirt-xml", "list", "qemu-args", "schema", "show", "vng-args"]
 
 
 @pytest.mark.parametrize(
