@@ -115,7 +115,7 @@ def _message(error: Any, data: object) -> str:  # noqa: C901 (one wording per JS
         missing = next(k for k in arg if not isinstance(value, dict) or k not in value)
         return f"{_path([*keys, missing], data)}: missing"
     if error.validator == "additionalProperties":
-        known = sorted(error.schema.get("properties", {}))
+        known = list(error.schema.get("properties", {}))  # (in the schema's order, the docs')
         extra = sorted(str(k) for k in value if k not in known)
         hint = f" (known: {', '.join(known)})" if known else ""
         return f"{_path([*keys, extra[0]], data)}: unknown field{hint}"

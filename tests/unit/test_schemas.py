@@ -90,7 +90,7 @@ def test_the_schemas_bounds_and_choices_are_the_codes() -> None:
         ("matrix", {"topologies": ["ring-2"], "workloads": [{"name": "idle", "duration": 0}]},
          "workloads[0].duration: must be more than 0, got 0"),
         ("matrix", {"topologies": ["ring-2"], "workloads": ["idle"], "settings": [{"name": "a", "knobs": {"x": 1}}]},
-         "settings[0].knobs.x: unknown field (known: hot_threshold_ms,"),
+         "settings[0].knobs.x: unknown field (known: scan_delay_ms, scan_period_min_ms,"),
         ("matrix", {"topologies": [], "workloads": ["idle"]}, "topologies: empty (give at least one)"),
         ("matrix", {"workloads": ["idle"]}, "topologies: missing"),
         ("workload", {"command": "x", "results": {"json-line": "R "}, "metrics": [{"name": "a"}]},
