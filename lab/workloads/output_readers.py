@@ -14,6 +14,15 @@ def numbers(pattern: re.Pattern[str], text: str) -> list[float]:
     return [v for t in pattern.findall(text) if (v := to_float(t)) is not None and v >= 0]
 
 
+def mean_of_runs(pattern: re.Pattern[str], text: str, name: str, what: str) -> dict:
+    """A benchmark run again and again for the duration: ``{name: the mean of every number pattern finds,
+    {name without _s}_runs: how many}``, or a parse error naming ``what`` was not found."""
+    times = numbers(pattern, text)
+    if not times:
+        return {"parse_error": f"no {what} in the workload output"}
+    return {name: sum(times) / len(times), f"{name.removesuffix('_s')}_runs": len(times)}
+
+
 _PERF_LINE = re.compile(r"^\s*(\w+),\s+([-\d.]+),\s+([^,]+),\s+(\S+)\s*$")
 _CONVERGED = re.compile(r"\(\s*([\d.]+)s converged\)")
 

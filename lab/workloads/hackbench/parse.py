@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import re
 
-from lab.workloads.output_readers import numbers
+from lab.workloads.output_readers import mean_of_runs
 
 _TIME = re.compile(r"^Time:\s*(\S+)\s*$", re.MULTILINE)
 
 
 def parse(stdout: str) -> dict:
-    times = numbers(_TIME, stdout)
-    if not times:
-        return {"parse_error": "no hackbench 'Time:' line in the workload output"}
-    return {"hackbench_s": sum(times) / len(times), "hackbench_runs": len(times)}
+    return mean_of_runs(_TIME, stdout, "hackbench_s", "hackbench 'Time:' line")

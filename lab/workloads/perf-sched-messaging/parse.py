@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import re
 
-from lab.workloads.output_readers import numbers
+from lab.workloads.output_readers import mean_of_runs
 
 _TOTAL_TIME = re.compile(r"^\s*Total time:\s*(\S+)\s*\[sec\]\s*$", re.MULTILINE)
 
 
 def parse(stdout: str) -> dict:
-    times = numbers(_TOTAL_TIME, stdout)
-    if not times:
-        return {"parse_error": "no perf bench sched messaging 'Total time:' line in the workload output"}
-    return {"messaging_s": sum(times) / len(times), "messaging_runs": len(times)}
+    return mean_of_runs(_TOTAL_TIME, stdout, "messaging_s", "perf bench sched messaging 'Total time:' line")
