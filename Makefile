@@ -24,7 +24,7 @@ help:
 	@echo "make demo   - an A/B: NUMA balancing off against on (stock kernel, ring-2, numa01, 3 runs each), its table and HTML report"
 	@echo "make test   - the test suite (boots real VMs; about 25 min under TCG with warm caches; builds the patched QEMU the first time)"
 	@echo "make test-fast - only the tests that boot no VM"
-	@echo "make test-nested - the nested tier: numalab inside a TCG guest with KVM and 2 or 4 NUMA nodes, as an ordinary user"
+	@echo "make test-nested - the nested tier: numalab inside a TCG guest with KVM and 2 or 4 NUMA nodes, as an ordinary user, and that guest as a second libvirt host over ssh"
 	@echo "make lint   - ruff"
 	@echo "make reproduce [SEEDS='003 004 000'] - run the seed reproductions, reports in reports/reproduce/"
 	@echo "make golden - regenerate tests/golden (QEMU argv and libvirt XML of every preset, guest plans, manifest shape)"

@@ -248,7 +248,10 @@ def test_a_matrix_over_two_libvirt_hosts_one_over_ssh(over_ssh) -> None:
     assert remote["backend"]["uri"] == host.uri and remote["backend"]["local"] is False
     assert remote["backend"]["hostname"] == "numalab-nested", remote["backend"]
     assert remote["accelerator"]["name"] == "kvm" and remote["backend"]["domain_type"] == "kvm", remote["accelerator"]
-    assert remote["placement"]["host_nodes"] == 2, remote["placement"]
+    # (placed by the backend against the guest's own inventory: its two nodes, one guest node each)
+    placed = remote["backend"]["placement"]
+    assert placed["host_nodes"] == 2 and placed["memory_host_nodes"] == [0, 1], placed
+    assert remote["backend"]["memnodes"] == {"0": "0", "1": "1"}, remote["backend"]["memnodes"]
     assert local["kernel"]["name"] == remote["kernel"]["name"] == "baseline"
     # One report for both: junit and the overview name every run.
     junit = (out / "junit.xml").read_text()
