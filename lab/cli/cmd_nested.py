@@ -54,8 +54,8 @@ def cmd_nested(args: argparse.Namespace) -> int:
     out = args.out or Path(tempfile.mkdtemp(prefix="numalab-nested-", dir="."))
     if args.out and out.exists() and any(out.iterdir()):
         raise LabError(f"--out {out}: exists and is not empty")
-    if args.out and out.exists():
-        out.rmdir()
+    if out.exists():
+        out.rmdir()  # (the library makes it anew; the default's name stays this one's, free until then)
     say = None if args.json else progress
     echo = None if args.json else lambda line: print(line, flush=True)
     uri = None

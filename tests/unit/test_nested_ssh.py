@@ -129,3 +129,12 @@ def test_a_missing_server_is_one_line_before_any_boot(tmp_path: Path) -> None:
     (tmp_path / "usr/sbin/sshd").unlink()
     with pytest.raises(LabError, match=r"/usr/sbin/sshd: not found; install openssh-server \(make setup\)"):
         nested_ssh.check_guest_tools(tmp_path)
+
+
+def test_libvirt_host_on_the_command_line_needs_no_command_but_a_real_user() -> None:
+    from common import REPO, assert_one_line_error, numalab
+
+    before = set(REPO.glob("numalab-nested-*"))
+    proc = numalab("nested", "--libvirt-host", "--user", "no-such-user-here", timeout=120)
+    assert_one_line_error(proc, "--user no-such-user-here: no such user on this host")
+    assert set(REPO.glob("numalab-nested-*")) == before  # (no empty default --out left behind)
