@@ -14,6 +14,7 @@ from lab.cli.common import progress
 from lab.cli.shared_options import json_option, out_option, size_options
 from lab.errors import LabError
 from lab.paths import REPO_ROOT, json_text
+from lab.record_files import CONSOLE_LOG
 
 DEFAULT_TOPOLOGY = "ring-2"
 DEFAULT_CPUS = 2
@@ -74,7 +75,7 @@ def cmd_nested(args: argparse.Namespace) -> int:
             progress("interrupted: the outer guest stops")
         res = host.result
         if res is None:
-            raise LabError(f"nested: the outer guest gave no result (its console: {out / 'console.log'})")
+            raise LabError(f"nested: the outer guest gave no result (its console: {out / CONSOLE_LOG})")
     else:
         res = run_nested(topo, script, out, user=args.user, timeout_s=args.timeout, progress=say, echo=echo)
     log = out / "script.log"
