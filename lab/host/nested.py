@@ -299,13 +299,15 @@ class LibvirtHost:
     uri: str
     ready_s: float = 0.0  # host seconds from the boot to libvirtd's socket accepting in the guest
     result: NestedResult | None = None
-    thread: threading.Thread | None = field(default=None, repr=False)
+    # (set when the outer guest's thread ends: an Event, as Python 3.11's Thread.join interrupted by Ctrl-C
+    # can take the thread for ended, and the process would then leave, killing QEMU with it)
+    ended: threading.Event = field(default_factory=threading.Event, repr=False)
 
     def wait(self) -> None:
         """Until the outer guest ends (its script's end does not end it: the host's ``stop`` does, or its
         timeout)."""
-        while self.thread is not None and self.thread.is_alive():
-            self.thread.join(1.0)
+        while not self.ended.wait(1.0):
+            pass
 
 
 SERVE_READY_S = 900.0  # the outer boot, its preparation, sshd and libvirtd (60-150 s measured for the first two)
@@ -342,9 +344,10 @@ def libvirt_host(
                                                timeout_s=timeout_s, progress=progress, echo=echo, ssh=ssh)  # fmt: skip
             except BaseException as err:  # (handed to the caller's thread)
                 outcome["error"] = err
+            finally:
+                host.ended.set()
 
         thread = threading.Thread(target=boot, name="numalab-nested-libvirt-host", daemon=True)
-        host.thread = thread
         t0 = time.monotonic()
         thread.start()
         console = out / CONSOLE_LOG
@@ -355,8 +358,8 @@ def libvirt_host(
                 if "serving" in marks:
                     host.ready_s = round(time.monotonic() - t0, 1)
                     break
-                if "failed" in marks or not thread.is_alive():
-                    thread.join(STOP_WAIT_S)
+                if "failed" in marks or host.ended.is_set():
+                    host.ended.wait(STOP_WAIT_S)
                     if "error" in outcome:
                         raise outcome["error"]
                     raise LabError(f"nested: the outer guest did not serve libvirt: {marks.get('failed') or 'it ended'}"
@@ -371,7 +374,7 @@ def libvirt_host(
             if share.is_dir():
                 (share / STOP).touch()
             # (a guest that never served ends on its own: its wait for libvirtd's socket is bounded)
-            thread.join(STOP_WAIT_S + (0 if "serving" in marks else SERVE_READY_S))
+            host.ended.wait(STOP_WAIT_S + (0 if "serving" in marks else SERVE_READY_S))
             host.result = outcome.get("result")
         if "error" in outcome:
             raise outcome["error"]
