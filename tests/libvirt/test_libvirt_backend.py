@@ -120,6 +120,9 @@ def test_a_hanging_guest_times_out_with_where_it_was(daemons, tmp_path: Path) ->
     assert at["status"] == "running" and [v["cpu"] for v in at["vcpus"]] == list(range(4))
     assert all(v["rip"].startswith("ffffffff") for v in at["vcpus"]) and any(v["halted"] for v in at["vcpus"])
     assert "at the timeout: QEMU running; vCPUs: " in proc.stderr
+    # libvirt's vCPU times, read twice a second apart, sort the hang as the guest's (lab.vm.hang.kind)
+    assert all(0.0 <= v["busy"] <= 1.0 for v in at["vcpus"]), at
+    assert at["kind"] in ("guest-idle", "guest-spinning") and "; the guest was " in m["reason"], at
     assert m["backend"]["domain"] not in numalab_domains(SYSTEM)
 
 
