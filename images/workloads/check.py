@@ -89,9 +89,24 @@ def check_result(name, p, workload):
     return r
 
 
+def check_misplaced(out):
+    """misplaced needs two nodes: on a one-node host its --task-node 1 is one error line; on more, a real run."""
+    mp = os.path.join(out, "misplaced")
+    if not os.path.exists("/sys/devices/system/node/node1"):
+        p = run(mp, ["--duration", "1"])
+        if p.returncode != 2 or p.stdout or p.stderr.strip() != "misplaced: error: --task-node 1: not a node with CPUs":
+            fail(f"misplaced on one node: rc={p.returncode} err={p.stderr!r}")
+        print("ok  misplaced on one node -> " + p.stderr.strip())
+    else:
+        r = check_result("misplaced", run(mp, ["--duration", "1", "--mem-mib", "8"]), "misplaced")
+        if r["task_node_start"] != 1 or not 0 <= r["local_pct"] <= 100:
+            fail(f"misplaced: bad fields: {r}")
+        print(f"ok  misplaced on {r['task_node_start']}->{r['task_node_end']}, local {r['local_pct']:.0f}%")
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "build"
-    for prog in sorted({r[0] for r in RUNS}):
+    for prog in sorted({r[0] for r in RUNS} | {"misplaced"}):
         path = os.path.join(out, prog)
         desc = subprocess.run(["file", "-L", path], capture_output=True, text=True).stdout
         if "statically linked" not in desc and "static-pie linked" not in desc:
@@ -109,6 +124,7 @@ def main():
         if not 1.0 <= r["elapsed_s"] < 2.0:
             fail(f"{prog}: elapsed_s {r['elapsed_s']} out of range")
         print(f"ok  {prog:20} {' '.join(args):45} loops={r['loops']} gbps={r['gbps']:.2f}")
+    check_misplaced(out)
     # A child that dies must make the parent fail (and print no result line).
     p = subprocess.Popen(
         [os.path.join(out, "pairs"), "--duration", "5", "--pairs", "1"],

@@ -17,6 +17,7 @@
  */
 #define _GNU_SOURCE
 #include "common.h"
+#include "nodes.h"
 
 #include <errno.h>
 #include <math.h>
@@ -26,17 +27,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
-#define MAX_NODES 64
 #define MAX_ROUNDS 4096
 #define LINE 64
-#define MPOL_BIND 2
-#define MPOL_MF_STRICT 1
-#define MPOL_MF_MOVE 2
-#define MPOL_F_NODE 1
-#define MPOL_F_ADDR 2
 
 struct pair {
 	int cpu_node, mem_node;
@@ -54,49 +48,6 @@ static cpu_set_t node_cpus[MAX_NODES];
 static int node_has_cpus[MAX_NODES];
 static int n_nodes;
 
-static void read_nodes(void)
-{
-	for (int n = 0; n < MAX_NODES; n++) {
-		char path[96], buf[4096];
-		FILE *f;
-
-		snprintf(path, sizeof(path), "/sys/devices/system/node/node%d/cpulist", n);
-		f = fopen(path, "r");
-		if (!f)
-			continue;
-		if (!fgets(buf, sizeof(buf), f))
-			buf[0] = 0;
-		fclose(f);
-		n_nodes = n + 1;
-		CPU_ZERO(&node_cpus[n]);
-		for (char *p = buf; *p && *p != '\n';) {
-			char *end;
-			long a = strtol(p, &end, 10), b;
-
-			if (end == p)
-				die("%s: cannot read %s", path, buf);
-			b = a;
-			if (*end == '-')
-				b = strtol(end + 1, &end, 10);
-			for (long c = a; c <= b && c < CPU_SETSIZE; c++)
-				CPU_SET((int)c, &node_cpus[n]);
-			node_has_cpus[n] = 1;
-			p = *end == ',' ? end + 1 : end;
-		}
-	}
-	if (!n_nodes)
-		die("no NUMA node in /sys/devices/system/node");
-}
-
-static int node_of_page(void *addr)
-{
-	int node = -1;
-
-	if (syscall(SYS_get_mempolicy, &node, NULL, 0UL, addr, MPOL_F_NODE | MPOL_F_ADDR))
-		return -1;
-	return node;
-}
-
 /* xorshift64*: the chase's order; fixed seed, the same cycle every run. */
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 static uint64_t next_rand(void)
@@ -109,13 +60,11 @@ static uint64_t next_rand(void)
 
 static void build(struct pair *p, size_t bytes)
 {
-	unsigned long mask = 1UL << p->mem_node;
 	char *buf = map_anon(bytes, 0, "chase buffer");
 	uint32_t *order;
 	int found = 0, sampled = 0;
 
-	if (syscall(SYS_mbind, buf, bytes, MPOL_BIND, &mask, sizeof(mask) * 8, MPOL_MF_STRICT | MPOL_MF_MOVE))
-		die("mbind to node %d: %s", p->mem_node, strerror(errno));
+	bind_to_node(buf, bytes, p->mem_node);
 	/* 4 KiB pages on every node: a node with more free memory would get more transparent huge pages, and
 	 * under TCG a guest huge page is a shorter page walk, which is not what this measures. */
 	if (madvise(buf, bytes, MADV_NOHUGEPAGE))
@@ -217,7 +166,7 @@ int main(int argc, char **argv)
 	prog_name = "latency-matrix";
 	duration = parse_args(argc, argv,
 			      "Pointer-chase latency of every (CPU node, memory node) pair, and its ratio to local.", opts);
-	read_nodes();
+	n_nodes = read_node_cpus(node_cpus, node_has_cpus);
 	pairs = calloc((size_t)n_nodes * n_nodes, sizeof(*pairs));
 	if (!pairs)
 		die("out of memory");
