@@ -9,8 +9,11 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # workloads, libvirt's schema validator, and Python's venv; for numalab kernel
 # build: the 6.1 source (the default) and the 6.12 source (bookworm-security; the 6.12 kernel test),
 # ccache, the kernel's build tools, git and patch; shellcheck for actionlint's
-# checks of the emitted CI workflows' shell steps (tests/unit/test_ci_lint.py).
-APT_PACKAGES := qemu-system-x86 busybox-static trace-cmd linux-perf kmod cpio \
+# checks of the emitted CI workflows' shell steps (tests/unit/test_ci_lint.py); sshd for the nested
+# libvirt host (numalab nested --libvirt-host starts it only inside the outer guest; but on a host with
+# systemd, installing openssh-server enables and starts the host's own sshd, as libvirt-daemon-system does
+# libvirtd: disable it if you do not want it).
+APT_PACKAGES := qemu-system-x86 busybox-static trace-cmd linux-perf kmod cpio openssh-client openssh-server \
 	gcc make libc6-dev libvirt-clients libxml2-utils python3-venv python3-pip chromium \
 	linux-source-6.1 linux-source-6.12 ccache flex bison bc libelf-dev libssl-dev lz4 xz-utils git patch \
 	libvirt-daemon-system libvirt-dev pkg-config python3-dev shellcheck strace rt-tests stress-ng sysbench
@@ -23,7 +26,7 @@ help:
 	@echo "make demo   - an A/B: NUMA balancing off against on (stock kernel, ring-2, numa01, 3 runs each), its table and HTML report"
 	@echo "make test   - the test suite (boots real VMs; about an hour under TCG on 2 cores with warm caches; builds kernels and the patched QEMU the first time)"
 	@echo "make test-fast - only the tests that boot no VM"
-	@echo "make test-nested - the nested tier: numalab inside a TCG guest with KVM and 2 or 4 NUMA nodes, as an ordinary user"
+	@echo "make test-nested - the nested tier: numalab inside a TCG guest with KVM and 2 or 4 NUMA nodes, as an ordinary user, and that guest as a second libvirt host over ssh"
 	@echo "make lint   - ruff"
 	@echo "make reproduce [SEEDS='003 004 000'] - run the seed reproductions, reports in reports/reproduce/"
 	@echo "make golden - regenerate tests/golden (QEMU argv and libvirt XML of every preset, guest plans, manifest shape, built-in workloads)"

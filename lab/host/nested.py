@@ -25,14 +25,20 @@ from __future__ import annotations
 import os
 import pwd
 import shlex
+import shutil
 import tarfile
+import tempfile
+import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab.errors import LabError
 from lab.guest import cpio
 from lab.guest.image import minimal_initrd, modules_image
+from lab.host import nested_ssh
 from lab.kernel.resolve import resolve_kernel
 from lab.paths import REPO_ROOT, cache_root
 from lab.placement.host_inventory import read_inventory
@@ -47,6 +53,10 @@ from lab.vm.share import ShareLimits, make_share
 # 9p for the host's root (virtio and 9p come with lab.guest.image.NEEDED_MODULES), the overlay over it,
 # and KVM for AMD (its dependencies, irqbypass and ccp, come from modules.dep).
 NESTED_MODULES = ("overlay", "kvm_amd")
+# The libvirt host's one network device (net_failover and failover from modules.dep), and ext4 on a loop
+# device for its pool (crc32c_generic: ext4's soft dependency, which modules.dep does not list).
+SSH_MODULES = ("virtio_net", "loop", "crc32c_generic", "ext4")
+STOP = "stop"  # left in the results share by the host: the libvirt host's script may end
 MARK = "NUMALAB-NESTED"
 NESTED_OUT = "/nested-out"
 TAR = "nested.tar"
@@ -75,11 +85,11 @@ has() { grep -q -w "$1" /proc/cpuinfo && echo "$1"; }
 say booted "$(grep -c ^processor /proc/cpuinfo)" $(has svm) $(has npt) $(test -c /dev/kvm && echo /dev/kvm)
 chroot $R /bin/sh /nested/prepare.sh > $R/@OUT@/prepare.log 2>&1 || fail prepare "$(tail -1 $R/@OUT@/prepare.log)"
 say prepared
-# (the script's output to script.log and, each line behind "| ", to the console: the host sees it as it comes)
+@SERVE@# (the script's output to script.log and, each line behind "| ", to the console: the host sees it as it comes)
 { chroot $R /usr/bin/setpriv @SETPRIV@ --reset-env /bin/bash -c 'cd @REPO@ && exec bash /nested/script.sh' 2>&1
   echo $? > /ovl/script.rc; } | tee $R/@OUT@/script.log | while IFS= read -r l; do echo "| $l"; done
 say script-exit "$(cat /ovl/script.rc)"
-tar -cf /ovl/@TAR@ -C $R/@OUT@ . && dd if=/ovl/@TAR@ of=/results/@TAR@ bs=1M 2>/dev/null || say send-failed
+@SERVE_WAIT@tar -cf /ovl/@TAR@ -C $R/@OUT@ . && dd if=/ovl/@TAR@ of=/results/@TAR@ bs=1M 2>/dev/null || say send-failed
 say done
 poweroff -f
 """
@@ -138,18 +148,26 @@ def _user(name: str | None) -> pwd.struct_passwd:
         raise LabError(f"--user {name}: no such user on this host") from None
 
 
-def outer_init(user: str, setpriv: str, cache: str, cache_from: str) -> tuple[str, str]:
-    """The outer guest's init and the prepare script (run as root in the overlaid root)."""
-    subst = {"@MARK@": MARK, "@OUT@": NESTED_OUT, "@TAR@": TAR, "@REPO@": shlex.quote(str(REPO_ROOT)),
+def outer_init(user: str, setpriv: str, cache: str, cache_from: str, ssh_port: int = 0) -> tuple[str, str]:
+    """The outer guest's init and the prepare script (run as root in the overlaid root). With ``ssh_port``
+    the guest also serves as a libvirt host (lab.host.nested_ssh) from before the script until the host
+    leaves ``stop`` in the results share."""
+    serve = nested_ssh.SERVE.replace("@PORT@", str(ssh_port)) if ssh_port else ""
+    serve = serve.replace("@POOL_MIB@", str(nested_ssh.POOL_MIB))
+    serve_wait = f"while [ ! -e /results/{STOP} ]; do sleep 1; done\n" if ssh_port else ""
+    subst = {"@SERVE@": serve, "@SERVE_WAIT@": serve_wait, "@HOSTNAME@": nested_ssh.GUEST_HOSTNAME,
+             "@HOST_KEY@": nested_ssh.HOST_KEY,
+             "@MARK@": MARK, "@OUT@": NESTED_OUT, "@TAR@": TAR, "@REPO@": shlex.quote(str(REPO_ROOT)),
              "@SETPRIV@": setpriv, "@USER@": shlex.quote(user), "@CACHE@": shlex.quote(cache),
              "@CACHE_FROM@": shlex.quote(cache_from)}  # fmt: skip
-    init, prepare = _INIT, _PREPARE
+    init, prepare = _INIT, _PREPARE + (nested_ssh.PREPARE if ssh_port else "")
     for key, value in subst.items():
         init, prepare = init.replace(key, value), prepare.replace(key, value)
     return init, prepare
 
 
-def _initrd(workdir: Path, init: str, prepare: str, script: str, modules_dir: Path | None) -> Path:
+def _initrd(workdir: Path, init: str, prepare: str, script: str, modules_dir: Path | None,
+            ssh: nested_ssh.SshHost | None = None) -> Path:  # fmt: skip
     base = minimal_initrd(workdir / "base.cpio", init)
     extra = workdir / "nested.cpio"
     entries = [
@@ -157,9 +175,12 @@ def _initrd(workdir: Path, init: str, prepare: str, script: str, modules_dir: Pa
         cpio.file_entry("nested/prepare.sh", prepare.encode()),
         cpio.file_entry("nested/script.sh", script.encode()),
     ]
+    if ssh is not None:
+        entries += nested_ssh.guest_files(ssh, NESTED_OUT)
     with extra.open("wb") as f:
         cpio.write_cpio(f, entries)
-    parts = [base, modules_image(modules_dir, NESTED_MODULES), extra]
+    modules = NESTED_MODULES + (SSH_MODULES if ssh is not None else ())
+    parts = [base, modules_image(modules_dir, modules), extra]
     out = workdir / "initrd"
     with out.open("wb") as f:
         for part in parts:
@@ -210,21 +231,27 @@ def run_nested(
     timeout_s: float = 900.0,
     progress=None,
     echo=None,
+    ssh: nested_ssh.SshHost | None = None,
 ) -> NestedResult:
     """Boot ``topo`` under TCG with SVM, run ``script`` (bash, in the repository) inside it as ``user``,
     and unpack what it wrote to ``$NESTED_OUT`` into ``out``. ``echo`` hears each line of the script's
-    output as the console shows it, and the outer init's marks."""
+    output as the console shows it, and the outer init's marks. With ``ssh`` (lab.host.nested_ssh, made
+    for the same user) the guest is also a libvirt host, served until ``out/.outer/share/stop`` exists
+    (:func:`libvirt_host` does this)."""
     who = _user(user)
+    if ssh is not None and ssh.user != who.pw_name:
+        raise LabError(f"nested: the ssh keys are for {ssh.user}, the script runs as {who.pw_name}")
     out.mkdir(parents=True, exist_ok=False)
     stock = resolve_kernel("stock")
     inner_cache = f"{who.pw_dir}/.cache/numalab" if who.pw_uid else "/root/.cache/numalab"
     cache_src = cache_from if cache_from is not None else cache_root()
     setpriv = f"--reuid={who.pw_uid} --regid={who.pw_gid} --init-groups" if who.pw_uid else "--reuid=0 --regid=0"
     env = f"export NESTED_OUT={NESTED_OUT} NUMALAB_CACHE={shlex.quote(inner_cache)}\n"
-    init, prepare = outer_init(who.pw_name, setpriv, inner_cache, str(cache_src) if cache_src.is_dir() else "")
+    init, prepare = outer_init(who.pw_name, setpriv, inner_cache, str(cache_src) if cache_src.is_dir() else "",
+                               ssh.port if ssh else 0)  # fmt: skip
     work = out / ".outer"
-    work.mkdir()
-    initrd = _initrd(work, init, prepare, env + script, stock.modules_dir)
+    work.mkdir(mode=0o700)  # (the initrd holds the guest's ssh host key)
+    initrd = _initrd(work, init, prepare, env + script, stock.modules_dir, ssh)
     share = make_share(work)
     boot = BootSpec(
         kernel=str(stock.image),
@@ -237,6 +264,7 @@ def run_nested(
         name=f"numalab-nested-{os.getpid()}",
         cpu="max",
         host_share="/",
+        ssh_port=ssh.port if ssh else 0,
     )
     placement = plan_placement(topo, read_inventory(), pinning="node")
     if progress:
@@ -260,3 +288,95 @@ def run_nested(
     return NestedResult(
         int(code) if code and code.isdigit() else None, marks, round(wall, 1), out, console, outcome.timed_out
     )
+
+
+@dataclass
+class LibvirtHost:
+    """The outer guest serving as a libvirt host: ``ssh`` while it serves, ``result`` once it has ended."""
+
+    ssh: nested_ssh.SshHost
+    out: Path
+    uri: str
+    ready_s: float = 0.0  # host seconds from the boot to libvirtd's socket accepting in the guest
+    result: NestedResult | None = None
+    # (set when the outer guest's thread ends: an Event, as Python 3.11's Thread.join interrupted by Ctrl-C
+    # can take the thread for ended, and the process would then leave, killing QEMU with it)
+    ended: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    def wait(self) -> None:
+        """Until the outer guest ends (its script's end does not end it: the host's ``stop`` does, or its
+        timeout)."""
+        while not self.ended.wait(1.0):
+            pass
+
+
+SERVE_READY_S = 900.0  # the outer boot, its preparation, sshd and libvirtd (60-150 s measured for the first two)
+STOP_WAIT_S = 300.0  # from "stop" to the outer guest's end (its records tarred and sent)
+
+
+@contextmanager
+def libvirt_host(
+    topo: Topology,
+    out: Path,
+    user: str | None = None,
+    script: str = "",
+    cache_from: Path | None = None,
+    timeout_s: float = 3600.0,
+    ready_timeout_s: float = SERVE_READY_S,
+    progress=None,
+    echo=None,
+) -> Iterator[LibvirtHost]:
+    """The outer guest booted (as :func:`run_nested`) with sshd and libvirtd inside, yielded once it serves:
+    ``uri`` is its ``qemu+ssh://user@127.0.0.1:PORT/system`` with this session's keys and pinned host key
+    (lab.host.nested_ssh). ``script`` runs inside as usual, while it serves. On leaving, the guest is told to
+    stop, its records come back into ``out`` and ``result`` is set; the keys are deleted."""
+    who = _user(user)
+    nested_ssh.check_guest_tools()
+    keys = Path(tempfile.mkdtemp(prefix="numalab-nested-ssh-"))  # (0700)
+    try:
+        ssh = nested_ssh.make_ssh_host(keys / "ssh", who.pw_name, nested_ssh.free_loopback_port())
+        host = LibvirtHost(ssh, out, ssh.uri())
+        outcome: dict = {}
+
+        def boot() -> None:
+            try:
+                outcome["result"] = run_nested(topo, script, out, user=who.pw_name, cache_from=cache_from,
+                                               timeout_s=timeout_s, progress=progress, echo=echo, ssh=ssh)  # fmt: skip
+            except BaseException as err:  # (handed to the caller's thread)
+                outcome["error"] = err
+            finally:
+                host.ended.set()
+
+        thread = threading.Thread(target=boot, name="numalab-nested-libvirt-host", daemon=True)
+        t0 = time.monotonic()
+        thread.start()
+        console = out / CONSOLE_LOG
+        marks: dict[str, str] = {}
+        try:
+            while True:
+                marks = parse_marks(console.read_text(errors="replace")) if console.exists() else {}
+                if "serving" in marks:
+                    host.ready_s = round(time.monotonic() - t0, 1)
+                    break
+                if "failed" in marks or host.ended.is_set():
+                    host.ended.wait(STOP_WAIT_S)
+                    if "error" in outcome:
+                        raise outcome["error"]
+                    raise LabError(f"nested: the outer guest did not serve libvirt: {marks.get('failed') or 'it ended'}"
+                                   f" (its console: {console})")  # fmt: skip
+                if time.monotonic() - t0 > ready_timeout_s:
+                    raise LabError(f"nested: the outer guest did not serve libvirt within {ready_timeout_s:.0f}s "
+                                   f"(its console: {console})")  # fmt: skip
+                time.sleep(1.0)
+            yield host
+        finally:
+            share = out / ".outer" / "share"
+            if share.is_dir():
+                (share / STOP).touch()
+            # (a guest that never served ends on its own: its wait for libvirtd's socket is bounded)
+            host.ended.wait(STOP_WAIT_S + (0 if "serving" in marks else SERVE_READY_S))
+            host.result = outcome.get("result")
+        if "error" in outcome:
+            raise outcome["error"]
+    finally:
+        shutil.rmtree(keys, ignore_errors=True)

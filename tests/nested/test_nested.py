@@ -11,7 +11,10 @@ come back. What each outer boot runs is one script, so one boot serves several c
   the TCG-only options' one-line errors under KVM; a ring-2 run whose memory is moved from host node 0
   to node 1 mid-run (migrate_pages(2)), which must come out ``placement-broken``;
 * 4 host nodes: ring-4 with numalab's own kernel (``baseline``), one guest node a host node, each vCPU
-  on its node's CPU.
+  on its node's CPU;
+* a second libvirt host: the outer guest serves ``qemu:///system`` over ssh on a loopback port
+  (lab.host.nested.libvirt_host), and a matrix on this host spreads its runs over this host's libvirtd
+  and the outer guest, one report for both.
 
 The inner guests run at TCG speed (KVM over TCG), so the runs are short; each outer boot has a timeout.
 """
@@ -19,12 +22,14 @@ The inner guests run at TCG speed (KVM over TCG), so the runs are short; each ou
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
-from common import numalab, ordinary_user
+from common import REPO, numalab, ordinary_user
 
-from lab.host.nested import run_nested
+from lab.host.nested import libvirt_host, run_nested
 from lab.topology.ref import TopologyRef
 
 pytestmark = [pytest.mark.vm, pytest.mark.nested]
@@ -179,3 +184,80 @@ def test_four_host_nodes_one_guest_node_each_with_numalabs_kernel(four_nodes) ->
     for node in "0123":
         assert mem[node]["bound_mib"] == 256 and set(mem[node]["resident_mib"]) == {node}, mem
     assert not [n for n in p["notes"] if "partly real" in n or "one NUMA node" in n], p["notes"]
+
+
+SYSTEM = "qemu:///system"
+TWO_HOSTS = """
+name: two-hosts-ssh
+topologies: [{{name: ring-2, cpus_per_node: 1, mem_per_node: 256M}}]
+kernels: [baseline]
+workloads: [{{name: idle, duration: 1}}]
+repeats: 2
+timeout: 600
+hosts:
+  - {{uri: "{local}", capacity: 1}}
+  - {{uri: "{ssh}", capacity: 1}}
+"""
+MATRIX_TIMEOUT_S = 1500  # (two runs at once: ring-2 under TCG here, under nested KVM in the outer guest)
+
+
+@pytest.fixture(scope="module")
+def local_libvirtd() -> str:
+    """This host's system libvirtd, started as a user without systemd starts it (make libvirt-up)."""
+    proc = subprocess.run([sys.executable, "-m", "lab.host.libvirtd", "up", "--json"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    clean = numalab("doctor", "--connect", SYSTEM, "--clean", timeout=300)
+    assert clean.returncode == 0, clean.stderr
+    return SYSTEM
+
+
+@pytest.fixture(scope="module")
+def over_ssh(tmp_path_factory, user, baseline_kernel, local_libvirtd):
+    """A matrix over two libvirt hosts: this host's daemon, and the outer guest's over ssh through a port
+    forwarded on 127.0.0.1 (fresh keys, its host key pinned). The outer guest is the smallest that has KVM
+    and two nodes: ring-2, 2 CPUs a node."""
+    base = tmp_path_factory.mktemp("nested-ssh")
+    topo = TopologyRef("ring-2", cpus_per_node=2, mem_per_node="2G").load()
+    with libvirt_host(topo, base / "outer", user=user, timeout_s=OUTER_TIMEOUT_S, echo=print) as host:
+        print(f"the outer guest serves libvirt after {host.ready_s:.0f}s: {host.uri}")
+        login = subprocess.run(host.ssh.ssh_argv("id -nG; hostname"), capture_output=True, text=True, timeout=300)
+        spec = base / "two-hosts.yaml"
+        spec.write_text(TWO_HOSTS.format(local=local_libvirtd, ssh=host.uri))
+        out = base / "matrix"
+        proc = numalab("matrix", "run", str(spec), "--out", str(out), timeout=MATRIX_TIMEOUT_S)
+    assert host.result is not None and host.result.marks.get("done") is not None, host.result
+    return SimpleNamespace(host=host, login=login, proc=proc, out=out)
+
+
+def test_a_matrix_over_two_libvirt_hosts_one_over_ssh(over_ssh) -> None:
+    login, proc, out, host = over_ssh.login, over_ssh.proc, over_ssh.out, over_ssh.host
+    # The login: the session's key, the pinned host key, the ordinary user in groups libvirt and kvm.
+    assert login.returncode == 0, login.stderr
+    groups, hostname = login.stdout.split("\n")[:2]
+    assert {"libvirt", "kvm"} <= set(groups.split()) and hostname == "numalab-nested", login.stdout
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["totals"] == {"ok": 2, "runs": 2}, summary["totals"]
+    by_host = {r["host"]: r for r in summary["runs"]}
+    assert set(by_host) == {SYSTEM, host.uri}, list(by_host)
+    local = json.loads((out / by_host[SYSTEM]["dir"] / "manifest.json").read_text())
+    remote = json.loads((out / by_host[host.uri]["dir"] / "manifest.json").read_text())
+    assert local["backend"]["uri"] == SYSTEM and local["backend"]["local"] is True
+    # The outer guest ran its run: its host name, nested KVM (this host has none), its two NUMA nodes.
+    assert remote["backend"]["uri"] == host.uri and remote["backend"]["local"] is False
+    assert remote["backend"]["hostname"] == "numalab-nested", remote["backend"]
+    assert remote["accelerator"]["name"] == "kvm" and remote["backend"]["domain_type"] == "kvm", remote["accelerator"]
+    # (placed by the backend against the guest's own inventory: its two nodes, one guest node each)
+    placed = remote["backend"]["placement"]
+    assert placed["host_nodes"] == 2 and placed["memory_host_nodes"] == [0, 1], placed
+    assert remote["backend"]["memnodes"] == {"0": "0", "1": "1"}, remote["backend"]["memnodes"]
+    assert local["kernel"]["name"] == remote["kernel"]["name"] == "baseline"
+    # One report for both: junit and the overview name every run.
+    junit = (out / "junit.xml").read_text()
+    html = (out / "index.html").read_text()
+    for r in summary["runs"]:
+        assert r["id"] in junit and r["id"] in html, r["id"]
+    # The guest's sshd saw only this session's key; the guest's records came back.
+    sshd = (host.out / "sshd.log").read_text()
+    assert "Accepted publickey for numalab-test" in sshd and "Failed" not in sshd, sshd[-2000:]

@@ -1,0 +1,140 @@
+"""The outer guest as a libvirt host (lab.host.nested_ssh): fresh keys, the pinned host key, the one forward.
+
+The nested tier boots it and runs a matrix over it (tests/nested/test_nested_libvirt_host.py); these check
+what is decided before any boot."""
+
+from __future__ import annotations
+
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from lab.host import nested_ssh
+from lab.host.nested import outer_init
+from lab.topology.ref import TopologyRef
+from lab.vm.libvirt.libvirt_conn import is_local_uri, uri_parts
+from lab.vm.qemu.qemu_argv import BootSpec, qemu_argv
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> nested_ssh.SshHost:
+    return nested_ssh.make_ssh_host(tmp_path / "ssh", "numalab-test", 40123)
+
+
+def test_keys_are_fresh_private_and_the_host_key_is_pinned(host, tmp_path: Path) -> None:
+    assert stat.S_IMODE(host.dir.stat().st_mode) == 0o700
+    assert stat.S_IMODE(host.key.stat().st_mode) == 0o600 and stat.S_IMODE(host.host_key.stat().st_mode) == 0o600
+    pub = host.host_key.with_suffix(".pub").read_text().split()
+    assert host.known_hosts.read_text().split() == ["[127.0.0.1]:40123", pub[0], pub[1]]
+    other = nested_ssh.make_ssh_host(tmp_path / "ssh2", "numalab-test", 40123)
+    assert other.key.read_bytes() != host.key.read_bytes()  # a session's keys are its own
+    assert other.host_key.read_bytes() != host.host_key.read_bytes()
+
+
+def test_ssh_reads_only_the_sessions_config_and_checks_the_host_key_strictly(host) -> None:
+    conf = host.ssh_config.read_text()
+    assert "StrictHostKeyChecking yes" in conf and "StrictHostKeyChecking no" not in conf
+    assert f"UserKnownHostsFile {host.known_hosts}" in conf and "GlobalKnownHostsFile /dev/null" in conf
+    assert f"IdentityFile {host.key}" in conf and "IdentitiesOnly yes" in conf and "BatchMode yes" in conf
+    wrapper = host.ssh_wrapper.read_text()
+    assert f"-F {host.ssh_config} " in wrapper and stat.S_IMODE(host.ssh_wrapper.stat().st_mode) == 0o700
+    # What ssh makes of it, for the forward and for anything else (ssh -G prints the settings, connects nowhere).
+    got = subprocess.run([str(host.ssh_wrapper), "-G", "-p", "40123", "127.0.0.1"], capture_output=True, text=True)
+    assert got.returncode == 0, got.stderr
+    settings = dict(line.split(" ", 1) for line in got.stdout.splitlines() if " " in line)
+    assert settings["stricthostkeychecking"] == "true" and settings["userknownhostsfile"] == str(host.known_hosts)
+    assert settings["identityfile"] == str(host.key) and settings["user"] == "numalab-test"
+    assert "proxycommand" not in settings
+    elsewhere = subprocess.run([str(host.ssh_wrapper), "-G", "example.org"], capture_output=True, text=True)
+    assert "proxycommand /bin/false" in elsewhere.stdout
+
+
+def test_the_uri_is_ssh_to_the_loopback_port_through_the_wrapper(host) -> None:
+    uri = host.uri()
+    assert uri.startswith("qemu+ssh://numalab-test@127.0.0.1:40123/system?")
+    assert f"command={host.ssh_wrapper}" in uri and "no_verify" not in uri
+    parts = uri_parts(uri)
+    assert parts["transport"] == "ssh" and parts["host"] == "127.0.0.1" and parts["path"] == "/system"
+    assert not is_local_uri(uri)  # a forwarded port is another machine
+
+
+@pytest.mark.parametrize(
+    ("uri", "local"),
+    [
+        ("qemu:///system", True),
+        ("qemu+unix:///session?socket=/run/x/libvirt-sock", True),
+        ("qemu+ssh://localhost/system", True),
+        ("qemu+ssh://lab@127.0.0.1:22/system", True),
+        ("qemu+ssh://lab@127.0.0.1:2222/system", False),
+        ("qemu+tcp://localhost:16509/system", True),
+        ("qemu+tcp://localhost:16600/system", False),
+        ("qemu+ssh://lab@box2.example.org/system", False),
+    ],
+)
+def test_which_uris_are_this_machine(uri: str, local: bool) -> None:
+    assert is_local_uri(uri) is local
+
+
+def _boot(port: int) -> BootSpec:
+    return BootSpec("bzImage", "initrd", "console=ttyS0", "/r", "/c.log", accel="tcg", cpu="max", ssh_port=port)
+
+
+def test_the_only_network_is_the_loopback_forward() -> None:
+    topo = TopologyRef("ring-2").load()
+    from lab.placement.host_inventory import read_inventory  # (the test's host, for a placement)
+    from lab.placement.pinning import plan_placement  # (as above)
+
+    placement = plan_placement(topo, read_inventory())
+    argv = qemu_argv(topo, placement, _boot(40123))
+    nets = [argv[i + 1] for i, a in enumerate(argv) if a == "-netdev"]
+    assert nets == ["user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:40123-:22"]
+    assert "-nodefaults" in argv and sum(a.startswith("virtio-net-pci") for a in argv) == 1
+    plain = qemu_argv(topo, placement, _boot(0))
+    assert "-netdev" not in plain and not any("virtio-net" in a for a in plain)
+
+
+def test_the_outer_init_serves_only_when_asked() -> None:
+    init, prepare = outer_init("numalab-test", "--reuid=1001", "/c", "", ssh_port=40123)
+    assert "say serving 40123" in init and "/usr/sbin/sshd -f /nested/sshd_config" in init
+    assert "libvirtd -d -f /nested/libvirtd.conf" in init and "/results/stop" in init
+    assert "mount -o loop $R/run/numalab-pool.img $R$P" in init and "seek=1024" in init
+    assert init.index("say prepared") < init.index("say serving") < init.index("script.sh")
+    assert "^libvirt:" in prepare
+    plain_init, plain_prepare = outer_init("numalab-test", "--reuid=1001", "/c", "")
+    assert "serving" not in plain_init and "sshd" not in plain_init and "/results/stop" not in plain_init
+    assert "libvirt" not in plain_prepare
+
+
+def test_the_guest_sshd_takes_one_users_key_and_no_password(host) -> None:
+    files = {e.path: e.data for e in nested_ssh.guest_files(host, "/nested-out")}
+    assert files["nested/authorized_keys"] == host.key.with_suffix(".pub").read_bytes()
+    assert files[f"nested/{nested_ssh.HOST_KEY}"] == host.host_key.read_bytes()
+    conf = files["nested/sshd_config"].decode()
+    for line in ("AllowUsers numalab-test", "PermitRootLogin no", "PasswordAuthentication no",
+                 "AuthorizedKeysFile /nested/authorized_keys", f"HostKey /nested/{nested_ssh.HOST_KEY}"):  # fmt: skip
+        assert line in conf.splitlines(), line
+    libvirtd = files["nested/libvirtd.conf"].decode()
+    assert 'unix_sock_group = "libvirt"' in libvirtd and 'unix_sock_rw_perms = "0770"' in libvirtd
+
+
+def test_a_missing_server_is_one_line_before_any_boot(tmp_path: Path) -> None:
+    from lab.errors import LabError
+
+    for path in nested_ssh.GUEST_TOOLS:
+        (tmp_path / path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path.lstrip("/")).touch()
+    nested_ssh.check_guest_tools(tmp_path)
+    (tmp_path / "usr/sbin/sshd").unlink()
+    with pytest.raises(LabError, match=r"/usr/sbin/sshd: not found; install openssh-server \(make setup\)"):
+        nested_ssh.check_guest_tools(tmp_path)
+
+
+def test_libvirt_host_on_the_command_line_needs_no_command_but_a_real_user() -> None:
+    from common import REPO, assert_one_line_error, numalab
+
+    before = set(REPO.glob("numalab-nested-*"))
+    proc = numalab("nested", "--libvirt-host", "--user", "no-such-user-here", timeout=120)
+    assert_one_line_error(proc, "--user no-such-user-here: no such user on this host")
+    assert set(REPO.glob("numalab-nested-*")) == before  # (no empty default --out left behind)
