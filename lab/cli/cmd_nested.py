@@ -131,7 +131,7 @@ def add_parser(sub) -> None:
                    help="also serve the outer machine as a libvirt host: sshd and the system libvirtd inside, "
                    "reached as qemu+ssh://USER@127.0.0.1:PORT/system through a port forwarded on the loopback "
                    "address only, with keys made for this session and the guest's host key pinned; its URI is "
-                   "printed, and it serves until Ctrl-C or --timeout (COMMAND is optional)")  # fmt: skip
+                   "printed, and it serves until Ctrl-C or --timeout (COMMAND is optional: it runs first)")  # fmt: skip
     json_option(p)
     out_option(p, "DIR", "where $NESTED_OUT comes back, with the outer console (default: a new numalab-nested-* here)")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND",

@@ -37,9 +37,9 @@ CLIENT_KEY = "id_ed25519"
 HOST_KEY = "ssh_host_ed25519_key"
 
 
-# What the outer guest runs from this host's root (shared read-only), and the package that has it.
+# What the outer guest runs from this host's root (shared read-only), and the package that has it. Its sshd
+# is not the host's: lab.host.sshd_prefix unpacks one into numalab's cache (no host sshd is installed).
 GUEST_TOOLS = {
-    "/usr/sbin/sshd": "openssh-server",
     "/usr/sbin/libvirtd": "libvirt-daemon-system",
     "/usr/sbin/virtlogd": "libvirt-daemon-system",
     "/usr/sbin/mkfs.ext4": "e2fsprogs",
@@ -195,7 +195,7 @@ dd if=/dev/zero of=$R/run/numalab-pool.img bs=1M count=0 seek=@POOL_MIB@ 2>/dev/
   chroot $R $SP /usr/sbin/mkfs.ext4 -q -F /run/numalab-pool.img && mount -o loop $R/run/numalab-pool.img $R$P ||
   fail pool
 SP="/usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C"
-chroot $R $SP /usr/sbin/sshd -f /nested/sshd_config -E @OUT@/sshd.log || fail sshd
+chroot $R $SP LD_LIBRARY_PATH=@SSHD_LIBS@ @SSHD@ -f /nested/sshd_config -E @OUT@/sshd.log || fail sshd
 chroot $R $SP /usr/sbin/virtlogd -d || fail virtlogd
 chroot $R $SP /usr/sbin/libvirtd -d -f /nested/libvirtd.conf || fail libvirtd
 i=0; while [ ! -S $R/run/libvirt/libvirt-sock ] && [ $i -lt 600 ]; do sleep 1; i=$((i+1)); done
@@ -203,9 +203,11 @@ i=0; while [ ! -S $R/run/libvirt/libvirt-sock ] && [ $i -lt 600 ]; do sleep 1; i
 say serving @PORT@
 """
 
-# Run by prepare.sh's caller as root after it: the user in group libvirt (as Debian's package does for
-# its admins; the overlay's /etc/group only).
+# Run by prepare.sh's caller as root after it: sshd's privilege-separation user (made by openssh-server's
+# package, which this host need not have), the user in group libvirt (as Debian's package does for its
+# admins); the overlay's /etc/passwd and /etc/group only.
 PREPARE = r"""U=@USER@
+grep -q "^sshd:" /etc/passwd || echo "sshd:x:$(( 62000 + $$ % 1000 )):65534::/run/sshd:/usr/sbin/nologin" >> /etc/passwd
 grep -q "^libvirt:" /etc/group || echo "libvirt:x:$(( 61000 + $$ % 1000 )):" >> /etc/group
 sed -i "/^libvirt:/{s/:$/:$U/;t;/[:,]$U\(,\|$\)/!s/$/,$U/}" /etc/group
 """

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.host import nested_ssh
+from lab.host import nested, nested_ssh, sshd_prefix
 from lab.host.nested import outer_init
 from lab.topology.ref import TopologyRef
 from lab.vm.libvirt.libvirt_conn import is_local_uri, uri_parts
@@ -96,15 +96,24 @@ def test_the_only_network_is_the_loopback_forward() -> None:
 
 
 def test_the_outer_init_serves_only_when_asked() -> None:
-    init, prepare = outer_init("numalab-test", "--reuid=1001", "/c", "", ssh_port=40123)
-    assert "say serving 40123" in init and "/usr/sbin/sshd -f /nested/sshd_config" in init
+    init, prepare = outer_init("numalab-test", "--reuid=1001", "/c", "", ssh_port=40123,
+                               sshd="/c/tools/openssh-server/9.2/usr/sbin/sshd", sshd_libs="/c/lib")  # fmt: skip
+    assert "say serving 40123" in init
+    assert "LD_LIBRARY_PATH=/c/lib /c/tools/openssh-server/9.2/usr/sbin/sshd -f /nested/sshd_config" in init
     assert "libvirtd -d -f /nested/libvirtd.conf" in init and "/results/stop" in init
     assert "mount -o loop $R/run/numalab-pool.img $R$P" in init and "seek=1024" in init
-    assert init.index("say prepared") < init.index("say serving") < init.index("script.sh")
-    assert "^libvirt:" in prepare
+    # The script first, its records into the share, then the serving; the records once more at the end.
+    assert init.index("say prepared") < init.index("script.sh") < init.index("say script-exit")
+    assert init.index("say script-exit") < init.index("partial\n") < init.index("say serving")
+    assert init.index("say serving") < init.index("/results/stop") < init.rindex("send\n") < init.index("say done")
+    assert "^libvirt:" in prepare and "^sshd:" in prepare  # (sshd's own user: the host need not have it)
     plain_init, plain_prepare = outer_init("numalab-test", "--reuid=1001", "/c", "")
     assert "serving" not in plain_init and "sshd" not in plain_init and "/results/stop" not in plain_init
     assert "libvirt" not in plain_prepare
+    # Either way: a copy of the records every PARTIAL_S while the guest runs, and a failure sends them.
+    for text in (init, plain_init):
+        assert f"while sleep {nested.PARTIAL_S}; do partial; done" in text and f"/results/{nested.PARTIAL}" in text
+        assert "fail() { say failed" in text and "send; poweroff -f; }" in text
 
 
 def test_the_guest_sshd_takes_one_users_key_and_no_password(host) -> None:
@@ -126,8 +135,9 @@ def test_a_missing_server_is_one_line_before_any_boot(tmp_path: Path) -> None:
         (tmp_path / path.lstrip("/")).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path.lstrip("/")).touch()
     nested_ssh.check_guest_tools(tmp_path)
-    (tmp_path / "usr/sbin/sshd").unlink()
-    with pytest.raises(LabError, match=r"/usr/sbin/sshd: not found; install openssh-server \(make setup\)"):
+    assert "/usr/sbin/sshd" not in nested_ssh.GUEST_TOOLS  # (the cache's: lab.host.sshd_prefix)
+    (tmp_path / "usr/sbin/libvirtd").unlink()
+    with pytest.raises(LabError, match=r"/usr/sbin/libvirtd: not found; install libvirt-daemon-system \(make setup\)"):
         nested_ssh.check_guest_tools(tmp_path)
 
 
@@ -138,3 +148,41 @@ def test_libvirt_host_on_the_command_line_needs_no_command_but_a_real_user() -> 
     proc = numalab("nested", "--libvirt-host", "--user", "no-such-user-here", timeout=120)
     assert_one_line_error(proc, "--user no-such-user-here: no such user on this host")
     assert set(REPO.glob("numalab-nested-*")) == before  # (no empty default --out left behind)
+
+
+def test_the_records_come_back_whole_or_as_the_last_copy(tmp_path: Path) -> None:
+    import io
+    import tarfile
+
+    def tar(path: Path, files: dict[str, bytes]) -> None:
+        with tarfile.open(path, "w") as tf:
+            for name, data in files.items():
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                tf.addfile(info, io.BytesIO(data))
+
+    share, out = tmp_path / "share", tmp_path / "out"
+    share.mkdir()
+    out.mkdir()
+    assert nested.unpack_records(share, out) == "none"
+    tar(share / nested.PARTIAL, {"./script.log": b"half"})
+    assert nested.unpack_records(share, out) == "partial" and (out / "script.log").read_bytes() == b"half"
+    tar(share / nested.PARTIAL, {"./script.log": b"half"})
+    tar(share / nested.TAR, {"./script.log": b"all", "./sshd.log": b"x"})
+    assert nested.unpack_records(share, out) == "all" and (out / "script.log").read_bytes() == b"all"
+    assert not list(share.iterdir())  # (both copies taken away)
+    (share / nested.TAR).write_bytes(b"cut short")  # a final tar cut short: the last copy does
+    tar(share / nested.PARTIAL, {"./libvirtd.log": b"y"})
+    assert nested.unpack_records(share, out) == "partial" and (out / "libvirtd.log").read_bytes() == b"y"
+
+
+def test_the_sshd_prefix_is_the_newest_complete_one_with_its_libraries_first(tmp_path: Path) -> None:
+    assert sshd_prefix.find(tmp_path) is None
+    half = tmp_path / "9.2p1-1"
+    (half / "usr/sbin").mkdir(parents=True)
+    (half / "usr/sbin/sshd").touch()
+    assert sshd_prefix.find(tmp_path) is None  # (no .complete: an unpack cut short)
+    (half / ".complete").touch()
+    assert sshd_prefix.find(tmp_path) == half
+    assert sshd_prefix.library_path(half) == f"{half}/lib/x86_64-linux-gnu:{half}/usr/lib/x86_64-linux-gnu"
+    assert sshd_prefix.PACKAGES == ("openssh-server", "libwrap0")
