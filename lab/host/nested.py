@@ -239,6 +239,53 @@ class _ConsoleTail:
                 self.echo(f"[outer] {line[len(MARK) + 1 :]}")
 
 
+def outer_name() -> str:
+    """The outer QEMU's ``-name`` (one outer guest a numalab process)."""
+    return f"numalab-nested-{os.getpid()}"
+
+
+def qemu_threads(name: str, window_s: float = 1.0) -> dict | None:
+    """The threads of the QEMU whose ``-name`` is ``name``, as this host sees them: each one's name, state,
+    where in the kernel it waits (``wchan``) and the share of ``window_s`` it ran. What the guest cannot say
+    when it hangs: whether QEMU's main loop (9p, user networking, the monitor) still runs. None: no such QEMU."""
+    want = f"\0-name\0{name}\0".encode()
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if want in (proc / "cmdline").read_bytes():
+                break
+        except OSError:
+            continue
+    else:
+        return None
+
+    def ticks() -> dict[str, tuple[str, str, int]]:
+        out = {}
+        for task in (proc / "task").glob("*"):
+            try:
+                stat = (task / "stat").read_text()
+                comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+                fields = stat[stat.rindex(")") + 2 :].split()
+                out[task.name] = (comm, fields[0], int(fields[11]) + int(fields[12]))
+            except (OSError, ValueError, IndexError):
+                continue
+        return out
+
+    hz = os.sysconf("SC_CLK_TCK")
+    before = ticks()
+    time.sleep(window_s)
+    after = ticks()
+    threads = []
+    for tid, (comm, state, t) in sorted(after.items(), key=lambda kv: int(kv[0])):
+        try:
+            wchan = (proc / "task" / tid / "wchan").read_text().strip()
+        except OSError:
+            wchan = ""
+        ran = (t - before[tid][2]) / hz / window_s if tid in before else None
+        threads.append({"tid": int(tid), "name": comm, "state": state, "wchan": wchan,
+                        "busy": None if ran is None else round(ran, 2)})  # fmt: skip
+    return {"pid": int(proc.name), "threads": threads}
+
+
 def unpack_records(share: Path, out: Path, progress=None) -> str:
     """The guest's records from its share into ``out``: "all" (the tar it sent at its end), else "partial"
     (its last copy), else "none"; both tars are removed."""
@@ -305,7 +352,7 @@ def run_nested(
         console_log=str(out / CONSOLE_LOG),
         qmp_socket=str(work / "qmp.sock"),
         accel="tcg",
-        name=f"numalab-nested-{os.getpid()}",
+        name=outer_name(),
         cpu="max",
         host_share="/",
         ssh_port=ssh.port if ssh else 0,
@@ -425,6 +472,9 @@ def libvirt_host(
             if not host.ended.wait(STOP_WAIT_S):
                 if progress:
                     progress(f"outer guest: no end {STOP_WAIT_S:.0f}s after the stop; stopping it")
+                seen = qemu_threads(outer_name())
+                if seen is not None and (out / ".outer").is_dir():
+                    (out / ".outer" / "qemu-threads.json").write_text(json_text(seen, indent=2))
                 cancel.set()
                 host.ended.wait(CANCEL_WAIT_S)
             host.result = outcome.get("result")

@@ -183,6 +183,9 @@ log_outputs = "3:file:{out}/libvirtd.log"
 # virtlogd and libvirtd; then the "serving" mark once libvirtd's socket accepts.
 SERVE = r"""mount -t tmpfs -o mode=755 tmpfs $R/run && mkdir -p $R/run/sshd $R/run/libvirt && chmod 755 $R/run/sshd
 hostname @HOSTNAME@
+# (its name resolves without DNS, which restrict=on leaves unreachable: libvirtd asks for it on every
+# hostname call, and each unanswered lookup cost seconds)
+echo "127.0.1.1 @HOSTNAME@" >> $R/etc/hosts
 ip link set lo up && ip link set eth0 up && ip addr add 10.0.2.15/24 dev eth0 || fail network
 chmod 600 $R/nested/@HOST_KEY@ && chmod 644 $R/nested/authorized_keys $R/nested/sshd_config
 # (QEMU in the daemon's own mount namespace finds no /dev/kvm under this chroot: "Could not access KVM

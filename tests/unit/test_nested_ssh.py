@@ -106,6 +106,7 @@ def test_the_outer_init_serves_only_when_asked() -> None:
     assert init.index("say prepared") < init.index("script.sh") < init.index("say script-exit")
     assert init.index("say script-exit") < init.index("partial\n") < init.index("say serving")
     assert init.index("say serving") < init.index("/results/stop") < init.rindex("send\n") < init.index("say done")
+    assert 'echo "127.0.1.1 numalab-nested" >> $R/etc/hosts' in init
     assert "^libvirt:" in prepare and "^sshd:" in prepare  # (sshd's own user: the host need not have it)
     plain_init, plain_prepare = outer_init("numalab-test", "--reuid=1001", "/c", "")
     assert "serving" not in plain_init and "sshd" not in plain_init and "/results/stop" not in plain_init
@@ -186,3 +187,24 @@ def test_the_sshd_prefix_is_the_newest_complete_one_with_its_libraries_first(tmp
     assert sshd_prefix.find(tmp_path) == half
     assert sshd_prefix.library_path(half) == f"{half}/lib/x86_64-linux-gnu:{half}/usr/lib/x86_64-linux-gnu"
     assert sshd_prefix.PACKAGES == ("openssh-server", "libwrap0")
+
+
+def test_a_qemus_threads_as_the_host_sees_them() -> None:
+    import os
+    import sys
+
+    name = f"numalab-nested-test-{os.getpid()}"
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "-name", name])
+    try:
+        seen = None
+        for _ in range(50):  # (until the child has exec'd)
+            seen = nested.qemu_threads(name, window_s=0.2)
+            if seen is not None:
+                break
+        assert seen is not None and seen["pid"] == proc.pid
+        main = seen["threads"][0]
+        assert main["tid"] == proc.pid and main["state"] in "SR" and main["busy"] is not None and main["busy"] < 0.5
+    finally:
+        proc.kill()
+        proc.wait()
+    assert nested.qemu_threads(name, window_s=0.0) is None
