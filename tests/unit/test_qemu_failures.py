@@ -55,7 +55,7 @@ def test_qemu_killed_by_a_signal_says_which(tmp_path) -> None:
 
 def test_a_cancel_stops_qemu_as_its_timeout_would(tmp_path) -> None:
     """lab.host.nested.libvirt_host's stop for an outer guest that does not end: the caller's Event, long
-    before the timeout, and the VM's state is read as at a timeout (QEMU still answers here: a machine with no guest)."""
+    before the timeout, and the VM's state is read as at a timeout (here QEMU still answers: no guest)."""
     argv = [QEMU, "-machine", "q35", "-display", "none", "-nodefaults", "-accel", "tcg",
             "-qmp", f"unix:{tmp_path}/qmp.sock,server=on,wait=off", "-S"]  # fmt: skip
     cancel = threading.Event()
