@@ -82,6 +82,7 @@ def cmd_nested(args: argparse.Namespace) -> int:
     summary = {
         "exit_code": res.exit_code,
         "timed_out": res.timed_out,
+        "records": res.records,
         "wall_s": res.wall_s,
         "marks": res.marks,
         "out": str(out),
@@ -97,6 +98,10 @@ def cmd_nested(args: argparse.Namespace) -> int:
                  f"{res.wall_s:.0f}s in all; what it wrote to $NESTED_OUT is in {out}")  # fmt: skip
         if res.marks.get("failed"):
             progress(f"outer guest failed: {res.marks['failed']} (its console: {res.console})")
+        if res.timed_out:
+            where = f"; its QEMU's state in {out / '.outer' / 'hang.json'}" if res.hang else ""
+            got = {"partial": "its last copy of its records", "all": "all its records"}.get(res.records, "no records")
+            progress(f"outer guest stopped at its timeout; {got} came back{where}")
     if res.timed_out or res.exit_code is None:
         return 1
     return res.exit_code

@@ -208,3 +208,26 @@ def test_a_qemus_threads_as_the_host_sees_them() -> None:
         proc.kill()
         proc.wait()
     assert nested.qemu_threads(name, window_s=0.0) is None
+
+
+def test_nested_without_out_leaves_its_default_directory_to_the_library(tmp_path: Path, monkeypatch) -> None:
+    """The default --out (a new numalab-nested-* here) is free when the library makes it: it stopped on
+    FileExistsError when the CLI had made it first."""
+    import os
+
+    from lab.cli.main import build_parser
+
+    seen = {}
+
+    def fake_run_nested(topo, script, out, **kw):
+        seen["existed"] = out.exists()
+        out.mkdir(parents=True, exist_ok=False)  # (as the real one does)
+        (out / "console.log").touch()
+        return nested.NestedResult(0, {"booted": "4", "done": ""}, 1.0, out, out / "console.log", False)
+
+    monkeypatch.setattr(nested, "run_nested", fake_run_nested)
+    monkeypatch.chdir(tmp_path)
+    args = build_parser().parse_args(["nested", "--json", "--", "true"])
+    assert args.func(args) == 0
+    made = [p for p in os.listdir(tmp_path) if p.startswith("numalab-nested-")]
+    assert seen == {"existed": False} and len(made) == 1, (seen, made)
