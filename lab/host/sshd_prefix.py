@@ -50,13 +50,22 @@ def library_path(prefix: Path) -> str:
     return ":".join(str(prefix / d) for d in LIBS)
 
 
-def candidate_version(package: str) -> str:
-    """apt's candidate version of ``package`` from the system's lists."""
+def _candidate(package: str) -> str | None:
     out = _run(["apt-cache", "policy", package], f"apt-cache policy {package}")
     m = re.search(r"^\s*Candidate:\s*(\S+)", out, re.MULTILINE)
-    if not m or m.group(1) == "(none)":
-        raise LabError(f"setup-sshd: apt knows no {package} (run apt-get update first)")
-    return m.group(1)
+    return m.group(1) if m and m.group(1) != "(none)" else None
+
+
+def candidate_version(package: str) -> str:
+    """apt's candidate version of ``package`` from the system's lists (updated once when they have none: a
+    machine whose packages were all there already never ran ``apt-get update``)."""
+    version = _candidate(package)
+    if version is None:
+        _run(["apt-get", "update", "-q"], "apt-get update")
+        version = _candidate(package)
+    if version is None:
+        raise LabError(f"setup-sshd: apt knows no {package} (after apt-get update)")
+    return version
 
 
 def fetch(refresh: bool = False, say=print) -> Path:
