@@ -9,21 +9,22 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # workloads, libvirt's schema validator, and Python's venv; for numalab kernel
 # build: the 6.1 source (the default) and the 6.12 source (bookworm-security; the 6.12 kernel test),
 # ccache, the kernel's build tools, git and patch; shellcheck for actionlint's
-# checks of the emitted CI workflows' shell steps (tests/unit/test_ci_lint.py).
-APT_PACKAGES := qemu-system-x86 busybox-static trace-cmd linux-perf kmod cpio \
+# checks of the emitted CI workflows' shell steps (tests/unit/test_ci_lint.py); ssh and ssh-keygen for the
+# nested libvirt host (its sshd is not installed: make setup-sshd unpacks one into numalab's cache).
+APT_PACKAGES := qemu-system-x86 busybox-static trace-cmd linux-perf kmod cpio openssh-client \
 	gcc make libc6-dev libvirt-clients libxml2-utils python3-venv python3-pip chromium \
 	linux-source-6.1 linux-source-6.12 ccache flex bison bc libelf-dev libssl-dev lz4 xz-utils git patch \
 	libvirt-daemon-system libvirt-dev pkg-config python3-dev shellcheck strace rt-tests stress-ng sysbench
 PYTEST_ARGS ?=
 
-.PHONY: setup setup-demo setup-qemu10 setup-qemu-charge apt venv test test-fast test-nested demo lint golden bench bench-kernel clean help reproduce \
+.PHONY: setup setup-demo setup-qemu10 setup-qemu-charge setup-sshd apt venv test test-fast test-nested demo lint golden bench bench-kernel clean help reproduce \
 	reproduce-seed002 docs completions man
 
 help:
 	@echo "make demo   - an A/B: NUMA balancing off against on (stock kernel, ring-2, numa01, 3 runs each), its table and HTML report"
 	@echo "make test   - the test suite (boots real VMs; about an hour under TCG on 2 cores with warm caches; builds kernels and the patched QEMU the first time)"
 	@echo "make test-fast - only the tests that boot no VM"
-	@echo "make test-nested - the nested tier: numalab inside a TCG guest with KVM and 2 or 4 NUMA nodes, as an ordinary user"
+	@echo "make test-nested - the nested tier: numalab inside a TCG guest with KVM and 2 or 4 NUMA nodes, as an ordinary user, and that guest as a second libvirt host over ssh"
 	@echo "make lint   - ruff"
 	@echo "make reproduce [SEEDS='003 004 000'] - run the seed reproductions, reports in reports/reproduce/"
 	@echo "make golden - regenerate tests/golden (QEMU argv and libvirt XML of every preset, guest plans, manifest shape, built-in workloads)"
@@ -36,6 +37,7 @@ help:
 	@echo "make man    - the man page build/man/numalab.1, from the CLI's parser"
 	@echo "make setup  - apt packages + $(VENV) (done by the targets above)"
 	@echo "make setup-qemu10 - QEMU 10 from Debian's backports, unpacked into numalab's cache (numalab run --qemu backports)"
+	@echo "make setup-sshd - an sshd unpacked into numalab's cache for numalab nested --libvirt-host (nothing installed)"
 	@echo "make setup-qemu-charge - QEMU 10 built with numalab's patch, for --clock virtual --remote-latency (--qemu charge)"
 
 setup: apt venv
@@ -69,12 +71,17 @@ setup-qemu-charge: setup-qemu10
 	@$(MAKE) --no-print-directory apt APT_PACKAGES="$(QEMU_CHARGE_APT)"
 	@$(PY) -m lab.host.qemu_charge > /dev/null
 
-test: setup setup-qemu10 setup-qemu-charge
+# sshd for numalab nested --libvirt-host, run only inside the outer guest: Debian's openssh-server unpacked
+# into numalab's cache (apt-get download; installing the package would start the host's own sshd).
+setup-sshd: setup
+	@$(PY) -m lab.host.sshd_prefix > /dev/null
+
+test: setup setup-qemu10 setup-qemu-charge setup-sshd
 	$(PY) -m pytest -ra --durations=25 $(PYTEST_ARGS)
 
 # The nested tier alone: numalab inside TCG guests with KVM and 2 and 4 NUMA nodes, as an ordinary user
 # (tests/nested; part of make test too).
-test-nested: setup
+test-nested: setup setup-sshd
 	$(PY) -m pytest -ra tests/nested $(PYTEST_ARGS)
 
 test-fast: setup  ## the unit tier without its few VM tests (tests/unit)

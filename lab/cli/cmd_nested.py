@@ -14,6 +14,7 @@ from lab.cli.common import progress
 from lab.cli.shared_options import json_option, out_option, size_options
 from lab.errors import LabError
 from lab.paths import REPO_ROOT, json_text
+from lab.record_files import CONSOLE_LOG
 
 DEFAULT_TOPOLOGY = "ring-2"
 DEFAULT_CPUS = 2
@@ -28,41 +29,66 @@ EXAMPLES = """examples:
       a KVM run of ring-4 placed on two host nodes; its record comes back in nested-run/ring4
   numalab nested --topology ring-4 --cpus-per-node 1 --mem-per-node 1536M -- numalab doctor
       a four-node host
+  numalab nested --libvirt-host --user lab
+      the outer machine as a libvirt host: prints its qemu+ssh:// URI (a port on 127.0.0.1, fresh keys,
+      its host key pinned) for a matrix's hosts:, and serves it until Ctrl-C or --timeout
 """
 
 
 def cmd_nested(args: argparse.Namespace) -> int:
-    from lab.host.nested import run_nested  # (on use: start-up time)
+    from lab.host.nested import libvirt_host, run_nested  # (on use: start-up time)
     from lab.topology.ref import TopologyRef  # (on use: start-up time)
 
-    if not args.command:
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command and not args.libvirt_host:
         raise LabError("nested: no command given (numalab nested [options] -- COMMAND ...)")
     if args.timeout <= 0:
         raise LabError(f"--timeout {args.timeout:g}: must be more than 0 seconds")
     ref = TopologyRef(args.topology, args.cpus_per_node or DEFAULT_CPUS, args.mem_per_node or DEFAULT_MEM,
                       args.threads)  # fmt: skip
     topo = ref.load()
-    command = args.command[1:] if args.command[0] == "--" else args.command
-    script = f"export PATH={shlex.quote(str(REPO_ROOT / '.venv' / 'bin'))}:$PATH\n{shlex.join(command)}\n"
-    # ($NESTED_OUT in an argument is the guest's: shlex.join quoted it, so it is let out of the quotes)
-    script = script.replace("$NESTED_OUT", "'\"$NESTED_OUT\"'")
+    script = ""
+    if command:
+        script = f"export PATH={shlex.quote(str(REPO_ROOT / '.venv' / 'bin'))}:$PATH\n{shlex.join(command)}\n"
+        # ($NESTED_OUT in an argument is the guest's: shlex.join quoted it, so it is let out of the quotes)
+        script = script.replace("$NESTED_OUT", "'\"$NESTED_OUT\"'")
     out = args.out or Path(tempfile.mkdtemp(prefix="numalab-nested-", dir="."))
     if args.out and out.exists() and any(out.iterdir()):
         raise LabError(f"--out {out}: exists and is not empty")
-    if args.out and out.exists():
-        out.rmdir()
-    res = run_nested(topo, script, out, user=args.user, timeout_s=args.timeout,
-                     progress=None if args.json else progress,
-                     echo=None if args.json else lambda line: print(line, flush=True))  # fmt: skip
+    if out.exists():
+        out.rmdir()  # (the library makes it anew; the default's name stays this one's, free until then)
+    say = None if args.json else progress
+    echo = None if args.json else lambda line: print(line, flush=True)
+    uri = None
+    if args.libvirt_host:
+        host = None
+        try:
+            with libvirt_host(topo, out, user=args.user, script=script, timeout_s=args.timeout, progress=say,
+                              echo=echo) as host:  # fmt: skip
+                uri = host.uri
+                print(json_text({"uri": uri, "ready_s": host.ready_s}) if args.json else f"uri: {uri}", flush=True)
+                progress(f"serving libvirt after {host.ready_s:.0f}s; Ctrl-C ends it")
+                host.wait()
+        except KeyboardInterrupt:
+            if host is None:
+                raise
+            progress("interrupted: the outer guest stops")
+        res = host.result
+        if res is None:
+            raise LabError(f"nested: the outer guest gave no result (its console: {out / CONSOLE_LOG})")
+    else:
+        res = run_nested(topo, script, out, user=args.user, timeout_s=args.timeout, progress=say, echo=echo)
     log = out / "script.log"
     summary = {
         "exit_code": res.exit_code,
         "timed_out": res.timed_out,
+        "records": res.records,
         "wall_s": res.wall_s,
         "marks": res.marks,
         "out": str(out),
         "console": str(res.console),
         "script_log": str(log),
+        **({"uri": uri} if args.libvirt_host else {}),
     }
     if args.json:
         print(json_text(summary, indent=2))
@@ -72,6 +98,10 @@ def cmd_nested(args: argparse.Namespace) -> int:
                  f"{res.wall_s:.0f}s in all; what it wrote to $NESTED_OUT is in {out}")  # fmt: skip
         if res.marks.get("failed"):
             progress(f"outer guest failed: {res.marks['failed']} (its console: {res.console})")
+        if res.timed_out:
+            where = f"; its QEMU's state in {out / '.outer' / 'hang.json'}" if res.hang else ""
+            got = {"partial": "its last copy of its records", "all": "all its records"}.get(res.records, "no records")
+            progress(f"outer guest stopped at its timeout; {got} came back{where}")
     if res.timed_out or res.exit_code is None:
         return 1
     return res.exit_code
@@ -102,6 +132,11 @@ def add_parser(sub) -> None:
                    help=f"host seconds the outer guest may run (default {DEFAULT_TIMEOUT_S:g})")  # fmt: skip
     g.add_argument("--user", metavar="NAME",
                    help="the host user COMMAND runs as (default: the one who runs numalab nested)")  # fmt: skip
+    g.add_argument("--libvirt-host", action="store_true",
+                   help="also serve the outer machine as a libvirt host: sshd and the system libvirtd inside, "
+                   "reached as qemu+ssh://USER@127.0.0.1:PORT/system through a port forwarded on the loopback "
+                   "address only, with keys made for this session and the guest's host key pinned; its URI is "
+                   "printed, and it serves until Ctrl-C or --timeout (COMMAND is optional: it runs first)")  # fmt: skip
     json_option(p)
     out_option(p, "DIR", "where $NESTED_OUT comes back, with the outer console (default: a new numalab-nested-* here)")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND",

@@ -25,16 +25,22 @@ from __future__ import annotations
 import os
 import pwd
 import shlex
+import shutil
 import tarfile
+import tempfile
+import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab.errors import LabError
 from lab.guest import cpio
 from lab.guest.image import minimal_initrd, modules_image
+from lab.host import nested_ssh, sshd_prefix
 from lab.kernel.resolve import resolve_kernel
-from lab.paths import REPO_ROOT, cache_root
+from lab.paths import REPO_ROOT, cache_root, json_text
 from lab.placement.host_inventory import read_inventory
 from lab.placement.pinning import plan_placement
 from lab.record_files import CONSOLE_LOG
@@ -47,16 +53,29 @@ from lab.vm.share import ShareLimits, make_share
 # 9p for the host's root (virtio and 9p come with lab.guest.image.NEEDED_MODULES), the overlay over it,
 # and KVM for AMD (its dependencies, irqbypass and ccp, come from modules.dep).
 NESTED_MODULES = ("overlay", "kvm_amd")
+# The libvirt host's one network device (net_failover and failover from modules.dep), and ext4 on a loop
+# device for its pool (crc32c_generic: ext4's soft dependency, which modules.dep does not list).
+SSH_MODULES = ("virtio_net", "loop", "crc32c_generic", "ext4")
+STOP = "stop"  # left in the results share by the host: the libvirt host's script may end
 MARK = "NUMALAB-NESTED"
 NESTED_OUT = "/nested-out"
 TAR = "nested.tar"
+PARTIAL = "nested-partial.tar"  # the records as they were at the last copy (a guest that never said done)
+PARTIAL_S = 60
 OUTPUT_LIMIT = 1 << 30  # what the outer guest may send back
 
 _INIT = r"""#!/bin/busybox sh
 /bin/busybox --install -s /bin
 export PATH=/bin
 say() { echo "@MARK@ $*"; }
-fail() { say failed "$*"; poweroff -f; }
+R=/newroot
+# The records ($NESTED_OUT) to the results share: all of them at the end (@TAR@), and a copy every
+# @PARTIAL_S@ s while the script runs or the guest serves (@PARTIAL@, renamed into place whole), so that a
+# guest that hangs or is stopped at its timeout still brings back what it had.
+send() { tar -cf /ovl/@TAR@ -C $R/@OUT@ . && dd if=/ovl/@TAR@ of=/results/@TAR@ bs=1M 2>/dev/null || say send-failed; }
+partial() { tar -cf /ovl/p.tar -C $R/@OUT@ . 2>/dev/null; dd if=/ovl/p.tar of=/results/p.tmp bs=1M 2>/dev/null &&
+  mv /results/p.tmp /results/@PARTIAL@; rm -f /ovl/p.tar; }
+fail() { say failed "$*"; [ -n "$SENDER" ] && kill $SENDER; [ -d $R/@OUT@ ] && send; poweroff -f; }
 mount -t proc proc /proc; mount -t sysfs sysfs /sys; mount -t devtmpfs devtmpfs /dev
 while read -r m; do insmod "/lib/modules/$m" || say insmod-failed "$m"; done < /lib/modules/numalab.order
 mkdir -p /results /host /ovl /newroot
@@ -65,7 +84,6 @@ mount -t 9p -o "$O,cache=none" results /results || fail results-mount
 mount -t 9p -o "$O,cache=loose,ro" hostroot /host || fail hostroot-mount
 mount -t tmpfs -o mode=755 tmpfs /ovl && mkdir /ovl/upper /ovl/work
 mount -t overlay overlay -o lowerdir=/host,upperdir=/ovl/upper,workdir=/ovl/work /newroot || fail overlay
-R=/newroot
 mount -t proc proc $R/proc; mount -t sysfs sysfs $R/sys; mount -t devtmpfs devtmpfs $R/dev
 # (no tmpfs over /tmp: the checkout may live there, as a CI's clean one does; the overlay keeps writes in memory)
 mkdir -p $R/dev/shm $R/dev/pts && mount -t tmpfs -o mode=1777 tmpfs $R/dev/shm && mount -t devpts devpts $R/dev/pts
@@ -75,11 +93,14 @@ has() { grep -q -w "$1" /proc/cpuinfo && echo "$1"; }
 say booted "$(grep -c ^processor /proc/cpuinfo)" $(has svm) $(has npt) $(test -c /dev/kvm && echo /dev/kvm)
 chroot $R /bin/sh /nested/prepare.sh > $R/@OUT@/prepare.log 2>&1 || fail prepare "$(tail -1 $R/@OUT@/prepare.log)"
 say prepared
+( while sleep @PARTIAL_S@; do partial; done ) &
+SENDER=$!
 # (the script's output to script.log and, each line behind "| ", to the console: the host sees it as it comes)
 { chroot $R /usr/bin/setpriv @SETPRIV@ --reset-env /bin/bash -c 'cd @REPO@ && exec bash /nested/script.sh' 2>&1
   echo $? > /ovl/script.rc; } | tee $R/@OUT@/script.log | while IFS= read -r l; do echo "| $l"; done
 say script-exit "$(cat /ovl/script.rc)"
-tar -cf /ovl/@TAR@ -C $R/@OUT@ . && dd if=/ovl/@TAR@ of=/results/@TAR@ bs=1M 2>/dev/null || say send-failed
+@SERVE@@SERVE_WAIT@kill $SENDER; SENDER=
+send
 say done
 poweroff -f
 """
@@ -129,6 +150,8 @@ class NestedResult:
     out: Path
     console: Path
     timed_out: bool
+    records: str = "all"  # what came back: "all" (the guest sent them at its end), "partial" (its last copy), "none"
+    hang: dict | None = None  # at a timeout: the outer QEMU's state (lab.vm.hang), also in .outer/hang.json
 
 
 def _user(name: str | None) -> pwd.struct_passwd:
@@ -138,18 +161,30 @@ def _user(name: str | None) -> pwd.struct_passwd:
         raise LabError(f"--user {name}: no such user on this host") from None
 
 
-def outer_init(user: str, setpriv: str, cache: str, cache_from: str) -> tuple[str, str]:
-    """The outer guest's init and the prepare script (run as root in the overlaid root)."""
-    subst = {"@MARK@": MARK, "@OUT@": NESTED_OUT, "@TAR@": TAR, "@REPO@": shlex.quote(str(REPO_ROOT)),
+def outer_init(user: str, setpriv: str, cache: str, cache_from: str, ssh_port: int = 0, sshd: str = "/usr/sbin/sshd",
+               sshd_libs: str = "") -> tuple[str, str]:  # fmt: skip
+    """The outer guest's init and the prepare script (run as root in the overlaid root). With ``ssh_port``
+    the guest also serves as a libvirt host (lab.host.nested_ssh) from the script's end until the host
+    leaves ``stop`` in the results share: its sshd is ``sshd`` (lab.host.sshd_prefix's, with ``sshd_libs``
+    first on its library path)."""
+    # (the script's records into the share first: the serving that follows cannot lose them)
+    serve = "partial\n" + nested_ssh.SERVE.replace("@PORT@", str(ssh_port)) if ssh_port else ""
+    serve = serve.replace("@POOL_MIB@", str(nested_ssh.POOL_MIB))
+    serve_wait = f"while [ ! -e /results/{STOP} ]; do sleep 1; done\n" if ssh_port else ""
+    subst = {"@SERVE@": serve, "@SERVE_WAIT@": serve_wait, "@HOSTNAME@": nested_ssh.GUEST_HOSTNAME,
+             "@HOST_KEY@": nested_ssh.HOST_KEY, "@SSHD@": shlex.quote(sshd), "@SSHD_LIBS@": shlex.quote(sshd_libs),
+             "@PARTIAL@": PARTIAL, "@PARTIAL_S@": str(PARTIAL_S),
+             "@MARK@": MARK, "@OUT@": NESTED_OUT, "@TAR@": TAR, "@REPO@": shlex.quote(str(REPO_ROOT)),
              "@SETPRIV@": setpriv, "@USER@": shlex.quote(user), "@CACHE@": shlex.quote(cache),
              "@CACHE_FROM@": shlex.quote(cache_from)}  # fmt: skip
-    init, prepare = _INIT, _PREPARE
+    init, prepare = _INIT, _PREPARE + (nested_ssh.PREPARE if ssh_port else "")
     for key, value in subst.items():
         init, prepare = init.replace(key, value), prepare.replace(key, value)
     return init, prepare
 
 
-def _initrd(workdir: Path, init: str, prepare: str, script: str, modules_dir: Path | None) -> Path:
+def _initrd(workdir: Path, init: str, prepare: str, script: str, modules_dir: Path | None,
+            ssh: nested_ssh.SshHost | None = None) -> Path:  # fmt: skip
     base = minimal_initrd(workdir / "base.cpio", init)
     extra = workdir / "nested.cpio"
     entries = [
@@ -157,9 +192,12 @@ def _initrd(workdir: Path, init: str, prepare: str, script: str, modules_dir: Pa
         cpio.file_entry("nested/prepare.sh", prepare.encode()),
         cpio.file_entry("nested/script.sh", script.encode()),
     ]
+    if ssh is not None:
+        entries += nested_ssh.guest_files(ssh, NESTED_OUT)
     with extra.open("wb") as f:
         cpio.write_cpio(f, entries)
-    parts = [base, modules_image(modules_dir, NESTED_MODULES), extra]
+    modules = NESTED_MODULES + (SSH_MODULES if ssh is not None else ())
+    parts = [base, modules_image(modules_dir, modules), extra]
     out = workdir / "initrd"
     with out.open("wb") as f:
         for part in parts:
@@ -201,6 +239,71 @@ class _ConsoleTail:
                 self.echo(f"[outer] {line[len(MARK) + 1 :]}")
 
 
+def outer_name() -> str:
+    """The outer QEMU's ``-name`` (one outer guest a numalab process)."""
+    return f"numalab-nested-{os.getpid()}"
+
+
+def qemu_threads(name: str, window_s: float = 1.0) -> dict | None:
+    """The threads of the QEMU whose ``-name`` is ``name``, as this host sees them: each one's name, state,
+    where in the kernel it waits (``wchan``) and the share of ``window_s`` it ran. What the guest cannot say
+    when it hangs: whether QEMU's main loop (9p, user networking, the monitor) still runs. None: no such QEMU."""
+    want = f"\0-name\0{name}\0".encode()
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if want in (proc / "cmdline").read_bytes():
+                break
+        except OSError:
+            continue
+    else:
+        return None
+
+    def ticks() -> dict[str, tuple[str, str, int]]:
+        out = {}
+        for task in (proc / "task").glob("*"):
+            try:
+                stat = (task / "stat").read_text()
+                comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+                fields = stat[stat.rindex(")") + 2 :].split()
+                out[task.name] = (comm, fields[0], int(fields[11]) + int(fields[12]))
+            except (OSError, ValueError, IndexError):
+                continue
+        return out
+
+    hz = os.sysconf("SC_CLK_TCK")
+    before = ticks()
+    time.sleep(window_s)
+    after = ticks()
+    threads = []
+    for tid, (comm, state, t) in sorted(after.items(), key=lambda kv: int(kv[0])):
+        try:
+            wchan = (proc / "task" / tid / "wchan").read_text().strip()
+        except OSError:
+            wchan = ""
+        ran = (t - before[tid][2]) / hz / window_s if tid in before else None
+        threads.append({"tid": int(tid), "name": comm, "state": state, "wchan": wchan,
+                        "busy": None if ran is None else round(ran, 2)})  # fmt: skip
+    return {"pid": int(proc.name), "threads": threads}
+
+
+def unpack_records(share: Path, out: Path, progress=None) -> str:
+    """The guest's records from its share into ``out``: "all" (the tar it sent at its end), else "partial"
+    (its last copy), else "none"; both tars are removed."""
+    records = "none"
+    for name, kind in ((TAR, "all"), (PARTIAL, "partial")):
+        tar = share / name
+        if records == "none" and tar.exists():
+            try:
+                with tarfile.open(tar) as tf:
+                    tf.extractall(out, filter="data")
+                records = kind
+            except (tarfile.TarError, OSError) as err:  # (a copy cut short: the other one may do)
+                if progress:
+                    progress(f"outer guest: {name}: {err}")
+        tar.unlink(missing_ok=True)
+    return records
+
+
 def run_nested(
     topo: Topology,
     script: str,
@@ -210,21 +313,36 @@ def run_nested(
     timeout_s: float = 900.0,
     progress=None,
     echo=None,
+    ssh: nested_ssh.SshHost | None = None,
+    cancel: threading.Event | None = None,
 ) -> NestedResult:
     """Boot ``topo`` under TCG with SVM, run ``script`` (bash, in the repository) inside it as ``user``,
     and unpack what it wrote to ``$NESTED_OUT`` into ``out``. ``echo`` hears each line of the script's
-    output as the console shows it, and the outer init's marks."""
+    output as the console shows it, and the outer init's marks. With ``ssh`` (lab.host.nested_ssh, made
+    for the same user) the guest is also a libvirt host, served until ``out/.outer/share/stop`` exists
+    (:func:`libvirt_host` does this). ``cancel``, once set, stops the guest as its timeout would.
+
+    A guest stopped at its timeout (or by ``cancel``) brings back its last copy of the records
+    (``records`` "partial"), and the outer QEMU's state at the stop (``hang``: its vCPUs' instruction
+    pointers and how busy their threads were, lab.vm.hang)."""
     who = _user(user)
+    if ssh is not None and ssh.user != who.pw_name:
+        raise LabError(f"nested: the ssh keys are for {ssh.user}, the script runs as {who.pw_name}")
     out.mkdir(parents=True, exist_ok=False)
     stock = resolve_kernel("stock")
     inner_cache = f"{who.pw_dir}/.cache/numalab" if who.pw_uid else "/root/.cache/numalab"
     cache_src = cache_from if cache_from is not None else cache_root()
     setpriv = f"--reuid={who.pw_uid} --regid={who.pw_gid} --init-groups" if who.pw_uid else "--reuid=0 --regid=0"
     env = f"export NESTED_OUT={NESTED_OUT} NUMALAB_CACHE={shlex.quote(inner_cache)}\n"
-    init, prepare = outer_init(who.pw_name, setpriv, inner_cache, str(cache_src) if cache_src.is_dir() else "")
+    sshd = sshd_prefix.find() if ssh else None
+    if ssh and sshd is None:
+        raise LabError("nested --libvirt-host: no sshd in numalab's cache (make setup-sshd)")
+    init, prepare = outer_init(who.pw_name, setpriv, inner_cache, str(cache_src) if cache_src.is_dir() else "",
+                               ssh.port if ssh else 0, str(sshd / sshd_prefix.SSHD) if sshd else "",
+                               sshd_prefix.library_path(sshd) if sshd else "")  # fmt: skip
     work = out / ".outer"
-    work.mkdir()
-    initrd = _initrd(work, init, prepare, env + script, stock.modules_dir)
+    work.mkdir(mode=0o700)  # (the initrd holds the guest's ssh host key)
+    initrd = _initrd(work, init, prepare, env + script, stock.modules_dir, ssh)
     share = make_share(work)
     boot = BootSpec(
         kernel=str(stock.image),
@@ -234,29 +352,133 @@ def run_nested(
         console_log=str(out / CONSOLE_LOG),
         qmp_socket=str(work / "qmp.sock"),
         accel="tcg",
-        name=f"numalab-nested-{os.getpid()}",
+        name=outer_name(),
         cpu="max",
         host_share="/",
+        ssh_port=ssh.port if ssh else 0,
     )
     placement = plan_placement(topo, read_inventory(), pinning="node")
     if progress:
         progress(f"outer guest: {topo.name}, {topo.n_nodes} nodes, {topo.total_cpus} vCPUs under TCG with SVM")
     t0 = time.monotonic()
     tail = _ConsoleTail(Path(boot.console_log), echo) if echo else None
-    outcome, _info = QemuBackend().run(
-        VmRequest(topo, placement, boot, work, timeout_s, limits=ShareLimits(output_bytes=OUTPUT_LIMIT), on_tick=tail)
-    )
+    limits = ShareLimits(output_bytes=OUTPUT_LIMIT)
+    req = VmRequest(topo, placement, boot, work, timeout_s, limits=limits, on_tick=tail, cancel=cancel)
+    outcome, _info = QemuBackend().run(req)
     if tail:
         tail(0.0)
     wall = time.monotonic() - t0
     console = Path(boot.console_log)
     marks = parse_marks(console.read_text(errors="replace") if console.exists() else "")
-    tar = share / TAR
-    if tar.exists():
-        with tarfile.open(tar) as tf:
-            tf.extractall(out, filter="data")
-        tar.unlink()
+    records = unpack_records(share, out, progress)
+    if outcome.hang_state is not None:
+        (work / "hang.json").write_text(json_text(outcome.hang_state, indent=2))
     code = marks.get("script-exit")
-    return NestedResult(
-        int(code) if code and code.isdigit() else None, marks, round(wall, 1), out, console, outcome.timed_out
-    )
+    return NestedResult(int(code) if code and code.isdigit() else None, marks, round(wall, 1), out, console,
+                        outcome.timed_out, records, outcome.hang_state)  # fmt: skip
+
+
+@dataclass
+class LibvirtHost:
+    """The outer guest serving as a libvirt host: ``ssh`` while it serves, ``result`` once it has ended."""
+
+    ssh: nested_ssh.SshHost
+    out: Path
+    uri: str
+    ready_s: float = 0.0  # host seconds from the boot to libvirtd's socket accepting in the guest
+    result: NestedResult | None = None
+    # (set when the outer guest's thread ends: an Event, as Python 3.11's Thread.join interrupted by Ctrl-C
+    # can take the thread for ended, and the process would then leave, killing QEMU with it)
+    ended: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    def wait(self) -> None:
+        """Until the outer guest ends (its script's end does not end it: the host's ``stop`` does, or its
+        timeout)."""
+        while not self.ended.wait(1.0):
+            pass
+
+
+STOP_WAIT_S = 240.0  # from "stop" to the outer guest's end (its records tarred and sent; seconds measured)
+CANCEL_WAIT_S = 60.0  # from giving up on it to QEMU's end (its state read, the process killed)
+
+
+class NotServing(LabError):
+    """The outer guest never served libvirt; ``result`` is what it brought back, once it ended."""
+
+    result: NestedResult | None = None
+
+
+@contextmanager
+def libvirt_host(
+    topo: Topology,
+    out: Path,
+    user: str | None = None,
+    script: str = "",
+    cache_from: Path | None = None,
+    timeout_s: float = 3600.0,
+    progress=None,
+    echo=None,
+) -> Iterator[LibvirtHost]:
+    """The outer guest booted (as :func:`run_nested`) with sshd and libvirtd inside, yielded once it serves:
+    ``uri`` is its ``qemu+ssh://user@127.0.0.1:PORT/system`` with this session's keys and pinned host key
+    (lab.host.nested_ssh). ``script`` runs inside as usual first; the guest serves from its end. On
+    leaving, the guest is told to stop, its records come back into ``out`` and ``result`` is set; a guest
+    that has not ended ``STOP_WAIT_S`` later is stopped, and brings back its last copy of them. The keys
+    are deleted. A guest that never serves is :class:`NotServing`."""
+    who = _user(user)
+    nested_ssh.check_guest_tools()
+    sshd_prefix.fetch(say=progress or (lambda _line: None))  # (once per machine: make setup-sshd does it too)
+    keys = Path(tempfile.mkdtemp(prefix="numalab-nested-ssh-"))  # (0700)
+    try:
+        ssh = nested_ssh.make_ssh_host(keys / "ssh", who.pw_name, nested_ssh.free_loopback_port())
+        host = LibvirtHost(ssh, out, ssh.uri())
+        outcome: dict = {}
+        cancel = threading.Event()
+
+        def boot() -> None:
+            try:
+                outcome["result"] = run_nested(topo, script, out, user=who.pw_name, cache_from=cache_from,
+                                               timeout_s=timeout_s, progress=progress, echo=echo, ssh=ssh,
+                                               cancel=cancel)  # fmt: skip
+            except BaseException as err:  # (handed to the caller's thread)
+                outcome["error"] = err
+            finally:
+                host.ended.set()
+
+        thread = threading.Thread(target=boot, name="numalab-nested-libvirt-host", daemon=True)
+        t0 = time.monotonic()
+        thread.start()
+        console = out / CONSOLE_LOG
+        try:
+            while True:
+                marks = parse_marks(console.read_text(errors="replace")) if console.exists() else {}
+                if "serving" in marks:
+                    host.ready_s = round(time.monotonic() - t0, 1)
+                    break
+                if "failed" in marks or host.ended.is_set():
+                    host.ended.wait(STOP_WAIT_S)  # (a failed guest sends its records and powers off)
+                    if "error" in outcome:
+                        raise outcome["error"]
+                    err = NotServing(f"nested: the outer guest did not serve libvirt: "
+                                     f"{marks.get('failed') or 'it ended'} (its console: {console})")  # fmt: skip
+                    err.result = outcome.get("result")
+                    raise err
+                time.sleep(1.0)
+            yield host
+        finally:
+            share = out / ".outer" / "share"
+            if share.is_dir():
+                (share / STOP).touch()
+            if not host.ended.wait(STOP_WAIT_S):
+                if progress:
+                    progress(f"outer guest: no end {STOP_WAIT_S:.0f}s after the stop; stopping it")
+                seen = qemu_threads(outer_name())
+                if seen is not None and (out / ".outer").is_dir():
+                    (out / ".outer" / "qemu-threads.json").write_text(json_text(seen, indent=2))
+                cancel.set()
+                host.ended.wait(CANCEL_WAIT_S)
+            host.result = outcome.get("result")
+        if "error" in outcome:
+            raise outcome["error"]
+    finally:
+        shutil.rmtree(keys, ignore_errors=True)

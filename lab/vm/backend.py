@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,7 @@ class VmRequest:
     on_tick: Callable[[float], None] | None = None
     limits: ShareLimits = field(default_factory=ShareLimits)
     boot_deadline_s: float | None = None
+    cancel: threading.Event | None = None  # set: stop the VM now, as at its timeout (the direct QEMU backend)
 
 
 class Backend(Protocol):

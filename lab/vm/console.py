@@ -11,6 +11,7 @@ and a mark the host's clock contradicts is a problem, not a timing (docs/securit
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -149,8 +150,10 @@ def watch(
     guard: Callable[[], str | None] | None = None,
     boot_deadline_s: float | None = None,
     token: str = "",
+    cancel: threading.Event | None = None,
 ) -> None:
-    """Follow the console until ``exited()`` returns an exit code or the timeout passes.
+    """Follow the console until ``exited()`` returns an exit code or the timeout passes (or ``cancel`` is
+    set: the caller's own deadline, taken as the timeout).
 
     Between looks it calls ``wait(poll_s)``: a backend that can wake up as soon as its VM exits
     passes a wait that does (QemuBackend waits on QEMU's pidfd), so the run does not idle up to
@@ -189,7 +192,7 @@ def watch(
             if guard is not None and (reason := guard()):  # it went over just before it exited
                 outcome.limit = reason
             return
-        if now > timeout_s:
+        if now > timeout_s or (cancel is not None and cancel.is_set()):
             outcome.timed_out = True
             return
         if boot_deadline_s is not None and now > boot_deadline_s and outcome.stage("booted") is None:

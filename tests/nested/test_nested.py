@@ -11,7 +11,10 @@ come back. What each outer boot runs is one script, so one boot serves several c
   the TCG-only options' one-line errors under KVM; a ring-2 run whose memory is moved from host node 0
   to node 1 mid-run (migrate_pages(2)), which must come out ``placement-broken``;
 * 4 host nodes: ring-4 with numalab's own kernel (``baseline``), one guest node a host node, each vCPU
-  on its node's CPU.
+  on its node's CPU;
+* a second libvirt host: after its script, the 2-node outer guest serves ``qemu:///system`` over ssh on a
+  loopback port (lab.host.nested.libvirt_host; no boot of its own), and a matrix on this host spreads its
+  runs over this host's libvirtd and the outer guest, one report for both.
 
 The inner guests run at TCG speed (KVM over TCG), so the runs are short; each outer boot has a timeout.
 """
@@ -19,12 +22,14 @@ The inner guests run at TCG speed (KVM over TCG), so the runs are short; each ou
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from types import SimpleNamespace
 
 import pytest
-from common import numalab, ordinary_user
+from common import REPO, numalab, ordinary_user
 
-from lab.host.nested import run_nested
+from lab.host.nested import NotServing, libvirt_host
 from lab.topology.ref import TopologyRef
 
 pytestmark = [pytest.mark.vm, pytest.mark.nested]
@@ -78,18 +83,30 @@ def baseline_kernel() -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
-def _outer(tmp_path_factory, user: str, preset: str, cpus: int, mem: str, script: str):
-    out = tmp_path_factory.mktemp(f"nested-{preset}") / "out"
-    topo = TopologyRef(preset, cpus_per_node=cpus, mem_per_node=mem).load()
-    res = run_nested(topo, script, out, user=user, timeout_s=OUTER_TIMEOUT_S, echo=print)  # (shown on a failure)
-    log = (out / "script.log").read_text() if (out / "script.log").exists() else ""
-    assert not res.timed_out and res.marks.get("done") is not None, (res, log, res.console.read_text()[-3000:])
-    return res, log
-
-
 @pytest.fixture(scope="module")
-def two_nodes(tmp_path_factory, user):
-    return _outer(tmp_path_factory, user, "ring-2", 2, "3G", SCRIPT_2)
+def two_nodes(tmp_path_factory, user, baseline_kernel):
+    """The 2-node host; after its script, the same outer guest serves libvirt over ssh for a matrix over two
+    hosts (test_a_matrix_over_two_libvirt_hosts_one_over_ssh): one boot for both. A failure of the serving
+    part is that test's, not this fixture's."""
+    base = tmp_path_factory.mktemp("nested-ring-2")
+    out = base / "out"
+    topo = TopologyRef("ring-2", cpus_per_node=2, mem_per_node="3G").load()
+    ssh = SimpleNamespace(error=None, host=None, login=None, proc=None, out=base / "matrix")
+    try:
+        with libvirt_host(topo, out, user=user, script=SCRIPT_2, timeout_s=OUTER_TIMEOUT_S, echo=print) as host:
+            ssh.host = host
+            print(f"the outer guest serves libvirt after {host.ready_s:.0f}s: {host.uri}")
+            try:
+                _matrix_over_ssh(ssh, base, host)
+            except Exception as err:  # (the ssh test's failure; the script's records still come back)
+                ssh.error = err
+        res = host.result
+    except NotServing as err:
+        res, ssh.error = err.result, err
+    assert res is not None, ssh.error
+    log = (out / "script.log").read_text() if (out / "script.log").exists() else ""
+    assert res.marks.get("script-exit") is not None, (res, log, res.console.read_text()[-3000:])
+    return SimpleNamespace(out=res.out, result=res, ssh=ssh), log
 
 
 @pytest.fixture(scope="module")
@@ -108,6 +125,10 @@ def _manifest(res, name: str) -> dict:
     text = (res.out / f"{name}.json").read_text()
     assert text.strip(), (res.out / f"{name}.err").read_text()[-3000:]
     return json.loads(text)
+
+
+def _outer_ended_well(res) -> None:
+    assert not res.timed_out and res.marks.get("done") is not None and res.records == "all", (res, res.hang)
 
 
 def test_doctor_finds_kvm_through_the_real_probe_as_an_ordinary_user(two_nodes) -> None:
@@ -179,3 +200,75 @@ def test_four_host_nodes_one_guest_node_each_with_numalabs_kernel(four_nodes) ->
     for node in "0123":
         assert mem[node]["bound_mib"] == 256 and set(mem[node]["resident_mib"]) == {node}, mem
     assert not [n for n in p["notes"] if "partly real" in n or "one NUMA node" in n], p["notes"]
+
+
+SYSTEM = "qemu:///system"
+TWO_HOSTS = """
+name: two-hosts-ssh
+topologies: [{{name: ring-2, cpus_per_node: 1, mem_per_node: 256M}}]
+kernels: [baseline]
+workloads: [{{name: idle, duration: 1}}]
+repeats: 2
+timeout: 600
+hosts:
+  - {{uri: "{local}", capacity: 1}}
+  - {{uri: "{ssh}", capacity: 1}}
+"""
+MATRIX_TIMEOUT_S = 1500  # (two runs at once: ring-2 under TCG here, under nested KVM in the outer guest)
+
+
+def _matrix_over_ssh(ssh: SimpleNamespace, base, host) -> None:
+    """A matrix over two libvirt hosts: this host's system daemon (started as a host without systemd starts
+    it, make libvirt-up), and the outer guest's over ssh through a port forwarded on 127.0.0.1 (fresh keys,
+    its host key pinned)."""
+    up = subprocess.run([sys.executable, "-m", "lab.host.libvirtd", "up", "--json"], cwd=REPO,
+                        capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert up.returncode == 0, up.stderr
+    clean = numalab("doctor", "--connect", SYSTEM, "--clean", timeout=300)
+    assert clean.returncode == 0, clean.stderr
+    ssh.login = subprocess.run(host.ssh.ssh_argv("id -nG; hostname"), capture_output=True, text=True, timeout=300)
+    spec = base / "two-hosts.yaml"
+    spec.write_text(TWO_HOSTS.format(local=SYSTEM, ssh=host.uri))
+    ssh.proc = numalab("matrix", "run", str(spec), "--out", str(ssh.out), timeout=MATRIX_TIMEOUT_S)
+
+
+def test_the_two_node_outer_guest_ended_and_sent_its_records(two_nodes) -> None:
+    res = two_nodes[0].result
+    _outer_ended_well(res)
+    assert res.exit_code == 0, two_nodes[1][-3000:]
+
+
+def test_a_matrix_over_two_libvirt_hosts_one_over_ssh(two_nodes) -> None:
+    ssh = two_nodes[0].ssh
+    if ssh.error is not None:
+        raise ssh.error
+    login, proc, out, host = ssh.login, ssh.proc, ssh.out, ssh.host
+    # The login: the session's key, the pinned host key, the ordinary user in groups libvirt and kvm.
+    assert login.returncode == 0, login.stderr
+    groups, hostname = login.stdout.split("\n")[:2]
+    assert {"libvirt", "kvm"} <= set(groups.split()) and hostname == "numalab-nested", login.stdout
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["totals"] == {"ok": 2, "runs": 2}, summary["totals"]
+    by_host = {r["host"]: r for r in summary["runs"]}
+    assert set(by_host) == {SYSTEM, host.uri}, list(by_host)
+    local = json.loads((out / by_host[SYSTEM]["dir"] / "manifest.json").read_text())
+    remote = json.loads((out / by_host[host.uri]["dir"] / "manifest.json").read_text())
+    assert local["backend"]["uri"] == SYSTEM and local["backend"]["local"] is True
+    # The outer guest ran its run: its host name, nested KVM (this host has none), its two NUMA nodes.
+    assert remote["backend"]["uri"] == host.uri and remote["backend"]["local"] is False
+    assert remote["backend"]["hostname"] == "numalab-nested", remote["backend"]
+    assert remote["accelerator"]["name"] == "kvm" and remote["backend"]["domain_type"] == "kvm", remote["accelerator"]
+    # (placed by the backend against the guest's own inventory: its two nodes, one guest node each)
+    placed = remote["backend"]["placement"]
+    assert placed["host_nodes"] == 2 and placed["memory_host_nodes"] == [0, 1], placed
+    assert remote["backend"]["memnodes"] == {"0": "0", "1": "1"}, remote["backend"]["memnodes"]
+    assert local["kernel"]["name"] == remote["kernel"]["name"] == "baseline"
+    # One report for both: junit and the overview name every run.
+    junit = (out / "junit.xml").read_text()
+    html = (out / "index.html").read_text()
+    for r in summary["runs"]:
+        assert r["id"] in junit and r["id"] in html, r["id"]
+    # The guest's sshd saw only this session's key; the guest's records came back.
+    sshd = (host.out / "sshd.log").read_text()
+    assert "Accepted publickey for numalab-test" in sshd and "Failed" not in sshd, sshd[-2000:]

@@ -51,3 +51,16 @@ def test_qemu_killed_by_a_signal_says_which(tmp_path) -> None:
     assert out.exit_code == -signal.SIGKILL
     assert out.vm_failure == "QEMU was killed by SIGKILL"
     assert not out.timed_out
+
+
+def test_a_cancel_stops_qemu_as_its_timeout_would(tmp_path) -> None:
+    """lab.host.nested.libvirt_host's stop for an outer guest that does not end: the caller's Event, long
+    before the timeout, and the VM's state is read as at a timeout (here QEMU still answers: no guest)."""
+    argv = [QEMU, "-machine", "q35", "-display", "none", "-nodefaults", "-accel", "tcg",
+            "-qmp", f"unix:{tmp_path}/qmp.sock,server=on,wait=off", "-S"]  # fmt: skip
+    cancel = threading.Event()
+    threading.Timer(1.0, cancel.set).start()
+    t0 = time.monotonic()
+    out = run_vm(argv, tmp_path / "console.log", tmp_path / "qmp.sock", {}, 300, tmp_path / "qemu.log", cancel=cancel)
+    assert time.monotonic() - t0 < 30  # not the 300 s timeout
+    assert out.timed_out and out.hang_state is not None and out.hang_state["status"] == "running", out.hang_state

@@ -53,10 +53,22 @@ def uri_parts(uri: str) -> dict:
     }
 
 
+# The ports libvirt's network transports use when a URI names none.
+DEFAULT_PORTS = {"ssh": 22, "libssh": 22, "libssh2": 22, "tcp": 16509, "tls": 16514}
+
+
 def is_local_uri(uri: str) -> bool:
-    """True when the URI's daemon runs on this machine (no host, or this host's own name)."""
-    host = uri_parts(uri)["host"]
-    return host in ("", "localhost", "127.0.0.1", "::1", socket.gethostname(), socket.getfqdn())
+    """True when the URI's daemon runs on this machine (no host, or this host's own name). A network
+    transport to another port than its default is a forward, to another machine as far as numalab knows
+    (``numalab nested``'s libvirt host is ``qemu+ssh://user@127.0.0.1:PORT/system``)."""
+    parts = uri_parts(uri)
+    try:
+        port = urlsplit(uri).port
+    except ValueError:
+        return False
+    if port is not None and port != DEFAULT_PORTS.get(parts["transport"]):
+        return False
+    return parts["host"] in ("", "localhost", "127.0.0.1", "::1", socket.gethostname(), socket.getfqdn())
 
 
 def connect(uri: str):

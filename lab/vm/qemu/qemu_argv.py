@@ -36,6 +36,8 @@ class BootSpec:
     stage_token: str = ""  # the run's stage-mark token, in the initramfs (lab.vm.console); "": marks unchecked
     cpu: str = ""  # TCG's -cpu model ("max" exposes AMD SVM with nested paging: lab.host.nested); "": QEMU's default
     host_share: str = ""  # a host directory shared read-only over virtio-9p, tag "hostroot" (lab.host.nested)
+    ssh_port: int = 0  # the only network: user-mode, restrict=on, 127.0.0.1:ssh_port -> the guest's :22
+    # (lab.host.nested's libvirt host); 0: no network device at all
 
 
 @dataclass(frozen=True)
@@ -141,8 +143,9 @@ def machine_option(topo: Topology) -> str:
 def qemu_argv(
     topo: Topology, placement: Placement, boot: BootSpec, qemu: Sequence[str] = ("qemu-system-x86_64",)
 ) -> list[str]:
-    """The whole command line. No network device; serial console to a file. ``qemu`` is its start: the
-    binary and its -L data directories (lab.vm.qemu.emulator.Emulator.argv_prefix).
+    """The whole command line. No network device (but for ``ssh_port``: the nested libvirt host's loopback
+    forward); serial console to a file. ``qemu`` is its start: the binary and its -L data directories
+    (lab.vm.qemu.emulator.Emulator.argv_prefix).
 
     q35 rather than pc: its PCIe root complex routes the 9p device's interrupt without the
     ACPI PCI link objects the pc machine's guest has to evaluate (AML, slow under TCG).
@@ -191,6 +194,15 @@ def qemu_argv(
             f"local,id=hostroot,path={opt_value(boot.host_share)},security_model=none,readonly=on,multidevs=remap",
             "-device",
             "virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot,bus=pcie.0,addr=0x3",
+        ]
+    if boot.ssh_port:
+        # restrict=on: the guest reaches neither the host nor anything beyond it; the one forward (which
+        # restrict does not affect) is on the loopback address, so only this machine reaches the guest.
+        argv += [
+            "-netdev",
+            f"user,id=net0,restrict=on,hostfwd=tcp:127.0.0.1:{boot.ssh_port}-:22",
+            "-device",
+            "virtio-net-pci,netdev=net0,bus=pcie.0,addr=0x4",
         ]
     if boot.plugin:
         argv += ["-plugin", boot.plugin]

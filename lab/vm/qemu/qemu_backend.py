@@ -85,6 +85,7 @@ def run_vm(
     env: dict[str, str] | None = None,
     token: str = "",
     planned_memory: dict[int, int] | None = None,
+    cancel: threading.Event | None = None,
 ) -> VmOutcome:
     """Boot, pin, and wait for QEMU to exit, the timeout to pass or ``guard`` to object.
 
@@ -130,6 +131,7 @@ def run_vm(
                 guard=guard,
                 boot_deadline_s=boot_deadline_s,
                 token=token,
+                cancel=cancel,
             )
         finally:
             outcome.vcpu_time = sampler.result() if sampler else None
@@ -306,6 +308,7 @@ class QemuBackend:
             self.emulator.env(),
             boot.stage_token,
             planned_memory(topo, placement),
+            req.cancel,
         )
         info = {"name": self.name, "version": self.emulator.version, "qemu": self.emulator.to_dict()}
         return outcome, info | {"argv": argv, "exit_code": outcome.exit_code}
