@@ -281,7 +281,7 @@ def _prepare(req: RunRequest, run_id: str, partial: Path, tmp: Path, say: Callab
     boot_kernel, protocol = boot_image(req.kernel.image)
     tsc_host = req.backend.host_id  # a remote libvirt host has its own TSC frequency
     tcg_args = tcg_boot.boot_args(req.kernel.image, req.accel, tsc_host, req.clock.virtual)
-    cmdline = kernel_cmdline(req.plan, req.topology, tcg_args)
+    cmdline = kernel_cmdline(req.plan, req.topology, " ".join(filter(None, (tcg_args, req.clock.kernel_args()))))
     firmware = req.backend.firmware_rom(req.firmware)
     tools = image.tools_for(req.workload, req.plan.trace_mode, bool(req.plan.trace_events))
     programs = image.workload_binaries(req.workload)
