@@ -723,6 +723,10 @@ def print_summary(manifest: dict, out=sys.stdout) -> None:
             f"  numa_hint_faults={vm.get('numa_hint_faults', '-')}"
             f"  hint-local={'-' if hl is None or not vm.get('numa_hint_faults') else percent(hl, 2) + '%'}"
         )
+    clock = manifest["accelerator"].get("clock") or {}
+    if clock.get("mode") == "virtual" and (path := m.get("trajectory")):  # (lab.analysis.trajectory)
+        parts = "  ".join(f"{k} {v}" for k, v in path.items() if k != "path")
+        lines.append(f"  trajectory {path['path']} (seed {clock.get('seed', '-')}: {parts})")
     vt = manifest.get("vcpu_time") or {}
     if vt.get("run_s") is not None:
         twins = "".join(f"  {k}={v:.4g}" for k, v in (m.get("per_vcpu_s") or {}).items())

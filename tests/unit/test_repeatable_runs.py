@@ -11,6 +11,7 @@ from types import SimpleNamespace
 import pytest
 from common import BOOT, HOST, assert_one_line_error, numalab
 
+from lab.analysis.trajectory import fingerprint
 from lab.errors import LabError
 from lab.kernel.resolve import Kernel
 from lab.matrix.definition import parse_matrix, run_options_of
@@ -19,6 +20,9 @@ from lab.run import batch as batch_mod
 from lab.run.options import RunOptions
 from lab.topology.ref import TopologyRef
 from lab.topology.spec import load_topology
+from lab.trace.tracedat import Event
+from lab.vm.qemu.charge_series import is_current, prefix_name, series
+from lab.vm.qemu.emulator import find_binary
 from lab.vm.qemu.qemu_argv import qemu_argv
 from lab.vm.tcg.guest_clock import MAX_SEED, GuestClock
 
@@ -91,3 +95,44 @@ def test_a_matrix_repeat_is_its_seed_in_every_cell() -> None:
     seeds = {(r.kernel.name, r.setting.name, r.repeat): run_options_of(r, r.kernel.name, None).seed for r in spec.runs}
     assert seeds == {("a", "v", 1): 0, ("b", "v", 1): 0, ("a", "v", 2): 1, ("b", "v", 2): 1,
                      ("a", "h", 1): None, ("b", "h", 1): None, ("a", "h", 2): None, ("b", "h", 2): None}  # fmt: skip
+
+
+def _charge_build(cache: Path, name: str) -> Path:
+    binary = cache / "qemu-charge" / name / "usr" / "bin" / "qemu-system-x86_64"
+    binary.parent.mkdir(parents=True)
+    binary.write_bytes(b"\x7fELF stand-in")
+    binary.chmod(0o755)
+    (cache / "qemu-charge" / name / ".complete").touch()
+    return binary
+
+
+def test_qemu_charge_is_the_build_of_the_current_patch_series_and_no_other(tmp_path: Path, monkeypatch) -> None:
+    """Two builds of one QEMU version in the cache (another series is one without 0004, whose runs do not
+    repeat): --qemu charge runs the current series' build, and without it says so instead of guessing."""
+    monkeypatch.setenv("NUMALAB_CACHE", str(tmp_path))
+    old = _charge_build(tmp_path, "10.0.2+numalab.0123456789")
+    with pytest.raises(LabError, match=r"^--qemu charge: numalab's patched QEMU of this patch series \(images/qemu; "
+                       r"the cache has builds of others\) is not built yet; run make setup-qemu-charge$"):  # fmt: skip
+        find_binary("charge")
+    current = _charge_build(tmp_path, prefix_name("10.0.2"))
+    assert find_binary("charge") == str(current) != str(old)
+    assert is_current(current.parents[2]) and not is_current(old.parents[2])
+    assert any(p.name.startswith("0004-9pfs") for p in series())
+
+
+def test_the_trajectory_fingerprint_says_which_part_of_a_path_differs(tmp_path: Path) -> None:
+    out = tmp_path / "workload.out"
+    out.write_text('NUMALAB_RESULT {"gbps": 8.6}\n')
+    move = Event(1.234567891, 2, "numa01", 147, "sched_move_numa", {"pid": "147", "src_cpu": "2", "dst_cpu": "0"})
+    vm0, vm1 = {"numa_hint_faults": 10, "numa_pages_migrated": 0}, {"numa_hint_faults": 2207, "numa_pages_migrated": 3}
+    one = fingerprint([move], vm0, vm1, out)
+    assert set(one) == {"path", "events", "vmstat", "workload"}
+    assert one == fingerprint([move], dict(vm0), dict(vm1), out)
+    later = fingerprint([replace(move, ts=1.234567892)], vm0, vm1, out)  # one event a nanosecond later
+    assert later["events"] != one["events"] and later["path"] != one["path"]
+    assert (later["vmstat"], later["workload"]) == (one["vmstat"], one["workload"])
+    other = fingerprint([move], vm0, {**vm1, "numa_pages_migrated": 1026}, out)
+    assert other["vmstat"] != one["vmstat"] and other["events"] == one["events"]
+    no_trace = fingerprint(None, vm0, vm1, out)  # a --no-trace run: the parts it has
+    assert set(no_trace) == {"path", "vmstat", "workload"} and no_trace["path"] != one["path"]
+    assert fingerprint(None, {}, {}, tmp_path / "none") == {}
