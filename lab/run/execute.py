@@ -419,7 +419,7 @@ def _collect_bounded(
         workload_s = workload_seconds(outcome)
         access_result = access_run.measure(
             partial, prep.access, req.topology, booted.workload_start_ns, booted.workload_end_ns,
-            round(workload_s, 2) if workload_s is not None else None,
+            round(workload_s, 2) if workload_s is not None else None, req.clock.virtual,
         )  # fmt: skip
     image_facts = GuestImage(tuple(prep.tools), tuple(prep.programs), prep.initrd.stat().st_size, prep.user)
     manifest = build_manifest(
