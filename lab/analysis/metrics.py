@@ -12,11 +12,12 @@ from lab.analysis.mmtests import VMSTAT_NUMA_KEYS, autonuma_cost, deltas, derive
 from lab.analysis.node_memory import node_memory
 from lab.analysis.numa import ANALYSIS_EVENTS, analyse_trace, format_notes
 from lab.analysis.readback import read_vmstat, read_vmstat_series
+from lab.analysis.trajectory import fingerprint
 from lab.errors import LabError
 from lab.events import MIGRATE_PAGES, NUMA_DECISIONS
 from lab.guest.workload_metrics import WorkloadMetric, is_rate_unit, twin_name, twin_unit_of
 from lab.min_effect import parse_pct
-from lab.record_files import TRACE_DAT, TRACE_STATS, VMSTAT_END, VMSTAT_SERIES, VMSTAT_START
+from lab.record_files import TRACE_DAT, TRACE_STATS, VMSTAT_END, VMSTAT_SERIES, VMSTAT_START, WORKLOAD_OUT
 from lab.topology.model import Topology
 from lab.trace.tracedat import read_trace, stats_lost, stats_per_cpu
 from lab.workloads.registry import WORKLOADS
@@ -51,9 +52,11 @@ def run_metrics(run_dir: Path, topo: Topology, recorded: tuple[str, ...], t0: fl
     notes: list[str] = []  # what numalab reads that this kernel does not have (interface_notes)
     recorded_names = {e.split(":")[-1] for e in recorded}
     trace = run_dir / TRACE_DAT
+    events = None  # the decoded NUMA events, for the trajectory's fingerprint
     if trace.exists():
         try:
             data = read_trace(trace, ANALYSIS_EVENTS)
+            events = data.events
             counts = data.counts
             out["events"] = {n: counts.get(n, 0) for n in sorted(recorded_names)}
             stats = stats_lost(run_dir / TRACE_STATS)
@@ -96,6 +99,9 @@ def run_metrics(run_dir: Path, topo: Topology, recorded: tuple[str, ...], t0: fl
         out["vmstat"] = d
         out["vmstat_series"] = vmstat_series(run_dir, t0)
         notes += vmstat_notes(start, end)
+    # Which path the guest took (lab.analysis.trajectory): equal under --clock virtual for runs that repeat.
+    if path := fingerprint(events if not out.get("trace_unreadable") else None, start, end, run_dir / WORKLOAD_OUT):
+        out["trajectory"] = path
     if nodes := node_memory(run_dir, topo, t0):
         out["node_memory"] = nodes  # each node's memory over time, the workload's pages per node (its checks too)
     if notes:

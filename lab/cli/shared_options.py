@@ -275,6 +275,14 @@ def qemu_options(p: argparse.ArgumentParser):
         "the vCPUs execute (QEMU's -icount, 1 G a guest second shared by the vCPUs; QEMU 10: --qemu backports), so "
         "host load cannot change what the guest measures",
     )
+    g.add_argument(
+        "--seed",
+        type=int,
+        metavar="N",
+        help="with --clock virtual: the seed that chooses the run's trajectory (the guest's RTC and random pool); "
+        "the same kernel, topology, workload and seed give the same run. Repeat i gets N + i, both kernels "
+        "alike (default 0)",
+    )
     return g
 
 
@@ -293,6 +301,7 @@ def run_settings(args: argparse.Namespace) -> dict:
         "trace_mode": "trace_mode",
         "accel": "accel",
         "clock": "clock",
+        "seed": "seed",
     }
     out = {f: (tuple(v) if isinstance(v, list) else v) for f, a in fields.items() if (v := getattr(args, a, None))
            is not None}  # fmt: skip

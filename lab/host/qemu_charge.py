@@ -22,7 +22,6 @@ QEMU 10).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import re
 import shutil
@@ -35,34 +34,14 @@ from pathlib import Path
 from lab.errors import LabError
 from lab.host import qemu_source
 from lab.host.qemu_prefix import print_binary, setup_run
-from lab.paths import REPO_ROOT, cache_dir, write_text_atomic
+from lab.paths import cache_dir, write_text_atomic
+from lab.vm.qemu.charge_series import CONFIGURE, prefix_name, series
 from lab.vm.qemu.emulator import DEFAULT_QEMU, PREFIX_DATA_DIRS, private_prefixes, resolve
 
 # What QEMU 10.0's configure installs (pythondeps.toml's [meson] group; python/wheels in upstream's tarball):
 # qemu_source.check_wheels stops a build of a QEMU that asks for others.
 WHEELS = ("meson==1.5.0", "pycotap==1.3.1")
-PATCHES = REPO_ROOT / "images" / "qemu"
-CONFIGURE = (
-    "--target-list=x86_64-softmmu", "--without-default-features", "--enable-tcg", "--enable-plugins",
-    "--enable-numa", "--enable-attr", "--enable-virtfs", "--enable-fdt=system", "--disable-install-blobs",
-    "--disable-docs", "--disable-werror", "--disable-tools", "--disable-guest-agent",
-)  # fmt: skip
 _STEP = re.compile(r"^\[(\d+)/(\d+)\]")
-
-
-def series() -> list[Path]:
-    """The patches, in ``images/qemu/series`` order."""
-    names = [n.strip() for n in (PATCHES / "series").read_text().splitlines() if n.strip() and not n.startswith("#")]
-    return [PATCHES / n for n in names]
-
-
-def prefix_name(upstream: str) -> str:
-    """``<upstream>+numalab.<hash>`` (``10.0.2+numalab.…``): another QEMU version, a changed patch or option is
-    another prefix (built again)."""
-    h = hashlib.sha256(" ".join(CONFIGURE).encode())
-    for p in series():
-        h.update(p.read_bytes())
-    return f"{upstream}+numalab.{h.hexdigest()[:10]}"
 
 
 def _run(cmd: list[str], what: str, cwd: Path | None = None, timeout: int = 1800) -> str:

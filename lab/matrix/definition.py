@@ -287,6 +287,7 @@ def run_options_of(run: MatrixRun, kernel_arg: str, timeout: float | None, **mor
         qemu=run.setting.qemu,
         clock=run.setting.clock,
         remote_latency=run.setting.remote_latency,
+        seed=run.repeat - 1 if run.setting.clock == "virtual" else None,  # repeat r: seed r - 1, every cell alike
         timeout=timeout or None,
         **more,  # type: ignore[arg-type]
     )

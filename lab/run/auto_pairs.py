@@ -131,6 +131,8 @@ def run_auto(opts: RunOptions, args: argparse.Namespace, progress: Callable[[str
                 name = req.kernel.name
                 label = f"{name} pair {pairs} (auto, at most {args.max_repeats})"
                 r = replace(req, out=batch / f"{name}-r{pairs}", label=label)
+                if req.clock.virtual:  # pair N: seed + N - 1 on both sides (lab.run.options.RunOptions.seed_of)
+                    r = replace(r, clock=replace(req.clock, seed=opts.seed_of(pairs - 1)))
                 path, manifest = execute(r, lambda msg, n=pairs: progress(f"[pair {n}] {msg}"))
                 print_summary(manifest, out=human)
                 print(f"  record: {path}", file=human)

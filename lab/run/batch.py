@@ -8,7 +8,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from lab.analysis.compare import DEFAULT_RULE
@@ -120,6 +120,7 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
             else:
                 out = batch / f"{kernel.name}-r{i + 1}"
             label = f"{kernel.name} repeat {i + 1}/{opts.repeat}"
+            seeded = replace(clock, seed=opts.seed_of(i)) if clock.virtual else clock
             reqs.append(
                 RunRequest(
                     topo,
@@ -141,7 +142,7 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
                     access_map=opts.access_address_map,
                     latency=latency,
                     boot_deadline_s=opts.boot_deadline,
-                    clock=clock,
+                    clock=seeded,
                     kvm_probe_s=kvm_probe_s,
                 )
             )

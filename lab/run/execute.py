@@ -281,7 +281,7 @@ def _prepare(req: RunRequest, run_id: str, partial: Path, tmp: Path, say: Callab
     boot_kernel, protocol = boot_image(req.kernel.image)
     tsc_host = req.backend.host_id  # a remote libvirt host has its own TSC frequency
     tcg_args = tcg_boot.boot_args(req.kernel.image, req.accel, tsc_host, req.clock.virtual)
-    cmdline = kernel_cmdline(req.plan, req.topology, tcg_args)
+    cmdline = kernel_cmdline(req.plan, req.topology, " ".join(filter(None, (tcg_args, req.clock.kernel_args()))))
     firmware = req.backend.firmware_rom(req.firmware)
     tools = image.tools_for(req.workload, req.plan.trace_mode, bool(req.plan.trace_events))
     programs = image.workload_binaries(req.workload)
@@ -419,7 +419,7 @@ def _collect_bounded(
         workload_s = workload_seconds(outcome)
         access_result = access_run.measure(
             partial, prep.access, req.topology, booted.workload_start_ns, booted.workload_end_ns,
-            round(workload_s, 2) if workload_s is not None else None,
+            round(workload_s, 2) if workload_s is not None else None, req.clock.virtual,
         )  # fmt: skip
     image_facts = GuestImage(tuple(prep.tools), tuple(prep.programs), prep.initrd.stat().st_size, prep.user)
     manifest = build_manifest(
@@ -723,6 +723,10 @@ def print_summary(manifest: dict, out=sys.stdout) -> None:
             f"  numa_hint_faults={vm.get('numa_hint_faults', '-')}"
             f"  hint-local={'-' if hl is None or not vm.get('numa_hint_faults') else percent(hl, 2) + '%'}"
         )
+    clock = manifest["accelerator"].get("clock") or {}
+    if clock.get("mode") == "virtual" and (path := m.get("trajectory")):  # (lab.analysis.trajectory)
+        parts = "  ".join(f"{k} {v}" for k, v in path.items() if k != "path")
+        lines.append(f"  trajectory {path['path']} (seed {clock.get('seed', '-')}: {parts})")
     vt = manifest.get("vcpu_time") or {}
     if vt.get("run_s") is not None:
         twins = "".join(f"  {k}={v:.4g}" for k, v in (m.get("per_vcpu_s") or {}).items())

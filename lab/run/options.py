@@ -35,7 +35,7 @@ from lab.placement.pinning import BACKINGS, PINNINGS
 from lab.topology.ref import TopologyRef
 from lab.vm.qemu.firmware import FIRMWARES
 from lab.vm.tcg.access_plugin import ADDRESS_MODES
-from lab.vm.tcg.guest_clock import CLOCKS
+from lab.vm.tcg.guest_clock import CLOCKS, MAX_SEED
 from lab.vm.tcg.latency_model import REMOTE_LATENCY, check_local_ns
 
 MAX_REPEAT = 1000
@@ -90,6 +90,7 @@ class RunOptions:
     firmware: str = "auto"
     accel: str = "auto"
     clock: str = "host"  # the guest's clock: host, or virtual (it counts instructions: lab.vm.tcg.guest_clock)
+    seed: int | None = None  # --clock virtual: the first repeat's seed (repeat i gets seed + i); None: 0
     timeout: float | None = None
     boot_deadline: float | None = None  # TCG: re-boot once if init has not started by then; None default, 0 never
     guest_output_limit: str | None = None  # a size, e.g. 2G
@@ -131,6 +132,7 @@ class RunOptions:
         if self.backend != "qemu" and self.firmware == "qboot":  # (before any connection to a libvirt host)
             raise LabError("--firmware qboot: only with --backend qemu (libvirt hosts boot their default firmware)")
         self.check_remote_latency()
+        self.check_seed()
         if self.backend != "libvirt":
             for opt in ("connect", "pool_dir", "no_upload"):
                 if getattr(self, opt):
@@ -163,6 +165,22 @@ class RunOptions:
         from lab.run.remote_latency import check_request  # (on use: numalab's start loads this module)
 
         check_request(None if self.accel == "auto" else self.accel, self.backend, self.clock)
+
+    def check_seed(self) -> None:
+        """--seed: a whole number 0..MAX_SEED - repeats, and only under the virtual clock (the host's clock does
+        not repeat a run, so a seed would choose nothing)."""
+        if self.seed is None:
+            return
+        if self.clock != "virtual":
+            raise LabError("--seed: only with --clock virtual (under the host's clock no run repeats another)")
+        top = MAX_SEED - self.repeat
+        if not 0 <= self.seed <= top:
+            raise LabError(f"--seed: must be 0..{top} (with --repeat {self.repeat}), got {self.seed}")
+
+    def seed_of(self, repeat: int) -> int:
+        """The seed of repeat ``repeat`` (0-based): --seed (default 0) plus the repeat. Both kernels of an A/B
+        get the same seeds, so a difference between them is the kernels', not the seeds'."""
+        return (self.seed or 0) + repeat
 
     def knob_values(self) -> dict[str, str]:
         """The debugfs knobs a run sets: numalab's short-scan ones (unless --kernel-default-knobs), then --knob's."""

@@ -287,6 +287,18 @@ def test_measure_fills_the_manifest_and_fails_untrustworthy_runs(tmp_path, snaps
         assert a["problem"] is None and manifest["reason"] == "fine"
 
 
+def test_under_the_virtual_clock_the_guests_clock_follows_no_host_clock(tmp_path) -> None:
+    """--clock virtual --access-matrix (numalab's QEMU): 4 guest seconds took 64 host seconds in a real run,
+    which is no clock fault there (it failed every such run as guest-clock-skew)."""
+    from lab.run.access_matrix import measure
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    found = measure(run_dir, _plugin(tmp_path, SNAPS), _topo([256, 256]), 11 * S + S // 2, 12 * S + S // 2, 0.06,
+                    virtual_clock=True)  # fmt: skip
+    assert found.failure is None and found.section["problem"] is None and found.section["guest_clock_ratio"] == 0.06
+
+
 def test_measure_keeps_a_failed_guests_status_and_notes_missing_counts(tmp_path) -> None:
     from lab.run.access_matrix import measure
     from lab.run.manifest import add_access

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from lab.errors import LabError
 from lab.paths import cache_dir, json_text, write_text_atomic
+from lab.vm.qemu.charge_series import is_current
 
 DEFAULT_QEMU = "qemu-system-x86_64"
 SYSTEM, BACKPORTS = "system", "backports"  # --qemu's names: the PATH's QEMU, make setup-qemu10's,
@@ -121,9 +122,12 @@ def find_binary(choice: str = "") -> str:
             raise LabError(f"{source} {BACKPORTS}: no QEMU unpacked yet; run make setup-qemu10")
         choice = str(prefixes[0] / "usr" / "bin" / DEFAULT_QEMU)
     elif choice == CHARGE:
-        prefixes = private_prefixes("qemu-charge")
+        built = private_prefixes("qemu-charge")
+        prefixes = [p for p in built if is_current(p)]  # (a build of another series may lack a patch: no guess)
         if not prefixes:
-            raise LabError(f"{source} {CHARGE}: numalab's patched QEMU is not built yet; run make setup-qemu-charge")
+            other = " of this patch series (images/qemu; the cache has builds of others)" if built else ""
+            raise LabError(f"{source} {CHARGE}: numalab's patched QEMU{other} is not built yet; "
+                           "run make setup-qemu-charge")  # fmt: skip
         choice = str(prefixes[0] / "usr" / "bin" / DEFAULT_QEMU)
     if not choice or choice == SYSTEM:
         choice, source = DEFAULT_QEMU, "qemu-system-x86_64"

@@ -140,6 +140,12 @@ def machine_option(topo: Topology) -> str:
     return "q35,hmat=on" if topo.tiers and topo.tiers.hmat else "q35"
 
 
+def _ioeventfd(boot: BootSpec) -> str:
+    """Under the virtual clock a 9p device's queue is served when the guest writes its notify, in the vCPU's
+    thread, not by the main loop at a host-timed instant: ``ioeventfd=off`` (lab.vm.tcg.guest_clock)."""
+    return ",ioeventfd=off" if boot.clock.virtual and boot.accel != "kvm" else ""
+
+
 def qemu_argv(
     topo: Topology, placement: Placement, boot: BootSpec, qemu: Sequence[str] = ("qemu-system-x86_64",)
 ) -> list[str]:
@@ -186,14 +192,14 @@ def qemu_argv(
             # QEMU's .virtfs_metadata files; on the host every guest file is a plain 0600 file.
             f"local,id=results,path={opt_value(boot.results_dir)},security_model=mapped-file,multidevs=remap",
             "-device",
-            "virtio-9p-pci,fsdev=results,mount_tag=results,bus=pcie.0,addr=0x2",
+            "virtio-9p-pci,fsdev=results,mount_tag=results,bus=pcie.0,addr=0x2" + _ioeventfd(boot),
         ]
     if boot.host_share:
         argv += [
             "-fsdev",
             f"local,id=hostroot,path={opt_value(boot.host_share)},security_model=none,readonly=on,multidevs=remap",
             "-device",
-            "virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot,bus=pcie.0,addr=0x3",
+            "virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot,bus=pcie.0,addr=0x3" + _ioeventfd(boot),
         ]
     if boot.ssh_port:
         # restrict=on: the guest reaches neither the host nor anything beyond it; the one forward (which

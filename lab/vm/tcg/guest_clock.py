@@ -29,6 +29,7 @@ follow the instructions. icount can.
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass
 
 from lab.errors import LabError
@@ -36,12 +37,20 @@ from lab.errors import LabError
 CLOCKS = ("host", "virtual")
 ICOUNT_SHIFT = 0  # 2^0 ns a guest instruction: 1 G instructions per guest second, shared by the vCPUs
 MIN_QEMU = (10, 0)  # 7.2's icount hangs SMP boots
+# Under the virtual clock the guest's RTC starts here (plus the seed, in seconds) and runs on the guest's clock.
+RTC_EPOCH = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+MAX_SEED = 10**9  # about 31 years of seconds after the epoch: a date every kernel takes
 
 
 @dataclass(frozen=True)
 class GuestClock:
+    """``seed`` (virtual clock only) chooses the trajectory: the guest's RTC starts ``seed`` seconds after
+    RTC_EPOCH, and the kernel gets ``numalab.seed=N``; both go into the guest kernel's random pool. The same
+    kernel, topology, workload and seed give the same run (docs/qemu.md, "Runs that repeat exactly")."""
+
     mode: str = "host"
     shift: int = ICOUNT_SHIFT
+    seed: int = 0
 
     @property
     def virtual(self) -> bool:
@@ -52,17 +61,31 @@ class GuestClock:
         """Instructions per guest second, all vCPUs together (None for the host clock)."""
         return 1e9 / (1 << self.shift) if self.virtual else None
 
+    def rtc_base(self) -> str:
+        """The guest's RTC at power-on under the virtual clock: RTC_EPOCH plus the seed in seconds."""
+        start = RTC_EPOCH + datetime.timedelta(seconds=self.seed)
+        return start.strftime("%Y-%m-%dT%H:%M:%S")
+
     def accel_args(self) -> list[str]:
-        """QEMU's TCG options for this clock."""
+        """QEMU's TCG options for this clock. Under the virtual clock the RTC too starts at a fixed date (by
+        the seed) and runs on the guest's clock (``clock=vm``): QEMU's default is the host's date and clock,
+        which the guest reads at boot (its wall clock, its random pool) at a host-timed instant."""
         if self.virtual:
-            return ["-accel", "tcg,thread=single", "-icount", f"shift={self.shift},sleep=off"]
+            return ["-accel", "tcg,thread=single", "-icount", f"shift={self.shift},sleep=off",
+                    "-rtc", f"base={self.rtc_base()},clock=vm"]  # fmt: skip
         return ["-accel", "tcg,thread=multi"]
+
+    def kernel_args(self) -> str:
+        """The seed on the guest kernel's command line (virtual clock only), which the kernel mixes into its
+        random pool."""
+        return f"numalab.seed={self.seed}" if self.virtual else ""
 
     def to_dict(self) -> dict:
         if not self.virtual:
             return {"mode": "host"}
         return {"mode": "virtual", "icount_shift": self.shift, "insn_per_guest_s": self.insn_per_guest_s,
-                "shared_by": "the running vCPUs, in turn on one host thread"}  # fmt: skip
+                "shared_by": "the running vCPUs, in turn on one host thread", "seed": self.seed,
+                "rtc_base": self.rtc_base()}  # fmt: skip
 
 
 def check(mode: str, backend: str, accel: str, qemu_version: tuple[int, int, int] | None) -> None:
