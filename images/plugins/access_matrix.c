@@ -33,7 +33,10 @@
  *                     among the vCPU's last STREAM_RECENT lines touched continues a stream, and costs the
  *                     pair's bw= price instead of its cost= one (memory-level parallelism: a prefetched line
  *                     costs its transfer at the pair's bandwidth, not the latency). Every access, sampled set
- *                     or not, moves the vCPU's recent lines; a page copy's lines after its first are streams
+ *                     or not, moves the vCPU's recent lines; a page copy's lines after its first are streams.
+ *                     A miss to a line that is itself among those recent lines counts as a hit (it would be in
+ *                     any real cache; the direct-mapped model's conflicts, e.g. a copy's source and destination
+ *                     a multiple of the cache's size apart, would otherwise miss on every access)
  *   bw=CPU_NODE:MEM_NODE:PS   picoseconds charged for one stream miss (with stream=1); repeatable
  * The modelled cache is direct-mapped, indexed by the virtual address's line number and tagged with the
  * physical address (as the address map reports it). Set sampling: only accesses to a fixed pseudo-random
@@ -162,14 +165,20 @@ static void pay(struct lat_vcpu *l)
                      __ATOMIC_RELAXED);
 }
 
-/* A miss to line continues a stream: its neighbour below (an ascending stream) or above (a descending one) is
- * among the lines this vCPU touched last. */
-static int continues_stream(const struct lat_vcpu *l, uint64_t line)
+/* A miss to line: 2 if the line itself is among the lines this vCPU touched last (it would be in any real
+ * cache: a conflict of the direct-mapped model, such as a copy's source and destination 256 KiB apart, costs
+ * nothing), 1 if it continues a stream (its neighbour below, an ascending stream, or above, a descending one,
+ * is among them), 0 if neither. */
+static int recent_kind(const struct lat_vcpu *l, uint64_t line)
 {
-    for (int i = 0; i < STREAM_RECENT; i++)
+    int kind = 0;
+    for (int i = 0; i < STREAM_RECENT; i++) {
+        if (l->recent[i] == line)
+            return 2;
         if (l->recent[i] + 1 == line || l->recent[i] == line + 1)
-            return 1;
-    return 0;
+            kind = 1;
+    }
+    return kind;
 }
 
 static void latency_access(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr)
@@ -200,13 +209,18 @@ static void latency_access(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64
         return;
     }
     l->tags[slot] = tag;
+    int kind = lat_stream ? recent_kind(l, line) : 0;
+    if (kind == 2) { /* just touched: a hit in any real cache */
+        c[1]++;
+        return;
+    }
     int node = node_of((tag - 1) << 6);
     if (node < 0) {
         c[2 + n_nodes]++;
         return;
     }
     c[2 + node]++;
-    int stream = lat_stream && continues_stream(l, line);
+    int stream = kind == 1;
     c[6 + n_nodes] += (uint64_t)stream;
     uint64_t cost = l->node < 0 ? 0 : stream ? bw_ps[l->node][node] : cost_ps[l->node][node];
     if (!cost)

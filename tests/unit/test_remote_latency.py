@@ -4,6 +4,7 @@ tests/vm/test_vm_remote_latency.py boots real ones)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -67,12 +68,13 @@ def _feed(harness, tmp_path: Path, vcpu: int, start: int, nbytes: int, passes: i
 
 
 def _feed_model(harness, tmp_path: Path, model: LatencyModel, vcpu: int, start: int, nbytes: int, passes: int,
-                exe: Path | None = None, stride: int = 64) -> tuple[dict, dict[str, int]]:  # fmt: skip
+                exe: Path | None = None, stride: int = 64, twin: int = 0) -> tuple[dict, dict[str, int]]:  # fmt: skip
     so, plain = harness
     out = tmp_path / "lat.txt"
     parts = [r.arg() for r in ap.node_ranges(_topo(), "guest-physical")] + model.plugin_args(out)
     proc = subprocess.run([str(exe or plain), str(so), str(vcpu), f"{start:x}", str(nbytes), str(stride),
-                           str(passes), *parts], capture_output=True, text=True, timeout=120)  # fmt: skip
+                           str(passes), *parts], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "HARNESS_TWIN": f"{twin:x}"})  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     log = rl.read_log(out)
     assert log.ended and log.head["lat_sample"] == 16 and log.vcpu_nodes == [0, 1]
@@ -170,6 +172,23 @@ def test_a_stream_pays_the_bandwidth_and_a_strided_walk_the_latency(harness, tmp
     s, _ = _feed_model(harness, tmp_path, off, 0, 256 * MIB, 16 * MIB, 1, charging)
     v = s["whole_run"]["per_vcpu"][0]
     assert v["stream_misses"] == 0 and v["charged_ns"] == lines * 200 and "stream=1" not in off.plugin_args(Path("o"))
+
+
+def test_a_copy_whose_arrays_share_the_sets_misses_once_a_line(harness, tmp_path) -> None:
+    # A copy's source and destination 4 MiB apart (a multiple of the 256 KiB cache: every line's set shared),
+    # 16 bytes at a time: the direct-mapped model alone misses on all 8 accesses to each pair of lines; with the
+    # detector, a line among the vCPU's last 8 touched is a hit, so each line misses once, as a stream.
+    model = LatencyModel(((1.0, 2.0), (2.0, 1.0)), 100.0, (0, 1), chunk_ns=1000, clock="virtual", local_gbs=10.0)
+    charging = harness[1].with_name("plugin_harness_charge")
+    lines = 4 * MIB // 64
+    s, _ = _feed_model(harness, tmp_path, model, 0, 256 * MIB, 4 * MIB, 1, charging, stride=16, twin=4 * MIB)
+    v = s["whole_run"]["per_vcpu"][0]
+    assert v["misses"][1] == 2 * lines // 16 and v["hits"] == v["looked_up"] - v["misses"][1]
+    assert v["misses"][1] - 2 <= v["stream_misses"] <= v["misses"][1]
+    off = LatencyModel(((1.0, 2.0), (2.0, 1.0)), 100.0, (0, 1), chunk_ns=1000, clock="virtual")
+    s, _ = _feed_model(harness, tmp_path, off, 0, 256 * MIB, 4 * MIB, 1, charging, stride=16, twin=4 * MIB)
+    v = s["whole_run"]["per_vcpu"][0]
+    assert v["misses"][1] == v["looked_up"] == 8 * lines // 16 and v["hits"] == 0
 
 
 @pytest.mark.parametrize(
