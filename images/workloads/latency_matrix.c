@@ -20,6 +20,10 @@
  * repeated to as many bytes), and "net" bandwidths divide the bytes by the difference. STREAM's byte
  * counts: copy 2 x the array, triad 3 x.
  *
+ * With --migrate-mib N, for every two nodes a and b with a's CPUs, each round also moves N MiB of a's
+ * memory to b and back (move_pages(2), from a's CPUs) and times each way: microseconds a 4 KiB page, the
+ * kernel's work and its copy together (the pair (a, b) reports both).
+ *
  * Static, no libnuma: the node CPUs come from /sys/devices/system/node, mbind and get_mempolicy are
  * raw system calls.
  */
@@ -60,6 +64,10 @@ struct pair {
 	double copy_s[MAX_ROUNDS], triad_s[MAX_ROUNDS];	/* each round's time over the arrays */
 	double copy_res_s[MAX_ROUNDS], triad_res_s[MAX_ROUNDS];	/* the same bytes in the cached slice */
 	double copy_gbs[3], triad_gbs[3];	/* raw, net, cached (stream_gbs) */
+	char *mig;				/* --migrate-mib: the pages moved, between cpu_node and mem_node */
+	void **mig_pages;
+	int *mig_nodes, *mig_status;
+	double push_us[MAX_ROUNDS], pull_us[MAX_ROUNDS];	/* a page, cpu_node -> mem_node and back */
 };
 
 typedef double v2d __attribute__((vector_size(16)));
@@ -219,6 +227,23 @@ static void stream_round(struct pair *p, size_t bytes)
 	p->triad_res_s[k] = now_s() - t;
 }
 
+/* Move the pair's pages to node; microseconds a page. A page that did not move is fatal. */
+static double move_all(struct pair *p, size_t n, int node)
+{
+	double t;
+
+	for (size_t i = 0; i < n; i++)
+		p->mig_nodes[i] = node;
+	t = now_s();
+	if (syscall(SYS_move_pages, 0, (unsigned long)n, p->mig_pages, p->mig_nodes, p->mig_status, MPOL_MF_MOVE))
+		die("move_pages to node %d: %s", node, strerror(errno));
+	t = now_s() - t;
+	for (size_t i = 0; i < n; i++)
+		if (p->mig_status[i] != node)
+			die("move_pages: page %zu is on node %d (status), not %d", i, p->mig_status[i], node);
+	return t * 1e6 / (double)n;
+}
+
 static void **chase(void **p, long steps)
 {
 	while (steps-- > 0)
@@ -289,7 +314,7 @@ static double symmetric_ratio(struct pair *pairs, int n_pairs, int a, int b, int
 
 int main(int argc, char **argv)
 {
-	int mem_mib = 32, steps = 20000, min_rounds = 3, stream_mib = 0;
+	int mem_mib = 32, steps = 20000, min_rounds = 3, stream_mib = 0, migrate_mib = 0;
 	const struct opt opts[] = {
 		{ "mem-mib", OPT_INT, &mem_mib, 1, 4096, "MIB", "each pair's buffer (default 32)" },
 		{ "steps", OPT_INT, &steps, 1000, 100000000, "N", "chase steps a pair is timed for (default 20000)" },
@@ -297,6 +322,8 @@ int main(int argc, char **argv)
 		  "rounds even past the duration (default 3)" },
 		{ "stream-mib", OPT_INT, &stream_mib, 0, 1024, "MIB",
 		  "also copy and triad over three arrays of MIB each per pair (default 0: no streams)" },
+		{ "migrate-mib", OPT_INT, &migrate_mib, 0, 1024, "MIB",
+		  "also move MIB of a node's memory to each other node and back (default 0: none)" },
 		{ NULL, 0, NULL, 0, 0, NULL, NULL },
 	};
 	struct pair *pairs;
@@ -331,6 +358,18 @@ int main(int argc, char **argv)
 				p->sb = bind_buffer((size_t)stream_mib * MIB, m, "stream array");
 				p->sc = bind_buffer((size_t)stream_mib * MIB, m, "stream array");
 			}
+			if (migrate_mib && m != c) {
+				size_t n = (size_t)migrate_mib * MIB / page_size();
+
+				p->mig = bind_buffer((size_t)migrate_mib * MIB, c, "pages to move");
+				p->mig_pages = malloc(n * sizeof(void *));
+				p->mig_nodes = malloc(n * sizeof(int));
+				p->mig_status = malloc(n * sizeof(int));
+				if (!p->mig_pages || !p->mig_nodes || !p->mig_status)
+					die("out of memory");
+				for (size_t i = 0; i < n; i++)
+					p->mig_pages[i] = p->mig + i * page_size();
+			}
 		}
 	}
 	t0 = now_s();
@@ -348,6 +387,12 @@ int main(int argc, char **argv)
 			p->pos = chase(p->pos, steps);
 			sink = p->pos;
 			p->ns[p->rounds] = (now_s() - a) * 1e9 / steps;
+			if (p->mig) {
+				size_t n = (size_t)migrate_mib * MIB / page_size();
+
+				p->push_us[p->rounds] = move_all(p, n, p->mem_node);
+				p->pull_us[p->rounds] = move_all(p, n, p->cpu_node);
+			}
 			if (stream_mib) {
 				stream_round(p, (size_t)stream_mib * MIB);
 				bytes += 5ULL * stream_mib * MIB;	/* STREAM's count: copy 2x, triad 3x */
@@ -399,6 +444,7 @@ int main(int argc, char **argv)
 	json_int(&j, "line_bytes", LINE);
 	json_int(&j, "buffer_mib", mem_mib);
 	json_int(&j, "stream_mib", stream_mib);
+	json_int(&j, "migrate_mib", migrate_mib);
 	{
 		double sum = 0, worst = 1;
 		int remote = 0;
@@ -420,6 +466,10 @@ int main(int argc, char **argv)
 				json_num(&j, "triad_gbs", p->triad_gbs[0]);
 				json_num(&j, "triad_net_gbs", p->triad_gbs[1]);
 				json_num(&j, "triad_cached_gbs", p->triad_gbs[2]);
+			}
+			if (p->mig) {	/* the medians over the rounds (after the other figures: sorts in place) */
+				json_num(&j, "push_us_per_page", median_of(p->push_us, p->rounds));
+				json_num(&j, "pull_us_per_page", median_of(p->pull_us, p->rounds));
 			}
 			if (local) {
 				json_num(&j, "ratio_min", p->min / local->min);
