@@ -281,6 +281,13 @@ static void stream_gbs(double out[3], double *t, double *res, int rounds, double
 	out[2] = bytes / tres / 1e9;
 }
 
+/* sqrt(aa bb / (ab ba)) of net bandwidths; 1 when one is 0 (no time left after the cached slice's: memory
+ * costs nothing measurable, as under --clock virtual without --remote-latency). */
+static double sym_gbs_ratio(double aa, double bb, double ab, double ba)
+{
+	return aa > 0 && bb > 0 && ab > 0 && ba > 0 ? sqrt(aa * bb / (ab * ba)) : 1.0;
+}
+
 static struct pair *find(struct pair *pairs, int n_pairs, int c, int m)
 {
 	for (int k = 0; k < n_pairs; k++)
@@ -507,12 +514,12 @@ int main(int argc, char **argv)
 			json_num(&j, "ratio", r);
 			json_num(&j, "ratio_rounds", sym[i].r);
 			if (stream_mib) {	/* local over remote net bandwidth, both ways (a bandwidth ratio) */
-				double c = sqrt(aa->copy_gbs[1] * bb->copy_gbs[1] / (ab->copy_gbs[1] * ba->copy_gbs[1]));
+				double c = sym_gbs_ratio(aa->copy_gbs[1], bb->copy_gbs[1], ab->copy_gbs[1], ba->copy_gbs[1]);
 
 				csum += c;
 				json_num(&j, "copy_ratio", c);
-				json_num(&j, "triad_ratio", sqrt(aa->triad_gbs[1] * bb->triad_gbs[1] /
-								 (ab->triad_gbs[1] * ba->triad_gbs[1])));
+				json_num(&j, "triad_ratio", sym_gbs_ratio(aa->triad_gbs[1], bb->triad_gbs[1],
+									  ab->triad_gbs[1], ba->triad_gbs[1]));
 			}
 			json_obj_end(&j);
 			sum += r;
