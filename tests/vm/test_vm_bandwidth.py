@@ -9,9 +9,10 @@ chase must still measure 2x, and copy and triad each pair's configured bandwidth
 remote), net of the loops' own instructions, within the issue's 10%; and a page moved by move_pages must
 cost less than its copy alone would at full latency on every line (64 x (1 + 2) x L = 19.2 us; without the
 stream misses ring-2 measured 28.4-29.1 us a page, with them 10.0-10.2, of which 7.5 is the kernel's own
-instructions: docs/throughput.md). Measured here (2026-11-25): local copy and triad 9.84-10.03 GB/s, 0->1
-6.674-6.678 (6.667 configured), 1->0 8.015 (8), the chase 1.98-1.995. 90-105 s of host time (a 4 s guest
-window; boot and the set-up under the charge take the rest).
+instructions: docs/throughput.md). Measured here (2026-11-25, 2 runs): local copy and triad 9.84-10.03 GB/s,
+0->1 6.618-6.678 (6.667 configured), 1->0 7.956-8.015 (8), the chase 1.96-1.995, a page moved in 9.5-10.0 us.
+90-160 s of host time by the host's load (a 4 s guest window; boot and the set-up under the charge take the
+rest).
 """
 
 from __future__ import annotations
