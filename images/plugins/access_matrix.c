@@ -29,17 +29,27 @@
  *   chunk_ns=NS       hold the vCPU once its debt passes this (default 20000)
  *   lat_clock=virtual pay the debt in the guest's time instead (under -icount, with a QEMU that has
  *                     qemu_plugin_charge_ns: numalab's patch, images/qemu): the virtual clock moves on by it
+ *   stream=1          detect streams: a miss to line X whose neighbour X-1 or X+1 (virtual line numbers) is
+ *                     among the vCPU's last STREAM_RECENT lines touched continues a stream, and costs the
+ *                     pair's bw= price instead of its cost= one (memory-level parallelism: a prefetched line
+ *                     costs its transfer at the pair's bandwidth, not the latency). Every access, sampled set
+ *                     or not, moves the vCPU's recent lines; a page copy's lines after its first are streams.
+ *                     A miss to a line that is itself among those recent lines counts as a hit (it would be in
+ *                     any real cache; the direct-mapped model's conflicts, e.g. a copy's source and destination
+ *                     a multiple of the cache's size apart, would otherwise miss on every access)
+ *   bw=CPU_NODE:MEM_NODE:PS   picoseconds charged for one stream miss (with stream=1); repeatable
  * The modelled cache is direct-mapped, indexed by the virtual address's line number and tagged with the
  * physical address (as the address map reports it). Set sampling: only accesses to a fixed pseudo-random
  * 1/N of the sets are looked up, but every access to those sets is, so their hits and misses are exact.
  * A miss to a node with a cost adds cost * N to the vCPU's debt; past chunk_ns the vCPU's own thread spins
  * on its CPU clock (CLOCK_THREAD_CPUTIME_ID) until the debt is paid (an overshoot is credited); with
  * lat_clock=virtual the debt is charged to the virtual clock instead, and "held" counts what was charged.
- *   numalab-remote-latency 2 / lines L / lat_sample N / chunk_ns C / vcpus V / nodes K   (header)
- *   snap MONO_NS c... / end MONO_NS c...   cumulative, V rows of K+6 numbers: looked-up accesses, hits,
+ *   numalab-remote-latency 3 / lines L / lat_sample N / chunk_ns C / stream S / vcpus V / nodes K   (header)
+ *   snap MONO_NS c... / end MONO_NS c...   cumulative, V rows of K+7 numbers: looked-up accesses, hits,
  *                       misses by memory node (K), misses to RAM outside every node or unresolved, debt
  *                       charged (ns), ns spent holding the vCPU, MMIO accesses (not cached, not charged:
- *                       a LAPIC write for every IPI under TCG's xAPIC counts here)
+ *                       a LAPIC write for every IPI under TCG's xAPIC counts here), stream misses (charged
+ *                       bw=, among the misses by node)
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
@@ -81,12 +91,17 @@ static int outside_seen;
 
 /* Remote latency (lat_out=): off unless lat_out is given. */
 #define LAT_MAX_SETS (1u << 20)
-#define LAT_FIXED 6 /* columns besides the K per-node misses: accesses, hits, other, charged ns, held ns, io */
+#define LAT_FIXED 7 /* columns besides the K per-node misses: accesses, hits, other, charged ns, held ns, io,
+                     * stream misses */
+#define STREAM_RECENT 8 /* lines a vCPU touched last (a power of two) */
 struct lat_vcpu { /* one cache line each: vCPU threads write their own only */
     uint64_t *tags;   /* the modelled sets' line tags (physical line number + 1; 0: empty) */
     int64_t debt_ps;  /* charged but not yet paid (negative: an overshoot, credited) */
-    uint64_t *cols;   /* accesses, hits, misses per node (K), other misses, charged ns, held ns, MMIO */
+    uint64_t *cols;   /* accesses, hits, misses per node (K), other misses, charged ns, held ns, MMIO, streams */
     int node;
+    uint32_t recent_pos;
+    uint64_t line;                   /* the virtual line of the last access */
+    uint64_t recent[STREAM_RECENT];  /* the lines before it, each time the line changed */
 } __attribute__((aligned(64)));
 static FILE *lat_out;
 static struct lat_vcpu *lat;
@@ -95,6 +110,8 @@ static uint32_t lat_lines = 4096;
 static uint32_t lat_sample = 16;
 static uint64_t chunk_ps = 20000ull * 1000;
 static uint64_t cost_ps[MAX_RANGES][MAX_RANGES];
+static uint64_t bw_ps[MAX_RANGES][MAX_RANGES]; /* a stream miss's price (stream=1) */
+static int lat_stream;                          /* stream=1 */
 static int vnode_first[MAX_RANGES], vnode_last[MAX_RANGES], vnode_node[MAX_RANGES];
 static int n_vnodes;
 static int lat_width;
@@ -148,13 +165,33 @@ static void pay(struct lat_vcpu *l)
                      __ATOMIC_RELAXED);
 }
 
+/* A miss to line: 2 if the line itself is among the lines this vCPU touched last (it would be in any real
+ * cache: a conflict of the direct-mapped model, such as a copy's source and destination 256 KiB apart, costs
+ * nothing), 1 if it continues a stream (its neighbour below, an ascending stream, or above, a descending one,
+ * is among them), 0 if neither. */
+static int recent_kind(const struct lat_vcpu *l, uint64_t line)
+{
+    int kind = 0;
+    for (int i = 0; i < STREAM_RECENT; i++) {
+        if (l->recent[i] == line)
+            return 2;
+        if (l->recent[i] + 1 == line || l->recent[i] == line + 1)
+            kind = 1;
+    }
+    return kind;
+}
+
 static void latency_access(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr)
 {
     uint64_t line = vaddr >> 6;
+    struct lat_vcpu *l = &lat[vcpu];
+    if (lat_stream && line != l->line) { /* every access, sampled set or not: the stream detector's history */
+        l->recent[l->recent_pos++ & (STREAM_RECENT - 1)] = l->line;
+        l->line = line;
+    }
     int32_t slot = lat_slot[line & (lat_lines - 1)];
     if (slot < 0)
         return;
-    struct lat_vcpu *l = &lat[vcpu];
     uint64_t *c = l->cols;
     c[0]++;
     struct qemu_plugin_hwaddr *hw = qemu_plugin_get_hwaddr(info, vaddr);
@@ -172,13 +209,20 @@ static void latency_access(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64
         return;
     }
     l->tags[slot] = tag;
+    int kind = lat_stream ? recent_kind(l, line) : 0;
+    if (kind == 2) { /* just touched: a hit in any real cache */
+        c[1]++;
+        return;
+    }
     int node = node_of((tag - 1) << 6);
     if (node < 0) {
         c[2 + n_nodes]++;
         return;
     }
     c[2 + node]++;
-    uint64_t cost = l->node >= 0 ? cost_ps[l->node][node] : 0;
+    int stream = kind == 1;
+    c[6 + n_nodes] += (uint64_t)stream;
+    uint64_t cost = l->node < 0 ? 0 : stream ? bw_ps[l->node][node] : cost_ps[l->node][node];
     if (!cost)
         return;
     cost *= lat_sample;
@@ -326,6 +370,17 @@ static int latency_arg(const char *a, const char **lat_path)
             j >= MAX_RANGES || ps > 1000000000ull)
             return fail("bad cost (want CPU_NODE:MEM_NODE:PICOSECONDS, at most 1 ms)", a);
         cost_ps[i][j] = ps;
+    } else if (!strncmp(a, "bw=", 3)) {
+        int i, j;
+        uint64_t ps;
+        if (sscanf(a + 3, "%d:%d:%" SCNu64 "%c", &i, &j, &ps, &tail) != 3 || i < 0 || j < 0 || i >= MAX_RANGES ||
+            j >= MAX_RANGES || ps > 1000000000ull)
+            return fail("bad bw (want CPU_NODE:MEM_NODE:PICOSECONDS, at most 1 ms)", a);
+        bw_ps[i][j] = ps;
+    } else if (!strncmp(a, "stream=", 7)) {
+        if (strcmp(a + 7, "0") && strcmp(a + 7, "1"))
+            return fail("bad stream (want 0 or 1)", a);
+        lat_stream = a[7] == '1';
     } else if (!strncmp(a, "lines=", 6)) {
         uint64_t v = strtoull(a + 6, &end, 10);
         if (*end || !pow2(v) || v > LAT_MAX_SETS)
@@ -396,15 +451,20 @@ static int latency_setup(const char *path)
     if (!lat_out)
         return fail("cannot write", path);
     fprintf(lat_out,
-            "numalab-remote-latency 2\napi %d\nlines %u\nmodelled_sets %u\nlat_sample %u\nchunk_ns %" PRIu64
-            "\nlat_virtual %d\nvcpus %d\nnodes %d\n",
-            NUMALAB_PLUGIN_API, lat_lines, k, lat_sample, chunk_ps / 1000, lat_virtual, n_vcpus, n_nodes);
+            "numalab-remote-latency 3\napi %d\nlines %u\nmodelled_sets %u\nlat_sample %u\nchunk_ns %" PRIu64
+            "\nlat_virtual %d\nstream %d\nvcpus %d\nnodes %d\n",
+            NUMALAB_PLUGIN_API, lat_lines, k, lat_sample, chunk_ps / 1000, lat_virtual, lat_stream, n_vcpus,
+            n_nodes);
     for (int v = 0; v < n_vcpus; v++)
         fprintf(lat_out, "vnode %d %d\n", v, lat[v].node);
     for (int i = 0; i < n_nodes; i++)
         for (int j = 0; j < n_nodes; j++)
             if (cost_ps[i][j])
                 fprintf(lat_out, "cost %d %d %" PRIu64 "\n", i, j, cost_ps[i][j]);
+    for (int i = 0; lat_stream && i < n_nodes; i++)
+        for (int j = 0; j < n_nodes; j++)
+            if (bw_ps[i][j])
+                fprintf(lat_out, "bw %d %d %" PRIu64 "\n", i, j, bw_ps[i][j]);
     return 0;
 }
 

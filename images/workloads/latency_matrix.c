@@ -12,6 +12,18 @@
  * ratio to the CPU node's local pair: under numalab run --remote-latency slit this should follow the
  * SLIT; without it (TCG: every node is the same host memory), about 1.
  *
+ * With --stream-mib N it also measures each pair's bandwidth, STREAM's way: three arrays of N MiB bound to
+ * the memory node, and in each round, after the chase, a copy (b = a) and a triad (a = b + s c) over them
+ * from the CPU node, timed. A streaming loop also spends time on its own instructions, which under
+ * numalab's virtual clock (1 G instructions a guest second) do not overlap the charged memory time: so each
+ * round also times the same loops over a slice that stays in the remote-latency model's cache (96 KiB,
+ * repeated to as many bytes), and "net" bandwidths divide the bytes by the difference. STREAM's byte
+ * counts: copy 2 x the array, triad 3 x.
+ *
+ * With --migrate-mib N, for every two nodes a and b with a's CPUs, each round also moves N MiB of a's
+ * memory to b and back (move_pages(2), from a's CPUs) and times each way: microseconds a 4 KiB page, the
+ * kernel's work and its copy together (the pair (a, b) reports both).
+ *
  * Static, no libnuma: the node CPUs come from /sys/devices/system/node, mbind and get_mempolicy are
  * raw system calls.
  */
@@ -27,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define MAX_ROUNDS 4096
@@ -42,7 +55,18 @@ struct pair {
 	double ns[MAX_ROUNDS];	/* per step, each round */
 	double ratio[MAX_ROUNDS];	/* to the local pair's of the same round */
 	double min, median, round_ratio;
+	double *sa, *sb, *sc;	/* --stream-mib: the stream arrays, on mem_node */
+	double copy_s[MAX_ROUNDS], triad_s[MAX_ROUNDS];	/* each round's time over the arrays */
+	double copy_res_s[MAX_ROUNDS], triad_res_s[MAX_ROUNDS];	/* the same bytes in the cached slice */
+	double copy_gbs[3], triad_gbs[3];	/* raw, net, cached (stream_gbs) */
+	char *mig;				/* --migrate-mib: the pages moved, between cpu_node and mem_node */
+	void **mig_pages;
+	int *mig_nodes, *mig_status;
+	double push_us[MAX_ROUNDS], pull_us[MAX_ROUNDS];	/* a page, cpu_node -> mem_node and back */
 };
+
+typedef double v2d __attribute__((vector_size(16)));
+#define RESIDENT_BYTES (32 * 1024)	/* each of the three slices: 96 KiB together, in a 256 KiB model cache */
 
 static cpu_set_t node_cpus[MAX_NODES];
 static int node_has_cpus[MAX_NODES];
@@ -94,6 +118,80 @@ static void build(struct pair *p, size_t bytes)
 	p->placed = sampled ? (double)found / sampled : 0;
 }
 
+static void *bind_buffer(size_t bytes, int node, const char *what)
+{
+	char *buf = map_anon(bytes, 0, what);
+
+	bind_to_node(buf, bytes, node);
+	if (madvise(buf, bytes, MADV_NOHUGEPAGE))
+		die("madvise(MADV_NOHUGEPAGE): %s", strerror(errno));
+	memset(buf, 1, bytes);
+	return buf;
+}
+
+/* 16 bytes a load and a store (SSE2, baseline x86-64): few instructions a line. Not turned into memcpy. */
+__attribute__((noinline, optimize("no-tree-loop-distribute-patterns")))
+static void copy(v2d *restrict dst, const v2d *restrict src, size_t n)
+{
+#pragma GCC unroll 4
+	for (size_t i = 0; i < n; i++)
+		dst[i] = src[i];
+}
+
+__attribute__((noinline, optimize("no-tree-loop-distribute-patterns")))
+static void triad(v2d *restrict a, const v2d *restrict b, const v2d *restrict c, size_t n)
+{
+	const v2d s = { 3.0, 3.0 };
+
+#pragma GCC unroll 4
+	for (size_t i = 0; i < n; i++)
+		a[i] = b[i] + s * c[i];
+}
+
+/* One round of a pair's streams: the arrays once each, then their bytes again over the cached slices. */
+static void stream_round(struct pair *p, size_t bytes)
+{
+	size_t n = bytes / sizeof(v2d), nr = RESIDENT_BYTES / sizeof(v2d), reps = bytes / RESIDENT_BYTES;
+	char *r = (char *)p->sa;	/* the slices: three consecutive 32 KiB of one array, no set shared */
+	v2d *ra = (v2d *)r, *rb = (v2d *)(r + RESIDENT_BYTES), *rc = (v2d *)(r + 2 * RESIDENT_BYTES);
+	int k = p->rounds;
+	double t;
+
+	t = now_s();
+	copy((v2d *)p->sb, (v2d *)p->sa, n);
+	p->copy_s[k] = now_s() - t;
+	t = now_s();
+	triad((v2d *)p->sa, (v2d *)p->sb, (v2d *)p->sc, n);
+	p->triad_s[k] = now_s() - t;
+	copy(rb, ra, nr);	/* warm the slices */
+	triad(ra, rb, rc, nr);
+	t = now_s();
+	for (size_t i = 0; i < reps; i++)
+		copy(rb, ra, nr);
+	p->copy_res_s[k] = now_s() - t;
+	t = now_s();
+	for (size_t i = 0; i < reps; i++)
+		triad(ra, rb, rc, nr);
+	p->triad_res_s[k] = now_s() - t;
+}
+
+/* Move the pair's pages to node; microseconds a page. A page that did not move is fatal. */
+static double move_all(struct pair *p, size_t n, int node)
+{
+	double t;
+
+	for (size_t i = 0; i < n; i++)
+		p->mig_nodes[i] = node;
+	t = now_s();
+	if (syscall(SYS_move_pages, 0, (unsigned long)n, p->mig_pages, p->mig_nodes, p->mig_status, 2 /* MPOL_MF_MOVE */))
+		die("move_pages to node %d: %s", node, strerror(errno));
+	t = now_s() - t;
+	for (size_t i = 0; i < n; i++)
+		if (p->mig_status[i] != node)
+			die("move_pages: page %zu is on node %d (status), not %d", i, p->mig_status[i], node);
+	return t * 1e6 / (double)n;
+}
+
 static void **chase(void **p, long steps)
 {
 	while (steps-- > 0)
@@ -112,6 +210,30 @@ static double median_of(double *v, int n)
 {
 	qsort(v, (size_t)n, sizeof(double), cmp_double);
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* GB/s (1e9 bytes a second) of the median round: raw, net of the cached slice's time, and the slice's. */
+static void stream_gbs(double out[3], double *t, double *res, int rounds, double bytes)
+{
+	double net[MAX_ROUNDS], raw[MAX_ROUNDS], cached[MAX_ROUNDS];
+
+	for (int r = 0; r < rounds; r++) {
+		raw[r] = t[r];
+		net[r] = t[r] - res[r];
+		cached[r] = res[r];
+	}
+	double traw = median_of(raw, rounds), tnet = median_of(net, rounds), tres = median_of(cached, rounds);
+
+	out[0] = bytes / traw / 1e9;
+	out[1] = tnet > 0 ? bytes / tnet / 1e9 : 0;
+	out[2] = bytes / tres / 1e9;
+}
+
+/* sqrt(aa bb / (ab ba)) of net bandwidths; 1 when one is 0 (no time left after the cached slice's: memory
+ * costs nothing measurable, as under --clock virtual without --remote-latency). */
+static double sym_gbs_ratio(double aa, double bb, double ab, double ba)
+{
+	return aa > 0 && bb > 0 && ab > 0 && ba > 0 ? sqrt(aa * bb / (ab * ba)) : 1.0;
 }
 
 static struct pair *find(struct pair *pairs, int n_pairs, int c, int m)
@@ -147,12 +269,16 @@ static double symmetric_ratio(struct pair *pairs, int n_pairs, int a, int b, int
 
 int main(int argc, char **argv)
 {
-	int mem_mib = 32, steps = 20000, min_rounds = 3;
+	int mem_mib = 32, steps = 20000, min_rounds = 3, stream_mib = 0, migrate_mib = 0;
 	const struct opt opts[] = {
 		{ "mem-mib", OPT_INT, &mem_mib, 1, 4096, "MIB", "each pair's buffer (default 32)" },
 		{ "steps", OPT_INT, &steps, 1000, 100000000, "N", "chase steps a pair is timed for (default 20000)" },
 		{ "min-rounds", OPT_INT, &min_rounds, 1, MAX_ROUNDS, "R",
 		  "rounds even past the duration (default 3)" },
+		{ "stream-mib", OPT_INT, &stream_mib, 0, 1024, "MIB",
+		  "also copy and triad over three arrays of MIB each per pair (default 0: no streams)" },
+		{ "migrate-mib", OPT_INT, &migrate_mib, 0, 1024, "MIB",
+		  "also move MIB of a node's memory to each other node and back (default 0: none)" },
 		{ NULL, 0, NULL, 0, 0, NULL, NULL },
 	};
 	struct pair *pairs;
@@ -182,6 +308,23 @@ int main(int argc, char **argv)
 			p->cpu_node = c;
 			p->mem_node = m;
 			build(p, (size_t)mem_mib * MIB);
+			if (stream_mib) {
+				p->sa = bind_buffer((size_t)stream_mib * MIB, m, "stream array");
+				p->sb = bind_buffer((size_t)stream_mib * MIB, m, "stream array");
+				p->sc = bind_buffer((size_t)stream_mib * MIB, m, "stream array");
+			}
+			if (migrate_mib && m != c) {
+				size_t n = (size_t)migrate_mib * MIB / page_size();
+
+				p->mig = bind_buffer((size_t)migrate_mib * MIB, c, "pages to move");
+				p->mig_pages = malloc(n * sizeof(void *));
+				p->mig_nodes = malloc(n * sizeof(int));
+				p->mig_status = malloc(n * sizeof(int));
+				if (!p->mig_pages || !p->mig_nodes || !p->mig_status)
+					die("out of memory");
+				for (size_t i = 0; i < n; i++)
+					p->mig_pages[i] = p->mig + i * page_size();
+			}
 		}
 	}
 	t0 = now_s();
@@ -198,7 +341,18 @@ int main(int argc, char **argv)
 			a = now_s();
 			p->pos = chase(p->pos, steps);
 			sink = p->pos;
-			p->ns[p->rounds++] = (now_s() - a) * 1e9 / steps;
+			p->ns[p->rounds] = (now_s() - a) * 1e9 / steps;
+			if (p->mig) {
+				size_t n = (size_t)migrate_mib * MIB / page_size();
+
+				p->push_us[p->rounds] = move_all(p, n, p->mem_node);
+				p->pull_us[p->rounds] = move_all(p, n, p->cpu_node);
+			}
+			if (stream_mib) {
+				stream_round(p, (size_t)stream_mib * MIB);
+				bytes += 5ULL * stream_mib * MIB;	/* STREAM's count: copy 2x, triad 3x */
+			}
+			p->rounds++;
 			bytes += (unsigned long long)steps * sizeof(void *);
 			st.loops++;
 		}
@@ -217,6 +371,12 @@ int main(int argc, char **argv)
 				sym[n_sym].b = b;
 				sym[n_sym++].r = symmetric_ratio(pairs, n_pairs, a, b, rounds);  /* (rounds') */
 			}
+	for (int i = 0; stream_mib && i < n_pairs; i++) {
+		struct pair *p = &pairs[i];
+
+		stream_gbs(p->copy_gbs, p->copy_s, p->copy_res_s, p->rounds, 2.0 * stream_mib * MIB);
+		stream_gbs(p->triad_gbs, p->triad_s, p->triad_res_s, p->rounds, 3.0 * stream_mib * MIB);
+	}
 	/* Each round's ratio to the local pair's time in the same round (taken moments apart, so a change in the
 	 * host's load mostly cancels), then the median over the rounds. */
 	for (int i = 0; i < n_pairs; i++) {
@@ -238,6 +398,8 @@ int main(int argc, char **argv)
 	json_int(&j, "rounds", rounds);
 	json_int(&j, "line_bytes", LINE);
 	json_int(&j, "buffer_mib", mem_mib);
+	json_int(&j, "stream_mib", stream_mib);
+	json_int(&j, "migrate_mib", migrate_mib);
 	{
 		double sum = 0, worst = 1;
 		int remote = 0;
@@ -252,6 +414,18 @@ int main(int argc, char **argv)
 			json_num(&j, "ns_min", p->min);
 			json_num(&j, "ns_median", p->median);
 			json_num(&j, "placed", p->placed);
+			if (stream_mib) {
+				json_num(&j, "copy_gbs", p->copy_gbs[0]);
+				json_num(&j, "copy_net_gbs", p->copy_gbs[1]);
+				json_num(&j, "copy_cached_gbs", p->copy_gbs[2]);
+				json_num(&j, "triad_gbs", p->triad_gbs[0]);
+				json_num(&j, "triad_net_gbs", p->triad_gbs[1]);
+				json_num(&j, "triad_cached_gbs", p->triad_gbs[2]);
+			}
+			if (p->mig) {	/* the medians over the rounds (after the other figures: sorts in place) */
+				json_num(&j, "push_us_per_page", median_of(p->push_us, p->rounds));
+				json_num(&j, "pull_us_per_page", median_of(p->pull_us, p->rounds));
+			}
 			if (local) {
 				json_num(&j, "ratio_min", p->min / local->min);
 				json_num(&j, "ratio_median", p->median / local->median);
@@ -270,6 +444,8 @@ int main(int argc, char **argv)
 		/* The mean over the remote pairs of their ratio (median of the rounds'): 1 with one node. */
 		json_num(&j, "remote_ratio_each", remote ? sum / remote : 1.0);
 		json_num(&j, "remote_ratio_max", worst);
+		double csum = 0;
+
 		sum = 0;
 		json_arr_begin(&j, "symmetric");
 		for (int i = 0; i < n_sym; i++) {
@@ -285,12 +461,22 @@ int main(int argc, char **argv)
 			json_int(&j, "b", sym[i].b);
 			json_num(&j, "ratio", r);
 			json_num(&j, "ratio_rounds", sym[i].r);
+			if (stream_mib) {	/* local over remote net bandwidth, both ways (a bandwidth ratio) */
+				double c = sym_gbs_ratio(aa->copy_gbs[1], bb->copy_gbs[1], ab->copy_gbs[1], ba->copy_gbs[1]);
+
+				csum += c;
+				json_num(&j, "copy_ratio", c);
+				json_num(&j, "triad_ratio", sym_gbs_ratio(aa->triad_gbs[1], bb->triad_gbs[1],
+									  ab->triad_gbs[1], ba->triad_gbs[1]));
+			}
 			json_obj_end(&j);
 			sum += r;
 		}
 		json_arr_end(&j);
 		/* The figure: the mean symmetric ratio over every two CPU nodes (1 with one node). */
 		json_num(&j, "remote_ratio", n_sym ? sum / n_sym : 1.0);
+		if (stream_mib)	/* the mean symmetric copy ratio: local/remote bandwidth (1 with one node) */
+			json_num(&j, "bandwidth_ratio", n_sym ? csum / n_sym : 1.0);
 	}
 	json_arr_begin(&j, "per_task");
 	json_obj_begin(&j, NULL);

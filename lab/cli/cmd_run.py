@@ -71,6 +71,7 @@ def run_options_from_args(args: argparse.Namespace):
         access_address_map=args.access_address_map or "",
         remote_latency=args.remote_latency,
         remote_latency_ns=args.remote_latency_ns,
+        remote_bandwidth_gbs=args.remote_bandwidth_gbs,
     )
 
 
@@ -258,6 +259,14 @@ def add_run_arguments(r: argparse.ArgumentParser, *, repeat: int | str) -> None:
         metavar="L",
         help="with --remote-latency: the local miss latency L in ns that the ratios scale "
         "(default 200: TCG's local miss here; under --clock virtual 100 ns of guest time; docs/throughput.md)",
+    )
+    g.add_argument(
+        "--remote-bandwidth-gbs",
+        type=float,
+        metavar="B",
+        help="with --remote-latency: the local bandwidth in GB/s at which a miss that continues a stream is charged "
+        "(64 B / B x the pair's bandwidth ratio: the spec's bandwidth_ratio:, else the latency ratio) instead of "
+        "its latency; 0: no stream detection (default 2; under --clock virtual 10; docs/throughput.md)",
     )
 
     g = r.add_argument_group("output")

@@ -33,7 +33,7 @@ from lab.vm.qemu.qemu_backend import QemuBackend
 from lab.vm.tcg.access_plugin import DEFAULT_SAMPLE
 from lab.vm.tcg.guest_clock import GuestClock
 from lab.vm.tcg.guest_clock import check as check_clock
-from lab.vm.tcg.latency_model import LatencyModel, default_local_ns, model_for
+from lab.vm.tcg.latency_model import LatencyModel, default_local_gbs, default_local_ns, model_for
 
 
 def trace_events_of(opts: RunOptions) -> tuple[str, ...]:
@@ -167,7 +167,8 @@ def latency_of(opts: RunOptions, accel: str, topo: Topology, emulator: Emulator 
 
     latency_run.check_request(accel, opts.backend, opts.clock, emulator)
     local_ns = default_local_ns(opts.clock) if opts.remote_latency_ns is None else opts.remote_latency_ns
-    return model_for(topo, opts.remote_latency, local_ns, opts.clock)
+    gbs = default_local_gbs(opts.clock) if opts.remote_bandwidth_gbs is None else opts.remote_bandwidth_gbs
+    return model_for(topo, opts.remote_latency, local_ns, opts.clock, gbs)
 
 
 def backend_of(opts: RunOptions):

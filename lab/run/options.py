@@ -36,7 +36,7 @@ from lab.topology.ref import TopologyRef
 from lab.vm.qemu.firmware import FIRMWARES
 from lab.vm.tcg.access_plugin import ADDRESS_MODES
 from lab.vm.tcg.guest_clock import CLOCKS, MAX_SEED
-from lab.vm.tcg.latency_model import REMOTE_LATENCY, check_local_ns
+from lab.vm.tcg.latency_model import REMOTE_LATENCY, check_local_gbs, check_local_ns
 
 MAX_REPEAT = 1000
 MAX_TIMEOUT_S = 7 * 86400.0
@@ -105,6 +105,7 @@ class RunOptions:
     access_address_map: str = ""  # ram-block or guest-physical; "" chooses by QEMU version
     remote_latency: str = "off"  # off, slit, table: remote misses cost (lab.vm.tcg.latency_model)
     remote_latency_ns: float | None = None  # L, the local miss latency; None: the default
+    remote_bandwidth_gbs: float | None = None  # a stream miss's local bandwidth (0: no streams); None: the default
 
     def __post_init__(self) -> None:
         self.check()
@@ -159,9 +160,13 @@ class RunOptions:
         if self.remote_latency == "off":
             if self.remote_latency_ns is not None:
                 raise LabError("--remote-latency-ns: only with --remote-latency slit")
+            if self.remote_bandwidth_gbs is not None:
+                raise LabError("--remote-bandwidth-gbs: only with --remote-latency slit or table")
             return
         if self.remote_latency_ns is not None:
             check_local_ns(self.remote_latency_ns)
+        if self.remote_bandwidth_gbs is not None:
+            check_local_gbs(self.remote_bandwidth_gbs)
         from lab.run.remote_latency import check_request  # (on use: numalab's start loads this module)
 
         check_request(None if self.accel == "auto" else self.accel, self.backend, self.clock)

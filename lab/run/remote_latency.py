@@ -57,7 +57,7 @@ class LatencyLog:
 
     @property
     def width(self) -> int:
-        return self.head["nodes"] + 6
+        return self.head["nodes"] + 7
 
 
 def read_log(path: Path) -> LatencyLog:
@@ -67,11 +67,11 @@ def read_log(path: Path) -> LatencyLog:
     def header(words: list[str]) -> None:
         if words[0] == "vnode":
             log.vcpu_nodes.append(int(words[2]))
-        elif words[0] != "cost":
+        elif words[0] not in ("cost", "bw"):
             log.head[words[0]] = int(words[1])
 
     log.snaps, log.ended = read_plugin_file(
-        path, "numalab-remote-latency 2", "remote-latency", header, lambda: log.head["vcpus"] * log.width
+        path, "numalab-remote-latency 3", "remote-latency", header, lambda: log.head["vcpus"] * log.width
     )
     return log
 
@@ -85,7 +85,7 @@ def _rows(log: LatencyLog, a: list[int], b: list[int]) -> list[dict]:
         out.append({
             "vcpu": v, "node": log.vcpu_nodes[v] if v < len(log.vcpu_nodes) else -1,
             "looked_up": d[0], "hits": d[1], "misses": d[2:2 + k], "other_misses": d[2 + k],
-            "charged_ns": d[3 + k], "held_ns": d[4 + k], "io_accesses": d[5 + k],
+            "charged_ns": d[3 + k], "held_ns": d[4 + k], "io_accesses": d[5 + k], "stream_misses": d[6 + k],
         })  # fmt: skip
     return out
 
@@ -96,6 +96,8 @@ def _totals(rows: list[dict], sample: int) -> dict:
     return {
         "modelled_misses": misses,
         "remote_miss_pct": round(100 * remote / misses, 2) if misses else None,
+        # misses that continued a stream, charged at the pair's bandwidth (0 with the detector off)
+        "stream_miss_pct": round(100 * sum(r["stream_misses"] for r in rows) / misses, 2) if misses else None,
         "estimated_misses": misses * sample,  # set sampling: each modelled miss stands for `sample`
         "charged_s": round(sum(r["charged_ns"] for r in rows) / 1e9, 4),
         "held_s": round(sum(r["held_ns"] for r in rows) / 1e9, 4),
@@ -157,6 +159,7 @@ def summary_lines(manifest: dict) -> list[str]:
         return (
             f"  remote latency ({m['source']}, L={m['local_ns']:g} ns): charged {part.get('charged_s')}s, {paid} "
             f"{part.get('held_s')}s; {part.get('remote_miss_pct')}% of modelled misses remote"
+            + (f", {part['stream_miss_pct']}% streams" if part.get("stream_miss_pct") else "")
         )
 
     return section_lines(manifest, "remote_latency", "remote latency", line)

@@ -60,6 +60,9 @@ class Topology:
     # remote/local memory latency per (CPU node, memory node), for --remote-latency table, where the SLIT is
     # not a latency ratio; None: not given (slit uses distance / 10)
     latency_ratio: tuple[tuple[float, ...], ...] | None = None
+    # local/remote memory bandwidth per (CPU node, memory node), for the stream misses of --remote-latency;
+    # None: not given (the latency ratios in use)
+    bandwidth_ratio: tuple[tuple[float, ...], ...] | None = None
 
     @property
     def n_nodes(self) -> int:
@@ -134,6 +137,7 @@ class Topology:
             }
             | ({"tiers": self.tiers.to_dict()} if self.tiers else {})
             | ({"latency_ratio": [list(r) for r in self.latency_ratio]} if self.latency_ratio else {})
+            | ({"bandwidth_ratio": [list(r) for r in self.bandwidth_ratio]} if self.bandwidth_ratio else {})
         )
 
 
@@ -150,6 +154,9 @@ def topology_from_dict(d: dict) -> Topology:
         source=d.get("source", ""),
         tiers=_tiers_from_dict(d.get("tiers")),
         latency_ratio=tuple(tuple(float(x) for x in r) for r in d["latency_ratio"]) if d.get("latency_ratio") else None,
+        bandwidth_ratio=(
+            tuple(tuple(float(x) for x in r) for r in d["bandwidth_ratio"]) if d.get("bandwidth_ratio") else None
+        ),
     )
     validate(topo)
     return topo

@@ -159,16 +159,17 @@ def _explicit(raw: list, n: int) -> list[list[int]]:
     return out
 
 
-def _latency_ratio(raw: list, n: int) -> tuple[tuple[float, ...], ...]:
-    """``latency_ratio:``, an n x n matrix of remote/local latency per (CPU node, memory node): 1 on the
-    diagonal, a finite number from 1 to 20 elsewhere (the schema: numbers from 1 to 20)."""
+def _latency_ratio(raw: list, n: int, field: str = "latency_ratio") -> tuple[tuple[float, ...], ...]:
+    """``latency_ratio:`` (or ``bandwidth_ratio:``), an n x n matrix of remote/local latency (local/remote
+    bandwidth) per (CPU node, memory node): 1 on the diagonal, a finite number from 1 to 20 elsewhere (the
+    schema: numbers from 1 to 20)."""
     if len(raw) != n or not all(len(r) == n for r in raw):
-        raise LabError(f"latency_ratio: expected a {n}x{n} matrix (a list of {n} lists of {n} numbers)")
+        raise LabError(f"{field}: expected a {n}x{n} matrix (a list of {n} lists of {n} numbers)")
     out = []
     for i, row in enumerate(raw):
         vals = []
         for j, v in enumerate(row):
-            where = f"latency_ratio[{i}][{j}]"
+            where = f"{field}[{i}][{j}]"
             if not math.isfinite(v):
                 raise LabError(f"{where}: expected a finite number, got {v!r:.40}")
             if i == j and v != 1:
@@ -204,6 +205,9 @@ def load_spec(data: object, where: str, name: str | None = None, schema_checked:
             extra={"why": " ".join(str(data.get("why", "")).split())},
             tiers=parse_tiers(data, [node.cpus for node in nodes], matrix),
             latency_ratio=_latency_ratio(data["latency_ratio"], n) if "latency_ratio" in data else None,
+            bandwidth_ratio=(
+                _latency_ratio(data["bandwidth_ratio"], n, "bandwidth_ratio") if "bandwidth_ratio" in data else None
+            ),
         )
         if "total_cpus" in data:
             total = data["total_cpus"]

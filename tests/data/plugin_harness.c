@@ -6,7 +6,8 @@
  *
  *   plugin_harness PLUGIN.so VCPU START_HEX BYTES STRIDE PASSES ARG...
  *
- * VCPU reads BYTES from START with STRIDE, PASSES times, then QEMU "exits" (the atexit callback).
+ * VCPU reads BYTES from START with STRIDE, PASSES times, then QEMU "exits" (the atexit callback). With
+ * $HARNESS_TWIN=OFFSET_HEX each load is followed by one at OFFSET further on (a copy's source and destination).
  * Prints "thread_cpu_ns N": the CPU time the feeding thread used (the plugin holds it there).
  * Built with -DWITH_CHARGE it also has the time control and numalab's qemu_plugin_charge_ns (a patched
  * QEMU's), and prints "clock_charged_ns N": what the plugin charged to the "guest's clock".
@@ -118,11 +119,16 @@ int main(int argc, char **argv)
     uint64_t start = strtoull(argv[3], NULL, 16), bytes = strtoull(argv[4], NULL, 10);
     uint64_t stride = strtoull(argv[5], NULL, 10);
     int passes = atoi(argv[6]);
+    const char *twin_env = getenv("HARNESS_TWIN");
+    uint64_t twin = twin_env ? strtoull(twin_env, NULL, 16) : 0;
     struct timespec a, b;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
     for (int p = 0; p < passes; p++)
-        for (uint64_t off = 0; off < bytes; off += stride)
+        for (uint64_t off = 0; off < bytes; off += stride) {
             mem_cb(vcpu, 0, start + off, mem_udata);
+            if (twin)
+                mem_cb(vcpu, 0, start + off + twin, mem_udata);
+        }
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
     exit_cb(1, exit_udata);
     printf("thread_cpu_ns %" PRIu64 "\n",

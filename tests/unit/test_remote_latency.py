@@ -4,6 +4,7 @@ tests/vm/test_vm_remote_latency.py boots real ones)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -67,12 +68,13 @@ def _feed(harness, tmp_path: Path, vcpu: int, start: int, nbytes: int, passes: i
 
 
 def _feed_model(harness, tmp_path: Path, model: LatencyModel, vcpu: int, start: int, nbytes: int, passes: int,
-                exe: Path | None = None) -> tuple[dict, dict[str, int]]:  # fmt: skip
+                exe: Path | None = None, stride: int = 64, twin: int = 0) -> tuple[dict, dict[str, int]]:  # fmt: skip
     so, plain = harness
     out = tmp_path / "lat.txt"
     parts = [r.arg() for r in ap.node_ranges(_topo(), "guest-physical")] + model.plugin_args(out)
-    proc = subprocess.run([str(exe or plain), str(so), str(vcpu), f"{start:x}", str(nbytes), "64", str(passes),
-                           *parts], capture_output=True, text=True, timeout=120)  # fmt: skip
+    proc = subprocess.run([str(exe or plain), str(so), str(vcpu), f"{start:x}", str(nbytes), str(stride),
+                           str(passes), *parts], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "HARNESS_TWIN": f"{twin:x}"})  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     log = rl.read_log(out)
     assert log.ended and log.head["lat_sample"] == 16 and log.vcpu_nodes == [0, 1]
@@ -143,7 +145,55 @@ def test_mmio_is_counted_apart_and_not_taken_for_a_wrong_map(harness, tmp_path) 
     assert s["io_share"] == 1.0 and s["other_share"] == 0.0 and s["whole_run"]["charged_s"] == 0
 
 
-@pytest.mark.parametrize("bad", ["lines=1000", "lat_sample=3", "cost=0:1", "vnode=1:0:0", "chunk_ns=5"])
+def test_a_stream_pays_the_bandwidth_and_a_strided_walk_the_latency(harness, tmp_path) -> None:
+    # Under the virtual clock, L = 100 ns, 10 GB/s local: a local line streams in 6.4 ns, a remote one
+    # (bandwidth ratio = latency ratio 2) in 12.8 ns. Node 0's vCPU reads 16 MiB of node 1's memory.
+    model = LatencyModel(((1.0, 2.0), (2.0, 1.0)), 100.0, (0, 1), chunk_ns=1000, clock="virtual", local_gbs=10.0)
+    assert (model.stream_cost_ps(0, 0), model.stream_cost_ps(0, 1)) == (6400, 12800)
+    assert model.plugin_args(Path("o"))[-5:] == ["stream=1", "bw=0:0:6400", "bw=0:1:12800", "bw=1:0:12800",
+                                                 "bw=1:1:6400"]  # fmt: skip
+    charging = harness[1].with_name("plugin_harness_charge")
+    lines = 16 * MIB // 64
+    # every line in turn: each miss but the very first continues the stream (its line below was just read)
+    s, out = _feed_model(harness, tmp_path, model, 0, 256 * MIB, 16 * MIB, 1, charging)
+    v = s["whole_run"]["per_vcpu"][0]
+    assert v["misses"][1] == lines // 16 and v["stream_misses"] in (lines // 16, lines // 16 - 1)
+    first = v["misses"][1] - v["stream_misses"]
+    assert v["charged_ns"] == 16 * (first * 200_000 + v["stream_misses"] * 12_800) // 1000  # (ps to ns)
+    assert out["clock_charged_ns"] == v["held_ns"] and s["whole_run"]["stream_miss_pct"] >= 99.9
+    assert rl.read_log(tmp_path / "lat.txt").head["stream"] == 1
+    # every other line: no miss has a neighbour just touched, so each pays the latency, 2 x 100 ns
+    s, out = _feed_model(harness, tmp_path, model, 0, 256 * MIB, 16 * MIB, 1, charging, stride=128)
+    v = s["whole_run"]["per_vcpu"][0]
+    assert v["stream_misses"] == 0 and lines // 64 < v["misses"][1] < lines // 16
+    assert v["charged_ns"] == 16 * v["misses"][1] * 200
+    # the detector off (local_gbs 0, the model before it): the same stream pays the latency on every line
+    off = LatencyModel(((1.0, 2.0), (2.0, 1.0)), 100.0, (0, 1), chunk_ns=1000, clock="virtual")
+    s, _ = _feed_model(harness, tmp_path, off, 0, 256 * MIB, 16 * MIB, 1, charging)
+    v = s["whole_run"]["per_vcpu"][0]
+    assert v["stream_misses"] == 0 and v["charged_ns"] == lines * 200 and "stream=1" not in off.plugin_args(Path("o"))
+
+
+def test_a_copy_whose_arrays_share_the_sets_misses_once_a_line(harness, tmp_path) -> None:
+    # A copy's source and destination 4 MiB apart (a multiple of the 256 KiB cache: every line's set shared),
+    # 16 bytes at a time: the direct-mapped model alone misses on all 8 accesses to each pair of lines; with the
+    # detector, a line among the vCPU's last 8 touched is a hit, so each line misses once, as a stream.
+    model = LatencyModel(((1.0, 2.0), (2.0, 1.0)), 100.0, (0, 1), chunk_ns=1000, clock="virtual", local_gbs=10.0)
+    charging = harness[1].with_name("plugin_harness_charge")
+    lines = 4 * MIB // 64
+    s, _ = _feed_model(harness, tmp_path, model, 0, 256 * MIB, 4 * MIB, 1, charging, stride=16, twin=4 * MIB)
+    v = s["whole_run"]["per_vcpu"][0]
+    assert v["misses"][1] == 2 * lines // 16 and v["hits"] == v["looked_up"] - v["misses"][1]
+    assert v["misses"][1] - 2 <= v["stream_misses"] <= v["misses"][1]
+    off = LatencyModel(((1.0, 2.0), (2.0, 1.0)), 100.0, (0, 1), chunk_ns=1000, clock="virtual")
+    s, _ = _feed_model(harness, tmp_path, off, 0, 256 * MIB, 4 * MIB, 1, charging, stride=16, twin=4 * MIB)
+    v = s["whole_run"]["per_vcpu"][0]
+    assert v["misses"][1] == v["looked_up"] == 8 * lines // 16 and v["hits"] == 0
+
+
+@pytest.mark.parametrize(
+    "bad", ["lines=1000", "lat_sample=3", "cost=0:1", "vnode=1:0:0", "chunk_ns=5", "bw=0:1", "stream=yes"]
+)
 def test_plugin_refuses_bad_latency_arguments(harness, tmp_path, bad) -> None:
     so, exe = harness
     proc = subprocess.run([str(exe), str(so), "0", "0", "64", "64", "1", "range=0:0:1000",
@@ -153,10 +203,12 @@ def test_plugin_refuses_bad_latency_arguments(harness, tmp_path, bad) -> None:
 
 def _write(tmp_path: Path, other: int) -> Path:
     p = tmp_path / "remote-latency.txt"
-    row0 = [10, 2, 5, 3, other, 300, 310, 0]  # looked up, hits, misses node 0/1, other, charged, held ns, io
-    lines = ["numalab-remote-latency 2", "api 1", "lines 4096", "modelled_sets 256", "lat_sample 16",
-             "chunk_ns 20000", "vcpus 2", "nodes 2", "vnode 0 0", "vnode 1 1", "cost 0 1 100000",
-             "snap 100 " + " ".join(["0"] * 16), "end 300 " + " ".join(map(str, row0 + [0] * 8))]  # fmt: skip
+    # looked up, hits, misses node 0/1, other, charged, held ns, io, stream misses
+    row0 = [10, 2, 5, 3, other, 300, 310, 0, 2]
+    lines = ["numalab-remote-latency 3", "api 1", "lines 4096", "modelled_sets 256", "lat_sample 16",
+             "chunk_ns 20000", "stream 1", "vcpus 2", "nodes 2", "vnode 0 0", "vnode 1 1", "cost 0 1 100000",
+             "bw 0 1 12800", "snap 100 " + " ".join(["0"] * 18),
+             "end 300 " + " ".join(map(str, row0 + [0] * 9))]  # fmt: skip
     p.write_text("\n".join(lines) + "\n")
     return p
 
@@ -170,6 +222,7 @@ def test_measure_writes_the_section_and_fails_a_wrong_map(tmp_path) -> None:
     assert res.failure is None and set(res.files) == {rl.JSON_FILE, rl.RAW_FILE}
     w = res.section["window"]
     assert w["modelled_misses"] == 8 and w["estimated_misses"] == 128 and w["remote_miss_pct"] == 37.5
+    assert w["stream_miss_pct"] == 25.0 and w["per_vcpu"][0]["stream_misses"] == 2
     assert res.section["model"]["local_ns"] == 100.0 and res.section["complete"]
     src = _write(tmp_path / "in", 1)
     bad = rl.measure(tmp_path / "run", src, model, None, None)
@@ -276,3 +329,64 @@ def test_a_bad_latency_table_names_its_field(ratio, needle: str) -> None:
 
     with pytest.raises(LabError, match=r"^t.yaml: " + needle):
         load_spec(_spec(latency_ratio=ratio), "t.yaml")
+
+
+# --- stream misses: --remote-bandwidth-gbs and bandwidth_ratio: ---------------------------------------------
+
+
+def test_stream_bandwidth_defaults_to_the_latency_ratio_and_a_table_overrides_it() -> None:
+    from lab.topology.model import topology_from_dict
+    from lab.topology.spec import load_spec
+
+    plain = model_for(load_spec(_spec(), "t.yaml"), "slit", 100.0, "virtual", 10.0)
+    assert plain is not None and plain.bw_ratios == ((1.0, 3.2), (3.2, 1.0))  # the SLIT's latency ratio
+    st = plain.to_dict()["streams"]
+    assert st["bandwidth_source"] == "slit" and st["bandwidth_gbs"] == [[10.0, 3.125], [3.125, 10.0]]
+    assert st["charge_ns"] == [[6.4, 20.48], [20.48, 6.4]] and st["local_gbs"] == 10.0  # 64 B at 10 and 3.125 GB/s
+    topo = load_spec(_spec(latency_ratio=[[1, 1.7], [1.7, 1]], bandwidth_ratio=[[1, 2.5], [1.25, 1]]), "t.yaml")
+    assert topology_from_dict(topo.to_dict()) == topo  # a run record keeps the table
+    for mode in ("slit", "table"):  # the spec's bandwidth table, whichever latency ratios
+        m = model_for(topo, mode, 100.0, "virtual", 10.0)
+        assert m is not None and m.to_dict()["streams"]["bandwidth_source"] == "bandwidth_ratio"
+        assert (m.stream_cost_ps(0, 1), m.stream_cost_ps(1, 0)) == (16000, 8000)
+    host = model_for(topo, "table", 200.0, "host", 2.0)  # the host's clock: the extra over a local line (32 ns)
+    assert host is not None and (host.stream_cost_ps(0, 0), host.stream_cost_ps(0, 1)) == (0, 48000)
+    assert "stream=1" in host.plugin_args(Path("o")) and "bw=0:1:48000" in host.plugin_args(Path("o"))
+    off = model_for(topo, "table", 200.0, "host", 0.0)
+    assert off is not None and off.to_dict()["streams"] == {"detector": "off", "local_gbs": 0.0}
+    assert not [a for a in off.plugin_args(Path("o")) if a.startswith(("stream=", "bw="))]
+    with pytest.raises(LabError, match=r"^--remote-bandwidth-gbs: must be 0 \(off\) or more than 0 .*got -1$"):
+        model_for(topo, "slit", 100.0, "host", -1.0)
+
+
+def test_the_run_defaults_and_the_option_without_the_charge() -> None:
+    from lab.run.batch import latency_of
+    from lab.run.options import RunOptions
+    from lab.topology.spec import load_topology
+
+    ring = load_topology("ring-2")
+    virtual = latency_of(RunOptions(remote_latency="slit", clock="virtual", accel="tcg"), "tcg", ring, None)
+    host = latency_of(RunOptions(remote_latency="slit", accel="tcg"), "tcg", ring, None)
+    assert virtual is not None and host is not None and (virtual.local_gbs, host.local_gbs) == (10.0, 2.0)
+    given = latency_of(RunOptions(remote_latency="slit", accel="tcg", remote_bandwidth_gbs=0), "tcg", ring, None)
+    assert given is not None and not given.streams
+    with pytest.raises(LabError, match=r"^--remote-bandwidth-gbs: only with --remote-latency slit or table$"):
+        RunOptions(remote_bandwidth_gbs=5.0)
+    with pytest.raises(LabError, match=r"^--remote-bandwidth-gbs: must be 0 \(off\) or more than 0"):
+        RunOptions(remote_latency="slit", accel="tcg", remote_bandwidth_gbs=float("nan"))
+
+
+@pytest.mark.parametrize(
+    ("ratio", "needle"),
+    [
+        ([[1, 1.5]], r"bandwidth_ratio: expected a 2x2 matrix"),
+        ([[1.1, 1.5], [1.5, 1]], r"bandwidth_ratio\[0\]\[0\]: a node's own memory is the unit: must be 1, got 1.1"),
+        ([[1, 0.5], [1.5, 1]], r"bandwidth_ratio\[0\]\[1\]: must be from 1 to 20, got 0.5"),
+        ([[1, "fast"], [1.5, 1]], r"bandwidth_ratio\[0\]\[1\]: expected a finite number, got 'fast'"),
+    ],
+)
+def test_a_bad_bandwidth_table_names_its_field(ratio, needle: str) -> None:
+    from lab.topology.spec import load_spec
+
+    with pytest.raises(LabError, match=r"^t.yaml: " + needle):
+        load_spec(_spec(bandwidth_ratio=ratio), "t.yaml")

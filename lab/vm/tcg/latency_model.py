@@ -22,6 +22,13 @@ costs nothing by itself, so every miss is charged, a local one L and a remote on
 QEMU with numalab's patch, lab.host.qemu_charge) in 1 µs pieces instead of holding the
 vCPU. L is then guest time: 100 ns, a miss as long as 100 instructions at the
 modelled 1 G instructions per second.
+
+Memory-level parallelism: a miss that continues a stream (the line next to it was among the vCPU's last few
+lines touched: a copy, a memset, a page migration's copy after its first line) is charged the line's transfer
+at the pair's bandwidth instead of the latency: ``64 B / bandwidth[i][j]``, with ``bandwidth[i][j] =
+local_gbs / bandwidth_ratio[i][j]``. The bandwidth ratio is the topology spec's ``bandwidth_ratio:``, or the
+latency ratio in use. Under the host's clock, as for latency, only the extra over a local line is charged.
+``local_gbs`` 0 turns the detector off (every miss charged its latency, the model before it).
 """
 
 from __future__ import annotations
@@ -45,11 +52,31 @@ DEFAULT_LOCAL_NS = 200.0
 DEFAULT_LOCAL_NS_VIRTUAL = 100.0  # under --clock virtual: a miss as long as 100 instructions
 VIRTUAL_CHUNK_NS = 1000  # charging the clock costs no host time: small pieces keep guest timers close
 MAX_LOCAL_NS = 10000.0
+# The local bandwidth a stream miss costs (GB/s, 1e9 bytes a second). Under --clock virtual: 10 GB/s, a
+# line in 6.4 ns (L / 15.6), about one core's streaming bandwidth on a current server. Under the host's clock
+# the local line costs what TCG takes, and only the remote extra is charged: 2 GB/s, about what numa01's
+# memset streamed per vCPU here under plain TCG (docs/throughput.md), not calibrated further.
+DEFAULT_LOCAL_GBS = 2.0
+DEFAULT_LOCAL_GBS_VIRTUAL = 10.0
+MAX_LOCAL_GBS = 10000.0
 
 
 def default_local_ns(clock: str) -> float:
     """L when --remote-latency-ns is not given: the host clock's calibration, or the virtual clock's choice."""
     return DEFAULT_LOCAL_NS_VIRTUAL if clock == "virtual" else DEFAULT_LOCAL_NS
+
+
+def default_local_gbs(clock: str) -> float:
+    """The local stream bandwidth when --remote-bandwidth-gbs is not given."""
+    return DEFAULT_LOCAL_GBS_VIRTUAL if clock == "virtual" else DEFAULT_LOCAL_GBS
+
+
+def check_local_gbs(value: float) -> None:
+    """--remote-bandwidth-gbs: 0 (no stream detection) or more than 0 and at most 10000 (one-line error)."""
+    if not (value == 0 or 0 < value <= MAX_LOCAL_GBS):
+        raise LabError(
+            f"--remote-bandwidth-gbs: must be 0 (off) or more than 0 and at most {MAX_LOCAL_GBS:g}, got {value:g}"
+        )
 
 
 def check_local_ns(value: float) -> None:
@@ -70,6 +97,29 @@ class LatencyModel:
     chunk_ns: int = DEFAULT_CHUNK_NS
     source: str = "slit"
     clock: str = "host"  # host: hold the vCPU for (ratio - 1) * L; virtual: charge the guest's clock ratio * L
+    local_gbs: float = 0.0  # a stream miss's local bandwidth, GB/s; 0: no stream detection
+    bandwidth_ratios: tuple[tuple[float, ...], ...] | None = None  # [cpu][mem] local/remote bandwidth; None: ratios
+    bandwidth_source: str = ""  # "bandwidth_ratio" (the spec's), or the latency ratios' source
+
+    @property
+    def streams(self) -> bool:
+        return self.local_gbs > 0
+
+    @property
+    def bw_ratios(self) -> tuple[tuple[float, ...], ...]:
+        return self.bandwidth_ratios or self.ratios
+
+    def line_ns(self, cpu_node: int, mem_node: int) -> float:
+        """A line's transfer at the pair's bandwidth (``local_gbs / bandwidth_ratio``), in ns."""
+        return LINE_BYTES * self.bw_ratios[cpu_node][mem_node] / self.local_gbs
+
+    def stream_cost_ps(self, cpu_node: int, mem_node: int) -> int:
+        """Picoseconds charged for one stream miss: the line's transfer at the pair's bandwidth on the virtual
+        clock; on the host's, its extra over a local line's (which TCG already takes)."""
+        if not self.streams:
+            return 0
+        extra = 0.0 if self.virtual else self.line_ns(cpu_node, cpu_node)
+        return max(0, round((self.line_ns(cpu_node, mem_node) - extra) * 1000))
 
     @property
     def virtual(self) -> bool:
@@ -93,6 +143,9 @@ class LatencyModel:
                 first = v
         n = len(self.ratios)
         args += [f"cost={i}:{j}:{c}" for i in range(n) for j in range(n) if (c := self.cost_ps(i, j))]
+        if self.streams:
+            args.append("stream=1")
+            args += [f"bw={i}:{j}:{c}" for i in range(n) for j in range(n) if (c := self.stream_cost_ps(i, j))]
         return args
 
     def to_dict(self) -> dict:
@@ -115,6 +168,21 @@ class LatencyModel:
             "chunk_ns": self.chunk_ns,
             "charge_ns": [[self.cost_ps(i, j) / 1000 for j in n] for i in n],
             "vcpu_nodes": list(self.vcpu_nodes),
+            "streams": self.stream_dict(),
+        }
+
+    def stream_dict(self) -> dict:
+        """The stream model for the manifest: off, or its bandwidths and what a stream miss is charged."""
+        if not self.streams:
+            return {"detector": "off", "local_gbs": 0.0}
+        n = range(len(self.ratios))
+        return {
+            "detector": "a miss whose neighbouring line is among the vCPU's last 8 lines touched",
+            "local_gbs": self.local_gbs,
+            "bandwidth_source": self.bandwidth_source or self.source,
+            "bandwidth_ratios": [list(r) for r in self.bw_ratios],
+            "bandwidth_gbs": [[round(self.local_gbs / self.bw_ratios[i][j], 4) for j in n] for i in n],
+            "charge_ns": [[self.stream_cost_ps(i, j) / 1000 for j in n] for i in n],
         }
 
 
@@ -124,14 +192,16 @@ def slit_ratios(topo: Topology) -> tuple[tuple[float, ...], ...]:
 
 
 def model_for(
-    topo: Topology, mode: str, local_ns: float = DEFAULT_LOCAL_NS, clock: str = "host"
+    topo: Topology, mode: str, local_ns: float = DEFAULT_LOCAL_NS, clock: str = "host", local_gbs: float = 0.0
 ) -> LatencyModel | None:
-    """The model ``--remote-latency mode`` asks for on ``topo`` under ``--clock clock`` (None for off)."""
+    """The model ``--remote-latency mode`` asks for on ``topo`` under ``--clock clock`` (None for off), stream
+    misses at ``local_gbs`` (0: none) over the spec's ``bandwidth_ratio:`` or else the latency ratios."""
     if mode not in REMOTE_LATENCY:
         raise LabError(f"--remote-latency: {mode!r} is not one of {', '.join(REMOTE_LATENCY)}")
     if mode == "off":
         return None
     check_local_ns(local_ns)
+    check_local_gbs(local_gbs)
     vcpu_nodes = tuple(n for n, cpus in enumerate(topo.node_cpus()) for _ in cpus)
     if mode == "table":
         if topo.latency_ratio is None:
@@ -141,4 +211,6 @@ def model_for(
     else:
         ratios, source = slit_ratios(topo), "slit"
     chunk = VIRTUAL_CHUNK_NS if clock == "virtual" else DEFAULT_CHUNK_NS
-    return LatencyModel(ratios, local_ns, vcpu_nodes, chunk_ns=chunk, source=source, clock=clock)
+    bw, bw_source = (topo.bandwidth_ratio, "bandwidth_ratio") if topo.bandwidth_ratio else (None, source)
+    return LatencyModel(ratios, local_ns, vcpu_nodes, chunk_ns=chunk, source=source, clock=clock,
+                        local_gbs=local_gbs, bandwidth_ratios=bw, bandwidth_source=bw_source)  # fmt: skip
