@@ -421,3 +421,13 @@ void result_print(struct json *j)
 	free(j->buf);
 	j->buf = NULL;
 }
+
+void result_print_one_task(struct json *j, const struct task_stat *st)
+{
+	json_arr_begin(j, "per_task");
+	json_obj_begin(j, NULL);
+	json_task_fields(j, st);
+	json_obj_end(j);
+	json_arr_end(j);
+	result_print(j);
+}

@@ -94,5 +94,7 @@ void result_begin(struct json *j, const char *workload, double duration, double 
 		  long long loops, unsigned long long bytes);
 /* Closes the root object and prints "NUMALAB_RESULT {...}" to stdout. */
 void result_print(struct json *j);
+/* For a one-task workload: its per_task list of st alone, then result_print(). */
+void result_print_one_task(struct json *j, const struct task_stat *st);
 
 #endif

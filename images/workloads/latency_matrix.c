@@ -478,12 +478,7 @@ int main(int argc, char **argv)
 		if (stream_mib)	/* the mean symmetric copy ratio: local/remote bandwidth (1 with one node) */
 			json_num(&j, "bandwidth_ratio", n_sym ? csum / n_sym : 1.0);
 	}
-	json_arr_begin(&j, "per_task");
-	json_obj_begin(&j, NULL);
-	json_task_fields(&j, &st);
-	json_obj_end(&j);
-	json_arr_end(&j);
-	result_print(&j);
+	result_print_one_task(&j, &st);
 	if (sink == (void **)1)	/* keep the chase */
 		puts("");
 	return 0;

@@ -110,11 +110,6 @@ int main(int argc, char **argv)
 		json_num(&j, "reached_mem_node_after_s", moved_after);
 	json_num(&j, "local_pct", node >= 0 ? share_on_node(buf, len, node) : 0);
 	json_num(&j, "on_mem_node_pct", share_on_node(buf, len, mem_node));
-	json_arr_begin(&j, "per_task");
-	json_obj_begin(&j, NULL);
-	json_task_fields(&j, &st);
-	json_obj_end(&j);
-	json_arr_end(&j);
-	result_print(&j);
+	result_print_one_task(&j, &st);
 	return 0;
 }

@@ -167,7 +167,7 @@ def fetch(release_suffix: str = "backports", refresh: bool = False, say=print) -
         for deb in apt.download(packages, debs):
             _run(["dpkg-deb", "-x", str(deb), str(tmp)], f"dpkg-deb -x {deb.name}")
         shutil.rmtree(debs)
-        _check_libraries(tmp / "usr" / "bin" / DEFAULT_QEMU)
+        check_libraries(tmp / "usr" / "bin" / DEFAULT_QEMU, "setup-qemu10")
         write_text_atomic(tmp / "VERSION", f"{version}\n{release}\n")
         (tmp / ".complete").touch()
         shutil.rmtree(prefix, ignore_errors=True)
@@ -181,12 +181,14 @@ def fetch(release_suffix: str = "backports", refresh: bool = False, say=print) -
     return binary
 
 
-def _check_libraries(binary: Path) -> None:
-    """The unpacked binary runs with this system's libraries (apt brought the newer ones it needs)."""
-    out = _run(["ldd", str(binary)], f"ldd {binary.name}")
-    missing = [ln.split()[0] for ln in out.splitlines() if "not found" in ln]
-    if missing:
-        raise LabError(f"setup-qemu10: {binary.name} needs libraries this system lacks: {', '.join(missing)}")
+def check_libraries(binary: Path, step: str, env: dict[str, str] | None = None) -> None:
+    """One line naming ``step`` (the make target) if ``binary`` would miss a library of this system (ldd; with
+    ``env``, e.g. a prefix's LD_LIBRARY_PATH)."""
+    proc = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, timeout=60, env=env)
+    missing = [ln.split()[0] for ln in proc.stdout.splitlines() if "not found" in ln]
+    if proc.returncode != 0 or missing:
+        why = ", ".join(missing) or (proc.stderr.strip() or "ldd failed")
+        raise LabError(f"{step}: {binary.name} needs libraries this system lacks: {why}")
 
 
 def main(argv: list[str] | None = None) -> int:

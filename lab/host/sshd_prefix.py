@@ -15,13 +15,12 @@ from __future__ import annotations
 import argparse
 import re
 import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from lab.errors import LabError
-from lab.host.qemu_prefix import setup_run
+from lab.host.qemu_prefix import check_libraries, setup_run
 from lab.paths import cache_root
 
 PACKAGES = ("openssh-server", "libwrap0")
@@ -86,7 +85,7 @@ def fetch(refresh: bool = False, say=print) -> Path:
         for deb in sorted(debs.glob("*.deb")):
             _run(["dpkg-deb", "-x", str(deb), str(tmp)], f"dpkg-deb -x {deb.name}")
         shutil.rmtree(debs)
-        check_libraries(tmp)
+        check_sshd_libraries(tmp)
         (tmp / "VERSION").write_text(f"{version}\n")
         (tmp / ".complete").touch()
         shutil.rmtree(prefix, ignore_errors=True)
@@ -98,14 +97,9 @@ def fetch(refresh: bool = False, say=print) -> Path:
     return prefix
 
 
-def check_libraries(prefix: Path) -> None:
+def check_sshd_libraries(prefix: Path) -> None:
     """The unpacked sshd finds every library: the prefix's, then the system's."""
-    proc = subprocess.run(["ldd", str(prefix / SSHD)], capture_output=True, text=True, timeout=60,
-                          env={"LD_LIBRARY_PATH": library_path(prefix), "PATH": "/usr/bin:/bin"})  # fmt: skip
-    missing = [ln.split()[0] for ln in proc.stdout.splitlines() if "not found" in ln]
-    if proc.returncode != 0 or missing:
-        why = ", ".join(missing) or (proc.stderr.strip() or "ldd failed")
-        raise LabError(f"setup-sshd: {prefix / SSHD} needs libraries this system lacks: {why}")
+    check_libraries(prefix / SSHD, "setup-sshd", env={"LD_LIBRARY_PATH": library_path(prefix), "PATH": "/usr/bin:/bin"})
 
 
 def main(argv: list[str] | None = None) -> int:
