@@ -427,16 +427,17 @@ def test_build_failure_keeps_the_log_and_names_the_error(tmp_path, baseline) -> 
 @pytest.mark.vm
 @pytest.mark.kernel_build
 def test_known_answer_patched_kernel_never_moves_or_swaps(tmp_path, baseline) -> None:
-    """misplaced on ring-2 (one task on node 1, its memory bound to node 0 and still scanned): the baseline brings
-    the task to its memory by a NUMA move or swap; the patched kernel, whose task_numa_migrate() never moves a task,
-    makes none, though balancing ran (hint faults). ring-4 numa01 for 20 s did the same in 48 s, with 0 baseline
-    decisions possible; this is 2 x 8 s and the baseline's answer is fixed by the workload."""
+    """misplaced on ring-2, 2 CPUs a node (one task on node 1, its memory bound to node 0 and still scanned; with 1 CPU
+    a node the load balancer brought the task there first in 1 of 8 runs, with no NUMA decision): the baseline
+    brings the task to its memory by a NUMA move or swap; the patched kernel, whose task_numa_migrate() never
+    moves a task, makes none, though balancing ran (hint faults). ring-4 numa01 for 20 s did the same in 48 s,
+    with 0 baseline decisions possible; this is 2 x 8 s and the baseline's answer is fixed by theworkload."""
     patched = _build("--patch", str(KNOWN_ANSWER), "--name", "known-answer")
     assert patched["key"] != baseline["key"]
     runs = {}
     for name in ("baseline", "known-answer"):
         out = tmp_path / name
-        proc = numalab("run", "--topology", "ring-2", "--cpus-per-node", "1", "--kernel", name, "--workload",
+        proc = numalab("run", "--topology", "ring-2", "--cpus-per-node", "2", "--kernel", name, "--workload",
                        "misplaced", "--duration", "8", "--out", str(out), "--json", timeout=900)  # fmt: skip
         assert proc.returncode == 0, proc.stderr[-3000:]
         m = json.loads(proc.stdout)
