@@ -118,6 +118,7 @@ def four_nodes(tmp_path_factory, user, baseline_kernel):
                    timeout=OUTER_TIMEOUT_S + 300)  # fmt: skip
     assert proc.returncode == 0, (proc.stdout[-3000:], proc.stderr[-3000:])
     assert "[outer] booted 4 svm npt /dev/kvm" in proc.stdout and "[outer] done" in proc.stdout, proc.stdout[-3000:]
+    assert "[outer] kvm-held" in proc.stdout, proc.stdout[-3000:]
     return SimpleNamespace(out=out), proc.stdout
 
 
@@ -129,6 +130,8 @@ def _manifest(res, name: str) -> dict:
 
 def _outer_ended_well(res) -> None:
     assert not res.timed_out and res.marks.get("done") is not None and res.records == "all", (res, res.hang)
+    # KVM's static keys held still for the guest's life (lab.host.nested: the freeze it prevents)
+    assert "kvm-held" in res.marks, res.marks
 
 
 def test_doctor_finds_kvm_through_the_real_probe_as_an_ordinary_user(two_nodes) -> None:
