@@ -82,6 +82,7 @@ def cmd_nested(args: argparse.Namespace) -> int:
     summary = {
         "exit_code": res.exit_code,
         "timed_out": res.timed_out,
+        "silent_s": res.silent_s,
         "records": res.records,
         "wall_s": res.wall_s,
         "marks": res.marks,
@@ -101,7 +102,8 @@ def cmd_nested(args: argparse.Namespace) -> int:
         if res.timed_out:
             where = f"; its QEMU's state in {out / '.outer' / 'hang.json'}" if res.hang else ""
             got = {"partial": "its last copy of its records", "all": "all its records"}.get(res.records, "no records")
-            progress(f"outer guest stopped at its timeout; {got} came back{where}")
+            why = f"its console silent for {res.silent_s:.0f}s" if res.silent_s is not None else "its timeout"
+            progress(f"outer guest stopped at {why}; {got} came back{where}")
     if res.timed_out or res.exit_code is None:
         return 1
     return res.exit_code

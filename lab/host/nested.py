@@ -62,6 +62,11 @@ NESTED_OUT = "/nested-out"
 TAR = "nested.tar"
 PARTIAL = "nested-partial.tar"  # the records as they were at the last copy (a guest that never said done)
 PARTIAL_S = 60
+ALIVE_S = 30  # the init marks "alive" on the console this often, from its mounts to its end
+# A console silent this long (8 "alive" marks missed) is an outer guest that has stopped: every CPU trapping, or
+# none woken (a freeze of TCG running KVM, docs/tcg.md). It is stopped as at its timeout, its state read first,
+# instead of holding the caller until the timeout (35 min in the nested tests).
+SILENT_S = 240.0
 OUTPUT_LIMIT = 1 << 30  # what the outer guest may send back
 
 _INIT = r"""#!/bin/busybox sh
@@ -88,6 +93,7 @@ mount -t proc proc $R/proc; mount -t sysfs sysfs $R/sys; mount -t devtmpfs devtm
 # (no tmpfs over /tmp: the checkout may live there, as a CI's clean one does; the overlay keeps writes in memory)
 mkdir -p $R/dev/shm $R/dev/pts && mount -t tmpfs -o mode=1777 tmpfs $R/dev/shm && mount -t devpts devpts $R/dev/pts
 mount -t debugfs debugfs $R/sys/kernel/debug 2>/dev/null
+( while sleep @ALIVE_S@; do say alive; done ) &
 mkdir -p $R/@OUT@ $R/nested && cp /nested/* $R/nested/
 has() { grep -q -w "$1" /proc/cpuinfo && echo "$1"; }
 # One KVM VM (an in-kernel LAPIC and one vCPU that never runs) held for the guest's life, made while it is quiet:
@@ -163,6 +169,7 @@ class NestedResult:
     timed_out: bool
     records: str = "all"  # what came back: "all" (the guest sent them at its end), "partial" (its last copy), "none"
     hang: dict | None = None  # at a timeout: the outer QEMU's state (lab.vm.hang), also in .outer/hang.json
+    silent_s: float | None = None  # stopped because its console had been silent this long (SILENT_S), else None
 
 
 def _user(name: str | None) -> pwd.struct_passwd:
@@ -184,7 +191,7 @@ def outer_init(user: str, setpriv: str, cache: str, cache_from: str, ssh_port: i
     serve_wait = f"while [ ! -e /results/{STOP} ]; do sleep 1; done\n" if ssh_port else ""
     subst = {"@SERVE@": serve, "@SERVE_WAIT@": serve_wait, "@HOSTNAME@": nested_ssh.GUEST_HOSTNAME,
              "@HOST_KEY@": nested_ssh.HOST_KEY, "@SSHD@": shlex.quote(sshd), "@SSHD_LIBS@": shlex.quote(sshd_libs),
-             "@PARTIAL@": PARTIAL, "@PARTIAL_S@": str(PARTIAL_S),
+             "@PARTIAL@": PARTIAL, "@PARTIAL_S@": str(PARTIAL_S), "@ALIVE_S@": str(ALIVE_S),
              "@MARK@": MARK, "@OUT@": NESTED_OUT, "@TAR@": TAR, "@REPO@": shlex.quote(str(REPO_ROOT)),
              "@SETPRIV@": setpriv, "@USER@": shlex.quote(user), "@CACHE@": shlex.quote(cache),
              "@CACHE_FROM@": shlex.quote(cache_from)}  # fmt: skip
@@ -246,8 +253,30 @@ class _ConsoleTail:
             line = raw.decode(errors="replace").rstrip("\r")
             if line.startswith("| "):
                 self.echo(line[2:])
-            elif line.startswith(MARK + " "):
+            elif line.startswith(MARK + " ") and line != f"{MARK} alive":
                 self.echo(f"[outer] {line[len(MARK) + 1 :]}")
+
+
+class _Silence:
+    """An on_tick that sets ``stop`` once the console has not grown for ``silent_s`` (the init's "alive" mark
+    comes every ALIVE_S while the guest runs at all); ``silent_s`` is then how long it had been."""
+
+    def __init__(self, console: Path, stop: threading.Event, say=None, silent_s: float = SILENT_S) -> None:
+        self.console, self.stop, self.say, self.limit = console, stop, say, silent_s
+        self.size, self.since, self.silent_s = -1, 0.0, None
+
+    def __call__(self, now: float) -> None:
+        try:
+            size = self.console.stat().st_size
+        except OSError:
+            size = 0
+        if size != self.size:
+            self.size, self.since = size, now
+        elif self.silent_s is None and now - self.since > self.limit:
+            self.silent_s = round(now - self.since, 1)
+            if self.say:
+                self.say(f"outer guest: its console silent for {self.silent_s:.0f}s: it has stopped; stopping it")
+            self.stop.set()
 
 
 def outer_name() -> str:
@@ -374,8 +403,16 @@ def run_nested(
         progress(f"outer guest: {topo.name}, {topo.n_nodes} nodes, {topo.total_cpus} vCPUs under TCG with SVM")
     t0 = time.monotonic()
     tail = _ConsoleTail(Path(boot.console_log), echo) if echo else None
+    stop = cancel if cancel is not None else threading.Event()
+    silence = _Silence(Path(boot.console_log), stop, progress)
+
+    def tick(now: float) -> None:
+        if tail:
+            tail(now)
+        silence(now)
+
     limits = ShareLimits(output_bytes=OUTPUT_LIMIT)
-    req = VmRequest(topo, placement, boot, work, timeout_s, limits=limits, on_tick=tail, cancel=cancel)
+    req = VmRequest(topo, placement, boot, work, timeout_s, limits=limits, on_tick=tick, cancel=stop)
     outcome, _info = QemuBackend().run(req)
     if tail:
         tail(0.0)
@@ -387,7 +424,7 @@ def run_nested(
         (work / "hang.json").write_text(json_text(outcome.hang_state, indent=2))
     code = marks.get("script-exit")
     return NestedResult(int(code) if code and code.isdigit() else None, marks, round(wall, 1), out, console,
-                        outcome.timed_out, records, outcome.hang_state)  # fmt: skip
+                        outcome.timed_out, records, outcome.hang_state, silence.silent_s)  # fmt: skip
 
 
 @dataclass

@@ -231,3 +231,35 @@ def test_nested_without_out_leaves_its_default_directory_to_the_library(tmp_path
     assert args.func(args) == 0
     made = [p for p in os.listdir(tmp_path) if p.startswith("numalab-nested-")]
     assert seen == {"existed": False} and len(made) == 1, (seen, made)
+
+
+def test_a_silent_outer_console_stops_the_guest_once(tmp_path: Path) -> None:
+    """The init marks "alive" every ALIVE_S; a console that stops growing for SILENT_S is a guest that has
+    stopped (every CPU trapping, or none woken): the watch sets the stop once, and says how long it waited."""
+    console = tmp_path / "console.log"
+    stop, said = nested.threading.Event(), []
+    watch = nested._Silence(console, stop, said.append, silent_s=100.0)
+    watch(0.0)  # (no console yet: silent from here)
+    console.write_text("booting\n")
+    watch(50.0)  # grew: the silence starts again
+    watch(149.0)
+    assert not stop.is_set() and watch.silent_s is None
+    with console.open("a") as f:
+        f.write(f"{nested.MARK} alive\n")
+    watch(160.0)
+    watch(259.0)
+    assert not stop.is_set()
+    watch(261.0)
+    assert stop.is_set() and watch.silent_s == 101.0 and len(said) == 1 and "silent for 101s" in said[0]
+    watch(400.0)
+    assert len(said) == 1 and watch.silent_s == 101.0  # once
+
+
+def test_the_outer_init_marks_it_is_alive_and_the_tail_leaves_that_out(tmp_path: Path) -> None:
+    init, _prepare = outer_init("u", "--reuid=1000", "/c", "")
+    assert f"while sleep {nested.ALIVE_S}; do say alive; done" in init
+    console = tmp_path / "console.log"
+    console.write_text(f"{nested.MARK} booted 2\n{nested.MARK} alive\n| hello\n{nested.MARK} done\n")
+    heard: list[str] = []
+    nested._ConsoleTail(console, heard.append)(0.0)
+    assert heard == ["[outer] booted 2", "hello", "[outer] done"]
