@@ -135,8 +135,15 @@ fi
 H=$(getent passwd "$U" | cut -d: -f6)
 mkdir -p "$H" && chown "$U:" "$H"
 C=@CACHE@
-mkdir -p "$C"
 F=@CACHE_FROM@
+OWN=
+if [ -n "$F" ] && [ "$(readlink -f "$F")" = "$(readlink -f "$C")" ]; then
+  # (root's own cache, the caller's: the overlay shows it as it is and keeps every write in the guest; only this
+  # host's verdicts and calibrations are hidden, for the guest to find its own; no chown, which would copy it up)
+  rm -rf "$C/accel" "$C/tcg-lpj.json" "$C/tcg-tsc.json"
+  F= OWN=1
+fi
+mkdir -p "$C"
 # The kernels and image layers the caller's cache has, each complete entry a link (read-only here): nothing
 # half-made, and no host verdict or calibration (KVM's, TCG's delay loop): those are this machine's to find.
 if [ -n "$F" ] && [ -d "$F" ]; then
@@ -153,7 +160,8 @@ if [ -n "$F" ] && [ -d "$F" ]; then
     find -L "$e" -type d ! -perm -o=rx -exec chmod o+rx {} + ; find -L "$e" -type f ! -perm -o=r -exec chmod o+r {} +
   done
 fi
-chown -R "$U:" "$C" @OUT@
+[ -n "$OWN" ] || chown -R "$U:" "$C"
+chown -R "$U:" @OUT@
 id "$U"
 ls -l /dev/kvm 2>&1 || true
 """
@@ -372,7 +380,7 @@ def run_nested(
     stock = resolve_kernel("stock")
     inner_cache = f"{who.pw_dir}/.cache/numalab" if who.pw_uid else "/root/.cache/numalab"
     cache_src = cache_from if cache_from is not None else cache_root()
-    setpriv = f"--reuid={who.pw_uid} --regid={who.pw_gid} --init-groups" if who.pw_uid else "--reuid=0 --regid=0"
+    setpriv = f"--reuid={who.pw_uid} --regid={who.pw_gid} --init-groups"  # (root too: setpriv wants a groups option)
     env = f"export NESTED_OUT={NESTED_OUT} NUMALAB_CACHE={shlex.quote(inner_cache)}\n"
     sshd = sshd_prefix.find() if ssh else None
     if ssh and sshd is None:
