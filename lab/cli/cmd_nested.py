@@ -102,8 +102,9 @@ def cmd_nested(args: argparse.Namespace) -> int:
         if res.timed_out:
             where = f"; its QEMU's state in {out / '.outer' / 'hang.json'}" if res.hang else ""
             got = {"partial": "its last copy of its records", "all": "all its records"}.get(res.records, "no records")
-            why = f"its console silent for {res.silent_s:.0f}s" if res.silent_s is not None else "its timeout"
-            progress(f"outer guest stopped at {why}; {got} came back{where}")
+            silent = res.silent_s is not None
+            why = f"after its console was silent for {res.silent_s:.0f}s" if silent else "at its timeout"
+            progress(f"outer guest stopped {why}; {got} came back{where}")
     if res.timed_out or res.exit_code is None:
         return 1
     return res.exit_code
