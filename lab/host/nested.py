@@ -96,17 +96,22 @@ mount -t debugfs debugfs $R/sys/kernel/debug 2>/dev/null
 ( while sleep @ALIVE_S@; do say alive; done ) &
 mkdir -p $R/@OUT@ $R/nested && cp /nested/* $R/nested/
 has() { grep -q -w "$1" /proc/cpuinfo && echo "$1"; }
-# One KVM VM (an in-kernel LAPIC and one vCPU that never runs) held for the guest's life, made while it is quiet:
-# KVM's static keys (preempt_notifier_key, patched into finish_task_switch(); apic_sw_disabled) then never
-# flip again as the inner VMs come and go. Each flip is a text_poke_bp() of code that every CPU runs, and under
-# TCG (QEMU 7.2) a vCPU could keep running the poke's int3 after the byte was restored: every CPU trapping there
-# for good (the freeze that 1 of 4 inner libvirt starts hit). See docs/tcg.md.
-[ -c $R/dev/kvm ] && chroot $R /usr/bin/python3 -c 'import fcntl, os, signal
+# hold_kvm: one KVM VM (an in-kernel LAPIC and one vCPU that never runs) held from here to the guest's end, made
+# while it is quiet: KVM's static keys (preempt_notifier_key, patched into finish_task_switch(); apic_sw_disabled)
+# then never flip again as the inner VMs come and go. Each flip is a text_poke_bp() of code every CPU runs, and
+# under TCG (QEMU 7.2) a vCPU could keep running the poke's int3 after the byte was restored: every CPU trapping
+# there for good, as at an inner libvirt domain's start. Only the serving holds it: the script's inner VMs never
+# met that freeze, and while it was held from boot two script runs stopped in new ways (docs/tcg.md).
+hold_kvm() {
+  [ -c $R/dev/kvm ] && chroot $R /usr/bin/python3 -c 'import fcntl, os, signal
 vm = fcntl.ioctl(os.open("/dev/kvm", os.O_RDWR), 0xAE01, 0)  # KVM_CREATE_VM
 fcntl.ioctl(vm, 0xAE60, 0)  # KVM_CREATE_IRQCHIP
 fcntl.ioctl(vm, 0xAE41, 0)  # KVM_CREATE_VCPU 0
 print("@MARK@ kvm-held", flush=True)
-signal.pause()' &
+if os.fork():
+    os._exit(0)
+signal.pause()'
+}
 say booted "$(grep -c ^processor /proc/cpuinfo)" $(has svm) $(has npt) $(test -c /dev/kvm && echo /dev/kvm)
 chroot $R /bin/sh /nested/prepare.sh > $R/@OUT@/prepare.log 2>&1 || fail prepare "$(tail -1 $R/@OUT@/prepare.log)"
 say prepared
@@ -194,7 +199,7 @@ def outer_init(user: str, setpriv: str, cache: str, cache_from: str, ssh_port: i
     leaves ``stop`` in the results share: its sshd is ``sshd`` (lab.host.sshd_prefix's, with ``sshd_libs``
     first on its library path)."""
     # (the script's records into the share first: the serving that follows cannot lose them)
-    serve = "partial\n" + nested_ssh.SERVE.replace("@PORT@", str(ssh_port)) if ssh_port else ""
+    serve = "partial\nhold_kvm\n" + nested_ssh.SERVE.replace("@PORT@", str(ssh_port)) if ssh_port else ""
     serve = serve.replace("@POOL_MIB@", str(nested_ssh.POOL_MIB))
     serve_wait = f"while [ ! -e /results/{STOP} ]; do sleep 1; done\n" if ssh_port else ""
     subst = {"@SERVE@": serve, "@SERVE_WAIT@": serve_wait, "@HOSTNAME@": nested_ssh.GUEST_HOSTNAME,
