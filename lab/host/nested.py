@@ -100,8 +100,9 @@ has() { grep -q -w "$1" /proc/cpuinfo && echo "$1"; }
 # while it is quiet: KVM's static keys (preempt_notifier_key, patched into finish_task_switch(); apic_sw_disabled)
 # then never flip again as the inner VMs come and go. Each flip is a text_poke_bp() of code every CPU runs, and
 # under TCG (QEMU 7.2) a vCPU could keep running the poke's int3 after the byte was restored: every CPU trapping
-# there for good, as at an inner libvirt domain's start. Only the serving holds it: the script's inner VMs never
-# met that freeze, and while it was held from boot two script runs stopped in new ways (docs/tcg.md).
+# there for good, as at an inner libvirt domain's start. Only a libvirt host's guest holds it, once its script has
+# ended: the script's inner VMs never met that freeze, and while it was held from boot two script runs stopped
+# in new ways (docs/tcg.md).
 hold_kvm() {
   [ -c $R/dev/kvm ] && chroot $R /usr/bin/python3 -c 'import fcntl, os, signal
 vm = fcntl.ioctl(os.open("/dev/kvm", os.O_RDWR), 0xAE01, 0)  # KVM_CREATE_VM

@@ -110,6 +110,9 @@ def test_the_outer_init_serves_only_when_asked() -> None:
     assert "^libvirt:" in prepare and "^sshd:" in prepare  # (sshd's own user: the host need not have it)
     plain_init, plain_prepare = outer_init("numalab-test", "--reuid=1001", "/c", "")
     assert "serving" not in plain_init and "sshd" not in plain_init and "/results/stop" not in plain_init
+    # KVM's static keys held still from the serving's start only (the script's VMs run as they always had)
+    assert init.index("say script-exit") < init.index("\nhold_kvm\n") < init.index("say serving")
+    assert "\nhold_kvm\n" not in plain_init
     assert "libvirt" not in plain_prepare
     # Either way: a copy of the records every PARTIAL_S while the guest runs, and a failure sends them.
     for text in (init, plain_init):
