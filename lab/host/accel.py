@@ -47,8 +47,11 @@ _PROBE_INIT = f"""#!/bin/busybox sh
 """
 
 
+ACCEL_DIR = "accel"  # the verdicts, in numalab's cache: this host's own (lab.host.nested hides them)
+
+
 def _cache_file(key: str) -> Path:
-    return cache_dir("accel") / f"{key}.json"
+    return cache_dir(ACCEL_DIR) / f"{key}.json"
 
 
 def probe_boot(accel: str, kernel: Path, workdir: Path, firmware: str = "") -> BootSpec:

@@ -39,6 +39,7 @@ from lab.errors import LabError
 from lab.guest import cpio
 from lab.guest.image import minimal_initrd, modules_image
 from lab.host import nested_ssh, sshd_prefix
+from lab.host.accel import ACCEL_DIR
 from lab.kernel.resolve import resolve_kernel
 from lab.paths import REPO_ROOT, cache_root, json_text
 from lab.placement.host_inventory import read_inventory
@@ -49,6 +50,7 @@ from lab.vm.backend import VmRequest
 from lab.vm.qemu.qemu_argv import BootSpec
 from lab.vm.qemu.qemu_backend import QemuBackend
 from lab.vm.share import ShareLimits, make_share
+from lab.vm.tcg import tcg_boot, tcg_clock
 
 # 9p for the host's root (virtio and 9p come with lab.guest.image.NEEDED_MODULES), the overlay over it,
 # and KVM for AMD (its dependencies, irqbypass and ccp, come from modules.dep).
@@ -68,6 +70,8 @@ ALIVE_S = 30  # the init marks "alive" on the console this often, from its mount
 # instead of holding the caller until the timeout (35 min in the nested tests).
 SILENT_S = 240.0
 OUTPUT_LIMIT = 1 << 30  # what the outer guest may send back
+# What in numalab's cache is this host's own (the KVM verdict, TCG's calibrations), not the guest's to reuse
+HOST_OWN = (ACCEL_DIR, tcg_boot.CALIBRATION_FILE, tcg_clock.CALIBRATION_FILE)
 
 _INIT = r"""#!/bin/busybox sh
 /bin/busybox --install -s /bin
@@ -146,7 +150,7 @@ OWN=
 if [ -n "$F" ] && [ "$(readlink -f "$F")" = "$(readlink -f "$C")" ]; then
   # (root's own cache, the caller's: the overlay shows it as it is and keeps every write in the guest; only this
   # host's verdicts and calibrations are hidden, for the guest to find its own; no chown, which would copy it up)
-  rm -rf "$C/accel" "$C/tcg-lpj.json" "$C/tcg-tsc.json"
+  for e in @HOST_OWN@; do rm -rf "$C/$e"; done
   F= OWN=1
 fi
 mkdir -p "$C"
@@ -208,7 +212,7 @@ def outer_init(user: str, setpriv: str, cache: str, cache_from: str, ssh_port: i
              "@PARTIAL@": PARTIAL, "@PARTIAL_S@": str(PARTIAL_S), "@ALIVE_S@": str(ALIVE_S),
              "@MARK@": MARK, "@OUT@": NESTED_OUT, "@TAR@": TAR, "@REPO@": shlex.quote(str(REPO_ROOT)),
              "@SETPRIV@": setpriv, "@USER@": shlex.quote(user), "@CACHE@": shlex.quote(cache),
-             "@CACHE_FROM@": shlex.quote(cache_from)}  # fmt: skip
+             "@CACHE_FROM@": shlex.quote(cache_from), "@HOST_OWN@": " ".join(HOST_OWN)}  # fmt: skip
     init, prepare = _INIT, _PREPARE + (nested_ssh.PREPARE if ssh_port else "")
     for key, value in subst.items():
         init, prepare = init.replace(key, value), prepare.replace(key, value)

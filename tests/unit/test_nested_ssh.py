@@ -266,3 +266,10 @@ def test_the_outer_init_marks_it_is_alive_and_the_tail_leaves_that_out(tmp_path:
     heard: list[str] = []
     nested._ConsoleTail(console, heard.append)(0.0)
     assert heard == ["[outer] booted 2", "hello", "[outer] done"]
+
+
+def test_root_in_its_own_cache_hides_only_this_hosts_verdicts_and_calibrations() -> None:
+    _init, prepare = outer_init("root", "--reuid=0", "/root/.cache/numalab", "/root/.cache/numalab")
+    assert nested.HOST_OWN == ("accel", "tcg-lpj.json", "tcg-tsc.json")
+    assert 'for e in accel tcg-lpj.json tcg-tsc.json; do rm -rf "$C/$e"; done' in prepare
+    assert '[ -n "$OWN" ] || chown -R "$U:" "$C"' in prepare  # (no copy-up of root's whole cache)

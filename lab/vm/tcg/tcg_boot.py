@@ -66,7 +66,7 @@ def valid_lpj(lpj: object) -> bool:
     return isinstance(lpj, int) and not isinstance(lpj, bool) and LPJ_RANGE[0] <= lpj <= LPJ_RANGE[1]
 
 
-_FILE = "tcg-lpj.json"
+CALIBRATION_FILE = "tcg-lpj.json"  # in numalab's cache: this host's own (lab.host.nested hides it)
 
 
 def _key(kernel_image: Path, host: str) -> str:
@@ -77,7 +77,7 @@ def _key(kernel_image: Path, host: str) -> str:
 
 def _load() -> dict[str, int]:
     try:
-        data = json.loads((cache_dir() / _FILE).read_text())
+        data = json.loads((cache_dir() / CALIBRATION_FILE).read_text())
     except (OSError, ValueError):
         return {}
     return {k: v for k, v in data.items() if valid_lpj(v)} if isinstance(data, dict) else {}
@@ -117,5 +117,5 @@ def learn(kernel_image: Path, accel: str, dmesg: str, host: str = "") -> int | N
     if data.get(key) == lpj:
         return lpj
     data[key] = lpj
-    write_text_atomic(cache_dir() / _FILE, json_text(data, indent=1, sort_keys=True) + "\n")
+    write_text_atomic(cache_dir() / CALIBRATION_FILE, json_text(data, indent=1, sort_keys=True) + "\n")
     return lpj

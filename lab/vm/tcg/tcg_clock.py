@@ -28,7 +28,7 @@ from pathlib import Path
 
 from lab.paths import cache_dir, json_text, write_text_atomic
 
-_FILE = "tcg-tsc.json"
+CALIBRATION_FILE = "tcg-tsc.json"  # in numalab's cache: this host's own (lab.host.nested hides it)
 _DETECTED = re.compile(r"tsc: Detected (\d{1,9}\.\d{1,9}) MHz processor")
 _REFINED = re.compile(r"tsc: Refined TSC clocksource calibration: (\d{1,9}\.\d{1,9}) MHz")
 _DEVIATES = re.compile(r"tsc: PIT calibration deviates from HPET: (\d{1,12}) (\d{1,12})")
@@ -37,7 +37,7 @@ KHZ_RANGE = (100_000, 20_000_000)  # 100 MHz .. 20 GHz
 
 def _load() -> dict[str, int]:
     try:
-        data = json.loads((cache_dir() / _FILE).read_text())
+        data = json.loads((cache_dir() / CALIBRATION_FILE).read_text())
     except (OSError, ValueError):
         return {}
     if not isinstance(data, dict):
@@ -77,7 +77,7 @@ def host_tsc_khz(dmesg: str | None = None) -> int | None:
         khz = host_tsc_khz(dmesg)
         if khz and boot:
             data = {k: v for k, v in known.items() if not k.startswith("host ")} | {key: khz}
-            write_text_atomic(cache_dir() / _FILE, json_text(data, indent=1, sort_keys=True) + "\n")
+            write_text_atomic(cache_dir() / CALIBRATION_FILE, json_text(data, indent=1, sort_keys=True) + "\n")
         return khz
     found = list(_REFINED.finditer(dmesg)) or list(_DETECTED.finditer(dmesg))
     if not found:
@@ -105,7 +105,7 @@ def learn(dmesg: str, host: str = "") -> int | None:
     key = host or "local"
     if key not in data:
         data[key] = khz
-        write_text_atomic(cache_dir() / _FILE, json_text(data, indent=1, sort_keys=True) + "\n")
+        write_text_atomic(cache_dir() / CALIBRATION_FILE, json_text(data, indent=1, sort_keys=True) + "\n")
     return data[key]
 
 
