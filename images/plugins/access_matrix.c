@@ -38,13 +38,20 @@
  *                     any real cache; the direct-mapped model's conflicts, e.g. a copy's source and destination
  *                     a multiple of the cache's size apart, would otherwise miss on every access)
  *   bw=CPU_NODE:MEM_NODE:PS   picoseconds charged for one stream miss (with stream=1); repeatable
+ *   line_cb=0|1       (default 1) with a QEMU that has numalab's qemu_plugin_register_vcpu_mem_line_cb
+ *                     (images/qemu/0005) and no out=: the callback is made only when a vCPU's access is to
+ *                     another line than its last one; the translated code compares inline and skips the
+ *                     rest. The model sees the same lines in the same order (a repeated access to the line
+ *                     just touched is a hit either way), so misses and charges are the same; looked-up
+ *                     accesses and hits then count changes of line only. The header says line_cb 1 when on
  * The modelled cache is direct-mapped, indexed by the virtual address's line number and tagged with the
  * physical address (as the address map reports it). Set sampling: only accesses to a fixed pseudo-random
  * 1/N of the sets are looked up, but every access to those sets is, so their hits and misses are exact.
  * A miss to a node with a cost adds cost * N to the vCPU's debt; past chunk_ns the vCPU's own thread spins
  * on its CPU clock (CLOCK_THREAD_CPUTIME_ID) until the debt is paid (an overshoot is credited); with
  * lat_clock=virtual the debt is charged to the virtual clock instead, and "held" counts what was charged.
- *   numalab-remote-latency 3 / lines L / lat_sample N / chunk_ns C / stream S / vcpus V / nodes K   (header)
+ *   numalab-remote-latency 3 / lines L / lat_sample N / chunk_ns C / stream S / line_cb F / vcpus V / nodes K
+ *                       (header)
  *   snap MONO_NS c... / end MONO_NS c...   cumulative, V rows of K+7 numbers: looked-up accesses, hits,
  *                       misses by memory node (K), misses to RAM outside every node or unresolved, debt
  *                       charged (ns), ns spent holding the vCPU, MMIO accesses (not cached, not charged:
@@ -117,6 +124,9 @@ static int n_vnodes;
 static int lat_width;
 static int lat_virtual;             /* lat_clock=virtual */
 static const void *time_handle; /* qemu_plugin_request_time_control's */
+static int lat_line_cb = 1;     /* line_cb= (wanted) */
+static int line_cb;             /* used: the QEMU has it, and no out= needs every access */
+static qemu_plugin_u64 line_entry;
 
 static pthread_t snapper;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -270,9 +280,14 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 {
     (void)id;
     size_t n = qemu_plugin_tb_n_insns(tb);
-    for (size_t i = 0; i < n; i++)
-        qemu_plugin_register_vcpu_mem_cb(qemu_plugin_tb_get_insn(tb, i), on_access, QEMU_PLUGIN_CB_NO_REGS,
-                                         QEMU_PLUGIN_MEM_RW, NULL);
+    for (size_t i = 0; i < n; i++) {
+        struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+        if (line_cb)
+            qemu_plugin_register_vcpu_mem_line_cb(insn, on_access, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW,
+                                                  line_entry, 6, NULL);
+        else
+            qemu_plugin_register_vcpu_mem_cb(insn, on_access, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW, NULL);
+    }
 }
 
 static void write_latency(const char *tag)
@@ -395,6 +410,10 @@ static int latency_arg(const char *a, const char **lat_path)
         if (strcmp(a + 10, "virtual") && strcmp(a + 10, "host"))
             return fail("bad lat_clock (want virtual or host)", a);
         lat_virtual = !strcmp(a + 10, "virtual");
+    } else if (!strncmp(a, "line_cb=", 8)) {
+        if (strcmp(a + 8, "0") && strcmp(a + 8, "1"))
+            return fail("bad line_cb (want 0 or 1)", a);
+        lat_line_cb = a[8] == '1';
     } else if (!strncmp(a, "chunk_ns=", 9)) {
         uint64_t v = strtoull(a + 9, &end, 10);
         if (*end || v < 1000 || v > 100000000)
@@ -406,10 +425,15 @@ static int latency_arg(const char *a, const char **lat_path)
     return 1;
 }
 
-static int latency_setup(const char *path)
+static int latency_setup(const char *path, int every_access)
 {
     if (lat_sample > lat_lines)
         return fail("lat_sample is more than lines", path);
+    if (lat_line_cb && !every_access && qemu_plugin_register_vcpu_mem_line_cb && qemu_plugin_scoreboard_new) {
+        line_entry.score = qemu_plugin_scoreboard_new(sizeof(uint64_t));
+        line_entry.offset = 0;
+        line_cb = line_entry.score != NULL;
+    }
     if (lat_virtual) {
         if (!qemu_plugin_request_time_control || !qemu_plugin_charge_ns)
             return fail("lat_clock=virtual: this QEMU has no qemu_plugin_charge_ns (numalab's patch, images/qemu)",
@@ -452,9 +476,9 @@ static int latency_setup(const char *path)
         return fail("cannot write", path);
     fprintf(lat_out,
             "numalab-remote-latency 3\napi %d\nlines %u\nmodelled_sets %u\nlat_sample %u\nchunk_ns %" PRIu64
-            "\nlat_virtual %d\nstream %d\nvcpus %d\nnodes %d\n",
-            NUMALAB_PLUGIN_API, lat_lines, k, lat_sample, chunk_ps / 1000, lat_virtual, lat_stream, n_vcpus,
-            n_nodes);
+            "\nlat_virtual %d\nstream %d\nline_cb %d\nvcpus %d\nnodes %d\n",
+            NUMALAB_PLUGIN_API, lat_lines, k, lat_sample, chunk_ps / 1000, lat_virtual, lat_stream, line_cb,
+            n_vcpus, n_nodes);
     for (int v = 0; v < n_vcpus; v++)
         fprintf(lat_out, "vnode %d %d\n", v, lat[v].node);
     for (int i = 0; i < n_nodes; i++)
@@ -518,7 +542,7 @@ NL_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, 
     memset(rows, 0, (size_t)n_vcpus * stride * sizeof(uint64_t));
     for (int v = 0; v < n_vcpus; v++) /* vCPUs start at different phases of the sampling period */
         rows[(size_t)v * stride] = (uint64_t)v * 7919u % sample;
-    if (lat_path && latency_setup(lat_path))
+    if (lat_path && latency_setup(lat_path, path != NULL))
         return -1;
     if (!path)
         goto started;

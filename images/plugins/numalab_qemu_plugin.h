@@ -10,8 +10,8 @@
  *   - an exported `qemu_plugin_install`, called once when QEMU loads it.
  *
  * The functions below have had the same signatures from API version 1 to
- * the current one; nothing here uses the inline or scoreboard interfaces
- * that changed in 9.0.
+ * the current one. The weak ones at the end may be missing (NULL); the
+ * scoreboard type is 9.0's, used only with numalab's line callback.
  */
 #ifndef NUMALAB_QEMU_PLUGIN_H
 #define NUMALAB_QEMU_PLUGIN_H
@@ -85,5 +85,19 @@ const void *qemu_plugin_request_time_control(void) __attribute__((weak));
 /* Only in a QEMU built with numalab's patch (images/qemu/icount-charge.patch): under -icount, move the
  * virtual clock forward by ns, as a stall of the running vCPU; from a vCPU callback. true if charged. */
 bool qemu_plugin_charge_ns(const void *handle, int64_t ns) __attribute__((weak));
+
+/* QEMU 9.0+: a scoreboard is an array of per-vCPU entries; a qemu_plugin_u64 names a uint64_t in them. */
+struct qemu_plugin_scoreboard;
+typedef struct {
+    struct qemu_plugin_scoreboard *score;
+    size_t offset;
+} qemu_plugin_u64;
+struct qemu_plugin_scoreboard *qemu_plugin_scoreboard_new(size_t element_size) __attribute__((weak));
+/* Only in a QEMU built with numalab's patch (images/qemu/0005): a memory callback made only when the access's
+ * line (vaddr >> shift) differs from the vCPU's entry, which the generated code then sets to it. */
+void qemu_plugin_register_vcpu_mem_line_cb(struct qemu_plugin_insn *insn, qemu_plugin_vcpu_mem_cb_t cb,
+                                           enum qemu_plugin_cb_flags flags, enum qemu_plugin_mem_rw rw,
+                                           qemu_plugin_u64 entry, unsigned int shift, void *userdata)
+    __attribute__((weak));
 
 #endif

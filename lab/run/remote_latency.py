@@ -112,6 +112,9 @@ def summarize(log: LatencyLog, start_ns: int | None, end_ns: int | None) -> dict
     first, last = log.snaps[0][1], log.snaps[-1][1]
     whole = _totals(_rows(log, first, last), sample)
     out: dict = {"complete": log.ended, "whole_run": whole}
+    # numalab's QEMU (images/qemu/0005) passes the plugin a vCPU's changes of line only: looked_up and hits
+    # then count those, not every access (misses and charges are the same)
+    out["line_changes_only"] = bool(log.head.get("line_cb", 0))
     other = sum(r["other_misses"] for r in whole["per_vcpu"])
     seen = other + whole["modelled_misses"]
     out["other_share"] = round(other / seen, 5) if seen else 0.0

@@ -3,12 +3,14 @@
     .venv/bin/python tests/bench/virtual_clock.py [REPEATS] [DURATION_S] [WORKLOAD]   (defaults: 3, 5, numa01)
 
 For each guest clock (host, virtual) and each host condition (quiet; a busy process on every host core),
-REPEATS identical runs of WORKLOAD on ring-2 (1 vCPU a node, 256 MiB a node, QEMU 10 for both clocks, TCG,
-the stock kernel, NUMA balancing on). Prints per cell the median and CoeffVar of the guest-measured GB/s
-(work per guest second), NUMA PTE updates (scan work) per GB written, the host seconds a run took, and
-the ratio quiet/loaded of the medians. Under the host clock the guest's figures move with host load; under
-the virtual clock they should not. Figures, not a test: "quiet" here still shares the host with whatever
-else runs on it.
+REPEATS runs of WORKLOAD on ring-2 (1 vCPU a node, 256 MiB a node, TCG, the stock kernel, NUMA balancing
+on). The host clock runs QEMU 10 (backports). The virtual clock runs numalab's patched QEMU when it is
+built (make setup-qemu-charge; its runs repeat exactly), else QEMU 10, and repeat i has `--seed i` in both
+host conditions: each condition sees the same trajectories, and the CoeffVar is their spread, as in an A/B.
+Prints per cell the median and CoeffVar of the guest-measured GB/s (work per guest second), NUMA PTE
+updates (scan work) per GB written, the host seconds a run took, and the ratio quiet/loaded of the
+medians. Under the host clock the guest's figures move with host load; under the virtual clock they
+should not. Figures, not a test: "quiet" here still shares the host with whatever else runs on it.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ sys.path.insert(0, str(REPO))  # this checkout's lab, whatever the venv's editab
 TOPO = ["--topology", "ring-2", "--cpus-per-node", "1", "--mem-per-node", "256M", "--accel", "tcg"]
 
 
-def one(out: Path, qemu: str, clock: str, workload: str, duration: str) -> dict | None:
-    proc = subprocess.run([sys.executable, "-m", "lab.cli", "run", "--qemu", qemu, "--clock", clock, *TOPO,
+def one(out: Path, qemu: str, clock: str, workload: str, duration: str, seed: int) -> dict | None:
+    seeded = ["--seed", str(seed)] if clock == "virtual" else []
+    proc = subprocess.run([sys.executable, "-m", "lab.cli", "run", "--qemu", qemu, "--clock", clock, *TOPO, *seeded,
                            "--workload", workload, "--duration", duration, "--out", str(out), "--json"],
                           capture_output=True, text=True, cwd=REPO, timeout=1800)  # fmt: skip
     try:
@@ -56,9 +59,15 @@ def main() -> int:
     repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     duration = sys.argv[2] if len(sys.argv) > 2 else "5"
     workload = sys.argv[3] if len(sys.argv) > 3 else "numa01"
+    from lab.errors import LabError
     from lab.host.qemu_prefix import fetch
+    from lab.vm.qemu.emulator import find_binary
 
-    qemu = str(fetch(say=lambda _m: None))
+    qemu = {"host": str(fetch(say=lambda _m: None))}
+    try:
+        qemu["virtual"] = str(find_binary("charge"))
+    except LabError:
+        qemu["virtual"] = qemu["host"]
     cells: dict[tuple[str, str], list[dict]] = {}
     with tempfile.TemporaryDirectory(prefix="numalab-clock-") as tmp:
         for load in ("quiet", "loaded"):
@@ -67,14 +76,18 @@ def main() -> int:
             try:
                 for i in range(repeats):
                     for clock in ("host", "virtual"):
-                        r = one(Path(tmp) / f"{load}-{clock}-{i}", qemu, clock, workload, duration)
+                        r = one(Path(tmp) / f"{load}-{clock}-{i}", qemu[clock], clock, workload, duration, i)
                         cells.setdefault((clock, load), []).append(r or {})
                         print(f"  {clock:7} {load:6} {i + 1}/{repeats}: {r}", flush=True)
             finally:
                 for h in hogs:
                     h.kill()
                     h.wait()
-    print(f"\n{workload} {duration} guest-s on ring-2 (2 vCPUs), QEMU 10, TCG, {repeats} runs a cell:")
+    virtual = "numalab's QEMU, --seed i" if qemu["virtual"] != qemu["host"] else "QEMU 10, --seed i"
+    print(
+        f"\n{workload} {duration} guest-s on ring-2 (2 vCPUs), TCG, {repeats} runs a cell; host clock: QEMU 10, "
+        f"virtual clock: {virtual}:"
+    )
     print(f"{'clock':8}{'host':8}{'GB/s median':>13}{'CoeffVar':>10}{'PTE upd/GB':>12}{'host s':>8}{'failed':>8}")
     for (clock, load), runs in cells.items():
         ok = [r for r in runs if r]

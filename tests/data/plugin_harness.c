@@ -11,6 +11,9 @@
  * Prints "thread_cpu_ns N": the CPU time the feeding thread used (the plugin holds it there).
  * Built with -DWITH_CHARGE it also has the time control and numalab's qemu_plugin_charge_ns (a patched
  * QEMU's), and prints "clock_charged_ns N": what the plugin charged to the "guest's clock".
+ * Built with -DWITH_LINE_CB it also has scoreboards and numalab's qemu_plugin_register_vcpu_mem_line_cb
+ * (images/qemu/0005): an access to the line (64 B) its vCPU's callback saw last is not passed on, as the
+ * patched QEMU's translated code skips it; prints "line_cb_calls N" and "line_cb_skipped N".
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -95,6 +98,47 @@ NL_EXPORT bool qemu_plugin_charge_ns(const void *handle, int64_t ns)
 }
 #endif
 
+#ifdef WITH_LINE_CB
+struct qemu_plugin_scoreboard {
+    uint64_t v[2]; /* one uint64_t entry per vCPU: the harness's two */
+};
+static struct qemu_plugin_scoreboard board;
+static int line_registered;
+static qemu_plugin_u64 line_entry;
+static unsigned line_shift;
+static uint64_t line_calls, line_skipped;
+NL_EXPORT struct qemu_plugin_scoreboard *qemu_plugin_scoreboard_new(size_t element_size)
+{
+    return element_size == sizeof(uint64_t) ? &board : NULL;
+}
+NL_EXPORT void qemu_plugin_register_vcpu_mem_line_cb(struct qemu_plugin_insn *insn, qemu_plugin_vcpu_mem_cb_t cb,
+                                                     enum qemu_plugin_cb_flags flags, enum qemu_plugin_mem_rw rw,
+                                                     qemu_plugin_u64 entry, unsigned int shift, void *userdata)
+{
+    qemu_plugin_register_vcpu_mem_cb(insn, cb, flags, rw, userdata);
+    line_registered = 1;
+    line_entry = entry;
+    line_shift = shift;
+}
+#endif
+
+/* One load, as QEMU passes it on: to every access's callback, or (a line callback) to a new line's only. */
+static void feed(unsigned vcpu, uint64_t vaddr)
+{
+#ifdef WITH_LINE_CB
+    if (line_registered) {
+        uint64_t *last = &line_entry.score->v[vcpu] + line_entry.offset / sizeof(uint64_t);
+        if (*last == vaddr >> line_shift) {
+            line_skipped++;
+            return;
+        }
+        *last = vaddr >> line_shift;
+        line_calls++;
+    }
+#endif
+    mem_cb(vcpu, 0, vaddr, mem_udata);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 7) {
@@ -125,9 +169,9 @@ int main(int argc, char **argv)
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
     for (int p = 0; p < passes; p++)
         for (uint64_t off = 0; off < bytes; off += stride) {
-            mem_cb(vcpu, 0, start + off, mem_udata);
+            feed(vcpu, start + off);
             if (twin)
-                mem_cb(vcpu, 0, start + off + twin, mem_udata);
+                feed(vcpu, start + off + twin);
         }
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
     exit_cb(1, exit_udata);
@@ -135,6 +179,9 @@ int main(int argc, char **argv)
            (uint64_t)(b.tv_sec - a.tv_sec) * 1000000000u + (uint64_t)b.tv_nsec - (uint64_t)a.tv_nsec);
 #ifdef WITH_CHARGE
     printf("clock_charged_ns %" PRId64 "\n", clock_charged);
+#endif
+#ifdef WITH_LINE_CB
+    printf("line_cb_calls %" PRIu64 "\nline_cb_skipped %" PRIu64 "\n", line_calls, line_skipped);
 #endif
     return 0;
 }

@@ -53,7 +53,8 @@ def harness(tmp_path_factory) -> tuple[Path, Path]:
     d = tmp_path_factory.mktemp("harness")
     so = ap.build_plugin((7, 2))
     exe = d / "plugin_harness"
-    for name, flags in ((exe, []), (d / "plugin_harness_charge", ["-DWITH_CHARGE"])):
+    for name, flags in ((exe, []), (d / "plugin_harness_charge", ["-DWITH_CHARGE"]),
+                        (d / "plugin_harness_line", ["-DWITH_CHARGE", "-DWITH_LINE_CB"])):  # fmt: skip
         subprocess.run(["gcc", "-O2", "-rdynamic", *flags, "-o", str(name), str(REPO / "tests/data/plugin_harness.c"),
                         "-ldl"], check=True, capture_output=True)  # fmt: skip
     return so, exe
@@ -172,6 +173,36 @@ def test_a_stream_pays_the_bandwidth_and_a_strided_walk_the_latency(harness, tmp
     s, _ = _feed_model(harness, tmp_path, off, 0, 256 * MIB, 16 * MIB, 1, charging)
     v = s["whole_run"]["per_vcpu"][0]
     assert v["stream_misses"] == 0 and v["charged_ns"] == lines * 200 and "stream=1" not in off.plugin_args(Path("o"))
+
+
+def test_the_line_callback_skips_repeats_of_a_line_and_charges_the_same(harness, tmp_path) -> None:
+    # images/qemu/0005: the patched QEMU calls the plugin only when a vCPU's access is to another line than its
+    # last. 16 MiB of node 1 streamed 8 bytes at a time, then copied 16 bytes at a time from a source 4 MiB away
+    # (alternate lines, nothing to skip): the misses, streams and charges are those of every access passed on.
+    model = LatencyModel(((1.0, 2.0), (2.0, 1.0)), 100.0, (0, 1), chunk_ns=1000, clock="virtual", local_gbs=10.0)
+    charging, line = (harness[1].with_name(n) for n in ("plugin_harness_charge", "plugin_harness_line"))
+    lines = 16 * MIB // 64
+    for stride, twin, skipped in ((8, 0, lines * 7), (16, 4 * MIB, 0)):
+        every, out_every = _feed_model(harness, tmp_path, model, 0, 256 * MIB, 16 * MIB, 1, charging, stride, twin)
+        assert rl.read_log(tmp_path / "lat.txt").head["line_cb"] == 0
+        changes, out = _feed_model(harness, tmp_path, model, 0, 256 * MIB, 16 * MIB, 1, line, stride, twin)
+        assert rl.read_log(tmp_path / "lat.txt").head["line_cb"] == 1 and out["line_cb_skipped"] == skipped
+        a, b = every["whole_run"]["per_vcpu"][0], changes["whole_run"]["per_vcpu"][0]
+        for key in ("misses", "stream_misses", "other_misses", "charged_ns", "held_ns"):
+            assert a[key] == b[key], key
+        assert out["clock_charged_ns"] == out_every["clock_charged_ns"] > 0
+        # looked up: every access to a modelled set, or each change of line only (the stream's 8 a line: 1)
+        assert b["looked_up"] == (a["looked_up"] if twin else a["looked_up"] // 8)
+    # line_cb=0, or the access matrix's out= (every Nth access), keeps every access
+    parts = [r.arg() for r in ap.node_ranges(_topo(), "guest-physical")] + model.plugin_args(tmp_path / "lat.txt")
+    for extra in (["line_cb=0"], [f"out={tmp_path / 'matrix.txt'}", "sample=1"]):
+        proc = subprocess.run([str(line), str(harness[0]), "0", f"{256 * MIB:x}", str(MIB), "8", "1", *parts,
+                               *extra], capture_output=True, text=True, timeout=60)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        assert rl.read_log(tmp_path / "lat.txt").head["line_cb"] == 0 and "line_cb_skipped 0" in proc.stdout
+    bad = subprocess.run([str(line), str(harness[0]), "0", "0", "64", "64", "1", *parts, "line_cb=2"],
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert bad.returncode != 0 and "bad line_cb (want 0 or 1): line_cb=2" in bad.stderr
 
 
 def test_a_copy_whose_arrays_share_the_sets_misses_once_a_line(harness, tmp_path) -> None:

@@ -46,6 +46,7 @@ def test_every_pair_pays_its_slit_ratio_in_guest_time_under_host_load(tmp_path, 
     assert argv[0] == qemu_charge and "-icount" in argv and "lat_clock=virtual" in " ".join(argv)
     rl = m["remote_latency"]
     assert rl["problem"] is None and rl["model"]["clock"] == "virtual" and rl["model"]["local_ns"] == 100.0
+    assert rl["line_changes_only"]  # images/qemu/0005: the plugin called on each change of line only
     w = rl["window"]
     assert w["charged_s"] > 0.1 and w["held_s"] == pytest.approx(w["charged_s"], rel=0.01), w  # all on the clock
     # the chase ran on every node's vCPU: each saw misses (a plugin told the wrong vCPU would give all to one)
