@@ -11,7 +11,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 enum { PING, PONG };
@@ -20,7 +19,6 @@ struct side {
 	int role, rd, wr;
 	int unused[2];		/* the pipe ends only the peer uses */
 	size_t msg_len, ws_len, win_len;
-	int base_pages;
 	double deadline;
 	struct task_stat *st;
 };
@@ -84,9 +82,6 @@ static int side_main(void *arg)
 
 	if (!msg)
 		die("out of memory");
-	/* 4 KiB pages: NUMA balancing samples (and moves) the set page by page, not 2 MiB at a time. */
-	if (s->base_pages && madvise(ws, s->ws_len, MADV_NOHUGEPAGE))
-		die("madvise(MADV_NOHUGEPAGE): %s", strerror(errno));
 	/* Drop the peer's ends, or EOF/EPIPE never arrives when the peer exits. */
 	close(s->unused[0]);
 	close(s->unused[1]);
@@ -121,7 +116,7 @@ static int side_main(void *arg)
 
 int main(int argc, char **argv)
 {
-	int pairs = -1, msg_bytes = 64, mem_mib = 4, touch_kib = 64, base_pages = 0;
+	int pairs = -1, msg_bytes = 64, mem_mib = 4, touch_kib = 64;
 	const struct opt opts[] = {
 		{ "pairs", OPT_INT, &pairs, 1, 512, "P",
 		  "number of process pairs (default: max(1, online CPUs / 4))" },
@@ -131,8 +126,6 @@ int main(int argc, char **argv)
 		  "MiB working set per process (default 4)" },
 		{ "touch-kib", OPT_INT, &touch_kib, 0, 1 << 20, "K",
 		  "KiB of the working set written per message (default 64, capped at --mem-mib)" },
-		{ "base-pages", OPT_FLAG, &base_pages, 0, 0, NULL,
-		  "the working set in 4 KiB pages (madvise MADV_NOHUGEPAGE), not transparent huge pages" },
 		{ NULL, 0, NULL, 0, 0, NULL, NULL },
 	};
 	struct side *sides;
@@ -173,8 +166,7 @@ int main(int argc, char **argv)
 				.unused = { r == PING ? to_pong[0] : to_ping[0],
 					    r == PING ? to_ping[1] : to_pong[1] },
 				.msg_len = (size_t)msg_bytes, .ws_len = (size_t)mem_mib * MIB,
-				.win_len = (size_t)touch_kib * 1024, .base_pages = base_pages,
-				.deadline = t0 + duration,
+				.win_len = (size_t)touch_kib * 1024, .deadline = t0 + duration,
 				.st = &stats[2 * p + r],
 			};
 			pids[2 * p + r] = spawn(side_main, s);
@@ -200,7 +192,6 @@ int main(int argc, char **argv)
 	json_int(&j, "msg_bytes", msg_bytes);
 	json_int(&j, "mem_mib_per_process", mem_mib);
 	json_int(&j, "touch_kib", touch_kib);
-	json_int(&j, "base_pages", base_pages);
 	json_int(&j, "round_trips", round_trips);
 	json_num(&j, "round_trips_per_s", round_trips / elapsed);
 	json_arr_begin(&j, "per_pair");
