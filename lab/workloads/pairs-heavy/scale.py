@@ -1,0 +1,12 @@
+"""pairs-heavy: pairs' number of pairs (a pair for every 4 guest CPUs), each process up to 256 MiB of its own."""
+
+from __future__ import annotations
+
+from lab.topology.model import Topology
+from lab.workloads.pairs.scale import scale as pairs_scale
+from lab.workloads.scaling import share_mib
+
+
+def scale(topo: Topology, duration: float) -> dict[str, int]:
+    pairs = pairs_scale(topo, duration)["pairs"]
+    return {"pairs": pairs, "mem_mib_per_process": share_mib(topo, 2 * pairs, 256)}
