@@ -155,8 +155,12 @@ def test_a_built_kernels_vcpus_are_named_at_the_timeout(tmp_path) -> None:
     m = json.loads(proc.stdout)
     assert m["status"] == "timeout"
     vcpus = m["vm_at_timeout"]["vcpus"]
-    assert len(vcpus) == 4 and all(v["halted"] and "+0x" in v["symbol"] for v in vcpus), vcpus
-    assert "halted at " + vcpus[0]["symbol"] in proc.stderr
+    # every RIP named; an idle guest's vCPUs halted, but one may be caught in a timer tick between two halts
+    # (CI once found vCPU 1 at native_apic_mem_write+0x0, busy 0.001)
+    assert len(vcpus) == 4 and all("+0x" in v["symbol"] and v["busy"] < 0.05 for v in vcpus), vcpus
+    halted = [v for v in vcpus if v["halted"]]
+    assert len(halted) >= 3, vcpus
+    assert "halted at " + halted[0]["symbol"] in proc.stderr
 
 
 def test_sigterm_leaves_no_qemu_and_no_complete_record(tmp_path) -> None:
