@@ -9,8 +9,9 @@ edit is refused with one line; and the tree is never written (git status, the in
 
 Bounded: the two kernels are incremental builds in the warm tree (cache hits after the first time), and the
 A/B is ring-2 with two CPUs a node, misplaced for 8 s a run, deciding on the workload's own figure
-(local_pct): 3 pairs, as the patch's known answer decides at once (the baseline's task reached its memory, 100,
-in 5 of 5 runs; the patched kernel's never did, 0, in 5 of 5), at most 8. (With one CPU a node the load
+(local_pct): 3 pairs when the patch's known answer shows at once (the baseline's task reached its memory, 100,
+in 11 of 11 runs; the patched kernel's did not, 0, in 9 of 11: the load balancer moved it in 2 of 6 runs of one CI
+run, which took 6 pairs, -66.67%), at most 8. (With one CPU a node the load
 balancer also moved the patched kernel's task, in 6 of 8 runs; numa01 for 10 s, deciding on pages migrated,
 came out undecided after 8 pairs in a CI run, as its baseline migrated no page in some runs.)
 """
@@ -82,8 +83,10 @@ def test_the_tutorial_runs_from_a_git_tree_to_a_verdict(kernel_repo, tmp_path) -
             if line.strip() not in ("", "..."):
                 assert _matches(line, said), f"`{cmd}` did not print: {line}\n" + "\n".join(said[-40:])
     verdict = next(ln for ln in said if ln.startswith("verdict: workload.local_pct: "))
-    # the known answer: the patched kernel's task never reached its memory (local_pct 0 against 100)
-    assert ": worse, -100.00%, significant" in verdict, verdict
+    # The known answer: the patched kernel's task stays away from its memory (local_pct 0 against 100), but
+    # the load balancer moves it there by chance now and then (2 of 6 runs in one CI run: -66.67%).
+    m = re.search(r": worse, (-[0-9.]+)%, significant ", verdict)
+    assert m and float(m.group(1)) <= -50.0, verdict
     assert _state(tree) == before
     # Again: both kernels are cache hits (one short pair, to see it).
     short = ("--topology", "ring-2", "--cpus-per-node", "1", "--workload", "idle", "--duration", "1", "--repeat", "1")
