@@ -8,7 +8,7 @@ come back. What each outer boot runs is one script, so one boot serves several c
 
 * 2 host nodes: ``doctor`` finds KVM through the real probe; ring-4 (2 guest nodes a host node) with the
   stock kernel under KVM, traced, its topology and groups checked, its placement read from outside QEMU;
-  the TCG-only options' one-line errors under KVM; a ring-2 run whose memory is moved from host node 0
+  a TCG-only option's one-line error under KVM (``--clock virtual``; the others' in tests/unit); a ring-2 run whose memory is moved from host node 0
   to node 1 mid-run (migrate_pages(2)), which must come out ``placement-broken``;
 * 4 host nodes: ring-4 with numalab's own kernel (``baseline``), one guest node a host node, each vCPU
   on its node's CPU;
@@ -47,7 +47,7 @@ step ring4
 $N run --topology ring-4 --cpus-per-node 1 --mem-per-node 256M --workload numa01 --duration 4 {INNER} \\
   --out $NESTED_OUT/ring4 > $NESTED_OUT/ring4.json 2> $NESTED_OUT/ring4.err; echo "ring4 rc=$?"
 step tcg-only
-for opt in "--clock virtual" "--remote-latency slit" "--access-matrix"; do
+for opt in "--clock virtual"; do  # (--remote-latency and --access-matrix: the same refusal, in tests/unit)
   $N run --accel kvm $opt --workload idle --duration 1 --out $NESTED_OUT/never > /dev/null 2>> $NESTED_OUT/tcg-only.err
   echo "$opt rc=$?" >> $NESTED_OUT/tcg-only.rc
 done
@@ -170,9 +170,9 @@ def test_a_kvm_run_as_an_ordinary_user_on_a_two_node_host(two_nodes) -> None:
 def test_tcg_only_options_are_one_line_errors_under_kvm(two_nodes) -> None:
     res, _log = two_nodes
     rcs = (res.out / "tcg-only.rc").read_text().splitlines()
-    assert rcs == ["--clock virtual rc=2", "--remote-latency slit rc=2", "--access-matrix rc=2"], rcs
+    assert rcs == ["--clock virtual rc=2"], rcs  # (one of them: each call takes ~14 s in the outer guest)
     errors = [ln for ln in (res.out / "tcg-only.err").read_text().splitlines() if ln.startswith("numalab: error:")]
-    assert len(errors) == 3 and all("TCG" in e for e in errors), errors
+    assert len(errors) == 1 and all("TCG" in e for e in errors), errors
     assert "Traceback" not in (res.out / "tcg-only.err").read_text()
 
 
