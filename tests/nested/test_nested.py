@@ -8,8 +8,9 @@ come back. What each outer boot runs is one script, so one boot serves several c
 
 * 2 host nodes: ``doctor`` finds KVM through the real probe; ring-4 (2 guest nodes a host node) with the
   stock kernel under KVM, traced, its topology and groups checked, its placement read from outside QEMU;
-  a TCG-only option's one-line error under KVM (``--clock virtual``; the others' in tests/unit); a ring-2 run whose memory is moved from host node 0
-  to node 1 mid-run (migrate_pages(2)), which must come out ``placement-broken``;
+  a TCG-only option's one-line error under KVM (``--clock virtual``; the others' in tests/unit); a ring-2 run
+  whose memory is moved from host node 0 to node 1 mid-run (migrate_pages(2)), which must come out
+  ``placement-broken``;
 * 4 host nodes: ring-4 with numalab's own kernel (``baseline``), one guest node a host node, each vCPU
   on its node's CPU;
 * a second libvirt host: after its script, the 2-node outer guest serves ``qemu:///system`` over ssh on a
