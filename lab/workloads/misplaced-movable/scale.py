@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
-from lab.workloads.misplaced.scale import scale
+from lab.topology.model import Topology
+from lab.workloads.misplaced.scale import placement
 
-__all__ = ["scale"]
+
+def scale(topo: Topology, duration: float) -> dict[str, int]:
+    return placement(topo, "misplaced-movable")

@@ -8,11 +8,16 @@ from lab.guest.workloads import MEM_SHARE
 from lab.topology.model import Topology
 
 
-def scale(topo: Topology, duration: float) -> dict[str, int]:
+def placement(topo: Topology, workload: str) -> dict[str, int]:
+    """The placement, for ``misplaced`` and the workloads that share it (a refusal names ``workload``)."""
     nodes = topo.cpu_nodes
     if len(nodes) < 2:
-        raise LabError(f"--workload misplaced: topology {topo.name} needs two nodes with CPUs (has {len(nodes)})")
+        raise LabError(f"--workload {workload}: topology {topo.name} needs two nodes with CPUs (has {len(nodes)})")
     mem = nodes[0]
     task = max(nodes[1:], key=lambda n: (topo.distances[mem][n], -n))
     mem_mib = max(8, min(64, int(topo.nodes[mem].memory_mib * MEM_SHARE)))
     return {"mem_node": mem, "task_node": task, "node_mem_mib": mem_mib}
+
+
+def scale(topo: Topology, duration: float) -> dict[str, int]:
+    return placement(topo, "misplaced")
