@@ -508,7 +508,8 @@ def _collect(
         accel=req.accel,
         accel_reason=req.accel_reason,
         clock=req.clock.to_dict(),
-        placement=placement.to_dict(),
+        # (a remote libvirt host pins and binds by its own inventory: that plan is the run's, lab.vm.libvirt)
+        placement=backend_info.get("placement") or placement.to_dict(),
         backend_info=backend_info,
         outcome=outcome,
         status=status,

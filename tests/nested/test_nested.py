@@ -266,6 +266,8 @@ def test_a_matrix_over_two_libvirt_hosts_one_over_ssh(two_nodes) -> None:
     # (placed by the backend against the guest's own inventory: its two nodes, one guest node each)
     placed = remote["backend"]["placement"]
     assert placed["host_nodes"] == 2 and placed["memory_host_nodes"] == [0, 1], placed
+    # and that plan is the record's (the report's placement section), not this one-node host's
+    assert {k: remote["placement"][k] for k in placed} == placed, remote["placement"]
     assert remote["backend"]["memnodes"] == {"0": "0", "1": "1"}, remote["backend"]["memnodes"]
     assert local["kernel"]["name"] == remote["kernel"]["name"] == "baseline"
     # One report for both: junit and the overview name every run.
