@@ -158,6 +158,7 @@ bench: setup setup-qemu10 setup-qemu-charge
 	$(PY) tests/bench/qemu_versions.py
 	$(PY) tests/bench/virtual_clock.py
 	$(PY) tests/bench/remote_latency.py
+	$(PY) tests/bench/clock_modes.py
 	$(PY) tests/bench/catalogue.py
 
 bench-kernel: setup
