@@ -25,6 +25,7 @@ from lab.kernel.source import BASE_REF, Source, reset_tree
 
 PATCHES = REPO / "kernel-configs" / "patches"
 KNOWN_ANSWER = PATCHES / "known-answer-no-numa-migrate.patch"
+SCAN_DELAY_S = 1.0  # kernel.numa_balancing_scan_delay_ms's default: no NUMA decision before the first scan
 HAVE_SOURCE = Path("/usr/src/linux-source-6.1.tar.xz").is_file()
 
 # --- fragments ------------------------------------------------------------------
@@ -429,7 +430,8 @@ def test_build_failure_keeps_the_log_and_names_the_error(tmp_path, baseline) -> 
 def test_known_answer_patched_kernel_never_moves_or_swaps(tmp_path, baseline) -> None:
     """misplaced on ring-2, 2 CPUs a node (one task on node 1, its memory bound to node 0 and still scanned; with 1 CPU
     a node the load balancer brought the task there first in 1 of 8 runs, with no NUMA decision): the baseline
-    brings the task to its memory by a NUMA move or swap; the patched kernel, whose task_numa_migrate() never
+    brings the task to its memory by a NUMA move or swap (or the load balancer does, before the first scan: seen
+    once with 2 CPUs a node); the patched kernel, whose task_numa_migrate() never
     moves a task, makes none, though balancing ran (hint faults). ring-4 numa01 for 20 s did the same in 48 s,
     with 0 baseline decisions possible; this is 2 x 8 s and the baseline's answer is fixed by theworkload."""
     patched = _build("--patch", str(KNOWN_ANSWER), "--name", "known-answer")
@@ -448,8 +450,12 @@ def test_known_answer_patched_kernel_never_moves_or_swaps(tmp_path, baseline) ->
     assert ev.get("sched_move_numa", 0) == 0 and ev.get("sched_swap_numa", 0) == 0, ev
     assert runs["known-answer"]["metrics"]["vmstat"].get("numa_hint_faults", 0) > 0  # balancing did run
     ev, result = runs["baseline"]["metrics"]["events"], runs["baseline"]["workload"]["result"]
-    assert ev.get("sched_move_numa", 0) + ev.get("sched_swap_numa", 0) > 0, ev
     assert result["task_node_start"] == 1 and result["ended_on_mem_node"], result
+    # The baseline brings the task to its memory by a NUMA move or swap, unless the load balancer took it there
+    # before the first scan could decide (the scan delay is 1 s): a CI rehearsal's baseline was on its memory
+    # 0.27 s in (an idle CPU of node 0 pulled it), with no NUMA decision left to make.
+    decided = ev.get("sched_move_numa", 0) + ev.get("sched_swap_numa", 0)
+    assert decided > 0 or result.get("reached_mem_node_after_s", SCAN_DELAY_S) < SCAN_DELAY_S, (ev, result)
 
 
 def test_first_error_of_a_failed_build() -> None:
