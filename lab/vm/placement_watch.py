@@ -40,7 +40,6 @@ class PlacementWatch:
     failure: str | None = None  # a sample that could not be read
     _state: str = "before"
     _kinds: set[str] = field(default_factory=set)
-    _bound: dict[str, float] = field(default_factory=dict)  # host node -> the most MiB seen bound there
     expected: dict[int, tuple[int, ...]] = field(default_factory=dict, init=False)  # vCPU -> its thread's CPUs
     _last: float = 0.0
 
@@ -80,7 +79,8 @@ class PlacementWatch:
         except SAMPLE_ERRORS as err:  # QEMU going away between two reads
             self.failure = self.failure or f"sample {self.samples + 1}: {err}"
             return
-        shrunk = [h for h, v in view.items() if v["bound_mib"] < self._bound.get(h, 0.0)]
+        seen = self.memory or {}  # (the last counted sample; no counted sample has less bound than the one before)
+        shrunk = [h for h, v in view.items() if v["bound_mib"] < seen.get(h, {}).get("bound_mib", 0.0)]
         if shrunk:
             # A running guest's RAM is never unmapped: QEMU is exiting (the end mark can be read in the same
             # batch as the power-off). Such a sample proves nothing either way, as a thread that is gone.
@@ -89,8 +89,6 @@ class PlacementWatch:
                 "unmapped (QEMU exiting)"
             )
             return
-        for h, v in view.items():
-            self._bound[h] = max(self._bound.get(h, 0.0), v["bound_mib"])
         self.samples += 1
         self.memory = view
         for p in problems:
