@@ -44,6 +44,7 @@ UNAME = "uname.txt"
 CMDLINE = "cmdline.txt"
 KERNEL_NOTES = "kernel-notes.bin"
 TOPOLOGY = "topology.txt"
+CPUS = "cpus.txt"
 TIERS = "tiers.txt"
 SCHEDSTAT = "schedstat.txt"
 DMESG_BOOT = "dmesg-boot.txt"
@@ -88,6 +89,7 @@ ALL: tuple[RecordFile, ...] = (
     RecordFile(CMDLINE, "readback", "the kernel command line the guest booted with"),
     RecordFile(KERNEL_NOTES, "readback", "/sys/kernel/notes: the guest kernel's build id"),
     RecordFile(TOPOLOGY, "readback", "nodes, CPUs, SLIT and memory as the guest sees them (grep -H of sysfs)"),
+    RecordFile(CPUS, "readback", "each CPU's package, die, cluster and core ids, thread siblings and caches (sysfs)"),
     RecordFile(TIERS, "readback", "memory tiers, demotion_enabled and HMAT access values"),
     RecordFile(SCHEDSTAT, "readback", "/proc/schedstat: the sched domains' CPU masks"),
     RecordFile(DMESG_BOOT, "readback", "the boot log, with the sched_verbose dump of domains and groups"),

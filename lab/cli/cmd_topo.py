@@ -90,12 +90,14 @@ def cmd_topo_list(args: argparse.Namespace) -> int:
 
 
 def cmd_topo_show(args: argparse.Namespace) -> int:
-    from lab.topology.render import distance_table, group_lines, link_picture  # (on use: start-up time)
+    from lab.topology.cpu_view import predict_cpus  # (on use: start-up time)
+    from lab.topology.render import cpu_lines, distance_table, group_lines, link_picture  # (on use: start-up time)
 
     topo = _topology(args)
     view = predict(topo)
+    cpus_view = predict_cpus(topo)
     if args.json:
-        print(json_text(topo.to_dict() | {"kernel_view": view}, indent=2))
+        print(json_text(topo.to_dict() | {"kernel_view": view, "cpu_view": cpus_view}, indent=2))
         return 0
     from lab.topology.kernel_warnings import predicted_warnings  # (on use: start-up time)
 
@@ -123,6 +125,8 @@ def cmd_topo_show(args: argparse.Namespace) -> int:
             hidden = "" if lv["visible"][node] else "  (degenerate: same span as the level below)"
             print(f"    node {node}: nodes {','.join(map(str, span))}  cpus {lv['span_cpus'][node]}{hidden}")
     print("\n".join(group_lines(view)))
+    print()
+    print("\n".join(cpu_lines(topo, cpus_view)))
     for w in predicted_warnings(topo):
         print(f"warning: {w}")
     if "memory_tiers" in view:

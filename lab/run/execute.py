@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from lab.analysis import plausible
+from lab.analysis.cpu_readback import check_cpus, read_cpus
 from lab.analysis.display import percent
 from lab.analysis.kernel_complaints import read_complaints
 from lab.analysis.kernel_complaints import summary as complaint_line
@@ -636,6 +637,9 @@ def _guest_view(req, d: Path, outcome, unpacked: Unpacked, guarded: Callable) ->
     readback_problems: list[str] = []
     readback = guarded("topology readback", read_topology, None, d, readback_problems)
     domains = guarded("sched domains", read_sched_domains, {}, d, readback_problems)
+    cpus = guarded("CPU readback", read_cpus, None, d, readback_problems)
+    if readback is not None and cpus is not None:
+        readback["cpus"] = cpus
     problems: list[str] = []
     if outcome.stage("booted"):
         rejected = [p for p in unpacked.problems if p.startswith(READBACK_TAR)]
@@ -643,6 +647,8 @@ def _guest_view(req, d: Path, outcome, unpacked: Unpacked, guarded: Callable) ->
             problems.append(f"the guest's topology readback was rejected: {rejected[0]}")
         problems += [f"the guest's topology readback is malformed: {p}" for p in readback_problems]
         problems += guarded("topology check", check_topology, [], req.topology, readback, domains)
+        release = (read_guest_text(d / UNAME) or "").strip()[:64] or None
+        problems += guarded("CPU topology check", check_cpus, [], req.topology, cpus, domains, release)
     groups = guarded("sched_verbose dump", read_sched_groups, {}, d)  # the groups, against 6.1's construction
     problems += guarded("sched groups check", check_groups, [], req.topology, groups) if outcome.stage("booted") else []
     return readback, domains, groups, problems

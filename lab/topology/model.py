@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lab.errors import LabError
+from lab.topology.cpu_grid import CpuGrid, build_grid, grid_from_dict
 from lab.topology.tiers import tiers_from_dict
 
 LOCAL_DISTANCE = 10
@@ -43,7 +44,7 @@ RECLAIM_DISTANCE = 30
 class Node:
     id: int
     cpus: int
-    memory_mib: int
+    memory_mib: int  # 0: a memoryless node (CPUs, no memory)
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,9 @@ class Topology:
     # local/remote memory bandwidth per (CPU node, memory node), for the stream misses of --remote-latency;
     # None: not given (the latency ratios in use)
     bandwidth_ratio: tuple[tuple[float, ...], ...] | None = None
+    # packages, LLCs (dies), clusters, cores and threads (lab.topology.cpu_grid); None: one package and one LLC
+    # per node, numalab's layout before the grid (lab.vm.qemu.qemu_argv.smp_layout)
+    cpu_grid: CpuGrid | None = None
 
     @property
     def n_nodes(self) -> int:
@@ -80,6 +84,11 @@ class Topology:
     def cpu_nodes(self) -> list[int]:
         """Ids of the nodes that have CPUs (the kernel's for_each_cpu_node)."""
         return [n.id for n in self.nodes if n.cpus > 0]
+
+    @property
+    def memoryless_nodes(self) -> list[int]:
+        """Ids of the nodes with CPUs and no memory."""
+        return [n.id for n in self.nodes if n.memory_mib == 0]
 
     def node_cpus(self) -> list[list[int]]:
         """vCPU ids of each node. vCPUs are numbered node by node."""
@@ -106,16 +115,28 @@ class Topology:
         mem_per_node_mib: int | None = None,
         threads: int | None = None,
     ) -> Topology:
-        """A copy with per-node sizes replaced (CPU-less nodes stay CPU-less)."""
+        """A copy with per-node sizes replaced (CPU-less nodes stay CPU-less, memoryless ones memoryless); a CPU
+        grid is laid again over the new sizes, with the same packages, LLCs a node and cluster size."""
         nodes = tuple(
             Node(
                 n.id,
                 cpus_per_node if cpus_per_node is not None and n.cpus > 0 else n.cpus,
-                mem_per_node_mib if mem_per_node_mib is not None else n.memory_mib,
+                mem_per_node_mib if mem_per_node_mib is not None and n.memory_mib > 0 else n.memory_mib,
             )
             for n in self.nodes
         )
-        topo = replace(self, nodes=nodes, threads=threads if threads is not None else self.threads)
+        threads = threads if threads is not None else self.threads
+        grid = self.cpu_grid
+        if grid is not None:
+            grid = build_grid(
+                [n.cpus for n in nodes],
+                threads,
+                grid.packages,
+                grid.llcs_per_node,
+                grid.cores_per_cluster if grid.has_clusters else None,
+                grid.vendor or None,
+            )
+        topo = replace(self, nodes=nodes, threads=threads, cpu_grid=grid)
         validate(topo)
         return topo
 
@@ -138,6 +159,7 @@ class Topology:
             | ({"tiers": self.tiers.to_dict()} if self.tiers else {})
             | ({"latency_ratio": [list(r) for r in self.latency_ratio]} if self.latency_ratio else {})
             | ({"bandwidth_ratio": [list(r) for r in self.bandwidth_ratio]} if self.bandwidth_ratio else {})
+            | ({"cpu_grid": self.cpu_grid.to_dict()} if self.cpu_grid else {})
         )
 
 
@@ -157,6 +179,7 @@ def topology_from_dict(d: dict) -> Topology:
         bandwidth_ratio=(
             tuple(tuple(float(x) for x in r) for r in d["bandwidth_ratio"]) if d.get("bandwidth_ratio") else None
         ),
+        cpu_grid=grid_from_dict(d.get("cpu_grid")),
     )
     validate(topo)
     return topo
@@ -196,8 +219,12 @@ def _check_node_fields(idx: int, node: Node, pre: str) -> None:
         raise LabError(f"{pre}nodes[{idx}].id: node ids must be contiguous from 0, expected {idx} but got {node.id}")
     if node.cpus < 0:
         raise LabError(f"{pre}nodes[{idx}].cpus: must be >= 0, got {node.cpus}")
-    if node.memory_mib <= 0:
-        raise LabError(f"{pre}nodes[{idx}].memory: must be positive, got {node.memory_mib} MiB")
+    if node.memory_mib < 0:
+        raise LabError(f"{pre}nodes[{idx}].memory: must be 0 (a memoryless node) or more, got {node.memory_mib} MiB")
+    if node.memory_mib == 0 and node.cpus == 0:
+        raise LabError(
+            f"{pre}nodes[{idx}]: a node needs CPUs or memory (memory 0 makes a memoryless node of one with CPUs)"
+        )
     if node.memory_mib > MAX_NODE_MEMORY_MIB:
         raise LabError(f"{pre}nodes[{idx}].memory: at most {MAX_NODE_MEMORY_MIB >> 20}T a node")
     if node.cpus > MAX_VCPUS:
@@ -213,6 +240,8 @@ def _check_nodes(topo: Topology, pre: str) -> None:
         raise LabError(f"{pre}nodes: {n} nodes given, at most {MAX_NODES} are supported")
     for idx, node in enumerate(topo.nodes):
         _check_node_fields(idx, node, pre)
+    if topo.total_memory_mib <= 0:
+        raise LabError(f"{pre}memory: at least one node must have memory")
 
 
 def _check_cpus(topo: Topology, pre: str) -> None:
@@ -226,6 +255,12 @@ def _check_cpus(topo: Topology, pre: str) -> None:
         raise LabError(f"{pre}cpus: at least one node must have CPUs")
     if topo.total_cpus > MAX_VCPUS:
         raise LabError(f"{pre}cpus: {topo.total_cpus} vCPUs in all, at most {MAX_VCPUS} (QEMU's q35 limit)")
+    grid = topo.cpu_grid
+    if grid is not None and (grid.total_cpus != topo.total_cpus or grid.threads != topo.threads):
+        raise LabError(
+            f"{pre}cpu_grid: {grid.total_cpus} vCPUs of {grid.threads} thread(s) a core, where the nodes have "
+            f"{topo.total_cpus} of {topo.threads}"
+        )
 
 
 def _distance_error(i: int, j: int, v: int) -> str | None:

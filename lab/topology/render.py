@@ -96,3 +96,39 @@ def group_lines(view: dict) -> list[str]:
         cpus = " ".join("{" + g + "}" for g in r["groups"])
         lines.append(f"  node {r['node']} level {r['level']} (distance {r['distance']}): nodes {groups}  cpus {cpus}")
     return lines
+
+
+def cpu_lines(topo: Topology, cpus_view: dict) -> list[str]:
+    """The machine below its nodes (``cpu_view.predict_cpus()``): packages, LLCs and their CPUs, memoryless
+    nodes, and each distinct stack of sched domains below NUMA."""
+    grid = topo.cpu_grid
+    lines = []
+    if grid is not None:
+        clusters = (
+            f", {grid.clusters_per_die} clusters of {grid.cores_per_cluster} cores an LLC" if grid.has_clusters else ""
+        )
+        lines.append(
+            f"cpus: {grid.packages} package(s) x {grid.dies_per_package} LLC(s) (dies){clusters}, "
+            f"{grid.cores_per_die} cores x {grid.threads} thread(s) an LLC; {grid.llcs_per_node} LLC(s) a node, "
+            f"{grid.nodes_per_package} node(s) a package; CPUID vendor {cpus_view['vendor']}"
+        )
+    else:
+        lines.append("cpus: a package and an LLC a node (no packages/llcs_per_node/cores_per_cluster in the spec)")
+    cpus = cpus_view["cpus"]
+    llcs: dict[str, int] = {}
+    for c in cpus:
+        llcs.setdefault(c["l3_cpus"], c["package"])
+    for span, package in llcs.items():
+        lines.append(f"  package {package}  LLC cpus {span}")
+    if cpus_view["memoryless_nodes"]:
+        lines.append(f"  memoryless nodes {cpus_view['memoryless_nodes']}: their CPUs' memory comes from other nodes")
+    seen: set[str] = set()
+    lines.append("sched domains below NUMA (cpu: name span, ...):")
+    for v, c in enumerate(cpus):
+        names = {"PKG": "PKG (DIE before 6.8)"}
+        stack = ", ".join(f"{names.get(d['name'], d['name'])} {d['cpus']}" for d in c["domains"]) or "(none)"
+        shape = ",".join(d["name"] for d in c["domains"])
+        if shape not in seen:
+            seen.add(shape)
+            lines.append(f"  cpu {v}: {stack}")
+    return lines

@@ -35,6 +35,7 @@ from pathlib import Path
 from lab import datafile, schemas
 from lab.errors import LabError
 from lab.paths import cache_dir, read_text_file, write_text_atomic
+from lab.topology.cpu_grid import build_grid
 from lab.topology.model import LOCAL_DISTANCE, Node, Topology, check_name, hop_matrix, validate
 from lab.topology.numactl import looks_like_numactl
 from lab.topology.tiers import parse_tiers
@@ -66,6 +67,30 @@ def parse_mib(value: object, field: str) -> int:
     return int(mib)
 
 
+def node_mib(value: object, field: str) -> int:
+    """A node's memory: a size as :func:`parse_mib` takes it, or 0 for a memoryless node."""
+    if not isinstance(value, bool) and (value == 0 or (isinstance(value, str) and value.strip() in ("0", "0M", "0G"))):
+        return 0
+    return parse_mib(value, field)
+
+
+GRID_FIELDS = ("packages", "llcs_per_node", "cores_per_cluster", "cpu_vendor")
+
+
+def _grid(spec: dict, nodes: list[Node], threads: int):
+    """The CPU grid (lab.topology.cpu_grid) when the spec names any of its fields, else None."""
+    if not any(f in spec for f in GRID_FIELDS):
+        return None
+    return build_grid(
+        [n.cpus for n in nodes],
+        threads,
+        spec.get("packages"),
+        spec.get("llcs_per_node"),
+        spec.get("cores_per_cluster"),
+        spec.get("cpu_vendor"),
+    )
+
+
 def _nodes(spec: dict) -> list[Node]:
     """The nodes (the schema has checked each field's type and range)."""
     raw = spec["nodes"]
@@ -84,7 +109,7 @@ def _nodes(spec: dict) -> list[Node]:
         mem = item.get("memory", mpn)
         if mem is None:
             raise LabError(f"nodes[{idx}].memory: missing (and no memory_per_node)")
-        nodes.append(Node(item["id"], cpus, parse_mib(mem, f"nodes[{idx}].memory")))
+        nodes.append(Node(item["id"], cpus, node_mib(mem, f"nodes[{idx}].memory")))
     ids = sorted(n.id for n in nodes)
     for expect, got in enumerate(ids):
         if got != expect:
@@ -208,6 +233,7 @@ def load_spec(data: object, where: str, name: str | None = None, schema_checked:
             bandwidth_ratio=(
                 _latency_ratio(data["bandwidth_ratio"], n, "bandwidth_ratio") if "bandwidth_ratio" in data else None
             ),
+            cpu_grid=_grid(data, nodes, threads),
         )
         if "total_cpus" in data:
             total = data["total_cpus"]

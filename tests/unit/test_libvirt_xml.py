@@ -17,7 +17,7 @@ from lab.placement.pinning import Backing, Placement, plan_placement
 from lab.topology.model import Topology
 from lab.topology.spec import load_spec, load_topology, preset_names
 from lab.vm.libvirt.libvirt_xml import domain_xml
-from lab.vm.qemu.qemu_argv import qemu_argv, smp_layout
+from lab.vm.qemu.qemu_argv import qemu_argv
 
 VALIDATOR = "virt-xml-validate"
 
@@ -83,14 +83,21 @@ def check_same_vm(xml: str, topo: Topology, placement: Placement, domain_type: s
     assert root.find("features/apic") is not None
 
     cpu = root.find("cpu")
-    assert cpu.get("mode") == ("host-passthrough" if domain_type == "kvm" else None)
-    smp = smp_layout(topo)
+    # The argv's -cpu (a CPU grid's vendor under TCG) is the <model>'s vendor_id; QEMU's default has no <model>.
+    model = argv[argv.index("-cpu") + 1] if "-cpu" in argv and domain_type == "qemu" else None
+    want_mode = "host-passthrough" if domain_type == "kvm" else ("custom" if model else None)
+    assert cpu.get("mode") == want_mode
+    if model:
+        name, _, vendor = model.partition(",vendor=")
+        assert (cpu.findtext("model"), cpu.find("model").get("vendor_id")) == (name, vendor)
+    # The same -smp: sockets, dies, cores and threads (the argv's dies= only with a CPU grid).
+    smp = dict(kv.split("=") for kv in argv[argv.index("-smp") + 1].split(",")[1:])
     top = cpu.find("topology")
     assert {k: int(v) for k, v in top.attrib.items()} == {
-        "sockets": smp.sockets,
-        "dies": 1,
-        "cores": smp.cores,
-        "threads": smp.threads,
+        "sockets": int(smp["sockets"]),
+        "dies": int(smp.get("dies", 1)),
+        "cores": int(smp["cores"]),
+        "threads": int(smp["threads"]),
     }
     cells = cpu.findall("numa/cell")
     assert len(cells) == topo.n_nodes

@@ -12,7 +12,10 @@ How the QEMU options map:
 * ``-accel kvm -cpu host`` -> ``<domain type='kvm'>`` and ``<cpu mode='host-passthrough'>``;
   TCG -> ``<domain type='qemu'>`` and a ``<cpu>`` without ``mode`` (QEMU's
   default model, as the argv has no ``-cpu``).
-* ``-smp`` -> ``<vcpu>`` plus ``<cpu><topology sockets dies='1' cores threads>``.
+* ``-smp`` -> ``<vcpu>`` plus ``<cpu><topology sockets dies cores threads>`` (dies='1' without a CPU grid).
+  A grid's clusters (``-smp modules=``) have no place in libvirt 9.0's ``<topology>`` (10.1 added
+  ``clusters``): refused, as is a memoryless node, not yet tried through libvirt.
+* A grid's TCG ``-cpu qemu64,vendor=V`` -> ``<cpu mode='custom'><model vendor_id='V'>qemu64</model>``.
 * ``-numa node``/``-numa dist`` -> ``<cpu><numa><cell>`` with the full SLIT row
   in ``<distances>`` of every cell. vCPUs are numbered node by node, so a
   cell's ``cpus`` is a contiguous range, and libvirt's cpu-index based
@@ -62,7 +65,7 @@ from lab.cpulist import format_cpulist
 from lab.errors import LabError
 from lab.placement.pinning import Placement
 from lab.topology.model import Topology
-from lab.vm.qemu.qemu_argv import BootSpec, smp_layout
+from lab.vm.qemu.qemu_argv import CPUID_VENDORS, BootSpec, smp_layout
 
 QEMU_NS = "http://libvirt.org/schemas/domain/qemu/1.0"
 ET.register_namespace("qemu", QEMU_NS)
@@ -92,6 +95,11 @@ def _check(topo: Topology, placement: Placement, boot: BootSpec, domain_type: st
         raise LabError(f"firmware: {boot.firmware}: libvirt domains boot the host's default firmware")
     if len(placement.memory_host_nodes) != topo.n_nodes:
         raise LabError(f"placement: {len(placement.memory_host_nodes)} memory bindings for {topo.n_nodes} guest nodes")
+    if topo.cpu_grid is not None and topo.cpu_grid.has_clusters:
+        raise LabError(
+            f"topology {topo.name}: cores_per_cluster: libvirt 9.0's <topology> has no clusters (libvirt 10.1 "
+            "added them); run it on direct QEMU (--backend qemu --qemu backports)"
+        )
     if len(placement.vcpu_pins) != topo.total_cpus:
         raise LabError(f"placement: {len(placement.vcpu_pins)} vCPU pins for {topo.total_cpus} vCPUs")
 
@@ -112,9 +120,20 @@ def _memory_backing(root: ET.Element, placement: Placement) -> None:
 
 
 def _cpu(root: ET.Element, topo: Topology, domain_type: str) -> None:
-    cpu = _sub(root, "cpu", mode="host-passthrough") if domain_type == "kvm" else _sub(root, "cpu")
-    smp = smp_layout(topo)
-    _sub(cpu, "topology", sockets=str(smp.sockets), dies="1", cores=str(smp.cores), threads=str(smp.threads))
+    grid = topo.cpu_grid
+    if domain_type == "kvm":
+        cpu = _sub(root, "cpu", mode="host-passthrough")
+    elif grid is not None:  # (the argv's -cpu qemu64,vendor=...: lab.vm.qemu.qemu_argv.cpu_model)
+        cpu = _sub(root, "cpu", mode="custom", match="exact", check="none")
+        _sub(cpu, "model", "qemu64", fallback="forbid", vendor_id=CPUID_VENDORS[grid.vendor or "intel"])
+    else:
+        cpu = _sub(root, "cpu")
+    if grid is None:
+        smp = smp_layout(topo)
+        _sub(cpu, "topology", sockets=str(smp.sockets), dies="1", cores=str(smp.cores), threads=str(smp.threads))
+    else:
+        _sub(cpu, "topology", sockets=str(grid.packages), dies=str(grid.dies_per_package),
+             cores=str(grid.cores_per_cluster), threads=str(grid.threads))  # fmt: skip
     numa = _sub(cpu, "numa")
     for node, vcpus in zip(topo.nodes, topo.node_cpus()):
         attrs = {"id": str(node.id)}

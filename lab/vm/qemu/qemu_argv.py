@@ -9,11 +9,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from lab.errors import LabError
 from lab.placement.pinning import Placement
+from lab.topology.cpu_view import SmpLayout, smp_layout
 from lab.topology.model import Topology
 from lab.vm.tcg.guest_clock import GuestClock
 
 ACCELS = ("kvm", "tcg")
+__all__ = ["SmpLayout", "smp_layout"]  # (their home is lab.topology.cpu_view; importers of old keep this name)
 
 
 @dataclass(frozen=True)
@@ -40,37 +43,10 @@ class BootSpec:
     # (lab.host.nested's libvirt host); 0: no network device at all
 
 
-@dataclass(frozen=True)
-class SmpLayout:
-    sockets: int
-    cores: int
-    threads: int
-
-    def place(self, vcpu: int) -> tuple[int, int, int]:
-        """vCPU index -> (socket, core, thread), QEMU's x86 cpu-index order."""
-        thread = vcpu % self.threads
-        core = (vcpu // self.threads) % self.cores
-        socket = vcpu // (self.threads * self.cores)
-        return socket, core, thread
-
-
 def opt_value(value: str) -> str:
     """A value inside a QEMU ``key=value,...`` option: a comma doubled, as QEMU's option parser reads it
     (``path=/a,b`` would end the path at the comma and make ``b`` an option)."""
     return value.replace(",", ",,")
-
-
-def smp_layout(topo: Topology) -> SmpLayout:
-    """One socket per CPU node when nodes are equal; else one core per socket.
-
-    A socket never spans two nodes, so the guest's LLC/package siblings stay
-    inside a node (the kernel warns and ignores them otherwise).
-    """
-    counts = {topo.nodes[i].cpus for i in topo.cpu_nodes}
-    if len(counts) == 1:
-        per_node = counts.pop()
-        return SmpLayout(len(topo.cpu_nodes), per_node // topo.threads, topo.threads)
-    return SmpLayout(topo.total_cpus // topo.threads, 1, topo.threads)
 
 
 def _backend_object(topo: Topology, placement: Placement, node: int) -> str:
@@ -89,28 +65,72 @@ def _backend_object(topo: Topology, placement: Placement, node: int) -> str:
     return obj
 
 
+# The QEMU that first expresses each part of a machine (lab.topology.cpu_grid): -smp modules= and the
+# -machine smp-cache property that shares an L2 among a module's cores came in 9.0 and 9.2.
+CLUSTERS_QEMU = (9, 2)
+
+
+def required_qemu(topo: Topology) -> tuple[tuple[int, int], str] | None:
+    """The oldest QEMU that can boot ``topo`` as specified, and what needs it; None: any numalab runs."""
+    grid = topo.cpu_grid
+    if grid is not None and grid.has_clusters:
+        return CLUSTERS_QEMU, f"cores_per_cluster: {grid.cores_per_cluster} cores sharing an L2 (-smp modules=)"
+    return None
+
+
+def check_qemu_can_express(topo: Topology, version: tuple[int, ...] | None, where: str = "QEMU") -> None:
+    """A one-line error when the QEMU at hand (``version``, None: unknown) would boot a flatter machine than
+    ``topo`` says, naming the QEMU that can."""
+    need = required_qemu(topo)
+    if need is None or version is None:
+        return
+    (major, minor), what = need
+    if tuple(version[:2]) < (major, minor):
+        have = ".".join(str(v) for v in version[:3])
+        raise LabError(
+            f"topology {topo.name}: {what} needs QEMU {major}.{minor} or later; {where} is {have} "
+            "(numalab run --qemu backports: QEMU 10 from Debian's backports, make setup-qemu10)"
+        )
+
+
+def _smp(topo: Topology) -> str:
+    grid = topo.cpu_grid
+    if grid is None:
+        smp = smp_layout(topo)
+        return f"{topo.total_cpus},sockets={smp.sockets},cores={smp.cores},threads={smp.threads}"
+    modules = f",modules={grid.clusters_per_die}" if grid.has_clusters else ""
+    return (
+        f"{topo.total_cpus},sockets={grid.packages},dies={grid.dies_per_package}{modules},"
+        f"cores={grid.cores_per_cluster},threads={grid.threads}"
+    )
+
+
+def _cpu_ids(topo: Topology, vcpu: int) -> str:
+    """-numa cpu's ids of ``vcpu`` (QEMU's x86 names: a cluster is a module)."""
+    grid = topo.cpu_grid
+    if grid is None:
+        s, c, t = smp_layout(topo).place(vcpu)
+        return f"socket-id={s},core-id={c},thread-id={t}"
+    p = grid.place(vcpu)
+    module = f",module-id={p['cluster']}" if grid.has_clusters else ""
+    return f"socket-id={p['package']},die-id={p['die']}{module},core-id={p['core']},thread-id={p['thread']}"
+
+
 def topology_args(topo: Topology, placement: Placement) -> list[str]:
-    """-m, -smp, memory backends, -numa node/cpu/dist."""
-    smp = smp_layout(topo)
-    args = [
-        "-m",
-        f"{topo.total_memory_mib}M",
-        "-smp",
-        f"{topo.total_cpus},sockets={smp.sockets},cores={smp.cores},threads={smp.threads}",
-    ]
+    """-m, -smp, memory backends, -numa node/cpu/dist. A memoryless node has no backend: ``-numa node`` without
+    ``memdev`` is a node with CPUs and no memory."""
+    args = ["-m", f"{topo.total_memory_mib}M", "-smp", _smp(topo)]
     for node in topo.nodes:
-        args += ["-object", _backend_object(topo, placement, node.id)]
+        if node.memory_mib:
+            args += ["-object", _backend_object(topo, placement, node.id)]
     tiers = topo.tiers
     for node in topo.nodes:
         init = tiers.initiator_of(node.id) if tiers and tiers.hmat else None
-        args += [
-            "-numa",
-            f"node,nodeid={node.id},memdev=mem{node.id}" + (f",initiator={init}" if init is not None else ""),
-        ]
+        memdev = f",memdev=mem{node.id}" if node.memory_mib else ""
+        args += ["-numa", f"node,nodeid={node.id}{memdev}" + (f",initiator={init}" if init is not None else "")]
     for node, vcpus in zip(topo.nodes, topo.node_cpus()):
         for vcpu in vcpus:
-            s, c, t = smp.place(vcpu)
-            args += ["-numa", f"cpu,node-id={node.id},socket-id={s},core-id={c},thread-id={t}"]
+            args += ["-numa", f"cpu,node-id={node.id},{_cpu_ids(topo, vcpu)}"]
     sym = topo.is_symmetric()
     n = topo.n_nodes
     for i in range(n):
@@ -136,8 +156,27 @@ def hmat_args(topo: Topology) -> list[str]:
 
 
 def machine_option(topo: Topology) -> str:
-    """-machine: q35, with the ACPI HMAT when the topology has one."""
-    return "q35,hmat=on" if topo.tiers and topo.tiers.hmat else "q35"
+    """-machine: q35, with the ACPI HMAT when the topology has one, and a cluster's cores sharing their L2
+    (QEMU 9.2's smp-cache; without it each x86 core keeps its own L2)."""
+    opt = "q35,hmat=on" if topo.tiers and topo.tiers.hmat else "q35"
+    if topo.cpu_grid is not None and topo.cpu_grid.has_clusters:
+        opt += ",smp-cache.0.cache=l2,smp-cache.0.topology=module"
+    return opt
+
+
+CPUID_VENDORS = {"intel": "GenuineIntel", "amd": "AuthenticAMD"}
+
+
+def cpu_model(topo: Topology, boot: BootSpec) -> list[str]:
+    """TCG's -cpu: the boot's model (the nested tier's ``max``) as it is; on a machine with a CPU grid, QEMU's
+    default model shown with the grid's vendor (Intel unless the spec says amd: the guest then reads its LLC from
+    CPUID leaf 4, which QEMU shares among a die's CPUs); else QEMU's default."""
+    if boot.cpu:
+        return ["-cpu", boot.cpu]
+    grid = topo.cpu_grid
+    if grid is None:
+        return []
+    return ["-cpu", f"qemu64,vendor={CPUID_VENDORS[grid.vendor or 'intel']}"]
 
 
 def _ioeventfd(boot: BootSpec) -> str:
@@ -159,7 +198,7 @@ def qemu_argv(
     if boot.accel == "kvm":
         accel = ["-accel", "kvm", "-cpu", "host"]
     else:
-        accel = boot.clock.accel_args() + (["-cpu", boot.cpu] if boot.cpu else [])
+        accel = boot.clock.accel_args() + cpu_model(topo, boot)
     argv = [
         *qemu,
         "-name",
