@@ -14,7 +14,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := qemu-system-x86 busybox-static trace-cmd linux-perf kmod cpio openssh-client \
 	gcc make libc6-dev libvirt-clients libxml2-utils python3-venv python3-pip chromium \
 	linux-source-6.1 linux-source-6.12 ccache flex bison bc libelf-dev libssl-dev lz4 xz-utils git patch \
-	libvirt-daemon-system libvirt-dev pkg-config python3-dev shellcheck strace rt-tests stress-ng sysbench
+	libvirt-daemon-system libvirt-dev pkg-config python3-dev shellcheck strace rt-tests stress-ng sysbench hwloc
 PYTEST_ARGS ?=
 
 .PHONY: setup setup-demo setup-qemu10 setup-qemu-charge setup-sshd apt venv test test-fast test-nested demo lint golden bench bench-kernel clean help reproduce \

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+import textwrap
 from pathlib import Path
 
 from lab.cli.common import progress, warn
@@ -184,23 +185,43 @@ def cmd_topo_vng_args(args: argparse.Namespace) -> int:
     return 0
 
 
+IMPORT_EXAMPLES = """examples:
+  numalab topo import numactl.txt --out box.yaml       # numactl -H output (or - for stdin)
+  numalab topo import genoa.xml --cpus-per-node 4      # hwloc XML: lstopo --of xml genoa.xml
+  numalab topo import --hwloc-synthetic 'pack:2 numa:3 l3:1 core:2 pu:2' --out snc3.yaml
+  numalab topo import --from-sysfs                     # this host: /sys/devices/system/{node,cpu}
+  numalab topo import --from-sysfs copy/node           # a copy of node/ alone: the nodes and the SLIT
+
+docs/topologies.md, "Importing a machine with its caches"."""
+
+
 def cmd_topo_import(args: argparse.Namespace) -> int:
-    """numactl -H output (FILE or -) or a sysfs node directory -> a spec file (stdout or --out)."""
+    """numactl -H output or hwloc XML (FILE or -), a sysfs directory or an hwloc synthetic description -> a spec
+    file (stdout or --out)."""
     from lab.topology.importer import import_spec  # (on use: start-up time)
 
-    topo, text = import_spec(
-        args.file, args.from_sysfs, args.name, args.cpus_per_node, args.mem_per_node, args.slow_cpuless
+    spec = import_spec(
+        args.file,
+        args.from_sysfs,
+        args.name,
+        args.cpus_per_node,
+        args.mem_per_node,
+        args.slow_cpuless,
+        args.hwloc_synthetic,
     )
     if args.out:
         out = Path(args.out)
         if out.is_dir():
             raise LabError(f"--out {out}: is a directory")
-        write_text_atomic(out, text)
-        progress(f"{out}: {topo.n_nodes} nodes, {topo.total_cpus} vCPUs, {topo.total_memory_mib} MiB")
+        write_text_atomic(out, spec.text)
+        progress(f"{out}: {spec.n_nodes} nodes, {spec.total_cpus} vCPUs, {spec.total_memory_mib} MiB")
+        for note in spec.notes:
+            progress(f"note: {note}")
     elif args.json:
-        print(json_text({"spec": text, "topology": topo.to_dict()}, indent=2))
+        topology = {"topology": spec.topology.to_dict()} if spec.topology else {}
+        print(json_text({"spec": spec.text, "data": spec.data, "notes": list(spec.notes)} | topology, indent=2))
     else:
-        sys.stdout.write(text)
+        sys.stdout.write(spec.text)
     return 0
 
 
@@ -259,24 +280,47 @@ def add_parser(sub) -> None:
     json_option(q)
     q = tsub.add_parser(
         "import",
-        help="a real machine's topology (numactl -H output or sysfs) as a spec",
-        description="Read numactl -H output (FILE, or - for stdin; a pasted mail works) or a host's "
-        "/sys/devices/system/node (--from-sysfs [ROOT]) and write a spec, scaled to --cpus-per-node and "
-        "--mem-per-node (CPU-less nodes stay CPU-less); the real sizes are kept in its description.",
+        help="a real machine's topology (numactl -H, hwloc, sysfs) as a spec",
+        description=textwrap.fill(
+            "Read a real machine and write a spec, scaled to --cpus-per-node and --mem-per-node (CPU-less nodes "
+            "stay CPU-less, memoryless ones memoryless); the real sizes are kept in its description. FILE is "
+            "numactl -H output (a pasted mail works) or an hwloc XML file (lstopo --of xml), told apart by "
+            "content; - reads standard input. hwloc XML, an hwloc synthetic description and a sysfs copy with "
+            "cpu/ give the CPU grid too: packages, llcs_per_node (L3s a node), cores_per_cluster (cores sharing "
+            "an L2), threads and cpu_vendor; a field the machine does not fill evenly is left out, and a comment "
+            "in the YAML says why.",
+            100,
+            break_on_hyphens=False,
+        ),
+        epilog=IMPORT_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    q.add_argument("file", nargs="?", metavar="FILE|-", help="numactl -H output")
+    q.add_argument("file", nargs="?", metavar="FILE|-", help="numactl -H output or hwloc XML")
     q.add_argument(
         "--from-sysfs",
         nargs="?",
-        const="/sys/devices/system/node",
+        const="/sys/devices/system",
         metavar="ROOT",
-        help="read a sysfs node directory instead (default /sys/devices/system/node)",
+        help="read sysfs instead: ROOT holds node/ and maybe cpu/ (default /sys/devices/system), or is a node "
+        "directory (cpu/ beside it is read when it is named node)",
+    )
+    q.add_argument(
+        "--hwloc-synthetic",
+        metavar="DESC",
+        help="read an hwloc synthetic description instead, as lstopo --input takes it (pack:2 numa:3 l3:1 core:2 "
+        "pu:2; numa:2(memory=16GiB))",
     )
     q.add_argument("--name", help="the spec's name (default: the file's name, or host)")
     q.add_argument(
-        "--cpus-per-node", type=int, default=2, metavar="N", help="vCPUs of every node with CPUs (default 2)"
+        "--cpus-per-node",
+        type=int,
+        metavar="N",
+        help="vCPUs of every node with CPUs, a multiple of its LLCs x cores a cluster x threads (default 2, or "
+        "the fewest that multiple allows)",
     )
-    q.add_argument("--mem-per-node", default="512M", metavar="SIZE", help="memory of every node (default 512M)")
+    q.add_argument(
+        "--mem-per-node", default="512M", metavar="SIZE", help="memory of every node with memory (default 512M)"
+    )
     q.add_argument(
         "--slow-cpuless",
         action="store_true",

@@ -1,4 +1,5 @@
-"""Real machines' topologies -> spec files: ``numactl -H`` output and a host's ``/sys/devices/system/node``.
+"""Real machines' topologies -> spec files: ``numactl -H`` output, a host's ``/sys/devices/system/{node,cpu}``,
+and (lab.topology.hwloc) ``lstopo --of xml`` files and hwloc synthetic descriptions.
 
 Bug reports paste ``numactl -H``; a host can be read directly from sysfs. Both
 give nodes (CPUs, memory) and the SLIT. :func:`to_spec_yaml` writes a spec the
@@ -8,8 +9,14 @@ rest of numalab loads (``lab.topology.spec``), scaled to sizes a laptop can boot
 (``available: 2 nodes (0,2)``) are renumbered 0.. in order, and the description
 says so.
 
+With ``cpu/`` beside ``node/`` (:func:`sysfs_dirs`), sysfs also tells each CPU's
+package, die, core and caches (:func:`read_sysfs_cpus`), as hwloc does: those
+imports go through lab.topology.machine_grid, which adds the CPU grid's fields
+(packages, llcs_per_node, cores_per_cluster, threads, cpu_vendor) and keeps
+memoryless nodes (``memory: 0``).
+
 Bad or partial input is a one-line :class:`LabError` naming the line (numactl)
-or the file (sysfs).
+or the file (sysfs, hwloc XML).
 """
 
 from __future__ import annotations
@@ -19,10 +26,11 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from lab.cpulist import parse_cpulist
-from lab.datafile import MAX_SPEC_BYTES, parse_yaml
+from lab.cpulist import checked_cpulist, parse_cpulist
+from lab.datafile import MAX_SPEC_BYTES, parse_yaml, read_bytes, text_of
 from lab.errors import LabError
-from lab.paths import read_text_file
+from lab.topology.hwloc import MAX_XML_BYTES, looks_like_xml, parse_hwloc_xml, parse_synthetic
+from lab.topology.machine_grid import CpuGroups, GridMachine, ImportedSpec, grid_spec
 from lab.topology.model import LOCAL_DISTANCE, MAX_DISTANCE, MAX_NODES, Node, Topology, check_name, validate
 from lab.topology.numactl import Machine, MachineNode, check_machine, parse_numactl
 from lab.topology.spec import load_spec, parse_mib
@@ -70,13 +78,13 @@ def _sysfs_cpus(d: Path) -> tuple[int, ...]:
         raise LabError(f"{d / 'cpulist'}: cannot read the CPU list {cpulist!r}") from None
 
 
-def _sysfs_mib(d: Path, node: int) -> int:
-    """Node ``node``'s MemTotal in MiB from ``d/meminfo``; it must have memory."""
+def _sysfs_mib(d: Path, node: int, memoryless: bool = False) -> int:
+    """Node ``node``'s MemTotal in MiB from ``d/meminfo``; it must have memory unless ``memoryless``."""
     mem = re.search(r"MemTotal:\s*(\d+)\s*kB", _read(d / "meminfo"))
     if not mem:
         raise LabError(f"{d / 'meminfo'}: no 'MemTotal: N kB' line")
     mib = int(mem.group(1)) // 1024
-    if mib <= 0:
+    if mib <= 0 and not memoryless:
         raise LabError(f"{d / 'meminfo'}: node {node} has no memory; memoryless nodes cannot be emulated")
     return mib
 
@@ -97,9 +105,10 @@ def _sysfs_distances(d: Path, node: int, ids: list[int]) -> tuple[int, ...]:
     return row
 
 
-def read_sysfs(root: Path = SYSFS_NODE_ROOT) -> Machine:
+def read_sysfs(root: Path = SYSFS_NODE_ROOT, memoryless: bool = False) -> Machine:
     """A host's nodes from ``/sys/devices/system/node`` (or a copy of it under ``root``):
-    ``has_memory``/``online``, and per node ``cpulist``, ``meminfo`` (MemTotal) and ``distance``."""
+    ``has_memory``/``online``, and per node ``cpulist``, ``meminfo`` (MemTotal) and ``distance``.
+    ``memoryless``: a node with CPUs and no memory is read as one (0 MiB), not refused."""
     if not root.is_dir():
         raise LabError(f"{root}: not a directory (expected a copy of /sys/devices/system/node)")
     ids = _sysfs_node_ids(root)
@@ -108,7 +117,7 @@ def read_sysfs(root: Path = SYSFS_NODE_ROOT) -> Machine:
     for node in ids:
         d = root / f"node{node}"
         cpus = _sysfs_cpus(d)
-        mib = _sysfs_mib(d, node)
+        mib = _sysfs_mib(d, node, memoryless and bool(cpus))
         rows.append(_sysfs_distances(d, node, ids))
         nodes.append(MachineNode(node, cpus, mib))
     machine = Machine(
@@ -137,6 +146,116 @@ def _sysfs_slow_nodes(root: Path, nodes: list[MachineNode]) -> tuple[int, ...]:
         return ()
     known = {n.id for n in nodes}
     return tuple(sorted(n for tier, members in tiers if tier > top for n in members if n in known - with_cpus))
+
+
+# --- sysfs: the CPUs' packages, cores and caches (/sys/devices/system/cpu) ------------------------------------
+
+SYSFS_ROOT = Path("/sys/devices/system")
+_X86_VENDORS = {0: "GenuineIntel", 2: "AuthenticAMD", 9: "HygonGenuine"}  # the kernel's X86_VENDOR_* in modalias
+
+
+def sysfs_dirs(root: Path) -> tuple[Path, Path | None]:
+    """The node directory and the cpu directory (None without one) of ``--from-sysfs ROOT``: ROOT holding
+    ``node/`` (and maybe ``cpu/``), as /sys/devices/system does, or a node directory itself, with ``cpu/``
+    beside it when it is named ``node`` (a copy of /sys/devices/system/node alone reads as before)."""
+    if (root / "node").is_dir():
+        cpu = root / "cpu"
+        return root / "node", cpu if cpu.is_dir() else None
+    if root.name == "node" and (root.parent / "cpu").is_dir():
+        return root, root.parent / "cpu"
+    return root, None
+
+
+def _sysfs_int(path: Path) -> int:
+    text = _read(path).strip()
+    if not re.fullmatch(r"-?\d{1,9}", text):
+        raise LabError(f"{path}: not a whole number: {text[:40]!r}")
+    return int(text)
+
+
+def _sysfs_list(path: Path) -> frozenset[int]:
+    text = _read(path).strip()
+    cpus = checked_cpulist(text)
+    if cpus is None or not cpus:
+        raise LabError(f"{path}: cannot read the CPU list {text[:40]!r}")
+    return frozenset(cpus)
+
+
+def _sysfs_caches(d: Path, cpu: int, levels: dict[int, set[frozenset[int]]]) -> bool:
+    """Add CPU ``cpu``'s unified or data L2 and L3 (``d/cache/index*``) to ``levels``; False without ``cache/``."""
+    cache = d / "cache"
+    if not cache.is_dir():
+        return False
+    for index in sorted(cache.glob("index[0-9]*")):
+        level = _sysfs_int(index / "level")
+        kind = _read(index / "type").strip()
+        if level in levels and kind in ("Unified", "Data"):
+            shared = _sysfs_list(index / "shared_cpu_list")
+            if cpu not in shared:
+                raise LabError(f"{index / 'shared_cpu_list'}: does not list CPU {cpu} itself")
+            levels[level].add(shared)
+    return True
+
+
+def _sysfs_vendor(cpu_root: Path) -> str:
+    """The CPU vendor from ``cpu/modalias`` (x86: ``cpu:type:x86,venNNNN...``), "" if it does not say."""
+    modalias = cpu_root / "modalias"
+    if not modalias.is_file():
+        return ""
+    m = re.match(r"cpu:type:x86,ven(\d{4})", _read(modalias))
+    if not m:
+        return ""
+    return _X86_VENDORS.get(int(m.group(1)), f"x86 vendor {int(m.group(1))}")
+
+
+def read_sysfs_cpus(cpu_root: Path, cpus: list[int]) -> CpuGroups:
+    """How ``cpus`` group, from a copy of /sys/devices/system/cpu: per CPU ``topology/`` (physical_package_id,
+    die_id, cluster_id, core_id, thread_siblings_list) and ``cache/index*`` (level, type, shared_cpu_list)."""
+    packages: dict[int, set[int]] = {}
+    dies: dict[tuple[int, int], set[int]] = {}
+    cores: set[frozenset[int]] = set()
+    by_id: dict[tuple[int, int, int], set[int]] = {}
+    clusters: dict[tuple[int, int, int], set[int]] = {}
+    levels: dict[int, set[frozenset[int]]] = {2: set(), 3: set()}
+    with_caches = 0
+    for cpu in cpus:
+        d = cpu_root / f"cpu{cpu}"
+        top = d / "topology"
+        if not top.is_dir():
+            raise LabError(f"{top}: missing (a node lists CPU {cpu})")
+        pkg = _sysfs_int(top / "physical_package_id")
+        die = _sysfs_int(top / "die_id") if (top / "die_id").exists() else 0
+        packages.setdefault(pkg, set()).add(cpu)
+        dies.setdefault((pkg, die), set()).add(cpu)
+        siblings = top / "thread_siblings_list"
+        if siblings.exists():
+            cores.add(_sysfs_list(siblings))
+        else:  # (an older kernel: the core by its ids)
+            by_id.setdefault((pkg, die, _sysfs_int(top / "core_id")), set()).add(cpu)
+        if (top / "cluster_id").exists() and (cluster := _sysfs_int(top / "cluster_id")) >= 0:
+            clusters.setdefault((pkg, die, cluster), set()).add(cpu)
+        with_caches += _sysfs_caches(d, cpu, levels)
+    l2s = tuple(levels[2]) if with_caches else tuple(frozenset(c) for c in clusters.values())
+    return CpuGroups(
+        packages=tuple(frozenset(p) for p in packages.values()),
+        cores=(*cores, *(frozenset(c) for c in by_id.values())),
+        llcs=tuple(levels[3]),
+        l2s=l2s,
+        dies=tuple(frozenset(d) for d in dies.values()),
+        vendor=_sysfs_vendor(cpu_root),
+    )
+
+
+def read_sysfs_grid(root: Path) -> GridMachine | Machine:
+    """``--from-sysfs ROOT``: the nodes, and with a ``cpu/`` directory (see :func:`sysfs_dirs`) the CPUs' groups
+    too; a memoryless node (CPUs, no memory) is read as one only then, when the spec has the new model's fields."""
+    node_root, cpu_root = sysfs_dirs(root)
+    if cpu_root is None:
+        return read_sysfs(node_root)
+    machine = read_sysfs(node_root, memoryless=True)
+    cpus = sorted(c for n in machine.nodes for c in n.cpus)
+    groups = read_sysfs_cpus(cpu_root, cpus)
+    return GridMachine(machine=replace(machine, origin=f"sysfs ({node_root} and {cpu_root})"), groups=groups)
 
 
 def _mem_text(mib: int) -> str:
@@ -223,40 +342,67 @@ def yaml_data(text: str) -> object:
     return parse_yaml(text, "the imported spec")
 
 
+def _read_file(file: str) -> tuple[bytes, str]:
+    """A file's bytes (``-``: standard input), at most what an hwloc XML file may have, and its name."""
+    if file != "-":
+        return read_bytes(Path(file), limit=MAX_XML_BYTES), file
+    data = sys.stdin.buffer.read(MAX_XML_BYTES + 1)
+    if len(data) > MAX_XML_BYTES:
+        raise LabError(f"-: standard input: more than the {MAX_XML_BYTES >> 20} MiB an import may read")
+    return data, "-"
+
+
+def _numactl_text(data: bytes, file: str) -> str:
+    if len(data) > MAX_SPEC_BYTES:
+        raise LabError(f"{file}: more than the {MAX_SPEC_BYTES >> 20} MiB numactl -H output may be")
+    return text_of(data, "-: standard input" if file == "-" else file)
+
+
 def import_spec(
     file: str | None,
     from_sysfs: str | None,
     name: str | None,
-    cpus_per_node: int,
+    cpus_per_node: int | None,
     mem_per_node: str,
     slow_cpuless: bool = False,
-) -> tuple[Topology, str]:
-    """``numalab topo import``: numactl -H output (a file, or ``-`` for standard input) or a sysfs
-    node directory -> the scaled topology and its spec text (checked to load back as it)."""
-    if (file is None) == (from_sysfs is None):
-        raise LabError("topo import: give a numactl -H file (or - for stdin) or --from-sysfs [ROOT], not both")
+    hwloc_synthetic: str | None = None,
+) -> ImportedSpec:
+    """``numalab topo import``: a file (``-`` for standard input) of numactl -H output or hwloc XML (told apart
+    by content), a sysfs directory (:func:`sysfs_dirs`) or an hwloc synthetic description -> the scaled spec.
+
+    numactl -H output and a node directory alone give nodes and a SLIT, as before (``cpus_per_node`` None: 2),
+    checked to load back (``topology``). hwloc and sysfs with ``cpu/`` give the CPU grid too
+    (lab.topology.machine_grid; ``cpus_per_node`` None: the fewest the grid allows, at least 2)."""
+    given = [x for x in (file, from_sysfs, hwloc_synthetic) if x is not None]
+    if len(given) != 1:
+        raise LabError(
+            "topo import: give one of a file (numactl -H output or hwloc XML, - for stdin), --from-sysfs [ROOT] "
+            "or --hwloc-synthetic DESC"
+        )
+    mem = parse_mib(mem_per_node, "--mem-per-node")
+    source: Machine | GridMachine
     if from_sysfs is not None:
-        machine = read_sysfs(Path(from_sysfs))
-        default_name = "host"
+        source, default_name = read_sysfs_grid(Path(from_sysfs)), "host"
+    elif hwloc_synthetic is not None:
+        source, default_name = parse_synthetic(hwloc_synthetic), "synthetic"
     else:
         assert file is not None
-        if file == "-":
-            data = sys.stdin.buffer.read(MAX_SPEC_BYTES + 1)
-            if len(data) > MAX_SPEC_BYTES:
-                raise LabError(f"-: standard input: more than the {MAX_SPEC_BYTES >> 20} MiB numactl -H output may be")
-            try:
-                text = data.decode("utf-8")
-            except UnicodeDecodeError:
-                raise LabError("-: standard input is not UTF-8 text") from None
-        else:
-            text = read_text_file(Path(file))
-        machine = parse_numactl(text, file)
+        data, label = _read_file(file)
         default_name = "imported" if file == "-" else Path(file).stem
-    if cpus_per_node < 1:
-        raise LabError(f"--cpus-per-node: must be >= 1, got {cpus_per_node}")
-    mem = parse_mib(mem_per_node, "--mem-per-node")
-    topo = scaled_topology(machine, name or safe_name(default_name), cpus_per_node, mem, slow_cpuless)
+        if looks_like_xml(data):
+            source = parse_hwloc_xml(data, label)
+        else:
+            source = parse_numactl(_numactl_text(data, label), file)
+    name = name or safe_name(default_name)
+    if isinstance(source, GridMachine):
+        return grid_spec(source, name, cpus_per_node, mem, slow_cpuless)
+    cpn = 2 if cpus_per_node is None else cpus_per_node
+    if cpn < 1:
+        raise LabError(f"--cpus-per-node: must be >= 1, got {cpn}")
+    topo = scaled_topology(source, name, cpn, mem, slow_cpuless)
     spec = to_spec_yaml(topo)
     loaded = load_spec(yaml_data(spec), "the imported spec")
     assert loaded.distances == topo.distances and loaded.nodes == topo.nodes
-    return topo, spec
+    data = yaml_data(spec)
+    assert isinstance(data, dict)
+    return ImportedSpec(data=data, text=spec, notes=(), topology=topo)

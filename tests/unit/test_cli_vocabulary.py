@@ -34,7 +34,7 @@ SYNONYMS = [
 
 # (command, option) whose default or choices differ from the other commands' on purpose, and why.
 DIFFERENT_ON_PURPOSE = {
-    ("topo import", "--cpus-per-node"): "the sizes of the spec it writes (2), not an override of a spec's own",
+    ("topo import", "--cpus-per-node"): "the sizes of the spec it writes (2, or the fewest its CPU grid allows)",
     ("topo import", "--mem-per-node"): "the sizes of the spec it writes (512M), not an override of a spec's own",
     ("topo qemu-args", "--accel"): "printing a VM definition probes nothing: kvm or tcg, default tcg",
     ("topo libvirt-xml", "--accel"): "printing a VM definition probes nothing: kvm or tcg, default tcg",
