@@ -105,7 +105,7 @@ def _sysfs_distances(d: Path, node: int, ids: list[int]) -> tuple[int, ...]:
     return row
 
 
-def read_sysfs(root: Path = SYSFS_NODE_ROOT, memoryless: bool = False) -> Machine:
+def read_sysfs(root: Path = SYSFS_NODE_ROOT, memoryless: bool = True) -> Machine:
     """A host's nodes from ``/sys/devices/system/node`` (or a copy of it under ``root``):
     ``has_memory``/``online``, and per node ``cpulist``, ``meminfo`` (MemTotal) and ``distance``.
     ``memoryless``: a node with CPUs and no memory is read as one (0 MiB), not refused."""
@@ -280,7 +280,10 @@ def scaled_topology(
     )
     topo = Topology(
         name=name,
-        nodes=tuple(Node(i, cpus_per_node if n.cpus else 0, mem_per_node_mib) for i, n in enumerate(machine.nodes)),
+        nodes=tuple(
+            Node(i, cpus_per_node if n.cpus else 0, mem_per_node_mib if n.memory_mib else 0)
+            for i, n in enumerate(machine.nodes)
+        ),
         distances=machine.distances,
         description=description,
     )

@@ -85,7 +85,6 @@ def _mutate(old: str, new: str) -> str:
         (_mutate("available: 4 nodes (0-3)", "available: four"), "x.txt:2: expected 'available: N nodes (LIST)'"),
         (_mutate("node 2 size: 30425 MB\n", ""), "node 2 has no 'node 2 size:' line"),
         (_mutate("node 1 cpus: 24", "node 7 cpus: 24"), "x.txt:6: node 7 is not in 'available:'"),
-        (_mutate("node 0 size: 32431 MB", "node 0 size: 0 MB"), "x.txt:4: node 0 has no memory"),
         (_mutate("node 0 size: 32431 MB", "node 0 size: lots"), "x.txt:4: cannot read 'node 0 size: lots'"),
         (_mutate("node 1 cpus: 24", "node 1 cpus: 23"), "CPU 23 is listed for node 0 and node 1"),
         (SEED000_BLOCK.split("node distances:")[0], "no 'node distances:' table after line"),
@@ -136,7 +135,6 @@ def test_sysfs_of_this_host_loads():
         ({0: ("0-1", 1 << 20, "10 20")}, "0", "node0/distance: 2 distances for 1 nodes"),
         ({0: ("0-1", 1 << 20, "10 x")}, None, "node0/distance: not a row of numbers"),
         ({0: ("0-1", 1 << 20, "10")}, "0-1", "node1: missing, but online lists node 1"),
-        ({0: ("0-1", 0, "10")}, "0", "node0/meminfo: node 0 has no memory"),
         ({0: ("zero", 1 << 20, "10")}, "0", "node0/cpulist: cannot read the CPU list 'zero'"),
     ],
 )
@@ -292,3 +290,16 @@ def test_sysfs_memory_tiers_mark_the_slow_nodes(tmp_path):
     (tiering / "memory_tier4" / "nodelist").write_text("zero\n")
     with pytest.raises(LabError, match="memory_tier4/nodelist: cannot read the node list"):
         read_sysfs(root)
+
+
+def test_a_memoryless_node_imports_as_one(tmp_path):
+    """A node with CPUs and size 0 (numactl) or MemTotal 0 (sysfs) is a memoryless node, kept at memory 0 when
+    the others are scaled; it boots (tests/vm/test_vm_machines.py, memoryless-3)."""
+    src = tmp_path / "x.txt"
+    src.write_text(_mutate("node 1 size: 31961 MB", "node 1 size: 0 MB"))
+    proc = numalab("topo", "import", str(src), "--out", str(tmp_path / "m.yaml"))
+    assert proc.returncode == 0, proc.stderr
+    topo = load_topology(str(tmp_path / "m.yaml"))
+    assert topo.memoryless_nodes == [1] and topo.nodes[0].memory_mib == 512
+    root = _fake_sysfs(tmp_path / "node", {0: ("0-1", 0, "10 20"), 1: ("2-3", 1 << 20, "20 10")}, "0-1")
+    assert [n.memory_mib for n in read_sysfs(root).nodes] == [0, 1024]
