@@ -1,0 +1,79 @@
+"""Bad input that was accepted (issue #47): each is now refused with a one-line error, or its effect is said,
+never a silent default. No VM boots here: a command that would boot one is refused before it does."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from common import assert_one_line_error, numalab
+
+from lab.record_files import QEMU_LOG
+
+# --- nested: its --timeout is run's, and a QEMU that fails says so -----------------------------------------
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1", "0", "1e9"])
+def test_nested_refuses_a_timeout_run_refuses_before_any_vm(tmp_path, value) -> None:
+    out = tmp_path / "nested"
+    proc = numalab("nested", f"--timeout={value}", "--out", str(out), "--", "true", timeout=120)
+    assert_one_line_error(proc, "--timeout: must be more than 0 and at most 604800 seconds")
+    assert not out.exists()  # (refused before the outer guest was made)
+    # the same words as run's, for the same value
+    run = ("run", "--topology", "ring-2", "--workload", "idle", "--duration", "1", "--accel", "tcg")
+    assert_one_line_error(numalab(*run, f"--timeout={value}", timeout=120), proc.stderr.strip().split("error: ", 1)[1])
+
+
+FAILING_QEMU = "echo 'qemu-system-x86_64: -cpu max: CPU model max is not supported here' >&2; exit 1"
+
+
+def test_nested_says_its_qemu_failed_and_why_in_one_line(tmp_path, monkeypatch) -> None:
+    """The outer guest's QEMU exits at once with an error: the result carries QEMU's own words and exit code,
+    and what a person reads is one line saying so, not 'booted (?); the command exited None'."""
+    from lab.host import nested
+    from lab.topology.ref import TopologyRef
+    from lab.vm.qemu.qemu_backend import run_vm
+
+    class FailingQemu:  # the real QEMU runner (lab.vm.qemu.qemu_backend.run_vm) on a "QEMU" that fails
+        def run(self, req):
+            argv = ["sh", "-c", FAILING_QEMU]
+            return run_vm(argv, Path(req.boot.console_log), Path(req.boot.qmp_socket), {}, req.timeout_s,
+                          req.run_dir / QEMU_LOG), {}  # fmt: skip
+
+    stock = SimpleNamespace(image=tmp_path / "vmlinuz", modules_dir=None)
+    monkeypatch.setattr(nested, "resolve_kernel", lambda _spec: stock)
+    monkeypatch.setattr(nested, "_initrd", lambda work, *_a, **_k: work / "initrd")
+    monkeypatch.setattr(nested, "read_inventory", lambda: None)
+    monkeypatch.setattr(nested, "plan_placement", lambda *_a, **_k: None)
+    monkeypatch.setattr(nested, "QemuBackend", FailingQemu)
+    topo = TopologyRef("ring-2", 1, "256M").load()
+    res = nested.run_nested(topo, "true\n", tmp_path / "out", cache_from=tmp_path / "no-cache", timeout_s=60)
+    assert res.exit_code is None and not res.timed_out
+    assert res.vm_failure == "QEMU exited with 1: qemu-system-x86_64: -cpu max: CPU model max is not supported here"
+    assert res.qemu_log == tmp_path / "out" / ".outer" / QEMU_LOG
+    lines = res.lines(topo.name)
+    assert lines == [
+        f"outer guest: ring-2: its QEMU failed before the guest booted: {res.vm_failure} (QEMU's output: "
+        f"{res.qemu_log}); the command never ran"
+    ]
+    assert "None" not in lines[0] and "booted (?)" not in lines[0]
+
+
+def test_nested_lines_of_a_guest_that_ran() -> None:
+    """A guest that booted and ran its command reads as before; one whose QEMU was killed later says that too."""
+    from lab.host.nested import NestedResult
+
+    out = Path("/tmp/n")
+    ran = NestedResult(0, {"booted": "2 svm npt /dev/kvm"}, 25.0, out, out / "console.log", False)
+    assert ran.lines("ring-2") == [
+        f"outer guest: ring-2, booted (2 svm npt /dev/kvm); the command exited 0 after 25s in all; what it wrote to "
+        f"$NESTED_OUT is in {out}"
+    ]
+    killed = NestedResult(None, {"booted": "2"}, 90.0, out, out / "console.log", False, "partial",
+                          vm_failure="QEMU was killed by SIGKILL", qemu_log=out / ".outer" / QEMU_LOG)  # fmt: skip
+    lines = killed.lines("ring-2")
+    assert "the command never ran to its end after 90s" in lines[0]
+    assert (
+        lines[1] == f"outer guest: its QEMU failed: QEMU was killed by SIGKILL (QEMU's output: {out}/.outer/{QEMU_LOG})"
+    )
