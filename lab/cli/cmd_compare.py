@@ -26,17 +26,21 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _check_sides(base: list, new: list) -> None:
-    """A run on both sides (the same directory, or a copy: the same run id) would be compared with itself."""
+    """A run on both sides (the same directory, or a copy: the same run id) would be compared with itself; a run
+    given twice on one side (--baseline A --baseline A) would be counted twice."""
     sides: dict[object, str] = {}
     for side, runs in (("--baseline", base), ("--new", new)):
+        seen: set[object] = set()
         for r in runs:
             for key in (("dir", r.path.resolve()), ("id", r.manifest.get("run_id"))):
                 if key[1] is None:
                     continue
+                what = "run" if key[0] == "dir" else f"run (run id {key[1]})"
                 if (other := sides.setdefault(key, side)) != side:
-                    what = "run" if key[0] == "dir" else f"run (run id {key[1]})"
                     raise LabError(f"compare: {r.path} is the same {what} on both sides ({other} and {side})")
-                sides[key] = side
+                if key in seen:
+                    raise LabError(f"compare: {r.path} is the same {what} twice on {side}: it would count twice")
+                seen.add(key)
 
 
 def add_parser(sub) -> None:
@@ -46,8 +50,11 @@ def add_parser(sub) -> None:
         description="Compare runs: Min, Amean/Hmean, Stddev, CoeffVar, Max per metric, %diff signed so that + is "
         "better, and a significance mark (not judged with fewer than 3 runs per side).",
     )
-    cmp_p.add_argument("--baseline", nargs="+", type=Path, required=True, metavar="RUN_DIR", help="baseline runs")
-    cmp_p.add_argument("--new", nargs="+", type=Path, required=True, metavar="RUN_DIR", help="new runs")
+    # (extend: --baseline A --baseline B is A and B, as --new C D --new E is C, D and E)
+    cmp_p.add_argument("--baseline", nargs="+", action="extend", type=Path, required=True, metavar="RUN_DIR",
+                       help="baseline runs (repeatable: each adds its runs)")  # fmt: skip
+    cmp_p.add_argument("--new", nargs="+", action="extend", type=Path, required=True, metavar="RUN_DIR",
+                       help="new runs (repeatable: each adds its runs)")  # fmt: skip
     cmp_p.add_argument("--format", choices=("text", "md", "html"), default="text",
                        help="how the table is rendered (default text)")  # fmt: skip
     json_option(cmp_p)

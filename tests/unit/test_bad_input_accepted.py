@@ -3,11 +3,12 @@ never a silent default. No VM boots here: a command that would boot one is refus
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from common import assert_one_line_error, numalab
+from common import REPO, assert_one_line_error, numalab
 
 from lab.record_files import QEMU_LOG
 
@@ -77,3 +78,26 @@ def test_nested_lines_of_a_guest_that_ran() -> None:
     assert (
         lines[1] == f"outer guest: its QEMU failed: QEMU was killed by SIGKILL (QEMU's output: {out}/.outer/{QEMU_LOG})"
     )
+
+
+# --- compare: a second --baseline adds to the first, as --new does ----------------------------------------
+
+RUNS = REPO / "tests" / "data" / "runs"
+
+
+def test_compare_baseline_and_new_given_twice_add_up() -> None:
+    on = [str(RUNS / f"ring4-numa01-on-{i}") for i in (1, 2, 3)]
+    off = [str(RUNS / f"ring4-numa01-off-{i}") for i in (1, 2, 3)]
+    proc = numalab("compare", "--baseline", on[0], "--baseline", on[1], on[2], "--new", off[0], off[1], "--new", off[2],
+                   "--json")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    c = json.loads(proc.stdout)
+    assert c["baseline_runs"] == ["ring4-numa01-on-1", "ring4-numa01-on-2", "ring4-numa01-on-3"]
+    assert c["new_runs"] == ["ring4-numa01-off-1", "ring4-numa01-off-2", "ring4-numa01-off-3"]
+    assert "repeatable" in " ".join(numalab("compare", "--help").stdout.split())
+
+
+def test_compare_refuses_a_run_given_twice_on_one_side() -> None:
+    on = str(RUNS / "ring4-numa01-on-1")
+    proc = numalab("compare", "--baseline", on, "--baseline", on, "--new", str(RUNS / "ring4-numa01-off-1"))
+    assert_one_line_error(proc, f"compare: {on} is the same run twice on --baseline: it would count twice")
