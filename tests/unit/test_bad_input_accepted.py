@@ -4,6 +4,8 @@ never a silent default. No VM boots here: a command that would boot one is refus
 from __future__ import annotations
 
 import json
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -101,3 +103,75 @@ def test_compare_refuses_a_run_given_twice_on_one_side() -> None:
     on = str(RUNS / "ring4-numa01-on-1")
     proc = numalab("compare", "--baseline", on, "--baseline", on, "--new", str(RUNS / "ring4-numa01-off-1"))
     assert_one_line_error(proc, f"compare: {on} is the same run twice on --baseline: it would count twice")
+
+
+# --- a record marked ok is held to the checks its run makes ------------------------------------------------
+
+
+def _copies(tmp_path: Path, names: list[str], edits: dict[str, Callable[[dict], None]] | None = None) -> list[Path]:
+    """Copies of tests/data/runs records, each ``edits[name]`` applied to its manifest (as a hand or another tool
+    would)."""
+    out = []
+    for name in names:
+        d = tmp_path / name
+        shutil.copytree(RUNS / name, d)
+        if edits and name in edits:
+            m = json.loads((d / "manifest.json").read_text())
+            edits[name](m)
+            (d / "manifest.json").write_text(json.dumps(m))
+        out.append(d)
+    return out
+
+
+def _set(section: str, key: str, value: object) -> Callable[[dict], None]:
+    def edit(m: dict) -> None:
+        node = m
+        for part in section.split("."):
+            node = node[part]
+        node[key] = value
+
+    return edit
+
+
+ON = [f"ring4-numa01-on-{i}" for i in (1, 2, 3)]
+OFF = [f"ring4-numa01-off-{i}" for i in (1, 2, 3)]
+
+
+def _warnings(stderr: str) -> list[str]:
+    return [ln for ln in stderr.splitlines() if ln.startswith("numalab: warning: ")]
+
+
+def test_negative_figures_in_a_record_marked_ok_are_left_out_of_compare_and_said(tmp_path) -> None:
+    base = _copies(tmp_path, ON, {ON[1]: _set("workload.result", "elapsed_s", -5)})
+    new = _copies(tmp_path, OFF, {OFF[0]: _set("metrics.vmstat", "numa_pages_migrated", -999999999999)})
+    proc = numalab("compare", "--baseline", *map(str, base), "--new", *map(str, new))
+    assert proc.returncode == 0, proc.stderr
+    assert _warnings(proc.stderr) == [
+        f"numalab: warning: {base[1]}: marked ok, but the workload's elapsed_s is -5, below 0: read as implausible, "
+        "as its run would have marked it",
+        f"numalab: warning: {new[0]}: marked ok, but vmstat: numa_pages_migrated went down by 999,999,999,999 between "
+        "vmstat.start and vmstat.end (a counter only grows): read as implausible, as its run would have marked it",
+    ]
+    assert f"excluded: {ON[1]} (implausible)" in proc.stdout and f"excluded: {OFF[0]} (implausible)" in proc.stdout
+    assert "baseline: stock (2 runs)   new: stock (balancing off) (2 runs)" in proc.stdout
+
+
+def test_the_one_reader_rechecks_for_report_matrix_and_bisect(tmp_path) -> None:
+    """RunRecord.load (compare, report, the matrix's summary) and load_manifest (bisect's runs, the matrix's
+    repeats: auto) are one reader: a record that fails the run's checks reads as implausible in each."""
+    from lab.analysis.record import RunRecord, load_manifest
+    from lab.analysis.verdict import values
+    from lab.report.report_model import build_report
+
+    long = _set("workload.result", "elapsed_s", 500.0)  # a 10 s workload window on the host's clock
+    (ok, bad) = _copies(tmp_path, ON[:2], {ON[1]: long})
+    rec = RunRecord.load(bad)
+    assert rec.status == "implausible" and "elapsed_s is 500 s, longer than the workload window" in rec.reason
+    assert rec.manifest["record_problems"] == [rec.reason.removeprefix("the record fails a check its run makes: ")]
+    assert RunRecord.load(ok).status == "ok"
+    manifests = [load_manifest(d / "manifest.json") for d in (ok, bad)]
+    assert [m["status"] for m in manifests] == ["ok", "implausible"]
+    assert len(values(manifests, "workload.gbps")) == 1  # (bisect's and the matrix's verdicts: ok runs only)
+    assert json.loads((bad / "manifest.json").read_text())["status"] == "ok"  # (the file is not changed)
+    paths = build_report([ok, bad], tmp_path / "r.html")
+    assert [r["status"] for r in paths.data["runs"]] == ["ok", "implausible"]
