@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass
 
 from lab.vm.console import SLACK_S, SLACK_SHARE, VmOutcome
-from lab.workloads.registry import SECONDS_METRICS
+from lab.workloads.registry import SECONDS_METRICS, WORKLOADS
 
 MAX_COUNTER = 1 << 64
 
@@ -178,6 +178,27 @@ def _record_windows(manifest: dict, host_clock: bool) -> Windows:
                    vm_s + ROUNDING_S if _number(vm_s) and vm_s >= 0 else None)  # fmt: skip
 
 
+def _shown_value(v: object) -> str:
+    return "true" if v is True else "false" if v is False else repr(v)[:40]
+
+
+def type_problems(manifest: dict, expected: set[str]) -> list[str]:
+    """Figures a comparison reads as numbers that are something else: a workload's ``expected`` metric, a
+    vmstat counter, a trace count, a per-vCPU-second twin or the boot time given as ``true`` (Python's bool is
+    an int, and would pass for 1), a text or a list. None stays "not measured" (a tool's parser may give it)."""
+    metrics = _mapping(manifest.get("metrics"))
+    sections = (
+        ("the workload's", {k: v for k, v in _mapping(_mapping(manifest.get("workload")).get("result")).items()
+                            if k in expected}),
+        ("vmstat:", _mapping(metrics.get("vmstat"))),
+        ("events:", _mapping(metrics.get("events"))),
+        ("per_vcpu_s:", _mapping(metrics.get("per_vcpu_s"))),
+        ("timings:", {k: v for k, v in _mapping(manifest.get("timings")).items() if k == "boot_s"}),
+    )  # fmt: skip
+    return [f"{where} {key} is {_shown_value(v)}, not a number" for where, section in sections
+            for key, v in sorted(section.items()) if v is not None and not _number(v)]  # fmt: skip
+
+
 def _declared(workload: dict) -> list[dict]:
     decls = workload.get("metrics") if isinstance(workload.get("metrics"), list) else []
     return [d for d in decls if isinstance(d, dict) and isinstance(d.get("name"), str)]
@@ -185,14 +206,17 @@ def _declared(workload: dict) -> list[dict]:
 
 def record_problems(manifest: dict) -> list[str]:
     """The checks a run makes before it writes its record (lab.run.execute), made again on a record read back:
-    one edited by hand or written by another tool has not been through them. A user's workload's own figures
-    may be below 0 (its record does not say which it declared as signed), so
+    one edited by hand or written by another tool has not been through them. A figure its workload declares
+    (a built-in's, lab.workloads.registry; a user's, the record's ``workload.metrics``) must be a number; a
+    user's workload's own figures may be below 0 (its record does not say which it declared as signed), so
     only its durations are held to 0 and up. The windows are rebuilt from the record's stage marks and
     timings, to their rounding. Total over any JSON: what is not there is not checked."""
     workload = _mapping(manifest.get("workload"))
     result = workload.get("result")
     user = isinstance(workload.get("spec"), dict)
     decls = _declared(workload)
+    builtin = WORKLOADS.get(workload.get("name")) if not user and isinstance(workload.get("name"), str) else None
+    expected = {d["name"] for d in decls} | {m.name for m in (builtin.metrics if builtin else ())}
     seconds = set(SECONDS_METRICS) | {d["name"] for d in decls if d.get("unit") == "s"}
     clock = _mapping(manifest.get("accelerator")).get("clock")
     windows = _record_windows(manifest, _mapping(clock).get("mode", clock) != "virtual")
@@ -204,6 +228,7 @@ def record_problems(manifest: dict) -> list[str]:
     else:
         windows_cpu = windows
     return [
+        *type_problems(manifest, expected),
         *result_problems(result if isinstance(result, dict) else None, windows, seconds, None if user else set()),
         *counter_problems({"vmstat": _mapping(metrics.get("vmstat"))}),
         *cpu_problems(node_cpu, n_vcpus, windows_cpu),

@@ -141,6 +141,38 @@ def _warnings(stderr: str) -> list[str]:
     return [ln for ln in stderr.splitlines() if ln.startswith("numalab: warning: ")]
 
 
+def test_a_headline_metric_given_as_true_is_named_not_dropped(tmp_path) -> None:
+    """gbps: true (a bool, which Python counts as an int) vanished from compare's table with exit 0."""
+    base = _copies(tmp_path, ON, {ON[0]: _set("workload.result", "gbps", True)})
+    new = _copies(tmp_path, OFF)
+    proc = numalab("compare", "--baseline", *map(str, base), "--new", *map(str, new), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert _warnings(proc.stderr) == [
+        f"numalab: warning: {base[0]}: marked ok, but the workload's gbps is true, not a number: read as implausible, "
+        "as its run would have marked it"
+    ]
+    c = json.loads(proc.stdout)
+    assert c["excluded"] == [f"{ON[0]} (implausible)"] and c["baseline_runs"] == ON[1:]
+    assert "workload.gbps" in {r["metric"] for r in c["metrics"]}  # (from the runs that have it as a number)
+
+
+def test_type_problems_name_each_field() -> None:
+    from lab.analysis.plausible import record_problems
+
+    m = {"workload": {"name": "numa01", "result": {"gbps": True, "elapsed_s": "10", "thread_alloc": False}},
+         "metrics": {"vmstat": {"numa_pages_migrated": True}, "events": {"sched_move_numa": [1]}},
+         "timings": {"boot_s": False}}  # fmt: skip
+    assert record_problems(m) == [
+        "the workload's elapsed_s is '10', not a number",
+        "the workload's gbps is true, not a number",
+        "vmstat: numa_pages_migrated is true, not a number",
+        "events: sched_move_numa is [1], not a number",
+        "timings: boot_s is false, not a number",
+    ]  # (thread_alloc is not a metric: a flag may be a bool)
+    user = {"workload": {"name": "w", "spec": {}, "metrics": [{"name": "ok", "unit": ""}], "result": {"ok": True}}}
+    assert record_problems(user) == ["the workload's ok is true, not a number"]
+
+
 def test_negative_figures_in_a_record_marked_ok_are_left_out_of_compare_and_said(tmp_path) -> None:
     base = _copies(tmp_path, ON, {ON[1]: _set("workload.result", "elapsed_s", -5)})
     new = _copies(tmp_path, OFF, {OFF[0]: _set("metrics.vmstat", "numa_pages_migrated", -999999999999)})
