@@ -8,7 +8,7 @@ from pathlib import Path
 
 from lab.analysis import compare as cmp
 from lab.analysis.record import RunRecord
-from lab.cli.shared_options import json_option, min_effect_option, significance_option
+from lab.cli.shared_options import include_status_option, json_option, min_effect_option, significance_option
 from lab.errors import LabError
 
 
@@ -16,7 +16,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     base = [RunRecord.load(d) for d in args.baseline]
     new = [RunRecord.load(d) for d in args.new]
     c = cmp.compare_runs(base, new, args.significance, include_incomplete=args.include_incomplete,
-                         min_effect=args.min_effect)  # fmt: skip
+                         min_effect=args.min_effect, include_statuses=args.include_status)  # fmt: skip
     _check_sides(base, new)  # (after the setup's own checks: a copy of a run with another topology says that)
     render = (
         cmp.to_json if args.json else {"text": cmp.to_text, "md": cmp.to_markdown, "html": cmp.to_html}[args.format]
@@ -65,4 +65,5 @@ def add_parser(sub) -> None:
         action="store_true",
         help="count runs whose trace lost more than 1%% of its records (left out by default, with a note)",
     )
+    include_status_option(cmp_p)
     cmp_p.set_defaults(func=cmd_compare)

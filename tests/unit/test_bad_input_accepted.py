@@ -207,3 +207,139 @@ def test_the_one_reader_rechecks_for_report_matrix_and_bisect(tmp_path) -> None:
     assert json.loads((bad / "manifest.json").read_text())["status"] == "ok"  # (the file is not changed)
     paths = build_report([ok, bad], tmp_path / "r.html")
     assert [r["status"] for r in paths.data["runs"]] == ["ok", "implausible"]
+
+
+# --- --include-status: what "unless asked" leaves out can be asked for, and is marked -----------------------
+
+MARK = "includes 1 run marked placement-broken"
+
+
+def _status(status: str) -> Callable[[dict], None]:
+    def edit(m: dict) -> None:
+        m["status"], m["reason"] = status, f"made {status} for the test"
+
+    return edit
+
+
+@pytest.mark.parametrize("cmd", [("compare",), ("report",), ("matrix", "run"), ("matrix", "merge"), ("bisect",)])
+def test_include_status_is_one_option_on_every_reader(cmd) -> None:
+    helptext = " ".join(numalab(*cmd, "--help").stdout.split())
+    assert "--include-status STATUS[,STATUS...]" in helptext and "placement-broken" in helptext
+
+
+def test_include_status_refuses_an_unknown_status() -> None:
+    proc = numalab("compare", "--baseline", str(RUNS / ON[0]), "--new", str(RUNS / OFF[0]), "--include-status",
+                   "placement-broken,frob")  # fmt: skip
+    assert_one_line_error(proc, "argument --include-status: 'frob' is not a run status (one of panic,", "or all)")
+    from lab.cli.shared_options import NOT_OK_STATUSES, _statuses_arg
+
+    assert _statuses_arg("all") == NOT_OK_STATUSES and "implausible" in NOT_OK_STATUSES
+    assert _statuses_arg("ok,kernel-mismatch,kernel-mismatch") == ("kernel-mismatch",)
+
+
+def test_compare_leaves_non_ok_runs_out_unless_asked_and_marks_them_when_asked(tmp_path) -> None:
+    from lab.analysis import compare as cmp
+    from lab.analysis.record import RunRecord
+
+    base = [RunRecord.load(d) for d in _copies(tmp_path, ON, {ON[1]: _status("placement-broken")})]
+    new = [RunRecord.load(d) for d in _copies(tmp_path, OFF)]
+    default = cmp.compare_runs(base, new)
+    assert default.base_runs == [ON[0], ON[2]] and default.excluded == [f"{ON[1]} (placement-broken)"]
+    assert "--include-status placement-broken counts them" in " ".join(default.notes)
+    assert not default.included and not any(r.included for r in default.rows)
+    assert MARK not in cmp.to_text(default) + cmp.to_markdown(default) + cmp.to_html(default)
+
+    c = cmp.compare_runs(base, new, include_statuses=("placement-broken",))
+    assert c.base_runs == ON and c.excluded == [] and c.included == [(ON[1], "placement-broken")]
+    gbps = c.row("workload.gbps")
+    assert gbps is not None and gbps.included == {"placement-broken": 1} and gbps.base.n == 3
+    assert gbps.verdict_text() == f"{gbps.verdict()} † ({MARK})"
+    text, md, html = cmp.to_text(c), cmp.to_markdown(c), cmp.to_html(c)
+    assert f"note: the comparison {MARK} (asked for: --include-status)" in text
+    mean_row = next(ln for ln in text.splitlines() if ln.startswith("Hmean    workload.gbps"))
+    assert mean_row.endswith(f"† ({MARK})"), mean_row
+    assert f"| {gbps.verdict()} † ({MARK}) |" in md and f"<small>{gbps.verdict()} † ({MARK})</small>" in html
+    data = json.loads(cmp.to_json(c))
+    assert data["included"] == [{"run": ON[1], "status": "placement-broken"}]
+    row = next(m for m in data["metrics"] if m["metric"] == "workload.gbps")
+    assert row["included_statuses"] == {"placement-broken": 1} and MARK in row["verdict_text"]
+    # only the statuses asked for count
+    assert cmp.compare_runs(base, new, include_statuses=("implausible",)).excluded == [f"{ON[1]} (placement-broken)"]
+
+
+def test_compare_cli_counts_and_marks_an_included_status(tmp_path) -> None:
+    base = _copies(tmp_path, ON, {ON[0]: _status("kernel-mismatch")})
+    new = _copies(tmp_path, OFF)
+    args = ("compare", "--baseline", *map(str, base), "--new", *map(str, new))
+    assert f"excluded: {ON[0]} (kernel-mismatch)" in numalab(*args).stdout
+    proc = numalab(*args, "--include-status", "all", "--format", "md")
+    assert proc.returncode == 0, proc.stderr
+    assert "includes 1 run marked kernel-mismatch" in proc.stdout and "excluded" not in proc.stdout
+
+
+def test_report_and_matrix_summary_mark_included_runs(tmp_path) -> None:
+    from lab.analysis.record import RunRecord
+    from lab.matrix.definition import parse_matrix
+    from lab.matrix.outputs import write_outputs
+    from lab.matrix.schedule import run_dir
+    from lab.report.report_model import build_report
+
+    runs = _copies(tmp_path / "r", ON + OFF, {ON[1]: _status("placement-broken")})
+    paths = build_report(runs, tmp_path / "r.html", include_statuses=("placement-broken",))
+    (comp,) = paths.data["comparisons"]
+    assert comp["included"] == [{"run": ON[1], "status": "placement-broken"}]
+    assert MARK in paths.markdown.read_text() and MARK in paths.html.read_text()
+    assert "counted in the comparison: --include-status" in paths.html.read_text()
+    plain = build_report(runs, tmp_path / "plain.html")
+    assert plain.data["comparisons"][0]["included"] == [] and MARK not in plain.html.read_text()
+
+    spec = parse_matrix({"topologies": ["ring-4"], "kernels": ["a", {"name": "b", "path": "/bin/true"}],
+                         "workloads": [{"name": "numa01", "duration": 10}], "repeats": 3,
+                         "gates": [{"metric": "workload.gbps", "worse_than_baseline_pct": 5}]},
+                        "t.yaml", "t")  # fmt: skip
+    out = tmp_path / "m"
+    for r in spec.runs:
+        src = RUNS / (ON if r.kernel.name == "a" else OFF)[r.repeat - 1]
+        shutil.copytree(src, run_dir(out, r))
+        if r.kernel.name == "a" and r.repeat == 2:
+            rec = RunRecord.load(run_dir(out, r))
+            _status("placement-broken")(rec.manifest)
+            (run_dir(out, r) / "manifest.json").write_text(json.dumps(rec.manifest))
+    summary = write_outputs(spec, spec.runs, out, None, include_statuses=("placement-broken",))
+    (comp,) = summary["comparisons"]
+    assert comp["included"][0]["status"] == "placement-broken" and summary["include_statuses"] == ["placement-broken"]
+    (gate,) = summary["gates"]
+    assert gate["detail"].endswith(f"; {MARK}"), gate["detail"]
+    assert MARK in (out / "index.html").read_text() and MARK in (out / "junit.xml").read_text() + gate["detail"]
+    default = write_outputs(spec, spec.runs, out, None)
+    assert default["comparisons"][0]["included"] == [] and MARK not in default["gates"][0]["detail"]
+
+
+def test_bisect_and_verdicts_count_an_included_status_and_say_so(tmp_path) -> None:
+    from lab.analysis.verdict import verdicts_of
+    from lab.bisect.engine import Bisect, Config
+
+    ms = {name: json.loads((RUNS / name / "manifest.json").read_text()) for name in ON + OFF}
+    ms[ON[1]] |= {"status": "placement-broken", "reason": "vCPU 3 ran on CPU 9"}
+    base, new = [ms[n] for n in ON], [ms[n] for n in OFF]
+    (plain,) = verdicts_of(base, new, ["workload.gbps"])
+    assert plain.n_base == 2 and "includes" not in plain.line()
+    (v,) = verdicts_of(base, new, ["workload.gbps"], statuses=("ok", "placement-broken"))
+    assert v.n_base == 3 and f"3+3 runs ({MARK})" in v.line() and v.to_dict()["included"] == {"placement-broken": 1}
+
+    cfg = Config("workload.gbps", ("a.patch",), include_statuses=("placement-broken",))
+    assert Config.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
+    assert cfg.counted == ("ok", "topology-mismatch", "placement-broken")
+    out = tmp_path / "bisect"
+    for prefix, names in ((0, ON), (1, OFF)):
+        for i, name in enumerate(names, 1):
+            d = out / "runs" / f"p{prefix}-r{i}"
+            d.mkdir(parents=True)
+            (d / "manifest.json").write_text(json.dumps(ms[name]))
+    asked = Bisect(out, cfg, runner=None, progress=lambda _m: None)  # type: ignore[arg-type]
+    assert len(asked.values_of(0)) == 3 and MARK in asked.verdict(0, 1).line()
+    assert asked.mismatch_lines(0) == ["prefix 0: 1 of 3 runs placement-broken (counted: --include-status): "
+                                       "vCPU 3 ran on CPU 9"]  # fmt: skip
+    default = Bisect(out, Config("workload.gbps", ("a.patch",)), runner=None, progress=lambda _m: None)  # type: ignore[arg-type]
+    assert len(default.values_of(0)) == 2 and "includes" not in default.verdict(0, 1).line()
+    assert default.mismatch_lines(0) == []
