@@ -34,7 +34,10 @@ needs (3.92σ against 1.29σ).
 With fewer than 3 runs on a side significance is not judged.
 
 Runs whose trace lost more than 1% of its records (``trace_incomplete``,
-lab.analysis.lost) are left out, with a note, unless asked for.
+lab.analysis.lost) are left out, with a note, unless asked for. So are runs whose status is not ``ok``
+(implausible, placement-broken, kernel-mismatch...), unless their status is asked for (``--include-status``):
+then they count, and each row and verdict they count in says so ("includes 2 runs marked placement-broken",
+:func:`included_text`), in every rendering.
 """
 
 from __future__ import annotations
@@ -241,6 +244,25 @@ def _mean_name(metric: Metric, base: Stats, new: Stats) -> str:
     return "Hmean" if metric.mean == "hmean" and base.hmean is not None and new.hmean is not None else "Amean"
 
 
+INCLUDED_MARK = "†"  # a row (or verdict) whose figures include runs not marked ok (--include-status)
+
+
+def included_text(counts: dict[str, int]) -> str:
+    """'includes 2 runs marked placement-broken and 1 run marked implausible' ("" for none): the mark every row
+    and verdict carries whose figures include runs of a status other than ok (--include-status)."""
+    parts = [f"{n} run{'s' if n != 1 else ''} marked {status}" for status, n in sorted(counts.items()) if n]
+    return f"includes {' and '.join(parts)}" if parts else ""
+
+
+def status_counts(runs: list[RunRecord], key: str | None = None) -> dict[str, int]:
+    """How many of ``runs`` have each status other than ok (those with the metric ``key`` only, if given)."""
+    out: dict[str, int] = {}
+    for r in runs:
+        if r.status != "ok" and (key is None or key in metric_values(r.manifest)):
+            out[r.status] = out.get(r.status, 0) + 1
+    return out
+
+
 @dataclass
 class Row:
     metric: Metric
@@ -248,6 +270,13 @@ class Row:
     new: Stats
     significant: bool | None
     min_effect: float = DEFAULT_MIN_EFFECT  # percent of the baseline's central value (lab.min_effect)
+    # The runs not marked ok among its figures, by status (asked for: --include-status); {} for none.
+    included: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def marked(self) -> str:
+        """'includes 1 run marked placement-broken' when its figures include runs not marked ok, else ""."""
+        return included_text(self.included)
 
     @property
     def below_effect(self) -> bool:
@@ -259,8 +288,10 @@ class Row:
         return pct_better(self.mean(self.base), self.mean(self.new), self.metric.better)
 
     def verdict_text(self) -> str:
-        """The verdict as shown: :meth:`verdict`, or "same (significant but below 1%)"."""
-        return same_text(self.min_effect) if self.below_effect else self.verdict()
+        """The verdict as shown: :meth:`verdict`, or "same (significant but below 1%)"; with runs not marked ok
+        among its figures, "better † (includes 2 runs marked placement-broken)"."""
+        text = same_text(self.min_effect) if self.below_effect else self.verdict()
+        return f"{text} {INCLUDED_MARK} ({self.marked})" if self.included else text
 
     @property
     def mean_name(self) -> str:
@@ -334,6 +365,8 @@ class Comparison:
     # names, which two runs in two parents can share (r1, r2, ...).
     base_ids: list[str] = field(default_factory=list)
     new_ids: list[str] = field(default_factory=list)
+    # The runs counted although not marked ok (--include-status): (folder name, status), baseline first.
+    included: list[tuple[str, str]] = field(default_factory=list)
 
     def row(self, key: str) -> Row | None:
         return next((r for r in self.rows if r.metric.key == key), None)
@@ -417,18 +450,24 @@ def compare_runs(
     labels: tuple[str, str] | None = None,
     include_incomplete: bool = False,
     min_effect: float | None = None,
+    include_statuses: tuple[str, ...] = (),
 ) -> Comparison:
-    """Compare the ok runs of two sides. Runs whose trace is incomplete are left out (with a note)
-    unless ``include_incomplete``. ``min_effect`` (percent, --min-effect) overrides every metric's minimum
-    effect (lab.min_effect); None: each metric's own, else the default."""
+    """Compare the ok runs of two sides, and those whose status is in ``include_statuses`` (--include-status:
+    they count, and every row and verdict they count in says so). Runs whose trace is incomplete are left out
+    (with a note) unless ``include_incomplete``. ``min_effect`` (percent, --min-effect) overrides every metric's
+    minimum effect (lab.min_effect); None: each metric's own, else the default."""
     if rule not in RULES:
         raise LabError(f"--significance {rule}: not one of {', '.join(RULES)}")
     if not base or not new:
         raise LabError("compare: give at least one baseline run and one new run")
     topology, workload = _check_same_setup(base + new)
-    excluded = [f"{r.path.name} ({r.status})" for r in base + new if r.status != "ok"]
-    incomplete = [r for r in base + new if r.status == "ok" and _trace_incomplete(r)]
+    counted = ("ok", *include_statuses)
+    excluded = [f"{r.path.name} ({r.status})" for r in base + new if r.status not in counted]
+    incomplete = [r for r in base + new if r.status in counted and _trace_incomplete(r)]
     notes = []
+    if left := sorted({r.status for r in base + new if r.status not in counted}):
+        notes.append(f"{len(excluded)} run(s) left out for their status (--include-status {','.join(left)} counts "
+                     f"them, marked {INCLUDED_MARK})")  # fmt: skip
     if incomplete and include_incomplete:
         notes.append(
             f"{len(incomplete)} run(s) with an incomplete trace are included (asked for): their event counts are low"
@@ -441,12 +480,16 @@ def compare_runs(
             f"{len(incomplete)} run(s) left out: their trace lost more than 1% of its records or could not be read, "
             "so their event counts are low (--include-incomplete to count them)"
         )
-    keep = [r for r in base + new if r.status == "ok" and (include_incomplete or r not in incomplete)]
+    keep = [r for r in base + new if r.status in counted and (include_incomplete or r not in incomplete)]
     base_ok = [r for r in base if r in keep]
     new_ok = [r for r in new if r in keep]
+    statuses = "status " + " or ".join(counted)
     if not base_ok or not new_ok:
-        why = "status ok and a complete trace" if incomplete and not include_incomplete else "status ok"
+        why = f"{statuses} and a complete trace" if incomplete and not include_incomplete else statuses
         raise LabError(f"compare: no run with {why} on one side; nothing to compare")
+    if text := included_text(status_counts(base_ok + new_ok)):
+        notes.append(f"the comparison {text} (asked for: --include-status); {INCLUDED_MARK} marks each row they "
+                     "count in")  # fmt: skip
     bv = [metric_values(r.manifest) for r in base_ok]
     nv = [metric_values(r.manifest) for r in new_ok]
     rows = []
@@ -456,7 +499,8 @@ def compare_runs(
         if b and n:
             bs, ns = Stats.of(b), Stats.of(n)
             sig = significant(bs, ns, rule, _mean_name(m, bs, ns).lower())
-            rows.append(Row(m, bs, ns, sig, effective(min_effect, m.min_effect)))
+            marked = status_counts(base_ok + new_ok, m.key)
+            rows.append(Row(m, bs, ns, sig, effective(min_effect, m.min_effect), marked))
     if len(base_ok) < MIN_REPEATS or len(new_ok) < MIN_REPEATS:
         notes.append(
             f"significance cannot be judged with fewer than {MIN_REPEATS} runs per side "
@@ -489,6 +533,7 @@ def compare_runs(
         same is not None,
         [r.run_id for r in base_ok],
         [r.run_id for r in new_ok],
+        [(r.path.name, r.status) for r in base_ok + new_ok if r.status != "ok"],
     )
 
 
@@ -577,7 +622,7 @@ def to_text(c: Comparison) -> str:
         for stat, b, n, p, is_mean in r.lines():
             mark = bool(is_mean and r.significant)
             text = _shown(b, n, p)
-            same = f"  {r.verdict_text()}" if is_mean and r.below_effect else ""
+            same = f"  {r.verdict_text()}" if is_mean and (r.below_effect or r.included) else ""
             body.append(f"{stat:<9}{r.metric.key:<{w}}  {_num(b):>12} (   0.00%)  {_num(n):>12} {_pct(p, mark, text)}"
                         f"{same}")  # fmt: skip
     return "\n".join(head + body) + "\n"
@@ -628,7 +673,7 @@ def to_html(c: Comparison) -> str:
                 how = "shown, not judged" if r.metric.better == NEUTRAL else f"{r.metric.better} is better"
                 metric = f'<td rowspan="{len(r.lines())}">{e(r.metric.key)}'
                 metric += f"<br><small>{e(how)}</small></td>"
-            same = f"<br><small>{e(r.verdict_text())}</small>" if is_mean and r.below_effect else ""
+            same = f"<br><small>{e(r.verdict_text())}</small>" if is_mean and (r.below_effect or r.included) else ""
             rows.append(
                 f"<tr>{metric}<td>{stat}</td><td>{_num(b)}</td><td>{_num(n)}</td><td{cls}>{ps}"
                 f"{' *' if is_mean and r.significant else ''}{same}</td></tr>"
@@ -664,6 +709,8 @@ def to_dict(c: Comparison) -> dict:
         "notes": c.notes,
         "warnings": c.warnings,
         "same_kernel": c.same_kernel,
+        # runs counted although not marked ok (--include-status), and the rows they count in (included_statuses)
+        "included": [{"run": name, "status": status} for name, status in c.included],
         "metrics": [
             {
                 "metric": r.metric.key,
@@ -679,6 +726,8 @@ def to_dict(c: Comparison) -> dict:
                 "diff_text": r.diff_text(),
                 "significant": r.significant,
                 "verdict": r.verdict(),
+                "verdict_text": r.verdict_text(),
+                "included_statuses": r.included,
                 # the minimum effect it was judged by (percent of the baseline's mean), and whether a
                 # significant difference was smaller (then the verdict is "same"; lab.min_effect)
                 "min_effect_pct": r.min_effect,

@@ -14,6 +14,9 @@ does not make it possible. Here each figure a run keeps is checked against the h
 
 Each failed check is a named problem; lab.run.execute puts them in ``guest_data_problems`` and the run is
 ``implausible`` (lab.vm.status), which compare, the matrix and bisect leave out as every status but ok.
+
+A record read back is held to the same checks (:func:`record_problems`, which lab.analysis.record's reader
+applies to every record marked ok): one edited by hand or written by another tool has not been through them.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import math
 from dataclasses import dataclass
 
 from lab.vm.console import SLACK_S, SLACK_SHARE, VmOutcome
+from lab.workloads.registry import SECONDS_METRICS, WORKLOADS
 
 MAX_COUNTER = 1 << 64
 
@@ -143,3 +147,89 @@ def cpu_problems(node_cpu: dict, n_vcpus: int, windows: Windows) -> list[str]:
         problems.append(f"/proc/stat: {busy:g} s of CPU busy time, more than {n_vcpus} vCPUs x the {window:.2f} s "
                         f"{where} the host saw ({n_vcpus * bound:.2f} s with the slack)")  # fmt: skip
     return problems
+
+
+# --- a record read back ------------------------------------------------------------------------------------
+
+# A stage's host_s is kept to 2 decimals, and timings.vm_s too: a window rebuilt from them may be this much short.
+ROUNDING_S = 0.02
+
+
+def _mapping(value: object) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _record_windows(manifest: dict, host_clock: bool) -> Windows:
+    """:func:`host_windows` from what the record kept: its stages' host seconds (their guest uptimes under the
+    virtual clock), the marks that stood, and ``timings.vm_s``."""
+    at: dict[str, float] = {}
+    stages = manifest.get("stages")
+    for s in stages if isinstance(stages, list) else []:
+        t = s.get("host_s" if host_clock else "uptime") if isinstance(s, dict) else None
+        if isinstance(s, dict) and isinstance(s.get("name"), str) and not s.get("contradicted") and _number(t):
+            at.setdefault(s["name"], t)
+
+    def span(a: str, b: str) -> float | None:
+        x, y = at.get(a), at.get(b)
+        return y - x + (ROUNDING_S if host_clock else 0.0) if x is not None and y is not None and y >= x else None
+
+    vm_s = _mapping(manifest.get("timings")).get("vm_s") if host_clock else None
+    return Windows(span("workload-start", "workload-end"), span("topology", "done"),
+                   vm_s + ROUNDING_S if _number(vm_s) and vm_s >= 0 else None)  # fmt: skip
+
+
+def _shown_value(v: object) -> str:
+    return "true" if v is True else "false" if v is False else repr(v)[:40]
+
+
+def type_problems(manifest: dict, expected: set[str]) -> list[str]:
+    """Figures a comparison reads as numbers that are something else: a workload's ``expected`` metric, a
+    vmstat counter, a trace count, a per-vCPU-second twin or the boot time given as ``true`` (Python's bool is
+    an int, and would pass for 1), a text or a list. None stays "not measured" (a tool's parser may give it)."""
+    metrics = _mapping(manifest.get("metrics"))
+    sections = (
+        ("the workload's", {k: v for k, v in _mapping(_mapping(manifest.get("workload")).get("result")).items()
+                            if k in expected}),
+        ("vmstat:", _mapping(metrics.get("vmstat"))),
+        ("events:", _mapping(metrics.get("events"))),
+        ("per_vcpu_s:", _mapping(metrics.get("per_vcpu_s"))),
+        ("timings:", {k: v for k, v in _mapping(manifest.get("timings")).items() if k == "boot_s"}),
+    )  # fmt: skip
+    return [f"{where} {key} is {_shown_value(v)}, not a number" for where, section in sections
+            for key, v in sorted(section.items()) if v is not None and not _number(v)]  # fmt: skip
+
+
+def _declared(workload: dict) -> list[dict]:
+    decls = workload.get("metrics") if isinstance(workload.get("metrics"), list) else []
+    return [d for d in decls if isinstance(d, dict) and isinstance(d.get("name"), str)]
+
+
+def record_problems(manifest: dict) -> list[str]:
+    """The checks a run makes before it writes its record (lab.run.execute), made again on a record read back:
+    one edited by hand or written by another tool has not been through them. A figure its workload declares
+    (a built-in's, lab.workloads.registry; a user's, the record's ``workload.metrics``) must be a number; a
+    user's workload's own figures may be below 0 (its record does not say which it declared as signed), so
+    only its durations are held to 0 and up. The windows are rebuilt from the record's stage marks and
+    timings, to their rounding. Total over any JSON: what is not there is not checked."""
+    workload = _mapping(manifest.get("workload"))
+    result = workload.get("result")
+    user = isinstance(workload.get("spec"), dict)
+    decls = _declared(workload)
+    builtin = WORKLOADS.get(workload.get("name")) if not user and isinstance(workload.get("name"), str) else None
+    expected = {d["name"] for d in decls} | {m.name for m in (builtin.metrics if builtin else ())}
+    seconds = set(SECONDS_METRICS) | {d["name"] for d in decls if d.get("unit") == "s"}
+    clock = _mapping(manifest.get("accelerator")).get("clock")
+    windows = _record_windows(manifest, _mapping(clock).get("mode", clock) != "virtual")
+    metrics = _mapping(manifest.get("metrics"))
+    node_cpu = {k: v for k, v in _mapping(metrics.get("node_cpu")).items() if isinstance(v, dict)}
+    n_vcpus = _mapping(manifest.get("topology")).get("total_cpus")
+    if not _number(n_vcpus):  # (then only the signs of the CPU times)
+        n_vcpus, windows_cpu = 0, Windows(None, None, None)
+    else:
+        windows_cpu = windows
+    return [
+        *type_problems(manifest, expected),
+        *result_problems(result if isinstance(result, dict) else None, windows, seconds, None if user else set()),
+        *counter_problems({"vmstat": _mapping(metrics.get("vmstat"))}),
+        *cpu_problems(node_cpu, n_vcpus, windows_cpu),
+    ]

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from lab.analysis.plausible import record_problems
 from lab.datafile import load_json
 from lab.errors import LabError
 from lab.record_files import MANIFEST, RUN_FORMAT
@@ -52,7 +54,28 @@ def load_manifest(mf: Path) -> dict:
     if fmt != RUN_FORMAT:
         raise LabError(f"{mf}: format {fmt[:40]!r}: this numalab reads {RUN_FORMAT} records only")
     assert isinstance(manifest, dict)
-    return manifest
+    return rechecked(manifest, mf.parent)
+
+
+_said: set[str] = set()  # the run directories whose failed re-check was said (once each per process)
+
+
+def rechecked(manifest: dict, run_dir: Path) -> dict:
+    """A record marked ``ok`` is held to the checks its run made before writing it (lab.analysis.plausible.
+    record_problems): one edited by hand or written by another tool may not have been through them. One that
+    fails comes back as a run marked ``implausible`` would (its status and reason replaced, the problems in
+    ``record_problems``; the file is not changed), so compare, the report, the matrix and bisect leave it out
+    unless asked (--include-status implausible); a warning line on stderr names the run and the field."""
+    if manifest.get("status") != "ok" or not (problems := record_problems(manifest)):
+        return manifest
+    if str(run_dir) not in _said:
+        _said.add(str(run_dir))
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        logging.getLogger("numalab").warning(
+            f"{run_dir}: marked ok, but {problems[0]}{more}: read as implausible, as its run would have marked it"
+        )
+    reason = f"the record fails a check its run makes: {problems[0]}"
+    return manifest | {"status": "implausible", "reason": reason, "record_problems": problems}
 
 
 @dataclass

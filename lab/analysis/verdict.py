@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from lab.analysis.compare import MIN_REPEATS, Row, Stats, diff_text, pct_better, significant
+from lab.analysis.compare import MIN_REPEATS, Row, Stats, diff_text, included_text, pct_better, significant
 from lab.analysis.compare import moved as moved_of
 from lab.analysis.metrics import Metric, declared_rates, get_metric, metric_values, metrics_of
 from lab.analysis.power import ci_overlap_margin, repeats_needed
@@ -63,6 +63,9 @@ class Verdict:
     # whether the difference was significant but smaller: then the direction is "same", and decided.
     min_effect_pct: float = DEFAULT_MIN_EFFECT
     below_effect: bool = False
+    # Runs counted although not marked ok, by status: (status, runs), e.g. bisect's topology-mismatch runs and
+    # what --include-status asks for; the line says "includes 2 runs marked placement-broken".
+    included: tuple[tuple[str, int], ...] = ()
 
     @property
     def moved(self) -> str:
@@ -99,6 +102,7 @@ class Verdict:
             sig = f"{'significant' if self.significant else 'not significant'} ({self.rule})"
         need = "" if self.needed_per_side is None else f", ~{self.needed_per_side}/side needed"
         ctx = f" [{self.context}]" if self.context else ""
+        marked = f" ({included_text(dict(self.included))})" if self.included else ""
         if self.decided:
             what = self.decision
         elif self.moved in ("better", "worse", "higher", "lower"):
@@ -107,12 +111,12 @@ class Verdict:
             what = "undecided"
         return (
             f"{self.metric}: {self.new_label} vs {self.base_label}: {what}, {pct}, {sig}, "
-            f"{self.n_base}+{self.n_new} runs{need}, {self.accelerator}{ctx}"
+            f"{self.n_base}+{self.n_new} runs{marked}{need}, {self.accelerator}{ctx}"
         )
 
     def to_dict(self) -> dict:
         return asdict(self) | {"decided": self.decided, "decision": self.decision, "moved": self.moved,
-                               "diff": self.diff, "line": self.line()}  # fmt: skip
+                               "diff": self.diff, "line": self.line(), "included": dict(self.included)}  # fmt: skip
 
 
 def workload_figure(workload, clock: str = "host") -> str:
@@ -161,15 +165,18 @@ def verdict_of(
     context: str = "",
     metric: Metric | None = None,
     min_effect: float | None = None,
+    included: dict[str, int] | None = None,
 ) -> Verdict:
     """The verdict for one metric from its values on each side (runs without the metric left out); ``metric``
     for one a user's workload declared (lab.analysis.metrics.declared_metrics), else a built-in by its key;
-    ``min_effect`` (percent, --min-effect) overrides the metric's own minimum effect (lab.min_effect)."""
+    ``min_effect`` (percent, --min-effect) overrides the metric's own minimum effect (lab.min_effect);
+    ``included``: the runs among the values whose status is not ok, by status (the line names them)."""
     metric = metric if metric is not None and metric.key == metric_key else get_metric(metric_key)
     effect = effective(min_effect, metric.min_effect)
+    marked = tuple(sorted((s, n) for s, n in (included or {}).items() if n))
     if not base or not new:
         return Verdict(metric.key, metric.better, "unknown", None, None, rule, len(base), len(new), None, None,
-                       accelerator, None, None, *labels, context, min_effect_pct=effect)  # fmt: skip
+                       accelerator, None, None, *labels, context, min_effect_pct=effect, included=marked)  # fmt: skip
     bs, ns = Stats.of(base), Stats.of(new)
     row = Row(metric, bs, ns, significant(bs, ns, rule), effect)
     mb, mn = row.mean(bs), row.mean(ns)
@@ -183,6 +190,7 @@ def verdict_of(
         row.mean_name,
         effect,
         row.below_effect,
+        marked,
     )  # fmt: skip
 
 
@@ -202,11 +210,20 @@ def verdicts_of(
     statuses: tuple[str, ...] = ("ok",),
     min_effect: float | None = None,
 ) -> list[Verdict]:
-    """Verdicts for each metric from two lists of run manifests (the runs whose status is in ``statuses``);
-    ``min_effect``: the command line's minimum effect (percent), None: each metric's own or the default."""
+    """Verdicts for each metric from two lists of run manifests (the runs whose status is in ``statuses``; each
+    line names those counted whose status is not ok); ``min_effect``: the command line's minimum effect
+    (percent), None: each metric's own or the default."""
     accels = sorted({(m.get("accelerator") or {}).get("name", "?") for m in base + new if m.get("status") in statuses})
     accel = "+".join(accels) or "?"
     known = {m.key: m for m in metrics_of(base + new)}  # (with the metrics the runs' user workloads declared)
+
+    def marked(key: str) -> dict[str, int]:  # the counted runs not marked ok that have the metric, by status
+        out: dict[str, int] = {}
+        for m in base + new:
+            if m.get("status") != "ok" and m.get("status") in statuses and key in metric_values(m):
+                out[m["status"]] = out.get(m["status"], 0) + 1
+        return out
+
     return [
         verdict_of(
             k,
@@ -218,6 +235,7 @@ def verdicts_of(
             context,
             known.get(k),
             min_effect,
+            marked(k),
         )  # fmt: skip
         for k in metrics
     ]

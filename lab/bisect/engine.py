@@ -77,14 +77,22 @@ class Config:
     context: str = ""  # topology/workload/settings, for verdict lines
     what: dict = field(default_factory=dict)  # source, series, topology, workload...: recorded, compared on resume
     min_effect_pct: float | None = None  # --min-effect (lab.min_effect); None: the metric's own, else the default
+    # --include-status: statuses counted besides COUNTED_STATUSES (every verdict line and step names their runs)
+    include_statuses: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
-        return asdict(self) | {"patches": list(self.patches)}
+        return asdict(self) | {"patches": list(self.patches), "include_statuses": list(self.include_statuses)}
 
     @classmethod
     def from_dict(cls, d: dict) -> Config:
         known = {f for f in cls.__dataclass_fields__}
-        return cls(**{k: (tuple(v) if k == "patches" else v) for k, v in d.items() if k in known})
+        tuples = ("patches", "include_statuses")
+        return cls(**{k: (tuple(v) if k in tuples else v) for k, v in d.items() if k in known})
+
+    @property
+    def counted(self) -> tuple[str, ...]:
+        """The statuses whose runs count: COUNTED_STATUSES and --include-status's."""
+        return (*COUNTED_STATUSES, *(s for s in self.include_statuses if s not in COUNTED_STATUSES))
 
     def check(self) -> None:
         if not self.patches:
@@ -180,13 +188,15 @@ class Step:
 COUNTED_STATUSES = ("ok", "topology-mismatch")
 
 
-def mismatch_line(runs: list[dict], label: str) -> str | None:
-    """``"prefix 3: 4 of 4 runs topology-mismatch: ..."`` (the first run's reason), or None."""
-    bad = [m for m in runs if m.get("status") == "topology-mismatch"]
+def mismatch_line(runs: list[dict], label: str, status: str = "topology-mismatch") -> str | None:
+    """``"prefix 3: 4 of 4 runs topology-mismatch (counted): ..."`` (the first run's reason), or None; a status
+    counted because --include-status asked for it says so: ``(counted: --include-status)``."""
+    bad = [m for m in runs if m.get("status") == status]
     if not bad:
         return None
     reason = str(bad[0].get("reason") or "")[:200]
-    return f"{label}: {len(bad)} of {len(runs)} runs topology-mismatch (counted): {reason}"
+    why = "counted" if status in COUNTED_STATUSES else "counted: --include-status"
+    return f"{label}: {len(bad)} of {len(runs)} runs {status} ({why}): {reason}"
 
 
 def _now() -> str:
@@ -234,17 +244,19 @@ class Bisect:
         return [man for _, man in sorted(found, key=lambda t: t[0])]
 
     def values_of(self, prefix: int) -> list[float]:
-        return values(self.runs_of(prefix), self.cfg.metric, COUNTED_STATUSES)
+        return values(self.runs_of(prefix), self.cfg.metric, self.cfg.counted)
 
     def verdict(self, a: int, b: int) -> Verdict:
         """Welch's verdict line of prefix ``b`` against prefix ``a`` on the runs made so far."""
         labels = (f"prefix {a}", f"prefix {b}")
         runs_a, runs_b = self.runs_of(a), self.runs_of(b)
-        return verdicts_of(runs_a, runs_b, [self.cfg.metric], "welch", labels, self.cfg.context, COUNTED_STATUSES,
+        return verdicts_of(runs_a, runs_b, [self.cfg.metric], "welch", labels, self.cfg.context, self.cfg.counted,
                            self.cfg.min_effect_pct)[0]  # fmt: skip
 
     def mismatch_lines(self, *prefixes: int) -> list[str]:
-        return [ln for k in prefixes if (ln := mismatch_line(self.runs_of(k), f"prefix {k}"))]
+        """A line for each counted status but ok a prefix has runs of (topology-mismatch, --include-status's)."""
+        lines = (mismatch_line(self.runs_of(k), f"prefix {k}", s) for k in prefixes for s in self.cfg.counted[1:])
+        return [ln for ln in lines if ln]
 
     def steps(self) -> dict[str, Step]:
         return load_steps(self.out)
@@ -314,8 +326,8 @@ class Bisect:
                 break
         good, bad = self.values_of(0), self.values_of(n)
         if stop.reason == "no-data":
-            raise LabError(f"endpoints: no ok or topology-mismatch run with {self.cfg.metric} on one side after "
-                           f"{pairs} pairs (see {self.out / 'runs'})")  # fmt: skip
+            raise LabError(f"endpoints: no {' or '.join(self.cfg.counted)} run with {self.cfg.metric} on one side "
+                           f"after {pairs} pairs (see {self.out / 'runs'})")  # fmt: skip
         verdict, reason = "differ", f"{v.direction}, {v.diff}"
         rule = None
         if not v.decided:
@@ -377,7 +389,7 @@ class Bisect:
                 verdict, reason, stopped = d.verdict, d.line(), "decided"
                 break
             if len(vals) == 0:
-                reason = f"no ok or topology-mismatch run with {self.cfg.metric} in {pairs} runs"
+                reason = f"no {' or '.join(self.cfg.counted)} run with {self.cfg.metric} in {pairs} runs"
                 verdict, stopped = "skip", "no-data"
                 break
             if pairs >= self.cfg.max_pairs:

@@ -14,6 +14,7 @@ from lab.cli.shared_options import (
     DECIDE_DEFAULT,
     ab_options,
     balancing_options,
+    include_status_option,
     json_option,
     kernel_source_options,
     min_effect_option,
@@ -116,7 +117,7 @@ def _config(args: argparse.Namespace, patches: list[str]):
         what["run_settings"] = extra
     lo, hi = pairs_of(args, least=MIN_REPEATS)
     return Config(args.decide, tuple(patches), args.direction, args.threshold, time_budget_of(args), lo, hi,
-                  f"{topo.label}/{workload}/{settings}", what, args.min_effect)  # fmt: skip
+                  f"{topo.label}/{workload}/{settings}", what, args.min_effect, args.include_status)  # fmt: skip
 
 
 def _check_before_building(template) -> None:
@@ -254,6 +255,7 @@ def add_parser(sub) -> None:
                    help="a step is bad from this shift toward bad, in %% of the good endpoint's mean "
                    "(default: half the endpoints' shift; never below --min-effect)")  # fmt: skip
     min_effect_option(g)
+    include_status_option(g)
     g = b.add_argument_group("output")
     g.add_argument("--out", metavar="DIR", help="the state directory (new, or a bisect's to resume it)")
     json_option(g)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from lab.analysis import compare as cmp
 from lab.analysis.record import RunRecord
-from lab.cli.shared_options import json_option, min_effect_option, significance_option
+from lab.cli.shared_options import include_status_option, json_option, min_effect_option, significance_option
 from lab.errors import LabError
 
 
@@ -16,7 +16,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     base = [RunRecord.load(d) for d in args.baseline]
     new = [RunRecord.load(d) for d in args.new]
     c = cmp.compare_runs(base, new, args.significance, include_incomplete=args.include_incomplete,
-                         min_effect=args.min_effect)  # fmt: skip
+                         min_effect=args.min_effect, include_statuses=args.include_status)  # fmt: skip
     _check_sides(base, new)  # (after the setup's own checks: a copy of a run with another topology says that)
     render = (
         cmp.to_json if args.json else {"text": cmp.to_text, "md": cmp.to_markdown, "html": cmp.to_html}[args.format]
@@ -26,17 +26,21 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def _check_sides(base: list, new: list) -> None:
-    """A run on both sides (the same directory, or a copy: the same run id) would be compared with itself."""
+    """A run on both sides (the same directory, or a copy: the same run id) would be compared with itself; a run
+    given twice on one side (--baseline A --baseline A) would be counted twice."""
     sides: dict[object, str] = {}
     for side, runs in (("--baseline", base), ("--new", new)):
+        seen: set[object] = set()
         for r in runs:
             for key in (("dir", r.path.resolve()), ("id", r.manifest.get("run_id"))):
                 if key[1] is None:
                     continue
+                what = "run" if key[0] == "dir" else f"run (run id {key[1]})"
                 if (other := sides.setdefault(key, side)) != side:
-                    what = "run" if key[0] == "dir" else f"run (run id {key[1]})"
                     raise LabError(f"compare: {r.path} is the same {what} on both sides ({other} and {side})")
-                sides[key] = side
+                if key in seen:
+                    raise LabError(f"compare: {r.path} is the same {what} twice on {side}: it would count twice")
+                seen.add(key)
 
 
 def add_parser(sub) -> None:
@@ -46,8 +50,11 @@ def add_parser(sub) -> None:
         description="Compare runs: Min, Amean/Hmean, Stddev, CoeffVar, Max per metric, %diff signed so that + is "
         "better, and a significance mark (not judged with fewer than 3 runs per side).",
     )
-    cmp_p.add_argument("--baseline", nargs="+", type=Path, required=True, metavar="RUN_DIR", help="baseline runs")
-    cmp_p.add_argument("--new", nargs="+", type=Path, required=True, metavar="RUN_DIR", help="new runs")
+    # (extend: --baseline A --baseline B is A and B, as --new C D --new E is C, D and E)
+    cmp_p.add_argument("--baseline", nargs="+", action="extend", type=Path, required=True, metavar="RUN_DIR",
+                       help="baseline runs (repeatable: each adds its runs)")  # fmt: skip
+    cmp_p.add_argument("--new", nargs="+", action="extend", type=Path, required=True, metavar="RUN_DIR",
+                       help="new runs (repeatable: each adds its runs)")  # fmt: skip
     cmp_p.add_argument("--format", choices=("text", "md", "html"), default="text",
                        help="how the table is rendered (default text)")  # fmt: skip
     json_option(cmp_p)
@@ -58,4 +65,5 @@ def add_parser(sub) -> None:
         action="store_true",
         help="count runs whose trace lost more than 1%% of its records (left out by default, with a note)",
     )
+    include_status_option(cmp_p)
     cmp_p.set_defaults(func=cmd_compare)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from lab.cli.common import debug, progress, warn
 from lab.cli.shared_options import (
     connect_option,
+    include_status_option,
     json_option,
     max_vms_of,
     max_vms_option,
@@ -142,7 +143,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if spec.auto is not None and not shard:
         from lab.matrix.auto_cells import merged, run_auto_matrix, write_auto_json  # (on use: start-up time)
 
-        auto = run_auto_matrix(spec, out, kernel_args, progress, args.min_effect, jobs=max_vms,
+        auto = run_auto_matrix(spec, out, kernel_args, progress, args.min_effect, args.include_status, jobs=max_vms,
                                fail_fast=args.fail_fast, overcommit=args.overcommit, backend=backend,
                                hosts=hosts)  # fmt: skip
         runs, outcome = auto.runs, merged(auto)
@@ -155,7 +156,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                                  backend=backend, progress=progress, hosts=hosts)  # fmt: skip
     if not args.no_reports:
         _reports(out, runs)
-    summary = write_outputs(spec, runs, out, outcome, shard, min_effect=args.min_effect)
+    summary = write_outputs(spec, runs, out, outcome, shard, min_effect=args.min_effect,
+                            include_statuses=args.include_status)  # fmt: skip
     t = summary.get("timing", {})
     totals = ", ".join(f"{v} {k}" for k, v in summary["totals"].items() if k != "runs")
     print(f"matrix {spec.name}: {summary['totals']['runs']} runs: {totals}")
@@ -200,7 +202,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
             if (run / MANIFEST).exists() and not (args.out / "runs" / run.name).exists():
                 shutil.copytree(run, args.out / "runs" / run.name, symlinks=True)
                 copied += 1
-    summary = write_outputs(spec, spec.runs, args.out, None, sources=list(args.dirs))
+    summary = write_outputs(spec, spec.runs, args.out, None, sources=list(args.dirs),
+                            include_statuses=args.include_status)  # fmt: skip
     print(f"merged {copied} runs from {len(args.dirs)} directories into {args.out}: "
           + ", ".join(f"{v} {k}" for k, v in summary["totals"].items()))  # fmt: skip
     return 1 if summary["gates_failed"] or summary["totals"].get("ok", 0) < len(spec.runs) else 0
@@ -278,6 +281,7 @@ def add_parser(sub) -> None:
                    help="pack VMs by memory only, letting vCPU threads exceed host cores")  # fmt: skip
     p.add_argument("--no-reports", action="store_true", help="skip the per-run HTML reports")
     min_effect_option(p)
+    include_status_option(p)
     p.add_argument(
         "--backend",
         choices=("qemu", "libvirt"),
@@ -290,6 +294,7 @@ def add_parser(sub) -> None:
     p.add_argument("dirs", nargs="+", type=Path, metavar="DIR", help="shard output directories")
     out_option(p, "DIR", "merged output directory", required=True)
     p.add_argument("--spec", metavar="FILE", help="the matrix spec (default: the path recorded in the shards)")
+    include_status_option(p)
     p.set_defaults(func=cmd_merge)
 
     p = ms.add_parser(

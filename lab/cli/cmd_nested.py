@@ -15,6 +15,7 @@ from lab.cli.shared_options import json_option, out_option, size_options
 from lab.errors import LabError
 from lab.paths import REPO_ROOT, json_text
 from lab.record_files import CONSOLE_LOG
+from lab.run.options import MAX_TIMEOUT_S, check_seconds
 
 DEFAULT_TOPOLOGY = "ring-2"
 DEFAULT_CPUS = 2
@@ -42,8 +43,7 @@ def cmd_nested(args: argparse.Namespace) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command and not args.libvirt_host:
         raise LabError("nested: no command given (numalab nested [options] -- COMMAND ...)")
-    if args.timeout <= 0:
-        raise LabError(f"--timeout {args.timeout:g}: must be more than 0 seconds")
+    check_seconds(args.timeout, "--timeout", MAX_TIMEOUT_S)  # (run's check: nan, inf and <= 0 are refused)
     ref = TopologyRef(args.topology, args.cpus_per_node or DEFAULT_CPUS, args.mem_per_node or DEFAULT_MEM,
                       args.threads)  # fmt: skip
     topo = ref.load()
@@ -89,22 +89,15 @@ def cmd_nested(args: argparse.Namespace) -> int:
         "out": str(out),
         "console": str(res.console),
         "script_log": str(log),
+        "vm_failure": res.vm_failure,
+        "qemu_log": str(res.qemu_log) if res.qemu_log else None,
         **({"uri": uri} if args.libvirt_host else {}),
     }
     if args.json:
         print(json_text(summary, indent=2))
     else:
-        booted = res.marks.get("booted", "?")
-        progress(f"outer guest: {topo.name}, booted ({booted}); the command exited {res.exit_code} after "
-                 f"{res.wall_s:.0f}s in all; what it wrote to $NESTED_OUT is in {out}")  # fmt: skip
-        if res.marks.get("failed"):
-            progress(f"outer guest failed: {res.marks['failed']} (its console: {res.console})")
-        if res.timed_out:
-            where = f"; its QEMU's state in {out / '.outer' / 'hang.json'}" if res.hang else ""
-            got = {"partial": "its last copy of its records", "all": "all its records"}.get(res.records, "no records")
-            silent = res.silent_s is not None
-            why = f"after its console was silent for {res.silent_s:.0f}s" if silent else "at its timeout"
-            progress(f"outer guest stopped {why}; {got} came back{where}")
+        for line in res.lines(topo.name):
+            progress(line)
     if res.timed_out or res.exit_code is None:
         return 1
     return res.exit_code

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from lab.cli.common import warn
-from lab.cli.shared_options import min_effect_option, out_option, significance_option
+from lab.cli.shared_options import include_status_option, min_effect_option, out_option, significance_option
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -14,7 +14,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     out = args.out or (args.runs[0] / "report.html" if len(args.runs) == 1 else Path("report.html"))
     paths = build_report(args.runs, out, args.significance, include_incomplete=args.include_incomplete,
-                         min_effect=args.min_effect)  # fmt: skip
+                         min_effect=args.min_effect, include_statuses=args.include_status)  # fmt: skip
     damaged = [(r["path"], p) for r in paths.data["runs"] for p in r["metrics"].get("trace_problems", [])]
     for run, problem in damaged:
         warn(f"{run}: {problem} (marked in the report)")
@@ -43,4 +43,5 @@ def add_parser(sub) -> None:
         action="store_true",
         help="count runs whose trace lost more than 1%% of its records in the A/B tables (left out by default)",
     )
+    include_status_option(rep)
     rep.set_defaults(func=cmd_report)

@@ -24,8 +24,11 @@ from lab.guest.init_plan import TRACE_MODES
 from lab.min_effect import DEFAULT_PCT as DEFAULT_MIN_EFFECT
 from lab.min_effect import parse_pct
 from lab.placement.pinning import BACKINGS, PINNINGS
+from lab.run.access_matrix import CLOCK_STATUS as ACCESS_CLOCK_STATUS
+from lab.run.access_matrix import STATUS as ACCESS_STATUS
 from lab.run.options import CHOICES, MAX_REPEAT, RunOptions
 from lab.topology.ref import TopologyRef
+from lab.vm.status import STATUSES
 from lab.workloads.registry import WORKLOADS
 
 JSON_HELP = "print JSON on stdout instead of text (machine-readable; the text, if any, goes to stderr)"
@@ -330,6 +333,36 @@ def min_effect_option(container) -> None:
     """--min-effect PCT: the minimum effect of every verdict the command gives (lab.min_effect). The default is
     None, so that a metric's own (a workload file's min_effect) holds unless the command line says otherwise."""
     container.add_argument("--min-effect", type=_effect_arg, metavar="PCT", help=MIN_EFFECT_HELP)
+
+
+# Every status a run record can have but ok (lab.vm.status, and --access-matrix's own: lab.run.access_matrix).
+NOT_OK_STATUSES = (*(s for s in STATUSES if s != "ok"), ACCESS_STATUS, ACCESS_CLOCK_STATUS)
+
+
+def _statuses_arg(text: str) -> tuple[str, ...]:
+    """--include-status's STATUS[,STATUS...] or all: the statuses other than ok, each once, in the order given."""
+    names = [n.strip() for n in text.split(",")]
+    if names == ["all"]:
+        return NOT_OK_STATUSES
+    for n in names:
+        if n not in (*NOT_OK_STATUSES, "ok"):
+            raise argparse.ArgumentTypeError(f"{n!r} is not a run status (one of {', '.join(NOT_OK_STATUSES)}; "
+                                             "or all)")  # fmt: skip
+    return tuple(dict.fromkeys(n for n in names if n != "ok"))
+
+
+def include_status_option(container) -> None:
+    """--include-status STATUS[,STATUS...]|all: the runs of those statuses are counted where only ok runs are by
+    default (compare, report, matrix run/merge, bisect), and marked in every table and verdict they count in."""
+    container.add_argument(
+        "--include-status",
+        type=_statuses_arg,
+        default=(),
+        metavar="STATUS[,STATUS...]",
+        help="also count runs with these statuses (comma-separated, or all), left out by default: "
+        f"{', '.join(NOT_OK_STATUSES)}. Every row and verdict they count in is marked "
+        "('includes 2 runs marked placement-broken'), in text, markdown, HTML and JSON",
+    )
 
 
 def ab_options(g, *, several: bool, runs: str, budget: str, old: tuple[str, ...] = ()):

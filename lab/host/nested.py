@@ -44,7 +44,7 @@ from lab.kernel.resolve import resolve_kernel
 from lab.paths import REPO_ROOT, cache_root, json_text
 from lab.placement.host_inventory import read_inventory
 from lab.placement.pinning import plan_placement
-from lab.record_files import CONSOLE_LOG
+from lab.record_files import CONSOLE_LOG, QEMU_LOG
 from lab.topology.model import Topology
 from lab.vm.backend import VmRequest
 from lab.vm.qemu.qemu_argv import BootSpec
@@ -188,6 +188,33 @@ class NestedResult:
     records: str = "all"  # what came back: "all" (the guest sent them at its end), "partial" (its last copy), "none"
     hang: dict | None = None  # at a timeout: the outer QEMU's state (lab.vm.hang), also in .outer/hang.json
     silent_s: float | None = None  # stopped because its console had been silent this long (SILENT_S), else None
+    # QEMU itself failed (did not start, exited with an error, was killed: lab.vm.console.VmOutcome.vm_failure),
+    # with what it said in ``qemu_log``; None when it ran and ended as a VM does
+    vm_failure: str | None = None
+    qemu_log: Path | None = None
+
+    def lines(self, topology: str) -> list[str]:
+        """What became of the outer guest, for a person: a QEMU that failed says so and why, in one line (the
+        guest never booted, so there is no command's exit to give), else the boot, the command's exit and
+        where its records are, then a failure mark or the stop at a timeout."""
+        where = f" (QEMU's output: {self.qemu_log})" if self.qemu_log else ""
+        if self.vm_failure and "booted" not in self.marks:
+            return [f"outer guest: {topology}: its QEMU failed before the guest booted: {self.vm_failure}{where}; "
+                    "the command never ran"]  # fmt: skip
+        exited = "never ran to its end" if self.exit_code is None else f"exited {self.exit_code}"
+        lines = [f"outer guest: {topology}, booted ({self.marks.get('booted', '?')}); the command {exited} after "
+                 f"{self.wall_s:.0f}s in all; what it wrote to $NESTED_OUT is in {self.out}"]  # fmt: skip
+        if self.vm_failure:
+            lines.append(f"outer guest: its QEMU failed: {self.vm_failure}{where}")
+        if self.marks.get("failed"):
+            lines.append(f"outer guest failed: {self.marks['failed']} (its console: {self.console})")
+        if self.timed_out:
+            at = f"; its QEMU's state in {self.out / '.outer' / 'hang.json'}" if self.hang else ""
+            got = {"partial": "its last copy of its records", "all": "all its records"}.get(self.records, "no records")
+            silent = self.silent_s is not None
+            why = f"after its console was silent for {self.silent_s:.0f}s" if silent else "at its timeout"
+            lines.append(f"outer guest stopped {why}; {got} came back{at}")
+        return lines
 
 
 def _user(name: str | None) -> pwd.struct_passwd:
@@ -442,7 +469,8 @@ def run_nested(
         (work / "hang.json").write_text(json_text(outcome.hang_state, indent=2))
     code = marks.get("script-exit")
     return NestedResult(int(code) if code and code.isdigit() else None, marks, round(wall, 1), out, console,
-                        outcome.timed_out, records, outcome.hang_state, silence.silent_s)  # fmt: skip
+                        outcome.timed_out, records, outcome.hang_state, silence.silent_s, outcome.vm_failure,
+                        work / QEMU_LOG)  # fmt: skip
 
 
 @dataclass
@@ -526,9 +554,11 @@ def libvirt_host(
                     host.ended.wait(STOP_WAIT_S)  # (a failed guest sends its records and powers off)
                     if "error" in outcome:
                         raise outcome["error"]
-                    err = NotServing(f"nested: the outer guest did not serve libvirt: "
-                                     f"{marks.get('failed') or 'it ended'} (its console: {console})")  # fmt: skip
-                    err.result = outcome.get("result")
+                    res = outcome.get("result")
+                    qemu = f"its QEMU failed: {res.vm_failure}" if res is not None and res.vm_failure else ""
+                    why = marks.get("failed") or qemu or "it ended"
+                    err = NotServing(f"nested: the outer guest did not serve libvirt: {why} (its console: {console})")
+                    err.result = res
                     raise err
                 time.sleep(1.0)
             yield host

@@ -90,9 +90,10 @@ def clock_problem_of(out: Path, run: MatrixRun) -> str | None:
 
 
 def judge_cell(spec: MatrixSpec, out: Path, runs: list[MatrixRun], elapsed_s: float, round_s: float | None,
-               min_effect: float | None = None) -> CellResult:  # fmt: skip
+               min_effect: float | None = None, include_statuses: tuple[str, ...] = ()) -> CellResult:  # fmt: skip
     """Verdicts and the stop decision for one cell's runs so far; ``min_effect`` (percent, --min-effect)
-    overrides the spec's ``auto.min_effect``, which overrides each metric's own (lab.min_effect)."""
+    overrides the spec's ``auto.min_effect``, which overrides each metric's own (lab.min_effect); the runs of
+    ``include_statuses`` count besides the ok ones (--include-status; each verdict line names them)."""
     auto = spec.auto
     assert auto is not None
     effect = min_effect if min_effect is not None else auto.min_effect
@@ -114,6 +115,7 @@ def judge_cell(spec: MatrixSpec, out: Path, runs: list[MatrixRun], elapsed_s: fl
             auto.significance,
             (base_name, s),
             key,
+            ("ok", *include_statuses),
             min_effect=effect,
         )  # fmt: skip
         for s in sides[1:]
@@ -129,10 +131,11 @@ def run_auto_matrix(
     kernel_args: dict[str, str],
     progress: Callable[[str], None],
     min_effect: float | None = None,
+    include_statuses: tuple[str, ...] = (),
     **execute_kw,
 ) -> AutoOutcome:
     """Run the spec's runs, then more repeats of the undecided cells; returns every run and each cell's verdict
-    (``min_effect``: --min-effect, :func:`judge_cell`)."""
+    (``min_effect``: --min-effect; ``include_statuses``: --include-status; :func:`judge_cell`)."""
     assert spec.auto is not None
     runs = list(spec.runs)
     outcome = AutoOutcome(runs, [])
@@ -150,7 +153,8 @@ def run_auto_matrix(
         cells: dict[str, list[MatrixRun]] = {}
         for r in runs:
             cells.setdefault(cell_key(spec, r), []).append(r)
-        results = [judge_cell(spec, out, rs, time.monotonic() - t0, round_s, min_effect) for rs in cells.values()]
+        results = [judge_cell(spec, out, rs, time.monotonic() - t0, round_s, min_effect, include_statuses)
+                   for rs in cells.values()]  # fmt: skip
         outcome.cells = results
         more: list[MatrixRun] = []
         for c in results:

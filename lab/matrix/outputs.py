@@ -66,9 +66,10 @@ def ab_groups(spec: MatrixSpec, runs: list[MatrixRun]) -> list[tuple[str, str, s
 
 
 def comparisons(spec: MatrixSpec, runs: list[MatrixRun], recs: dict[str, RunRecord], min_effect: float | None = None,
-                ) -> list[tuple[str, Comparison]]:  # fmt: skip
+                include_statuses: tuple[str, ...] = ()) -> list[tuple[str, Comparison]]:  # fmt: skip
     """Each A/B group's comparison; its verdicts by ``min_effect`` (--min-effect), else the spec's
-    ``auto.min_effect``, else each metric's own (lab.min_effect)."""
+    ``auto.min_effect``, else each metric's own (lab.min_effect); the runs of ``include_statuses`` counted
+    besides the ok ones (--include-status, marked)."""
     if min_effect is None and spec.auto is not None:
         min_effect = spec.auto.min_effect
     out = []
@@ -76,7 +77,8 @@ def comparisons(spec: MatrixSpec, runs: list[MatrixRun], recs: dict[str, RunReco
         b = [recs[r.id] for r in base if r.id in recs]
         n = [recs[r.id] for r in new if r.id in recs]
         try:
-            out.append((label, compare_runs(b, n, labels=(base_side, new_side), min_effect=min_effect)))
+            out.append((label, compare_runs(b, n, labels=(base_side, new_side), min_effect=min_effect,
+                                            include_statuses=include_statuses)))  # fmt: skip
         except LabError:
             continue  # no ok run on a side: the runs' statuses already say why
     return out
@@ -97,6 +99,8 @@ def evaluate_gates(spec: MatrixSpec, comps: list[tuple[str, Comparison]]) -> lis
             detail = (
                 f"{'n/a' if pct is None else f'{pct:+.2f}%'} (+ is better), limit -{gate.worse_than_baseline_pct:g}%"
             )
+            if row.included:  # (runs not marked ok counted: --include-status)
+                detail += f"; {row.marked}"
             if gate.significant and row.significant is None:
                 verdict = "not judged"
                 detail += "; significance needs >= 3 ok runs per side"
@@ -152,7 +156,7 @@ def _timed(res: RunResult, rec: RunRecord | None, times: dict[str, tuple[float, 
 
 def write_outputs(spec: MatrixSpec, runs: list[MatrixRun], out: Path, outcome: MatrixOutcome | None,
                   shard: tuple[int, int] | None = None, sources: list[Path] | None = None,
-                  min_effect: float | None = None) -> dict:  # fmt: skip
+                  min_effect: float | None = None, include_statuses: tuple[str, ...] = ()) -> dict:  # fmt: skip
     """summary.json, junit.xml and index.html for the runs in ``out``; returns the summary. Runs that this
     invocation did not run keep the times measured when they ran, from ``sources``' summaries (the shards of a
     merge) or ``out``'s own earlier one."""
@@ -169,7 +173,7 @@ def write_outputs(spec: MatrixSpec, runs: list[MatrixRun], out: Path, outcome: M
             results.append(_timed(res, rec, times))
         else:
             results.append(RunResult(r.id, "not-run", "not run yet (interrupted, or a shard's other part)"))
-    comps = comparisons(spec, runs, recs, min_effect)
+    comps = comparisons(spec, runs, recs, min_effect, include_statuses)
     gates = evaluate_gates(spec, comps)
     counts: dict[str, int] = {}
     for res in results:
@@ -192,6 +196,7 @@ def write_outputs(spec: MatrixSpec, runs: list[MatrixRun], out: Path, outcome: M
             }
             for r, res in zip(runs, results)
         ],  # fmt: skip
+        "include_statuses": list(include_statuses),  # (--include-status: counted in the comparisons, marked)
         "comparisons": [to_dict(c) | {"group": label} for label, c in comps],
         "gates": [g.to_dict() for g in gates],
         "gates_failed": sum(g.verdict == "fail" for g in gates),

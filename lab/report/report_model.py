@@ -83,10 +83,15 @@ def _groups(runs: list[RunRecord]) -> list[tuple[str, list[RunRecord]]]:
 
 
 def comparisons_for(
-    runs: list[RunRecord], rule: str = DEFAULT_RULE, include_incomplete: bool = False, min_effect: float | None = None
+    runs: list[RunRecord],
+    rule: str = DEFAULT_RULE,
+    include_incomplete: bool = False,
+    min_effect: float | None = None,
+    include_statuses: tuple[str, ...] = (),
 ) -> tuple[list[Comparison], list[str]]:
     """Each group against the first, per topology and workload; notes on what could not be compared.
-    ``min_effect``: the command line's minimum effect in percent (lab.min_effect), None: each metric's own."""
+    ``min_effect``: the command line's minimum effect in percent (lab.min_effect), None: each metric's own;
+    ``include_statuses``: the statuses besides ok whose runs count (--include-status, marked)."""
     notes: list[str] = []
     by_setup: dict[tuple[str, str], list[RunRecord]] = {}
     for r in runs:
@@ -110,6 +115,7 @@ def comparisons_for(
                         labels=(groups[0][0], label),
                         include_incomplete=include_incomplete,
                         min_effect=min_effect,
+                        include_statuses=include_statuses,
                     )
                 )
             except LabError as err:
@@ -162,6 +168,7 @@ def build_report(
     rule: str = DEFAULT_RULE,
     include_incomplete: bool = False,
     min_effect: float | None = None,
+    include_statuses: tuple[str, ...] = (),
 ) -> ReportPaths:
     """Write OUT.html, OUT.json, OUT.md and OUT.perfetto/<run>.json: all rendered first, then written
     to temporary files and renamed only when every one is written, so a failure leaves none of them."""
@@ -176,7 +183,7 @@ def build_report(
     except OSError as err:
         raise LabError(f"--out {out_html}: cannot make {out_dir} ({err.strerror})") from None
     outputs: dict[Path, str] = {}
-    comparisons, notes = comparisons_for(runs, rule, include_incomplete, min_effect)
+    comparisons, notes = comparisons_for(runs, rule, include_incomplete, min_effect, include_statuses)
     entries = [run_entry(r, out_dir) for r in runs]
     slow = slowdowns(runs)
     for entry in entries:
@@ -198,6 +205,7 @@ def build_report(
         "groups": [{"label": label, "runs": [r.run_id for r in g]} for label, g in _groups(runs)],
         "comparisons": [to_dict(c) | {"text": to_text(c)} for c in comparisons],
         "notes": notes,
+        "include_statuses": list(include_statuses),  # (--include-status: counted in the comparisons, marked)
         "warnings": [f"{c.topology}/{c.workload}: {w}" for c in comparisons for w in c.warnings],
     }
     json_path, md_path = out_html.with_suffix(".json"), out_html.with_suffix(".md")

@@ -39,8 +39,7 @@ def _values_by_run(report: dict) -> dict[str, dict[str, float]]:
 
 
 def _verdict_text(row: Row) -> str:
-    v = row.verdict()
-    if row.below_effect:  # significant, but smaller than the minimum effect (lab.min_effect)
+    if row.below_effect or row.included:  # below the minimum effect (lab.min_effect), or marked (--include-status)
         return e(row.verdict_text())
     return {
         "better": '<span class="verdict-better">significantly better</span>',
@@ -48,7 +47,7 @@ def _verdict_text(row: Row) -> str:
         "changed": '<span class="verdict-changed">changed significantly (a mechanism counter: not judged)</span>',
         "same": "no significant difference",
         "unknown": "significance cannot be judged (fewer than 3 runs a side)",
-    }[v]
+    }[row.verdict()]
 
 
 def compare_plots(c: Comparison, values: dict[str, dict[str, float]]) -> str:

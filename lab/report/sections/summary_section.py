@@ -32,15 +32,20 @@ def banners(report: dict) -> str:
         )
     failed = [r for r in runs if r.get("status") != "ok"]
     if failed:
+        counted = set(report.get("include_statuses") or ())  # (--include-status: in the comparisons, marked)
         items = "".join(
             f'<li><a href="#{anchor(r["run_id"])}">{e(r["run_id"])}</a>: {status_badge(r["status"])} '
-            f"{e(r.get('reason', ''))}</li>"
+            f"{e(r.get('reason', ''))}"
+            + (" <strong>(counted in the comparison: --include-status; its rows are marked †)</strong>"
+               if r["status"] in counted else "")
+            + "</li>"
             for r in failed
-        )
+        )  # fmt: skip
+        left = "excluded from the comparison" + (" unless --include-status counts them" if counted else "")
         out.append(
             f'<div class="banner bad"><span class="tag">{len(failed)} FAILED</span><div>'
             f"<p><strong>{len(failed)} run{'s' if len(failed) != 1 else ''} did not finish normally</strong> "
-            f"(excluded from the comparison):</p><ul>{items}</ul></div></div>"
+            f"({left}):</p><ul>{items}</ul></div></div>"
         )
     damaged = [r for r in runs if get(r, "metrics", "trace_problems") and r.get("status") == "ok"]
     if damaged:
