@@ -212,7 +212,8 @@ def balancing_options(p: argparse.ArgumentParser):
         "lower memory tiers) with /sys/kernel/mm/numa/demotion_enabled on",
     )
     g.add_argument("--knob", action="append", default=[], metavar="NAME=VALUE",
-                   help="a debugfs sched/numa_balancing knob, e.g. scan_delay_ms=100 (repeatable)")  # fmt: skip
+                   help="a sched debugfs knob: a numa_balancing one (scan_delay_ms=100) or DIR/NAME under "
+                        "/sys/kernel/debug/sched (llc_balancing/enabled=1); repeatable")  # fmt: skip
     g.add_argument("--kernel-default-knobs", action="store_true",
                    help="do not apply the short-scan knobs numalab uses by default for short runs")  # fmt: skip
     g.add_argument(

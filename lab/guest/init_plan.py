@@ -18,6 +18,11 @@ from lab.events import MOVE_NUMA
 # 100 ms and rescan often, so a 20 s run produces NUMA-balancing decisions.
 SHORT_SCAN_KNOBS = {"scan_delay_ms": "100", "scan_period_min_ms": "100", "scan_period_max_ms": "1000"}
 KNOB_NAMES = ("scan_delay_ms", "scan_period_min_ms", "scan_period_max_ms", "scan_size_mb", "hot_threshold_ms")
+# Any other sched debugfs knob is DIR/NAME under /sys/kernel/debug/sched (a cache-aware kernel's
+# llc_balancing/..., or domains/cpu0/domain1/imbalance_pct): the kernel the user brings decides which
+# exist; a missing one fails the run at the init's "knob-DIR/NAME" stage, with the name.
+_DEBUGFS_KNOB = re.compile(r"[a-z0-9_]{1,64}(/[a-z0-9_]{1,64}){1,3}")
+_DEBUGFS_VALUE = re.compile(r"[A-Za-z0-9_.,:-]{1,64}")
 # (the tests) and hostile=/host/path: a guest that attacks its share; stall-boot-once: the first boot stalls
 # before init reports "booted" (a boot with numalab.boot_attempt= on its command line does not); mutate (with
 # test_script): the guest-data fuzz tests' hook, a script the init runs after each phase's real work
@@ -35,6 +40,26 @@ def check_duration(seconds: float) -> None:
         raise LabError(f"--duration: must be {MIN_DURATION_S:g} to {MAX_DURATION_S:g} seconds (the host reads the "
                        f"guest's stage marks every 0.1 s: a shorter workload cannot be timed), "
                        f"got {seconds:g}")  # fmt: skip
+
+
+def check_knob(name: str, value: str) -> None:
+    """A --knob: a NUMA-balancing knob's name and a whole number, or DIR/NAME of any other sched debugfs
+    directory (``llc_balancing/enabled``) and a value of letters, digits and ``_.,:-``."""
+    if "/" in name:
+        if not _DEBUGFS_KNOB.fullmatch(name):
+            raise LabError(
+                f"--knob {name}: expected DIR/NAME under /sys/kernel/debug/sched, e.g. llc_balancing/enabled"
+            )
+        if not _DEBUGFS_VALUE.fullmatch(value):
+            raise LabError(f"--knob {name}={value}: the value must be 1-64 letters, digits or _.,:-")
+        return
+    if name not in KNOB_NAMES:
+        raise LabError(
+            f"--knob {name}: unknown NUMA-balancing knob (known: {', '.join(KNOB_NAMES)}; any other sched "
+            "debugfs knob is DIR/NAME, e.g. llc_balancing/enabled=1)"
+        )
+    if not re.fullmatch(r"\d+", value):
+        raise LabError(f"--knob {name}={value}: value must be a whole number")
 
 
 @dataclass(frozen=True)
@@ -63,10 +88,7 @@ class GuestPlan:
     def __post_init__(self) -> None:
         check_duration(self.duration_s)
         for k, v in self.knobs.items():
-            if k not in KNOB_NAMES:
-                raise LabError(f"--knob {k}: unknown NUMA-balancing knob (known: {', '.join(KNOB_NAMES)})")
-            if not re.fullmatch(r"\d+", v):
-                raise LabError(f"--knob {k}={v}: value must be a whole number")
+            check_knob(k, v)
         for e in self.trace_events:
             if not re.fullmatch(r"\w+:\w+", e):
                 raise LabError(f"--event {e}: expected SYSTEM:EVENT, e.g. {MOVE_NUMA.full}")

@@ -252,7 +252,7 @@ def _settings(data: dict) -> list[SettingChoice]:
     for item in _list(data, "settings", [{"name": "default"}]):
         bal = item.get("numa_balancing", "on")
         bal = {True: "on", False: "off"}.get(bal, bal)
-        knobs = item.get("knobs") or {}  # (the schema: knobs of KNOB_NAMES, whole numbers)
+        knobs = item.get("knobs") or {}  # (the schema: KNOB_NAMES' whole numbers, DIR/NAME words)
         pairs = tuple(sorted((k, str(v)) for k, v in knobs.items()))
         qemu = item.get("qemu", "")
         clock = item.get("clock", "host")  # (the schema: one of CLOCKS)

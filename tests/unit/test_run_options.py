@@ -141,3 +141,27 @@ def test_a_signal_during_a_guarded_read_stops_the_run() -> None:
     assert _guarded(problems, "x", broken, "default") == "default" and problems
     with pytest.raises(Interrupted):
         _guarded([], "x", interrupted, None)
+
+
+@pytest.mark.parametrize(
+    "knob,needle",
+    [
+        ("foo=1", "--knob foo: unknown NUMA-balancing knob"),
+        ("scan_delay_ms=fast", "value must be a whole number"),
+        ("llc_balancing/../x=1", "expected DIR/NAME under /sys/kernel/debug/sched"),
+        ("/etc/passwd=1", "expected DIR/NAME"),
+        ("a/b/c/d/e=1", "expected DIR/NAME"),
+        ("llc_balancing/enabled=$(reboot)", "the value must be 1-64 letters"),
+        ("llc_balancing/enabled=", "the value must be 1-64 letters"),
+    ],
+)
+def test_bad_knobs_are_one_line(knob: str, needle: str) -> None:
+    proc = numalab("run", "--topology", "ring-2", "--workload", "idle", "--duration", "1", "--knob", knob)
+    assert_one_line_error(proc, needle)
+
+
+def test_debugfs_knobs_reach_the_plan() -> None:
+    from lab.guest.init_plan import GuestPlan
+
+    plan = GuestPlan("true", 1, knobs={"llc_balancing/enabled": "1", "scan_delay_ms": "50"}, trace_events=())
+    assert "KNOBS='llc_balancing/enabled=1 scan_delay_ms=50'" in plan.to_shell()

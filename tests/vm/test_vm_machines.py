@@ -1,5 +1,6 @@
 """Known answers on the machines of issue #48 that a boot alone does not show (each preset's CPU view, LLCs
-and the SNC-3 machine's complaints are checked in test_vm_presets.py): the memoryless node."""
+and the SNC-3 machine's complaints are checked in test_vm_presets.py): the memoryless node, and a sched
+debugfs knob beyond NUMA balancing's."""
 
 from __future__ import annotations
 
@@ -34,7 +35,11 @@ def test_memoryless_node_takes_its_memory_from_the_nearest_node_with_memory(tmp_
 
 
 def test_memoryless_node_numa01_with_balancing_completes_and_is_traced(tmp_path: Path) -> None:
-    m = run(tmp_path, "--workload", "numa01", "--duration", "3", "--numa-balancing", "on")
+    # (and a sched debugfs knob outside numa_balancing/, as a cache-aware kernel's llc_balancing/ ones are set,
+    # read back: the same boot)
+    m = run(tmp_path, "--workload", "numa01", "--duration", "3", "--numa-balancing", "on",
+            "--knob", "domains/cpu0/domain1/imbalance_pct=117")  # fmt: skip
+    assert "domains/cpu0/domain1/imbalance_pct 117" in m["settings"]["readback"]
     vm = m["metrics"]["vmstat"]
     assert vm["numa_hint_faults"] > 0 and vm["numa_pages_migrated"] > 0, vm
     events = m["metrics"]["events"]
