@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from lab.datafile import MAX_SPEC_BYTES, read_bytes, text_of
+from lab.errors import LabError
+from lab.untrusted import escape_surrogates
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,6 +23,19 @@ def system_tool(name: str) -> str | None:
     """A system tool's path, looked up in /usr/sbin and /sbin after the PATH: on Debian an ordinary user's
     PATH has neither (depmod, libvirtd and virtlogd live there), and numalab runs as an ordinary user."""
     return shutil.which(name, path=os.environ.get("PATH", os.defpath) + ":/usr/sbin:/sbin")
+
+
+def utf8_path(path: Path | str, label: str) -> None:
+    """A one-line error naming ``label`` and ``path`` (its bytes that are not UTF-8 as ``\\xNN``) if ``path``,
+    made absolute (the current directory counts), is not UTF-8: for a directory numalab writes a record into,
+    whose path its UTF-8 text files (the QEMU command line, the manifest, the report) carry."""
+    given, whole = str(path), os.path.abspath(path)
+    if escape_surrogates(whole) == whole:
+        return
+    shown = escape_surrogates(given)
+    what = "not UTF-8" if shown != given else f"its absolute path {escape_surrogates(whole)} is not UTF-8"
+    raise LabError(f"{label} {shown}: {what}; numalab writes the path into its records' UTF-8 text "
+                   "(the QEMU command line, the manifest): choose a UTF-8 name")  # fmt: skip
 
 
 def cache_root() -> Path:

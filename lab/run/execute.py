@@ -35,7 +35,7 @@ from lab.guest.sched_verbose import check_groups, groups_record, read_sched_grou
 from lab.guest.workloads import Workload, parse_output
 from lab.kernel.pvh import boot_image
 from lab.kernel.resolve import Kernel
-from lab.paths import json_text, run_scratch, write_text_atomic
+from lab.paths import json_text, run_scratch, utf8_path, write_text_atomic
 from lab.placement.host_inventory import read_inventory
 from lab.placement.pinning import Backing, plan_placement
 from lab.record_files import (
@@ -187,6 +187,7 @@ def _install_signal_handlers() -> dict:
 def _prepare_out(final: Path) -> Path:
     """Make the hidden ``.<name>.partial`` directory next to ``final``; one-line errors for an --out
     that cannot be a new directory (exists, under a regular file, read-only, under /proc...)."""
+    utf8_path(final, "--out")  # (lab.run.options checks it first; here for a run id or a library caller's path)
     if final.exists() or final.is_symlink():
         raise LabError(f"--out {final}: already exists; give a new directory")
     above = next((p for p in final.parents if p.exists()), None)
