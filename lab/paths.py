@@ -18,6 +18,12 @@ from lab.untrusted import escape_surrogates
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
+# ``subprocess.run(..., **TOOL_TEXT)``: the output of a host tool (git, patch, tar, ldd, dpkg-query) as text that
+# always decodes. A file name in it may be any bytes, which ``text=True``'s strict UTF-8 turns into a traceback;
+# here such a byte becomes a surrogate escape, so the str is still the name to open (``os.fsencode`` gives the
+# bytes back), and lab.untrusted.escape_surrogates shows it as ``\xNN`` in a message.
+TOOL_TEXT: dict = {"encoding": "utf-8", "errors": "surrogateescape"}
+
 
 def system_tool(name: str) -> str | None:
     """A system tool's path, looked up in /usr/sbin and /sbin after the PATH: on Debian an ordinary user's

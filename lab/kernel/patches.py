@@ -19,7 +19,7 @@ from pathlib import Path
 
 from lab.errors import LabError
 from lab.kernel.source import GIT_ID, reset_tree
-from lab.paths import read_text_file
+from lab.paths import TOOL_TEXT, read_text_file
 
 _MBOX_FROM = re.compile(r"^From \S+ ")
 _HEADER = re.compile(r"^[A-Za-z][A-Za-z0-9-]*: ")
@@ -106,7 +106,7 @@ def load_patches(patch_files: list[str] | None, series: str | None) -> list[Patc
 
 def _run(cmd: list[str], tree: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "LC_ALL": "C"}
-    return subprocess.run(cmd, cwd=tree, capture_output=True, text=True, env=env)
+    return subprocess.run(cmd, cwd=tree, capture_output=True, env=env, **TOOL_TEXT)  # (a file's name may be any bytes)
 
 
 def _patch_cmd(patch: Patch, dry_run: bool) -> list[str]:

@@ -5,10 +5,17 @@ traceback and never half-written output. Nothing here boots a VM or builds a ker
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
+import pytest
 from common import assert_one_line_error, numalab
 
+from lab.errors import LabError
+from lab.kernel.git_tree import uncommitted
+from lab.kernel.patches import apply_patches, load_patches
+from lab.kernel.source import BASE_REF, reset_tree
+from lab.run.tree_ab import TreeAB, plan_tree
 from lab.untrusted import escape_surrogates, term_safe
 
 # A run that cannot boot even if a check below regressed: its QEMU does not exist (found before any VM starts).
@@ -37,3 +44,79 @@ def test_run_in_a_directory_whose_name_is_not_utf8(tmp_path) -> None:
     proc = numalab(*RUN, timeout=120, cwd=here, env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])})
     assert_one_line_error(proc, "--runs-dir runs: its absolute path", "/d\\xe9/runs is not UTF-8")
     assert os.listdir(here) == []
+
+
+# --- git and patch saying a byte that is not UTF-8 (numalab ab, bisect, kernel build, matrix recipes) -----------
+
+
+CAFE = b"kernel/caf\xe9.c"
+NAMED = "kernel/caf\\xe9.c"  # as a message shows it
+
+
+def _git(repo: Path, *args: str) -> bytes:
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo, check=True,
+                          capture_output=True).stdout  # fmt: skip
+
+
+def _tree(root: Path, files: dict[bytes, bytes]) -> Path:
+    """A git tree of ``files`` (names and contents as bytes), committed, its commit also numalab's base ref."""
+    root.mkdir(parents=True)
+    for name, data in files.items():
+        path = root / os.fsdecode(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    _git(root, "init", "-q")
+    _git(root, "add", "-A")
+    _git(root, "commit", "-qm", "base")
+    _git(root, "update-ref", BASE_REF, "HEAD")
+    return root
+
+
+def test_an_uncommitted_edit_that_is_not_utf8_becomes_a_byte_exact_patch(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("NUMALAB_CACHE", str(tmp_path / "cache"))
+    repo = _tree(tmp_path / "linux", {b"Makefile": b"all:\n", b"kernel/a.c": b"int x;\n", CAFE: b"int y;\n"})
+    edited = b"int x; /* caf\xe9 */\n"
+    (repo / "kernel" / "a.c").write_bytes(edited)
+    (repo / os.fsdecode(CAFE)).write_bytes(b"int y; /* \xff */\n")
+    assert len(uncommitted(repo)) == 2
+    plan = plan_tree(TreeAB(repo, "HEAD", include_uncommitted=True))
+    (patch,) = plan.patched.patches
+    assert b"caf\xe9" in patch.data and b"\xff" in patch.data
+    # Applied as a build applies it, the edits come back byte for byte.
+    copy = _tree(tmp_path / "copy", {b"Makefile": b"all:\n", b"kernel/a.c": b"int x;\n", CAFE: b"int y;\n"})
+    apply_patches(copy, [patch])
+    assert (copy / "kernel" / "a.c").read_bytes() == edited
+    assert (copy / os.fsdecode(CAFE)).read_bytes() == b"int y; /* \xff */\n"
+
+
+def _cafe_diff(old: bytes, new: bytes) -> bytes:
+    return b"--- a/%s\n+++ b/%s\n@@ -1 +1 @@\n-%s\n+%s\n" % (CAFE, CAFE, old, new)
+
+
+def test_a_patch_to_a_file_whose_name_is_not_utf8_applies_byte_exact(tmp_path) -> None:
+    tree = _tree(tmp_path / "tree", {CAFE: b"int a;\n"})
+    good = tmp_path / "good.diff"
+    good.write_bytes(_cafe_diff(b"int a;", b"int b; /* \xe9 */"))
+    mbox = tmp_path / "m.patch"
+    mbox.write_bytes(b"From: T <t@t>\nSubject: [PATCH] caf\xe9\n\n---\n" + _cafe_diff(b"int b; /* \xe9 */", b"int c;"))
+    apply_patches(tree, load_patches([str(good), str(mbox)], None))
+    assert (tree / os.fsdecode(CAFE)).read_bytes() == b"int c;\n"
+    reset_tree(tree)
+    bad = tmp_path / "bad.diff"
+    bad.write_bytes(_cafe_diff(b"int nope;", b"int b;"))
+    with pytest.raises(LabError) as err:
+        apply_patches(tree, load_patches([str(good), str(bad)], None))
+    assert escape_surrogates(str(err.value)) == f"patch {bad} does not apply: {NAMED}: hunk #1 FAILED at line 1"
+    assert (tree / os.fsdecode(CAFE)).read_bytes() == b"int a;\n"  # (all or nothing)
+
+
+def test_kernel_build_names_the_file_of_a_failing_patch_escaped(tmp_path) -> None:
+    src = tmp_path / "src"
+    for name, data in {b"Makefile": b"", b"Kconfig": b"", CAFE: b"int a;\n"}.items():
+        (src / os.fsdecode(name)).parent.mkdir(parents=True, exist_ok=True)
+        (src / os.fsdecode(name)).write_bytes(data)
+    bad = tmp_path / "bad.diff"
+    bad.write_bytes(_cafe_diff(b"int nope;", b"int b;"))
+    proc = numalab("kernel", "build", "-q", "--source", str(src), "--patch", str(bad), timeout=300,
+                   env={"NUMALAB_CACHE": str(tmp_path / "cache")})  # fmt: skip
+    assert_one_line_error(proc, f"patch {bad} does not apply: {NAMED}: hunk #1 FAILED at line 1")
