@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -29,6 +30,16 @@ def system_tool(name: str) -> str | None:
     """A system tool's path, looked up in /usr/sbin and /sbin after the PATH: on Debian an ordinary user's
     PATH has neither (depmod, libvirtd and virtlogd live there), and numalab runs as an ordinary user."""
     return shutil.which(name, path=os.environ.get("PATH", os.defpath) + ":/usr/sbin:/sbin")
+
+
+def resolved(path: Path, label: str) -> Path:
+    """``path.resolve()``, or a one-line error ``<label>: a loop of symbolic links`` (Python 3.11 raises
+    RuntimeError for a loop, later ones OSError)."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError) as err:
+        why = "a loop of symbolic links" if isinstance(err, RuntimeError) or err.errno == errno.ELOOP else err.strerror
+        raise LabError(f"{label}: {why or err}") from None
 
 
 def utf8_path(path: Path | str, label: str) -> None:

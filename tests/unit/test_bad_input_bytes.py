@@ -120,3 +120,25 @@ def test_kernel_build_names_the_file_of_a_failing_patch_escaped(tmp_path) -> Non
     proc = numalab("kernel", "build", "-q", "--source", str(src), "--patch", str(bad), timeout=300,
                    env={"NUMALAB_CACHE": str(tmp_path / "cache")})  # fmt: skip
     assert_one_line_error(proc, f"patch {bad} does not apply: {NAMED}: hunk #1 FAILED at line 1")
+
+
+# --- a user's workload files ---------------------------------------------------------------------------------
+
+WORKLOAD = ('command: ./a\nfiles: [{file}]\nresults: {{json-line: "R "}}\n'
+            "metrics: [{{name: ops, higher_is_better: true}}]\n")  # fmt: skip
+
+
+def test_a_symlink_loop_among_a_workloads_files_is_named(tmp_path) -> None:
+    (tmp_path / "a").symlink_to("b")
+    (tmp_path / "b").symlink_to("a")
+    w = tmp_path / "w.yaml"
+    w.write_text(WORKLOAD.format(file="a"))
+    needle = f"workload file {w}: files[0] a: a loop of symbolic links"
+    assert_one_line_error(numalab("workload", "show", str(w)), needle)
+    assert_one_line_error(numalab(*RUN, "--workload", str(w), timeout=120), needle)
+    cmd = [a for a in RUN if a != "--workload" and a != "idle"]
+    proc = numalab(*cmd, "--workload-cmd", "./a", "--workload-file", str(tmp_path / "a"), timeout=120)
+    assert_one_line_error(proc, f"--workload-file {tmp_path}/a: a loop of symbolic links")
+    m = tmp_path / "m.yaml"
+    m.write_text("name: m\ntopologies: [ring-2]\nkernels: [stock]\nworkloads: [w.yaml]\n")
+    assert_one_line_error(numalab("matrix", "check", str(m)), f"{m}: workloads[0]: {needle}")
