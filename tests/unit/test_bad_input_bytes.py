@@ -5,6 +5,7 @@ traceback and never half-written output. Nothing here boots a VM or builds a ker
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from lab.kernel.patches import apply_patches, load_patches
 from lab.kernel.source import BASE_REF, reset_tree
 from lab.run.tree_ab import TreeAB, plan_tree
 from lab.untrusted import escape_surrogates, term_safe
+from lab.workloads.registry import FOLDERS, discover
 
 # A run that cannot boot even if a check below regressed: its QEMU does not exist (found before any VM starts).
 RUN = ("run", "--topology", "ring-2", "--workload", "idle", "--duration", "1", "--accel", "tcg",
@@ -142,3 +144,18 @@ def test_a_symlink_loop_among_a_workloads_files_is_named(tmp_path) -> None:
     m = tmp_path / "m.yaml"
     m.write_text("name: m\ntopologies: [ring-2]\nkernels: [stock]\nworkloads: [w.yaml]\n")
     assert_one_line_error(numalab("matrix", "check", str(m)), f"{m}: workloads[0]: {needle}")
+
+
+# --- a built-in workload's folder left behind ---------------------------------------------------------------
+
+
+def test_a_workload_folder_left_with_only_pycache_is_not_a_workload(tmp_path) -> None:
+    root = tmp_path / "workloads"
+    shutil.copytree(FOLDERS / "idle", root / "idle", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "gone" / "__pycache__").mkdir(parents=True)  # (a checkout removed gone/'s files, not its bytecode)
+    (root / "gone" / "__pycache__" / "scale.cpython-311.pyc").write_bytes(b"\xa7\r\r\n")
+    workloads, _tools = discover(root)
+    assert list(workloads) == ["idle"]
+    (root / "gone" / "notes.txt").write_text("not only bytecode: a folder someone is making, still an error\n")
+    with pytest.raises(LabError, match=r"gone: a built-in workload's folder has no workload.yaml"):
+        discover(root)
