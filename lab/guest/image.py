@@ -161,7 +161,7 @@ def base_entries() -> list[cpio.Entry]:
 def _cached_archive(kind: str, entries: list[cpio.Entry]) -> Path:
     h = hashlib.sha256()
     for e in entries:
-        h.update(f"{e.path}\0{e.mode}\0".encode() + _sha(e.data).encode())
+        h.update(f"{e.path}\0{e.mode}\0".encode(errors="surrogateescape") + _sha(e.data).encode())
     path = cache_dir("images") / f"{kind}-{h.hexdigest()[:16]}.cpio"
     if not path.exists():
         with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".tmp-", delete=False) as f:

@@ -7,12 +7,15 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from common import assert_one_line_error, numalab
+from common import REPO, assert_one_line_error, numalab
 
 from lab.errors import LabError
+from lab.guest import image
+from lab.guest.user_workload import load_workload_file
 from lab.kernel.git_tree import uncommitted
 from lab.kernel.patches import apply_patches, load_patches
 from lab.kernel.source import BASE_REF, reset_tree
@@ -43,7 +46,7 @@ def test_run_out_that_is_not_utf8_is_refused_before_anything_is_made(tmp_path) -
 def test_run_in_a_directory_whose_name_is_not_utf8(tmp_path) -> None:
     here = tmp_path / os.fsdecode(b"d\xe9")
     here.mkdir()
-    proc = numalab(*RUN, timeout=120, cwd=here, env={"PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    proc = numalab(*RUN, timeout=120, cwd=here, env={"PYTHONPATH": str(REPO)})
     assert_one_line_error(proc, "--runs-dir runs: its absolute path", "/d\\xe9/runs is not UTF-8")
     assert os.listdir(here) == []
 
@@ -159,3 +162,41 @@ def test_a_workload_folder_left_with_only_pycache_is_not_a_workload(tmp_path) ->
     (root / "gone" / "notes.txt").write_text("not only bytecode: a folder someone is making, still an error\n")
     with pytest.raises(LabError, match=r"gone: a built-in workload's folder has no workload.yaml"):
         discover(root)
+
+
+# --- a workload file whose name is not UTF-8 -------------------------------------------------------------------
+
+
+def _workload_with_a_non_utf8_name(tmp_path: Path) -> Path:
+    """A workload file named w\\xe9.yaml carrying caf\\xe9 (through a symlink: YAML text is UTF-8)."""
+    (tmp_path / os.fsdecode(b"caf\xe9")).write_bytes(b'#!/bin/sh\necho R {"ops": 1}\n')
+    (tmp_path / "a").symlink_to(os.fsdecode(b"caf\xe9"))
+    w = tmp_path / os.fsdecode(b"w\xe9.yaml")
+    w.write_text(WORKLOAD.format(file="a"))
+    return w
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_workload_show_escapes_a_name_that_is_not_utf8(tmp_path, strict) -> None:
+    w = _workload_with_a_non_utf8_name(tmp_path)
+    # C.UTF-8 (PYTHONIOENCODING unset) writes such a byte raw, which is not UTF-8 text; PYTHONIOENCODING=utf-8's
+    # strict stdout raised UnicodeEncodeError.
+    env = {**os.environ, "LC_ALL": "C.UTF-8", "PYTHONPATH": str(REPO)}
+    env.pop("PYTHONIOENCODING", None)
+    env |= {"PYTHONIOENCODING": "utf-8"} if strict else {}
+    for json_flag in ([], ["--json"]):
+        proc = subprocess.run([sys.executable, "-m", "lab.cli", "workload", "show", *json_flag, str(w)],
+                              capture_output=True, env=env, cwd=REPO, timeout=60)  # fmt: skip
+        assert proc.returncode == 0 and proc.stderr == b"", proc.stderr.decode(errors="replace")
+        out = proc.stdout.decode("utf-8")  # (strict: every byte UTF-8)
+        assert f"{tmp_path}/w\\xe9.yaml" in out.replace("\\\\", "\\")
+        assert "caf\\xe9" in out.replace("\\\\", "\\")
+
+
+def test_a_file_whose_name_is_not_utf8_is_carried_into_the_guest_byte_exact(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("NUMALAB_CACHE", str(tmp_path / "cache"))
+    workload = load_workload_file(_workload_with_a_non_utf8_name(tmp_path))
+    archive = image.user_image(workload.user)
+    assert archive is not None
+    data = archive.read_bytes()
+    assert b"workload/caf\xe9\0" in data and b'echo R {"ops": 1}' in data
