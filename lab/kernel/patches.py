@@ -74,7 +74,7 @@ def read_series(spec: str) -> list[Patch]:
     series = path / "series" if path.is_dir() else path
     if not series.is_file():
         raise LabError(f"--series {spec}: no such series file")
-    out = []
+    out: list[Patch] = []
     seen: dict[str, int] = {}  # a patch's file -> the line that listed it first
     for n, raw in enumerate(read_text_file(series, "--series").splitlines(), 1):
         line = raw.split(" #", 1)[0].strip()
@@ -94,6 +94,8 @@ def read_series(spec: str) -> list[Patch]:
         if first != n:  # (applied twice, the second would fail or revert: never a series' meaning)
             raise LabError(f"--series {series}:{n}: {name}: listed twice (line {first} too)")
         out.append(_read(p, name, strip))
+    if not out:  # (a build "patched" by it is the baseline: numalab ab would find so only after building both)
+        raise LabError(f"--series {series}: lists no patch")
     return out
 
 

@@ -19,6 +19,7 @@ from lab.guest.user_workload import load_workload_file
 from lab.kernel.git_tree import uncommitted
 from lab.kernel.patches import apply_patches, load_patches
 from lab.kernel.source import BASE_REF, reset_tree
+from lab.run import tree_ab
 from lab.run.tree_ab import TreeAB, plan_tree
 from lab.untrusted import escape_surrogates, term_safe
 from lab.workloads.registry import FOLDERS, discover
@@ -200,3 +201,38 @@ def test_a_file_whose_name_is_not_utf8_is_carried_into_the_guest_byte_exact(tmp_
     assert archive is not None
     data = archive.read_bytes()
     assert b"workload/caf\xe9\0" in data and b'echo R {"ops": 1}' in data
+
+
+# --- numalab ab: the patched side's patches checked before the baseline's build ------------------------------
+
+
+class _BuildStarted(Exception):
+    """Where the test's kernel build would have started."""
+
+
+def _no_build(*_args) -> None:
+    raise _BuildStarted
+
+
+def test_ab_refuses_a_patch_that_does_not_apply_or_an_empty_series_before_any_build(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("NUMALAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(tree_ab, "build_kernel", _no_build)
+    repo = _tree(tmp_path / "linux", {b"Makefile": b"all:\n", b"kernel/a.c": b"int a;\n"})
+    series = tmp_path / "q"
+    series.mkdir()
+    (series / "series").write_text("# nothing yet\n")
+    with pytest.raises(LabError, match=rf"^--series {series}/series: lists no patch$"):
+        plan_tree(TreeAB(repo, "HEAD", series=str(series)))
+    good, second = tmp_path / "good.diff", tmp_path / "second.diff"
+    good.write_text("--- a/kernel/a.c\n+++ b/kernel/a.c\n@@ -1 +1 @@\n-int a;\n+int b;\n")
+    second.write_text("--- a/kernel/a.c\n+++ b/kernel/a.c\n@@ -1 +1 @@\n-int a;\n+int c;\n")  # (on a, not b)
+    plan = plan_tree(TreeAB(repo, "HEAD", patches=(str(good), str(second))))
+    with pytest.raises(LabError, match=rf"^patch {second} does not apply: kernel/a.c: hunk #1 FAILED at line 1$"):
+        tree_ab.build_pair(plan, lambda _msg: None)
+    # Patches that apply are checked, the source's private tree left pristine, and then the baseline is built.
+    second.write_text("--- a/kernel/a.c\n+++ b/kernel/a.c\n@@ -1 +1 @@\n-int b;\n+int c;\n")
+    plan = plan_tree(TreeAB(repo, "HEAD", patches=(str(good), str(second))))
+    with pytest.raises(_BuildStarted):
+        tree_ab.build_pair(plan, lambda _msg: None)
+    (private,) = (tmp_path / "cache" / "kernels" / "src").glob("*/tree")
+    assert (private / "kernel" / "a.c").read_bytes() == b"int a;\n"
