@@ -46,7 +46,7 @@ from lab.guest.workloads import (
     user_pattern,
 )
 from lab.min_effect import parse_pct
-from lab.paths import resolved
+from lab.paths import TOOL_TEXT, resolved
 from lab.topology.model import Topology
 from lab.untrusted import shown
 from lab.workloads.registry import builtin_metric, get_workload
@@ -180,7 +180,7 @@ def package_programs(package: str, where: str) -> list[str]:
     if not re.fullmatch(r"[a-z0-9][a-z0-9+.-]{0,99}", package):
         raise LabError(f"{where}: {package!r} is not a Debian package name")
     try:
-        proc = subprocess.run(["dpkg-query", "-L", package], capture_output=True, text=True, timeout=30)
+        proc = subprocess.run(["dpkg-query", "-L", package], capture_output=True, **TOOL_TEXT, timeout=30)
     except (FileNotFoundError, subprocess.TimeoutExpired):
         raise LabError(f"{where} {package}: cannot ask dpkg-query (packages: only on a Debian host)") from None
     if proc.returncode != 0:
