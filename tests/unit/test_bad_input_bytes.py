@@ -20,6 +20,7 @@ from lab.kernel.git_tree import uncommitted
 from lab.kernel.patches import apply_patches, load_patches
 from lab.kernel.source import BASE_REF, reset_tree
 from lab.run import tree_ab
+from lab.run.execute import _prepare_out
 from lab.run.tree_ab import TreeAB, plan_tree
 from lab.untrusted import escape_surrogates, term_safe
 from lab.workloads.registry import FOLDERS, discover
@@ -42,6 +43,10 @@ def test_run_out_that_is_not_utf8_is_refused_before_anything_is_made(tmp_path) -
     assert_one_line_error(proc, f"--out {tmp_path}/r\\xff: not UTF-8")
     assert proc.returncode == 2
     assert os.listdir(tmp_path) == []  # no .r\xff.partial
+    # A run id can carry such a byte too (a kernel file's name): refused where the record's directory is made.
+    with pytest.raises(LabError, match=r"^the run record .*/runs/1-ring-2-caf\\xe9-idle: not UTF-8"):
+        _prepare_out(tmp_path / "runs" / os.fsdecode(b"1-ring-2-caf\xe9-idle"), given=False)
+    assert os.listdir(tmp_path) == []
 
 
 def test_run_in_a_directory_whose_name_is_not_utf8(tmp_path) -> None:
