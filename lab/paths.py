@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -13,14 +14,45 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from lab.datafile import MAX_SPEC_BYTES, read_bytes, text_of
+from lab.errors import LabError
+from lab.untrusted import escape_surrogates
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+# ``subprocess.run(..., **TOOL_TEXT)``: the output of a host tool (git, patch, tar, ldd, dpkg-query) as text that
+# always decodes. A file name in it may be any bytes, which ``text=True``'s strict UTF-8 turns into a traceback;
+# here such a byte becomes a surrogate escape, so the str is still the name to open (``os.fsencode`` gives the
+# bytes back), and lab.untrusted.escape_surrogates shows it as ``\xNN`` in a message.
+TOOL_TEXT: dict = {"encoding": "utf-8", "errors": "surrogateescape"}
 
 
 def system_tool(name: str) -> str | None:
     """A system tool's path, looked up in /usr/sbin and /sbin after the PATH: on Debian an ordinary user's
     PATH has neither (depmod, libvirtd and virtlogd live there), and numalab runs as an ordinary user."""
     return shutil.which(name, path=os.environ.get("PATH", os.defpath) + ":/usr/sbin:/sbin")
+
+
+def resolved(path: Path, label: str) -> Path:
+    """``path.resolve()``, or a one-line error ``<label>: a loop of symbolic links`` (Python 3.11 raises
+    RuntimeError for a loop, later ones OSError)."""
+    try:
+        return path.resolve()
+    except (RuntimeError, OSError) as err:
+        why = "a loop of symbolic links" if isinstance(err, RuntimeError) or err.errno == errno.ELOOP else err.strerror
+        raise LabError(f"{label}: {why or err}") from None
+
+
+def utf8_path(path: Path | str, label: str) -> None:
+    """A one-line error naming ``label`` and ``path`` (its bytes that are not UTF-8 as ``\\xNN``) if ``path``,
+    made absolute (the current directory counts), is not UTF-8: for a directory numalab writes a record into,
+    whose path its UTF-8 text files (the QEMU command line, the manifest, the report) carry."""
+    given, whole = str(path), os.path.abspath(path)
+    if escape_surrogates(whole) == whole:
+        return
+    shown = escape_surrogates(given)
+    what = "not UTF-8" if shown != given else f"its absolute path {escape_surrogates(whole)} is not UTF-8"
+    raise LabError(f"{label} {shown}: {what}; numalab writes the path into its records' UTF-8 text "
+                   "(the QEMU command line, the manifest): choose a UTF-8 name")  # fmt: skip
 
 
 def cache_root() -> Path:

@@ -109,11 +109,27 @@ def _escape(m: re.Match[str]) -> str:
     return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
 
 
+# A lone surrogate: what Python makes of a byte that is not UTF-8 in a file name (os.fsdecode) or in a tool's
+# output read with errors="surrogateescape" (lab.paths.TOOL_TEXT). Printed, it raises UnicodeEncodeError.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _escape_surrogate(m: re.Match[str]) -> str:
+    c = ord(m.group(0))
+    return f"\\x{c - 0xDC00:02x}" if 0xDC80 <= c <= 0xDCFF else f"\\u{c:04x}"
+
+
+def escape_surrogates(text: str) -> str:
+    """``text`` printable as UTF-8: each byte that was not UTF-8 (a surrogate escape, U+DC80..U+DCFF) shown as
+    ``\\xNN``, the byte it was (``caf\\xe9.c``), any other lone surrogate as ``\\uNNNN``."""
+    return _SURROGATE.sub(_escape_surrogate, text)
+
+
 def term_safe(text: object, newlines: bool = False) -> str:
     """``text`` with every control character shown as an escape (ESC as ``\\x1b``, CR as ``\\x0d``); tabs
-    stay, newlines stay only with ``newlines`` (else ``\\x0a``). For anything a guest said on its way to a
-    terminal."""
-    s = str(text)
+    stay, newlines stay only with ``newlines`` (else ``\\x0a``); a byte that was not UTF-8 as ``\\xNN``
+    (:func:`escape_surrogates`). For anything a guest said on its way to a terminal."""
+    s = escape_surrogates(str(text))
     out = _CONTROL.sub(_escape, s)
     return out if newlines else out.replace("\n", "\\x0a")
 

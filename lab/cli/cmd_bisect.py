@@ -31,7 +31,7 @@ from lab.cli.shared_options import (
 from lab.datafile import MAX_JSON_BYTES, parse_json, read_bytes, text_of
 from lab.errors import LabError
 from lab.guest.user_workload import resolve_workload
-from lab.paths import json_text
+from lab.paths import json_text, utf8_path
 from lab.run.options import RunOptions
 from lab.vm.tcg.guest_clock import check as check_clock
 
@@ -172,6 +172,7 @@ def cmd_bisect(args: argparse.Namespace) -> int:
         raise LabError(f"bisect {args.what[0]}: unknown; use log DIR or replay DIR, or start one with --series")
     if args.out is None:
         raise LabError("--out: required to start or resume a bisect")
+    utf8_path(args.out, "--out")  # (its runs' records name it in their UTF-8 files)
     if args.decide and len(args.decide) > 1:
         raise LabError(f"--decide: a bisect decides on one metric, got {len(args.decide)}: {', '.join(args.decide)}")
     source, series = _source_and_series(args)

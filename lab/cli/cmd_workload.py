@@ -12,6 +12,7 @@ from lab.guest.init_plan import check_duration
 from lab.guest.user_workload import resolve_workload
 from lab.guest.workload_metrics import twin_unit_of
 from lab.paths import json_text
+from lab.untrusted import escape_surrogates
 from lab.workloads.registry import WORKLOADS
 
 
@@ -50,7 +51,11 @@ def _record(workload, topo=None, duration: float | None = None) -> dict:
         "metrics": _metric_rows(workload),
     }
     if user is not None:
-        out |= {"source": user.source, "files": [g for _, g in user.files], "packages": list(user.packages)}
+        # (a path or a file's name may have bytes that are not UTF-8: shown as \xNN, never printed raw)
+        shown = escape_surrogates
+        out |= {"description": shown(workload.description), "tools": [shown(t) for t in user.tools],
+                "source": shown(user.source), "files": [shown(g) for _, g in user.files],
+                "packages": list(user.packages)}  # fmt: skip
     elif workload.folder:
         out["folder"] = workload.folder
     if topo is not None and duration is not None:

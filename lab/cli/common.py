@@ -8,6 +8,7 @@ import logging
 import sys
 
 from lab.paths import json_text
+from lab.untrusted import escape_surrogates
 
 LOGGER = "numalab"
 log = logging.getLogger(LOGGER)
@@ -34,7 +35,8 @@ class _Format(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         level = {logging.WARNING: "warning: ", logging.ERROR: "error: ", logging.DEBUG: "debug: "}
         word = "" if getattr(record, "bare", False) else level.get(record.levelno, "")
-        return f"numalab: {word}{record.getMessage()}"
+        # (a file name's bytes that are not UTF-8, as \xNN: printed raw, a surrogate escape is a UnicodeEncodeError)
+        return f"numalab: {word}{escape_surrogates(record.getMessage())}"
 
 
 def setup_logging(verbosity: int = 0) -> logging.Logger:

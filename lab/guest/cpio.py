@@ -15,13 +15,13 @@ from typing import BinaryIO
 
 @dataclass(frozen=True)
 class Entry:
-    path: str  # inside the archive, no leading slash
+    path: str  # inside the archive, no leading slash (a host file's name: its bytes that are not UTF-8 as surrogates)
     mode: int  # full st_mode (type | permissions)
     data: bytes = b""  # file content, or the target of a symlink
 
 
 def _header(ino: int, entry: Entry, size: int) -> bytes:
-    name = entry.path.encode() + b"\0"
+    name = entry.path.encode(errors="surrogateescape") + b"\0"  # (the name's own bytes, as os.fsencode)
     fields = [ino, entry.mode, 0, 0, 1, 0, size, 0, 0, 0, 0, len(name), 0]
     head = b"070701" + b"".join(f"{f:08x}".encode() for f in fields)
     return head + name + b"\0" * (-(len(head) + len(name)) % 4)
@@ -47,7 +47,7 @@ def file_entry(path: str, data: bytes, executable: bool = False) -> Entry:
 
 
 def symlink(path: str, target: str) -> Entry:
-    return Entry(path.strip("/"), stat.S_IFLNK | 0o777, target.encode())
+    return Entry(path.strip("/"), stat.S_IFLNK | 0o777, target.encode(errors="surrogateescape"))
 
 
 def parents(paths: Iterable[str]) -> list[Entry]:

@@ -38,7 +38,7 @@ from pathlib import Path
 from lab.errors import LabError
 from lab.guest import cpio
 from lab.guest.workloads import UserSpec, Workload
-from lab.paths import REPO_ROOT, cache_dir, write_text_atomic
+from lab.paths import REPO_ROOT, TOOL_TEXT, cache_dir, write_text_atomic
 from lab.workloads.registry import BUILTIN_TOOLS
 
 BUSYBOX_CANDIDATES = ("/bin/busybox", "/usr/bin/busybox")
@@ -70,7 +70,7 @@ def _sha(data: bytes) -> str:
 def ldd_closure(binary: str) -> list[str]:
     """Shared libraries (and the ELF interpreter) a binary loads, by path."""
     try:
-        out = subprocess.run(["ldd", binary], capture_output=True, text=True, check=False).stdout
+        out = subprocess.run(["ldd", binary], capture_output=True, **TOOL_TEXT, check=False).stdout
     except FileNotFoundError:
         raise LabError("ldd: not found (install libc-bin)") from None
     libs = []
@@ -104,7 +104,7 @@ def build_workloads() -> Path:
     if (out / ".complete").exists():
         return out
     tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{key}."))
-    res = subprocess.run(["make", "-s", "-C", str(WORKLOAD_SRC), f"OUT={tmp}"], capture_output=True, text=True)
+    res = subprocess.run(["make", "-s", "-C", str(WORKLOAD_SRC), f"OUT={tmp}"], capture_output=True, **TOOL_TEXT)
     if res.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
         last = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["(no output)"]
@@ -161,7 +161,7 @@ def base_entries() -> list[cpio.Entry]:
 def _cached_archive(kind: str, entries: list[cpio.Entry]) -> Path:
     h = hashlib.sha256()
     for e in entries:
-        h.update(f"{e.path}\0{e.mode}\0".encode() + _sha(e.data).encode())
+        h.update(f"{e.path}\0{e.mode}\0".encode(errors="surrogateescape") + _sha(e.data).encode())
     path = cache_dir("images") / f"{kind}-{h.hexdigest()[:16]}.cpio"
     if not path.exists():
         with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".tmp-", delete=False) as f:

@@ -46,6 +46,7 @@ from lab.guest.workloads import (
     user_pattern,
 )
 from lab.min_effect import parse_pct
+from lab.paths import TOOL_TEXT, resolved
 from lab.topology.model import Topology
 from lab.untrusted import shown
 from lab.workloads.registry import builtin_metric, get_workload
@@ -123,7 +124,7 @@ def _parse(data: object, path: Path, sha256: str) -> Workload:
     data = schemas.check(data, "workload")  # (types, required and unknown fields, the name's and metrics' shapes)
     command = data["command"]
     name = data.get("name", _slug(path.stem))
-    base = path.resolve().parent
+    base = resolved(path, f"workload file {path}").parent
     files = _files(data.get("files") or [], base, "files")
     tools = [_tool(t, f"tools[{i}]") for i, t in enumerate(data.get("tools") or [])]
     packages = data.get("packages") or []
@@ -143,7 +144,7 @@ def _files(names: list[str], base: Path, field: str) -> tuple[tuple[str, str], .
     out: list[tuple[str, str]] = []
     for i, name in enumerate(names):
         where = f"{field}[{i}] {name}" if field == "files" else f"{field} {name}"
-        host = (base / name).resolve()
+        host = resolved(base / name, where)
         if not host.is_file():
             if host.exists():  # (a FIFO would block the image build; a link to /dev/zero never ends)
                 raise LabError(f"{where}: {_kind(host)}, not a regular file")
@@ -179,7 +180,7 @@ def package_programs(package: str, where: str) -> list[str]:
     if not re.fullmatch(r"[a-z0-9][a-z0-9+.-]{0,99}", package):
         raise LabError(f"{where}: {package!r} is not a Debian package name")
     try:
-        proc = subprocess.run(["dpkg-query", "-L", package], capture_output=True, text=True, timeout=30)
+        proc = subprocess.run(["dpkg-query", "-L", package], capture_output=True, **TOOL_TEXT, timeout=30)
     except (FileNotFoundError, subprocess.TimeoutExpired):
         raise LabError(f"{where} {package}: cannot ask dpkg-query (packages: only on a Debian host)") from None
     if proc.returncode != 0:

@@ -32,7 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-from lab.paths import json_text, system_tool, write_text_atomic
+from lab.paths import TOOL_TEXT, json_text, system_tool, write_text_atomic
 
 RUN = Path("/run")
 STATE_FILE = RUN / "numalab-libvirt.json"
@@ -160,7 +160,7 @@ def _wait_for(check, what: str, timeout_s: float = START_TIMEOUT_S) -> None:
 
 
 def _run(argv: list[str], env: dict | None = None) -> None:
-    res = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
+    res = subprocess.run(argv, capture_output=True, **TOOL_TEXT, env=env, timeout=60)
     if res.returncode != 0:
         msg = (res.stderr or res.stdout).strip().splitlines()
         raise DaemonError(f"{' '.join(argv)}: exit {res.returncode}: {msg[-1] if msg else 'no message'}")

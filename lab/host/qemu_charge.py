@@ -34,7 +34,7 @@ from pathlib import Path
 from lab.errors import LabError
 from lab.host import qemu_source
 from lab.host.qemu_prefix import print_binary, setup_run
-from lab.paths import cache_dir, write_text_atomic
+from lab.paths import TOOL_TEXT, cache_dir, write_text_atomic
 from lab.vm.qemu.charge_series import CONFIGURE, prefix_name, series
 from lab.vm.qemu.emulator import DEFAULT_QEMU, PREFIX_DATA_DIRS, private_prefixes, resolve
 
@@ -53,7 +53,7 @@ def _ninja(build: Path, jobs: int, say) -> None:
     """ninja with a progress line every tenth of the build."""
     cmd = ["ninja", "-j", str(jobs), DEFAULT_QEMU]
     try:
-        proc = subprocess.Popen(cmd, cwd=build, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        proc = subprocess.Popen(cmd, cwd=build, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **TOOL_TEXT,
                                 stdin=subprocess.DEVNULL)  # fmt: skip
     except FileNotFoundError:
         raise LabError("setup-qemu-charge: ninja: not found (make setup-qemu-charge installs it)") from None

@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lab.errors import LabError
-from lab.paths import cache_dir, write_text_atomic
+from lab.paths import TOOL_TEXT, cache_dir, write_text_atomic
 from lab.vm.qemu.emulator import DEFAULT_QEMU, private_prefixes, resolve
 
 PACKAGE = "qemu-system-x86"
@@ -49,7 +49,7 @@ def setup_run(cmd: list[str], what: str, who: str, missing: str, cwd: Path | Non
     """A setup command's step: its stdout, or a one-line error starting with ``who`` (``missing``: what to say
     when the program is not there; the last ``lines`` lines of its output when it fails)."""
     try:
-        res = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, stdin=subprocess.DEVNULL, timeout=timeout)
+        res = subprocess.run(cmd, capture_output=True, **TOOL_TEXT, cwd=cwd, stdin=subprocess.DEVNULL, timeout=timeout)
     except FileNotFoundError:
         raise LabError(f"{who}: {cmd[0]}: not found ({missing})") from None
     except subprocess.TimeoutExpired:
@@ -184,7 +184,7 @@ def fetch(release_suffix: str = "backports", refresh: bool = False, say=print) -
 def check_libraries(binary: Path, step: str, env: dict[str, str] | None = None) -> None:
     """One line naming ``step`` (the make target) if ``binary`` would miss a library of this system (ldd; with
     ``env``, e.g. a prefix's LD_LIBRARY_PATH)."""
-    proc = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, timeout=60, env=env)
+    proc = subprocess.run(["ldd", str(binary)], capture_output=True, **TOOL_TEXT, timeout=60, env=env)
     missing = [ln.split()[0] for ln in proc.stdout.splitlines() if "not found" in ln]
     if proc.returncode != 0 or missing:
         why = ", ".join(missing) or (proc.stderr.strip() or "ldd failed")

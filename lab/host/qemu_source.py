@@ -28,7 +28,7 @@ from pathlib import Path
 
 from lab.errors import LabError
 from lab.host.qemu_prefix import PrivateApt, _codename, debian_archive, setup_run
-from lab.paths import REPO_ROOT
+from lab.paths import REPO_ROOT, TOOL_TEXT
 
 WHO = "setup-qemu-charge"
 SOURCE = "qemu"  # Debian's source package of qemu-system-x86
@@ -241,7 +241,7 @@ def apply_series(src: Path, patches: list[Path], source: DebianSource, timeout: 
         for dry in (True, False):
             cmd = ["patch", "-p1", "--forward", "--batch", *(["--dry-run"] if dry else ["--quiet"]), "-i", str(p)]
             try:
-                res = subprocess.run(cmd, cwd=src, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                res = subprocess.run(cmd, cwd=src, capture_output=True, **TOOL_TEXT, stdin=subprocess.DEVNULL,
                                      timeout=timeout)  # fmt: skip
             except FileNotFoundError:
                 raise LabError(f"{WHO}: patch: not found (make setup-qemu-charge installs it)") from None

@@ -338,6 +338,21 @@ def _build_locked(req: BuildRequest, key: str, name: str, progress: Progress) ->
     return BuildResult(name, key, final, False, seconds, meta)
 
 
+def check_patches(req: BuildRequest, progress: Progress) -> None:
+    """That ``req``'s patches apply, in order, to its source's private tree, as its build would apply them (then
+    the tree is reset): a patch that does not apply is the build's one-line error naming it, before any build
+    starts (numalab ab checks its patched side before the baseline's build). Nothing to do without patches, or
+    for a build the cache has."""
+    if not req.patches or (not req.rebuild and _cached(cache_key(req)) is not None):
+        return
+    with _locked(source_root(req.source) / ".lock", progress):
+        tree = prepare_tree(req.source, progress)
+        progress(f"checking that {len(req.patches)} patch(es) apply to {req.source.spec}")
+        reset_tree(tree)
+        apply_patches(tree, req.patches)  # (on a failure: the tree reset, a LabError naming the patch and hunk)
+        reset_tree(tree)
+
+
 def build_kernel(req: BuildRequest, progress: Progress) -> BuildResult:
     t0 = time.monotonic()
     name = validate_name(req.name or req.default_name())

@@ -17,11 +17,14 @@ import subprocess
 from pathlib import Path
 
 from lab.errors import LabError
+from lab.paths import TOOL_TEXT
 
 
-def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
+def _git(repo: Path, *args: str, raw: bool = False) -> subprocess.CompletedProcess:
+    """git in ``repo``; its output as text (a byte that is not UTF-8, as in a file's name, kept as a surrogate
+    escape: lab.paths.TOOL_TEXT), or as bytes with ``raw`` (a diff, which must reach its patch byte for byte)."""
     env = {**os.environ, "LC_ALL": "C", "GIT_OPTIONAL_LOCKS": "0"}
-    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True, env=env)
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, env=env, **({} if raw else TOOL_TEXT))
 
 
 def is_git_tree(repo: Path) -> bool:
@@ -83,10 +86,12 @@ def uncommitted(repo: Path) -> list[str]:
 
 
 def uncommitted_patch(repo: Path, dest: Path) -> Path:
-    """The tree's uncommitted edits against HEAD as one patch file at ``dest`` (binary-safe, full index)."""
-    proc = _git(repo, "diff", "--binary", "--full-index", "HEAD")
+    """The tree's uncommitted edits against HEAD as one patch file at ``dest`` (binary-safe, full index), byte for
+    byte what git wrote (an edit need not be UTF-8)."""
+    proc = _git(repo, "diff", "--binary", "--full-index", "HEAD", raw=True)
     if proc.returncode != 0:
-        raise LabError(f"{repo}: git diff HEAD failed: {proc.stderr.strip()[-200:]}")
+        err = proc.stderr.decode(errors="backslashreplace").strip()
+        raise LabError(f"{repo}: git diff HEAD failed: {err[-200:]}")
     dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(proc.stdout)
+    dest.write_bytes(proc.stdout)
     return dest

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from lab.errors import LabError
 from lab.kernel.source import GIT_ID, reset_tree
-from lab.paths import read_text_file
+from lab.paths import TOOL_TEXT, read_text_file
 
 _MBOX_FROM = re.compile(r"^From \S+ ")
 _HEADER = re.compile(r"^[A-Za-z][A-Za-z0-9-]*: ")
@@ -74,7 +74,7 @@ def read_series(spec: str) -> list[Patch]:
     series = path / "series" if path.is_dir() else path
     if not series.is_file():
         raise LabError(f"--series {spec}: no such series file")
-    out = []
+    out: list[Patch] = []
     seen: dict[str, int] = {}  # a patch's file -> the line that listed it first
     for n, raw in enumerate(read_text_file(series, "--series").splitlines(), 1):
         line = raw.split(" #", 1)[0].strip()
@@ -94,6 +94,8 @@ def read_series(spec: str) -> list[Patch]:
         if first != n:  # (applied twice, the second would fail or revert: never a series' meaning)
             raise LabError(f"--series {series}:{n}: {name}: listed twice (line {first} too)")
         out.append(_read(p, name, strip))
+    if not out:  # (a build "patched" by it is the baseline: numalab ab would find so only after building both)
+        raise LabError(f"--series {series}: lists no patch")
     return out
 
 
@@ -106,7 +108,7 @@ def load_patches(patch_files: list[str] | None, series: str | None) -> list[Patc
 
 def _run(cmd: list[str], tree: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "LC_ALL": "C"}
-    return subprocess.run(cmd, cwd=tree, capture_output=True, text=True, env=env)
+    return subprocess.run(cmd, cwd=tree, capture_output=True, env=env, **TOOL_TEXT)  # (a file's name may be any bytes)
 
 
 def _patch_cmd(patch: Patch, dry_run: bool) -> list[str]:

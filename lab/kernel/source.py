@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.errors import LabError
-from lab.paths import cache_dir, json_text, write_text_atomic
+from lab.paths import TOOL_TEXT, cache_dir, json_text, write_text_atomic
 
 DEFAULT_TARBALL = Path("/usr/src/linux-source-6.1.tar.xz")
 BASE_REF = "refs/numalab/base"
@@ -40,14 +40,14 @@ class Source:
 
     @property
     def key(self) -> str:
-        return hashlib.sha256(self.identity.encode()).hexdigest()[:16]
+        return hashlib.sha256(self.identity.encode(errors="surrogateescape")).hexdigest()[:16]  # (a path: any bytes)
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "spec": self.spec, "location": self.location, "identity": self.identity}
 
 
 def _git(*args: str, cwd: Path | None = None, check: bool = True) -> subprocess.CompletedProcess:
-    proc = subprocess.run(["git", *GIT_ID, *args], cwd=cwd, capture_output=True, text=True)
+    proc = subprocess.run(["git", *GIT_ID, *args], cwd=cwd, capture_output=True, **TOOL_TEXT)
     if check and proc.returncode != 0:
         err = (proc.stderr.strip().splitlines() or ["failed"])[-1]
         raise LabError(f"git {args[0]}: {err}")
@@ -85,7 +85,7 @@ def _dir_fingerprint(path: Path) -> str:
                 st = os.lstat(p)
             except OSError:
                 continue
-            h.update(f"{os.path.relpath(p, path)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+            h.update(f"{os.path.relpath(p, path)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode(errors="surrogateescape"))
     return h.hexdigest()
 
 
@@ -161,7 +161,7 @@ def _populate(source: Source, tmp: Path) -> Path:
         top.mkdir()
         archive = subprocess.Popen(["git", "-C", source.location, "archive", "--format=tar", source.rev],
                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
-        tar = subprocess.run(["tar", "-x", "-C", str(top)], stdin=archive.stdout, capture_output=True, text=True)
+        tar = subprocess.run(["tar", "-x", "-C", str(top)], stdin=archive.stdout, capture_output=True, **TOOL_TEXT)
         assert archive.stdout is not None and archive.stderr is not None
         archive.stdout.close()
         err = archive.stderr.read().decode(errors="replace")
@@ -172,7 +172,7 @@ def _populate(source: Source, tmp: Path) -> Path:
     elif source.kind == "tarball":
         unpack = tmp / "unpack"
         unpack.mkdir()
-        proc = subprocess.run(["tar", "-xf", source.location, "-C", str(unpack)], capture_output=True, text=True)
+        proc = subprocess.run(["tar", "-xf", source.location, "-C", str(unpack)], capture_output=True, **TOOL_TEXT)
         if proc.returncode != 0:
             raise LabError(f"--source {source.spec}: tar: {(proc.stderr.strip().splitlines() or ['failed'])[-1]}")
         top = _kernel_top(unpack)

@@ -13,14 +13,14 @@ import tempfile
 from pathlib import Path
 
 from lab.errors import LabError
-from lab.paths import cache_dir, system_tool
+from lab.paths import TOOL_TEXT, cache_dir, system_tool
 
 META_PACKAGE = "linux-image-amd64"
 
 
 def _run(cmd: list[str], cwd: Path, what: str) -> str:
     try:
-        res = subprocess.run([system_tool(cmd[0]) or cmd[0], *cmd[1:]], cwd=cwd, capture_output=True, text=True)
+        res = subprocess.run([system_tool(cmd[0]) or cmd[0], *cmd[1:]], cwd=cwd, capture_output=True, **TOOL_TEXT)
     except FileNotFoundError:
         raise LabError(
             f"{what}: {cmd[0]} not found (Debian's apt/dpkg tools are needed for the stock kernel)"

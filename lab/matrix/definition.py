@@ -48,6 +48,7 @@ from lab.errors import LabError
 from lab.guest.init_plan import check_duration
 from lab.guest.user_workload import is_workload_file, load_workload_file
 from lab.matrix.spec_parts import AutoSpec, parse_auto, parse_expect
+from lab.paths import resolved
 from lab.run.options import MAX_REPEAT, RunOptions
 from lab.topology.model import check_name
 from lab.topology.ref import SPEC_SIZE_NAMES, TopologyRef
@@ -227,8 +228,8 @@ def _workloads(data: dict, default_duration: float, base: Path, declared: set[st
         name = item["name"]
         file = ""
         if is_workload_file(name):
-            path = (base / name).resolve()
             try:
+                path = resolved(base / name, f"workload file {base / name}")
                 workload = load_workload_file(path)
             except LabError as err:
                 raise LabError(f"workloads[{i}]: {err}") from None

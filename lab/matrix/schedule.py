@@ -29,7 +29,7 @@ from lab.errors import LabError
 from lab.kernel.resolve import resolve_kernel
 from lab.matrix.definition import MatrixRun, MatrixSpec, run_options_of
 from lab.matrix.host_picker import HostPicker
-from lab.paths import json_text, write_text_atomic
+from lab.paths import json_text, utf8_path, write_text_atomic
 from lab.placement.host_inventory import read_inventory
 from lab.placement.pinning import QEMU_OVERHEAD_MIB
 from lab.record_files import MANIFEST
@@ -87,6 +87,7 @@ def check_out_dir(out: Path, spec: MatrixSpec, shard: tuple[int, int] | None) ->
     meta = out / "matrix.json"
     want = {"spec": spec.name, "source": spec.source, "fingerprint": spec.fingerprint(),
             "shard": list(shard) if shard else None}  # fmt: skip
+    utf8_path(out, "--out")  # (its runs' records name it in their UTF-8 files)
     if out.exists() and not out.is_dir():
         raise LabError(f"--out {out}: exists and is not a directory")
     if meta.exists():

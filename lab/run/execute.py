@@ -36,7 +36,7 @@ from lab.guest.sched_verbose import check_groups, groups_record, read_sched_grou
 from lab.guest.workloads import Workload, parse_output
 from lab.kernel.pvh import boot_image
 from lab.kernel.resolve import Kernel
-from lab.paths import json_text, run_scratch, write_text_atomic
+from lab.paths import json_text, run_scratch, utf8_path, write_text_atomic
 from lab.placement.host_inventory import read_inventory
 from lab.placement.pinning import Backing, plan_placement
 from lab.record_files import (
@@ -185,9 +185,11 @@ def _install_signal_handlers() -> dict:
     return {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
 
 
-def _prepare_out(final: Path) -> Path:
+def _prepare_out(final: Path, given: bool = True) -> Path:
     """Make the hidden ``.<name>.partial`` directory next to ``final``; one-line errors for an --out
     that cannot be a new directory (exists, under a regular file, read-only, under /proc...)."""
+    # (lab.run.options checks --out and --runs-dir first; here for a run id, e.g. of a kernel file's name)
+    utf8_path(final, "--out" if given else "the run record")
     if final.exists() or final.is_symlink():
         raise LabError(f"--out {final}: already exists; give a new directory")
     above = next((p for p in final.parents if p.exists()), None)
@@ -213,7 +215,7 @@ def execute(req: RunRequest, progress: Callable[[str], None] | None = None) -> t
     placement = plan_placement(req.topology, read_inventory(), req.backing, pinning=req.pinning)
     run_id = _run_id(req)
     final = req.out if req.out else req.runs_root / run_id
-    partial = _prepare_out(final)
+    partial = _prepare_out(final, given=bool(req.out))
     old_handlers = _install_signal_handlers()
     try:
         with run_scratch() as tmp:

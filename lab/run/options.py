@@ -30,7 +30,7 @@ from lab.datafile import load_json
 from lab.errors import LabError
 from lab.guest.init_plan import SHORT_SCAN_KNOBS, TRACE_MODES, GuestPlan, check_duration
 from lab.guest.user_workload import resolve_workload
-from lab.paths import json_text
+from lab.paths import json_text, utf8_path
 from lab.placement.pinning import BACKINGS, PINNINGS
 from lab.topology.ref import TopologyRef
 from lab.vm.qemu.firmware import FIRMWARES
@@ -140,6 +140,8 @@ class RunOptions:
                     raise LabError(f"--{opt.replace('_', '-')}: only with --backend libvirt")
         if self.guest_output_limit is not None:
             self.output_limit_bytes()
+        # (before anything is made: a record's path is in its UTF-8 files, the QEMU command line first)
+        utf8_path(*((self.out, "--out") if self.out is not None else (self.runs_dir, "--runs-dir")))
         self.workload_of()
         # The guest plan's own checks (knobs, events, trace buffer, kernel arguments), on a plan of these options
         # (--test-fault mutate=SCRIPT: the plan gets the script's text, read when the run is planned).

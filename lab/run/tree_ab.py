@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.errors import LabError
-from lab.kernel.build import BuildRequest, BuildResult, build_kernel, make_request
+from lab.kernel.build import BuildRequest, BuildResult, build_kernel, check_patches, make_request
 from lab.kernel.git_tree import commit_of, is_git_tree, range_series, uncommitted, uncommitted_patch
 from lab.paths import cache_dir
 
@@ -98,7 +98,9 @@ def plan_tree(ab: TreeAB) -> TreePlan:
 
 
 def build_pair(plan: TreePlan, progress: Progress) -> tuple[BuildResult, BuildResult]:
-    """Both kernels, built (or found in the cache), each said as it starts and ends."""
+    """Both kernels, built (or found in the cache), each said as it starts and ends; the patched side's patches
+    checked first, so one that does not apply is said before the baseline's build, not after it."""
+    check_patches(plan.patched, progress)
     out = []
     for side, req in (("baseline", plan.baseline), ("patched", plan.patched)):
         progress(f"{side} kernel {req.name}: building (or from the cache)")

@@ -218,9 +218,16 @@ def _same(kind: str, seen: dict, name: str, value: object, folder: str) -> None:
     seen.setdefault(name, (value, folder))
 
 
+def _leftover(folder: Path) -> bool:
+    """A folder holding nothing but ``__pycache__``: what a checkout that removed a built-in leaves behind (git
+    does not remove the untracked bytecode Python wrote beside its hooks). Not a workload, and no error: every
+    command, ``--version`` too, reads the folders when it starts."""
+    return [p.name for p in folder.iterdir()] == ["__pycache__"]  # (an empty folder is one being made: an error)
+
+
 def discover(root: Path = FOLDERS) -> tuple[dict[str, Workload], dict[str, str]]:
     """Every folder's workload, by name (in the folders' order), and every built-in tool's host path."""
-    folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
+    folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")) and not _leftover(p))
     workloads: dict[str, Workload] = {}
     metrics: dict[str, tuple] = {}
     tools: dict[str, tuple] = {}

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.errors import LabError
-from lab.paths import cache_dir, json_text, write_text_atomic
+from lab.paths import TOOL_TEXT, cache_dir, json_text, write_text_atomic
 from lab.vm.qemu.charge_series import is_current
 
 DEFAULT_QEMU = "qemu-system-x86_64"
@@ -220,7 +220,7 @@ def _exports_charge(binary: str) -> bool:
 
 def _ask(binary: str, *args: str) -> list[str]:
     try:
-        res = subprocess.run([binary, *args], capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL)
+        res = subprocess.run([binary, *args], capture_output=True, **TOOL_TEXT, timeout=30, stdin=subprocess.DEVNULL)
     except (OSError, subprocess.TimeoutExpired):
         return []
     return [ln.strip() for ln in res.stdout.splitlines() if ln.strip()]

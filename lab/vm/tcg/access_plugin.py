@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.errors import LabError
-from lab.paths import REPO_ROOT, cache_dir
+from lab.paths import REPO_ROOT, TOOL_TEXT, cache_dir
 from lab.topology.model import Topology
 
 PLUGIN_SRC = REPO_ROOT / "images" / "plugins"
@@ -117,7 +117,7 @@ def build_plugin(qemu_version: tuple[int, int], cc: str = "gcc") -> Path:
     res = subprocess.run(
         ["make", "-s", "-C", str(PLUGIN_SRC), f"OUT={tmp}", f"API={api}", f"CC={cc}"],
         capture_output=True,
-        text=True,
+        **TOOL_TEXT,
     )
     if res.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -26,7 +26,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from lab.paths import cache_dir, json_text, write_text_atomic
+from lab.paths import TOOL_TEXT, cache_dir, json_text, write_text_atomic
 
 CALIBRATION_FILE = "tcg-tsc.json"  # in numalab's cache: this host's own (lab.host.nested hides it)
 _DETECTED = re.compile(r"tsc: Detected (\d{1,9}\.\d{1,9}) MHz processor")
@@ -71,7 +71,7 @@ def host_tsc_khz(dmesg: str | None = None) -> int | None:
         if boot and key in known:
             return known[key]
         try:
-            dmesg = subprocess.run(["dmesg"], capture_output=True, text=True, timeout=10).stdout
+            dmesg = subprocess.run(["dmesg"], capture_output=True, **TOOL_TEXT, timeout=10).stdout
         except (OSError, subprocess.SubprocessError):
             return None
         khz = host_tsc_khz(dmesg)
