@@ -7,7 +7,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from lab.cpulist import parse_cpulist
+from lab.cpulist import format_cpulist, parse_cpulist
 
 SYS_NODE = Path("/sys/devices/system/node")
 
@@ -28,6 +28,8 @@ class HostInventory:
     mem_available_mib: int
     # The host's SLIT (sysfs node*/distance, or libvirt's capabilities), by position in ``nodes``.
     distances: tuple[tuple[int, ...], ...] = ()  # () when not known
+    # The host's L3s as groups of usable CPUs (lab.placement.llc_backing); () when not known
+    llcs: tuple[tuple[int, ...], ...] = ()
 
     def distance(self, a: int, b: int) -> int | None:
         """The SLIT distance between host nodes ``a`` and ``b`` (node ids), None if not known."""
@@ -47,6 +49,7 @@ class HostInventory:
             "online_cpus": list(self.online_cpus),
             "mem_available_mib": self.mem_available_mib,
             "distances": [list(row) for row in self.distances],
+            "llcs": [format_cpulist(g) for g in self.llcs],
         }
 
 
@@ -90,7 +93,9 @@ def read_inventory(sys_node: Path = SYS_NODE, proc_meminfo: Path = Path("/proc/m
         distances = tuple(tuple(r[i] for i in ids) for r in rows)
     else:
         distances = tuple(tuple(10 if a == b else 20 for b in ids) for a in ids)  # an unreadable SLIT: ACPI's default
-    return HostInventory(tuple(nodes), online, available, distances)
+    from lab.placement.llc_backing import read_host_llcs  # (its module reads the CPU side of sysfs)
+
+    return HostInventory(tuple(nodes), online, available, distances, read_host_llcs(online))
 
 
 def _distance_row(node_dir: Path) -> tuple[int, ...]:

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass
 from lab.cpulist import format_cpulist
 from lab.errors import LabError
 from lab.placement.host_inventory import HostInventory
+from lab.placement.llc_backing import llc_map, llc_pins, unbacked_llc_notes
 from lab.topology.model import Topology
 
 BACKINGS = ("ram", "memfd", "hugepages")
@@ -61,6 +62,8 @@ class Placement:
     pinning_policy: str = "auto"  # what was asked for (PINNINGS)
     # Per guest node pair: its SLIT distance and the host distance that backs it (None: not known).
     distance_map: tuple[dict, ...] = ()
+    # Per guest LLC: its vCPUs, their host CPUs and LLCs, and whether a host LLC backs it (llc_backing.llc_map)
+    llc_map: tuple[dict, ...] = ()
 
     def cpuset(self, vcpu: int) -> str:
         """A vCPU's host CPUs as a cpulist ('3', '0-7')."""
@@ -77,6 +80,7 @@ class Placement:
             "warnings": list(self.warnings),
             "notes": list(self.notes),
             "distance_map": list(self.distance_map),
+            "llc_map": list(self.llc_map),
         }
 
 
@@ -118,13 +122,17 @@ def plan_placement(
     crowded = sum(max(0, n - len(node_cpus[h])) for h, n in demand.items())
     mode = pinning if pinning != "auto" else ("node" if crowded else "cpu")
     pins = _pins(topo, mapping, node_cpus, mode)
+    if mode == "cpu" and host.llcs:  # a guest LLC's vCPUs inside one host LLC where one has room
+        pins = llc_pins(topo, mapping, node_cpus, host.llcs) or pins
     warnings += _overcommit_warnings(topo, host, crowded)
     if crowded and mode == "node" and pinning == "auto":
         notes.append("vCPUs share host CPUs, so each is pinned to its host node's CPUs rather than to one CPU")
     dmap = distance_map(topo, host, mapping)
     notes += _unbacked_notes(dmap, len(host.nodes))
+    lmap = llc_map(topo, pins, host.llcs)
+    notes += unbacked_llc_notes(topo, lmap)
     return Placement(mapping, tuple(pins), backing, len(host.nodes), tuple(warnings), tuple(notes), mode, pinning,
-                     tuple(dmap))  # fmt: skip
+                     tuple(dmap), tuple(lmap))  # fmt: skip
 
 
 def distance_map(topo: Topology, host: HostInventory, mapping: tuple[int, ...]) -> list[dict]:
