@@ -29,7 +29,6 @@ from lab.vm.libvirt.libvirt_backend import LibvirtBackend
 from lab.vm.libvirt.libvirt_hostspec import HostSpec
 from lab.vm.qemu.emulator import Emulator, qemu_version_tuple
 from lab.vm.qemu.emulator import resolve as resolve_emulator
-from lab.vm.qemu.qemu_argv import check_qemu_can_express
 from lab.vm.qemu.qemu_backend import QemuBackend
 from lab.vm.tcg.access_plugin import DEFAULT_SAMPLE
 from lab.vm.tcg.guest_clock import GuestClock
@@ -91,7 +90,7 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
     check_clock(opts.clock, opts.backend, opts.accel, None)  # before a libvirt host is asked
     backend = backend_of(opts)
     backend.firmware_rom(opts.firmware)  # a firmware this backend cannot boot: say so first
-    check_qemu_can_express(topo, qemu_version_tuple(backend.emulator_version()), f"{backend.name}'s QEMU")
+    backend.check_machine(topo)  # a machine this backend's QEMU (or libvirt) cannot boot as specified
     clock = GuestClock(opts.clock)
     kvm_probe_s = 0.0
     if clock.virtual:

@@ -68,6 +68,10 @@ class Backend(Protocol):
         directories; a one-line LabError for a choice this backend cannot boot."""
         ...
 
+    def check_machine(self, topo: Topology) -> None:
+        """A one-line LabError when this backend cannot boot ``topo`` as specified (before any image is built)."""
+        ...
+
     def run(self, req: VmRequest) -> tuple[VmOutcome, dict]:
         """Boot the VM, follow its console (lab.vm.console.watch) until it powers off or the
         timeout passes, and make sure it is gone on every path (timeout, error, signal); ``req`` says

@@ -91,6 +91,23 @@ def test_parity_with_direct_qemu(daemons, tmp_path: Path) -> None:
     assert manifest(q)["guest_topology"]["readback"] == m["guest_topology"]["readback"]
 
 
+def test_a_machine_with_two_llcs_a_node_through_libvirt(daemons, tmp_path: Path) -> None:
+    """spr-2s-2llc as a libvirt domain (<topology dies='2'>, <model vendor_id='GenuineIntel'>qemu64</model>): the
+    guest's LLCs, package ids and MC/DIE domains are the prediction (the run's own CPU check), as on direct QEMU;
+    a memoryless node and clusters, which libvirt 9.0 cannot start or say, are one-line refusals."""
+    proc = numalab("run", "--backend", "libvirt", "--connect", SYSTEM, "--topology", "spr-2s-2llc", "--workload",
+                   "idle", "--duration", "1", "--no-trace", "--out", str(tmp_path / "r"), timeout=400)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    m = manifest(tmp_path / "r")
+    assert m["status"] == "ok" and m["guest_topology_ok"] is True, m["guest_topology"]["problems"]
+    assert [d["name"] for d in m["guest_topology"]["sched_domains"]["0"]] == ["MC", "DIE", "NUMA"]
+    for topo, needle in (("memoryless-3", "node 1 is memoryless"), ("srf-2s-modules", "has no clusters")):
+        proc = numalab("run", "--backend", "libvirt", "--connect", SYSTEM, "--topology", topo, "--workload", "idle",
+                       "--duration", "1", "--out", str(tmp_path / topo), timeout=120)  # fmt: skip
+        assert_one_line_error(proc, needle)
+    assert numalab_domains(SYSTEM) == []
+
+
 def test_vcpu_time_from_the_domains_vcpu_stats(daemons, tmp_path: Path) -> None:
     """Issue 26: the libvirt backend's vcpu_time comes from libvirt's vCPU statistics (vcpu.N.time and
     vcpu.N.delay), through the connection, as for a remote host; the same checks as direct QEMU's."""

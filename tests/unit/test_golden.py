@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from common import BOOT, HOST
 
+from lab.errors import LabError
 from lab.placement.pinning import plan_placement
 from lab.topology.spec import load_topology, preset_names
 from lab.vm.libvirt.libvirt_xml import domain_xml
@@ -53,9 +54,25 @@ def test_qemu_argv_golden(preset: str) -> None:
     _check(GOLDEN / "qemu" / f"{preset}.argv", _argv_text(argv))
 
 
+def _libvirt_refuses(topo) -> bool:
+    """A machine libvirt 9.0 cannot express (clusters: <topology clusters=> came in 10.1) is a one-line refusal,
+    not a flatter domain; checked here instead of a golden file."""
+    if topo.memoryless_nodes:
+        with pytest.raises(LabError, match=r"is memoryless, which libvirt 9\.0 cannot start .*--backend qemu"):
+            domain_xml(topo, plan_placement(topo, HOST), BOOT, "qemu")
+        return True
+    if topo.cpu_grid is None or not topo.cpu_grid.has_clusters:
+        return False
+    with pytest.raises(LabError, match=r"libvirt 9\.0's <topology> has no clusters .*--qemu backports"):
+        domain_xml(topo, plan_placement(topo, HOST), BOOT, "qemu")
+    return True
+
+
 @pytest.mark.parametrize("preset", preset_names())
 def test_libvirt_xml_golden(preset: str) -> None:
     topo = load_topology(preset)
+    if _libvirt_refuses(topo):
+        return
     _check(GOLDEN / "libvirt" / f"{preset}.xml", domain_xml(topo, plan_placement(topo, HOST), BOOT, "qemu"))
 
 
@@ -83,6 +100,8 @@ def test_libvirt_xml_kvm_golden(preset: str) -> None:
     import xml.etree.ElementTree as ET
 
     topo = load_topology(preset)
+    if _libvirt_refuses(topo):
+        return
     xml = domain_xml(topo, plan_placement(topo, HOST), replace(KVM_BOOT, firmware=""), "kvm")  # host's firmware
     _check(GOLDEN / "libvirt-kvm" / f"{preset}.xml", xml)
     root = ET.fromstring(xml)

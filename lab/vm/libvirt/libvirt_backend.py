@@ -46,6 +46,7 @@ from lab.cpulist import format_cpulist
 from lab.errors import LabError
 from lab.placement.pinning import Placement, plan_placement
 from lab.record_files import CONSOLE_LOG, DOMAIN_LIVE_XML, DOMAIN_XML, QEMU_LOG
+from lab.topology.model import Topology
 from lab.vm.backend import VmRequest
 from lab.vm.console import VmOutcome, watch
 from lab.vm.hang import BUSY_WINDOW_S, add_busy, busy_shares, parse_registers
@@ -64,9 +65,10 @@ from lab.vm.libvirt.libvirt_conn import (
 from lab.vm.libvirt.libvirt_hostspec import HostSpec, check_host
 from lab.vm.libvirt.libvirt_leftovers import clean_hint, with_metadata
 from lab.vm.libvirt.libvirt_storage import ImageStore, download, ensure_pool
-from lab.vm.libvirt.libvirt_xml import domain_xml
+from lab.vm.libvirt.libvirt_xml import check_expressible, domain_xml
+from lab.vm.qemu.emulator import qemu_version_tuple
 from lab.vm.qemu.firmware import resolve_firmware
-from lab.vm.qemu.qemu_argv import BootSpec
+from lab.vm.qemu.qemu_argv import BootSpec, check_qemu_can_express
 from lab.vm.share import SHARE_FILES, ShareLimits, fmt_bytes, over_limit
 from lab.vm.tcg.access_plugin import relocate, split_argument
 from lab.vm.vcpu_time import Sample, StageSampler, libvirt_stats_sample
@@ -154,6 +156,12 @@ class LibvirtBackend:
     def firmware_rom(self, choice: str) -> str:
         """libvirt hosts boot their default firmware ("": --firmware qboot is a one-line error)."""
         return resolve_firmware(choice, self.name)
+
+    def check_machine(self, topo: Topology) -> None:
+        """What libvirt 9.0 cannot say or start (lab.vm.libvirt.libvirt_xml.check_expressible), and what the
+        host's QEMU cannot express."""
+        check_expressible(topo)
+        check_qemu_can_express(topo, qemu_version_tuple(self.emulator_version()), f"{self.host}'s QEMU")
 
     def check(self) -> dict:
         """Fail early, with a one-line error, when the host cannot be reached (before building images)."""

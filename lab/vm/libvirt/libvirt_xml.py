@@ -14,7 +14,8 @@ How the QEMU options map:
   default model, as the argv has no ``-cpu``).
 * ``-smp`` -> ``<vcpu>`` plus ``<cpu><topology sockets dies cores threads>`` (dies='1' without a CPU grid).
   A grid's clusters (``-smp modules=``) have no place in libvirt 9.0's ``<topology>`` (10.1 added
-  ``clusters``): refused, as is a memoryless node, not yet tried through libvirt.
+  ``clusters``): refused. So is a memoryless node: libvirt 9.0 gives a ``<cell>`` of memory 0 a
+  ``memory-backend-ram`` of size 0, which QEMU refuses ("property 'size' ... doesn't take value '0'").
 * A grid's TCG ``-cpu qemu64,vendor=V`` -> ``<cpu mode='custom'><model vendor_id='V'>qemu64</model>``.
 * ``-numa node``/``-numa dist`` -> ``<cpu><numa><cell>`` with the full SLIT row
   in ``<distances>`` of every cell. vCPUs are numbered node by node, so a
@@ -82,6 +83,21 @@ def _sub(parent: ET.Element, tag: str, text: str | None = None, **attrs: str) ->
     return el
 
 
+def check_expressible(topo: Topology) -> None:
+    """A one-line LabError for a machine libvirt 9.0 cannot boot as specified (clusters, memoryless nodes)."""
+    if topo.cpu_grid is not None and topo.cpu_grid.has_clusters:
+        raise LabError(
+            f"topology {topo.name}: cores_per_cluster: libvirt 9.0's <topology> has no clusters (libvirt 10.1 "
+            "added them); run it on direct QEMU (--backend qemu --qemu backports)"
+        )
+    if topo.memoryless_nodes:
+        raise LabError(
+            f"topology {topo.name}: node {topo.memoryless_nodes[0]} is memoryless, which libvirt 9.0 cannot start "
+            "(it gives a <cell> of memory 0 a memory backend of size 0, which QEMU refuses); run it on direct "
+            "QEMU (--backend qemu)"
+        )
+
+
 def _check(topo: Topology, placement: Placement, boot: BootSpec, domain_type: str) -> None:
     if domain_type not in DOMAIN_TYPES:
         raise LabError(f"domain type: {domain_type!r} is not one of {', '.join(DOMAIN_TYPES)}")
@@ -95,11 +111,7 @@ def _check(topo: Topology, placement: Placement, boot: BootSpec, domain_type: st
         raise LabError(f"firmware: {boot.firmware}: libvirt domains boot the host's default firmware")
     if len(placement.memory_host_nodes) != topo.n_nodes:
         raise LabError(f"placement: {len(placement.memory_host_nodes)} memory bindings for {topo.n_nodes} guest nodes")
-    if topo.cpu_grid is not None and topo.cpu_grid.has_clusters:
-        raise LabError(
-            f"topology {topo.name}: cores_per_cluster: libvirt 9.0's <topology> has no clusters (libvirt 10.1 "
-            "added them); run it on direct QEMU (--backend qemu --qemu backports)"
-        )
+    check_expressible(topo)
     if len(placement.vcpu_pins) != topo.total_cpus:
         raise LabError(f"placement: {len(placement.vcpu_pins)} vCPU pins for {topo.total_cpus} vCPUs")
 

@@ -112,8 +112,11 @@ def _cpu_ids(topo: Topology, vcpu: int) -> str:
         s, c, t = smp_layout(topo).place(vcpu)
         return f"socket-id={s},core-id={c},thread-id={t}"
     p = grid.place(vcpu)
+    # (QEMU gives a CPU slot a die-id only when -smp has dies > 1, a module-id only with modules > 1, and
+    # refuses an id the slot lacks: "die-id is not supported")
+    die = f",die-id={p['die']}" if grid.dies_per_package > 1 else ""
     module = f",module-id={p['cluster']}" if grid.has_clusters else ""
-    return f"socket-id={p['package']},die-id={p['die']}{module},core-id={p['core']},thread-id={p['thread']}"
+    return f"socket-id={p['package']}{die}{module},core-id={p['core']},thread-id={p['thread']}"
 
 
 def topology_args(topo: Topology, placement: Placement) -> list[str]:

@@ -33,7 +33,7 @@ from lab.vm.placement_watch import PlacementWatch
 from lab.vm.qemu.emulator import Emulator
 from lab.vm.qemu.emulator import resolve as resolve_emulator
 from lab.vm.qemu.firmware import resolve_firmware
-from lab.vm.qemu.qemu_argv import qemu_argv
+from lab.vm.qemu.qemu_argv import check_qemu_can_express, qemu_argv
 from lab.vm.qemu.qmp import QemuGone, Qmp
 from lab.vm.share import ShareGuard
 from lab.vm.vcpu_time import StageSampler, schedstat_sampler
@@ -272,6 +272,10 @@ class QemuBackend:
     def emulator_version(self) -> str:
         """The QEMU's ``--version`` line (the access-matrix plugin's API and address map follow it)."""
         return self.emulator.version
+
+    def check_machine(self, topo: Topology) -> None:
+        """What the chosen QEMU cannot express (clusters before 9.2: lab.vm.qemu.qemu_argv.required_qemu)."""
+        check_qemu_can_express(topo, self.emulator.version_tuple(), f"the chosen QEMU ({self.emulator.binary})")
 
     def firmware_rom(self, choice: str) -> str:
         """--firmware auto|qboot|seabios -> the -bios ROM from this QEMU's own data directories ("" default)."""
