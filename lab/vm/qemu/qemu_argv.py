@@ -106,14 +106,17 @@ def _smp(topo: Topology) -> str:
 
 
 def _cpu_ids(topo: Topology, vcpu: int) -> str:
-    """-numa cpu's ids of ``vcpu`` (QEMU's x86 names: a cluster is a module)."""
+    """-numa cpu's ids of ``vcpu`` (QEMU's x86 names: a cluster is a module). A die-id only with several dies a
+    package, a module-id only with several modules a die: QEMU refuses one its CPU slots do not have ("die-id is
+    not supported": x86 slots have a die id only when dies > 1)."""
     grid = topo.cpu_grid
     if grid is None:
         s, c, t = smp_layout(topo).place(vcpu)
         return f"socket-id={s},core-id={c},thread-id={t}"
     p = grid.place(vcpu)
+    die = f",die-id={p['die']}" if grid.dies_per_package > 1 else ""
     module = f",module-id={p['cluster']}" if grid.has_clusters else ""
-    return f"socket-id={p['package']},die-id={p['die']}{module},core-id={p['core']},thread-id={p['thread']}"
+    return f"socket-id={p['package']}{die}{module},core-id={p['core']},thread-id={p['thread']}"
 
 
 def topology_args(topo: Topology, placement: Placement) -> list[str]:
