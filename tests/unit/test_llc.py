@@ -1,6 +1,7 @@
 """Views that see LLCs (lab.analysis.llc) on small fabricated traces whose answer is known by construction: the
 workload's time per LLC, task migrations within an LLC / between LLCs of a node / between nodes, and wakeups
-against the waker's LLC (sched_waking paired with the next sched_wakeup of the pid)."""
+against the waker's LLC (sched_waking paired with the next sched_wakeup of the pid); their metrics (neutral
+compare rows)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from lab.analysis.llc import llc_of, llc_view, llc_wakeups, llcs
+from lab.analysis.metrics import METRIC_KEYS, NEUTRAL, metric_values
 from lab.analysis.numa import ANALYSES, ANALYSIS_EVENTS, analyse_trace, default_events
 from lab.events import MIGRATE_TASK, PROCESS_EXIT, WAKEUP, WAKEUP_NEW, WAKING
 from lab.topology.spec import load_topology
@@ -192,6 +194,32 @@ def test_the_wakeup_events_are_asked_for_not_traced_by_default() -> None:
     assert "llc" in out and "sched_waking" in out["skipped"]["llc_wakeups"]
     out = analyse_trace(TraceData([]), SPR, {e.name for e in default_events()} | {WAKING.name, WAKEUP.name}, 0.0)
     assert out["llc_wakeups"]["all"]["wakeups"] == 0 and out["llc_wakeups"]["all"]["waker_llc_pct"] is None
+
+
+def _manifest(topo, ev: list[Event]) -> dict:
+    recorded = {e.name for e in default_events()} | {WAKING.name, WAKEUP.name}
+    return {"metrics": {"numa": analyse_trace(TraceData(ev), topo, recorded, 0.0)}}
+
+
+# task 10 moves between node 0's LLCs, then is woken in the waker's LLC twice and onto the other node once
+WAKEUPS = [new(0.0, 10, 1), mig(0.5, 10, 1, 2), waking(1.0, 10, 0, 2), wakeup(1.1, 10, 1), waking(2.0, 10, 0, 1),
+           wakeup(2.1, 10, 5), waking(3.0, 10, 1, 5), wakeup(3.1, 10, 0), end(4.0, 10)]  # fmt: skip
+
+
+def test_the_metrics_are_neutral_compare_rows() -> None:
+    v = metric_values(_manifest(SPR, WAKEUPS))
+    assert v["llc.wakeups_waker_llc_pct"] == pytest.approx(200 / 3) and v["llc.wakeups_other_node_pct"] == 100 / 3
+    assert v["llc.wakeups_waker_node_pct"] == 0.0
+    assert v["llc.migrations_between_llcs"] == 1.0 and v["llc.migrations_within_llc"] == 0.0
+    keys = [k for k in METRIC_KEYS if k.startswith("llc.")]
+    assert len(keys) == 6 and all(METRIC_KEYS[k].better == NEUTRAL for k in keys)
+    # one LLC a node: no migration rows (between LLCs is 0 by construction), the wakeup rows stay
+    v = metric_values(_manifest(RING4, WAKEUPS))
+    assert not any(k.startswith("llc.migrations") for k in v) and "llc.wakeups_waker_llc_pct" in v
+    # not traced: no wakeup rows (never 0)
+    v = metric_values({"metrics": {"numa": analyse_trace(TraceData(WAKEUPS), SPR, {e.name for e in
+                                                         default_events()}, 0.0)}})  # fmt: skip
+    assert not any(k.startswith("llc.wakeups") for k in v) and "llc.migrations_within_llc" in v
 
 
 @pytest.mark.skipif(not REAL.is_dir(), reason="no recorded run")
