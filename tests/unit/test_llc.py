@@ -1,7 +1,7 @@
 """Views that see LLCs (lab.analysis.llc) on small fabricated traces whose answer is known by construction: the
 workload's time per LLC, task migrations within an LLC / between LLCs of a node / between nodes, and wakeups
 against the waker's LLC (sched_waking paired with the next sched_wakeup of the pid); their metrics (neutral
-compare rows)."""
+compare rows) and the report's table."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from lab.analysis.llc import llc_of, llc_view, llc_wakeups, llcs
 from lab.analysis.metrics import METRIC_KEYS, NEUTRAL, metric_values
 from lab.analysis.numa import ANALYSES, ANALYSIS_EVENTS, analyse_trace, default_events
 from lab.events import MIGRATE_TASK, PROCESS_EXIT, WAKEUP, WAKEUP_NEW, WAKING
+from lab.report.sections.views_section import run_views
 from lab.topology.spec import load_topology
 from lab.trace.tracedat import Event, TraceData, _parse_report, read_trace
 
@@ -220,6 +221,19 @@ def test_the_metrics_are_neutral_compare_rows() -> None:
     v = metric_values({"metrics": {"numa": analyse_trace(TraceData(WAKEUPS), SPR, {e.name for e in
                                                          default_events()}, 0.0)}})  # fmt: skip
     assert not any(k.startswith("llc.wakeups") for k in v) and "llc.migrations_within_llc" in v
+
+
+def test_the_report_shows_the_llcs_next_to_the_nodes() -> None:
+    html = run_views(_manifest(SPR, WAKEUPS) | {"run_id": "r"})
+    assert "By LLC" in html and "The workload&#x27;s time per LLC" in html and "Where a wakeup put the task" in html
+    assert "in the waker&#x27;s LLC" in html and ">66.7<" in html
+    # without the wakeup events: the table says how to get them
+    m = {"metrics": {"numa": analyse_trace(TraceData(WAKEUPS), SPR, {e.name for e in default_events()}, 0.0)}}
+    html = run_views(m | {"run_id": "r"})
+    assert "By LLC" in html and f"--event {WAKING.full} --event {WAKEUP.full}" in html
+    # one LLC a node and no wakeups: nothing more than the per-node views
+    m = {"metrics": {"numa": analyse_trace(TraceData(WAKEUPS), RING4, {e.name for e in default_events()}, 0.0)}}
+    assert "By LLC" not in run_views(m | {"run_id": "r"})
 
 
 @pytest.mark.skipif(not REAL.is_dir(), reason="no recorded run")
