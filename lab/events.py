@@ -13,6 +13,9 @@ cannot drift apart. Formats are Linux 6.1's (seed README):
 * mm_migrate_pages: nr_succeeded nr_failed nr_thp_succeeded nr_thp_failed nr_thp_split mode reason
 * sched_migrate_task: comm pid prio orig_cpu dest_cpu
 * sched_wakeup_new: comm pid prio target_cpu (a new task's first CPU)
+* sched_waking: comm pid prio target_cpu; fires on the waker's CPU, target_cpu is the task's previous CPU
+* sched_wakeup: comm pid prio target_cpu, the CPU chosen; fires where the task is activated: the waker's CPU,
+  or the chosen one when the wakeup is queued there (ttwu_queue_wakelist)
 * sched_process_exit: comm pid prio
 
 Each event also names the fields numalab reads of it (``reads``: the analyses, lab.analysis.numa, and the
@@ -61,9 +64,11 @@ _MIGRATED = ("nr_succeeded", "nr_failed", "nr_thp_succeeded", "nr_thp_failed", "
 MIGRATE_PAGES = TraceEvent("migrate", "mm_migrate_pages", "migrate", _MIGRATED)
 MIGRATE_TASK = TraceEvent("sched", "sched_migrate_task", "lb", ("comm", "pid", "orig_cpu", "dest_cpu"))
 WAKEUP_NEW = TraceEvent("sched", "sched_wakeup_new", "new", ("comm", "pid", "target_cpu"))
+WAKING = TraceEvent("sched", "sched_waking", "waking", ("comm", "pid", "target_cpu"))
+WAKEUP = TraceEvent("sched", "sched_wakeup", "wakeup", ("comm", "pid", "target_cpu"))
 PROCESS_EXIT = TraceEvent("sched", "sched_process_exit", "exit", ("pid",))
 
 # The NUMA-balancing decisions, in the order tables show them.
 NUMA_DECISIONS: tuple[TraceEvent, ...] = (MOVE_NUMA, SWAP_NUMA, STICK_NUMA)
-KNOWN: tuple[TraceEvent, ...] = (*NUMA_DECISIONS, MIGRATE_PAGES, MIGRATE_TASK, WAKEUP_NEW, PROCESS_EXIT)
+KNOWN: tuple[TraceEvent, ...] = (*NUMA_DECISIONS, MIGRATE_PAGES, MIGRATE_TASK, WAKEUP_NEW, PROCESS_EXIT, WAKING, WAKEUP)
 BY_NAME: dict[str, TraceEvent] = {e.name: e for e in KNOWN}

@@ -7,6 +7,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab.analysis.llc import MIGRATION_KINDS, WAKEUP_KINDS
 from lab.analysis.lost import completeness, lost_per_cpu
 from lab.analysis.mmtests import VMSTAT_NUMA_KEYS, autonuma_cost, deltas, derived_rows, hint_local_percent
 from lab.analysis.node_memory import node_memory
@@ -266,6 +267,24 @@ def _tasks(m: dict) -> dict:
     return {"convergence_s": w.get("convergence_s"), "pingpong": w.get("pingpong")}
 
 
+def _llc(m: dict) -> dict:
+    """Where the workload's tasks moved and were woken, by LLC (lab.analysis.llc): its migrations by how far they
+    went on a machine with several LLCs in a node (elsewhere "between LLCs" is 0 by construction), its wakeups'
+    shares when they were traced (--event)."""
+    numa = m.get("numa") or {}
+    view, wakeups = numa.get("llc"), numa.get("llc_wakeups")
+    out: dict = {}
+    if isinstance(view, dict) and (view.get("residency") or {}).get("tasks"):
+        table = view.get("llcs") or []
+        mig = (view.get("migrations") or {}).get("workload")
+        if isinstance(mig, dict) and len(table) > len({x.get("node") for x in table if isinstance(x, dict)}):
+            out |= {f"migrations_{k}": mig.get(k) for k in MIGRATION_KINDS}
+    w = wakeups.get("workload") if isinstance(wakeups, dict) else None
+    if isinstance(w, dict) and w.get("wakeups"):
+        out |= {f"wakeups_{k}_pct": w.get(f"{k}_pct") for k in WAKEUP_KINDS}
+    return out
+
+
 def _flat(manifest: dict) -> dict:
     """The manifest plus short aliases under which metrics are addressed."""
     m = manifest.get("metrics", {})
@@ -280,6 +299,7 @@ def _flat(manifest: dict) -> dict:
         | ({} if virtual else (m.get("per_vcpu_s") or {})),
         "events": m.get("events", {}),
         "tasks": _tasks(m),
+        "llc": _llc(m),
         "vmstat": m.get("vmstat", {}),
         "migrate": _migrated_by_reason(m),
         "timings": manifest.get("timings", {}),
@@ -317,6 +337,14 @@ METRICS: tuple[Metric, ...] = (
     # to a node it had just left.
     Metric("tasks.convergence_s", "task convergence time", "s", "lower"),
     Metric("tasks.pingpong", "task node ping-pongs", "returns", "lower"),
+    # The same by LLC (lab.analysis.llc): how far the workload's tasks moved, and where their wakeups put them
+    # against the waker's LLC (with --event sched:sched_waking --event sched:sched_wakeup). Mechanism counts.
+    Metric("llc.migrations_within_llc", "workload task migrations within an LLC", "migrations", NEUTRAL),
+    Metric("llc.migrations_between_llcs", "workload task migrations between LLCs of a node", "migrations", NEUTRAL),
+    Metric("llc.migrations_between_nodes", "workload task migrations between nodes", "migrations", NEUTRAL),
+    Metric("llc.wakeups_waker_llc_pct", "workload wakeups in the waker's LLC", "%", NEUTRAL),
+    Metric("llc.wakeups_waker_node_pct", "workload wakeups in another LLC of the waker's node", "%", NEUTRAL),
+    Metric("llc.wakeups_other_node_pct", "workload wakeups on another node", "%", NEUTRAL),
     Metric("timings.boot_s", "boot time", "s", "lower"),
     Metric("access_local_pct", "access-local percent (plugin)", "%", "higher"),
 )

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from lab.analysis.llc import llc_view, llc_wakeups
 from lab.analysis.residency import residency
 from lab.events import (
     BY_NAME,
@@ -27,7 +28,9 @@ from lab.events import (
     PROCESS_EXIT,
     STICK_NUMA,
     SWAP_NUMA,
+    WAKEUP,
     WAKEUP_NEW,
+    WAKING,
     TraceEvent,
 )
 from lab.topology.model import Topology
@@ -193,6 +196,14 @@ ANALYSES = (
     Analysis("cross_node_lb", (MIGRATE_TASK,), cross_node_lb, fields=("orig_cpu", "dest_cpu")),
     Analysis("residency", (MIGRATE_TASK, WAKEUP_NEW), residency, fields=("comm", "pid", "orig_cpu", "dest_cpu",
              "target_cpu"), optional=(PROCESS_EXIT, *NUMA_DECISIONS)),
+    # The same events seen by LLC (lab.analysis.llc): the workload's time per LLC, migrations by how far they went.
+    Analysis("llc", (MIGRATE_TASK, WAKEUP_NEW), llc_view, fields=("comm", "pid", "orig_cpu", "dest_cpu", "target_cpu"),
+             optional=(PROCESS_EXIT,)),
+    # Where wakeups land against the waker's LLC. sched_waking and sched_wakeup come with every wakeup (a
+    # perf-sched-pipe run of 3 s under TCG: 12,093 of each, trace.dat 60 KiB -> 1,000 KiB; docs/topologies.md):
+    # asked for with --event, not traced by default.
+    Analysis("llc_wakeups", (WAKING, WAKEUP), llc_wakeups, default=False, fields=("pid", "target_cpu"),
+             optional=(MIGRATE_TASK, WAKEUP_NEW, PROCESS_EXIT)),
 )  # fmt: skip
 
 

@@ -157,16 +157,35 @@ def _pingpong_numa(numa_moves: list[tuple[float, int, int]], starts: dict[int, i
     return out
 
 
-def residency(trace: TraceData, topo: Topology, t0: float) -> dict:
-    """Per-task node residency over time, convergence and ping-pong (see the module docstring)."""
-    node_of = _node_of(topo)
+def _segments(seq: list[tuple[float, int]], born: float, died: float, t0: float) -> list[tuple[float, float, int]]:
+    """A task's stays as (start, end, group) in trace time, from its changes of group, within its life."""
+    times = [max(t, born) if t >= 0 else max(born, t0) for t, _n in seq]
+    return [(a, b, n) for (a, (_t, n), b) in zip(times, seq, [*times[1:], died], strict=True) if b > a]
+
+
+def _workload(trace: TraceData, group_of: dict[int, int], t0: float):
+    """The trace's end, the timelines of :func:`_timelines` over ``group_of``, the NUMA marks, and the pids of
+    the workload's tasks (see the module docstring)."""
     every = [e.ts for e in trace.events]
     end = max(every) if every else t0
-    changes, life, comm, created = _timelines(trace, node_of, end)
+    changes, life, comm, created = _timelines(trace, group_of, end)
     marks, numa_moves = _marks(trace, t0)
     workload = [
         p for p in changes if (p in created or p in marks) and comm.get(p, "") not in HELPERS and life[p][1] > t0
     ]
+    return end, changes, life, comm, marks, numa_moves, workload
+
+
+def stays(trace: TraceData, group_of: dict[int, int], t0: float) -> dict[int, list[tuple[float, float, int]]]:
+    """Per task of the workload, its stays on groups of CPUs (``group_of``: CPU -> its node, its LLC, ...) as
+    (start, end, group) in trace time: what :func:`residency` bins per node, for any grouping of the CPUs."""
+    _end, changes, life, _comm, _marks_, _moves, workload = _workload(trace, group_of, t0)
+    return {p: _segments(changes[p], *life[p], t0) for p in workload}
+
+
+def residency(trace: TraceData, topo: Topology, t0: float) -> dict:
+    """Per-task node residency over time, convergence and ping-pong (see the module docstring)."""
+    end, changes, life, comm, marks, numa_moves, workload = _workload(trace, _node_of(topo), t0)
     n_bins = max(1, int((end - t0) // BIN_S) + (1 if (end - t0) % BIN_S else 0))
     window_s = round(end - t0, 3)
     tasks = []
@@ -175,8 +194,7 @@ def residency(trace: TraceData, topo: Topology, t0: float) -> dict:
     for pid in workload:
         seq = changes[pid]
         born, died = life[pid]
-        times = [max(t, born) if t >= 0 else max(born, t0) for t, _n in seq]
-        segs = [(a, b, n) for (a, (_t, n), b) in zip(times, seq, [*times[1:], died], strict=True) if b > a]
+        segs = _segments(seq, born, died, t0)
         seconds = _bins(segs, n_bins, topo.n_nodes, t0)
         nodes = [max(range(topo.n_nodes), key=row.__getitem__) if sum(row) > 0 else None for row in seconds]
         settled = _settled(nodes, seconds)

@@ -21,13 +21,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab.errors import LabError
+from lab.events import WAKEUP, WAKEUP_NEW
 from lab.untrusted import read_guest_text
 
 _LINE = re.compile(r"^\s*(.*?)-(-?\d+)\s+\[(\d+)\]\s+(?:\S+\s+)?(\d+\.\d+):\s+(\w+):\s*(.*)$")
 _FIELD = re.compile(r"(\w+)=(\S*)")
-# trace-cmd's sched plugin prints sched_wakeup and sched_wakeup_new in its own way, not as name=value:
+# trace-cmd's sched plugin prints sched_wakeup and sched_wakeup_new in its own way, not as name=value
+# (sched_waking as the kernel's format has it):
 # "numa01:179 [120] CPU:001" (older trace-cmd: "... success=1 CPU:001")
 _WAKEUP = re.compile(r"^(.*):(-?\d+) \[(-?\d+)\](?: success=\d)? CPU:(\d+)")
+_PLUGIN_PRINTED = frozenset({WAKEUP.name, WAKEUP_NEW.name})
 _DROPPED = re.compile(r"CPU:(\d+) \[(\d+) EVENTS DROPPED\]")
 _CPU_DATA = re.compile(r"^\s*(\d+)\s+(\d+)\s+(\d+)\s+\[id, data offset and size\]", re.M)
 
@@ -120,7 +123,7 @@ def _parse_report(lines, wanted: set[str] | None, events: list[Event], counts: C
             continue
         comm, pid, cpu, ts, name, fields = m.groups()
         decoded = dict(_FIELD.findall(fields))
-        if name.startswith("sched_wakeup") and "pid" not in decoded and (w := _WAKEUP.match(fields.strip())):
+        if name in _PLUGIN_PRINTED and "pid" not in decoded and (w := _WAKEUP.match(fields.strip())):
             decoded = dict(zip(("comm", "pid", "prio", "target_cpu"), w.groups(), strict=True))
         events.append(Event(float(ts), int(cpu), comm.strip(), int(pid), name, decoded))
 

@@ -78,12 +78,23 @@ def test_grid_argv_places_each_vcpu_on_its_die_and_shows_the_vendor() -> None:
     assert cpus[5] == "cpu,node-id=1,socket-id=0,die-id=2,core-id=1,thread-id=0"
 
 
+def test_one_die_a_package_names_no_die_id() -> None:
+    """QEMU 7.2 refused ``die-id=0`` with ``dies=1`` ("die-id is not supported"): a package of one node and one
+    LLC (packages: 2, llcs_per_node: 1) did not boot."""
+    topo = load_spec(spec(packages=2, llcs_per_node=1), "t")
+    argv = qemu_argv(topo, plan_placement(topo, HOST), BOOT)
+    assert argv[argv.index("-smp") + 1] == "8,sockets=2,dies=1,cores=4,threads=1"
+    cpus = [a for a in argv if a.startswith("cpu,node-id=")]
+    assert cpus[5] == "cpu,node-id=1,socket-id=1,core-id=1,thread-id=0"
+
+
 def test_clusters_need_qemu_9_2_and_say_which() -> None:
     topo = load_spec(spec(cores_per_cluster=1), "t")
     argv = qemu_argv(topo, plan_placement(topo, HOST), BOOT)
     assert argv[argv.index("-smp") + 1] == "8,sockets=2,dies=1,modules=4,cores=1,threads=1"
     assert "smp-cache.0.cache=l2,smp-cache.0.topology=module" in argv[argv.index("-machine") + 1]
     assert "module-id=3" in [a for a in argv if a.startswith("cpu,")][3]
+    assert not any("die-id" in a for a in argv)  # (one die a package: QEMU's slots have no die id)
     with pytest.raises(LabError, match=r"needs QEMU 9\.2 or later; direct's QEMU is 7\.2\.19 .*--qemu backports"):
         check_qemu_can_express(topo, (7, 2, 19), "direct's QEMU")
     check_qemu_can_express(topo, (10, 0, 2))

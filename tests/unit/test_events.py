@@ -85,7 +85,8 @@ def test_the_derivation_follows_a_changed_analysis() -> None:
     """Change an analysis's requires, or its default mark, and the default set follows."""
     res = next(a for a in ANALYSES if a.name == "residency")
     lb = next(a for a in ANALYSES if a.name == "cross_node_lb")
-    opt_in = tuple(replace(a, default=False) if a in (res, lb) else a for a in ANALYSES)
+    llc = next(a for a in ANALYSES if a.name == "llc")  # (the residency's events, by LLC)
+    opt_in = tuple(replace(a, default=False) if a in (res, lb, llc) else a for a in ANALYSES)
     assert default_events(opt_in) == (*NUMA_DECISIONS, MIGRATE_PAGES)
     without_migrate = tuple(a for a in opt_in if MIGRATE_PAGES not in a.requires)
     assert default_events(without_migrate) == NUMA_DECISIONS

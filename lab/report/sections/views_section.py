@@ -1,9 +1,10 @@
 """Who, where, when (issue 37): a run's per-task node residency (a task x time strip with the NUMA decisions on
-it, each task's convergence and ping-pong) and its per-node memory over time; in an A/B, each over-time chart
-with A and B on one chart (medians per interval, the runs' spread as a band).
+it, each task's convergence and ping-pong), the same by LLC with wakeups against the waker's LLC (issue 48), and
+its per-node memory over time; in an A/B, each over-time chart with A and B on one chart (medians per interval,
+the runs' spread as a band).
 
-The data come from lab.analysis.residency and lab.analysis.node_memory; a run without them (older records,
-a trace without sched_migrate_task) says so and how to get them.
+The data come from lab.analysis.residency, lab.analysis.llc and lab.analysis.node_memory; a run without them
+(older records, a trace without sched_migrate_task) says so and how to get them.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import math
 from statistics import median
 
 from lab.analysis.compare import Comparison
-from lab.events import MIGRATE_TASK, MOVE_NUMA, STICK_NUMA, SWAP_NUMA, WAKEUP_NEW
+from lab.analysis.display import percent
+from lab.events import MIGRATE_TASK, MOVE_NUMA, STICK_NUMA, SWAP_NUMA, WAKEUP, WAKEUP_NEW, WAKING
 from lab.report import svg
 from lab.report.colors import BASE_COLOR, EVENT_COLORS, NEW_COLOR, NODE_COLORS
 from lab.report.html_parts import box, e, figure, get, num, table
@@ -76,6 +78,90 @@ def _residency(r: dict) -> str:
     )
 
 
+def _pct(v: object) -> str:
+    return percent(v) if isinstance(v, (int, float)) else "-"
+
+
+MOVES = (
+    ("within_llc", "within an LLC"),
+    ("between_llcs", "between LLCs of a node"),
+    ("between_nodes", "between nodes"),
+)
+PLACES = (
+    ("waker_llc", "in the waker's LLC"),
+    ("waker_node", "in another LLC of the waker's node"),
+    ("other_node", "on another node"),
+)
+
+
+def _llc_time(view: dict, llcs: list[dict]) -> str:
+    res = view.get("residency") or {}
+    if not res.get("tasks"):
+        return ""
+    seconds, share = res.get("seconds") or [], res.get("share") or []
+    rows = []
+    for i, x in enumerate(llcs):
+        s = seconds[i] if i < len(seconds) else None
+        f = share[i] if i < len(share) else None
+        pct = 100.0 * f if isinstance(f, (int, float)) else None
+        rows.append([e(i), e(x.get("cpus")), e(x.get("node")), e(x.get("package")), num(s), _pct(pct)])
+    head = ["LLC", "CPUs", "node", "package", "s", "share %"]
+    return f"<div><h5>The workload&#x27;s time per LLC</h5>{table(head, rows, 'small', (0, 2, 3, 4, 5))}</div>"
+
+
+def _llc_wakeups(w: dict) -> str:
+    rows = [
+        [e(label), num(get(w, "workload", k)), _pct(get(w, "workload", f"{k}_pct")), num(get(w, "all", k))]
+        for k, label in PLACES
+    ]
+    unpaired = (
+        f"{num(w.get('waking_unpaired'))} {WAKING.name} without a {WAKEUP.name}, "
+        f"{num(w.get('wakeup_unpaired'))} the other way round"
+    )
+    how = (
+        f"Each {WAKING.name} (on the waker's CPU) paired with the next {WAKEUP.name} of the task (its target_cpu: "
+        f"the CPU chosen); {unpaired}."
+    )
+    head = ["chosen CPU", "workload", "workload %", "all tasks"]
+    return (
+        f"<div><h5>Where a wakeup put the task</h5>{table(head, rows, 'small', (1, 2, 3))}"
+        f'<p class="muted">{e(how)}</p></div>'
+    )
+
+
+def _llc(r: dict) -> str:
+    """The workload's time per LLC, task migrations by how far they went and wakeups against the waker's LLC
+    (lab.analysis.llc): on a machine with several LLCs in a node, or wherever wakeups were traced; "" elsewhere."""
+    view = get(r, "metrics", "numa", "llc")
+    wakeups = get(r, "metrics", "numa", "llc_wakeups")
+    if not isinstance(view, dict):
+        return ""
+    llcs = [x for x in view.get("llcs") or [] if isinstance(x, dict)]
+    several = len(llcs) > len({x.get("node") for x in llcs})
+    if not several and not isinstance(wakeups, dict):
+        return ""
+    parts = [_llc_time(view, llcs)] if several else []
+    mig = view.get("migrations") or {}
+    rows = [[e(label), num(get(mig, "workload", k)), num(get(mig, "all", k))] for k, label in MOVES]
+    parts.append(f"<div><h5>Task migrations</h5>{table(['', 'workload', 'all tasks'], rows, 'small', (1, 2))}</div>")
+    if isinstance(wakeups, dict):
+        parts.append(_llc_wakeups(wakeups))
+    elif several:
+        ask = f"numalab run --event {WAKING.full} --event {WAKEUP.full}"
+        parts.append(
+            f'<p class="muted">Wakeups against the waker\'s LLC: <span class="mono">{e(ask)}</span> (not traced by '
+            "default: a ping-pong workload wakes thousands of times a second).</p>"
+        )
+    how = (
+        f"An LLC is the CPUs sharing an L3 on one node (the sched domain MC). Migrations are {MIGRATE_TASK.name}'s; "
+        "a task's time is where the scheduler had it, running or waiting, as in the per-node residency."
+    )
+    return (
+        f'<div class="views llc"><h4>By LLC</h4><div class="grid">{"".join(parts)}</div>'
+        f'<p class="muted">{e(how)}</p></div>'
+    )
+
+
 def _node_memory(r: dict) -> str:
     nm = get(r, "metrics", "node_memory")
     if not isinstance(nm, dict) or not nm.get("t"):
@@ -108,8 +194,8 @@ def _node_memory(r: dict) -> str:
 
 
 def run_views(r: dict) -> str:
-    """A run's per-task residency and per-node memory ("" when it has neither)."""
-    return _residency(r) + _node_memory(r)
+    """A run's per-task residency, its view by LLC and per-node memory ("" when it has none)."""
+    return _residency(r) + _llc(r) + _node_memory(r)
 
 
 # --- A/B overlays ---------------------------------------------------------------------------------------------

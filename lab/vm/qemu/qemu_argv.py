@@ -106,14 +106,14 @@ def _smp(topo: Topology) -> str:
 
 
 def _cpu_ids(topo: Topology, vcpu: int) -> str:
-    """-numa cpu's ids of ``vcpu`` (QEMU's x86 names: a cluster is a module)."""
+    """-numa cpu's ids of ``vcpu`` (QEMU's x86 names: a cluster is a module). A die-id only with several dies a
+    package, a module-id only with several modules a die: QEMU refuses one its CPU slots do not have ("die-id is
+    not supported": x86 slots have a die id only when dies > 1)."""
     grid = topo.cpu_grid
     if grid is None:
         s, c, t = smp_layout(topo).place(vcpu)
         return f"socket-id={s},core-id={c},thread-id={t}"
     p = grid.place(vcpu)
-    # (QEMU gives a CPU slot a die-id only when -smp has dies > 1, a module-id only with modules > 1, and
-    # refuses an id the slot lacks: "die-id is not supported")
     die = f",die-id={p['die']}" if grid.dies_per_package > 1 else ""
     module = f",module-id={p['cluster']}" if grid.has_clusters else ""
     return f"socket-id={p['package']}{die}{module},core-id={p['core']},thread-id={p['thread']}"
