@@ -356,9 +356,10 @@ def _read_file(file: str) -> tuple[bytes, str]:
 
 
 def _numactl_text(data: bytes, file: str) -> str:
+    where = "-: standard input" if file == "-" else file
     if len(data) > MAX_SPEC_BYTES:
-        raise LabError(f"{file}: more than the {MAX_SPEC_BYTES >> 20} MiB numactl -H output may be")
-    return text_of(data, "-: standard input" if file == "-" else file)
+        raise LabError(f"{where}: more than the {MAX_SPEC_BYTES >> 20} MiB numactl -H output may be")
+    return text_of(data, where)
 
 
 def import_spec(

@@ -30,7 +30,7 @@ from lab.vm.backend import VmRequest
 from lab.vm.console import Stage, VmOutcome, watch
 from lab.vm.hang import vm_state
 from lab.vm.placement_watch import PlacementWatch
-from lab.vm.qemu.emulator import Emulator
+from lab.vm.qemu.emulator import Emulator, qemu_version_tuple
 from lab.vm.qemu.emulator import resolve as resolve_emulator
 from lab.vm.qemu.firmware import resolve_firmware
 from lab.vm.qemu.qemu_argv import check_qemu_can_express, qemu_argv
@@ -275,7 +275,9 @@ class QemuBackend:
 
     def check_machine(self, topo: Topology) -> None:
         """What the chosen QEMU cannot express (clusters before 9.2: lab.vm.qemu.qemu_argv.required_qemu)."""
-        check_qemu_can_express(topo, self.emulator.version_tuple(), f"the chosen QEMU ({self.emulator.binary})")
+        check_qemu_can_express(
+            topo, qemu_version_tuple(self.emulator.version), f"the chosen QEMU ({self.emulator.binary})"
+        )
 
     def firmware_rom(self, choice: str) -> str:
         """--firmware auto|qboot|seabios -> the -bios ROM from this QEMU's own data directories ("" default)."""
