@@ -22,7 +22,7 @@ PYTEST_ARGS ?=
 
 help:
 	@echo "make demo   - an A/B: NUMA balancing off against on (stock kernel, ring-2, numa01, 3 runs each), its table and HTML report"
-	@echo "make test   - the test suite (boots real VMs; about an hour under TCG on 2 cores with warm caches; builds kernels and the patched QEMU the first time)"
+	@echo "make test   - the test suite (boots real VMs; builds kernels and the patched QEMU the first time; its time: docs/benchmarks.md, 'The test suite')"
 	@echo "make test-fast - only the tests that boot no VM"
 	@echo "make test-nested - the nested tier: numalab inside a TCG guest with KVM and 2 or 4 NUMA nodes, as an ordinary user, and that guest as a second libvirt host over ssh"
 	@echo "make lint   - ruff"
