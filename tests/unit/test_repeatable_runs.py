@@ -74,7 +74,7 @@ def test_repeats_get_consecutive_seeds_and_both_kernels_the_same(monkeypatch, tm
     image = tmp_path / "bzImage"
     image.write_bytes(b"")
     monkeypatch.setattr(batch_mod, "resolve_kernel", lambda name: Kernel(name, image, None, None, "6.1"))
-    fake = SimpleNamespace(name="qemu", emulator=None, firmware_rom=lambda _f: "",
+    fake = SimpleNamespace(name="qemu", emulator=None, firmware_rom=lambda _f: "", check_machine=lambda _t: None,
                            emulator_version=lambda: "QEMU emulator version 10.0.2")  # fmt: skip
     monkeypatch.setattr(batch_mod, "backend_of", lambda _opts: fake)
     opts = RunOptions(topology=TopologyRef("ring-2"), kernels=("a", "b"), workload="idle", repeat=2,
