@@ -86,8 +86,8 @@ SHAPED = {
     "trace-record.rc": (b"0x0", b"9" * 5000),
     "uname.txt": (b"6.1.0\x1b]0;pwned\x07\x1b[2J",),
 }
-READBACK_FILES = ("uname.txt", "cmdline.txt", "kernel-notes.bin", "topology.txt", "tiers.txt", "schedstat.txt",
-                  "dmesg-boot.txt", "sched-domains.txt", "knobs.txt")  # fmt: skip
+READBACK_FILES = ("uname.txt", "cmdline.txt", "kernel-notes.bin", "topology.txt", "cpus.txt", "tiers.txt",
+                  "schedstat.txt", "dmesg-boot.txt", "sched-domains.txt", "knobs.txt")  # fmt: skip
 RESULTS_FILES = ("vmstat.start", "vmstat.series", "vmstat.end", "stat.start", "stat.end", "workload.out",
                  "workload.err", "trace-stats.txt", "trace-record.log", "trace-record.rc", "dmesg.txt")  # fmt: skip
 
