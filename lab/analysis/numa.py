@@ -231,7 +231,8 @@ def missing_fields(a: Analysis, formats: dict[str, frozenset[str]], recorded: se
 
 def analyse_trace(trace: TraceData, topo: Topology, recorded: set[str], t0: float) -> dict:
     """Run every analysis whose events were recorded and whose fields this kernel prints; list the others as
-    skipped, with why (an analysis that read a field the kernel renamed would count zeros)."""
+    skipped, with why (an analysis that read a field the kernel renamed would count zeros), but for an opt-in
+    analysis none of whose events was traced: that one was not asked for."""
     out: dict = {"skipped": {}}
     for a in ANALYSES:
         have = [r for r in a.requires if r.name in recorded]
@@ -242,7 +243,7 @@ def analyse_trace(trace: TraceData, topo: Topology, recorded: set[str], t0: floa
             out["skipped"][a.name] = f"{what} in this kernel's format"
         elif ok:
             out[a.name] = a.fn(trace, topo, t0)
-        else:
+        elif a.default or have:  # (an opt-in analysis none of whose events was asked for was not skipped)
             out["skipped"][a.name] = f"needs {', '.join(r.name for r in a.requires)} (not recorded)"
     return out
 

@@ -192,7 +192,9 @@ def test_the_wakeup_events_are_asked_for_not_traced_by_default() -> None:
     by = {a.name: a for a in ANALYSES}
     assert by["llc"].default and not by["llc_wakeups"].default
     out = analyse_trace(TraceData([]), SPR, {e.name for e in default_events()}, 0.0)
-    assert "llc" in out and "sched_waking" in out["skipped"]["llc_wakeups"]
+    assert "llc" in out and "llc_wakeups" not in out and out["skipped"] == {}  # (not asked for: not skipped)
+    half = analyse_trace(TraceData([]), SPR, {e.name for e in default_events()} | {WAKING.name}, 0.0)
+    assert "sched_wakeup" in half["skipped"]["llc_wakeups"]  # (asked for in part: skipped, and why)
     out = analyse_trace(TraceData([]), SPR, {e.name for e in default_events()} | {WAKING.name, WAKEUP.name}, 0.0)
     assert out["llc_wakeups"]["all"]["wakeups"] == 0 and out["llc_wakeups"]["all"]["waker_llc_pct"] is None
 
