@@ -8,7 +8,7 @@ from pathlib import Path
 
 from lab.cpulist import MAX_CPU_ID, checked_cpulist, format_cpulist
 from lab.record_files import CPUS
-from lab.topology.cpu_view import predict_cpus
+from lab.topology.cpu_view import ALL_LEVELS, predict_cpus
 from lab.topology.model import Topology
 from lab.untrusted import read_guest_text, shown, to_int
 
@@ -77,13 +77,20 @@ def _groups(cpus: dict[str, dict], keys: tuple[str, ...]) -> dict[str, str]:
     return {cpu: format_cpulist(by[tuple(c.get(k) for k in keys)]) for cpu, c in cpus.items()}
 
 
-def check_cpus(topo: Topology, seen: dict | None, domains: dict[int, list[dict]], release: str | None) -> list[str]:
-    """Every way the guest's view of its CPUs differs from the prediction; [] means it matches. Only a topology
-    with a CPU grid is checked (one without keeps QEMU's default CPU model, whose AMD leaves the kernels read
+def check_cpus(
+    topo: Topology,
+    seen: dict | None,
+    domains: dict[int, list[dict]],
+    release: str | None,
+    levels: frozenset[str] = ALL_LEVELS,
+) -> list[str]:
+    """Every way the guest's view of its CPUs differs from the prediction; [] means it matches (``levels``: those
+    the kernel's config builds, lab.topology.cpu_view.configured_levels). Only a topology with a CPU grid is
+    checked (one without keeps QEMU's default CPU model, whose AMD leaves the kernels read
     differently: its view is recorded, not predicted)."""
     if topo.cpu_grid is None or seen is None:
         return []
-    want = predict_cpus(topo, release)
+    want = predict_cpus(topo, release, levels)
     got = seen["cpus"]
     if sorted(int(c) for c in got) != list(range(topo.total_cpus)):
         return [f"the guest's CPUs {format_cpulist([int(c) for c in got])} != 0-{topo.total_cpus - 1}"]

@@ -57,6 +57,7 @@ from lab.run.access_matrix import AccessResult
 from lab.run.collect_limit import COLLECT_LIMIT_S, NO_LIMIT, CollectLimit, CollectOverrun
 from lab.run.manifest import GuestImage, GuestView, ManifestInputs, clocksource_of, workload_seconds
 from lab.run.manifest import build as build_manifest
+from lab.topology.cpu_view import ALL_LEVELS, configured_levels
 from lab.topology.model import Topology
 from lab.topology.tiers import kernel_args as tier_kernel_args
 from lab.trace.assemble import assemble_run
@@ -650,10 +651,16 @@ def _guest_view(req, d: Path, outcome, unpacked: Unpacked, guarded: Callable) ->
         problems += [f"the guest's topology readback is malformed: {p}" for p in readback_problems]
         problems += guarded("topology check", check_topology, [], req.topology, readback, domains)
         release = (read_guest_text(d / UNAME) or "").strip()[:64] or None
-        problems += guarded("CPU topology check", check_cpus, [], req.topology, cpus, domains, release)
+        levels = guarded("kernel config", _configured_levels, ALL_LEVELS, req.kernel.config)
+        problems += guarded("CPU topology check", check_cpus, [], req.topology, cpus, domains, release, levels)
     groups = guarded("sched_verbose dump", read_sched_groups, {}, d)  # the groups, against 6.1's construction
     problems += guarded("sched groups check", check_groups, [], req.topology, groups) if outcome.stage("booted") else []
     return readback, domains, groups, problems
+
+
+def _configured_levels(config: Path | None) -> frozenset[str]:
+    """The SMT, CLS and MC levels the booted kernel's config builds (all of them when it has no config file)."""
+    return configured_levels(config.read_text(errors="replace") if config and config.is_file() else None)
 
 
 def _metrics(req, d: Path, outcome, booted: bool, t0: float | None, result: dict | None, guarded: Callable) -> dict:

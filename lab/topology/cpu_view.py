@@ -84,9 +84,24 @@ def pkg_level_name(release: str | None) -> str:
     return "DIE" if (major, minor) < (6, 8) else "PKG"
 
 
-def predict_cpus(topo: Topology, release: str | None = None) -> dict:
+# The x86 levels a kernel's config may leave out (CONFIG_SCHED_SMT, _CLUSTER, _MC); numalab's own trimmed
+# builds have no SCHED_CLUSTER, Debian's do.
+LEVEL_CONFIGS = {"SMT": "CONFIG_SCHED_SMT", "CLS": "CONFIG_SCHED_CLUSTER", "MC": "CONFIG_SCHED_MC"}
+ALL_LEVELS = frozenset(LEVEL_CONFIGS)
+
+
+def configured_levels(config_text: str | None) -> frozenset[str]:
+    """The levels below the package a kernel of this ``.config`` builds (all of them when it is not known)."""
+    if config_text is None:
+        return ALL_LEVELS
+    set_ = {line.split("=")[0] for line in config_text.splitlines() if line.endswith("=y")}
+    return frozenset(level for level, option in LEVEL_CONFIGS.items() if option in set_)
+
+
+def predict_cpus(topo: Topology, release: str | None = None, levels: frozenset[str] = ALL_LEVELS) -> dict:
     """The kernel's view of its CPUs as plain data (JSON-ready): per vCPU its ids, the CPUs it shares its core,
-    L2 and L3 with, and its sched domains below NUMA as (name, span) from the lowest."""
+    L2 and L3 with, and its sched domains below NUMA as (name, span) from the lowest; ``levels``: the SMT, CLS
+    and MC levels the kernel was configured with (``configured_levels``)."""
     ids = vcpu_ids(topo)
     grid = topo.cpu_grid
     core = _groups(ids, ("package", "die", "cluster", "core"))
@@ -101,9 +116,10 @@ def predict_cpus(topo: Topology, release: str | None = None) -> dict:
     pkg = pkg_level_name(release)
     cpus = []
     for v, i in enumerate(ids):
-        levels = [("SMT", core[v]), ("CLS", l2[v]), ("MC", mc[v])] + ([] if numa_in_package else [(pkg, node[v])])
+        stack = [(n, span) for n, span in (("SMT", core[v]), ("CLS", l2[v]), ("MC", mc[v])) if n in levels]
+        stack += [] if numa_in_package else [(pkg, node[v])]
         kept: list[dict] = []
-        for name, span in levels:
+        for name, span in stack:
             if span == str(v) or (kept and kept[-1]["cpus"] == span):
                 continue  # one CPU, or its child's span: degenerated
             kept.append({"name": name, "cpus": span})

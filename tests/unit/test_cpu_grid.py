@@ -14,7 +14,7 @@ from lab.analysis.cpu_readback import check_cpus, read_cpus
 from lab.analysis.readback import check_topology, read_sched_domains, read_topology
 from lab.errors import LabError
 from lab.placement.pinning import plan_placement
-from lab.topology.cpu_view import pkg_level_name, predict_cpus
+from lab.topology.cpu_view import configured_levels, pkg_level_name, predict_cpus
 from lab.topology.model import topology_from_dict
 from lab.topology.spec import load_spec, load_topology
 from lab.vm.qemu.qemu_argv import check_qemu_can_express, qemu_argv
@@ -146,18 +146,33 @@ def test_pkg_level_name_follows_the_release() -> None:
         "DIE", "DIE", "PKG", "PKG", "PKG"]  # fmt: skip
 
 
-@pytest.mark.parametrize("preset", sorted(p.name for p in VIEWS.iterdir()))
-def test_real_guests_views_match_the_prediction(preset: str) -> None:
-    """What 6.1 guests of each new preset wrote matches the prediction, caches and domains included."""
-    d = VIEWS / preset
-    topo = load_topology(preset)
+@pytest.mark.parametrize("view", sorted(p.name for p in VIEWS.iterdir()))
+def test_real_guests_views_match_the_prediction(view: str) -> None:
+    """What guests of each new preset wrote (PRESET: Debian's 6.1; PRESET@6.12: numalab's 6.12 build, whose
+    config has no SCHED_CLUSTER) matches the prediction, caches and domains included."""
+    d = VIEWS / view
+    topo = load_topology(view.split("@")[0])
     problems: list[str] = []
     cpus, domains = read_cpus(d, problems), read_sched_domains(d, problems)
     # (a grid shows Intel's CPUID; memoryless-3 has none and keeps QEMU's default, qemu64, an AMD)
     assert problems == [] and cpus["vendor"] == ("GenuineIntel" if topo.cpu_grid else "AuthenticAMD")
     release = (d / "uname.txt").read_text().strip()
-    assert check_cpus(topo, cpus, domains, release) == []
+    assert release.startswith("6.12." if view.endswith("@6.12") else "6.1.")
+    levels = configured_levels((d / "config").read_text())
+    assert check_cpus(topo, cpus, domains, release, levels) == []
     assert check_topology(topo, read_topology(d), domains) == []
+    if view == "srf-2s-modules@6.12":  # the L2 is shared, but no CLS level is built without SCHED_CLUSTER
+        assert "CLS" not in levels and cpus["cpus"]["0"]["caches"]["L2"] == "0-1"
+        assert check_cpus(topo, cpus, domains, release) != []
+
+
+def test_configured_levels() -> None:
+    assert configured_levels(None) == frozenset({"SMT", "CLS", "MC"})
+    text = "CONFIG_SCHED_SMT=y\n# CONFIG_SCHED_CLUSTER is not set\nCONFIG_SCHED_MC=y\nCONFIG_SCHED_MC_PRIO=y\n"
+    assert configured_levels(text) == frozenset({"SMT", "MC"})
+    topo = load_spec(spec(cpus_per_node=8, threads=2, cores_per_cluster=2), "t")
+    assert [d["name"] for d in predict_cpus(topo, "6.12.0", configured_levels(text))["cpus"][0]["domains"]] == [
+        "SMT", "MC"]  # fmt: skip
 
 
 def test_a_guest_with_one_llc_a_node_is_a_mismatch(tmp_path: Path) -> None:
