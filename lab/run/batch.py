@@ -29,6 +29,7 @@ from lab.vm.libvirt.libvirt_backend import LibvirtBackend
 from lab.vm.libvirt.libvirt_hostspec import HostSpec
 from lab.vm.qemu.emulator import Emulator, qemu_version_tuple
 from lab.vm.qemu.emulator import resolve as resolve_emulator
+from lab.vm.qemu.qemu_argv import check_firmware_can_boot
 from lab.vm.qemu.qemu_backend import QemuBackend
 from lab.vm.tcg.access_plugin import DEFAULT_SAMPLE
 from lab.vm.tcg.guest_clock import GuestClock
@@ -89,8 +90,9 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
     access_sample_of(opts, None if opts.accel == "auto" else opts.accel)  # before a libvirt host is asked
     check_clock(opts.clock, opts.backend, opts.accel, None)  # before a libvirt host is asked
     backend = backend_of(opts)
-    backend.firmware_rom(opts.firmware)  # a firmware this backend cannot boot: say so first
+    rom = backend.firmware_rom(opts.firmware)  # a firmware this backend cannot boot: say so first
     backend.check_machine(topo)  # a machine this backend's QEMU (or libvirt) cannot boot as specified
+    check_firmware_can_boot(topo, rom, qemu_version_tuple(backend.emulator_version()))
     clock = GuestClock(opts.clock)
     kvm_probe_s = 0.0
     if clock.virtual:

@@ -26,4 +26,10 @@ def predicted_warnings(topo: Topology) -> list[str]:
             "symmetric' (with sched_verbose, which numalab boots with) and builds its NUMA sched domains from one "
             'direction only; its sched-domain check may also report "ERROR: groups don\'t span domain->span"'
         )
+    grid = topo.cpu_grid
+    if grid is not None and grid.cores_per_cluster == 1 and (grid.dies_per_package > 1 or grid.has_clusters):
+        out.append(
+            "a die (LLC) or module of one core: 6.1 takes each such CPU for a package of its own (it reads no "
+            "module level), so its guest view will not be this machine's; give an LLC or module 2 cores or more"
+        )
     return out

@@ -15,9 +15,10 @@ from lab.analysis.readback import check_topology, read_sched_domains, read_topol
 from lab.errors import LabError
 from lab.placement.pinning import plan_placement
 from lab.topology.cpu_view import configured_levels, pkg_level_name, predict_cpus
+from lab.topology.kernel_warnings import predicted_warnings
 from lab.topology.model import topology_from_dict
 from lab.topology.spec import load_spec, load_topology
-from lab.vm.qemu.qemu_argv import check_qemu_can_express, qemu_argv
+from lab.vm.qemu.qemu_argv import check_firmware_can_boot, check_qemu_can_express, qemu_argv
 
 VIEWS = Path(__file__).resolve().parents[1] / "data" / "cpu_views"
 
@@ -193,3 +194,21 @@ def test_a_damaged_cpus_file_is_named_not_raised(tmp_path: Path) -> None:
     problems: list[str] = []
     got = read_cpus(tmp_path, problems)
     assert got == {"vendor": "", "cpus": {}} and len(problems) == 4  # (the byte that is not UTF-8 twice)
+
+
+def test_seabios_on_qemu_10_is_refused_for_dies_and_modules() -> None:
+    """QEMU 10.0.2 aborts under SeaBIOS with several dies a package and Intel's vendor (encode_topo_cpuid1f,
+    measured: `--qemu backports --firmware seabios` on spr-2s-2llc was killed by SIGABRT 0.2 s in)."""
+    two_llcs = load_spec(spec(llcs_per_node=2), "t")
+    with pytest.raises(LabError, match=r"QEMU 10\.0\.2 aborts under SeaBIOS .*--firmware qboot"):
+        check_firmware_can_boot(two_llcs, "", (10, 0, 2))
+    check_firmware_can_boot(two_llcs, "/usr/share/qemu/qboot.rom", (10, 0, 2))  # qboot boots it
+    check_firmware_can_boot(two_llcs, "", (7, 2, 22))  # QEMU 7.2 boots it under SeaBIOS
+    check_firmware_can_boot(load_spec(spec(packages=2), "t"), "", (10, 0, 2))  # one die a package
+    check_firmware_can_boot(load_topology("ring-2"), "", (10, 0, 2))
+
+
+def test_a_die_of_one_core_is_warned_about() -> None:
+    one_core = load_spec(spec(cpus_per_node=2, llcs_per_node=2), "t")
+    assert any("a die (LLC) or module of one core" in w for w in predicted_warnings(one_core))
+    assert predicted_warnings(load_spec(spec(llcs_per_node=2), "t")) == []

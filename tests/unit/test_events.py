@@ -59,8 +59,9 @@ def test_the_default_set_is_the_one_numalab_has_always_traced() -> None:
 
 def test_a_run_traces_every_event_its_default_analyses_need() -> None:
     """The plan of ``numalab run`` (and so of every matrix run) and the --help text take the derived set: every
-    default analysis runs on a default trace, and an opt-in one not asked for is neither run nor skipped. A default set written out
-    anywhere instead would fall behind an analysis whose requires changed, and fail here."""
+    default analysis runs on a default trace, and an opt-in one not asked for is neither run nor skipped. A
+    default set written out anywhere instead would fall behind an analysis whose requires changed, and fail
+    here."""
     plan = _plan()
     assert plan.trace_events == tuple(e.full for e in default_events())
     recorded = {e.split(":")[1] for e in plan.trace_events}

@@ -93,6 +93,21 @@ def check_qemu_can_express(topo: Topology, version: tuple[int, ...] | None, wher
         )
 
 
+def check_firmware_can_boot(topo: Topology, rom: str, version: tuple[int, ...] | None) -> None:
+    """QEMU 10 aborts under SeaBIOS (``rom`` "") on a grid with several dies or modules a package and Intel's
+    vendor (``encode_topo_cpuid1f: Assertion 'count <= CPU_TOPOLOGY_LEVEL_SOCKET' failed``, 0.2 s in, before the
+    kernel; qboot boots it): a one-line error instead of a boot-failed run."""
+    grid = topo.cpu_grid
+    if grid is None or rom or version is None or tuple(version[:2]) < (9, 0) or grid.vendor == "amd":
+        return
+    if grid.dies_per_package > 1 or grid.has_clusters:
+        raise LabError(
+            f"topology {topo.name}: QEMU {'.'.join(map(str, version[:3]))} aborts under SeaBIOS on a machine with "
+            "several dies or modules a package and Intel's CPUID (encode_topo_cpuid1f); boot it with "
+            "--firmware qboot (the default, --firmware auto)"
+        )
+
+
 def _smp(topo: Topology) -> str:
     grid = topo.cpu_grid
     if grid is None:
