@@ -27,6 +27,18 @@ def predicted_warnings(topo: Topology) -> list[str]:
             'direction only; its sched-domain check may also report "ERROR: groups don\'t span domain->span"'
         )
     grid = topo.cpu_grid
+    if grid is not None:
+        sockets, per_socket = grid.packages, grid.cpus_per_package
+    else:
+        from lab.topology.cpu_view import smp_layout  # (cpu_view imports the model this module checks)
+
+        smp = smp_layout(topo)
+        sockets, per_socket = smp.sockets, smp.cores * smp.threads
+    if sockets >= 2 and per_socket == 3:
+        out.append(
+            f"{sockets} sockets of 3 CPUs (APIC IDs with gaps): QEMU 7.2 with Debian's 6.1 was measured to hang at "
+            "boot on this layout (docs/qemu-topology.md); QEMU 10 (--qemu backports) and 6.12 boot it"
+        )
     if grid is not None and grid.cores_per_cluster == 1 and (grid.dies_per_package > 1 or grid.has_clusters):
         out.append(
             "a die (LLC) or module of one core: 6.1 takes each such CPU for a package of its own (it reads no "

@@ -212,3 +212,9 @@ def test_a_die_of_one_core_is_warned_about() -> None:
     one_core = load_spec(spec(cpus_per_node=2, llcs_per_node=2), "t")
     assert any("a die (LLC) or module of one core" in w for w in predicted_warnings(one_core))
     assert predicted_warnings(load_spec(spec(llcs_per_node=2), "t")) == []
+
+
+def test_sockets_of_three_cpus_are_warned_about() -> None:
+    """QEMU 7.2 with Debian's 6.1 hung at boot on 2 sockets of 3 CPUs (docs/qemu-topology.md, case X)."""
+    assert any("2 sockets of 3 CPUs" in w for w in predicted_warnings(load_topology("ring-2").with_overrides(3)))
+    assert not any("sockets of 3" in w for w in predicted_warnings(load_topology("ring-2").with_overrides(4)))
