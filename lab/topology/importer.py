@@ -26,7 +26,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from lab.cpulist import checked_cpulist, parse_cpulist
+from lab.cpulist import checked_cpulist
 from lab.datafile import MAX_SPEC_BYTES, parse_yaml, read_bytes, text_of
 from lab.errors import LabError
 from lab.topology.hwloc import MAX_XML_BYTES, looks_like_xml, parse_hwloc_xml, parse_synthetic
@@ -54,7 +54,7 @@ def _sysfs_node_ids(root: Path) -> list[int]:
     if online_file.exists():
         text = _read(online_file).strip()
         try:
-            ids = parse_cpulist(text)
+            ids = _bounded_list(text)
         except (LabError, ValueError):
             raise LabError(f"{online_file}: cannot read the node list {text!r}") from None
     else:
@@ -73,7 +73,7 @@ def _sysfs_cpus(d: Path) -> tuple[int, ...]:
     """The CPUs in ``d/cpulist`` (none if it is empty)."""
     cpulist = _read(d / "cpulist").strip()
     try:
-        return tuple(parse_cpulist(cpulist)) if cpulist else ()
+        return tuple(_bounded_list(cpulist)) if cpulist else ()
     except (LabError, ValueError):
         raise LabError(f"{d / 'cpulist'}: cannot read the CPU list {cpulist!r}") from None
 
@@ -138,7 +138,7 @@ def _sysfs_slow_nodes(root: Path, nodes: list[MachineNode]) -> tuple[int, ...]:
     for d in tiering.glob("memory_tier[0-9]*"):
         text = _read(d / "nodelist").strip()
         try:
-            tiers.append((int(d.name.removeprefix("memory_tier")), parse_cpulist(text)))
+            tiers.append((int(d.name.removeprefix("memory_tier")), _bounded_list(text)))
         except (LabError, ValueError):
             raise LabError(f"{d / 'nodelist'}: cannot read the node list {text!r}") from None
     top = max((tier for tier, members in tiers if with_cpus & set(members)), default=None)
@@ -304,9 +304,19 @@ def scaled_topology(
     return topo
 
 
+def _bounded_list(text: str) -> list[int]:
+    """A sysfs cpulist or nodelist of a copy the user hands us: ``0-99999999`` is refused (ValueError), not
+    expanded into a list of a hundred million numbers (lab.cpulist.checked_cpulist's bound)."""
+    ids = checked_cpulist(text.strip())
+    if ids is None:
+        raise ValueError(text)
+    return ids
+
+
 def to_spec_yaml(topo: Topology) -> str:
-    """A spec file (the format of ``topologies/*.yaml``) for ``topo``: explicit nodes and SLIT."""
-    lines = [f"name: {topo.name}", f"description: {_yaml_str(topo.description)}"]
+    """A spec file (the format of ``topologies/*.yaml``) for ``topo``: explicit nodes and SLIT. The name is
+    quoted: a file stem such as ``123`` would read back as a number."""
+    lines = [f"name: {_yaml_str(topo.name)}", f"description: {_yaml_str(topo.description)}"]
     cpus = {n.cpus for n in topo.nodes}
     mems = {n.memory_mib for n in topo.nodes}
     if len(cpus) == 1 and len(mems) == 1:

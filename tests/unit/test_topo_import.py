@@ -303,3 +303,18 @@ def test_a_memoryless_node_imports_as_one(tmp_path):
     assert topo.memoryless_nodes == [1] and topo.nodes[0].memory_mib == 512
     root = _fake_sysfs(tmp_path / "node", {0: ("0-1", 0, "10 20"), 1: ("2-3", 1 << 20, "20 10")}, "0-1")
     assert [n.memory_mib for n in read_sysfs(root).nodes] == [0, 1024]
+
+
+def test_a_huge_cpulist_in_a_sysfs_copy_is_refused_not_expanded(tmp_path):
+    root = _fake_sysfs(tmp_path / "node", {0: ("0-99999999", 1 << 20, "10")}, "0")
+    with pytest.raises(LabError, match="node0/cpulist: cannot read the CPU list"):
+        read_sysfs(root)
+
+
+def test_a_numeric_name_stays_a_name(tmp_path):
+    src = tmp_path / "123.txt"
+    src.write_text(SEED000_BLOCK)
+    out = tmp_path / "123.yaml"
+    proc = numalab("topo", "import", str(src), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert 'name: "123"' in out.read_text() and load_topology(str(out)).name == "123"
