@@ -12,6 +12,8 @@ import json
 import os
 import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,10 +25,12 @@ pytestmark = [pytest.mark.vm, pytest.mark.kernel_build]
 
 
 @pytest.fixture(scope="module")
-def user(tmp_path_factory) -> dict:
-    """The user, and a fresh home directory of its own for this module (its cache, its runs)."""
+def user() -> Iterator[dict]:
+    """The user, and a fresh home directory of its own for this module (its cache, its runs). Not under pytest's
+    base temporary directory: every pytest session that starts on the machine sets /tmp/pytest-of-root back to
+    0700, and a rehearsal's kernel build as this user died of 'Permission denied' half-way when one did."""
     name = ordinary_user()
-    home = tmp_path_factory.mktemp("ordinary-home")
+    home = Path(tempfile.mkdtemp(prefix="numalab-ordinary-home-"))
     shutil.chown(home, name, name)
     home.chmod(0o755)
     # pytest's tmp dirs are 0700, a CI checkout may sit under /root, and the venv's interpreter may be root's own
@@ -36,7 +40,8 @@ def user(tmp_path_factory) -> dict:
     for d in [*home.parents, REPO, *REPO.parents, *python.parents]:
         if d != Path("/") and not d.stat().st_mode & 0o001:
             d.chmod(d.stat().st_mode | 0o001)
-    return {"name": name, "home": home, "cache": home / "cache"}
+    yield {"name": name, "home": home, "cache": home / "cache"}
+    shutil.rmtree(home, ignore_errors=True)
 
 
 def numalab_as(u: dict, *args: str, timeout: float = 900):
