@@ -97,6 +97,7 @@ def check_cpus(
     problems: list[str] = []
     packages = _groups(got, ("package",))
     dies = _groups(got, ("package", "die"))
+    clusters = _groups(got, ("package", "die", "cluster"))
     for v, w in enumerate(want["cpus"]):
         g = got[str(v)]
         caches = g.get("caches", {})
@@ -109,7 +110,7 @@ def check_cpus(
             ("L3 shared_cpu_list", caches.get("L3"), w["l3_cpus"]),
         ]
         if topo.cpu_grid.has_clusters:
-            checks.append(("cluster siblings", _groups(got, ("package", "die", "cluster"))[str(v)], w["l2_cpus"]))
+            checks.append(("cluster siblings", clusters[str(v)], w["l2_cpus"]))
         if domains:
             named = [(d["name"], d["cpus"]) for d in domains.get(v, []) if d["name"] in DOMAIN_LEVELS]
             checks.append(("sched domains", named, [(d["name"], d["cpus"]) for d in w["domains"]]))

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from lab.cpulist import format_cpulist, parse_cpulist
+from lab.placement.llc_backing import read_host_llcs
 
 SYS_NODE = Path("/sys/devices/system/node")
 
@@ -93,8 +94,6 @@ def read_inventory(sys_node: Path = SYS_NODE, proc_meminfo: Path = Path("/proc/m
         distances = tuple(tuple(r[i] for i in ids) for r in rows)
     else:
         distances = tuple(tuple(10 if a == b else 20 for b in ids) for a in ids)  # an unreadable SLIT: ACPI's default
-    from lab.placement.llc_backing import read_host_llcs  # (its module reads the CPU side of sysfs)
-
     return HostInventory(tuple(nodes), online, available, distances, read_host_llcs(online))
 
 

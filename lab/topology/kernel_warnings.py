@@ -9,6 +9,7 @@ the run record's topology verdict carries what the kernel actually said
 
 from __future__ import annotations
 
+from lab.topology.cpu_view import smp_layout
 from lab.topology.model import Topology
 
 
@@ -30,8 +31,6 @@ def predicted_warnings(topo: Topology) -> list[str]:
     if grid is not None:
         sockets, per_socket = grid.packages, grid.cpus_per_package
     else:
-        from lab.topology.cpu_view import smp_layout  # (cpu_view imports the model this module checks)
-
         smp = smp_layout(topo)
         sockets, per_socket = smp.sockets, smp.cores * smp.threads
     if sockets >= 2 and per_socket == 3:
