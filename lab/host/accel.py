@@ -36,8 +36,12 @@ PROBE_MARK = "NUMALAB-PROBE-OK"
 PROBE_SILENCE_S = 60.0
 PROBE_TIMEOUT_S = 150.0
 TCG_PROBE_TIMEOUT_S = 60.0
-# loglevel=6: the kernel's banner and notices, so a booting guest is seen to boot.
-PROBE_CMDLINE = "console=ttyS0 loglevel=6 panic=-1"
+# loglevel=6: the kernel's banner and notices, so a booting guest is seen to boot. edd=off: the real-mode
+# setup stub prints "Probing EDD ... ok" before the kernel proper runs; on this host (2026-11-26) a KVM guest
+# printed just that line and hung, which the silence check took for a kernel that was printing.
+PROBE_CMDLINE = "console=ttyS0 loglevel=6 panic=-1 edd=off"
+# Lines the setup stub and the decompressor print before the kernel itself: not a sign the kernel runs.
+_STUB_LINES = ("Probing EDD", "Decompressing Linux", "Parsing ELF", "Booting the kernel", "early console")
 # One node, one vCPU: the smallest machine the run's own command line writer (or domain XML) makes.
 PROBE_TOPOLOGY = Topology("kvm-probe", (Node(0, 1, 256),), ((10,),))
 _PROBE_INIT = f"""#!/bin/busybox sh
@@ -75,11 +79,22 @@ class _Silent(Exception):
     """The probe guest printed nothing within PROBE_SILENCE_S: given up on (the VM is stopped)."""
 
 
+def kernel_printed(text: str) -> bool:
+    """Whether the console shows the kernel's own output, not just the setup stub's or the decompressor's."""
+    return any(line.strip() and not line.lstrip().startswith(_STUB_LINES) for line in text.splitlines())
+
+
 def _silence_check(console: Path, silence_s: float):
-    """An on_tick that gives up on a guest whose console is still empty after ``silence_s``."""
+    """An on_tick that gives up on a guest whose kernel has printed nothing after ``silence_s``."""
+
+    seen = False
 
     def tick(now: float) -> None:
-        if now > silence_s and not (console.exists() and console.stat().st_size):
+        nonlocal seen
+        if seen or now <= silence_s:
+            return
+        seen = console.exists() and kernel_printed(console.read_text(errors="replace"))
+        if not seen:
             raise _Silent
 
     return tick
@@ -111,7 +126,7 @@ def probe(accel: str, kernel: Path, timeout_s: float = PROBE_TIMEOUT_S, backend:
             return {"ok": False, "seconds": round(time.monotonic() - t0, 2), "detail": str(err)}
         except _Silent:
             return {"ok": False, "seconds": round(time.monotonic() - t0, 2),
-                    "detail": f"the guest hung: no output at all within {silence_s:.0f}s"}  # fmt: skip
+                    "detail": f"the guest hung: no kernel output within {silence_s:.0f}s"}  # fmt: skip
         seconds = round(time.monotonic() - t0, 2)
         console = Path(boot.console_log)
         text = console.read_text(errors="replace") if console.exists() else ""

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from common import HOST
 
-from lab.host.accel import PROBE_CMDLINE, PROBE_TOPOLOGY, probe_boot
+from lab.host.accel import PROBE_CMDLINE, PROBE_TOPOLOGY, kernel_printed, probe_boot
 from lab.placement.pinning import plan_placement
 from lab.vm.qemu.qemu_argv import qemu_argv
 
@@ -22,3 +22,13 @@ def test_the_probe_argv_is_qemu_argv_without_share_monitor_or_pause(tmp_path: Pa
         assert absent not in argv, absent
     assert boot.name.startswith("numalab-probe-kvm-")  # a leftover of a killed probe is a numalab-* domain
     assert boot.name != probe_boot("kvm", Path("/boot/vmlinuz"), tmp_path).name
+
+
+def test_the_setup_stubs_lines_are_not_the_kernel_printing() -> None:
+    # Measured here (2026-11-26): a KVM guest printed the stub's EDD line and hung; taken for a printing
+    # kernel, the probe waited out its whole 150 s timeout instead of the 60 s silence.
+    assert not kernel_printed("")
+    assert not kernel_printed("Probing EDD (edd=off to disable)... ok\r\n")
+    assert not kernel_printed("Probing EDD (edd=off to disable)... ok\nDecompressing Linux... Parsing ELF... done.\n")
+    assert kernel_printed("Probing EDD (edd=off to disable)... ok\n[    0.000000] Linux version 6.1.0\n")
+    assert kernel_printed("Linux version 6.1.0 (no timestamps)\n")
