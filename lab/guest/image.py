@@ -38,7 +38,7 @@ from pathlib import Path
 from lab.errors import LabError
 from lab.guest import cpio
 from lab.guest.workloads import UserSpec, Workload
-from lab.paths import REPO_ROOT, TOOL_TEXT, cache_dir, write_text_atomic
+from lab.paths import COMPLETE, REPO_ROOT, TOOL_TEXT, cache_dir, publish_dir, write_text_atomic
 from lab.workloads.registry import BUILTIN_TOOLS
 
 BUSYBOX_CANDIDATES = ("/bin/busybox", "/usr/bin/busybox")
@@ -109,10 +109,8 @@ def build_workloads() -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         last = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["(no output)"]
         raise LabError(f"images/workloads: build failed: {last[0]}")
-    (tmp / ".complete").touch()
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
-    return out
+    (tmp / COMPLETE).touch()
+    return publish_dir(tmp, out)
 
 
 def minimal_initrd(path: Path, init: str) -> Path:
