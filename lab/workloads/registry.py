@@ -1,7 +1,7 @@
 """The built-in workloads: every folder ``lab/workloads/NAME/`` with a ``workload.yaml``, read and checked once.
 
 A folder is one workload, named after it. Its ``workload.yaml`` is the format users write for their own
-workloads (docs/workloads.md, lab.guest.user_workload), with what a built-in needs beyond it:
+workloads (docs/workloads.md, lab.workloads.user_workload), with what a built-in needs beyond it:
 
 * ``programs``: numalab's own static programs (built from images/workloads, laid into the guest's
   /usr/bin), instead of a user's ``files`` (copied to /workload, where a user's command runs);
@@ -32,10 +32,10 @@ import yaml
 
 from lab.datafile import load_yaml
 from lab.errors import LabError
-from lab.guest.workload_metrics import TwinOf, WorkloadMetric
-from lab.guest.workloads import MEM_SHARE, RESULT_KEY, Workload
 from lab.paths import REPO_ROOT
 from lab.topology.model import Topology
+from lab.workloads.metric_declarations import TwinOf, WorkloadMetric
+from lab.workloads.workload_type import MEM_SHARE, RESULT_KEY, Workload
 
 FOLDERS = Path(__file__).resolve().parent
 DEFINITION = "workload.yaml"
@@ -98,7 +98,7 @@ def _names(data: dict, key: str) -> tuple[str, ...]:
 
 
 def _tools(data: dict) -> dict[str, str]:
-    """Each tool's name in the guest image (lab.guest.image.GUEST_TOOLS) -> its path on the host."""
+    """Each tool's name in the guest image (lab.workloads.image_layers.GUEST_TOOLS) -> its path on the host."""
     tools = {}
     for i, path in enumerate(_names(data, "tools")):
         if not path.startswith("/"):
@@ -246,7 +246,7 @@ WORKLOADS, BUILTIN_TOOLS = discover()
 
 def builtin_metric(name: str) -> WorkloadMetric | None:
     """The built-in workload metric ``workload.<name>`` (or the rate whose per-vCPU-second twin it is), or
-    None: a user's workload may not declare one (lab.guest.user_workload; compare fixes its direction)."""
+    None: a user's workload may not declare one (lab.workloads.user_workload; compare fixes its direction)."""
     for w in WORKLOADS.values():
         for m in w.metrics:
             if name in (m.name, m.twin_key):

@@ -16,11 +16,11 @@ from lab.analysis.expectations import DIRECTIONS
 from lab.datafile import load_yaml
 from lab.errors import LabError
 from lab.guest.init_plan import KNOB_NAMES
-from lab.guest.workloads import RESULT_KEY
 from lab.run.options import MAX_REPEAT
 from lab.topology.model import MAX_NODES
 from lab.vm.tcg.guest_clock import CLOCKS
 from lab.vm.tcg.latency_model import REMOTE_LATENCY
+from lab.workloads.workload_type import RESULT_KEY
 
 TOPOLOGIES = sorted((REPO / "topologies").glob("*.yaml")) + sorted(
     p for p in (REPO / "tests/data/topologies").glob("*.yaml")  # (the invalid ones are invalid beyond the schema)

@@ -12,9 +12,8 @@ from common import REPO
 
 from lab.datafile import load_yaml
 from lab.errors import LabError
-from lab.guest import user_workload
 from lab.topology.spec import load_topology
-from lab.workloads import registry
+from lab.workloads import registry, user_workload
 from lab.workloads.registry import FOLDERS, WORKLOADS, discover
 
 FOLDER_NAMES = sorted(p.name for p in FOLDERS.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
