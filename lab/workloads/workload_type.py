@@ -7,7 +7,7 @@ file, its scaling and parser hooks); a user's workload is a workload file or ``-
 image must carry to run it (``programs``, ``tools``; lab.workloads.image_layers hands exactly those to
 lab.guest.image), the figures compare reads as metrics, and its output's reader (lab.workloads.workload_output):
 a JSON result line (the built-ins' own programs' ``NUMALAB_RESULT``, a user's ``json-line``), a user's regular
-expressions, or a built-in's ``parse.py``.
+expressions, a built-in's ``parse.py`` or a reader it names (lab.workloads.output_readers.READERS).
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ class Workload:
     description: str
     command: Callable[[Topology, float], str]
     # How its output is read: "lab" (a JSON result line, NUMALAB_RESULT for numalab's own programs), "tool"
-    # (a built-in's parse.py: a host tool's own output) or "user" (a user's workload, read as its spec says).
+    # (a built-in's parse.py or named reader: a host tool's own output) or "user" (a user's workload, read as
+    # its spec says).
     kind: str
     # What the guest image must carry to run it (lab.workloads.image_layers): our own static programs, built from
     # images/workloads, and host tools (lab.workloads.image_layers.GUEST_TOOLS), each with its library closure.
@@ -43,7 +44,8 @@ class Workload:
     # A user's workload (kind "user": a workload file or --workload-cmd, lab.workloads.user_workload): what it
     # carries into the guest, how its output is read and which metrics it declares. None for the built-ins.
     user: UserSpec | None = field(default=None, kw_only=True)
-    # Kind "tool": its folder's parser (lab.workloads.registry); kind "lab": its result line's prefix.
+    # Kind "tool": its folder's parser or the reader it names (lab.workloads.registry); kind "lab": its result
+    # line's prefix.
     parse: Callable[[str], dict] | None = field(default=None, kw_only=True, compare=False)
     result_prefix: str = field(default="NUMALAB_RESULT ", kw_only=True)
     folder: str = field(default="", kw_only=True)  # a built-in's folder (lab/workloads/NAME), for show
