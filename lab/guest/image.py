@@ -17,10 +17,9 @@ An image is concatenated cpio archives (the kernel unpacks them in turn):
   TCG guest a fifth of a second, so a run that does not use it goes without;
 * **modules** (per kernel): the virtio/9p modules a modular kernel needs, with
   their dependencies in load order;
-* **plan** (per run): ``/plan/plan.sh``, the settings the init runs.
-
 * **user** (a user's workload): its files in ``/workload`` and the host files it needs
   at their own paths (its tools, the shared libraries of those and of its programs);
+* **plan** (per run): ``/plan/plan.sh``, the settings the init runs.
 
 Base, workload, tools and modules are cached under ``cache_root()/images`` by a hash of
 their content, so they are rebuilt only when an input changes.

@@ -23,8 +23,8 @@ workloads (docs/workloads.md, lab.workloads.user_workload), with what a built-in
 
 The fields are those of ``$defs.builtin`` in lab/schemas/workload.schema.json, the schema of users' workload
 files: tests/unit/test_workload_folders.py checks every folder against it. They are checked here by hand, not
-by jsonschema, whose import alone would add about 80 ms to every command's start (every command reads the
-folders); that test also shows both refuse the same mistakes.
+by jsonschema, whose import alone would add 75-150 ms (measured on a busy 2-core host) to the start of every
+command (every command reads the folders); that test also shows both refuse the same mistakes.
 """
 
 from __future__ import annotations
