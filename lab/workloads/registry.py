@@ -108,7 +108,7 @@ def _names(data: dict, key: str) -> tuple[str, ...]:
 
 
 def _tools(data: dict) -> dict[str, str]:
-    """Each tool's name in the guest image (lab.guest.image.GUEST_TOOLS) -> its path on the host."""
+    """Each tool's name in the guest image (lab.workloads.image_layers.GUEST_TOOLS) -> its path on the host."""
     tools = {}
     for i, path in enumerate(_names(data, "tools")):
         if not path.startswith("/"):

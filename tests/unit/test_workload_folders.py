@@ -212,4 +212,8 @@ def test_the_packages_modules_are_not_workloads_nor_the_other_way(tmp_path) -> N
     shutil.copytree(root / "idle", root / "scaling")
     with pytest.raises(LabError, match=r"^workload file .*/scaling/workload.yaml: a workload folder may not have the"):
         discover(root)
+    shutil.rmtree(root / "scaling")
+    (root / "idle" / "__init__.py").write_text("")  # (a folder with its workload.yaml is a workload: not a package)
+    with pytest.raises(LabError, match=r"^workload file .*/idle/workload.yaml: a workload folder is no Python package"):
+        discover(root)
     assert {"registry", "scaling", "elf"} <= {p.stem for p in FOLDERS.glob("*.py")}  # (the real package's)
