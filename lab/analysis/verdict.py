@@ -25,9 +25,9 @@ from lab.analysis.compare import MIN_REPEATS, Row, Stats, diff_text, included_te
 from lab.analysis.compare import moved as moved_of
 from lab.analysis.metrics import Metric, declared_rates, get_metric, metric_values, metrics_of
 from lab.analysis.power import ci_overlap_margin, repeats_needed
-from lab.guest.workload_metrics import MEMORY_FIGURES
 from lab.min_effect import DEFAULT_PCT as DEFAULT_MIN_EFFECT
 from lab.min_effect import effective, same_text
+from lab.workloads.metric_declarations import MEMORY_FIGURES
 
 # "workload": the workload's own figure (:func:`workload_figure`), resolved by :func:`resolve_decide`. Not a
 # mechanism counter (pages migrated says how much balancing did, not how well the workload ran: it is neutral).
@@ -120,7 +120,7 @@ class Verdict:
 
 
 def workload_figure(workload, clock: str = "host") -> str:
-    """The metric ``--decide`` defaults to for ``workload`` (lab.guest.workloads.Workload): its own figure, the
+    """The metric ``--decide`` defaults to for ``workload`` (lab.workloads.workload_type.Workload): its own figure, the
     first it declares beyond the memory workloads' common elapsed_s and gbps (pairs' round trips, nodes13's
     balance, perf bench's convergence; gbps for numa01 and the others that have only those), as its
     per-vCPU-second twin where it has one (steadier under TCG on a shared host: numa01's

@@ -30,10 +30,10 @@ from lab.cli.shared_options import (
 )
 from lab.datafile import MAX_JSON_BYTES, parse_json, read_bytes, text_of
 from lab.errors import LabError
-from lab.guest.user_workload import resolve_workload
 from lab.paths import json_text, utf8_path
 from lab.run.options import RunOptions
 from lab.vm.tcg.guest_clock import check as check_clock
+from lab.workloads.user_workload import resolve_workload
 
 USAGE = (
     "numalab bisect --series DIR|FILE --decide METRIC --out DIR [options]\n"

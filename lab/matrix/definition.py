@@ -46,7 +46,6 @@ from lab.analysis.metrics import METRIC_KEYS
 from lab.datafile import load_yaml
 from lab.errors import LabError
 from lab.guest.init_plan import check_duration
-from lab.guest.user_workload import is_workload_file, load_workload_file
 from lab.matrix.spec_parts import AutoSpec, parse_auto, parse_expect
 from lab.paths import resolved
 from lab.run.options import MAX_REPEAT, RunOptions
@@ -54,6 +53,7 @@ from lab.topology.model import check_name
 from lab.topology.ref import SPEC_SIZE_NAMES, TopologyRef
 from lab.vm.libvirt.libvirt_hostspec import HostSpec, parse_hosts
 from lab.workloads.registry import WORKLOADS
+from lab.workloads.user_workload import is_workload_file, load_workload_file
 
 EXAMPLES = Path(__file__).parent / "examples"
 # Where a matrix given by name is looked up: the general examples, then each folder of lab/seeds/ (a seed's
@@ -91,7 +91,7 @@ class KernelChoice:
 class WorkloadChoice:
     name: str
     duration: float
-    file: str = ""  # a user's workload file (absolute; lab.guest.user_workload), "" for a built-in
+    file: str = ""  # a user's workload file (absolute; lab.workloads.user_workload), "" for a built-in
 
     @property
     def spec(self) -> str:

@@ -313,7 +313,7 @@ metrics:
 
 
 def test_the_workload_file_declares_min_effect_and_gets_twins(tmp_path: Path) -> None:
-    from lab.guest.user_workload import load_workload_file
+    from lab.workloads.user_workload import load_workload_file
 
     path = tmp_path / "w.yaml"
     path.write_text(WORKLOAD_FILE)
@@ -350,7 +350,7 @@ def test_a_bad_min_effect_is_one_line_from_the_shared_validator(tmp_path: Path, 
 
 
 def test_a_metric_named_like_a_rates_twin_is_refused(tmp_path: Path) -> None:
-    from lab.guest.user_workload import load_workload_file
+    from lab.workloads.user_workload import load_workload_file
 
     path = tmp_path / "w.yaml"
     path.write_text(WORKLOAD_FILE + "  - {name: mib_per_vcpu_s, unit: MiB, higher_is_better: true}\n")
@@ -384,9 +384,9 @@ def test_a_run_records_its_user_twins_under_the_host_clock_only(tmp_path: Path, 
     """The run's own path (lab.run.execute): the record's declarations and the request's clock decide."""
     from types import SimpleNamespace
 
-    from lab.guest.user_workload import load_workload_file
     from lab.run.execute import _metrics
     from lab.vm.tcg.guest_clock import GuestClock
+    from lab.workloads.user_workload import load_workload_file
 
     path = tmp_path / "w.yaml"
     path.write_text(WORKLOAD_FILE)

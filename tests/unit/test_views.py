@@ -179,8 +179,8 @@ def test_a_run_without_the_events_says_how_to_get_residency() -> None:
 
 def test_decide_defaults_to_the_workloads_own_figure(tmp_path: Path) -> None:
     from lab.analysis.verdict import DEFAULT_DECIDE, NO_FIGURE, resolve_decide, workload_figure
-    from lab.guest.user_workload import resolve_workload
     from lab.workloads.registry import WORKLOADS
+    from lab.workloads.user_workload import resolve_workload
 
     figures = {n: workload_figure(w) for n, w in WORKLOADS.items()}
     assert figures["numa01"] == "workload.gbps_per_vcpu_s" and figures["pairs"] == "workload.round_trips_per_vcpu_s"
