@@ -2,9 +2,9 @@
 
 A verdict is one metric's answer to "is B better or worse than A": its
 direction, %diff (+ is better, as in ``numalab compare``), whether the
-difference is significant (by :func:`lab.analysis.compare.significant`),
+difference is significant (by :func:`lab.analysis.stats.significant`),
 how many runs each side had, the accelerator, and how many runs a side the
-observed variance says it would need (:mod:`lab.analysis.power`).
+observed variance says it would need (:func:`lab.analysis.stats.repeats_needed`).
 
 The stopping rule (:func:`should_stop`): keep adding A B pairs until every
 chosen metric is decided: significant (better or worse), or significant but
@@ -21,10 +21,10 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from lab.analysis.compare import MIN_REPEATS, Row, Stats, diff_text, included_text, pct_better, significant
+from lab.analysis.compare import Row, diff_text, included_text, pct_better
 from lab.analysis.compare import moved as moved_of
 from lab.analysis.metrics import Metric, declared_rates, get_metric, metric_values, metrics_of
-from lab.analysis.power import ci_overlap_margin, repeats_needed
+from lab.analysis.stats import DEFAULT_RULE, MIN_REPEATS, Stats, ci_overlap_margin, repeats_needed, significant
 from lab.guest.workload_metrics import MEMORY_FIGURES
 from lab.min_effect import DEFAULT_PCT as DEFAULT_MIN_EFFECT
 from lab.min_effect import effective, same_text
@@ -36,7 +36,6 @@ DEFAULT_DECIDE = (WORKLOAD_FIGURE,)
 NO_FIGURE = "tasks.convergence_s"  # a workload without a figure of its own (idle, --workload-cmd) decides on this
 DEFAULT_MIN_PAIRS = MIN_REPEATS
 DEFAULT_MAX_PAIRS = 8
-DEFAULT_RULE = "welch"  # the CI-overlap rule does not get easier with more runs (lab.analysis.power)
 
 
 @dataclass(frozen=True)

@@ -33,9 +33,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from lab.analysis.compare import MIN_REPEATS
 from lab.analysis.metrics import METRIC_KEYS, NEUTRAL, get_metric
 from lab.analysis.record import load_manifest
+from lab.analysis.stats import MIN_REPEATS
 from lab.analysis.verdict import DEFAULT_MAX_PAIRS, Verdict, should_stop, values, verdicts_of
 from lab.bisect.step_rule import RULE_TEXT, Rule, StepDecision, decide_step, rule_from_endpoints
 from lab.datafile import load_json

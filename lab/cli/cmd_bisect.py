@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from lab.analysis.compare import MIN_REPEATS
 from lab.analysis.metrics import get_metric
+from lab.analysis.stats import MIN_REPEATS
 from lab.analysis.verdict import resolve_decide
 from lab.cli.common import debug, options_line, progress, warn
 from lab.cli.shared_options import (

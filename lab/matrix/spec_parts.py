@@ -24,9 +24,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lab.analysis.compare import MIN_REPEATS
 from lab.analysis.expectations import Expectation
 from lab.analysis.metrics import METRIC_KEYS, NEUTRAL
+from lab.analysis.stats import MIN_REPEATS
 from lab.errors import LabError
 from lab.min_effect import parse_pct
 

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from lab.analysis.compare import RULES
 from lab.analysis.metrics import get_metric
+from lab.analysis.stats import RULES
 from lab.analysis.verdict import (
     DEFAULT_DECIDE,
     DEFAULT_MAX_PAIRS,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from common import numalab
 
-from lab.analysis.compare import Stats, significant, welch_interval
+from lab.analysis.stats import Stats, significant, welch_interval
 from lab.analysis.verdict import values
 from lab.bisect.bisect_report import write_report
 from lab.bisect.engine import COUNTED_STATUSES, Bisect, Config, log_text, next_prefix, replay

@@ -15,7 +15,7 @@ from common import assert_one_line_error, numalab
 
 from lab.analysis import verdict as vd
 from lab.analysis.expectations import outcome_of
-from lab.analysis.power import ci_overlap_margin, repeats_needed
+from lab.analysis.stats import ci_overlap_margin, repeats_needed
 from lab.cli import shared_options as autorepeat_cli
 from lab.errors import LabError
 from lab.matrix import auto_cells as mauto
