@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from lab.analysis.ab_plan import WORKLOAD_FIGURE, ABPlan
 from lab.analysis.compare import Row, diff_text, included_text, pct_better
 from lab.analysis.compare import moved as moved_of
 from lab.analysis.metrics import Metric, declared_rates, get_metric, metric_values, metrics_of
@@ -29,13 +30,7 @@ from lab.guest.workload_metrics import MEMORY_FIGURES
 from lab.min_effect import DEFAULT_PCT as DEFAULT_MIN_EFFECT
 from lab.min_effect import effective, same_text
 
-# "workload": the workload's own figure (:func:`workload_figure`), resolved by :func:`resolve_decide`. Not a
-# mechanism counter (pages migrated says how much balancing did, not how well the workload ran: it is neutral).
-WORKLOAD_FIGURE = "workload"
-DEFAULT_DECIDE = (WORKLOAD_FIGURE,)
 NO_FIGURE = "tasks.convergence_s"  # a workload without a figure of its own (idle, --workload-cmd) decides on this
-DEFAULT_MIN_PAIRS = MIN_REPEATS
-DEFAULT_MAX_PAIRS = 8
 
 
 @dataclass(frozen=True)
@@ -143,7 +138,8 @@ def workload_figure(workload, clock: str = "host") -> str:
 
 
 def resolve_decide(keys, workload, clock: str = "host") -> list[str]:
-    """``keys`` (--decide) with :data:`WORKLOAD_FIGURE` replaced by the workload's figure, each once."""
+    """``keys`` (--decide, an ABPlan's ``decide``) with :data:`lab.analysis.ab_plan.WORKLOAD_FIGURE` replaced by
+    the workload's figure, each once."""
     return list(dict.fromkeys(workload_figure(workload, clock) if k == WORKLOAD_FIGURE else k for k in keys))
 
 
@@ -250,20 +246,21 @@ class Stop:
 def should_stop(
     verdicts: list[Verdict],
     pairs: int,
-    min_pairs: int = DEFAULT_MIN_PAIRS,
-    max_pairs: int = DEFAULT_MAX_PAIRS,
+    plan: ABPlan | None = None,
     elapsed_s: float = 0.0,
-    budget_s: float | None = None,
     pair_s: float | None = None,
 ) -> Stop:
-    """After ``pairs`` A B pairs: stop (and why) or run another pair.
+    """After ``pairs`` A B pairs: stop (and why) or run another pair, by the ``plan``'s ``min_pairs``,
+    ``max_pairs`` and ``time_budget`` (None: the default plan).
 
     Metrics without values on a side (e.g. hint-local percent with no hint
     faults) cannot decide and do not hold the loop; with every chosen metric
     absent (or every run failed) the loop stops at ``min_pairs`` ("no-data"). ``pair_s`` (the last pair's
     duration) keeps the loop from starting a pair that would overrun
-    ``budget_s``.
+    the time budget.
     """
+    plan = plan or ABPlan()
+    min_pairs, max_pairs, budget_s = plan.min_pairs, plan.max_pairs, plan.time_budget
     if pairs < min_pairs:
         return Stop(False, "", f"{pairs} of at least {min_pairs} pairs")
     judged = [v for v in verdicts if v.n_base and v.n_new]
