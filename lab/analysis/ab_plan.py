@@ -51,6 +51,14 @@ class ABPlan:
     significance: str = DEFAULT_RULE
     min_effect: float | None = None  # percent (lab.min_effect); None: each metric's own, else the default
 
+    def __post_init__(self) -> None:
+        """``decide`` as given (one name, a list or a tuple) made a tuple, each name once."""
+        decide = self.decide
+        if isinstance(decide, str):
+            object.__setattr__(self, "decide", (decide,))
+        elif isinstance(decide, (list, tuple)):
+            object.__setattr__(self, "decide", tuple(dict.fromkeys(decide)))
+
     @classmethod
     def names(cls) -> tuple[str, ...]:
         """The fields, in order: the names every command and the matrix spec take."""
@@ -58,18 +66,12 @@ class ABPlan:
 
     @classmethod
     def of(cls, **given: object) -> ABPlan:
-        """A plan from what was given, None (an option not given, a key left out) meaning the default; a
-        single ``decide`` name or a list is made a tuple, each name once. Not checked: :meth:`check` it."""
+        """A plan from what was given, None (an option not given, a key left out) meaning the default. Not
+        checked: :meth:`check` it."""
         unknown = sorted(set(given) - set(cls.names()))
         if unknown:
             raise LabError(f"{unknown[0]}: not a field of the A/B plan (one of {', '.join(cls.names())})")
-        values = {k: v for k, v in given.items() if v is not None}
-        decide = values.get("decide")
-        if isinstance(decide, str):
-            values["decide"] = (decide,)
-        elif isinstance(decide, (list, tuple)):
-            values["decide"] = tuple(dict.fromkeys(decide))
-        return cls(**values)  # type: ignore[arg-type]
+        return cls(**{k: v for k, v in given.items() if v is not None})  # type: ignore[arg-type]
 
     def check(self, name: Callable[[str], str] = option_name, least: int = 1) -> ABPlan:
         """The plan itself, or a one-line LabError naming the field by ``name`` (the command line's spelling by

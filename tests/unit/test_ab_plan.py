@@ -155,3 +155,11 @@ def test_a_matrix_cell_decides_on_its_own_workload_s_figure() -> None:
         assert cell_decide(spec.auto.decide, virtual) == [workload_figure(WORKLOADS[name], "virtual")]
     assert workload_figure(WORKLOADS["numa01"]) != workload_figure(WORKLOADS["numa01"], "virtual")  # (it can fail)
     assert cell_decide(OTHER.decide, spec.runs) == list(OTHER.decide)
+
+
+def test_decide_may_be_given_as_one_name_or_a_list() -> None:
+    assert ABPlan("workload.gbps").decide == ("workload.gbps",)
+    assert ABPlan(["a.b", "c.d", "a.b"]).decide == ("a.b", "c.d")  # type: ignore[arg-type]
+    assert ABPlan.of(decide=None, max_pairs=None) == DEFAULT
+    with pytest.raises(LabError, match="^max_repeats: not a field of the A/B plan"):
+        ABPlan.of(max_repeats=3)
