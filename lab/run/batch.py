@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from lab.analysis.compare import DEFAULT_RULE
 from lab.analysis.numa import default_events
+from lab.analysis.stats import DEFAULT_RULE
 from lab.errors import LabError
 from lab.guest.init_plan import GuestPlan
 from lab.host.accel import accel_verdict

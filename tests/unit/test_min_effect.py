@@ -5,7 +5,6 @@ the checked-in ones under tests/data/runs."""
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from test_verdict import TCG_A, TCG_B, _fake_execute
 
 from lab.analysis import compare as cmp
 from lab.analysis import verdict as vd
+from lab.analysis.ab_plan import ABPlan
 from lab.analysis.record import RunRecord
 from lab.bisect.step_rule import decide_step, rule_from_endpoints
 from lab.errors import LabError
@@ -22,7 +22,7 @@ from lab.matrix import auto_cells as mauto
 from lab.matrix.definition import parse_matrix
 from lab.min_effect import DEFAULT_PCT, below, effective, parse_pct
 from lab.record_files import RUN_FORMAT
-from lab.run.auto_pairs import check_auto_args
+from lab.run.auto_pairs import check_auto
 from lab.run.options import RunOptions
 from lab.topology.spec import load_topology
 
@@ -139,7 +139,7 @@ def test_a_tiny_significant_difference_decides_same_and_stops_the_repeats() -> N
     )
     d = v.to_dict()
     assert d["min_effect_pct"] == 1.0 and d["below_effect"] is True and d["decision"] == v.decision
-    stop = vd.should_stop([v], 3)
+    stop = vd.should_stop([v], 3)  # (the default plan: at least 3 pairs)
     assert stop.stop and stop.reason == "decided" and "workload.gbps same (significant but below 1%)" in stop.detail
     # without the minimum effect it is "better", which stops too; a large difference is better either way
     (off,) = vd.verdicts_of(_manifests(TINY_A), _manifests(TINY_B), ["workload.gbps"], min_effect=0)
@@ -152,19 +152,17 @@ def test_a_tiny_significant_difference_decides_same_and_stops_the_repeats() -> N
 
 
 def test_repeat_auto_decides_on_the_rate_itself_under_the_virtual_clock() -> None:
-    args = argparse.Namespace(min_repeats=None, max_repeats=None, time_budget=None, decide=None,
-                              significance="welch", min_effect=None)  # fmt: skip
     host = RunOptions(kernels=("a", "b"), workload="numa01")
-    assert check_auto_args(host, args)[0] == ["workload.gbps_per_vcpu_s"]
+    assert check_auto(host, ABPlan()).decide == ("workload.gbps_per_vcpu_s",)
     virtual = RunOptions(kernels=("a", "b"), workload="numa01", clock="virtual")
-    assert check_auto_args(virtual, args)[0] == ["workload.gbps"]
+    assert check_auto(virtual, ABPlan()).decide == ("workload.gbps",)
 
 
 # --- the matrix's auto cells ------------------------------------------------------------------------------
 
 
 def _auto_spec(extra: dict | None = None):
-    auto = {"min": 3, "max": 5, "decide": ["vmstat.numa_pages_migrated"]} | (extra or {})
+    auto = {"min_pairs": 3, "max_pairs": 5, "decide": ["vmstat.numa_pages_migrated"]} | (extra or {})
     return parse_matrix(
         {"topologies": ["ring-2"], "kernels": ["a", {"name": "b", "path": "/bin/true"}],
          "workloads": [{"name": "idle", "duration": 1}], "repeats": "auto", "auto": auto}, "t.yaml", "t")  # fmt: skip
@@ -241,7 +239,7 @@ def test_bisect_endpoints_below_the_minimum_effect_leave_nothing_to_bisect(tmp_p
     assert result["status"] == "nothing-to-bisect" and ends.verdict == "same"
     assert "same (significant but below 1%)" in ends.reason
     # --min-effect 0: the same endpoints differ
-    result, b = _bisect(tmp_path, FakeRunner([1000.0, 1000.0, 1003.0], sd=0.2), 2, name="c", min_effect_pct=0.0)
+    result, b = _bisect(tmp_path, FakeRunner([1000.0, 1000.0, 1003.0], sd=0.2), 2, name="c", min_effect=0.0)
     assert b.steps()["endpoints"].verdict == "differ"
 
 
