@@ -263,3 +263,14 @@ def test_packages_of_different_l3_counts_drop_the_llcs_with_a_comment() -> None:
     assert g.packages is None and g.node_llcs == () and g.llcs_per_node is None
     assert "packages hold 1 or 3 L3s (QEMU gives every package the same dies)" in g.comments["packages"]
     assert "need the packages" in g.comments["llcs_per_node"]
+
+
+def test_a_cpu_less_node_between_uneven_nodes_holds_no_die() -> None:
+    """A CPU-less node (memory only) takes no die: the dies go to nodes 0 and 2, and errors name the node id."""
+    topo = load_spec(spec([{"cpus": 4, "llcs": 2}, {"cpus": 0}, {"cpus": 2}], packages=1), "t")
+    assert topo.cpu_grid.llc_counts == (2, 1)
+    assert [(c["node"], c["die"]) for c in predict_cpus(topo)["cpus"]][-2:] == [(2, 2), (2, 2)]
+    argv = qemu_argv(topo, plan_placement(topo, HOST), BOOT)
+    assert [a for a in argv if a.startswith("cpu,node-id=2")][0].startswith("cpu,node-id=2,socket-id=0,die-id=2")
+    with pytest.raises(LabError, match=r"^t: packages: node 2's LLCs would be in packages 1 and 2"):
+        load_spec(spec([{"cpus": 2}, {"cpus": 0}, {"cpus": 4, "llcs": 2}, {"cpus": 2}], packages=4), "t")
