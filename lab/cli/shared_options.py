@@ -97,7 +97,13 @@ def topology_ref(args: argparse.Namespace):
 
 
 def size_options(container) -> None:
-    container.add_argument("--cpus-per-node", type=int, metavar="N", help="vCPUs in every node that has CPUs")
+    container.add_argument(
+        "--cpus-per-node",
+        type=int,
+        metavar="N",
+        help="vCPUs in every node that has CPUs (where nodes hold different numbers of LLCs: in those with the fewest, "
+        "the others as many an LLC)",
+    )
     container.add_argument("--mem-per-node", metavar="SIZE", help="memory of every node, e.g. 512M or 1G")
     container.add_argument("--threads", type=int, metavar="N", help="SMT threads per core")
 
