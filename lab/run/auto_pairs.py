@@ -23,8 +23,9 @@ from lab.errors import LabError
 from lab.kernel.resolve import resolve_kernel
 from lab.paths import json_text, write_text_atomic
 from lab.run.batch import Batch, requests_from_options
-from lab.run.execute import Interrupted, execute, print_summary
+from lab.run.execute import Interrupted, execute
 from lab.run.options import RunOptions
+from lab.run.summary import print_summary
 
 
 def check_auto(opts: RunOptions, plan: ABPlan) -> ABPlan:

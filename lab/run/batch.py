@@ -21,8 +21,10 @@ from lab.paths import read_text_file
 from lab.placement.pinning import Backing
 from lab.run import access_matrix as access_run
 from lab.run import remote_latency as latency_run
-from lab.run.execute import Interrupted, RunRequest, execute, print_summary
+from lab.run.execute import Interrupted, execute
 from lab.run.options import RunOptions
+from lab.run.request import RunRequest
+from lab.run.summary import print_summary
 from lab.topology.model import Topology
 from lab.vm.libvirt.libvirt_backend import LibvirtBackend
 from lab.vm.libvirt.libvirt_hostspec import HostSpec

@@ -18,7 +18,7 @@ from lab.analysis.record import RunRecord
 from lab.cli.main import build_parser, run_options_from_args
 from lab.record_files import MANIFEST
 from lab.run.batch import plan_of
-from lab.run.execute import kernel_cmdline
+from lab.run.prepare import kernel_cmdline
 from lab.workloads.registry import get_workload
 
 # name -> numalab run's options. The TCG kernel arguments depend on the host (lab.vm.tcg.tcg_boot): left out.

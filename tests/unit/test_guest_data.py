@@ -357,7 +357,7 @@ def test_metrics_of_a_trace_that_cannot_be_read_mark_the_run(tmp_path) -> None:
 
 
 def test_the_summary_of_an_ok_run_says_its_trace_could_not_be_read_and_escapes_the_guest() -> None:
-    from lab.run.execute import print_summary
+    from lab.run.summary import print_summary
 
     m = json.loads((ON[0] / "manifest.json").read_text())
     m["kernel"]["guest_release"] = "6.1\x1b]0;pwned\x07"

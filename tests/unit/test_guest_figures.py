@@ -12,8 +12,8 @@ import pytest
 
 from lab.analysis.plausible import Windows, counter_problems, cpu_problems, host_windows, result_problems
 from lab.report.html_parts import e
+from lab.run.collect import _guarded, in_record
 from lab.run.collect_limit import CollectLimit
-from lab.run.execute import _guarded, in_record
 from lab.run.manifest import workload_seconds
 from lab.vm.console import Stage, VmOutcome, check_marks, watch
 from lab.workloads.registry import SECONDS_METRICS

@@ -20,7 +20,7 @@ from lab.kernel.bootable import Kernel
 from lab.kernel.build import CC_WRAPPER
 from lab.kernel.identity import elf_build_id, image_identity, notes_build_id
 from lab.run.auto_pairs import refuse_same_binary
-from lab.run.execute import kernel_problem
+from lab.run.collect import kernel_problem
 from lab.vm.status import Evidence, classify
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "runs"

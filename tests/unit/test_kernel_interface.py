@@ -108,7 +108,7 @@ def test_a_missing_vmstat_counter_is_a_note_and_left_out(tmp_path) -> None:
     ]
     assert "numa_pte_updates" not in m["vmstat"] and "numa_hint_faults" in m["vmstat"]
     assert "autonuma_cost" not in m["vmstat"] and "mmtests" not in m  # made of it: not made of a zero
-    from lab.run.execute import print_summary
+    from lab.run.summary import print_summary
 
     manifest = json.loads((run / "manifest.json").read_text())
     manifest["metrics"] = m

@@ -382,15 +382,15 @@ def test_a_run_records_its_user_twins_under_the_host_clock_only(tmp_path: Path, 
     """The run's own path (lab.run.execute): the record's declarations and the request's clock decide."""
     from types import SimpleNamespace
 
-    from lab.run.execute import _metrics
+    from lab.run.collect import _metrics
     from lab.vm.tcg.guest_clock import GuestClock
     from lab.workloads.user_workload import load_workload_file
 
     path = tmp_path / "w.yaml"
     path.write_text(WORKLOAD_FILE)
     req = SimpleNamespace(workload=load_workload_file(path), clock=GuestClock(clock))
-    outcome = SimpleNamespace(vcpu_time={"run_s": 4.0, "window_s": 2.0})
-    metrics = _metrics(req, tmp_path, outcome, False, None, {"mib_per_s": 100.0, "passes": 3}, None)
+    outcome = SimpleNamespace(vcpu_time={"run_s": 4.0, "window_s": 2.0}, stage=lambda _name: None)  # never booted
+    metrics = _metrics(req, tmp_path, outcome, {"mib_per_s": 100.0, "passes": 3}, None)
     assert metrics.get("per_vcpu_s") == twins
 
 

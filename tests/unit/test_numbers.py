@@ -25,7 +25,7 @@ from lab.analysis.kernel_complaints import complaints, read_complaints
 from lab.analysis.metrics import run_metrics
 from lab.analysis.record import RunRecord
 from lab.report.report_model import build_report
-from lab.run.execute import print_summary
+from lab.run.summary import print_summary
 from lab.topology.kernel_warnings import predicted_warnings
 from lab.topology.spec import load_topology, preset_names
 

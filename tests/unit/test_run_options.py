@@ -129,7 +129,8 @@ def test_a_signal_during_a_guarded_read_stops_the_run() -> None:
     Interrupted through: a bisect's SIGTERM once let a run finish 'ok' and the next one start."""
     import pytest
 
-    from lab.run.execute import Interrupted, _guarded
+    from lab.run.collect import _guarded
+    from lab.run.execute import Interrupted
 
     def interrupted() -> None:
         raise Interrupted("SIGTERM")

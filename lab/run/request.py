@@ -1,0 +1,121 @@
+"""What one run asks for (:class:`RunRequest`, built by lab.run.batch from the options) and what every stage of
+the run reads (:class:`Trip`): the first shapes of lab.run.execute's pipeline (docs/architecture.md)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lab.guest.init_plan import GuestPlan
+from lab.kernel.resolve import Kernel
+from lab.placement.pinning import Backing, Placement
+from lab.run.collect_limit import COLLECT_LIMIT_S
+from lab.topology.model import Topology
+from lab.vm.backend import Backend
+from lab.vm.console import SLACK_S
+from lab.vm.qemu.qemu_backend import QemuBackend
+from lab.vm.share import DEFAULT_OUTPUT_LIMIT, ShareLimits
+from lab.vm.tcg.guest_clock import GuestClock
+from lab.vm.tcg.latency_model import LatencyModel
+from lab.workloads.workload_type import Workload
+
+BOOT_ALLOWANCE_S = 60.0  # TCG boot of a large guest on a small host
+COLLECT_ALLOWANCE_S = 60.0  # trace-cmd merging + copying results
+VIRTUAL_CLOCK_SCALE = 12.0  # host seconds a guest second may take under --clock virtual
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    topology: Topology
+    kernel: Kernel
+    workload: Workload
+    plan: GuestPlan
+    accel: str
+    accel_reason: str = ""
+    backing: Backing = field(default_factory=Backing)
+    out: Path | None = None
+    runs_root: Path = Path("runs")
+    timeout_s: float | None = None
+    label: str = ""
+    backend: Backend = field(default_factory=QemuBackend)
+    pinning: str = "auto"  # lab.placement.pinning.PINNINGS
+    firmware: str = "auto"  # lab.vm.qemu.firmware.FIRMWARES
+    guest_output_limit: int | None = None  # bytes the guest may send (lab.vm.share); None: the default
+    access_sample: int = 0  # --access-matrix: count every Nth guest memory access by node (0: off)
+    access_map: str = ""  # the plugin's address map; "" chooses it from the QEMU version
+    boot_deadline_s: float | None = None  # TCG: None for the default (boot_deadline), 0 for never
+    clock: GuestClock = GuestClock()  # the guest's clock (lab.vm.tcg.guest_clock): the host's, or instructions
+    latency: LatencyModel | None = None  # --remote-latency: what remote misses cost (the same plugin)
+    # Seconds the KVM probe's 1-vCPU guest took to boot and power off (lab.host.accel), 0 when not probed: a
+    # KVM that is slow to boot (nested KVM, at TCG's speed) gets a boot allowance and a stage-mark slack to match.
+    kvm_probe_s: float = 0.0
+
+    def limits(self) -> ShareLimits:
+        """What the guest may send: ``guest_output_limit`` if given; else 1 GiB, or more if full trace
+        buffers need it (every vCPU's, twice: the raw pages and their tar, plus 256 MiB for the rest)."""
+        # The tars' files: the init's few dozen, and numalab-tracegrab's one a vCPU plus the event formats
+        # (a few hundred); 1024 + 4 a vCPU leaves room for both, and a tar of 5,000 files from 2 vCPUs is refused.
+        members = 1024 + 4 * self.topology.total_cpus
+        if self.guest_output_limit is not None:
+            return ShareLimits(output_bytes=self.guest_output_limit, tar_members=members)
+        trace = 2 * self.topology.total_cpus * self.plan.trace_buffer_kb * 1024 if self.plan.trace_events else 0
+        return ShareLimits(output_bytes=max(DEFAULT_OUTPUT_LIMIT, trace + (256 << 20)), tar_members=members)
+
+    def boot_deadline(self) -> float | None:
+        """Under TCG, how long the guest init may take to report "booted" before QEMU is stopped and the
+        VM booted once more: the boot allowance of the default timeout (60 s + 2 s per vCPU, where an
+        idle 8-vCPU boot takes 3-6 s here). None: no deadline (KVM, --boot-deadline 0, or a deadline
+        that would not come before the run's timeout).
+
+        Why: QEMU 7.2's multi-threaded TCG here rarely stops running vCPUs during boot (once in each of
+        3 of 5 full test-suite runs): every vCPU's RIP at a function's first instruction, none halted,
+        nothing printed; or the other vCPUs spinning in stop_machine waiting for one. The second boot
+        is a fresh QEMU process; the stalled one is kept in the manifest. (That a second boot after a
+        real stall goes through is expected, not yet seen: no stall has come since the deadline.)"""
+        if self.accel != "tcg" or self.boot_deadline_s == 0:
+            return None
+        deadline = self.boot_deadline_s or self._boot_allowance()
+        return deadline if deadline < self.timeout() else None
+
+    def _boot_allowance(self) -> float:
+        """60 s + 2 s per vCPU; twice that under the virtual clock, whose one host thread runs every vCPU
+        (a 4-vCPU boot took 26-36 s against 14 s multi-threaded, on QEMU 10 with the host loaded)."""
+        allowance = BOOT_ALLOWANCE_S + 2 * self.topology.total_cpus
+        if self.accel == "kvm":
+            # (under nested KVM the probe took 41 s and an idle ring-4 boot 58-162 s, by the host's load)
+            allowance += 4 * self.kvm_probe_s * max(1, self.topology.total_cpus // 2)
+        return 2 * allowance if self.clock.virtual else allowance
+
+    def mark_slack_s(self) -> float:
+        """The fixed part of the stage marks' slack (lab.vm.console.check_marks): 2 s, more under a KVM whose
+        probe boot was slow (nested KVM's console lines reach the host seconds late)."""
+        return SLACK_S + (self.kvm_probe_s / 2 if self.accel == "kvm" and self.kvm_probe_s > 5 else 0.0)
+
+    def collect_limit(self) -> float:
+        """Host seconds the collection of the guest's results may take once the VM has ended (unpacking,
+        the trace, every reader: lab.run.collect_limit), apart from the VM's own timeout: 300 s, or the
+        VM's timeout when that is longer (a large guest's trace takes longer to read)."""
+        return max(COLLECT_LIMIT_S, self.timeout())
+
+    def timeout(self) -> float:
+        if self.timeout_s is not None:
+            return self.timeout_s
+        # Under the virtual clock a guest second is 1 G instructions, run by one host thread: several host seconds.
+        scale = 1.0 if self.accel == "kvm" else VIRTUAL_CLOCK_SCALE if self.clock.virtual else 1.5
+        return self._boot_allowance() + self.plan.duration_s * scale + COLLECT_ALLOWANCE_S
+
+
+@dataclass(frozen=True)
+class Trip:
+    """What every stage of one run reads (prepare, boot, collect): the request, the run's id, the record's
+    ``.<id>.partial`` directory, the scratch directory, the host placement, the progress line and when the run
+    started. One value instead of the six parameters each stage took."""
+
+    req: RunRequest
+    run_id: str
+    record: Path  # the '.partial' directory the record is written in (renamed when it is complete)
+    scratch: Path  # lab.paths.run_scratch: the initrd, the share, QMP's socket
+    placement: Placement
+    say: Callable[[str], None]
+    started: float  # time.monotonic() when the run began (the manifest's total_s)
