@@ -12,7 +12,7 @@ does not make it possible. Here each figure a run keeps is checked against the h
 * a built-in workload's figures are at least 0 (times, rates, counts); any workload's figure is at most
   2^64 in size.
 
-Each failed check is a named problem; lab.run.execute puts them in ``guest_data_problems`` and the run is
+Each failed check is a named problem; lab.run.collect puts them in ``guest_data_problems`` and the run is
 ``implausible`` (lab.vm.status), which compare, the matrix and bisect leave out as every status but ok.
 
 A record read back is held to the same checks (:func:`record_problems`, which lab.analysis.record's reader
@@ -205,7 +205,7 @@ def _declared(workload: dict) -> list[dict]:
 
 
 def record_problems(manifest: dict) -> list[str]:
-    """The checks a run makes before it writes its record (lab.run.execute), made again on a record read back:
+    """The checks a run makes before it writes its record (lab.run.collect), made again on a record read back:
     one edited by hand or written by another tool has not been through them. A figure its workload declares
     (a built-in's, lab.workloads.registry; a user's, the record's ``workload.metrics``) must be a number; a
     user's workload's own figures may be below 0 (its record does not say which it declared as signed), so

@@ -36,7 +36,7 @@ from lab.vm.share import DEFAULT_OUTPUT_LIMIT, GuestLimitExceeded, fmt_bytes, op
 
 TARS = (READBACK_TAR, RESULTS_TAR)
 HOST_FILES = frozenset(f.name for f in ALL if f.side == "host")  # the manifest, the console...: never the guest's
-MAX_MEMBERS = 20000  # the most ever; a run's own limit is ShareLimits.tar_members (lab.run.execute)
+MAX_MEMBERS = 20000  # the most ever; a run's own limit is ShareLimits.tar_members (lab.run.request.RunRequest.limits)
 
 
 class UnpackError(Exception):

@@ -15,7 +15,6 @@ from lab.untrusted import read_guest_text
 from lab.vm.backend import VmRequest
 from lab.vm.console import Stage, VmOutcome
 from lab.vm.hang import describe as describe_hang
-from lab.vm.qemu.qemu_argv import BootSpec
 from lab.vm.share import make_share
 
 BOOT_ATTEMPTS = 2  # under TCG: one more boot when the first stalls before init (RunRequest.boot_deadline)
@@ -27,8 +26,7 @@ class Booted:
 
     outcome: VmOutcome
     backend_info: dict
-    share: Path  # (a stalled boot's re-boot gets a fresh share)
-    boot: BootSpec
+    share: Path  # prep.share, or a fresh one when a stalled boot was booted again
     stalled: tuple[dict, ...]
     workload_start_ns: int | None = None
     workload_end_ns: int | None = None
@@ -83,5 +81,5 @@ def boot(trip: Trip, prep: Prepared) -> Booted:
         spec = replace(spec, cmdline=f"{spec.cmdline} numalab.boot_attempt={attempt + 1}")
     if outcome.limit:
         say(f"stopped the guest: {outcome.limit}")
-    return Booted(outcome, backend_info, share, spec, tuple(stalled), state.get("workload_start_ns"),
+    return Booted(outcome, backend_info, share, tuple(stalled), state.get("workload_start_ns"),
                   state.get("workload_end_ns"))  # fmt: skip

@@ -128,7 +128,8 @@ def _collect_bounded(trip: Trip, prep: Prepared, booted: Booted, net: Net) -> di
         )  # fmt: skip
     gathered = Gathered(unpacked, files, total_s, access_result, latency_result)
     manifest = build_manifest(_manifest_inputs(trip, prep, booted, gathered, net))
-    if manifest["status"] == "ok" and "lpj=" not in booted.boot.cmdline and not req.clock.virtual:
+    # (a boot again after a stall only adds numalab.boot_attempt=N to the command line: prep's tells of lpj=)
+    if manifest["status"] == "ok" and "lpj=" not in prep.boot.cmdline and not req.clock.virtual:
         dmesg = _read(d / DMESG_BOOT)
         learn = Net([], net.limit)  # (what the host learns of its TSC: no problem of the run's)
         learn("boot log", tcg_boot.learn, None, req.kernel.image, req.accel, dmesg, prep.tsc_host)

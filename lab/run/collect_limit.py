@@ -15,12 +15,12 @@ import signal
 import time
 from collections.abc import Iterator
 
-COLLECT_LIMIT_S = 300.0  # host seconds after the VM ends; lab.run.execute.RunRequest.collect_limit()
+COLLECT_LIMIT_S = 300.0  # host seconds after the VM ends; lab.run.request.RunRequest.collect_limit()
 RECHECK_S = 1.0  # after the limit, a reader that started anyway is stopped within this
 
 
 class CollectOverrun(Exception):
-    """A reader ran past the collection's limit (an Exception: lab.run.execute._guarded records it)."""
+    """A reader ran past the collection's limit (an Exception: lab.run.collect._guarded records it)."""
 
 
 class CollectLimit:

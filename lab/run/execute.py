@@ -36,7 +36,7 @@ from lab.untrusted import finite_copy, term_safe
 
 class Interrupted(BaseException):
     """SIGTERM/SIGINT during a run. A BaseException, as KeyboardInterrupt is: the nets that keep a guest's bad
-    file from stopping a run (``_guarded``: ``except Exception``) must not swallow the user's signal."""
+    file from stopping a run (lab.run.collect._guarded: ``except Exception``) must not swallow the user's signal."""
 
 
 def _run_id(req: RunRequest) -> str:

@@ -1,7 +1,7 @@
 """A run's manifest.json, built in one place.
 
 What a run found out comes from many parts: the request, the VM backend's outcome, the guest's own
-files, the trace, the access-matrix plugin. :mod:`lab.run.execute` gathers it into :class:`ManifestInputs`
+files, the trace, the access-matrix plugin. :mod:`lab.run.collect` gathers it into :class:`ManifestInputs`
 and :func:`build` turns that into the manifest, whole, with its keys in the order records have always
 had (``tests/golden/record/manifest.shape`` pins the layout down; :class:`lab.analysis.record.RunRecord`
 reads it back). Nothing else adds or changes a key of a manifest before it is written.
@@ -37,7 +37,7 @@ class GuestImage:
     tools: tuple[str, ...]
     programs: tuple[str, ...]
     initrd_bytes: int
-    user: dict | None = None  # a user's workload: its files, tools and layer size (lab.run.execute)
+    user: dict | None = None  # a user's workload: its files, tools and layer size (lab.run.prepare)
 
 
 @dataclass(frozen=True)
@@ -87,9 +87,9 @@ class ManifestInputs:
     guest_image: GuestImage
     access: AccessResult | None = None  # --access-matrix
     latency: AccessResult | None = None  # --remote-latency (lab.run.remote_latency)
-    stalled_boots: tuple[dict, ...] = ()  # earlier boots of this run given up at the boot deadline (lab.run.execute)
-    data_problems: tuple[str, ...] = ()  # the guest's files that could not be read (lab.run.execute._guarded)
-    workload_user: dict | None = None  # a user's workload: {"spec": ..., "metrics": [declarations]} (lab.run.execute)
+    stalled_boots: tuple[dict, ...] = ()  # earlier boots of this run given up at the boot deadline (lab.run.boot)
+    data_problems: tuple[str, ...] = ()  # the guest's files that could not be read (lab.run.collect._guarded)
+    workload_user: dict | None = None  # a user's workload: {"spec": ..., "metrics": [declarations]} (lab.run.collect)
     guest_clocksource: str | None = None  # the clocksource the guest kernel settled on (dmesg-boot.txt)
 
 

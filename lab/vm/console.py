@@ -100,7 +100,7 @@ def check_marks(outcome: VmOutcome, host_clock: bool = True, slack_s: float = SL
     may not run ahead of the time the VM has run, and between two marks may not differ from what the host
     saw by more than the slack. ``host_clock`` False (``--clock virtual``: guest time counts instructions)
     keeps only the first rule. Forged marks (no token) are named too. ``slack_s``: the fixed part of the
-    slack (a slow console, as under nested KVM, shows marks late: lab.run.execute.RunRequest.mark_slack_s)."""
+    slack (a slow console, as under nested KVM, shows marks late: lab.run.request.RunRequest.mark_slack_s)."""
     problems: list[str] = []
     for st in outcome.forged:
         problems.append(f"console: a stage mark without the init's token, not taken (forged by the guest?): "
@@ -163,7 +163,7 @@ def watch(
     reason in ``outcome.limit``; the backend then stops the VM.
 
     ``boot_deadline_s`` (if given): a guest whose init has not reported "booted" by then is given up
-    on as a timeout with ``outcome.boot_stalled`` set (lab.run.execute boots it once more)."""
+    on as a timeout with ``outcome.boot_stalled`` set (lab.run.boot boots it once more)."""
     start = time.monotonic()
     pos = 0
     pending = b""

@@ -35,7 +35,7 @@ class Evidence:
     vm_failure: str | None = None  # QEMU itself failed: did not start, or was killed by a signal
     guest_panicked: bool = False  # the guest kernel said so through pvpanic (lab.vm.console.VmOutcome)
     result_problem: str | None = None  # the workload's result was refused (lab.workloads.workload_output.parse_output)
-    data_problems: tuple[str, ...] = ()  # the guest's files that could not be read at all (lab.run.execute)
+    data_problems: tuple[str, ...] = ()  # the guest's files that could not be read at all (lab.run.collect)
     kernel_problem: str | None = None  # the guest runs another kernel than the one asked for (build-id)
     # The init's own failure mark (with the run's token, lab.vm.console): a failure reason comes only from it.
     init_failure: str | None = None

@@ -145,7 +145,7 @@ def test_too_many_members(dirs) -> None:
 
 def test_a_tar_of_5000_files_goes_over_the_runs_member_limit(dirs) -> None:
     """Issue 38: the limit counted bytes only (and 20,000 members); a run's own is 1024 + 4 a vCPU, over both
-    tars together (lab.run.execute.RunRequest.limits)."""
+    tars together (lab.run.request.RunRequest.limits)."""
     share, run = dirs
     with tarfile.open(share / "readback.tar", "w") as tf:
         for i in range(30):

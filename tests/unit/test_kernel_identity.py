@@ -81,7 +81,7 @@ def test_a_guest_that_runs_another_kernel_is_kernel_mismatch(tmp_path, monkeypat
     assert kernel_problem(k, "aa" * 20, True) is None
     problem = kernel_problem(k, "bb" * 20, True)
     assert problem and "bbbbbbbbbbbbbbbb" in problem and "my-fix is aaaaaaaaaaaaaaaa (its vmlinux)" in problem
-    assert kernel_problem(k, None, True) is None  # none sent: unverified, and a data problem (lab.run.execute)
+    assert kernel_problem(k, None, True) is None  # none sent: unverified, and a data problem (lab.run.collect)
     assert kernel_problem(k, None, False) is None  # a guest that never booted is boot-failed, not this
     ev = Evidence("", False, True, True, 0, 0, ("a topology problem too",), kernel_problem=problem)
     assert classify(ev) == ("kernel-mismatch", problem)  # before any topology or workload verdict

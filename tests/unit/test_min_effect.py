@@ -379,7 +379,7 @@ def test_an_expected_same_is_reproduced_by_a_difference_below_the_minimum_effect
 
 @pytest.mark.parametrize(("clock", "twins"), [("host", {"mib_per_vcpu_s": 50.0}), ("virtual", None)])
 def test_a_run_records_its_user_twins_under_the_host_clock_only(tmp_path: Path, clock: str, twins) -> None:
-    """The run's own path (lab.run.execute): the record's declarations and the request's clock decide."""
+    """The run's own path (lab.run.collect): the record's declarations and the request's clock decide."""
     from types import SimpleNamespace
 
     from lab.run.collect import _metrics

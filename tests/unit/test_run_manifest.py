@@ -23,7 +23,7 @@ RECORD = REPO / "tests" / "data" / "runs" / "ring2-idle"
 
 
 def _inputs(tmp_path: Path, m: dict) -> ManifestInputs:
-    """The parts lab.run.execute gathers, taken from a real record (the kernel image is a stand-in file)."""
+    """The parts lab.run.collect gathers, taken from a real record (the kernel image is a stand-in file)."""
     image = tmp_path / "vmlinuz"
     image.write_bytes(b"not a kernel")
     k = m["kernel"]

@@ -325,7 +325,7 @@ def test_boot_enabled_events_record_only_the_workload(tmp_path) -> None:
 
 def test_a_boot_that_stalls_before_init_is_booted_once_more(tmp_path) -> None:
     """Under TCG a boot whose init has not started by the boot deadline is stopped and booted again (QEMU's
-    multi-threaded TCG rarely stalls a vCPU at boot here: lab.run.execute.RunRequest.boot_deadline). The guest's
+    multi-threaded TCG rarely stalls a vCPU at boot here: lab.run.request.RunRequest.boot_deadline). The guest's
     test fault stalls only a boot without numalab.boot_attempt= on its command line: the second boot runs."""
     out = tmp_path / "stall"
     proc = _run_json(

@@ -25,7 +25,7 @@ them an idle stock-kernel seed000-4node boot took 2.92 s against 3.56 s (host
 time to init, means of 6 interleaved boots each). (It was first added for a
 boot that stalled with CPU 7 in a self-test and the other vCPUs in
 stop_machine; a later stall with no self-tests showed the vCPUs were not
-running guest code at all: QEMU's TCG, handled by lab.run.execute's boot deadline.)
+running guest code at all: QEMU's TCG, handled by lab.run.request's boot deadline.)
 
 **lpj=.** The TSC is still not constant, so every secondary CPU runs
 ``calibrate_delay_direct()`` while it comes up: about 0.15 s per vCPU, which
