@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
+
+from lab.paths import file_lock
 
 for _tier in ("unit", "vm", "kernel", "libvirt"):
     sys.path.insert(0, str(Path(__file__).parent / _tier))
@@ -24,22 +28,17 @@ settings.register_profile("ci", derandomize=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
 
-# The slow pass runs two tests at a time (pytest-xdist --dist loadgroup, the Makefile's VM_JOBS): each module's
-# tests stay on one worker, so a module fixture's boot or build happens once; the modules that start this
-# host's libvirtd or act as its ordinary user share one group, so one worker runs them in turn. A test whose
-# figures or bounds are the host's own time is marked ``alone`` and runs in the last pass, by itself.
-SLOW_MARKS = ("vm", "kernel_build", "libvirt")
-HOST_SHARED = {  # tests/<path> -> they start libvirtd, use the numalab-test account, or both
-    "libvirt/test_libvirt_backend.py", "nested/test_nested.py", "kernel/test_ordinary_user.py",
-    "vm/test_vm_tiers.py", "vm/test_vm_access_matrix.py",
-}  # fmt: skip
-TESTS = Path(__file__).parent
+# The slow pass runs two tests at a time (pytest-xdist --dist loadfile, the Makefile's VM_JOBS): a module's
+# tests stay on one worker, so a module fixture's boot or build happens once. The modules that start this host's
+# libvirtd or act as its ordinary user take the ``host_shared`` lock for their whole module (pytestmark), so
+# they never run beside each other. A test whose figures or bounds are the host's own time is marked ``alone``
+# and runs in the last pass, by itself. (Not --dist loadgroup: under pytest 9 xdist 3.8's group suffix on the
+# node id is lost, checked 2026-11-26, and every test was sent on its own.)
+HOST_SHARED_LOCK = Path(tempfile.gettempdir()) / "numalab-tests-host-shared.lock"
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.get_closest_marker("xdist_group") or not any(item.get_closest_marker(m) for m in SLOW_MARKS):
-            continue
-        rel = item.path.relative_to(TESTS).as_posix()
-        item.add_marker(pytest.mark.xdist_group("host-shared" if rel in HOST_SHARED else rel))
+@pytest.fixture(scope="module")
+def host_shared() -> Iterator[None]:
+    """This host's libvirtd and its test user, held for the module by this worker (waits for the other)."""
+    with file_lock(HOST_SHARED_LOCK):
+        yield

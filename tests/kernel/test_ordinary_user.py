@@ -21,7 +21,7 @@ from common import REPO, as_user, ordinary_user
 
 from lab.paths import cache_dir
 
-pytestmark = [pytest.mark.vm, pytest.mark.kernel_build]
+pytestmark = [pytest.mark.vm, pytest.mark.kernel_build, pytest.mark.usefixtures("host_shared")]
 
 
 @pytest.fixture(scope="module")

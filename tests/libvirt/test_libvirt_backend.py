@@ -28,7 +28,7 @@ from lab.topology.spec import load_topology
 from lab.vm.backend import VmRequest
 from lab.vm.qemu.qemu_argv import BootSpec
 
-pytestmark = [pytest.mark.vm, pytest.mark.libvirt]
+pytestmark = [pytest.mark.vm, pytest.mark.libvirt, pytest.mark.usefixtures("host_shared")]
 
 SYSTEM = "qemu:///system"
 SESSION_USER = "numalab-session"

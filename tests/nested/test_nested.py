@@ -33,7 +33,7 @@ from common import REPO, numalab, ordinary_user
 from lab.host.nested import NotServing, libvirt_host
 from lab.topology.ref import TopologyRef
 
-pytestmark = [pytest.mark.vm, pytest.mark.nested]
+pytestmark = [pytest.mark.vm, pytest.mark.nested, pytest.mark.usefixtures("host_shared")]
 
 USER = "numalab-test"
 OUTER_TIMEOUT_S = 2100  # (11-12 min at a host load of 10; CI's host is quieter)

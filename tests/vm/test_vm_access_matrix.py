@@ -10,7 +10,7 @@ import sys
 import pytest
 from common import REPO, numalab
 
-pytestmark = pytest.mark.vm
+pytestmark = [pytest.mark.vm, pytest.mark.usefixtures("host_shared")]  # (a real libvirtd)
 
 # Small and short: 1 vCPU per node, numa01-thread-alloc for a few seconds.
 RING4 = ["--topology", "ring-4", "--cpus-per-node", "1", "--mem-per-node", "256M"]

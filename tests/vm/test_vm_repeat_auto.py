@@ -11,7 +11,7 @@ from common import numalab
 
 from lab.errors import LabError
 
-pytestmark = pytest.mark.vm
+pytestmark = [pytest.mark.vm, pytest.mark.alone]  # (boot times decide; the baseline is built by then)
 
 
 def _baseline_built() -> bool:

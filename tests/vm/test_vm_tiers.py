@@ -18,7 +18,7 @@ from common import REPO, needs_setup_package, numalab
 from lab.topology.spec import load_topology
 from lab.topology.tiers import predict_tiers, usable_mib
 
-pytestmark = pytest.mark.vm
+pytestmark = [pytest.mark.vm, pytest.mark.usefixtures("host_shared")]  # (a real libvirtd)
 
 
 def _run(tmp_path: Path, name: str, *args: str) -> dict:
