@@ -197,7 +197,8 @@ def _node_memory(r: dict) -> str:
         mine = {f"node {i}": [row[i] if row else None for row in nm["workload_mib"]] for i in range(n)}
         figs.append(figure(svg.line_chart(t, mine, title="The workload's memory per node (MiB)", colors=colors,
                                           x_label="s since workload start", width=640),
-                           "The N<node>= pages of /proc/PID/numa_maps of the workload's processes."))  # fmt: skip
+                           "The N&lt;node&gt;= pages of /proc/PID/numa_maps of the workload's processes."))  # fmt: skip
+        figs += process_memory(nm, n, colors)
     else:
         figs.append('<p class="muted">The workload\'s pages per node were not sampled: <span class="mono">'
                     "numalab run --node-maps</span> reads its processes' /proc/PID/numa_maps with each sample "
@@ -211,6 +212,50 @@ def _node_memory(r: dict) -> str:
     )
     grid = f'<div class="grid">{"".join(figs)}</div>'
     return f'<div class="views node-memory"><h4>Memory per node over time</h4>{grid}{checks}</div>'
+
+
+PROCESS_CHARTS = 6  # per-process charts drawn (the largest first); the JSON has every sampled process
+
+
+def _peak(series: dict) -> float:
+    rows = series.get("mib") if isinstance(series, dict) else None
+    return max((sum(x for x in row if isinstance(x, (int, float))) for row in rows or [] if isinstance(row, list)),
+               default=0.0)  # fmt: skip
+
+
+def _series_ok(series: object) -> bool:
+    """A process's series as node_memory writes it: times and as many rows of MiB per node."""
+    if not isinstance(series, dict):
+        return False
+    t, mib = series.get("t"), series.get("mib")
+    return isinstance(t, list) and isinstance(mib, list) and len(t) == len(mib) > 0
+
+
+def process_memory(nm: dict, n: int, colors: dict[str, str]) -> list[str]:
+    """Each of the workload's processes' memory per node over time (node_memory's ``processes``: its numa_maps
+    at each sample), one chart a process on the per-node charts' time axis, the largest
+    :data:`PROCESS_CHARTS` processes by their peak; [] without them."""
+    procs = nm.get("processes")
+    if not isinstance(procs, dict):
+        return []
+    procs = {k: v for k, v in procs.items() if _series_ok(v)}  # (a record is a user's file: damage is left out)
+    if not procs:
+        return []
+    t = [x for x in nm.get("t") or [] if isinstance(x, (int, float))]
+    span = (min(t), max(t)) if t and min(t) < max(t) else None
+    ranked = sorted(procs.items(), key=lambda kv: (-_peak(kv[1]), kv[0]))
+    figs = []
+    for pid, series in ranked[:PROCESS_CHARTS]:
+        rows = [row if isinstance(row, list) else [] for row in series.get("mib") or []]
+        lines = {f"node {i}": [row[i] if i < len(row) else None for row in rows] for i in range(n)}
+        chart = svg.line_chart(series.get("t") or [], lines, title=f"Process {pid}: its memory per node (MiB)",
+                               colors=colors, x_label="s since workload start", width=640, x_range=span)  # fmt: skip
+        figs.append(figure(chart, f"The N&lt;node&gt;= pages of /proc/{e(pid)}/numa_maps at each sample (its "
+                                  "threads share them)."))  # fmt: skip
+    if len(ranked) > PROCESS_CHARTS:
+        figs.append(f'<p class="muted">{len(ranked) - PROCESS_CHARTS} smaller processes not drawn (report.json '
+                    "has them: node_memory.processes).</p>")  # fmt: skip
+    return figs
 
 
 def run_views(r: dict) -> str:
