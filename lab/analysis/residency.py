@@ -20,8 +20,11 @@ Figures (times in seconds from the workload's start, ``t0``):
   about (a sched_move_numa, sched_swap_numa or sched_stick_numa naming it; its ``dst_nid`` is the node
   balancing preferred for it). A task no decision named (every task with balancing off, or on one node) has
   ``converged_s`` None and ``target`` False: it never had to move, and "settled at once" would reward that.
-  A task with a target has *settled* in the first interval from which every later interval's node is its
-  final one, provided it stayed there :data:`SETTLED_MIN_BINS` intervals or more (else it did not converge);
+  Its ``target_node`` is the node the last such decision named for it (a move's or swap's destination, a
+  stick's wanted node); a task whose final node is not that one did not converge (a stick: balancing could
+  not move it there). A task with a target has *settled* in the first interval from which every later
+  interval's node is its final one, provided it stayed there :data:`SETTLED_MIN_BINS` intervals or more (else
+  it did not converge);
   a last interval it lived less than half of (its exit) is not counted. Its ``converged_s`` is not that
   interval's start but the trace's own time of its last arrival on the final node before that interval
   ended (its start, if it never arrived from elsewhere): intervals find where it settled, the events say when.
@@ -154,6 +157,13 @@ def arrival(seq: list[tuple[float, int]], settled_bin: int, born: float, t0: flo
     return round(max(came[-1], start) - t0 if came else start - t0, 4)
 
 
+def preferred(marks: list) -> int | None:
+    """The node the last NUMA decision about a task named for it (``[t, kind, src_nid, dst_nid]`` marks, in
+    trace order): its destination; None without one (no decision, or a field the trace did not have)."""
+    last = marks[-1] if marks else None
+    return last[3] if last is not None and isinstance(last[3], int) and last[3] >= 0 else None
+
+
 def pingpongs(changes: list[tuple[float, int]], window: float = PINGPONG_WINDOW_S) -> int:
     """Returns to the node a task left, within ``window`` seconds of leaving it."""
     count = 0
@@ -215,8 +225,8 @@ def residency(trace: TraceData, topo: Topology, t0: float) -> dict:
         segs = _segments(seq, born, died, t0)
         seconds = _bins(segs, n_bins, topo.n_nodes, t0)
         nodes = [max(range(topo.n_nodes), key=row.__getitem__) if sum(row) > 0 else None for row in seconds]
-        target = pid in marks
-        settled = _settled(nodes, seconds) if target else None
+        target, target_node = pid in marks, preferred(marks.get(pid, []))
+        settled = _settled(nodes, seconds) if target and target_node in (None, seq[-1][1]) else None
         tasks.append({
             "pid": pid,
             "comm": comm.get(pid, ""),
@@ -225,6 +235,7 @@ def residency(trace: TraceData, topo: Topology, t0: float) -> dict:
             "node_changes": len(seq) - 1,
             "final_node": seq[-1][1],
             "target": target,
+            "target_node": target_node,
             "converged_s": None if settled is None else arrival(seq, settled, born, t0),
             "pingpong": pingpongs(seq),
             "pingpong_numa": pp_numa.get(pid, 0),

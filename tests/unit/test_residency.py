@@ -158,17 +158,29 @@ def test_one_node_has_no_task_figures():
     assert w["tasks"] == 1 and w["convergence_s"] is None and w["pingpong"] is None and vals == {}
 
 
+def _stick(ts: float, pid: int, s: int, d: int) -> Event:
+    return Event(ts, 0, "numa01", pid, "sched_stick_numa", {"src_pid": str(pid), "src_nid": str(s),
+                                                             "dst_nid": str(d)})  # fmt: skip
+
+
 def test_convergence_is_the_arrival_time_not_the_interval():
-    """A task balancing moved at 1.7 s settled there: 1.7, not the 2.0 of the interval it settled in; a task
-    whose decision kept it where it was (a stick) converged at its start."""
+    """A task balancing moved at 1.7 s settled there: 1.7, not the 2.0 of the interval it settled in. A task
+    balancing wanted on node 0 but could not move (a stick) never reached its target: it did not converge,
+    and counts as the window's end; one it wanted where it already was converged at its start."""
     from lab.analysis.residency import arrival
 
-    ev = [new(0.0, 10, 0), new(0.3, 11, 2), mig(1.7, 10, 0, 2), move(1.7, 10, 0, 1),
-          Event(1.0, 0, "numa01", 11, "sched_stick_numa", {"src_pid": "11", "src_nid": "1", "dst_nid": "0"}),
+    ev = [new(0.0, 10, 0), new(0.3, 11, 2), mig(1.7, 10, 0, 2), move(1.7, 10, 0, 1), _stick(1.0, 11, 1, 0),
           end(5.0, 10), end(5.0, 11)]  # fmt: skip
+    r = residency(TraceData(ev), RING4, 0.0)
+    by = {t["pid"]: t for t in r["tasks"]}
+    assert by[10]["converged_s"] == 1.7 and by[10]["target_node"] == 1
+    assert by[11]["converged_s"] is None and by[11]["target_node"] == 0 and by[11]["target"]
     w, vals = _figures(ev)
-    assert w["convergence_s"] == 1.7 and w["targeted"] == 2 and vals["tasks.convergence_s"] == 1.7
+    assert w["convergence_s"] == 5.0 == r["window_s"] and w["targeted"] == 2 and w["converged"] == 1
     assert w["pingpong_numa"] == 0 and vals["tasks.pingpong_numa"] == 0.0
+    ev[4] = _stick(1.0, 11, 1, 1)  # wanted where it was
+    w, vals = _figures(ev)
+    assert w["convergence_s"] == 1.7 and w["converged"] == 2 and vals["tasks.convergence_s"] == 1.7
     # a task there from before the window arrived at the window's start, one that came back at its start
     assert arrival([(-1.0, 1)], 0, -1.0, 0.0) == 0.0
     assert arrival([(0.0, 0), (0.4, 1), (2.6, 0), (2.8, 1)], 2, 0.0, 0.0) == 2.8

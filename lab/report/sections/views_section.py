@@ -67,7 +67,8 @@ def _residency(r: dict) -> str:
     )  # fmt: skip
     how = (
         "A task has a target when NUMA balancing decided about it (a move, swap or stick naming it); only such a "
-        "task has a convergence (n/a for the others: with balancing off, every task). It has converged when, "
+        "task has a convergence (n/a for the others: with balancing off, every task); one that does not end on "
+        "the node the last decision named for it did not converge. Else it has converged when, "
         f"from some interval ({num(res.get('bin_s'))} s) to its end, the node it spent most of each interval on "
         f"is its final node, for {num(res.get('settled_min_bins'))} intervals or more, at the time it last "
         "arrived there; the workload's convergence is the last such task's (one that never settled counts as "
