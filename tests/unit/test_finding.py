@@ -132,3 +132,18 @@ def test_compare_json_has_the_finding() -> None:
     d = json.loads(out)
     assert d["finding"]["free_remote_memory"] is True and d["finding"]["mechanism"]
     assert any(m["caveat"] for m in d["metrics"])
+
+
+def test_the_report_carries_the_caveat_and_the_finding(tmp_path) -> None:
+    from lab.report.report_model import build_report
+
+    paths = build_report([*OFF, *ON], tmp_path / "report.html")
+    report = paths.data
+    (comp,) = report["comparisons"]
+    rows = {m["metric"]: m for m in comp["metrics"]}
+    assert FREE_REMOTE in rows["workload.gbps"]["caveat"] and comp["finding"]["cannot_show"]
+    md = (tmp_path / "report.md").read_text()
+    assert "**Finding**" in md and MODELLED_FLAGS in md.split("**Finding**")[1]
+    assert FREE_REMOTE in next(ln for ln in md.splitlines() if ln.startswith("| workload.gbps |"))
+    page = (tmp_path / "report.html").read_text()
+    assert '<div class="finding">' in page and 'class="caveat"' in page  # the dot plots' verdicts too
