@@ -115,8 +115,8 @@ def mechanism_rows(c: Comparison) -> list[dict]:
             base = _why_none(c, False) if missing == "baseline" else there
             new = _why_none(c, True) if missing == "new" else there
             verdict = "n/a: undefined on one side, no verdict"
-        tail = "" if unit == "%" else f" {unit}"
-        line = f"{what}: {c.base_label} {base}, {c.new_label} {new}{tail}; numalab: {verdict}"
+        per = "" if unit == "%" else f" {unit}"
+        line = f"{what}{per}: {c.base_label} {base}, {c.new_label} {new}; numalab: {verdict}"
         out.append({"metric": key, "what": what, "baseline": base, "new": new, "verdict": verdict, "line": line})
     return out
 
@@ -137,7 +137,7 @@ def acted_sentence(c: Comparison) -> str:
     if not (a or b):
         return "NUMA balancing did nothing measurable on either side: no hint faults, no pages migrated, no task moved."
     if a and b:
-        return f"NUMA balancing acted on both sides ({c.base_label}, {c.new_label}): compare the rows above."
+        return both_sides_sentence(c)
     acting, idle = (c.new_label, c.base_label) if b else (c.base_label, c.new_label)
     pages = _acted(c.row(MIGRATED), b)
     tasks = _acted(c.row(MOVES), b) + _acted(c.row(SWAPS), b)
@@ -149,10 +149,22 @@ def acted_sentence(c: Comparison) -> str:
     what = [
         f"found {local} of its hint faults local" if local else None,
         f"migrated {_value(pages, 'a run')} pages a run" if c.row(MIGRATED) is not None else None,
-        f"moved or swapped {_value(tasks, 'a run')} tasks a run" if c.row(MOVES) or c.row(SWAPS) else None,
+        f"made {_value(tasks, 'a run')} NUMA task moves or swaps a run" if c.row(MOVES) or c.row(SWAPS) else None,
     ]
     done = ", ".join(w for w in what if w) or "acted"
     return f"With {acting}, NUMA balancing {done}; with {idle} it did none of this."
+
+
+def both_sides_sentence(c: Comparison) -> str:
+    """Where balancing acted on both sides: how their hint-fault locality compares, by numalab's verdict."""
+    loc = c.row(LOCALITY)
+    if loc is None:
+        return f"NUMA balancing acted on both sides ({c.base_label}, {c.new_label}); neither had hint-fault locality."
+    verdict = loc.verdict()
+    how = {"better": "more local", "worse": "less local"}.get(verdict)
+    said = f"{c.new_label}'s hint faults were {how} than {c.base_label}'s" if how else "their hint-fault locality"
+    judged = f"({_verdict(loc)})" if how else f"was not told apart: {_verdict(loc)}"
+    return f"NUMA balancing acted on both sides; {said} {judged}."
 
 
 def workload_line(c: Comparison) -> tuple[str | None, Row | None]:

@@ -106,6 +106,11 @@ def test_the_finding_is_computed_from_the_runs() -> None:
     # the sides swapped: the other side acted, and the finding says so
     s = cmp.compare_runs(*reversed(_ab()))
     assert finding.finding(s).acted.startswith(f"With {s.base_label}, NUMA balancing")
+    # balancing on both sides: the sentence compares their locality by numalab's verdict (2 + 1 runs: not judged)
+    on = _ab()[1]
+    both = finding.finding(cmp.compare_runs(on[:2], on[2:]))
+    assert both.acted.startswith("NUMA balancing acted on both sides; their hint-fault locality was not told apart")
+    assert both.acted.endswith("not judged (fewer than 3 runs a side).")
     # the same runs on both sides of nothing: no side acted
     off = _ab()[0]
     same = finding.finding(cmp.compare_runs(off[:2], off[2:]))
