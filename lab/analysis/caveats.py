@@ -1,7 +1,9 @@
 """What a verdict cannot mean, said in the verdict's own row.
 
-A throughput or time row (the workload's own figures, ``workload.*``) measures what locality buys only where
-remote memory costs something. A run record says whether it did:
+A throughput or time row (the workload's own figures, ``workload.*``, in a unit of time, a rate, or a ratio of
+speeds such as the bandwidth matrix's remote/local) measures what locality buys only where remote memory costs
+something; a workload's share (``%``: misplaced's ``local_pct``, nodes13's ``balance_pct``) says where memory
+and tasks ended up, which the VM does not change. A run record says whether it did:
 
 * ``remote_latency.model`` (``numalab run --remote-latency slit|table``): the access plugin charged remote
   misses (held the vCPU under the host's clock; the guest's clock under ``--qemu charge --clock virtual``):
@@ -31,8 +33,11 @@ def modelled_command(topology: str, workload: str) -> str:
             "settings (make setup-qemu-charge builds that QEMU first)")  # fmt: skip
 
 
-# The rows whose figures would show what remote memory costs: the workload's own (throughput, times).
+# The rows whose figures would show what remote memory costs: the workload's own throughput, times, and ratios
+# of speeds.
 CAVEATED_PREFIXES = ("workload.",)
+TIME_UNITS = frozenset({"s", "ms", "us", "µs", "ns"})
+SPEED_RATIO_UNITS = frozenset({"x"})
 
 
 def free_remote_why(manifest: dict) -> str | None:
@@ -61,14 +66,21 @@ def free_remote(manifests: list[dict]) -> str | None:
     return "; ".join(whys) if whys else None
 
 
-def caveated(metric_key: str) -> bool:
-    """Whether a row of this metric measures what remote memory costs (the workload's own figures)."""
-    return metric_key.startswith(CAVEATED_PREFIXES)
+def speed_unit(unit: str) -> bool:
+    """A unit of time, of a rate ("GB/s", "1/vCPU-s", "ops/CPU-s") or of a ratio of speeds ("x")."""
+    u = unit.replace(" ", "")
+    return u in TIME_UNITS or u in SPEED_RATIO_UNITS or u.endswith(("/s", "-s"))
 
 
-def row_caveat(metric_key: str, why: str | None) -> str:
+def caveated(metric_key: str, unit: str) -> bool:
+    """Whether a row of this metric measures what remote memory costs: one of the workload's own figures in a
+    unit of speed or time."""
+    return metric_key.startswith(CAVEATED_PREFIXES) and speed_unit(unit)
+
+
+def row_caveat(metric_key: str, unit: str, why: str | None) -> str:
     """The words a row's verdict carries: "remote memory costs nothing here (plain TCG, ...)", or ""."""
-    return f"{FREE_REMOTE} ({why})" if why and caveated(metric_key) else ""
+    return f"{FREE_REMOTE} ({why})" if why and caveated(metric_key, unit) else ""
 
 
 def caveat_note(why: str | None) -> str | None:

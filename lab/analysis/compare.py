@@ -554,7 +554,7 @@ def apply_caveats(rows: list[Row], manifests: list[dict]) -> str | None:
     says why and which command can; None when no row needs one."""
     why = free_remote(manifests)
     for r in rows:
-        r.caveat = row_caveat(r.metric.key, why)
+        r.caveat = row_caveat(r.metric.key, r.metric.unit, why)
     return caveat_note(why) if any(r.caveat for r in rows) else None
 
 

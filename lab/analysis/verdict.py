@@ -243,7 +243,7 @@ def verdicts_of(
                 min_effect,
                 marked(k),
             ),
-            caveat=row_caveat(k, why),
+            caveat=row_caveat(k, known[k].unit if k in known else get_metric(k).unit, why),
         )  # fmt: skip
         for k in metrics
     ]

@@ -41,8 +41,14 @@ def test_which_records_say_remote_memory_costs_nothing() -> None:
         assert free_remote_why(junk) is None  # a record that cannot say is not given a caveat it did not earn
     assert free_remote([tcg, kvm]) == "plain TCG, no --remote-latency model" and free_remote([kvm]) is None
     # only the workload's own rows measure what remote memory costs
-    assert row_caveat("workload.gbps", "x") == f"{FREE_REMOTE} (x)"
-    assert row_caveat("vmstat.numa_pages_migrated", "x") == row_caveat("workload.gbps", None) == ""
+    assert row_caveat("workload.gbps", "GB/s", "x") == f"{FREE_REMOTE} (x)"
+    for key, unit in (("workload.elapsed_s", "s"), ("workload.round_trips_per_vcpu_s", "1/vCPU-s"),
+                      ("workload.pipe_usecs_per_op", "us"), ("workload.remote_ratio", "x"),
+                      ("workload.stressng_ops_per_cpu_s", "1/CPU-s"), ("workload.mine", "ops / s")):  # fmt: skip
+        assert row_caveat(key, unit, "x"), key
+    # a share of where memory or tasks ended up is not a speed: the VM does not change it
+    assert row_caveat("workload.local_pct", "%", "x") == row_caveat("workload.balance_pct", "%", "x") == ""
+    assert row_caveat("vmstat.numa_pages_migrated", "pages", "x") == row_caveat("workload.gbps", "GB/s", None) == ""
 
 
 def test_under_plain_tcg_each_throughput_row_says_so_in_every_rendering() -> None:
