@@ -24,8 +24,8 @@ Figures (times in seconds from the workload's start, ``t0``):
   stick's wanted node); a task whose final node is not that one did not converge (a stick: balancing could
   not move it there). A task with a target has *settled* in the first interval from which every later
   interval's node is its final one, provided it stayed there :data:`SETTLED_MIN_BINS` intervals or more (else
-  it did not converge);
-  a last interval it lived less than half of (its exit) is not counted. Its ``converged_s`` is not that
+  it did not converge); a last interval it lived less than half of (its exit) is not counted. Its
+  ``converged_s`` is not that
   interval's start but the trace's own time of its last arrival on the final node before that interval
   ended (its start, if it never arrived from elsewhere): intervals find where it settled, the events say when.
   The workload's ``convergence_s`` is the last settling time among the tasks with a target, one that never
