@@ -109,4 +109,7 @@ def test_residency_node_memory_and_overlays_end_to_end(tmp_path: Path) -> None:
     charts = sum(_memory_charts(r["metrics"]["node_memory"]) for r in data["runs"])
     assert views["nodeMemory"] == charts >= 2 * REPEATS + 2 * REPEATS and views["nodeMemoryLines"] >= 4, views
     assert html.read_text().count("numalab run --node-maps</span>") == REPEATS  # the report asks for the rest
-    assert views["overlays"] >= 2 and views["bands"] >= 4, views  # pages migrated, tasks converged: A and B
+    # pages migrated and NUMA moves + swaps, A and B; no "tasks converged" overlay: with balancing off no task had
+    # a target, so A has no convergence to draw (not a line at 0%)
+    assert views["overlays"] >= 2 and views["bands"] >= 2, views
+    assert "Tasks with a target converged" not in html.read_text()
