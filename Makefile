@@ -76,17 +76,22 @@ setup-qemu-charge: setup-qemu10
 setup-sshd: setup
 	@$(PY) -m lab.host.sshd_prefix > /dev/null
 
-# Two passes: the tests that boot, build and start nothing, on every CPU (pytest-xdist; 3 min instead of 6 on
-# 2 cores), then the VM, kernel-build and libvirt tests one at a time (their timings are the host's). A pass
-# that PYTEST_ARGS narrows to nothing is skipped (pytest's exit 5); without PYTEST_ARGS it is a failure.
+# Three passes: the tests that boot, build and start nothing, on every CPU (pytest-xdist; 3 min instead of 6 on
+# 2 cores); the VM, kernel-build and libvirt tests VM_JOBS at a time, a module to a worker (tests/conftest.py
+# groups them; a guest's figures are its own or bounded loosely); then the few marked `alone`, whose figures
+# or bounds are the host's own time, by themselves. A pass that PYTEST_ARGS narrows to nothing is skipped
+# (pytest's exit 5); without PYTEST_ARGS it is a failure. docs/benchmarks.md has the suite's time.
 NOT_SLOW := not vm and not kernel_build and not libvirt
 TEST_JOBS ?= $(shell n=$$(nproc); [ $$n -gt 4 ] && n=4; echo $$n)
+VM_JOBS ?= 2
 pytest_pass = $(PY) -m pytest -ra $(1) $(PYTEST_ARGS) || { rc=$$?; [ $$rc -eq 5 ] && [ -n "$(strip $(PYTEST_ARGS))" ] || exit $$rc; }
 test: setup setup-qemu10 setup-qemu-charge setup-sshd
 	@echo "numalab: the tests that boot nothing, $(TEST_JOBS) at a time"
 	$(call pytest_pass,-n $(TEST_JOBS) -m '$(NOT_SLOW)')
-	@echo "numalab: the VM, kernel-build and libvirt tests, one at a time"
-	$(call pytest_pass,--durations=25 -m 'not ($(NOT_SLOW))')
+	@echo "numalab: the VM, kernel-build and libvirt tests, $(VM_JOBS) at a time"
+	$(call pytest_pass,-n $(VM_JOBS) --dist loadgroup --durations=25 -m 'not ($(NOT_SLOW)) and not alone')
+	@echo "numalab: the tests that time the host, one at a time"
+	$(call pytest_pass,--durations=10 -m 'not ($(NOT_SLOW)) and alone')
 
 # The nested tier alone: numalab inside TCG guests with KVM and 2 and 4 NUMA nodes, as an ordinary user
 # (tests/nested; part of make test too).

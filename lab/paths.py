@@ -97,6 +97,34 @@ def write_json_atomic(path: Path, obj: object, indent: int | None = 2, **kw) -> 
     write_text_atomic(path, json_text(obj, indent, **kw) + "\n")
 
 
+COMPLETE = ".complete"  # the marker a finished cache directory holds
+
+
+@contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """``path`` (created if missing) locked exclusively while the block runs: waits for another holder."""
+    fd = os.open(path, os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def publish_dir(tmp: Path, out: Path, replace: bool = False) -> Path:
+    """Put the finished cache directory ``tmp`` (its COMPLETE marker written) in place as ``out``, under a lock
+    beside it. Another process that published a complete ``out`` meanwhile wins: its copy may be in use (a
+    guest image being packed from it), so ``tmp`` is dropped instead, unless ``replace`` (a --refresh); a
+    half-made ``out`` (a killed build's) is replaced."""
+    with file_lock(out.parent / f".{out.name}.lock"):
+        if (out / COMPLETE).exists() and not replace:
+            shutil.rmtree(tmp, ignore_errors=True)
+            return out
+        shutil.rmtree(out, ignore_errors=True)
+        tmp.rename(out)
+    return out
+
+
 SCRATCH_PREFIX = "numalab-"
 LOCK_NAME = ".lock"
 

@@ -159,10 +159,13 @@ def ordinary_user(name: str = ORDINARY_USER) -> str:
     """An ordinary user of this host, made once per machine (useradd; the tests run as root)."""
     import pwd
 
-    try:
-        pwd.getpwnam(name)
-    except KeyError:
-        subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", name], check=True)
+    from lab.paths import cache_dir, file_lock
+
+    with file_lock(cache_dir() / ".useradd.lock"):  # (two test workers: one useradd)
+        try:
+            pwd.getpwnam(name)
+        except KeyError:
+            subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", name], check=True)
     return name
 
 

@@ -14,6 +14,7 @@ import os
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis import settings
 
 for _tier in ("unit", "vm", "kernel", "libvirt"):
@@ -22,3 +23,23 @@ for _tier in ("unit", "vm", "kernel", "libvirt"):
 settings.register_profile("ci", derandomize=True)
 if os.environ.get("CI"):
     settings.load_profile("ci")
+
+# The slow pass runs two tests at a time (pytest-xdist --dist loadgroup, the Makefile's VM_JOBS): each module's
+# tests stay on one worker, so a module fixture's boot or build happens once; the modules that start this
+# host's libvirtd or act as its ordinary user share one group, so one worker runs them in turn. A test whose
+# figures or bounds are the host's own time is marked ``alone`` and runs in the last pass, by itself.
+SLOW_MARKS = ("vm", "kernel_build", "libvirt")
+HOST_SHARED = {  # tests/<path> -> they start libvirtd, use the numalab-test account, or both
+    "libvirt/test_libvirt_backend.py", "nested/test_nested.py", "kernel/test_ordinary_user.py",
+    "vm/test_vm_tiers.py", "vm/test_vm_access_matrix.py",
+}  # fmt: skip
+TESTS = Path(__file__).parent
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("xdist_group") or not any(item.get_closest_marker(m) for m in SLOW_MARKS):
+            continue
+        rel = item.path.relative_to(TESTS).as_posix()
+        item.add_marker(pytest.mark.xdist_group("host-shared" if rel in HOST_SHARED else rel))

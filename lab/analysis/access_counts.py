@@ -10,11 +10,11 @@ snapshot period more than the workload on either side).
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lab.analysis.stats import hmean
 from lab.errors import LabError
 
 # A correct map leaves only firmware and ROM reads outside the nodes (none were seen
@@ -213,13 +213,6 @@ def prefault_unfinished(result: dict | None) -> str | None:
     tasks = [t for t in result.get("per_task") or [] if isinstance(t, dict)]
     stuck = [t for t in tasks if t.get("loops") == 0]
     return f"{len(stuck)} of {len(tasks)} threads never finished the prefault (0 passes)" if stuck else None
-
-
-def hmean(values: list[float]) -> float | None:
-    """The harmonic mean of positive rates (None if any is not positive, or there are none)."""
-    if not values or any(v <= 0 for v in values):
-        return None
-    return statistics.harmonic_mean(values)
 
 
 def slowdown(plain_gbps: list[float], instrumented_gbps: list[float]) -> float | None:

@@ -6,32 +6,12 @@ hint faults, AutoNUMA cost, the sched_*_numa decisions: ``Metric.better == "neut
 migrations is not better in itself. Their %diff is the plain change (+ means more) and a significant
 difference is "changed", never better or worse.
 
-Which mean: mmtests uses the harmonic mean for every higher-is-better row.
-That suits rates (GB/s, round trips per second), whose Hmean is the rate of
-the runs taken together, but not ratios and percentages: one run with 0.5%
-hint-local faults makes the Hmean of (0.5, 60, 90) 1.5, which says nothing
-about the other two. So a metric declares its mean (``Metric.mean``): Hmean
-for rates only, Amean otherwise, and every row names the mean it used.
+Which mean: a metric declares its mean (``Metric.mean``), Hmean for rates only, Amean otherwise, and every row
+names the mean it used (lab.analysis.stats says why).
 
-Significance is marked ``*  1.55%*`` on the mean row, as mmtests does. Two
-rules (see README "Reports and A/B comparisons"):
-
-``welch`` (the default): Welch's two-sided t-test at α = 0.05 on the
-arithmetic means, with Welch–Satterthwaite degrees of freedom. It asks
-whether the means differ, so it gains power with repeats.
-
-``ci-overlap``: what mmtests' compare-kernels computes (MMTests::Compare
-with Stat.pm's ``cidiff`` and ``_calc_meanci``): each side's "confidence
-interval" is mean ± qnorm(0.975)·σ, where σ is the standard deviation of the
-runs themselves (sample σ for Amean rows; for Hmean rows mmtests'
-sqrt(Σ(1/x − 1/H)²·H⁴/n)) and *not* the standard error σ/√n; a row is
-significant when the intervals do not overlap, |Δmean| > 1.96·(σ_base +
-σ_new), and, when both σ are 0, when |Δmean| > 1. It is a rule about where
-single runs fall, so it does not get sharper with more repeats: at 6 repeats
-a side with equal σ it needs a difference about three times the one Welch
-needs (3.92σ against 1.29σ).
-
-With fewer than 3 runs on a side significance is not judged.
+Significance is marked ``*  1.55%*`` on the mean row, as mmtests does, by one of two rules, ``welch`` (the
+default) or mmtests' ``ci-overlap``; with fewer than 3 runs on a side it is not judged. The statistics
+themselves, the rules included, are :mod:`lab.analysis.stats`'s.
 
 Runs whose trace lost more than 1% of its records (``trace_incomplete``,
 lab.analysis.lost) are left out, with a note, unless asked for. So are runs whose status is not ``ok``
@@ -43,8 +23,6 @@ then they count, and each row and verdict they count in says so ("includes 2 run
 from __future__ import annotations
 
 import html
-import math
-import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -53,151 +31,13 @@ from lab.analysis.lost import describe as describe_lost
 from lab.analysis.lost import of_record as lost_of_record
 from lab.analysis.metrics import NEUTRAL, Metric, metric_values, metrics_of
 from lab.analysis.record import RunRecord
+from lab.analysis.stats import ALPHA, DEFAULT_RULE, MIN_REPEATS, RULES, Stats, significant, welch_interval, welch_p
 from lab.errors import LabError
 from lab.min_effect import DEFAULT_PCT as DEFAULT_MIN_EFFECT
 from lab.min_effect import below, effective, same_text
 from lab.min_effect import text as effect_text
 from lab.paths import json_text
 from lab.untrusted import finite_copy
-
-MIN_REPEATS = 3
-RULES = ("welch", "ci-overlap")
-DEFAULT_RULE = "welch"
-Z_975 = 1.959963984540054  # qnorm(0.975), as mmtests asks R for it
-
-
-@dataclass(frozen=True)
-class Stats:
-    n: int
-    min: float
-    max: float
-    amean: float
-    hmean: float | None
-    stddev: float
-    coeffvar: float | None
-    hstddev: float | None = None  # mmtests' stddev-hmean: sqrt(sum((1/x - 1/H)^2) * H^4 / n)
-
-    @classmethod
-    def of(cls, values: list[float]) -> Stats:
-        n = len(values)
-        mean = statistics.fmean(values)
-        sd = statistics.stdev(values) if n > 1 else 0.0
-        hmean = statistics.harmonic_mean(values) if all(v > 0 for v in values) else None
-        # (written H * sqrt(sum((H/x - 1)^2) / n): the same, but 1/x^2 overflows for an x under 1e-154)
-        hsd = hmean * math.sqrt(sum((hmean / v - 1) ** 2 for v in values) / n) if hmean else None
-        cv = sd * 100 / mean if mean else None
-        return cls(n, min(values), max(values), mean, hmean, sd, cv, hsd)
-
-    def mean_of(self, mean: str) -> float:
-        """'hmean' or 'amean' (the Amean when there is no Hmean)."""
-        return self.hmean if mean == "hmean" and self.hmean is not None else self.amean
-
-    def stddev_of(self, mean: str) -> float:
-        return self.hstddev if mean == "hmean" and self.hstddev is not None else self.stddev
-
-
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the regularized incomplete beta function (modified Lentz)."""
-    tiny, eps = 1e-300, 1e-12
-
-    def guard(v: float) -> float:
-        return v if abs(v) > tiny else tiny
-
-    c, d = 1.0, 1 / guard(1.0 - (a + b) * x / (a + 1))
-    h = d
-    for m in range(1, 300):
-        num = m * (b - m) * x / ((a - 1 + 2 * m) * (a + 2 * m))
-        d, c = 1 / guard(1 + num * d), guard(1 + num / c)
-        h *= d * c
-        num = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 1 + 2 * m))
-        d, c = 1 / guard(1 + num * d), guard(1 + num / c)
-        h *= d * c
-        if abs(d * c - 1) < eps:
-            break
-    return h
-
-
-def _t_two_sided_p(t: float, dof: float) -> float:
-    x = dof / (dof + t * t)
-    if x == 1.0:  # t is 0, or so near it (|t| under about 1e-8 * sqrt(dof)) that log(1 - x) would be log(0)
-        return 1.0
-    a, b = dof / 2, 0.5
-    ln = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log(1 - x)
-    if x < (a + 1) / (a + b + 2):
-        return math.exp(ln) * _betacf(a, b, x) / a
-    return 1 - math.exp(ln) * _betacf(b, a, 1 - x) / b
-
-
-def _welch(base: Stats, new: Stats) -> tuple[float, float]:
-    """Welch's squared standard error of the difference of the means, and its Welch–Satterthwaite degrees
-    of freedom (nan when the standard error is 0)."""
-    se2 = base.stddev**2 / base.n + new.stddev**2 / new.n
-    if se2 == 0:
-        return 0.0, math.nan
-    return se2, se2**2 / ((base.stddev**2 / base.n) ** 2 / (base.n - 1) + (new.stddev**2 / new.n) ** 2 / (new.n - 1))
-
-
-def significant(base: Stats, new: Stats, rule: str = DEFAULT_RULE, mean: str = "amean") -> bool | None:
-    """Whether the means differ, by ``rule`` (see the module docstring); None with too few runs.
-    ``mean`` ("amean"/"hmean") is the row's mean, which the ci-overlap rule compares (as mmtests does)."""
-    if base.n < MIN_REPEATS or new.n < MIN_REPEATS:
-        return None
-    if rule == "ci-overlap":
-        if mean == "hmean" and (base.hmean is None or new.hmean is None):
-            mean = "amean"
-        diff = abs(new.mean_of(mean) - base.mean_of(mean))
-        width = Z_975 * (base.stddev_of(mean) + new.stddev_of(mean))
-        return diff > width if width else diff > 1  # mmtests' cidiff: the bare difference when both σ are 0
-    diff = abs(new.amean - base.amean)
-    se2, dof = _welch(base, new)
-    if se2 == 0:
-        return diff > 0
-    return _t_two_sided_p(diff / math.sqrt(se2), dof) < 0.05
-
-
-def welch_p(base: Stats, new: Stats) -> float | None:
-    """Welch's two-sided p-value for the difference of the arithmetic means (what the ``welch`` rule tests);
-    None with too few runs; 0.0 when both sides have no spread and differ, 1.0 when they are equal."""
-    if base.n < MIN_REPEATS or new.n < MIN_REPEATS:
-        return None
-    diff = abs(new.amean - base.amean)
-    se2, dof = _welch(base, new)
-    if se2 == 0:
-        return 0.0 if diff > 0 else 1.0
-    return _t_two_sided_p(diff / math.sqrt(se2), dof)
-
-
-def t_quantile(dof: float, level: float = 0.95) -> float:
-    """The t with a two-sided p of ``1 - level`` at ``dof`` degrees of freedom (Student's t, as
-    :func:`significant` uses it), by bisection."""
-    lo, hi = 0.0, 1e3
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if _t_two_sided_p(mid, dof) > 1 - level else (lo, mid)
-    return hi
-
-
-def mean_interval(s: Stats, level: float = 0.95) -> tuple[float, float] | None:
-    """The two-sided ``level`` confidence interval of the arithmetic mean (t with n - 1 degrees of freedom);
-    None with fewer than 2 runs."""
-    if s.n < 2:
-        return None
-    half = t_quantile(s.n - 1, level) * s.stddev / math.sqrt(s.n) if s.stddev else 0.0
-    return s.amean - half, s.amean + half
-
-
-def welch_interval(base: Stats, new: Stats, level: float = 0.95) -> tuple[float, float] | None:
-    """The two-sided ``level`` confidence interval of ``new.amean - base.amean`` with Welch's standard error
-    and Welch–Satterthwaite degrees of freedom: the interval :func:`significant`'s ``welch`` rule tests (at
-    level 0.95 it excludes 0 exactly when that rule calls the difference significant). None with too few runs."""
-    if base.n < MIN_REPEATS or new.n < MIN_REPEATS:
-        return None
-    diff = new.amean - base.amean
-    se2, dof = _welch(base, new)
-    if se2 == 0:
-        return diff, diff
-    half = t_quantile(dof, level) * math.sqrt(se2)
-    return diff - half, diff + half
 
 
 def pct_better(base: float, new: float, better: str) -> float | None:
@@ -609,7 +449,7 @@ def _rule_text(rule: str) -> str:
     return (
         "mmtests' CI-overlap rule |Δmean| > 1.96·(σ_base + σ_new), σ of the runs"
         if rule == "ci-overlap"
-        else "Welch's t-test, two-sided, α = 0.05"
+        else f"Welch's t-test, two-sided, α = {ALPHA:g}"
     )
 
 

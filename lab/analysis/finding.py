@@ -21,8 +21,9 @@ import html
 from dataclasses import dataclass, field
 
 from lab.analysis.caveats import FREE_REMOTE, modelled_command
-from lab.analysis.compare import Comparison, Row, Stats, diff_text
+from lab.analysis.compare import Comparison, Row, diff_text
 from lab.analysis.display import percent
+from lab.analysis.stats import Stats
 from lab.analysis.verdict import workload_figure
 from lab.events import MOVE_NUMA, SWAP_NUMA
 from lab.min_effect import same_text

@@ -4,8 +4,9 @@ where a wakeup puts the woken task against the waker's LLC.
 An LLC here is the kernel's: the CPUs that share a CPU's L3 on its node, its ``MC`` span
 (:func:`lab.topology.cpu_view.predict_cpus`' ``l3_cpus``, cut at the node as ``match_llc`` cuts it), which is
 what ``select_idle_sibling`` searches. Every topology has them: a machine with a CPU grid
-(lab.topology.cpu_grid) has ``llcs_per_node`` a node; one without has an LLC a node, or an LLC a CPU where its
-nodes differ in size (QEMU's L3 is the socket's, and such a machine has a socket a core).
+(lab.topology.cpu_grid) has ``llcs_per_node`` a node (or each node its own ``llcs``); one without has an
+LLC a node, or an LLC a CPU where its nodes differ in size (QEMU's L3 is the socket's, and such a machine
+has a socket a core).
 
 Two analyses, declared in :data:`lab.analysis.numa.ANALYSES`:
 

@@ -16,11 +16,11 @@ from lab.analysis.readback import read_vmstat, read_vmstat_series
 from lab.analysis.trajectory import fingerprint
 from lab.errors import LabError
 from lab.events import MIGRATE_PAGES, NUMA_DECISIONS
-from lab.guest.workload_metrics import WorkloadMetric, is_rate_unit, twin_name, twin_unit_of
 from lab.min_effect import parse_pct
 from lab.record_files import TRACE_DAT, TRACE_STATS, VMSTAT_END, VMSTAT_SERIES, VMSTAT_START, WORKLOAD_OUT
 from lab.topology.model import Topology
 from lab.trace.tracedat import read_trace, stats_lost, stats_per_cpu
+from lab.workloads.metric_declarations import WorkloadMetric, is_rate_unit, twin_name, twin_unit_of
 from lab.workloads.registry import WORKLOADS
 
 NEUTRAL = "neutral"  # a mechanism counter's "better": shown with its change and significance, not judged
@@ -163,7 +163,7 @@ def per_vcpu_second(
 
     * W is the work the workload reports for its run: its own count (``bytes_touched`` / 1e9 GB,
       ``round_trips``); a workload that gives only a rate (perf bench's GB/s) counts rate x its
-      ``elapsed_s``; a rate a user's workload ``declared`` (a unit per second, lab.guest.workload_metrics.
+      ``elapsed_s``; a rate a user's workload ``declared`` (a unit per second, lab.workloads.metric_declarations.
       is_rate_unit) counts rate x its result's ``elapsed_s`` when it reports one, else x the vCPU window's
       ``window_s`` (the host's time between the stage marks, which under the host clock is the guest's);
     * S is the vCPU threads' CPU seconds summed over all vCPUs between the guest's workload-start and
@@ -418,7 +418,7 @@ def metric_values(manifest: dict) -> dict[str, float]:
     }
 
 
-# A user's workload declares its metrics (lab.guest.user_workload); the run record keeps the declarations
+# A user's workload declares its metrics (lab.workloads.user_workload); the run record keeps the declarations
 # (manifest workload.metrics), so compare and the report read them back without the workload file.
 _DECLARED_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 

@@ -2,9 +2,9 @@
 
 A verdict is one metric's answer to "is B better or worse than A": its
 direction, %diff (+ is better, as in ``numalab compare``), whether the
-difference is significant (by :func:`lab.analysis.compare.significant`),
+difference is significant (by :func:`lab.analysis.stats.significant`),
 how many runs each side had, the accelerator, and how many runs a side the
-observed variance says it would need (:mod:`lab.analysis.power`).
+observed variance says it would need (:func:`lab.analysis.stats.repeats_needed`).
 
 The stopping rule (:func:`should_stop`): keep adding A B pairs until every
 chosen metric is decided: significant (better or worse), or significant but
@@ -21,23 +21,17 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
+from lab.analysis.ab_plan import WORKLOAD_FIGURE, ABPlan
 from lab.analysis.caveats import free_remote, row_caveat
-from lab.analysis.compare import MIN_REPEATS, Row, Stats, diff_text, included_text, pct_better, significant
+from lab.analysis.compare import Row, diff_text, included_text, pct_better
 from lab.analysis.compare import moved as moved_of
 from lab.analysis.metrics import Metric, declared_rates, get_metric, metric_values, metrics_of
-from lab.analysis.power import ci_overlap_margin, repeats_needed
-from lab.guest.workload_metrics import MEMORY_FIGURES
+from lab.analysis.stats import DEFAULT_RULE, MIN_REPEATS, Stats, ci_overlap_margin, repeats_needed, significant
 from lab.min_effect import DEFAULT_PCT as DEFAULT_MIN_EFFECT
 from lab.min_effect import effective, same_text
+from lab.workloads.metric_declarations import MEMORY_FIGURES
 
-# "workload": the workload's own figure (:func:`workload_figure`), resolved by :func:`resolve_decide`. Not a
-# mechanism counter (pages migrated says how much balancing did, not how well the workload ran: it is neutral).
-WORKLOAD_FIGURE = "workload"
-DEFAULT_DECIDE = (WORKLOAD_FIGURE,)
 NO_FIGURE = "tasks.convergence_s"  # a workload without a figure of its own (idle, --workload-cmd) decides on this
-DEFAULT_MIN_PAIRS = MIN_REPEATS
-DEFAULT_MAX_PAIRS = 8
-DEFAULT_RULE = "welch"  # the CI-overlap rule does not get easier with more runs (lab.analysis.power)
 
 
 @dataclass(frozen=True)
@@ -124,7 +118,7 @@ class Verdict:
 
 
 def workload_figure(workload, clock: str = "host") -> str:
-    """The metric ``--decide`` defaults to for ``workload`` (lab.guest.workloads.Workload): its own figure, the
+    """The metric ``--decide`` defaults to for ``workload`` (lab.workloads.workload_type.Workload): its own figure, the
     first it declares beyond the memory workloads' common elapsed_s and gbps (pairs' round trips, nodes13's
     balance, perf bench's convergence; gbps for numa01 and the others that have only those), as its
     per-vCPU-second twin where it has one (steadier under TCG on a shared host: numa01's
@@ -148,7 +142,8 @@ def workload_figure(workload, clock: str = "host") -> str:
 
 
 def resolve_decide(keys, workload, clock: str = "host") -> list[str]:
-    """``keys`` (--decide) with :data:`WORKLOAD_FIGURE` replaced by the workload's figure, each once."""
+    """``keys`` (--decide, an ABPlan's ``decide``) with :data:`lab.analysis.ab_plan.WORKLOAD_FIGURE` replaced by
+    the workload's figure, each once."""
     return list(dict.fromkeys(workload_figure(workload, clock) if k == WORKLOAD_FIGURE else k for k in keys))
 
 
@@ -259,20 +254,21 @@ class Stop:
 def should_stop(
     verdicts: list[Verdict],
     pairs: int,
-    min_pairs: int = DEFAULT_MIN_PAIRS,
-    max_pairs: int = DEFAULT_MAX_PAIRS,
+    plan: ABPlan | None = None,
     elapsed_s: float = 0.0,
-    budget_s: float | None = None,
     pair_s: float | None = None,
 ) -> Stop:
-    """After ``pairs`` A B pairs: stop (and why) or run another pair.
+    """After ``pairs`` A B pairs: stop (and why) or run another pair, by the ``plan``'s ``min_pairs``,
+    ``max_pairs`` and ``time_budget`` (None: the default plan).
 
     Metrics without values on a side (e.g. hint-local percent with no hint
     faults) cannot decide and do not hold the loop; with every chosen metric
     absent (or every run failed) the loop stops at ``min_pairs`` ("no-data"). ``pair_s`` (the last pair's
     duration) keeps the loop from starting a pair that would overrun
-    ``budget_s``.
+    the time budget.
     """
+    plan = plan or ABPlan()
+    min_pairs, max_pairs, budget_s = plan.min_pairs, plan.max_pairs, plan.time_budget
     if pairs < min_pairs:
         return Stop(False, "", f"{pairs} of at least {min_pairs} pairs")
     judged = [v for v in verdicts if v.n_base and v.n_new]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from lab.analysis.compare import Stats, mean_interval
+from lab.analysis.stats import Stats, mean_interval
 from lab.bisect.engine import Config, Step, load_steps, ordered, read_config, read_state, result_text
 from lab.bisect.step_rule import RULE_TEXT
 from lab.paths import write_json_atomic, write_text_atomic

@@ -29,22 +29,20 @@ import re
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Protocol
 
-from lab.analysis.compare import MIN_REPEATS
+from lab.analysis.ab_plan import WORKLOAD_FIGURE, ABPlan
 from lab.analysis.metrics import METRIC_KEYS, NEUTRAL, get_metric
 from lab.analysis.record import load_manifest
-from lab.analysis.verdict import DEFAULT_MAX_PAIRS, Verdict, should_stop, values, verdicts_of
+from lab.analysis.stats import MIN_REPEATS
+from lab.analysis.verdict import Verdict, should_stop, values, verdicts_of
 from lab.bisect.step_rule import RULE_TEXT, Rule, StepDecision, decide_step, rule_from_endpoints
 from lab.datafile import load_json
 from lab.errors import LabError
-from lab.min_effect import parse_pct
 from lab.paths import json_text, write_json_atomic, write_text_atomic
 from lab.record_files import MANIFEST
-
-MAX_PAIRS = 1000  # --max-pairs at most (as run --repeat: lab.run.options.MAX_REPEAT)
 
 STATE_VERSION = 1
 _RUN_DIR = re.compile(r"^p(\d+)-r(\d+)$")
@@ -63,31 +61,47 @@ class StepRunner(Protocol):
         ...
 
 
+# bisect.json's names of the plan's fields (written before the plan had its own; kept, so that a state
+# directory reads back and resumes): the one decide metric is "metric", time_budget "budget_s", min_effect
+# "min_effect_pct".
+_PLAN_KEYS = {"decide": "metric", "min_pairs": "min_pairs", "max_pairs": "max_pairs", "time_budget": "budget_s",
+              "min_effect": "min_effect_pct"}  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Config:
-    metric: str
+    # The A/B plan of every comparison (lab.analysis.ab_plan): ``decide`` holds the one metric (resolved: not
+    # "workload"), ``min_pairs``/``max_pairs`` count a step's runs, ``time_budget`` is the whole bisect's
+    # (each step gets its share), ``significance`` is welch (the step rule is Welch's).
+    plan: ABPlan
     patches: tuple[str, ...]  # names, in series order
     # "worse" or "better" (the metric's own sense; "higher" or "lower" for a mechanism counter, which has no
     # better), None: whichever the endpoints show
     direction: str | None = None
     threshold_pct: float | None = None  # None: half the endpoints' shift
-    budget_s: float | None = None
-    min_pairs: int = MIN_REPEATS
-    max_pairs: int = DEFAULT_MAX_PAIRS
     context: str = ""  # topology/workload/settings, for verdict lines
     what: dict = field(default_factory=dict)  # source, series, topology, workload...: recorded, compared on resume
-    min_effect_pct: float | None = None  # --min-effect (lab.min_effect); None: the metric's own, else the default
     # --include-status: statuses counted besides COUNTED_STATUSES (every verdict line and step names their runs)
     include_statuses: tuple[str, ...] = ()
 
+    @property
+    def metric(self) -> str:
+        """The metric that decides (the plan's one ``decide``)."""
+        return self.plan.decide[0]
+
     def to_dict(self) -> dict:
-        return asdict(self) | {"patches": list(self.patches), "include_statuses": list(self.include_statuses)}
+        """bisect.json's "config", in the shape it has always had (the plan's fields by their old names)."""
+        p = self.plan
+        return {"metric": self.metric, "patches": list(self.patches), "direction": self.direction,
+                "threshold_pct": self.threshold_pct, "budget_s": p.time_budget, "min_pairs": p.min_pairs,
+                "max_pairs": p.max_pairs, "context": self.context, "what": self.what, "min_effect_pct": p.min_effect,
+                "include_statuses": list(self.include_statuses)}  # fmt: skip
 
     @classmethod
     def from_dict(cls, d: dict) -> Config:
-        known = {f for f in cls.__dataclass_fields__}
-        tuples = ("patches", "include_statuses")
-        return cls(**{k: (tuple(v) if k in tuples else v) for k, v in d.items() if k in known})
+        plan = ABPlan.of(**{name: d.get(key) for name, key in _PLAN_KEYS.items()})
+        return cls(plan, tuple(d["patches"]), d.get("direction"), d.get("threshold_pct"), d.get("context", ""),
+                   d.get("what") or {}, tuple(d.get("include_statuses") or ()))  # fmt: skip
 
     @property
     def counted(self) -> tuple[str, ...]:
@@ -95,6 +109,16 @@ class Config:
         return (*COUNTED_STATUSES, *(s for s in self.include_statuses if s not in COUNTED_STATUSES))
 
     def check(self) -> None:
+        self.plan.check(least=MIN_REPEATS)
+        if len(self.plan.decide) != 1:
+            raise LabError(f"--decide: a bisect decides on one metric, got {len(self.plan.decide)}: "
+                           f"{', '.join(self.plan.decide)}")  # fmt: skip
+        if self.metric == WORKLOAD_FIGURE:
+            raise LabError("--decide: 'workload' is the workload's own figure: resolve it first "
+                           "(lab.analysis.verdict.resolve_decide)")  # fmt: skip
+        if self.plan.significance != "welch":
+            raise LabError(f"--significance: a bisect decides by welch (its step rule is Welch's), got "
+                           f"{self.plan.significance!r}")  # fmt: skip
         if not self.patches:
             raise LabError("--series: no patches in the series")
         if self.direction not in (None, "worse", "better", "higher", "lower"):
@@ -106,15 +130,6 @@ class Config:
             raise LabError(f"--direction {self.direction}: {self.metric} takes {want}")
         if self.threshold_pct is not None and not (math.isfinite(self.threshold_pct) and self.threshold_pct > 0):
             raise LabError(f"--threshold: must be a percentage > 0, got {self.threshold_pct:g}")
-        if self.min_effect_pct is not None:
-            parse_pct(self.min_effect_pct, "--min-effect")
-        if self.budget_s is not None and not (math.isfinite(self.budget_s) and self.budget_s > 0):
-            raise LabError(f"--time-budget: must be > 0 seconds, got {self.budget_s:g}")
-        if not 1 <= self.max_pairs <= MAX_PAIRS:  # (each pair is two VM runs a step: 100,000 is weeks)
-            raise LabError(f"--max-pairs: must be 1..{MAX_PAIRS}, got {self.max_pairs}")
-        if not MIN_REPEATS <= self.min_pairs <= self.max_pairs:
-            raise LabError(f"--min-pairs: must be between {MIN_REPEATS} and --max-pairs ({self.max_pairs}), "
-                           f"got {self.min_pairs}")  # fmt: skip
 
     def patch_label(self, prefix: int) -> str:
         return "(no patches)" if prefix == 0 else self.patches[prefix - 1]
@@ -220,7 +235,8 @@ class Bisect:
         if meta.exists():
             old = read_config(meta)
             if old != self.cfg:
-                diff = next(k for k in self.cfg.__dataclass_fields__ if getattr(old, k) != getattr(self.cfg, k))
+                was, now = old.to_dict(), self.cfg.to_dict()
+                diff = next(k for k in now if was.get(k) != now[k])
                 raise LabError(f"--out {self.out}: holds a bisect with another {diff}; give a new directory "
                                f"or the same options to resume it")  # fmt: skip
             self.progress(f"resuming the bisect in {self.out}")
@@ -250,8 +266,9 @@ class Bisect:
         """Welch's verdict line of prefix ``b`` against prefix ``a`` on the runs made so far."""
         labels = (f"prefix {a}", f"prefix {b}")
         runs_a, runs_b = self.runs_of(a), self.runs_of(b)
-        return verdicts_of(runs_a, runs_b, [self.cfg.metric], "welch", labels, self.cfg.context, self.cfg.counted,
-                           self.cfg.min_effect_pct)[0]  # fmt: skip
+        plan = self.cfg.plan
+        return verdicts_of(runs_a, runs_b, [self.cfg.metric], plan.significance, labels, self.cfg.context,
+                           self.cfg.counted, plan.min_effect)[0]  # fmt: skip
 
     def mismatch_lines(self, *prefixes: int) -> list[str]:
         """A line for each counted status but ok a prefix has runs of (topology-mismatch, --include-status's)."""
@@ -301,7 +318,8 @@ class Bisect:
         if done is not None:
             return done
         n = len(self.cfg.patches)
-        share = self.cfg.budget_s / (1 + expected_steps(n - 1)) if self.cfg.budget_s else None
+        budget = self.cfg.plan.time_budget
+        share = budget / (1 + expected_steps(n - 1)) if budget else None
         t0, build_s = self.clock(), 0.0
         try:
             for k in (0, n):
@@ -320,8 +338,9 @@ class Bisect:
             pairs += 1
             v = self.verdict(0, n)
             self.progress(f"endpoints after pair {pairs}: {v.line()}")
-            stop = should_stop([v], pairs, self.cfg.min_pairs, self.cfg.max_pairs, self.clock() - t0, share,
-                               self.clock() - p0)  # fmt: skip
+            # (the endpoints' share of the time budget, as a step has its own)
+            plan = replace(self.cfg.plan, time_budget=share)
+            stop = should_stop([v], pairs, plan, self.clock() - t0, self.clock() - p0)
             if stop.stop:
                 break
         good, bad = self.values_of(0), self.values_of(n)
@@ -383,7 +402,7 @@ class Bisect:
             held_by_bad = d.held_by_bad
             self.progress(f"prefix {prefix} after {pairs} runs: {d.line()}")
             elapsed, pair_s = self.clock() - t_runs, self.clock() - p0
-            if pairs < self.cfg.min_pairs:
+            if pairs < self.cfg.plan.min_pairs:
                 continue
             if d.decided:
                 verdict, reason, stopped = d.verdict, d.line(), "decided"
@@ -392,7 +411,7 @@ class Bisect:
                 reason = f"no {' or '.join(self.cfg.counted)} run with {self.cfg.metric} in {pairs} runs"
                 verdict, stopped = "skip", "no-data"
                 break
-            if pairs >= self.cfg.max_pairs:
+            if pairs >= self.cfg.plan.max_pairs:
                 verdict, reason, stopped = "skip", f"undecided after {pairs} runs: {d.line()}", "max-pairs"
                 break
             if share is not None and elapsed + pair_s > share:
@@ -431,8 +450,8 @@ class Bisect:
                     break
                 cands = len([k for k in range(good + 1, bad) if k not in verdicts])
                 share = None
-                if self.cfg.budget_s is not None:
-                    share = max(0.0, self.cfg.budget_s - self._spent()) / expected_steps(cands)
+                if self.cfg.plan.time_budget is not None:
+                    share = max(0.0, self.cfg.plan.time_budget - self._spent()) / expected_steps(cands)
                 self.progress(f"bisecting: prefix {good} good, prefix {bad} bad, {cands} left: testing prefix {nxt} "
                               f"({self.cfg.patch_label(nxt)})")  # fmt: skip
                 self.step(nxt, rule, share)

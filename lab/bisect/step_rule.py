@@ -5,12 +5,12 @@ is +1 when the bad endpoint's mean is above the good endpoint's, -1 otherwise (a
 Welch's test uses them). ``threshold`` is a shift in the metric's units: by default half the endpoints'
 shift, or ``--threshold PCT`` percent of the good endpoint's mean.
 
-- **bad**: Welch's test (:func:`lab.analysis.compare.significant`, α = 0.05, two-sided) calls the
+- **bad**: Welch's test (:func:`lab.analysis.stats.significant`, α = 0.05, two-sided) calls the
   difference from the good endpoint significant, the observed shift toward bad is at least the
   threshold, **and** the good endpoint would rarely give runs this much on the bad side
   (:func:`p_like_good` < 0.05: the mirror of good's sign test).
 - **good**: the upper end of the 95% Welch confidence interval of the shift toward bad
-  (:func:`lab.analysis.compare.welch_interval`) is below the threshold: the step is significantly less
+  (:func:`lab.analysis.stats.welch_interval`) is below the threshold: the step is significantly less
   bad than the threshold (the one-sided test of TOST that matters here, a non-inferiority test at
   α = 0.025). A step that moved *away* from bad counts as good too. **And** the bad endpoint would
   rarely give runs this much on the good side (:func:`p_like_bad` < 0.05).
@@ -49,18 +49,26 @@ side so a reader can judge.
 
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import asdict, dataclass
 
-from lab.analysis.compare import MIN_REPEATS, Stats, mean_interval, significant, welch_interval
+from lab.analysis.stats import (
+    ALPHA,
+    MIN_REPEATS,
+    Stats,
+    mean_interval,
+    p_at_least,
+    significant,
+    upper_share,
+    welch_interval,
+)
 from lab.min_effect import text as effect_text
 
 RULE_TEXT = (
-    "bad: Welch-significant (α=0.05), moved toward bad by at least the threshold, and the good endpoint gives "
-    "as many runs at or over the threshold with p < 0.05 (sign test); "
+    f"bad: Welch-significant (α={ALPHA:g}), moved toward bad by at least the threshold, and the good endpoint "
+    f"gives as many runs at or over the threshold with p < {ALPHA:g} (sign test); "
     "good: the 95% Welch CI of the shift toward bad lies below the threshold, and the bad endpoint gives as "
-    "many runs under the threshold with p < 0.05 (sign test)"
+    f"many runs under the threshold with p < {ALPHA:g} (sign test)"
 )
 
 
@@ -165,50 +173,33 @@ class StepDecision:
         return asdict(self) | {"line": self.line()}
 
 
-ALPHA = 0.05  # the sign tests' level against either endpoint
-Q_CONFIDENCE = 0.8  # the bad endpoint's good-side share is taken at this one-sided upper bound
-
-
-def _binom_cdf(c: int, n: int, p: float) -> float:
-    return sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(c + 1))
-
-
-def upper_share(count: int, n: int, confidence: float = Q_CONFIDENCE) -> float:
-    """The upper end of the one-sided Clopper-Pearson interval of a share seen ``count`` times in ``n``."""
-    if count >= n:
-        return 1.0
-    lo, hi = count / n, 1.0
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        lo, hi = (mid, hi) if _binom_cdf(count, n, mid) > 1 - confidence else (lo, mid)
-    return lo
+Q_CONFIDENCE = 0.8  # an endpoint's share of runs on the other side is taken at this one-sided upper bound
 
 
 def p_like_bad(good_mean: float, bad: list[float], step: list[float], rule: Rule) -> float:
     """The chance that runs of the bad endpoint land on the good side (a shift toward bad under the
     threshold) at least as often as the step's did: P(X >= g) for X ~ Binomial(len(step), q), q the bad
-    endpoint's good-side share at its upper bound (:func:`upper_share`)."""
+    endpoint's good-side share at its upper bound (:func:`lab.analysis.stats.upper_share`); the sign tests'
+    level is the one :data:`lab.analysis.stats.ALPHA`."""
 
     def good_side(v: float) -> bool:
         return (v - good_mean) * rule.sign < rule.threshold
 
-    q = upper_share(sum(map(good_side, bad)), len(bad))
-    g = sum(map(good_side, step))
-    return 1.0 if g == 0 else 1 - _binom_cdf(g - 1, len(step), q)
+    q = upper_share(sum(map(good_side, bad)), len(bad), Q_CONFIDENCE)
+    return p_at_least(sum(map(good_side, step)), len(step), q)
 
 
 def p_like_good(good: list[float], step: list[float], rule: Rule) -> float:
     """The mirror of :func:`p_like_bad`: the chance that runs of the good endpoint land on the bad side (a
     shift toward bad of at least the threshold from the good endpoint's mean) at least as often as the
-    step's did, the good endpoint's bad-side share taken at its upper bound (:func:`upper_share`)."""
+    step's did, the good endpoint's bad-side share taken at its upper bound."""
     mean = statistics.fmean(good)
 
     def bad_side(v: float) -> bool:
         return (v - mean) * rule.sign >= rule.threshold
 
-    q = upper_share(sum(map(bad_side, good)), len(good))
-    b = sum(map(bad_side, step))
-    return 1.0 if b == 0 else 1 - _binom_cdf(b - 1, len(step), q)
+    q = upper_share(sum(map(bad_side, good)), len(good), Q_CONFIDENCE)
+    return p_at_least(sum(map(bad_side, step)), len(step), q)
 
 
 def decide_step(good: list[float], step: list[float], rule: Rule, bad: list[float] | None = None) -> StepDecision:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from lab.cli.cmd_run import add_run_arguments, cmd_run, reject_without_auto, run_options_from_args
 from lab.cli.common import progress
-from lab.cli.shared_options import make_jobs_option, pairs_of, time_budget_of, topology_options
+from lab.cli.shared_options import ab_plan_of, make_jobs_option, topology_options
 
 EXAMPLES = """examples:
   numalab ab ~/linux --base v6.12                       # HEAD's commits on v6.12, ring-4, numa01, until decided
@@ -29,13 +29,10 @@ def cmd_ab(args: argparse.Namespace) -> int:
     opts = run_options_from_args(args)  # and the run's options, before anything is built
     opts.topology.load()
     opts.workload_of()
-    if args.repeat == "auto":  # the A/B budget and the --decide metrics too
-        from lab.run.auto_pairs import check_auto_args  # (on use: start-up time)
+    if args.repeat == "auto":  # the A/B plan and its --decide metrics too
+        from lab.run.auto_pairs import check_auto  # (on use: start-up time)
 
-        probe = argparse.Namespace(**vars(args))
-        probe.min_repeats, probe.max_repeats = pairs_of(probe)
-        time_budget_of(probe)
-        check_auto_args(opts, probe)
+        check_auto(opts, ab_plan_of(args))
     else:
         reject_without_auto(args)
     for note in plan.notes:

@@ -4,24 +4,24 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
-from lab.analysis.compare import MIN_REPEATS
+from lab.analysis.ab_plan import WORKLOAD_FIGURE, ABPlan
 from lab.analysis.metrics import get_metric
+from lab.analysis.stats import MIN_REPEATS
 from lab.analysis.verdict import resolve_decide
 from lab.cli.common import debug, options_line, progress, warn
 from lab.cli.shared_options import (
-    DECIDE_DEFAULT,
     ab_options,
+    ab_plan_of,
     balancing_options,
     include_status_option,
     json_option,
     kernel_source_options,
     min_effect_option,
-    pairs_of,
     qemu_options,
     run_settings,
-    time_budget_of,
     topology_options,
     topology_ref,
     tracing_options,
@@ -30,10 +30,10 @@ from lab.cli.shared_options import (
 )
 from lab.datafile import MAX_JSON_BYTES, parse_json, read_bytes, text_of
 from lab.errors import LabError
-from lab.guest.user_workload import resolve_workload
 from lab.paths import json_text, utf8_path
 from lab.run.options import RunOptions
 from lab.vm.tcg.guest_clock import check as check_clock
+from lab.workloads.user_workload import resolve_workload
 
 USAGE = (
     "numalab bisect --series DIR|FILE --decide METRIC --out DIR [options]\n"
@@ -103,7 +103,7 @@ def _settings(args: argparse.Namespace) -> dict:
     return out
 
 
-def _config(args: argparse.Namespace, patches: list[str]):
+def _config(args: argparse.Namespace, plan: ABPlan, patches: list[str]):
     from lab.bisect.engine import Config  # (on use: start-up time)
 
     settings = "default" if args.numa_balancing == "on" else f"balancing-{args.numa_balancing}"
@@ -115,9 +115,8 @@ def _config(args: argparse.Namespace, patches: list[str]):
         what |= {"good": args.good, "bad": args.bad}
     if extra := _settings(args):
         what["run_settings"] = extra
-    lo, hi = pairs_of(args, least=MIN_REPEATS)
-    return Config(args.decide, tuple(patches), args.direction, args.threshold, time_budget_of(args), lo, hi,
-                  f"{topo.label}/{workload}/{settings}", what, args.min_effect, args.include_status)  # fmt: skip
+    return Config(plan, tuple(patches), args.direction, args.threshold, f"{topo.label}/{workload}/{settings}", what,
+                  args.include_status)  # fmt: skip
 
 
 def _check_before_building(template) -> None:
@@ -173,25 +172,24 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     if args.out is None:
         raise LabError("--out: required to start or resume a bisect")
     utf8_path(args.out, "--out")  # (its runs' records name it in their UTF-8 files)
-    if args.decide and len(args.decide) > 1:
-        raise LabError(f"--decide: a bisect decides on one metric, got {len(args.decide)}: {', '.join(args.decide)}")
+    plan = ab_plan_of(args, least=MIN_REPEATS)
+    if len(plan.decide) > 1:
+        raise LabError(f"--decide: a bisect decides on one metric, got {len(plan.decide)}: {', '.join(plan.decide)}")
     source, series = _source_and_series(args)
-    if not args.decide or args.decide[0] == DECIDE_DEFAULT:  # the workload's own figure
+    if plan.decide[0] == WORKLOAD_FIGURE:  # the workload's own figure
         workload = resolve_workload(workload_of(args), getattr(args, "workload_cmd", None) or "",
                                     tuple(getattr(args, "workload_files", None) or ()))  # fmt: skip
-        args.decide = resolve_decide([DECIDE_DEFAULT], workload, args.clock)[0]
-    else:
-        args.decide = args.decide[0]
+        plan = replace(plan, decide=tuple(resolve_decide(plan.decide, workload, args.clock)))
     from lab.bisect.bisect_report import write_report  # (on use: start-up time)
     from lab.bisect.engine import Bisect  # (on use: start-up time)
     from lab.bisect.kernel_steps import series_patches  # (on use: start-up time)
 
     try:
-        get_metric(args.decide)
+        get_metric(plan.decide[0])
     except LabError as err:
         raise LabError(f"--decide: {err}") from None
     patches = series_patches(series)
-    cfg = _config(args, [p.name for p in patches])
+    cfg = _config(args, plan, [p.name for p in patches])
     cfg.check()
     from lab.bisect.kernel_steps import KernelStepRunner  # (on use: start-up time)
 

@@ -26,12 +26,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if args.matrix:
         seed = with_matrix(seed, args.matrix)
     max_vms = max_vms_of(args)
-    spec = seed_spec(seed)
-    if args.max_pairs is not None:  # (seed_spec says a seed matrix has auto)
-        if spec.auto is not None and args.max_pairs < spec.auto.min_pairs:
-            least = spec.auto.min_pairs
-            raise LabError(f"--max-pairs: must be >= the matrix's auto.min ({least}), got {args.max_pairs}")
-        spec = seed_spec(seed, args.max_pairs)
+    spec = seed_spec(seed, args.max_pairs)
     out = args.out or Path("runs") / f"reproduce-{seed.stem}"
     context: dict = {}
     if args.report_only:
@@ -66,7 +61,7 @@ def add_parser(sub) -> None:
     p.add_argument("--report-dir", type=Path, default=Path("reports/reproduce"), metavar="DIR",
                    help="where the report goes (default reports/reproduce)")  # fmt: skip
     a = p.add_argument("--max-pairs", type=int, metavar="N",
-                       help="at most N A B pairs (overrides the matrix's auto.max)")  # fmt: skip
+                       help="at most N A B pairs (overrides the matrix's auto.max_pairs)")  # fmt: skip
     alias(p, "--max-repeats", a)
     max_vms_option(p)
     p.add_argument("--report-only", action="store_true", help="only (re)write the report from the runs in --out")

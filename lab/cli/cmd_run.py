@@ -11,18 +11,17 @@ from lab.cli.cmd_topo import topology_ref
 from lab.cli.common import Parser, debug, options_line, progress
 from lab.cli.shared_options import (
     ab_options,
+    ab_plan_of,
     balancing_options,
     connect_option,
     json_option,
     memory_options,
     min_effect_option,
     out_option,
-    pairs_of,
     pinning_option,
     qemu_options,
     run_settings,
     significance_option,
-    time_budget_of,
     topology_options,
     tracing_options,
     workload_of,
@@ -92,12 +91,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.repeat == "auto":
         from lab.run.auto_pairs import run_auto  # (on use: start-up time)
 
-        # lab.run.auto_pairs reads the A/B budget by the names it had before they were unified.
-        args.min_repeats, args.max_repeats = pairs_of(args)
-        time_budget_of(args)
-        debug(f"--repeat auto: {args.min_repeats}..{args.max_repeats} pairs, time budget {args.time_budget}, "
-              f"deciding on {args.decide or 'the default metric'} by {args.significance}")  # fmt: skip
-        return finish(run_auto(opts, args, progress), json_out=args.json, report=True, min_effect=args.min_effect)
+        plan = ab_plan_of(args)
+        debug(f"--repeat auto: {plan.min_pairs}..{plan.max_pairs} pairs, time budget {plan.time_budget}, "
+              f"deciding on {', '.join(plan.decide)} by {plan.significance}")  # fmt: skip
+        return finish(run_auto(opts, plan, progress, json_out=args.json), json_out=args.json, report=True,
+                      min_effect=plan.min_effect)  # fmt: skip
     reject_without_auto(args)
     return finish(run_options(opts, progress, json_out=args.json), json_out=args.json, report=args.report,
                   min_effect=args.min_effect)  # fmt: skip

@@ -286,9 +286,9 @@ def add_parser(sub) -> None:
             "stay CPU-less, memoryless ones memoryless); the real sizes are kept in its description. FILE is "
             "numactl -H output (a pasted mail works) or an hwloc XML file (lstopo --of xml), told apart by "
             "content; - reads standard input. hwloc XML, an hwloc synthetic description and a sysfs copy with "
-            "cpu/ give the CPU grid too: packages, llcs_per_node (L3s a node), cores_per_cluster (cores sharing "
-            "an L2), threads and cpu_vendor; a field the machine does not fill evenly is left out, and a comment "
-            "in the YAML says why.",
+            "cpu/ give the CPU grid too: packages, llcs_per_node (L3s a node; each node's own llcs: where nodes "
+            "hold different numbers), cores_per_cluster (cores sharing an L2), threads and cpu_vendor; a field the "
+            "machine does not fill evenly is left out, and a comment in the YAML says why.",
             100,
             break_on_hyphens=False,
         ),
@@ -316,7 +316,8 @@ def add_parser(sub) -> None:
         type=int,
         metavar="N",
         help="vCPUs of every node with CPUs, a multiple of its LLCs x cores a cluster x threads (default 2, or "
-        "the fewest that multiple allows)",
+        "the fewest that multiple allows); where nodes hold different numbers of L3s, of the nodes with the "
+        "fewest, the others as many an L3",
     )
     q.add_argument(
         "--mem-per-node", default="512M", metavar="SIZE", help="memory of every node with memory (default 512M)"

@@ -9,11 +9,11 @@ import argparse
 
 from lab.cli.shared_options import duration_option, json_option, schema_command, topology_options, topology_ref
 from lab.guest.init_plan import check_duration
-from lab.guest.user_workload import resolve_workload
-from lab.guest.workload_metrics import twin_unit_of
 from lab.paths import json_text
 from lab.untrusted import escape_surrogates
+from lab.workloads.metric_declarations import twin_unit_of
 from lab.workloads.registry import WORKLOADS
+from lab.workloads.user_workload import resolve_workload
 
 
 def _metric_rows(workload) -> list[dict]:

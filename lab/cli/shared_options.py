@@ -14,11 +14,12 @@ which numalab's start loads anyway: building the parser stays cheap for every co
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 
 from lab import schemas
+from lab.analysis.ab_plan import ABPlan
 from lab.analysis.numa import default_events
+from lab.analysis.stats import RULES
 from lab.errors import LabError
 from lab.guest.init_plan import TRACE_MODES
 from lab.min_effect import DEFAULT_PCT as DEFAULT_MIN_EFFECT
@@ -26,7 +27,7 @@ from lab.min_effect import parse_pct
 from lab.placement.pinning import BACKINGS, PINNINGS
 from lab.run.access_matrix import CLOCK_STATUS as ACCESS_CLOCK_STATUS
 from lab.run.access_matrix import STATUS as ACCESS_STATUS
-from lab.run.options import CHOICES, MAX_REPEAT, RunOptions
+from lab.run.options import CHOICES, RunOptions
 from lab.topology.ref import TopologyRef
 from lab.vm.status import STATUSES
 from lab.workloads.registry import WORKLOADS
@@ -53,12 +54,8 @@ MIN_EFFECT_HELP = (
     "virtual"
 )
 
-# Mirrors lab.analysis.verdict (DEFAULT_DECIDE, DEFAULT_MIN_PAIRS, DEFAULT_MAX_PAIRS, DEFAULT_RULE);
-# tests/unit/test_verdict.py checks that they agree.
-DECIDE_DEFAULT = "workload"  # the workload's own figure (lab.analysis.verdict.workload_figure)
-MIN_PAIRS = 3
-MAX_PAIRS = 8
-RULE = "welch"
+# The A/B plan's defaults are the library's (lab.analysis.ab_plan): the help texts read them from here.
+PLAN = ABPlan()
 
 
 def alias(container, old: str, action: argparse.Action) -> None:
@@ -100,7 +97,13 @@ def topology_ref(args: argparse.Namespace):
 
 
 def size_options(container) -> None:
-    container.add_argument("--cpus-per-node", type=int, metavar="N", help="vCPUs in every node that has CPUs")
+    container.add_argument(
+        "--cpus-per-node",
+        type=int,
+        metavar="N",
+        help="vCPUs in every node that has CPUs (where nodes hold different numbers of LLCs: in those with the fewest, "
+        "the others as many an LLC)",
+    )
     container.add_argument("--mem-per-node", metavar="SIZE", help="memory of every node, e.g. 512M or 1G")
     container.add_argument("--threads", type=int, metavar="N", help="SMT threads per core")
 
@@ -320,7 +323,7 @@ def run_settings(args: argparse.Namespace) -> dict:
 
 
 def significance_option(container) -> None:
-    container.add_argument("--significance", choices=("welch", "ci-overlap"), default=RULE, help=SIGNIFICANCE_HELP)
+    container.add_argument("--significance", choices=RULES, default=PLAN.significance, help=SIGNIFICANCE_HELP)
 
 
 def _effect_arg(text: str) -> float:
@@ -367,25 +370,27 @@ def include_status_option(container) -> None:
 
 
 def ab_options(g, *, several: bool, runs: str, budget: str, old: tuple[str, ...] = ()):
-    """--decide METRIC, --min-pairs, --max-pairs and --time-budget: what decides an A/B and what it may spend.
+    """--decide METRIC, --min-pairs, --max-pairs and --time-budget: what decides an A/B and what it may spend,
+    the fields of the library's ABPlan by the same names (with --significance and --min-effect).
     ``several``: more than one --decide may be given (run; bisect takes one, and says so); ``runs``: what
     --min-pairs and --max-pairs count; ``budget``: what the time budget does. The defaults are None (so that
-    one given where it means nothing is seen); the command fills in MIN_PAIRS and MAX_PAIRS. ``old``: the
+    one given where it means nothing is seen); :func:`ab_plan_of` fills in the plan's. ``old``: the
     spellings this command had, kept as hidden aliases. ``g``: the argument group they go in."""
     decide = g.add_argument(
         "--decide",
         action="append",
         metavar="METRIC",
-        help=f"the metric that decides{' (repeatable)' if several else ' (one)'}; default {DECIDE_DEFAULT}: the "
+        help=f"the metric that decides{' (repeatable)' if several else ' (one)'}; default {PLAN.decide[0]}: the "
         "workload's own figure, its per-vCPU-second twin where it has one (numa01: workload.gbps_per_vcpu_s; "
         "no figure: tasks.convergence_s). The names are those of numalab compare, e.g. vmstat.hint_local_pct, "
         "tasks.convergence_s, workload.round_trips_per_s; a mechanism counter (vmstat.numa_pages_migrated) has "
         "no better and decides as 'changed'",
     )
     lo = g.add_argument("--min-pairs", type=int, metavar="N",
-                        help=f"{runs} before the first look (default {MIN_PAIRS}: fewer are never judged)")  # fmt: skip
+                        help=f"{runs} before the first look (default {PLAN.min_pairs}: fewer are never "
+                        "judged)")  # fmt: skip
     hi = g.add_argument("--max-pairs", type=int, metavar="N",
-                        help=f"at most N {runs} (default {MAX_PAIRS}), then no verdict")  # fmt: skip
+                        help=f"at most N {runs} (default {PLAN.max_pairs}), then no verdict")  # fmt: skip
     tb = g.add_argument("--time-budget", type=float, metavar="SECONDS",
                         help=f"wall-time budget: {budget} (default none)")  # fmt: skip
     for spelling, action in (("--metric", decide), ("--min-repeats", lo), ("--max-repeats", hi), ("--budget", tb)):
@@ -394,22 +399,12 @@ def ab_options(g, *, several: bool, runs: str, budget: str, old: tuple[str, ...]
     return g
 
 
-def pairs_of(args: argparse.Namespace, least: int = 1) -> tuple[int, int]:
-    """--min-pairs and --max-pairs with their defaults filled in, checked (one-line errors)."""
-    hi = MAX_PAIRS if args.max_pairs is None else args.max_pairs
-    lo = MIN_PAIRS if args.min_pairs is None else args.min_pairs
-    if not 1 <= hi <= MAX_REPEAT:
-        raise LabError(f"--max-pairs: must be 1..{MAX_REPEAT}, got {hi}")
-    if lo < least or lo > hi:
-        raise LabError(f"--min-pairs: must be between {least} and --max-pairs ({hi}), got {lo}")
-    return lo, hi
-
-
-def time_budget_of(args: argparse.Namespace) -> float | None:
-    b = args.time_budget
-    if b is not None and not (math.isfinite(b) and b > 0):
-        raise LabError(f"--time-budget: must be > 0 seconds, got {b:g}")
-    return b
+def ab_plan_of(args: argparse.Namespace, least: int = 1) -> ABPlan:
+    """The A/B plan the options ask for (lab.analysis.ab_plan): each of its fields from the option of the same
+    name (--decide, --min-pairs, --max-pairs, --time-budget, --significance, --min-effect), the plan's default
+    where one was not given or the command has none (bisect: --significance), checked (one-line errors naming
+    the option; ``least``: the fewest --min-pairs the command can judge)."""
+    return ABPlan.of(**{name: getattr(args, name, None) for name in ABPlan.names()}).check(least=least)
 
 
 # --- concurrency ---------------------------------------------------------------------------------------------

@@ -11,15 +11,21 @@ An image is concatenated cpio archives (the kernel unpacks them in turn):
 * **tools** (only when the run needs them): the real ``trace-cmd`` (trace modes
   ``extract`` and ``record``) and ``perf`` (declared in ``Workload.tools`` by the
   ``perf bench numa`` workloads),
-  each with its shared-library closure (resolved with ``ldd``, as dracut does).
+  each with its shared-library closure (resolved with ``ldd``, as dracut does, by
+  lab.workloads.image_layers, which hands this module the files);
   perf's closure is most of an image (about 40 MB), and unpacking it costs a
   TCG guest a fifth of a second, so a run that does not use it goes without;
 * **modules** (per kernel): the virtio/9p modules a modular kernel needs, with
   their dependencies in load order;
+* **user** (a user's workload): its files in ``/workload`` and the host files it needs
+  at their own paths (its tools, the shared libraries of those and of its programs);
 * **plan** (per run): ``/plan/plan.sh``, the settings the init runs.
 
 Base, workload, tools and modules are cached under ``cache_root()/images`` by a hash of
 their content, so they are rebuilt only when an input changes.
+
+This module lays out what it is given (program names, host paths); what a workload needs
+is worked out above it, in lab.workloads.image_layers: it imports nothing of lab.workloads.
 """
 
 from __future__ import annotations
@@ -30,21 +36,16 @@ import os
 import re
 import shutil
 import stat
-import struct
 import subprocess
 import tempfile
 from pathlib import Path
 
 from lab.errors import LabError
 from lab.guest import cpio
-from lab.guest.workloads import UserSpec, Workload
-from lab.paths import REPO_ROOT, TOOL_TEXT, cache_dir, write_text_atomic
-from lab.workloads.registry import BUILTIN_TOOLS
+from lab.paths import COMPLETE, REPO_ROOT, TOOL_TEXT, cache_dir, publish_dir, write_text_atomic
 
 BUSYBOX_CANDIDATES = ("/bin/busybox", "/usr/bin/busybox")
-# Host tools a guest may need, by name: the binary; a run takes only those it uses (tools_for). trace-cmd
-# for the trace modes that run it, then every tool a built-in workload's folder names (lab.workloads).
-GUEST_TOOLS = {"trace-cmd": "/usr/bin/trace-cmd", **BUILTIN_TOOLS}
+TRACE_CMD = "/usr/bin/trace-cmd"  # the trace modes that run trace-cmd take the host's (trace_tools)
 INIT = REPO_ROOT / "images" / "guest" / "init"
 GUEST_DIR = "workload"  # a user's workload's files in the guest (/workload, its working directory)
 WORKLOAD_SRC = REPO_ROOT / "images" / "workloads"
@@ -65,22 +66,6 @@ NEEDED_MODULES = ("virtio_pci", "9pnet_virtio", "9p", "pvpanic_mmio")
 
 def _sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
-
-
-def ldd_closure(binary: str) -> list[str]:
-    """Shared libraries (and the ELF interpreter) a binary loads, by path."""
-    try:
-        out = subprocess.run(["ldd", binary], capture_output=True, **TOOL_TEXT, check=False).stdout
-    except FileNotFoundError:
-        raise LabError("ldd: not found (install libc-bin)") from None
-    libs = []
-    for line in out.splitlines():
-        if "not found" in line:
-            raise LabError(f"{binary}: shared library missing on the host: {line.strip()}")
-        m = re.search(r"=>\s*(/\S+)", line) or re.match(r"\s*(/\S+)\s+\(", line)
-        if m:
-            libs.append(m.group(1))
-    return libs
 
 
 def _host_file(path: str, into: str | None = None) -> cpio.Entry:
@@ -109,10 +94,8 @@ def build_workloads() -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         last = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["(no output)"]
         raise LabError(f"images/workloads: build failed: {last[0]}")
-    (tmp / ".complete").touch()
-    shutil.rmtree(out, ignore_errors=True)
-    tmp.rename(out)
-    return out
+    (tmp / COMPLETE).touch()
+    return publish_dir(tmp, out)
 
 
 def minimal_initrd(path: Path, init: str) -> Path:
@@ -205,22 +188,20 @@ def base_image() -> Path:
     return path
 
 
-def tools_for(workload: Workload, trace_mode: str, tracing: bool) -> tuple[str, ...]:
-    """The GUEST_TOOLS a run uses: trace-cmd unless the trace is taken raw (numalab-tracegrab, in
-    the base), then the ones its workload declares (perf for perf bench)."""
-    tools = ["trace-cmd"] if tracing and trace_mode != "raw" else []
-    tools += [t for t in workload.tools if t not in tools]
-    return tuple(tools)
+def trace_tools(trace_mode: str, tracing: bool) -> tuple[str, ...]:
+    """The tools the trace needs in the guest: trace-cmd (TRACE_CMD) unless the trace is taken raw
+    (numalab-tracegrab, in the base) or not at all."""
+    return ("trace-cmd",) if tracing and trace_mode != "raw" else ()
 
 
-def workload_binaries(workload: Workload) -> tuple[str, ...]:
-    """The lab's own programs a workload declares (``Workload.programs``), each one that
-    images/workloads builds; numalab-tracegrab is the base's, never a workload's."""
+def workload_binaries(programs: tuple[str, ...], workload: str) -> tuple[str, ...]:
+    """The lab's own programs the workload ``workload`` declares (``Workload.programs``), each one
+    that images/workloads builds; numalab-tracegrab is the base's, never a workload's."""
     built = build_workloads()
-    for name in workload.programs:
+    for name in programs:
         if name == TRACEGRAB or not (built / name).is_file():
-            raise LabError(f"workload {workload.name}: images/workloads builds no workload program {name!r}")
-    return workload.programs
+            raise LabError(f"workload {workload}: images/workloads builds no workload program {name!r}")
+    return programs
 
 
 def workload_image(names: tuple[str, ...]) -> Path | None:
@@ -233,62 +214,22 @@ def workload_image(names: tuple[str, ...]) -> Path | None:
     return _cached_archive("workload", entries)
 
 
-def tool_image(name: str) -> Path:
-    """One host tool and its shared-library closure, as an archive to lay over the base (cached)."""
-    if name not in GUEST_TOOLS:
-        raise LabError(f"guest tool {name!r}: unknown (known: {', '.join(GUEST_TOOLS)})")
-    binary = GUEST_TOOLS[name]
-    if not Path(binary).exists():
-        raise LabError(f"{binary}: not found on the host; install it (make setup)")
-    entries = {e.path: e for e in [_host_file(binary), *(_host_file(lib) for lib in ldd_closure(binary))]}
+def tool_image(name: str, files: list[str]) -> Path:
+    """One host tool, given as its host files (the binary and its shared-library closure, each at its own
+    path), as an archive to lay over the base (cached)."""
+    entries = {e.path: e for e in map(_host_file, files)}
     return _cached_archive(f"tool-{name}", cpio.parents(list(entries)) + list(entries.values()))
 
 
-def elf_interpreter(data: bytes) -> str | None:
-    """The PT_INTERP of an ELF file (a dynamically linked program's loader); None for a static one or not
-    an ELF file."""
-    if data[:4] != b"\x7fELF" or len(data) < 64:
-        return None
-    wide, endian = data[4] == 2, "<" if data[5] == 1 else ">"
-    try:
-        if wide:
-            (phoff,) = struct.unpack_from(endian + "Q", data, 0x20)
-            phentsize, phnum = struct.unpack_from(endian + "HH", data, 0x36)
-        else:
-            (phoff,) = struct.unpack_from(endian + "I", data, 0x1C)
-            phentsize, phnum = struct.unpack_from(endian + "HH", data, 0x2A)
-        for i in range(min(phnum, 4096)):
-            at = phoff + i * phentsize
-            (ptype,) = struct.unpack_from(endian + "I", data, at)
-            if ptype == 3:  # PT_INTERP
-                off, size = struct.unpack_from(
-                    endian + ("QxxxxxxxxxxxxxxxxQ" if wide else "IxxxxxxxxI"), data, at + (8 if wide else 4)
-                )
-                return data[off : off + size].rstrip(b"\0").decode(errors="replace")
-    except struct.error:
-        return None
-    return None
-
-
-def _closure_entries(binary: str) -> list[cpio.Entry]:
-    """A host binary (at its own path) and its shared-library closure."""
-    return [_host_file(binary), *(_host_file(lib) for lib in ldd_closure(binary))]
-
-
-def user_image(spec: UserSpec | None) -> Path | None:
-    """A user's workload (lab.guest.user_workload): its files in /workload, its tools at their host paths, and
-    the shared-library closure of each that is dynamically linked, as an archive (cached by content); None
-    for a built-in workload."""
-    if spec is None:
-        return None
+def user_image(files: tuple[tuple[str, str], ...], host_files: tuple[str, ...]) -> Path:
+    """A user's workload, given as ``files`` (host path, name in /workload: carried there, executable whatever
+    their mode, so that ``./repro`` just works) and ``host_files`` (carried at their own paths: its tools and
+    the shared libraries of those and of its files), as an archive (cached by content)."""
     entries: dict[str, cpio.Entry] = {}
-    for host, guest in spec.files:
-        data = Path(host).read_bytes()  # (executable in the guest whatever its mode: `./repro` just works)
-        entries[f"{GUEST_DIR}/{guest}"] = cpio.file_entry(f"{GUEST_DIR}/{guest}", data, executable=True)
-        if elf_interpreter(data[: 1 << 20]) is not None:
-            entries |= {e.path: e for e in (_host_file(lib) for lib in ldd_closure(host))}
-    for tool in spec.tools:
-        entries |= {e.path: e for e in _closure_entries(tool)}
+    for host, guest in files:
+        path = f"{GUEST_DIR}/{guest}"
+        entries[path] = cpio.file_entry(path, Path(host).read_bytes(), executable=True)
+    entries |= {e.path: e for e in map(_host_file, host_files)}
     paths = [*entries, f"{GUEST_DIR}/x"]
     return _cached_archive("user", cpio.parents(paths) + list(entries.values()))
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from lab.errors import LabError
 from lab.host import qemu_source
 from lab.host.qemu_prefix import print_binary, setup_run
-from lab.paths import TOOL_TEXT, cache_dir, write_text_atomic
+from lab.paths import COMPLETE, TOOL_TEXT, cache_dir, publish_dir, write_text_atomic
 from lab.vm.qemu.charge_series import CONFIGURE, prefix_name, series
 from lab.vm.qemu.emulator import DEFAULT_QEMU, PREFIX_DATA_DIRS, private_prefixes, resolve
 
@@ -114,9 +114,8 @@ def build(refresh: bool = False, jobs: int | None = None, say=print) -> Path:
                 (tmp / "usr" / d).symlink_to(backports[0] / "usr" / d)
         write_text_atomic(tmp / "VERSION", f"{source.upstream} (Debian's {source.version}) + "
                           f"{' '.join(p.name for p in series())}\n")  # fmt: skip
-        (tmp / ".complete").touch()
-        shutil.rmtree(prefix, ignore_errors=True)
-        tmp.rename(prefix)
+        (tmp / COMPLETE).touch()
+        publish_dir(tmp, prefix, replace=refresh)
         tmp = None
     finally:
         shutil.rmtree(work, ignore_errors=True)

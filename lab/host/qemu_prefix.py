@@ -26,7 +26,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from lab.errors import LabError
-from lab.paths import TOOL_TEXT, cache_dir, write_text_atomic
+from lab.paths import COMPLETE, TOOL_TEXT, cache_dir, publish_dir, write_text_atomic
 from lab.vm.qemu.emulator import DEFAULT_QEMU, private_prefixes, resolve
 
 PACKAGE = "qemu-system-x86"
@@ -169,9 +169,8 @@ def fetch(release_suffix: str = "backports", refresh: bool = False, say=print) -
         shutil.rmtree(debs)
         check_libraries(tmp / "usr" / "bin" / DEFAULT_QEMU, "setup-qemu10")
         write_text_atomic(tmp / "VERSION", f"{version}\n{release}\n")
-        (tmp / ".complete").touch()
-        shutil.rmtree(prefix, ignore_errors=True)
-        tmp.rename(prefix)
+        (tmp / COMPLETE).touch()
+        publish_dir(tmp, prefix, replace=refresh)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

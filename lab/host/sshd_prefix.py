@@ -21,7 +21,7 @@ from pathlib import Path
 
 from lab.errors import LabError
 from lab.host.qemu_prefix import check_libraries, setup_run
-from lab.paths import cache_root
+from lab.paths import COMPLETE, cache_root, publish_dir
 
 PACKAGES = ("openssh-server", "libwrap0")
 SSHD = "usr/sbin/sshd"
@@ -87,9 +87,8 @@ def fetch(refresh: bool = False, say=print) -> Path:
         shutil.rmtree(debs)
         check_sshd_libraries(tmp)
         (tmp / "VERSION").write_text(f"{version}\n")
-        (tmp / ".complete").touch()
-        shutil.rmtree(prefix, ignore_errors=True)
-        tmp.rename(prefix)
+        (tmp / COMPLETE).touch()
+        publish_dir(tmp, prefix)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

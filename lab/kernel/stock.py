@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from lab.errors import LabError
-from lab.paths import TOOL_TEXT, cache_dir, system_tool
+from lab.paths import COMPLETE, TOOL_TEXT, cache_dir, publish_dir, system_tool
 
 META_PACKAGE = "linux-image-amd64"
 
@@ -78,7 +78,5 @@ def fetch_stock(refresh: bool = False) -> Path:
         shutil.move(str(mods), out / "modules")
         (out / "version").write_text(release + "\n")
         (out / "package").write_text(deb.name + "\n")
-        (out / ".complete").touch()
-        shutil.rmtree(target, ignore_errors=True)
-        out.rename(target)
-        return target
+        (out / COMPLETE).touch()
+        return publish_dir(out, target)

@@ -2,11 +2,12 @@
 
 A comparison is a cell (topology, workload and the axis that is not the
 baseline's) with its sides (the kernels, or the settings). The matrix runs
-its ``auto.min`` repeats first; then, round after round, every cell whose
+its ``auto.min_pairs`` repeats first; then, round after round, every cell whose
 ``auto.decide`` metrics are not all decided (significant, or significant but
 below the minimum effect: "same") gets one more repeat of each
-side (interleaved, A B), until they are, ``auto.max`` repeats are spent or
-the time budget is. Each cell's stop reason and verdicts are returned (and
+side (interleaved, A B), until they are, ``auto.max_pairs`` repeats are spent or
+the time budget is. ``decide``'s "workload" (the default) is each cell's
+workload's own figure. Each cell's stop reason and verdicts are returned (and
 written to ``auto.json`` by the caller). Running again resumes: the rounds
 are recomputed from the run records already there.
 """
@@ -16,15 +17,19 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 
+from lab.analysis.ab_plan import WORKLOAD_FIGURE
 from lab.analysis.record import load_manifest
-from lab.analysis.verdict import Stop, Verdict, cell_label, should_stop, verdicts_of
+from lab.analysis.verdict import Stop, Verdict, cell_label, resolve_decide, should_stop, verdicts_of
 from lab.matrix.definition import MatrixRun, MatrixSpec
 from lab.matrix.schedule import MatrixOutcome, execute_matrix, run_dir
 from lab.paths import json_text, write_text_atomic
 from lab.record_files import DMESG_BOOT, MANIFEST
 from lab.vm.tcg.tcg_clock import clock_problem
+from lab.workloads.user_workload import resolve_workload
+from lab.workloads.workload_type import Workload
 
 
 @dataclass
@@ -89,6 +94,21 @@ def clock_problem_of(out: Path, run: MatrixRun) -> str | None:
     return clock_problem(dmesg.read_text(errors="replace")) if dmesg.exists() else None
 
 
+@cache
+def _workload(spec: str) -> Workload:
+    return resolve_workload(spec)
+
+
+def cell_decide(decide: tuple[str, ...], runs: list[MatrixRun]) -> list[str]:
+    """The plan's ``decide`` for one cell's runs: "workload" made the cell's workload's own figure
+    (lab.analysis.verdict.workload_figure), as under the virtual clock when a side runs under it (there runs
+    have no per-vCPU-second twins)."""
+    if WORKLOAD_FIGURE not in decide:
+        return list(decide)
+    clock = "virtual" if any(r.setting.clock == "virtual" for r in runs) else "host"
+    return resolve_decide(decide, _workload(runs[0].workload.spec), clock)
+
+
 def judge_cell(spec: MatrixSpec, out: Path, runs: list[MatrixRun], elapsed_s: float, round_s: float | None,
                min_effect: float | None = None, include_statuses: tuple[str, ...] = ()) -> CellResult:  # fmt: skip
     """Verdicts and the stop decision for one cell's runs so far; ``min_effect`` (percent, --min-effect)
@@ -111,7 +131,7 @@ def judge_cell(spec: MatrixSpec, out: Path, runs: list[MatrixRun], elapsed_s: fl
         s: verdicts_of(
             by_side.get(base_name, []),
             by_side[s],
-            list(auto.decide),
+            cell_decide(auto.decide, runs),
             auto.significance,
             (base_name, s),
             key,
@@ -121,7 +141,7 @@ def judge_cell(spec: MatrixSpec, out: Path, runs: list[MatrixRun], elapsed_s: fl
         for s in sides[1:]
     }
     flat = [v for vs in verdicts.values() for v in vs]
-    stop = should_stop(flat, pairs, auto.min_pairs, auto.max_pairs, elapsed_s, auto.budget_s, round_s)
+    stop = should_stop(flat, pairs, auto, elapsed_s, round_s)
     return CellResult(key, sides, pairs, stop, verdicts)
 
 

@@ -41,19 +41,20 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from lab import schemas
+from lab.analysis.ab_plan import ABPlan
 from lab.analysis.expectations import Expectation
 from lab.analysis.metrics import METRIC_KEYS
 from lab.datafile import load_yaml
 from lab.errors import LabError
 from lab.guest.init_plan import check_duration
-from lab.guest.user_workload import is_workload_file, load_workload_file
-from lab.matrix.spec_parts import AutoSpec, parse_auto, parse_expect
+from lab.matrix.spec_parts import parse_auto, parse_expect
 from lab.paths import resolved
-from lab.run.options import MAX_REPEAT, RunOptions
+from lab.run.options import RunOptions
 from lab.topology.model import check_name
 from lab.topology.ref import SPEC_SIZE_NAMES, TopologyRef
 from lab.vm.libvirt.libvirt_hostspec import HostSpec, parse_hosts
 from lab.workloads.registry import WORKLOADS
+from lab.workloads.user_workload import is_workload_file, load_workload_file
 
 EXAMPLES = Path(__file__).parent / "examples"
 # Where a matrix given by name is looked up: the general examples, then each folder of lab/seeds/ (a seed's
@@ -91,7 +92,7 @@ class KernelChoice:
 class WorkloadChoice:
     name: str
     duration: float
-    file: str = ""  # a user's workload file (absolute; lab.guest.user_workload), "" for a built-in
+    file: str = ""  # a user's workload file (absolute; lab.workloads.user_workload), "" for a built-in
 
     @property
     def spec(self) -> str:
@@ -152,7 +153,7 @@ class MatrixSpec:
     timeout: float | None
     description: str = ""
     hosts: list[HostSpec] = field(default_factory=list)  # libvirt hosts to spread runs over
-    auto: AutoSpec | None = None  # repeats: auto (lab/matrix/spec_parts.py)
+    auto: ABPlan | None = None  # repeats: auto, its A/B plan (lab/matrix/spec_parts.py)
     expect: list[Expectation] = field(default_factory=list)  # the seed's directions, for numalab reproduce
     declared: tuple[str, ...] = ()  # metrics the matrix's workload files declare (workload.<name>), for gates
 
@@ -322,14 +323,13 @@ def load_matrix(path_or_name: str) -> MatrixSpec:
         raise LabError(f"{path}: {err}") from None
 
 
-def _repeats(data: dict) -> tuple[int, AutoSpec | None]:
-    """The repeats a run gets (auto: its minimum pairs) and the auto spec if repeats is auto."""
+def _repeats(data: dict) -> tuple[int, ABPlan | None]:
+    """The repeats a run gets (auto: its minimum pairs) and the A/B plan if repeats is auto (its check caps
+    max_pairs as numalab run caps --repeat)."""
     repeats = data.get("repeats", 1)
     auto = parse_auto(data.get("auto")) if repeats == "auto" else None
     if auto is None and data.get("auto") is not None:
         raise LabError("auto: only with repeats: auto")
-    if auto is not None and auto.max_pairs > MAX_REPEAT:  # (before any run is made: the cap of numalab run)
-        raise LabError(f"auto.max: at most {MAX_REPEAT} repeats, got {auto.max_pairs}")
     return (auto.min_pairs if auto else repeats), auto  # (the schema: 1..MAX_REPEAT or auto)
 
 
@@ -364,7 +364,7 @@ def _runs(
 
 
 def _baseline(
-    data: dict, kernels: list[KernelChoice], settings: list[SettingChoice], auto: AutoSpec | None
+    data: dict, kernels: list[KernelChoice], settings: list[SettingChoice], auto: ABPlan | None
 ) -> tuple[str, str]:
     """The baseline's axis (kernel or setting) and its value, one of that axis's names."""
     baseline = data.get("baseline") or {"kernel": kernels[0].name}  # (the schema: kernel or setting)

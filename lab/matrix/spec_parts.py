@@ -3,17 +3,24 @@
 ::
 
     repeats: auto
-    auto: {min: 3, max: 8, decide: [vmstat.hint_local_pct], significance: welch, budget_s: 3600, min_effect: 1%}
+    auto: {min_pairs: 3, max_pairs: 8, decide: [vmstat.hint_local_pct], significance: welch, time_budget: 3600,
+           min_effect: 1%}
     expect:                      # what the seed thread found, read by `numalab reproduce`
       - metric: vmstat.hint_local_pct
         direction: worse         # the non-baseline side against the baseline (+ is better)
         seed: "52.18% -> 99.30% with the patch"   # the seed's figure, as text for the report
         why: the revert removes the allowance, so pairs are pulled apart again
 
-With ``repeats: auto`` the matrix starts with ``min`` repeats of every run,
+``auto:`` is the A/B plan (lab.analysis.ab_plan.ABPlan), by the names numalab run's options have
+(``--min-pairs`` is ``min_pairs``) and with the same defaults: ``decide`` the workload's own figure
+("workload", resolved for each cell's workload), 3 to 8 pairs, no time budget, welch. The keys it had before
+(``min``, ``max``, ``budget_s``) are still read, as aliases of ``min_pairs``, ``max_pairs`` and
+``time_budget``, for one release.
+
+With ``repeats: auto`` the matrix starts with ``min_pairs`` repeats of every run,
 then adds one more repeat of every kernel (or setting) of a comparison whose
-``decide`` metrics are not all decided, until they are or ``max``
-repeats or ``budget_s`` seconds are spent (``lab/matrix/auto_cells.py``).
+``decide`` metrics are not all decided, until they are or ``max_pairs``
+repeats or ``time_budget`` seconds are spent (``lab/matrix/auto_cells.py``).
 A metric is decided when it is significant, or significant but smaller than
 ``min_effect`` of the baseline (then "same"; lab.min_effect: the default 1%,
 or a workload file's metric's own, unless ``min_effect`` or ``numalab matrix
@@ -22,43 +29,36 @@ run --min-effect`` says otherwise).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from lab.analysis.compare import MIN_REPEATS
+from lab.analysis.ab_plan import WORKLOAD_FIGURE, ABPlan
 from lab.analysis.expectations import Expectation
 from lab.analysis.metrics import METRIC_KEYS, NEUTRAL
 from lab.errors import LabError
 from lab.min_effect import parse_pct
 
-
-@dataclass(frozen=True)
-class AutoSpec:
-    min_pairs: int = MIN_REPEATS
-    max_pairs: int = 8
-    decide: tuple[str, ...] = ("vmstat.numa_pages_migrated",)
-    significance: str = "welch"
-    budget_s: float | None = None
-    min_effect: float | None = None  # percent (lab.min_effect); None: each metric's own, else the default
+# The keys ``auto:`` had before it took the plan's names: read for one release (CHANGELOG, docs/matrix.md).
+AUTO_ALIASES = {"min": "min_pairs", "max": "max_pairs", "budget_s": "time_budget"}
 
 
-def parse_auto(raw: dict | None) -> AutoSpec:
-    """``auto:`` (the matrix schema has checked its fields' types and ranges, and the significance rule)."""
-    if raw is None:
-        return AutoSpec()
-    lo = raw.get("min", MIN_REPEATS)
-    hi = raw.get("max", max(8, lo))
-    if hi < lo:
-        raise LabError(f"auto.max: must be >= auto.min ({lo}), got {hi}")
-    decide = raw.get("decide", ["vmstat.numa_pages_migrated"])
-    decide = [decide] if isinstance(decide, str) else decide
-    for i, key in enumerate(decide):
-        if key not in METRIC_KEYS:
-            raise LabError(f"auto.decide[{i}]: unknown metric {key!r} (known: {', '.join(METRIC_KEYS)})")
-    rule = raw.get("significance", "welch")
-    budget = raw.get("budget_s")
-    effect = raw.get("min_effect")
-    effect = None if effect is None else parse_pct(effect, "auto.min_effect")
-    return AutoSpec(lo, hi, tuple(dict.fromkeys(decide)), rule, float(budget) if budget else None, effect)
+def parse_auto(raw: dict | None) -> ABPlan:
+    """``auto:`` as the A/B plan, checked by its one check (the matrix schema has checked the fields' types);
+    one-line errors name the key as the spec gave it (``auto.max`` or ``auto.max_pairs``)."""
+    given: dict[str, object] = {}
+    spelled: dict[str, str] = {}
+    for key, value in (raw or {}).items():
+        name = AUTO_ALIASES.get(key, key)
+        if name in given:
+            raise LabError(f"auto.{key}: the same as auto.{spelled[name]}; give one of them")
+        given[name], spelled[name] = value, key
+    decide = given.get("decide")
+    for i, key in enumerate([decide] if isinstance(decide, str) else decide or []):
+        if key != WORKLOAD_FIGURE and key not in METRIC_KEYS:
+            raise LabError(f"auto.decide[{i}]: unknown metric {key!r} (known: {WORKLOAD_FIGURE}, the workload's "
+                           f"own figure, or one of {', '.join(METRIC_KEYS)})")  # fmt: skip
+    if given.get("min_effect") is not None:
+        given["min_effect"] = parse_pct(given["min_effect"], f"auto.{spelled['min_effect']}")
+    if given.get("time_budget") is not None:
+        given["time_budget"] = float(given["time_budget"])  # type: ignore[arg-type]
+    return ABPlan.of(**given).check(lambda name: f"auto.{spelled.get(name, name)}")
 
 
 def parse_expect(raw: list[dict] | None, workloads: list[str]) -> list[Expectation]:

@@ -16,13 +16,14 @@ from pathlib import Path
 
 from lab import __version__
 from lab.analysis import finding
-from lab.analysis.compare import DEFAULT_RULE, Comparison, compare_runs, to_dict, to_markdown, to_text
+from lab.analysis.compare import Comparison, compare_runs, to_dict, to_markdown, to_text
 from lab.analysis.display import percent
 from lab.analysis.kernel_complaints import read_complaints
 from lab.analysis.kernel_complaints import summary as complaint_line
 from lab.analysis.lost import describe as describe_lost
 from lab.analysis.metrics import clock_mode, per_vcpu_second, run_metrics
 from lab.analysis.record import RunRecord
+from lab.analysis.stats import DEFAULT_RULE
 from lab.errors import LabError
 from lab.events import NUMA_DECISIONS
 from lab.paths import json_text

@@ -1,60 +1,40 @@
 """``numalab run --kernel A --kernel B --repeat auto``: A B pairs until the chosen metrics decide.
 
-Runs go A B A B as with ``--repeat N``; after each pair (from the third on)
-the verdicts of the ``--decide`` metrics are computed from the run
-manifests and :func:`lab.analysis.verdict.should_stop` says whether to go
-on. The batch directory gets ``verdict.json`` and the usual A/B report; the
-verdict lines are printed to paste.
+Runs go A B A B as with ``--repeat N``; after each pair the verdicts of the
+plan's ``decide`` metrics (lab.analysis.ab_plan.ABPlan: ``--decide`` and the
+rest of the A/B plan) are computed from the run manifests and
+:func:`lab.analysis.verdict.should_stop` says whether to go on. The batch
+directory gets ``verdict.json`` and the usual A/B report; the verdict lines
+are printed to paste.
 """
 
 from __future__ import annotations
 
-import argparse
-import math
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from lab.analysis.compare import RULES
+from lab.analysis.ab_plan import ABPlan
 from lab.analysis.metrics import get_metric
-from lab.analysis.verdict import (
-    DEFAULT_DECIDE,
-    DEFAULT_MAX_PAIRS,
-    DEFAULT_MIN_PAIRS,
-    Stop,
-    Verdict,
-    cell_label,
-    resolve_decide,
-    should_stop,
-    verdicts_of,
-)
+from lab.analysis.verdict import Stop, Verdict, cell_label, resolve_decide, should_stop, verdicts_of
 from lab.errors import LabError
 from lab.kernel.resolve import resolve_kernel
 from lab.paths import json_text, write_text_atomic
 from lab.run.batch import Batch, requests_from_options
 from lab.run.execute import Interrupted, execute, print_summary
-from lab.run.options import MAX_REPEAT, RunOptions
+from lab.run.options import RunOptions
 
 
-def check_auto_args(opts: RunOptions, args: argparse.Namespace) -> tuple[list[str], str]:
-    """The --decide metrics and the significance rule, checked (one-line errors)."""
-    if args.min_repeats is None:  # argparse leaves them None, so one given without --repeat auto is seen
-        args.min_repeats = DEFAULT_MIN_PAIRS
-    if args.max_repeats is None:
-        args.max_repeats = DEFAULT_MAX_PAIRS
+def check_auto(opts: RunOptions, plan: ABPlan) -> ABPlan:
+    """The plan for ``opts`` (two kernels), checked (one-line errors), with its ``decide`` resolved: "workload"
+    made the workload's own figure, each metric a built-in or one the workload file declares."""
     if len(opts.kernels) != 2:
         raise LabError("--repeat auto: give exactly two kernels (--kernel A --kernel B) to compare")
-    if not 1 <= args.max_repeats <= MAX_REPEAT:
-        raise LabError(f"--max-repeats: must be 1..{MAX_REPEAT}, got {args.max_repeats}")
-    if args.min_repeats < 1 or args.min_repeats > args.max_repeats:
-        raise LabError(f"--min-repeats: must be between 1 and --max-repeats ({args.max_repeats}), "
-                       f"got {args.min_repeats}")  # fmt: skip
-    if args.time_budget is not None and not (math.isfinite(args.time_budget) and args.time_budget > 0):
-        raise LabError(f"--time-budget: must be > 0 seconds, got {args.time_budget:g}")
+    plan.check()
     workload = opts.workload_of()
-    decide = resolve_decide(args.decide or DEFAULT_DECIDE, workload, opts.clock)
+    decide = resolve_decide(plan.decide, workload, opts.clock)
     user = workload.user
     declared = [{"workload": {"metrics": user.declarations(None)}}] if user is not None else []
     for key in decide:
@@ -62,9 +42,7 @@ def check_auto_args(opts: RunOptions, args: argparse.Namespace) -> tuple[list[st
             get_metric(key, declared)  # a built-in, or a metric the workload file declares
         except LabError as err:
             raise LabError(f"--decide: {err}") from None
-    if args.significance not in RULES:
-        raise LabError(f"--significance {args.significance}: not one of {', '.join(RULES)}")
-    return decide, args.significance
+    return replace(plan, decide=tuple(decide))
 
 
 def settings_name(opts: RunOptions) -> str:
@@ -104,17 +82,17 @@ def refuse_same_binary(a, b) -> None:
         )
 
 
-def run_auto(opts: RunOptions, args: argparse.Namespace, progress: Callable[[str], None]) -> Batch:
-    """The runs of ``opts`` (two kernels) in A B pairs; ``args`` holds --repeat auto's own options
-    (lab.cli.repeat_auto_args) and --json. The batch directory gets verdict.json (``Batch.verdict``); the
-    report is the caller's to ask for."""
-    decide, rule = check_auto_args(opts, args)
-    min_effect = getattr(args, "min_effect", None)  # --min-effect (None: each metric's own, else the default)
+def run_auto(opts: RunOptions, plan: ABPlan, progress: Callable[[str], None], json_out: bool = False) -> Batch:
+    """The runs of ``opts`` (two kernels) in A B pairs until the ``plan`` (lab.analysis.ab_plan) decides or is
+    spent; with ``json_out`` the human lines go to stderr. The batch directory gets verdict.json
+    (``Batch.verdict``); the report is the caller's to ask for."""
+    plan = check_auto(opts, plan)
+    decide, rule, min_effect = list(plan.decide), plan.significance, plan.min_effect
     refuse_same_binary(*(resolve_kernel(k) for k in opts.kernels))
     batch = auto_batch(opts)
     protos = requests_from_options(replace(opts, repeat=1, out=batch), progress)  # [A, B], validated like any run
     labels = (protos[0].kernel.name, protos[1].kernel.name)
-    human = sys.stderr if args.json else sys.stdout
+    human = sys.stderr if json_out else sys.stdout
     sides: dict[str, list[dict]] = {labels[0]: [], labels[1]: []}
     batch_runs = Batch(rule=rule)
     paths = batch_runs.paths
@@ -129,7 +107,7 @@ def run_auto(opts: RunOptions, args: argparse.Namespace, progress: Callable[[str
             pairs += 1
             for req in protos:
                 name = req.kernel.name
-                label = f"{name} pair {pairs} (auto, at most {args.max_repeats})"
+                label = f"{name} pair {pairs} (auto, at most {plan.max_pairs})"
                 r = replace(req, out=batch / f"{name}-r{pairs}", label=label)
                 if req.clock.virtual:  # pair N: seed + N - 1 on both sides (lab.run.options.RunOptions.seed_of)
                     r = replace(r, clock=replace(req.clock, seed=opts.seed_of(pairs - 1)))
@@ -141,8 +119,7 @@ def run_auto(opts: RunOptions, args: argparse.Namespace, progress: Callable[[str
                 paths.append(path)
             verdicts = verdicts_of(sides[labels[0]], sides[labels[1]], decide, rule, labels, context,
                                    min_effect=min_effect)  # fmt: skip
-            stop = should_stop(verdicts, pairs, args.min_repeats, args.max_repeats, time.monotonic() - t0,
-                               args.time_budget, time.monotonic() - pair_t0)  # fmt: skip
+            stop = should_stop(verdicts, pairs, plan, time.monotonic() - t0, time.monotonic() - pair_t0)
             for v in verdicts:
                 progress(f"after pair {pairs}: {v.line()}")
             if stop.stop:
@@ -161,9 +138,9 @@ def run_auto(opts: RunOptions, args: argparse.Namespace, progress: Callable[[str
         "significance_rule": rule,
         "min_effect_pct": min_effect,  # the command line's; each verdict has the one it was judged by
         "decide": decide,
-        "min_pairs": args.min_repeats,
-        "max_pairs": args.max_repeats,
-        "time_budget_s": args.time_budget,
+        "min_pairs": plan.min_pairs,
+        "max_pairs": plan.max_pairs,
+        "time_budget_s": plan.time_budget,
         "wall_s": round(time.monotonic() - t0, 1),
         "runs": [str(p) for p in paths],
         "verdicts": [v.to_dict() for v in verdicts],

@@ -11,11 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from lab.analysis.compare import DEFAULT_RULE
 from lab.analysis.numa import default_events
+from lab.analysis.stats import DEFAULT_RULE
 from lab.errors import LabError
 from lab.guest.init_plan import GuestPlan
-from lab.guest.workloads import Workload
 from lab.host.accel import accel_verdict
 from lab.kernel.resolve import resolve_kernel
 from lab.paths import read_text_file
@@ -35,6 +34,7 @@ from lab.vm.tcg.access_plugin import DEFAULT_SAMPLE
 from lab.vm.tcg.guest_clock import GuestClock
 from lab.vm.tcg.guest_clock import check as check_clock
 from lab.vm.tcg.latency_model import LatencyModel, default_local_gbs, default_local_ns, model_for
+from lab.workloads.workload_type import Workload
 
 
 def trace_events_of(opts: RunOptions) -> tuple[str, ...]:

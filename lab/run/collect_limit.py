@@ -2,7 +2,7 @@
 
 After the VM has powered off, numalab unpacks the guest's tars, assembles and reads its trace and parses its
 files. Each reader is bounded in what it reads (lab.untrusted), and a user's result patterns run in linear
-time (RE2, lab.guest.workloads.user_pattern); this is the net under all of them: a reader still running when
+time (RE2, lab.workloads.workload_output.user_pattern); this is the net under all of them: a reader still running when
 the collection's limit passes is stopped (SIGALRM in the main thread; a ``trace-cmd`` child is killed by the
 ``subprocess`` call it runs under), and every reader after it is skipped. Each is a named problem in the
 record (``guest_data_problems``): the run is never left hanging, and the record is still written whole.

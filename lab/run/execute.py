@@ -33,7 +33,6 @@ from lab.errors import LabError
 from lab.guest import image
 from lab.guest.init_plan import GuestPlan
 from lab.guest.sched_verbose import check_groups, groups_record, read_sched_groups
-from lab.guest.workloads import Workload, parse_output
 from lab.kernel.pvh import boot_image
 from lab.kernel.resolve import Kernel
 from lab.paths import json_text, run_scratch, utf8_path, write_text_atomic
@@ -72,7 +71,10 @@ from lab.vm.status import Evidence, classify
 from lab.vm.tcg import tcg_boot
 from lab.vm.tcg.guest_clock import GuestClock
 from lab.vm.tcg.latency_model import LatencyModel
+from lab.workloads import image_layers
 from lab.workloads.registry import SECONDS_METRICS
+from lab.workloads.workload_output import parse_output
+from lab.workloads.workload_type import Workload
 
 BOOT_ALLOWANCE_S = 60.0  # TCG boot of a large guest on a small host
 BOOT_ATTEMPTS = 2  # under TCG: one more boot when the first stalls before init (boot_deadline)
@@ -287,13 +289,13 @@ def _prepare(req: RunRequest, run_id: str, partial: Path, tmp: Path, say: Callab
     tcg_args = tcg_boot.boot_args(req.kernel.image, req.accel, tsc_host, req.clock.virtual)
     cmdline = kernel_cmdline(req.plan, req.topology, " ".join(filter(None, (tcg_args, req.clock.kernel_args()))))
     firmware = req.backend.firmware_rom(req.firmware)
-    tools = image.tools_for(req.workload, req.plan.trace_mode, bool(req.plan.trace_events))
-    programs = image.workload_binaries(req.workload)
+    tools = image_layers.tools_for(req.workload, req.plan.trace_mode, bool(req.plan.trace_events))
+    programs = image_layers.programs_for(req.workload)
     layers = [
         image.base_image(),
         image.workload_image(programs),
-        user_layer := image.user_image(req.workload.user),
-        *map(image.tool_image, tools),
+        user_layer := image_layers.user_layer(req.workload.user),
+        *map(image_layers.tool_layer, tools),
         image.modules_image(req.kernel.modules_dir, image.tier_modules(req.topology)),
     ]
     token = secrets.token_hex(16)  # this boot's stage-mark token (lab.vm.console; docs/security.md)

@@ -29,7 +29,6 @@ from pathlib import Path
 from lab.datafile import load_json
 from lab.errors import LabError
 from lab.guest.init_plan import SHORT_SCAN_KNOBS, TRACE_MODES, GuestPlan, check_duration
-from lab.guest.user_workload import resolve_workload
 from lab.paths import json_text, utf8_path
 from lab.placement.pinning import BACKINGS, PINNINGS
 from lab.topology.ref import TopologyRef
@@ -37,6 +36,7 @@ from lab.vm.qemu.firmware import FIRMWARES
 from lab.vm.tcg.access_plugin import ADDRESS_MODES
 from lab.vm.tcg.guest_clock import CLOCKS, MAX_SEED
 from lab.vm.tcg.latency_model import REMOTE_LATENCY, check_local_gbs, check_local_ns
+from lab.workloads.user_workload import resolve_workload
 
 MAX_REPEAT = 1000
 MAX_TIMEOUT_S = 7 * 86400.0
@@ -68,8 +68,8 @@ def check_seconds(value: float, option: str, maximum: float) -> None:
 class RunOptions:
     topology: TopologyRef = field(default_factory=lambda: TopologyRef("ring-4"))
     kernels: tuple[str, ...] = ("stock",)  # two for an A/B run
-    workload: str = "numa01"  # a built-in's name, or a workload file (FILE.yaml: lab.guest.user_workload)
-    workload_cmd: str = ""  # a one-off workload: the guest's shell command (lab.guest.user_workload)
+    workload: str = "numa01"  # a built-in's name, or a workload file (FILE.yaml: lab.workloads.user_workload)
+    workload_cmd: str = ""  # a one-off workload: the guest's shell command (lab.workloads.user_workload)
     workload_files: tuple[str, ...] = ()  # host files the one-off command needs in the guest's /workload
     duration: float = 20.0
     repeat: int = 1
@@ -152,7 +152,7 @@ class RunOptions:
                   kernel_args=" ".join(self.append))  # fmt: skip
 
     def workload_of(self):
-        """The workload these options run (lab.guest.workloads.Workload): a built-in, a workload file or
+        """The workload these options run (lab.workloads.workload_type.Workload): a built-in, a workload file or
         --workload-cmd, checked whole (files, libraries, packages, metrics) before any boot."""
         # (one validator: numalab workload show, matrix check and bisect read a workload file the same way)
         return resolve_workload(self.workload, self.workload_cmd, self.workload_files)

@@ -44,20 +44,26 @@ def load_schema(kind: str) -> dict[str, Any]:
 
 
 @functools.cache
-def _validator(kind: str) -> Any:
+def _validator(kind: str, definition: str) -> Any:
     import jsonschema  # (on use: a spec read from numalab's parsed-spec cache was checked when it was cached)
 
     schema = load_schema(kind)
-    return jsonschema.validators.validator_for(schema)(schema)
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    if not definition:
+        return validator
+    if definition not in schema.get("$defs", {}):
+        raise LabError(f"schema {kind}: no definition {definition!r}")
+    return validator.evolve(schema=schema["$defs"][definition])  # (its $refs still resolve in the whole schema)
 
 
-def check(data: object, kind: str) -> dict[str, Any]:
-    """``data`` (a parsed spec file) against the schema ``kind``: returned as it is (every spec is a mapping)
+def check(data: object, kind: str, definition: str = "") -> dict[str, Any]:
+    """``data`` (a parsed spec file) against the schema ``kind`` (or its ``$defs`` entry ``definition``: the
+    workload schema's ``builtin``, a built-in workload's file): returned as it is (every spec is a mapping)
     if it passes, else the most relevant failure as a one-line LabError ``PATH: what is wrong`` (the caller
     prefixes the file)."""
     from jsonschema.exceptions import best_match  # (on use: see _validator)
 
-    error = best_match(_validator(kind).iter_errors(data))
+    error = best_match(_validator(kind, definition).iter_errors(data))
     if error is not None:
         raise LabError(_message(error, data))
     return data  # type: ignore[return-value]

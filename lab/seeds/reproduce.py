@@ -90,16 +90,17 @@ def with_matrix(seed: Seed, name: str) -> Seed:
     return replace(seed, matrix=name, default_matrix=seed.matrix)
 
 
-def seed_spec(seed: Seed, max_repeats: int | None = None) -> MatrixSpec:
+def seed_spec(seed: Seed, max_pairs: int | None = None) -> MatrixSpec:
+    """The seed's matrix; ``max_pairs`` (--max-pairs) replaces its A/B plan's."""
     spec = load_matrix(seed.matrix)
     if spec.auto is None:
         raise LabError(f"{spec.source}: repeats: a seed matrix must say repeats: auto")
-    if max_repeats is not None:
-        if max_repeats < spec.auto.min_pairs:
+    if max_pairs is not None:
+        if max_pairs < spec.auto.min_pairs:
             raise LabError(
-                f"--max-repeats: must be >= the matrix's auto.min ({spec.auto.min_pairs}), got {max_repeats}"
+                f"--max-pairs: must be >= the matrix's auto.min_pairs ({spec.auto.min_pairs}), got {max_pairs}"
             )
-        spec.auto = replace(spec.auto, max_pairs=max_repeats)
+        spec.auto = replace(spec.auto, max_pairs=max_pairs).check()
     return spec
 
 

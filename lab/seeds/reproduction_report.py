@@ -64,7 +64,7 @@ def to_json(rep: Reproduction) -> dict:
         "matrix": rep.spec.name,
         "source": _repo_relative(rep.spec.source),
         "baseline": rep.spec.baseline,
-        "auto": rep.spec.auto.__dict__ if rep.spec.auto else None,
+        "auto": rep.spec.auto.to_dict() if rep.spec.auto else None,  # (the A/B plan, by its names)
         "context": rep.context,
         "cells": rep.cells,
         "tally": tally(rep),
@@ -110,7 +110,7 @@ def _setup_lines(rep: Reproduction) -> list[str]:
         lines.append(
             f"repeats: auto, {a.min_pairs}..{a.max_pairs} a side, deciding on {', '.join(a.decide)} "
             f"({a.significance})"
-            + (f", budget {a.budget_s:g} s" if a.budget_s else "")
+            + (f", budget {a.time_budget:g} s" if a.time_budget else "")
             + (f"; max as run: {', '.join(map(str, ctx['max_pairs']))}" if ctx.get("max_pairs") else "")
         )
         # fmt: skip

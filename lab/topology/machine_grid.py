@@ -11,10 +11,12 @@ package, an L3, an L2 and a core. :func:`derive_grid` turns that into the spec's
     cpu_vendor: amd
 
 and :func:`grid_spec` writes the spec, scaled like every import (``--cpus-per-node``, ``--mem-per-node``), as
-data and as YAML text whose comments say what was decided. A field the machine does not fill evenly (nodes in
-packages of different sizes, 2 L3s in one node and 3 in another, L2s shared by 1 or 2 cores) is left out, and a
-comment in the YAML says what and why; an L3 that spans several nodes (Intel SNC, where CPUID's LLC is the
-package's) becomes ``llcs_per_node: 1`` with a comment, as the kernel splits it at the node.
+data and as YAML text whose comments say what was decided. Nodes that hold different numbers of L3s (2 in one
+node and 1 in another: an uneven machine) give each CPU node its own ``llcs:``, every L3 the same CPUs, when the
+packages hold the same number of L3s each (QEMU's one grid); a field the machine does not fill evenly otherwise
+(nodes in packages of different sizes, L2s shared by 1 or 2 cores) is left out, and a comment in the YAML says
+what and why; an L3 that spans several nodes (Intel SNC, where CPUID's LLC is the package's) becomes
+``llcs_per_node: 1`` with a comment, as the kernel splits it at the node.
 
 Memoryless nodes (CPUs, no memory) stay memoryless (``memory: 0``), CPU-less ones CPU-less.
 """
@@ -68,21 +70,36 @@ class GridFields:
     cores_per_cluster: int | None
     cpu_vendor: str | None
     comments: dict[str, str] = field(default_factory=dict)  # spec field -> one line
+    node_llcs: tuple[int, ...] = ()  # an uneven machine's L3s of each CPU node (llcs_per_node then None)
+
+    @property
+    def fewest_llcs(self) -> int:
+        """The L3s of the nodes with the fewest (every node's, on an even machine)."""
+        return min(self.node_llcs) if self.node_llcs else self.llcs_per_node or 1
 
     @property
     def unit(self) -> int:
-        """The fewest CPUs a node can have in this grid: an LLC each of one cluster of one core's threads."""
-        return (self.llcs_per_node or 1) * (self.cores_per_cluster or 1) * self.threads
+        """The fewest CPUs a node of the fewest L3s can have in this grid: an LLC each of one cluster of one
+        core's threads."""
+        return self.fewest_llcs * (self.cores_per_cluster or 1) * self.threads
 
-    def layout(self, cpus: int) -> str:
-        """``2 L3s x 2 clusters x 2 cores x 2 threads`` for a node of ``cpus`` CPUs (``N CPUs`` if they do not
-        divide so)."""
-        llcs = self.llcs_per_node or 1
+    def node_cpus(self, cpus_per_node: int) -> list[int]:
+        """The CPUs of each CPU node when the nodes of the fewest L3s have ``cpus_per_node``: the others in
+        proportion to their L3s (all alike on an even machine)."""
+        if not self.node_llcs:
+            return []
+        return [cpus_per_node // self.fewest_llcs * n for n in self.node_llcs]
+
+    def layout(self, cpus: int, llcs: int | None = None) -> str:
+        """``2 L3s x 2 clusters x 2 cores x 2 threads`` for a node of ``cpus`` CPUs in ``llcs`` L3s (default: the
+        grid's L3s a node; ``N CPUs`` if they do not divide so)."""
+        shown = llcs is not None or self.llcs_per_node is not None
+        llcs = llcs or self.llcs_per_node or 1
         cluster = self.cores_per_cluster or 1
         if cpus % (llcs * cluster * self.threads):
             return _plural(cpus, "CPU")
         cores = cpus // (llcs * self.threads)
-        parts = [_plural(llcs, "L3")] if self.llcs_per_node else []
+        parts = [_plural(llcs, "L3")] if shown else []
         if self.cores_per_cluster:
             parts += [_plural(cores // cluster, "cluster"), _plural(cluster, "core")]
         else:
@@ -170,8 +187,15 @@ def _threads(cores: list[Group], comments: dict[str, str]) -> int:
     return 1
 
 
-def _packages(cpu_nodes: list[tuple[int, Group]], packages: list[Group], loose: Group, comments: dict[str, str]):
-    """The number of packages the CPU nodes split evenly into, in id order, or None (with a comment)."""
+def _packages(
+    cpu_nodes: list[tuple[int, Group]],
+    packages: list[Group],
+    loose: Group,
+    comments: dict[str, str],
+    node_llcs: tuple[int, ...] = (),
+) -> int | None:
+    """The number of packages the CPU nodes split evenly into, in id order (on an uneven machine, ``node_llcs``:
+    the same L3s in each), or None (with a comment)."""
     if not packages:
         comments["packages"] = "packages left out: the source has no packages (numalab's default, a package a node)"
         return None
@@ -197,19 +221,24 @@ def _packages(cpu_nodes: list[tuple[int, Group]], packages: list[Group], loose: 
             return None
         else:
             runs.append((pkg, [node]))
-    counts = sorted({len(nodes) for _, nodes in runs})
+    if node_llcs:
+        llcs = dict(zip((node for node, _ in cpu_nodes), node_llcs))
+        counts = sorted({sum(llcs[n] for n in nodes) for _, nodes in runs})
+        what = "L3s (QEMU gives every package the same dies)"
+    else:
+        counts = sorted({len(nodes) for _, nodes in runs})
+        what = "CPU nodes (not one count)"
     if len(counts) > 1:
-        comments["packages"] = (
-            f"packages left out: packages hold {' or '.join(map(str, counts))} CPU nodes (not one count)"
-        )
+        comments["packages"] = f"packages left out: packages hold {' or '.join(map(str, counts))} {what}"
         return None
     return len(runs)
 
 
 def _llcs(
     cpu_nodes: list[tuple[int, Group]], llcs: list[Group], loose: Group, cores: list[Group], comments: dict[str, str]
-) -> int | None:
-    """L3s a node (1 when an L3 spans nodes, as on SNC), or None (with a comment)."""
+) -> int | tuple[int, ...] | None:
+    """L3s a node (1 when an L3 spans nodes, as on SNC), each CPU node's L3s where nodes hold different numbers
+    (an uneven machine), or None (with a comment)."""
     if not llcs:
         comments["llcs_per_node"] = "llcs_per_node left out (1): the source has no L3"
         return None
@@ -219,17 +248,17 @@ def _llcs(
     inside = {node: [g for g in llcs if g & cpus] for node, cpus in cpu_nodes}
     if all(g <= cpus for node, cpus in cpu_nodes for g in inside[node]):
         counts = sorted({len(v) for v in inside.values()})
+        sizes = sorted({sum(1 for c in cores if c <= g) for g in llcs})
         if len(counts) > 1:
             comments["llcs_per_node"] = (
-                f"llcs_per_node left out (1): nodes have {' or '.join(map(str, counts))} L3s (a uniform grid needs one)"
+                f"nodes have {' or '.join(map(str, counts))} L3s: each CPU node's own llcs: (an uneven machine)"
             )
-            return None
-        sizes = sorted({sum(1 for c in cores if c <= g) for g in llcs})
         if len(sizes) > 1:
             comments["llcs_per_node"] = (
-                f"the machine's L3s hold {' or '.join(map(str, sizes))} cores; the spec gives each an equal share"
-            )
-        return counts[0]
+                comments.get("llcs_per_node", "") + ("; " if len(counts) > 1 else "")
+                + f"the machine's L3s hold {' or '.join(map(str, sizes))} cores; the spec gives each an equal share"
+            )  # fmt: skip
+        return tuple(len(v) for v in inside.values()) if len(counts) > 1 else counts[0]
     if all(len(v) == 1 and cpus <= v[0] for (node, cpus), v in zip(cpu_nodes, inside.values())):
         spans = sorted({sum(1 for _, cpus in cpu_nodes if cpus <= g) for g in llcs})
         comments["llcs_per_node"] = (
@@ -296,18 +325,27 @@ def derive_grid(gm: GridMachine) -> GridFields:
     packages, loose_p = _partition(g.packages, cpus, "package", m.origin)
     llcs, loose_l = _partition(g.llcs, cpus, "L3", m.origin)
     l2s, loose_2 = _partition(g.l2s, cpus, "L2", m.origin)
-    llcs_per_node = _llcs(cpu_nodes, llcs, loose_l, cores, comments)
+    per_node = _llcs(cpu_nodes, llcs, loose_l, cores, comments)
+    node_llcs = per_node if isinstance(per_node, tuple) else ()
+    n_packages = _packages(cpu_nodes, packages, loose_p, comments, node_llcs)
+    if node_llcs and n_packages is None:
+        comments["llcs_per_node"] = (
+            f"llcs left out (1 a node): nodes have {' or '.join(map(str, sorted(set(node_llcs))))} L3s, and a node's "
+            "own llcs: need the packages (see packages)"
+        )
+        node_llcs = ()
     clusters = _clusters(cpu_nodes, l2s, loose_2, cores, llcs, comments)
     vendor = VENDORS.get(g.vendor)
     if g.vendor and vendor is None:
         comments["cpu_vendor"] = f"cpu_vendor left out: the machine's CPU vendor {g.vendor!r} is not Intel's or AMD's"
     return GridFields(
         threads=threads,
-        packages=_packages(cpu_nodes, packages, loose_p, comments),
-        llcs_per_node=llcs_per_node,
+        packages=n_packages,
+        llcs_per_node=per_node if isinstance(per_node, int) else None,
         cores_per_cluster=clusters,
         cpu_vendor=vendor,
         comments=comments,
+        node_llcs=node_llcs,
     )
 
 
@@ -316,19 +354,21 @@ def derive_grid(gm: GridMachine) -> GridFields:
 
 def pick_cpus_per_node(grid: GridFields, cpus_per_node: int | None) -> int:
     """``cpus_per_node`` if the grid divides it (else a one-line error saying what to pick), or by default the
-    smallest multiple of the grid's unit that is at least 2."""
+    smallest multiple of the grid's unit that is at least 2; on an uneven machine, the CPUs of its nodes of the
+    fewest L3s."""
     unit = grid.unit
     if cpus_per_node is None:
         return unit * -(-2 // unit)
     if cpus_per_node < 1:
         raise LabError(f"--cpus-per-node: must be >= 1, got {cpus_per_node}")
     if cpus_per_node % unit:
-        parts = [f"{grid.llcs_per_node or 1} LLC(s)"]
+        parts = [f"{grid.fewest_llcs} LLC(s)"]
         if grid.cores_per_cluster:
             parts.append(f"clusters of {grid.cores_per_cluster} cores")
         parts.append(f"{grid.threads} thread(s) a core")
+        which = "a node of the fewest L3s (the others in proportion)" if grid.node_llcs else "a node"
         raise LabError(
-            f"--cpus-per-node {cpus_per_node}: a node of this machine is {' x '.join(parts)}, so its CPUs come in "
+            f"--cpus-per-node {cpus_per_node}: {which} of this machine is {' x '.join(parts)}, so its CPUs come in "
             f"multiples of {unit}; pick {unit}, {2 * unit}, {3 * unit}, ..."
         )
     return cpus_per_node
@@ -353,6 +393,8 @@ def _description(gm: GridMachine, grid: GridFields, cpn: int, mem_mib: int, renu
     shape.append(_plural(len(m.nodes), "node"))
     shape.append(f"{m.total_cpus} CPUs")
     layout = f"a CPU node {grid.layout(real_cpn[0])}" if len(real_cpn) == 1 else "CPU nodes of different sizes"
+    if grid.node_llcs:
+        layout = f"CPU nodes of {' or '.join(map(str, sorted(set(grid.node_llcs))))} L3s"
     memoryless = [n.id for n in m.nodes if n.cpus and not n.memory_mib]
     text = (
         f"Imported from {m.origin}: {', '.join(shape)} ({layout}; {per_node})"
@@ -360,10 +402,19 @@ def _description(gm: GridMachine, grid: GridFields, cpn: int, mem_mib: int, renu
         + (f"; nodes {list(m.slow_nodes)} are in a lower memory tier" if m.slow_nodes else "")
         + (f"; memoryless nodes {memoryless}" if memoryless else "")
         + "".join(f"; {fact}" for fact in gm.facts)
-        + f". Scaled to {cpn} CPUs a CPU node ({grid.layout(cpn)}) and {_mem_value(mem_mib)} a node"
+        + f". Scaled to {_scaled(grid, cpn)} and {_mem_value(mem_mib)} a node"
         + (" with memory." if memoryless else ".")
     )
     return text
+
+
+def _scaled(grid: GridFields, cpn: int) -> str:
+    """``4 CPUs a CPU node (2 L3s x 2 cores x 1 thread)``, or an uneven machine's CPUs node by node."""
+    if not grid.node_llcs:
+        return f"{cpn} CPUs a CPU node ({grid.layout(cpn)})"
+    per_llc = cpn // grid.fewest_llcs
+    sizes = " and ".join(f"{c} ({_plural(n, 'L3')})" for c, n in sorted(set(zip(grid.node_cpus(cpn), grid.node_llcs))))
+    return f"{per_llc} CPUs an L3 ({grid.layout(per_llc)}), CPU nodes of {sizes} CPUs"
 
 
 def _check_topology(data: dict, nodes: list[Node], matrix: list[list[int]], mem_mib: int) -> Topology | None:
@@ -402,7 +453,11 @@ def grid_spec(
             raise LabError(f"{m.origin}: node {n.id} has neither CPUs nor memory")
     if not any(n.memory_mib for n in m.nodes):
         raise LabError(f"{m.origin}: no node has memory")
-    nodes = [Node(i, cpn if n.cpus else 0, mem_per_node_mib if n.memory_mib else 0) for i, n in enumerate(m.nodes)]
+    cpus = iter(grid.node_cpus(cpn))
+    nodes = [
+        Node(i, next(cpus, cpn) if n.cpus else 0, mem_per_node_mib if n.memory_mib else 0)
+        for i, n in enumerate(m.nodes)
+    ]
     total = sum(n.cpus for n in nodes)
     if total > MAX_VCPUS:
         raise LabError(
@@ -414,10 +469,15 @@ def grid_spec(
         raise LabError("--slow-cpuless: the machine has no CPU-less nodes")
     slow = cpuless if slow_cpuless else [i for i, n in enumerate(m.nodes) if n.id in m.slow_nodes]
     data: dict = {"name": name, "description": _description(gm, grid, cpn, mem_per_node_mib, renumbered)}
-    if len({(n.cpus, n.memory_mib) for n in nodes}) == 1:
+    if len({(n.cpus, n.memory_mib) for n in nodes}) == 1 and not grid.node_llcs:
         data |= {"nodes": len(nodes), "cpus_per_node": cpn, "memory_per_node": _mem_value(mem_per_node_mib)}
     else:
-        data["nodes"] = [{"id": n.id, "cpus": n.cpus, "memory": _mem_value(n.memory_mib)} for n in nodes]
+        llcs = iter(grid.node_llcs)
+        data["nodes"] = [
+            {"id": n.id, "cpus": n.cpus, "memory": _mem_value(n.memory_mib)}
+            | ({"llcs": next(llcs)} if grid.node_llcs and n.cpus else {})
+            for n in nodes
+        ]
     if grid.threads != 1:
         data["threads"] = grid.threads
     for key, value in (
@@ -455,7 +515,11 @@ def _yaml(data: dict, comments: dict[str, str], origin: str) -> str:
         lines.append(f"memory_per_node: {data['memory_per_node']}")
     else:
         lines.append("nodes:")
-        lines += [f"  - {{id: {n['id']}, cpus: {n['cpus']}, memory: {n['memory']}}}" for n in data["nodes"]]
+        lines += [
+            f"  - {{id: {n['id']}, cpus: {n['cpus']}, memory: {n['memory']}"
+            + (f", llcs: {n['llcs']}}}" if "llcs" in n else "}")
+            for n in data["nodes"]
+        ]
     for key in _FIELD_ORDER:
         if key in comments:
             lines.append(f"# {comments[key]}")

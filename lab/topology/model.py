@@ -116,11 +116,14 @@ class Topology:
         threads: int | None = None,
     ) -> Topology:
         """A copy with per-node sizes replaced (CPU-less nodes stay CPU-less, memoryless ones memoryless); a CPU
-        grid is laid again over the new sizes, with the same packages, LLCs a node and cluster size."""
+        grid is laid again over the new sizes, with the same packages, LLCs a node and cluster size. On an uneven
+        grid ``cpus_per_node`` is the CPUs of the nodes with the fewest LLCs, the others' in proportion."""
+        llcs = self._node_llcs()
+        uneven = self.cpu_grid is not None and self.cpu_grid.uneven
         nodes = tuple(
             Node(
                 n.id,
-                cpus_per_node if cpus_per_node is not None and n.cpus > 0 else n.cpus,
+                _scaled_cpus(cpus_per_node, llcs, n.id, uneven) if cpus_per_node is not None and n.cpus > 0 else n.cpus,
                 mem_per_node_mib if mem_per_node_mib is not None and n.memory_mib > 0 else n.memory_mib,
             )
             for n in self.nodes
@@ -132,13 +135,19 @@ class Topology:
                 [n.cpus for n in nodes],
                 threads,
                 grid.packages,
-                grid.llcs_per_node,
+                grid.llcs_per_node or None,
                 grid.cores_per_cluster if grid.has_clusters else None,
                 grid.vendor or None,
+                [n or None for n in llcs] if grid.uneven else None,
             )
         topo = replace(self, nodes=nodes, threads=threads, cpu_grid=grid)
         validate(topo)
         return topo
+
+    def _node_llcs(self) -> list[int]:
+        """Each node's LLCs (0 for a CPU-less node; 1 a CPU node without a grid)."""
+        counts = iter(self.cpu_grid.llc_counts if self.cpu_grid is not None else ())
+        return [0 if n.cpus == 0 else next(counts, 1) for n in self.nodes]
 
     def to_dict(self) -> dict:
         return (
@@ -161,6 +170,20 @@ class Topology:
             | ({"bandwidth_ratio": [list(r) for r in self.bandwidth_ratio]} if self.bandwidth_ratio else {})
             | ({"cpu_grid": self.cpu_grid.to_dict()} if self.cpu_grid else {})
         )
+
+
+def _scaled_cpus(cpus_per_node: int, llcs: list[int], node: int, uneven: bool) -> int:
+    """A CPU node's share of ``cpus_per_node``: all of it, or on an uneven grid all of it on a node of the fewest
+    LLCs and in proportion on one of more, or a one-line LabError when the fewest LLCs do not split it."""
+    if not uneven:
+        return cpus_per_node
+    fewest = min(n for n in llcs if n)
+    if cpus_per_node % fewest:
+        raise LabError(
+            f"cpus_per_node: {cpus_per_node} CPUs for the nodes of {fewest} LLCs (the fewest a node has here) do not "
+            f"split into {fewest} LLCs"
+        )
+    return cpus_per_node // fewest * llcs[node]
 
 
 def topology_from_dict(d: dict) -> Topology:

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lab.cpulist import format_cpulist
+from lab.topology.cpu_grid import CpuGrid
 from lab.topology.model import LOCAL_DISTANCE, Topology
 
 Distances = Sequence[Sequence[int]]
@@ -98,6 +99,17 @@ def group_lines(view: dict) -> list[str]:
     return lines
 
 
+def _per_node(grid: CpuGrid, cpu_nodes: list[int]) -> str:
+    """``2 LLC(s) a node, 1 node(s) a package``, or an uneven grid's LLCs node by node and nodes package by
+    package."""
+    nodes = grid.package_nodes()
+    if not grid.uneven:
+        return f"{grid.llcs_per_node} LLC(s) a node, {nodes[0]} node(s) a package"
+    llcs = ", ".join(f"node {i} {n}" for i, n in zip(cpu_nodes, grid.llc_counts))
+    per_package = f"{nodes[0]} node(s) a package" if len(set(nodes)) == 1 else f"nodes a package {list(nodes)}"
+    return f"uneven LLCs a node ({llcs}), {per_package}"
+
+
 def cpu_lines(topo: Topology, cpus_view: dict) -> list[str]:
     """The machine below its nodes (``cpu_view.predict_cpus()``): packages, LLCs and their CPUs, memoryless
     nodes, and each distinct stack of sched domains below NUMA."""
@@ -109,8 +121,8 @@ def cpu_lines(topo: Topology, cpus_view: dict) -> list[str]:
         )
         lines.append(
             f"cpus: {grid.packages} package(s) x {grid.dies_per_package} LLC(s) (dies){clusters}, "
-            f"{grid.cores_per_die} cores x {grid.threads} thread(s) an LLC; {grid.llcs_per_node} LLC(s) a node, "
-            f"{grid.nodes_per_package} node(s) a package; CPUID vendor {cpus_view['vendor']}"
+            f"{grid.cores_per_die} cores x {grid.threads} thread(s) an LLC; {_per_node(grid, topo.cpu_nodes)}; "
+            f"CPUID vendor {cpus_view['vendor']}"
         )
     else:
         lines.append("cpus: a package and an LLC a node (no packages/llcs_per_node/cores_per_cluster in the spec)")

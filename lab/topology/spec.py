@@ -77,9 +77,18 @@ def node_mib(value: object, field: str) -> int:
 GRID_FIELDS = ("packages", "llcs_per_node", "cores_per_cluster", "cpu_vendor")
 
 
+def _node_llcs(spec: dict) -> list[int | None] | None:
+    """Each node's own ``llcs:`` in id order (None where it has none), or None when no node has one."""
+    raw = spec["nodes"]
+    if isinstance(raw, int) or not any("llcs" in item for item in raw):
+        return None
+    return [item.get("llcs") for item in sorted(raw, key=lambda item: item["id"])]
+
+
 def _grid(spec: dict, nodes: list[Node], threads: int):
     """The CPU grid (lab.topology.cpu_grid) when the spec names any of its fields, else None."""
-    if not any(f in spec for f in GRID_FIELDS):
+    node_llcs = _node_llcs(spec)
+    if node_llcs is None and not any(f in spec for f in GRID_FIELDS):
         return None
     return build_grid(
         [n.cpus for n in nodes],
@@ -88,6 +97,7 @@ def _grid(spec: dict, nodes: list[Node], threads: int):
         spec.get("llcs_per_node"),
         spec.get("cores_per_cluster"),
         spec.get("cpu_vendor"),
+        node_llcs,
     )
 
 
@@ -274,8 +284,9 @@ def load_topology(name_or_path: str, cache: bool = True) -> Topology:
     return load_spec(_parse_yaml(text, path, cache), str(path), name=path.stem, schema_checked=True)
 
 
-# The cache's entries are named with this: a spec an older reader accepted (a duplicate key, say) is read again.
-_CACHE_VERSION = "v3"
+# The cache's entries are named with this: a spec an older reader accepted (a duplicate key, say) is read again,
+# and an older reader never takes a newer one's entry (v4: a node's llcs:, which v3's schema refuses).
+_CACHE_VERSION = "v4"
 
 
 def _parse_yaml(text: str, path: Path, cache: bool = True):

@@ -34,7 +34,7 @@ class Evidence:
     limit: str | None = None  # the guest sent more than it may (console, share, tars): it was stopped
     vm_failure: str | None = None  # QEMU itself failed: did not start, or was killed by a signal
     guest_panicked: bool = False  # the guest kernel said so through pvpanic (lab.vm.console.VmOutcome)
-    result_problem: str | None = None  # the workload's result line was refused (lab.guest.workloads.parse_output)
+    result_problem: str | None = None  # the workload's result was refused (lab.workloads.workload_output.parse_output)
     data_problems: tuple[str, ...] = ()  # the guest's files that could not be read at all (lab.run.execute)
     kernel_problem: str | None = None  # the guest runs another kernel than the one asked for (build-id)
     # The init's own failure mark (with the run's token, lab.vm.console): a failure reason comes only from it.

@@ -1,10 +1,12 @@
-"""What the built-ins' parse.py hooks share: numbers by a pattern, perf bench numa mem's summary, stress-ng's
+"""The readers of the built-ins' output: those a workload.yaml names (``results: {reader: NAME}``, :data:`READERS`)
+and what the folders' parse.py hooks share: numbers by a pattern, perf bench numa mem's summary, stress-ng's
 metrics line. Every reader is given the guest's output, which is untrusted: it reads numbers with
 :func:`lab.untrusted.to_float`, and output without what it expects is ``{"parse_error": why}``."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from lab.untrusted import to_float
 
@@ -69,3 +71,11 @@ def stress_ng_metrics(stdout: str, stressor: str) -> dict:
         return {"parse_error": f"stress-ng did not report a successful {stressor} run"}
     return {"stressng_ops": ops, "stressng_real_s": real_s, "stressng_ops_per_s": per_s,
             "stressng_ops_per_cpu_s": per_cpu_s}  # fmt: skip
+
+
+# The readers a built-in names under ``results: {reader: NAME}`` (lab.workloads.registry): one reader for the
+# output several workloads' tool writes, instead of one parse.py copy a folder. Their names are the schema's
+# enum too (lab/schemas/workload.schema.json, $defs.builtin; tests/unit/test_workload_folders.py).
+READERS: dict[str, Callable[[str], dict]] = {
+    "perf-bench-numa-mem": perf_numa_summary,  # perf-numa01..05: seed 000's perf bench numa mem lines
+}

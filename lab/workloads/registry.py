@@ -1,7 +1,7 @@
 """The built-in workloads: every folder ``lab/workloads/NAME/`` with a ``workload.yaml``, read and checked once.
 
 A folder is one workload, named after it. Its ``workload.yaml`` is the format users write for their own
-workloads (docs/workloads.md, lab.guest.user_workload), with what a built-in needs beyond it:
+workloads (docs/workloads.md, lab.workloads.user_workload), with what a built-in needs beyond it:
 
 * ``programs``: numalab's own static programs (built from images/workloads, laid into the guest's
   /usr/bin), instead of a user's ``files`` (copied to /workload, where a user's command runs);
@@ -12,13 +12,19 @@ workloads (docs/workloads.md, lab.guest.user_workload), with what a built-in nee
   ``scale: scale.py`` gives, its ``scale(topology, duration)`` returning a mapping of name to value (threads
   per process, MiB a thread, ...; a LabError for a topology the workload cannot run on);
 * ``results``: ``json-line`` (numalab's programs print ``NUMALAB_RESULT {json}``; every declared metric must
-  be a finite number in it) or ``parse: parse.py``, whose ``parse(stdout)`` returns the figures or
-  ``{"parse_error": why}`` (a host tool's own output; the guest's, so untrusted: lab.untrusted.to_float);
-  a user's ``regex`` is not used by a built-in;
+  be a finite number in it), ``parse: parse.py``, whose ``parse(stdout)`` returns the figures or
+  ``{"parse_error": why}`` (a host tool's own output; the guest's, so untrusted: lab.untrusted.to_float), or
+  ``reader: NAME``, one of lab.workloads.output_readers.READERS that several folders share (perf bench numa
+  mem's summary); a user's ``regex`` is not used by a built-in;
 * ``metrics``: each also has a ``label`` (compare's and the report's), and a rate a ``twin`` (``work``: the
   result's count of the same work, ``scale``: work units a count, ``label``), its per-vCPU-second twin
   (lab.analysis.metrics). A metric several built-ins report (``elapsed_s``, ``gbps``) is declared the same
   in each.
+
+The fields are those of ``$defs.builtin`` in lab/schemas/workload.schema.json, the schema of users' workload
+files: tests/unit/test_workload_folders.py checks every folder against it. They are checked here by hand, not
+by jsonschema, whose import alone would add 75-150 ms (measured on a busy 2-core host) to the start of every
+command (every command reads the folders); that test also shows both refuse the same mistakes.
 """
 
 from __future__ import annotations
@@ -30,19 +36,23 @@ from pathlib import Path
 
 import yaml
 
+from lab import schemas
 from lab.datafile import load_yaml
 from lab.errors import LabError
-from lab.guest.workload_metrics import TwinOf, WorkloadMetric
-from lab.guest.workloads import MEM_SHARE, RESULT_KEY, Workload
 from lab.paths import REPO_ROOT
 from lab.topology.model import Topology
+from lab.workloads.metric_declarations import TwinOf, WorkloadMetric
+from lab.workloads.output_readers import READERS
+from lab.workloads.workload_type import MEM_SHARE, RESULT_KEY, Workload
 
 FOLDERS = Path(__file__).resolve().parent
 DEFINITION = "workload.yaml"
-KEYS = ("name", "description", "command", "programs", "tools", "scale", "results", "metrics")
+_SCHEMA = schemas.load_schema("workload")["$defs"]["builtin"]  # (the fields' names: the schema's, in its order)
+KEYS = tuple(_SCHEMA["properties"])
 USER_ONLY = {"files": "programs (numalab's own, from images/workloads)", "packages": "tools (by path)"}
-METRIC_KEYS = ("name", "label", "unit", "higher_is_better", "mean", "twin")
-TWIN_KEYS = ("work", "scale", "label")
+METRIC_KEYS = tuple(_SCHEMA["properties"]["metrics"]["items"]["properties"])
+TWIN_KEYS = tuple(_SCHEMA["properties"]["metrics"]["items"]["properties"]["twin"]["properties"])
+RESULT_KINDS = tuple(_SCHEMA["properties"]["results"]["properties"])
 PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 NAME = re.compile(r"[a-z0-9][a-z0-9-]{0,47}")
 # The built-ins' files are the package's own, read at every start: by libyaml (a few ms for them all), not by
@@ -98,7 +108,7 @@ def _names(data: dict, key: str) -> tuple[str, ...]:
 
 
 def _tools(data: dict) -> dict[str, str]:
-    """Each tool's name in the guest image (lab.guest.image.GUEST_TOOLS) -> its path on the host."""
+    """Each tool's name in the guest image (lab.workloads.image_layers.GUEST_TOOLS) -> its path on the host."""
     tools = {}
     for i, path in enumerate(_names(data, "tools")):
         if not path.startswith("/"):
@@ -141,12 +151,16 @@ def _metric(raw: object, where: str) -> WorkloadMetric:
 
 
 def _results(raw: object, folder: Path) -> tuple[str, Callable | None]:
-    """(the JSON result line's prefix, None) or ("", the folder's parser)."""
-    if not isinstance(raw, dict) or len(raw) != 1 or next(iter(raw)) not in ("json-line", "parse"):
-        raise LabError("results: expected {json-line: PREFIX} or {parse: parse.py}")
+    """(the JSON result line's prefix, None) or ("", the folder's parser or the reader it names)."""
+    if not isinstance(raw, dict) or len(raw) != 1 or next(iter(raw)) not in RESULT_KINDS:
+        raise LabError("results: expected {json-line: PREFIX}, {parse: parse.py} or {reader: NAME}")
     kind, value = next(iter(raw.items()))
     if kind == "parse":
         return "", _hook(folder, "results.parse", value, "parse")
+    if kind == "reader":
+        if not isinstance(value, str) or value not in READERS:
+            raise LabError(f"results.reader: expected one of {', '.join(READERS)}, got {value!r}")
+        return "", READERS[value]
     if not isinstance(value, str) or not value.strip() or "\n" in value:
         raise LabError(f"results.json-line: expected the prefix of the result line, got {value!r}")
     return value, None
@@ -191,6 +205,10 @@ def read_folder(folder: Path, data: object) -> tuple[Workload, dict[str, str]]:
     try:
         if not NAME.fullmatch(folder.name):
             raise LabError("a workload folder's name is lower-case letters, digits and '-'")
+        if (folder.parent / f"{folder.name}.py").exists():
+            raise LabError(f"a workload folder may not have the name of the module {folder.name}.py beside it")
+        if (folder / "__init__.py").exists():
+            raise LabError("a workload folder is no Python package: remove its __init__.py (hooks load by path)")
         return _workload(data, folder)
     except LabError as err:
         raise LabError(f"workload file {_shown(folder / DEFINITION)}: {err}") from None
@@ -225,9 +243,19 @@ def _leftover(folder: Path) -> bool:
     return [p.name for p in folder.iterdir()] == ["__pycache__"]  # (an empty folder is one being made: an error)
 
 
+def _package(folder: Path) -> bool:
+    """A Python package of lab.workloads (``__init__.py`` and no workload.yaml), not a workload: the package's
+    modules and the workloads' folders share lab/workloads/."""
+    return (folder / "__init__.py").exists() and not (folder / DEFINITION).exists()
+
+
 def discover(root: Path = FOLDERS) -> tuple[dict[str, Workload], dict[str, str]]:
-    """Every folder's workload, by name (in the folders' order), and every built-in tool's host path."""
-    folders = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")) and not _leftover(p))
+    """Every folder's workload, by name (in the folders' order), and every built-in tool's host path. The
+    package's modules (``*.py``) and subpackages sit beside the folders and are none of them."""
+    folders = sorted(
+        p for p in root.iterdir()
+        if p.is_dir() and not p.name.startswith(("_", ".")) and not _leftover(p) and not _package(p)
+    )  # fmt: skip
     workloads: dict[str, Workload] = {}
     metrics: dict[str, tuple] = {}
     tools: dict[str, tuple] = {}
@@ -246,7 +274,7 @@ WORKLOADS, BUILTIN_TOOLS = discover()
 
 def builtin_metric(name: str) -> WorkloadMetric | None:
     """The built-in workload metric ``workload.<name>`` (or the rate whose per-vCPU-second twin it is), or
-    None: a user's workload may not declare one (lab.guest.user_workload; compare fixes its direction)."""
+    None: a user's workload may not declare one (lab.workloads.user_workload; compare fixes its direction)."""
     for w in WORKLOADS.values():
         for m in w.metrics:
             if name in (m.name, m.twin_key):

@@ -3,8 +3,8 @@ numa mem's processes, threads and memory (seed 000's lines)."""
 
 from __future__ import annotations
 
-from lab.guest.workloads import MEM_SHARE
 from lab.topology.model import Topology
+from lab.workloads.workload_type import MEM_SHARE
 
 
 def share_mib(topo: Topology, parts: int, cap: int) -> int:

@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from lab.analysis.numa import default_events  # noqa: E402
 from lab.guest import image  # noqa: E402
 from lab.guest.init_plan import GuestPlan  # noqa: E402
+from lab.workloads.image_layers import programs_for  # noqa: E402
 from lab.workloads.registry import get_workload  # noqa: E402
 
 POWEROFF_INIT = "#!/bin/busybox sh\n/bin/busybox poweroff -f\n"
@@ -79,7 +80,7 @@ def main() -> int:
         plan = GuestPlan(
             workload_cmd="idle --duration 0.1", duration_s=0.1, trace_events=tuple(e.full for e in default_events())
         )
-        layers = [image.base_image(), image.workload_image(image.workload_binaries(get_workload("idle")))]
+        layers = [image.base_image(), image.workload_image(programs_for(get_workload("idle")))]
         plan_initrd = image.assemble_initrd(tmp / "plan.cpio", layers, plan.to_shell())
         figures: dict[str, list[float]] = {"floor": [], "plan": []}
         for _ in range(repeats):

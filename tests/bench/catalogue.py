@@ -5,7 +5,7 @@
 
 For every tool set of the built-in catalogue (none, hackbench, perf, stress-ng, sysbench, cyclictest),
 prints the size of its layers (the tool and its shared-library closure, cached archives laid over the
-base image: lab.guest.image.tool_image) and, unless --no-boot, the mean host seconds to boot
+base image: lab.workloads.image_layers.tool_layer) and, unless --no-boot, the mean host seconds to boot
 (``timings.boot_s``: QEMU start to the guest's init) over ``--repeats`` runs of a workload that carries
 it, beside ``idle`` (no tool). Prints figures; not a pass/fail test: on a shared TCG host a boot's time
 moves by more than a small layer costs.
@@ -24,7 +24,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from lab.guest.image import tool_image  # noqa: E402
+from lab.workloads.image_layers import tool_layer  # noqa: E402
 from lab.workloads.registry import WORKLOADS  # noqa: E402
 
 # One workload for each tool set (the first in the catalogue that carries it), idle for none.
@@ -52,7 +52,7 @@ def main() -> int:
     print(f"{'tools':<24} {'workload':<22} {'layer MB':>9} {'boot s (mean)':>14} {'boots':>6}")
     base = None
     for tools, workload in BY_TOOLS.items():
-        mb = sum(tool_image(t).stat().st_size for t in tools) / 1e6
+        mb = sum(tool_layer(t).stat().st_size for t in tools) / 1e6
         boots = [] if args.no_boot else boot_seconds(workload, args.topology, args.repeats)
         mean = statistics.mean(boots) if boots else None
         base = mean if not tools else base

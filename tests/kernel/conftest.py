@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from common import require_setup_package
 
-from lab.paths import cache_dir
+from lab.paths import cache_dir, file_lock
 
 TARBALL = Path("/usr/src/linux-source-6.1.tar.xz")
 TAG = "v6.1-debian"
@@ -33,8 +33,13 @@ def kernel_repo() -> Path:
     network. Made once per machine in the cache (about a minute: tar, git add, git commit)."""
     require_setup_package(TARBALL.is_file(), str(TARBALL), "linux-source-6.1")
     repo = cache_dir("test-trees") / "linux-6.1-git"
-    if (repo / ".git" / "numalab-test-ready").is_file():
-        return repo
+    with file_lock(repo.parent / ".linux-6.1-git.lock"):  # (two test workers on a cold cache: one makes it)
+        if not (repo / ".git" / "numalab-test-ready").is_file():
+            _make_kernel_repo(repo)
+    return repo
+
+
+def _make_kernel_repo(repo: Path) -> None:
     shutil.rmtree(repo, ignore_errors=True)
     repo.mkdir(parents=True)
     subprocess.run(["tar", "-xf", str(TARBALL), "-C", str(repo), "--strip-components=1"], check=True)
@@ -43,4 +48,3 @@ def kernel_repo() -> Path:
     _git(repo, "commit", "-q", "--no-verify", "-m", "Debian linux-source-6.1")
     _git(repo, "tag", TAG)
     (repo / ".git" / "numalab-test-ready").write_text(_git(repo, "rev-parse", "HEAD"))
-    return repo

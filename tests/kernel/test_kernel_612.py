@@ -88,12 +88,14 @@ def test_612_on_the_machines_of_2026(tmp_path) -> None:
     every new preset is the prediction, with PKG where 6.1 says DIE and no CLS level (numalab's config has no
     SCHED_CLUSTER, so srf-2s-modules' shared L2 builds none); the SNC-3 machine's SLIT draws the same two
     complaints as on 6.1, since the fix (commit 4d6dd05d07d0) came after 6.12; a memoryless node's task gets its
-    memory from the nearest node with memory."""
+    memory from the nearest node with memory; the uneven machine's node of two LLCs has MC and NODE, its node of
+    one LLC MC alone."""
     proc = numalab("kernel", "build", "--json", "--source", str(SOURCE), "--name", "v6.12", timeout=3600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = {}
     for preset, args in (("spr-2s-2llc", ()), ("gnr-2s-snc3", ()), ("srf-2s-modules", ("--qemu", "backports")),
-                         ("memoryless-3", ("--workload", str(MACHINES / "memless.yaml")))):  # fmt: skip
+                         ("memoryless-3", ("--workload", str(MACHINES / "memless.yaml"))),
+                         ("nps2-uneven-llc", ())):  # fmt: skip
         out = tmp_path / preset
         proc = numalab("run", "--kernel", "v6.12", "--topology", preset, "--workload", "idle", *args, "--duration",
                        "1", "--no-trace", "--out", str(out), "--json", "--timeout", "120", timeout=300)  # fmt: skip
@@ -103,6 +105,10 @@ def test_612_on_the_machines_of_2026(tmp_path) -> None:
     domains = {p: [(d["name"], d["cpus"]) for d in m["guest_topology"]["sched_domains"]["0"]] for p, m in runs.items()}
     assert domains["spr-2s-2llc"] == [("MC", "0-1"), ("PKG", "0-3"), ("NUMA", "0-7")]
     assert domains["srf-2s-modules"] == [("MC", "0-3"), ("NUMA", "0-7")]
+    # an uneven machine: node 0 holds two LLCs under its NODE level, node 1 one LLC that is the whole node
+    assert domains["nps2-uneven-llc"] == [("MC", "0-1"), ("NODE", "0-3"), ("NUMA", "0-5")]
+    node1 = runs["nps2-uneven-llc"]["guest_topology"]["sched_domains"]["4"]
+    assert [(d["name"], d["cpus"]) for d in node1] == [("MC", "4-5"), ("NUMA", "0-5")]
     assert runs["srf-2s-modules"]["guest_topology"]["readback"]["cpus"]["cpus"]["0"]["caches"]["L2"] == "0-1"
     complaints = {c["message"]: c["cpus"] for c in runs["gnr-2s-snc3"]["guest_topology"]["kernel_complaints"]}
     assert complaints == {"ERROR: Node-distance not symmetric": [],

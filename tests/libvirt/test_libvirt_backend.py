@@ -108,6 +108,21 @@ def test_a_machine_with_two_llcs_a_node_through_libvirt(daemons, tmp_path: Path)
     assert numalab_domains(SYSTEM) == []
 
 
+def test_an_uneven_machine_through_libvirt(daemons, tmp_path: Path) -> None:
+    """nps2-uneven-llc (node 0 with two LLCs, node 1 with one) as a libvirt domain: <topology dies='3'> and a
+    <cell cpus=> a node, which libvirt 9.0 passes as -numa node,cpus= (cpu indexes, the same mapping as
+    numalab's -numa cpu): the guest's LLCs and domains are the prediction (the run's own CPU check)."""
+    proc = numalab("run", "--backend", "libvirt", "--connect", SYSTEM, "--topology", "nps2-uneven-llc", "--workload",
+                   "idle", "--duration", "1", "--no-trace", "--out", str(tmp_path / "r"), timeout=400)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    m = manifest(tmp_path / "r")
+    assert m["status"] == "ok" and m["guest_topology_ok"] is True, m["guest_topology"]["problems"]
+    domains = m["guest_topology"]["sched_domains"]
+    assert [(d["name"], d["cpus"]) for d in domains["0"]] == [("MC", "0-1"), ("NODE", "0-3"), ("NUMA", "0-5")]
+    assert [(d["name"], d["cpus"]) for d in domains["4"]] == [("MC", "4-5"), ("NUMA", "0-5")]
+    assert numalab_domains(SYSTEM) == []
+
+
 def test_vcpu_time_from_the_domains_vcpu_stats(daemons, tmp_path: Path) -> None:
     """Issue 26: the libvirt backend's vcpu_time comes from libvirt's vCPU statistics (vcpu.N.time and
     vcpu.N.delay), through the connection, as for a remote host; the same checks as direct QEMU's."""

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from common import REPO
 
-from lab.analysis.access_counts import hmean, prefault_unfinished, slowdown
+from lab.analysis.access_counts import prefault_unfinished, slowdown
 from lab.analysis.record import RunRecord
+from lab.analysis.stats import hmean
 from lab.report.sections.access_section import slowdowns
 
 SRC = REPO / "tests" / "data" / "runs" / "ring4-numa01-on-1"

@@ -17,6 +17,7 @@ import pytest
 from common import assert_one_line_error, numalab
 
 from lab.analysis import compare as cmp
+from lab.analysis import stats
 from lab.analysis.metrics import metric_values, run_metrics
 from lab.analysis.mmtests import autonuma_cost, derived_rows, hint_local_percent
 from lab.analysis.numa import NUMA_KINDS
@@ -116,8 +117,8 @@ def test_run_metrics_on_a_real_record() -> None:
 def test_lost_events_come_from_the_guest_stats(tmp_path: Path) -> None:
     run = tmp_path / "run"
     shutil.copytree(ON[0], run)
-    stats = (run / "trace-stats.txt").read_text()
-    (run / "trace-stats.txt").write_text(stats.replace("overrun: 0", "overrun: 7", 1))
+    text = (run / "trace-stats.txt").read_text()
+    (run / "trace-stats.txt").write_text(text.replace("overrun: 0", "overrun: 7", 1))
     r = RunRecord.load(run)
     assert run_metrics(run, r.topology, tuple(r.manifest["settings"]["trace_events"]), None)["lost_events"] == 7
 
@@ -126,7 +127,7 @@ def test_lost_events_come_from_the_guest_stats(tmp_path: Path) -> None:
 
 
 def test_stats_and_signed_diff() -> None:
-    s = cmp.Stats.of([1.0, 2.0, 3.0])
+    s = stats.Stats.of([1.0, 2.0, 3.0])
     assert (s.min, s.max, s.amean) == (1.0, 3.0, 2.0)
     assert s.stddev == pytest.approx(1.0)
     assert s.hmean == pytest.approx(3 / (1 + 1 / 2 + 1 / 3))
@@ -137,17 +138,17 @@ def test_stats_and_signed_diff() -> None:
 
 
 def test_significance_rules() -> None:
-    a = cmp.Stats.of([10.0, 10.1, 9.9])
-    b = cmp.Stats.of([12.0, 12.1, 11.9])
-    c = cmp.Stats.of([10.0, 10.2, 9.8])
-    assert cmp.significant(a, b, "ci-overlap") is True
-    assert cmp.significant(a, c, "ci-overlap") is False
-    assert cmp.significant(a, b, "welch") is True
-    assert cmp.significant(a, c, "welch") is False
-    assert cmp.significant(cmp.Stats.of([1.0, 2.0]), b) is None  # fewer than 3 repeats
+    a = stats.Stats.of([10.0, 10.1, 9.9])
+    b = stats.Stats.of([12.0, 12.1, 11.9])
+    c = stats.Stats.of([10.0, 10.2, 9.8])
+    assert stats.significant(a, b, "ci-overlap") is True
+    assert stats.significant(a, c, "ci-overlap") is False
+    assert stats.significant(a, b, "welch") is True
+    assert stats.significant(a, c, "welch") is False
+    assert stats.significant(stats.Stats.of([1.0, 2.0]), b) is None  # fewer than 3 repeats
     # Welch's p for t=2.228, dof=10 is 0.05 (two-sided).
-    assert cmp._t_two_sided_p(2.228, 10) == pytest.approx(0.05, abs=1e-3)
-    assert math.isclose(cmp._t_two_sided_p(1.0, 5), 0.3632, abs_tol=1e-3)
+    assert stats.t_two_sided_p(2.228, 10) == pytest.approx(0.05, abs=1e-3)
+    assert math.isclose(stats.t_two_sided_p(1.0, 5), 0.3632, abs_tol=1e-3)
 
 
 def test_compare_on_against_off_has_the_expected_direction() -> None:

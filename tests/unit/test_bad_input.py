@@ -216,11 +216,12 @@ def test_a_series_that_lists_a_patch_twice_is_refused(tmp_path) -> None:
 
 
 def test_bisect_max_pairs_is_bounded_up_front() -> None:
+    from lab.analysis.ab_plan import ABPlan
     from lab.bisect.engine import Config
     from lab.errors import LabError
 
     with pytest.raises(LabError, match=r"--max-pairs: must be 1\.\.1000, got 100000"):
-        Config("timings.boot_s", ("a.patch",), max_pairs=100000).check()
+        Config(ABPlan(("timings.boot_s",), max_pairs=100000), ("a.patch",)).check()
 
 
 def test_the_same_run_on_both_sides_of_compare_is_refused(tmp_path) -> None:

@@ -319,6 +319,7 @@ def test_report_and_matrix_summary_mark_included_runs(tmp_path) -> None:
 
 
 def test_bisect_and_verdicts_count_an_included_status_and_say_so(tmp_path) -> None:
+    from lab.analysis.ab_plan import ABPlan
     from lab.analysis.verdict import verdicts_of
     from lab.bisect.engine import Bisect, Config
 
@@ -330,7 +331,7 @@ def test_bisect_and_verdicts_count_an_included_status_and_say_so(tmp_path) -> No
     (v,) = verdicts_of(base, new, ["workload.gbps"], statuses=("ok", "placement-broken"))
     assert v.n_base == 3 and f"3+3 runs ({MARK})" in v.line() and v.to_dict()["included"] == {"placement-broken": 1}
 
-    cfg = Config("workload.gbps", ("a.patch",), include_statuses=("placement-broken",))
+    cfg = Config(ABPlan(("workload.gbps",)), ("a.patch",), include_statuses=("placement-broken",))
     assert Config.from_dict(json.loads(json.dumps(cfg.to_dict()))) == cfg
     assert cfg.counted == ("ok", "topology-mismatch", "placement-broken")
     out = tmp_path / "bisect"
@@ -343,6 +344,6 @@ def test_bisect_and_verdicts_count_an_included_status_and_say_so(tmp_path) -> No
     assert len(asked.values_of(0)) == 3 and MARK in asked.verdict(0, 1).line()
     assert asked.mismatch_lines(0) == ["prefix 0: 1 of 3 runs placement-broken (counted: --include-status): "
                                        "vCPU 3 ran on CPU 9"]  # fmt: skip
-    default = Bisect(out, Config("workload.gbps", ("a.patch",)), runner=None, progress=lambda _m: None)  # type: ignore[arg-type]
+    default = Bisect(out, Config(ABPlan(("workload.gbps",)), ("a.patch",)), runner=None, progress=lambda _m: None)  # type: ignore[arg-type]
     assert len(default.values_of(0)) == 2 and "includes" not in default.verdict(0, 1).line()
     assert default.mismatch_lines(0) == []

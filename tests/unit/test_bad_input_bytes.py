@@ -14,8 +14,6 @@ import pytest
 from common import REPO, assert_one_line_error, numalab
 
 from lab.errors import LabError
-from lab.guest import image
-from lab.guest.user_workload import load_workload_file
 from lab.kernel.git_tree import uncommitted
 from lab.kernel.patches import apply_patches, load_patches
 from lab.kernel.source import BASE_REF, reset_tree
@@ -23,7 +21,9 @@ from lab.run import tree_ab
 from lab.run.execute import _prepare_out
 from lab.run.tree_ab import TreeAB, plan_tree
 from lab.untrusted import escape_surrogates, term_safe
+from lab.workloads import image_layers
 from lab.workloads.registry import FOLDERS, discover
+from lab.workloads.user_workload import load_workload_file
 
 # A run that cannot boot even if a check below regressed: its QEMU does not exist (found before any VM starts).
 RUN = ("run", "--topology", "ring-2", "--workload", "idle", "--duration", "1", "--accel", "tcg",
@@ -202,7 +202,7 @@ def test_workload_show_escapes_a_name_that_is_not_utf8(tmp_path, strict) -> None
 def test_a_file_whose_name_is_not_utf8_is_carried_into_the_guest_byte_exact(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("NUMALAB_CACHE", str(tmp_path / "cache"))
     workload = load_workload_file(_workload_with_a_non_utf8_name(tmp_path))
-    archive = image.user_image(workload.user)
+    archive = image_layers.user_layer(workload.user)
     assert archive is not None
     data = archive.read_bytes()
     assert b"workload/caf\xe9\0" in data and b'echo R {"ops": 1}' in data

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from common import numalab
 
-from lab.analysis.compare import Stats, significant, welch_interval
+from lab.analysis.ab_plan import ABPlan
+from lab.analysis.stats import Stats, significant, welch_interval
 from lab.analysis.verdict import values
 from lab.bisect.bisect_report import write_report
 from lab.bisect.engine import COUNTED_STATUSES, Bisect, Config, log_text, next_prefix, replay
@@ -69,7 +70,9 @@ class FakeRunner:
 
 
 def _cfg(n: int, **kw) -> Config:
-    return Config(METRIC, tuple(f"{i:04d}-p.patch" for i in range(1, n + 1)), **kw)
+    """A Config of ``n`` patches; ``kw``: the A/B plan's fields (max_pairs, time_budget...) and Config's own."""
+    plan = ABPlan((METRIC,), **{k: kw.pop(k) for k in ABPlan.names() if k in kw})
+    return Config(plan, tuple(f"{i:04d}-p.patch" for i in range(1, n + 1)), **kw)
 
 
 def _bisect(tmp_path: Path, runner: FakeRunner, n: int, name: str = "b", **kw) -> tuple[dict, Bisect]:
@@ -156,7 +159,7 @@ def test_a_step_over_its_budget_share_is_skipped(tmp_path: Path) -> None:
             return super().run(prefix, kernel, out)
 
     runner = Slow([1000.0, 1000.0, 500.0, 0.0, 0.0], sd=[20.0, 20.0, 400.0, 20.0, 20.0])
-    b = Bisect(tmp_path / "b", _cfg(4, budget_s=200.0), runner, lambda m: None, clock=lambda: now[0])
+    b = Bisect(tmp_path / "b", _cfg(4, time_budget=200.0), runner, lambda m: None, clock=lambda: now[0])
     b.run()
     s = b.steps()["p2"]
     assert s.verdict == "skip" and s.stopped == "time-budget" and "share of the budget" in s.reason

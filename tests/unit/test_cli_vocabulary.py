@@ -12,6 +12,7 @@ import re
 import pytest
 from common import REPO, numalab
 
+from lab.analysis.ab_plan import ABPlan
 from lab.cli.main import build_parser
 from lab.cli.shared_options import JSON_HELP
 
@@ -214,7 +215,7 @@ def test_bisect_makes_its_runs_with_the_run_settings_given(monkeypatch, tmp_path
     assert t.knobs == ("scan_delay_ms=100",) and t.append == ("initcall_debug",) and t.events == ("sched:sched_switch",)
     assert (t.numa_balancing, t.accel, t.clock, t.qemu) == ("tiering", "tcg", "virtual", "backports")
     cfg = seen["cfg"]
-    assert (cfg.metric, cfg.budget_s, cfg.min_pairs, cfg.max_pairs) == ("timings.boot_s", 60.0, 3, 8)
+    assert cfg.plan == ABPlan(("timings.boot_s",), 3, 8, 60.0) and cfg.metric == "timings.boot_s"
     assert cfg.what["run_settings"] == {"accel": "tcg", "append": ["initcall_debug"], "clock": "virtual",
                                         "events": ["sched:sched_switch"], "knobs": ["scan_delay_ms=100"],
                                         "qemu": "backports"}  # fmt: skip

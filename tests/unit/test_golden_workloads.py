@@ -17,9 +17,9 @@ from common import REPO
 from test_golden import GOLDEN, _check
 
 from lab.errors import LabError
-from lab.guest.workloads import parse_output
 from lab.topology.spec import load_topology, preset_names
 from lab.workloads.registry import WORKLOADS
+from lab.workloads.workload_output import parse_output
 
 DIR = GOLDEN / "workloads"
 DURATIONS = (0.4, 2.5, 5.4, 20)  # below a second, a half to round, a fraction, the usual

@@ -33,7 +33,6 @@ from lab.analysis.record import RunRecord
 from lab.analysis.results import unpack_results
 from lab.errors import LabError
 from lab.guest.sched_verbose import check_groups, parse_dump
-from lab.guest.workloads import parse_output
 from lab.paths import json_text, write_json_atomic
 from lab.topology.spec import load_topology
 from lab.topology.tiers import check_tiers, read_tiers
@@ -43,6 +42,7 @@ from lab.untrusted import finite_copy, guest_json, term_safe, to_float, to_int
 from lab.vm.console import parse_stage
 from lab.vm.tcg import tcg_boot, tcg_clock
 from lab.workloads.registry import WORKLOADS, get_workload
+from lab.workloads.workload_output import parse_output
 
 N = "/sys/devices/system/node"
 GOOD_TOPOLOGY = f"""\

@@ -9,6 +9,8 @@ import pytest
 from lab.errors import LabError
 from lab.guest import image
 from lab.topology.spec import load_topology
+from lab.workloads import image_layers
+from lab.workloads.elf import ldd_closure
 from lab.workloads.registry import WORKLOADS, get_workload
 
 
@@ -42,7 +44,7 @@ def _paths(archive) -> set[str]:
     ],
 )
 def test_tools_for(workload, mode, tracing, tools) -> None:
-    assert image.tools_for(get_workload(workload), mode, tracing) == tools
+    assert image_layers.tools_for(get_workload(workload), mode, tracing) == tools
 
 
 def test_base_has_busybox_init_and_tracegrab_but_no_workload_perf_or_trace_cmd(tmp_path, monkeypatch) -> None:
@@ -60,17 +62,17 @@ def test_base_has_busybox_init_and_tracegrab_but_no_workload_perf_or_trace_cmd(t
 
 def test_tool_layer_holds_the_binary_and_its_library_closure(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("NUMALAB_CACHE", str(tmp_path))
-    layer = image.tool_image("trace-cmd")
+    layer = image_layers.tool_layer("trace-cmd")
     names = _paths(layer)
     assert "usr/bin/trace-cmd" in names
-    libs = {p.lstrip("/") for p in image.ldd_closure("/usr/bin/trace-cmd")}
+    libs = {p.lstrip("/") for p in ldd_closure("/usr/bin/trace-cmd")}
     assert libs and libs <= names
-    assert image.tool_image("trace-cmd") == layer  # cached by content
+    assert image_layers.tool_layer("trace-cmd") == layer  # cached by content
 
 
 def test_unknown_tool_is_a_one_line_error() -> None:
     with pytest.raises(LabError, match="guest tool 'gdb': unknown"):
-        image.tool_image("gdb")
+        image_layers.tool_layer("gdb")
 
 
 def test_assemble_skips_missing_layers_and_ends_with_the_plan(tmp_path, monkeypatch) -> None:
@@ -121,9 +123,9 @@ def test_base_is_found_again_by_fingerprint_and_rebuilt_when_the_init_changes(tm
 
 def test_a_run_carries_only_the_workload_program_it_starts(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("NUMALAB_CACHE", str(tmp_path))
-    assert image.workload_binaries(get_workload("numa01")) == ("numa01",)
-    assert image.workload_binaries(get_workload("tiering")) == ("numa02",)
-    assert image.workload_binaries(get_workload("perf-numa01")) == ()  # perf comes as a tool layer
+    assert image_layers.programs_for(get_workload("numa01")) == ("numa01",)
+    assert image_layers.programs_for(get_workload("tiering")) == ("numa02",)
+    assert image_layers.programs_for(get_workload("perf-numa01")) == ()  # perf comes as a tool layer
     assert image.workload_image(()) is None
     layer = image.workload_image(("pairs",))
     assert _paths(layer) == {"usr/bin/pairs"}
@@ -140,8 +142,8 @@ def test_each_workload_declares_what_its_command_starts(tmp_path, monkeypatch) -
         body = cmd.split("; do ", 1)[1] if cmd.startswith("end=") else cmd  # (repeated until the end: the loop's)
         first = body.split()[0]
         assert first in w.programs + w.tools, w.name
-        assert len(w.programs) <= 1 and set(w.tools) <= set(image.GUEST_TOOLS), w.name
-        assert all((built / p).is_file() for p in image.workload_binaries(w)), w.name
+        assert len(w.programs) <= 1 and set(w.tools) <= set(image_layers.GUEST_TOOLS), w.name
+        assert all((built / p).is_file() for p in image_layers.programs_for(w)), w.name
 
 
 def test_a_workload_declaring_a_program_that_is_not_built_is_a_one_line_error(tmp_path, monkeypatch) -> None:
@@ -149,6 +151,6 @@ def test_a_workload_declaring_a_program_that_is_not_built_is_a_one_line_error(tm
 
     monkeypatch.setenv("NUMALAB_CACHE", str(tmp_path))
     with pytest.raises(LabError, match="workload numa01: images/workloads builds no workload program 'stream'"):
-        image.workload_binaries(replace(get_workload("numa01"), programs=("stream",)))
+        image_layers.programs_for(replace(get_workload("numa01"), programs=("stream",)))
     with pytest.raises(LabError, match="no workload program 'numalab-tracegrab'"):  # the base's, not a workload's
-        image.workload_binaries(replace(get_workload("idle"), programs=(image.TRACEGRAB,)))
+        image_layers.programs_for(replace(get_workload("idle"), programs=(image.TRACEGRAB,)))

@@ -1,6 +1,6 @@
-"""The package reads one way: topology -> placement -> VM -> guest -> trace -> analysis -> report, with the
-front end on top. No module imports one of a higher layer, and no import cycle exists, even through
-imports made inside functions (the ones that hide cycles)."""
+"""The package reads one way: topology -> placement -> VM -> guest -> trace -> workloads -> analysis -> report,
+with the front end on top, every package on a layer of its own. No module imports one of a higher layer, and
+no import cycle exists, even through imports made inside functions (the ones that hide cycles)."""
 
 from __future__ import annotations
 
@@ -10,23 +10,16 @@ from pathlib import Path
 from common import REPO
 
 LAB = REPO / "lab"
-# Top-level package or module of lab/ -> layer. A module may import its own layer and those below.
-LAYERS = {
-    "__init__": 0, "errors": 0, "paths": 0, "datafile": 0, "untrusted": 0, "cpulist": 0, "events": 0,
-    "record_files": 0, "min_effect": 0, "schemas": 0,
-    "topology": 1, "kernel": 1,
-    "placement": 2,
-    "vm": 3,
-    "guest": 4, "trace": 4, "workloads": 4,
-    "host": 5,
-    "analysis": 6,
-    "report": 7,
-    "run": 8,
-    "matrix": 9,
-    "bisect": 10,
-    "seeds": 11,
-    "cli": 12,
-}  # fmt: skip
+# Every top-level package and module of lab/, bottom first: each on a layer of its own, so that any import
+# between two of them has a direction. A module may import its own package and those before it, never one
+# after it (lab.guest lays out the images it is given, below lab.workloads, which says what a workload needs).
+ORDER = (
+    "__init__", "errors", "untrusted", "datafile", "paths", "cpulist", "events", "record_files", "min_effect",
+    "schemas",
+    "topology", "kernel", "placement", "vm", "guest", "trace", "workloads", "host", "analysis", "report", "run",
+    "matrix", "bisect", "seeds", "cli",
+)  # fmt: skip
+LAYERS = {name: layer for layer, name in enumerate(ORDER)}
 
 
 def _module(path: Path) -> str:
@@ -56,13 +49,25 @@ def _top(module: str) -> str:
     return parts[1] if len(parts) > 1 else "__init__"
 
 
-def test_every_part_of_lab_has_a_layer() -> None:
+def test_every_part_of_lab_has_a_layer_of_its_own() -> None:
+    assert len(LAYERS) == len(ORDER), "a name is twice in ORDER"
     assert {_top(m) for m in _graph()} <= set(LAYERS), set(map(_top, _graph())) - set(LAYERS)
 
 
+def _upward(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{m} -> {d}" for m, deps in graph.items() for d in deps if LAYERS[_top(d)] > LAYERS[_top(m)])
+
+
 def test_no_module_imports_upward() -> None:
-    upward = [f"{m} -> {d}" for m, deps in _graph().items() for d in deps if LAYERS[_top(d)] > LAYERS[_top(m)]]
-    assert upward == []
+    assert _upward(_graph()) == []
+
+
+def test_a_workload_import_in_the_guest_would_be_upward() -> None:
+    """The arrow issue 50 found (lab.guest.image took its tools from lab.workloads.registry) is upward now: were
+    it back, the test above would fail."""
+    graph = _graph()
+    graph["lab.guest.image"] = graph["lab.guest.image"] | {"lab.workloads.registry"}
+    assert _upward(graph) == ["lab.guest.image -> lab.workloads.registry"]
 
 
 def test_no_import_cycles() -> None:

@@ -5,7 +5,6 @@ the checked-in ones under tests/data/runs."""
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from test_verdict import TCG_A, TCG_B, _fake_execute
 
 from lab.analysis import compare as cmp
 from lab.analysis import verdict as vd
+from lab.analysis.ab_plan import ABPlan
 from lab.analysis.record import RunRecord
 from lab.bisect.step_rule import decide_step, rule_from_endpoints
 from lab.errors import LabError
@@ -22,7 +22,7 @@ from lab.matrix import auto_cells as mauto
 from lab.matrix.definition import parse_matrix
 from lab.min_effect import DEFAULT_PCT, below, effective, parse_pct
 from lab.record_files import RUN_FORMAT
-from lab.run.auto_pairs import check_auto_args
+from lab.run.auto_pairs import check_auto
 from lab.run.options import RunOptions
 from lab.topology.spec import load_topology
 
@@ -141,7 +141,7 @@ def test_a_tiny_significant_difference_decides_same_and_stops_the_repeats() -> N
     )
     d = v.to_dict()
     assert d["min_effect_pct"] == 1.0 and d["below_effect"] is True and d["decision"] == v.decision
-    stop = vd.should_stop([v], 3)
+    stop = vd.should_stop([v], 3)  # (the default plan: at least 3 pairs)
     assert stop.stop and stop.reason == "decided" and "workload.gbps same (significant but below 1%)" in stop.detail
     # without the minimum effect it is "better", which stops too; a large difference is better either way
     (off,) = vd.verdicts_of(_manifests(TINY_A), _manifests(TINY_B), ["workload.gbps"], min_effect=0)
@@ -154,19 +154,17 @@ def test_a_tiny_significant_difference_decides_same_and_stops_the_repeats() -> N
 
 
 def test_repeat_auto_decides_on_the_rate_itself_under_the_virtual_clock() -> None:
-    args = argparse.Namespace(min_repeats=None, max_repeats=None, time_budget=None, decide=None,
-                              significance="welch", min_effect=None)  # fmt: skip
     host = RunOptions(kernels=("a", "b"), workload="numa01")
-    assert check_auto_args(host, args)[0] == ["workload.gbps_per_vcpu_s"]
+    assert check_auto(host, ABPlan()).decide == ("workload.gbps_per_vcpu_s",)
     virtual = RunOptions(kernels=("a", "b"), workload="numa01", clock="virtual")
-    assert check_auto_args(virtual, args)[0] == ["workload.gbps"]
+    assert check_auto(virtual, ABPlan()).decide == ("workload.gbps",)
 
 
 # --- the matrix's auto cells ------------------------------------------------------------------------------
 
 
 def _auto_spec(extra: dict | None = None):
-    auto = {"min": 3, "max": 5, "decide": ["vmstat.numa_pages_migrated"]} | (extra or {})
+    auto = {"min_pairs": 3, "max_pairs": 5, "decide": ["vmstat.numa_pages_migrated"]} | (extra or {})
     return parse_matrix(
         {"topologies": ["ring-2"], "kernels": ["a", {"name": "b", "path": "/bin/true"}],
          "workloads": [{"name": "idle", "duration": 1}], "repeats": "auto", "auto": auto}, "t.yaml", "t")  # fmt: skip
@@ -243,7 +241,7 @@ def test_bisect_endpoints_below_the_minimum_effect_leave_nothing_to_bisect(tmp_p
     assert result["status"] == "nothing-to-bisect" and ends.verdict == "same"
     assert "same (significant but below 1%)" in ends.reason
     # --min-effect 0: the same endpoints differ
-    result, b = _bisect(tmp_path, FakeRunner([1000.0, 1000.0, 1003.0], sd=0.2), 2, name="c", min_effect_pct=0.0)
+    result, b = _bisect(tmp_path, FakeRunner([1000.0, 1000.0, 1003.0], sd=0.2), 2, name="c", min_effect=0.0)
     assert b.steps()["endpoints"].verdict == "differ"
 
 
@@ -315,7 +313,7 @@ metrics:
 
 
 def test_the_workload_file_declares_min_effect_and_gets_twins(tmp_path: Path) -> None:
-    from lab.guest.user_workload import load_workload_file
+    from lab.workloads.user_workload import load_workload_file
 
     path = tmp_path / "w.yaml"
     path.write_text(WORKLOAD_FILE)
@@ -352,7 +350,7 @@ def test_a_bad_min_effect_is_one_line_from_the_shared_validator(tmp_path: Path, 
 
 
 def test_a_metric_named_like_a_rates_twin_is_refused(tmp_path: Path) -> None:
-    from lab.guest.user_workload import load_workload_file
+    from lab.workloads.user_workload import load_workload_file
 
     path = tmp_path / "w.yaml"
     path.write_text(WORKLOAD_FILE + "  - {name: mib_per_vcpu_s, unit: MiB, higher_is_better: true}\n")
@@ -386,9 +384,9 @@ def test_a_run_records_its_user_twins_under_the_host_clock_only(tmp_path: Path, 
     """The run's own path (lab.run.execute): the record's declarations and the request's clock decide."""
     from types import SimpleNamespace
 
-    from lab.guest.user_workload import load_workload_file
     from lab.run.execute import _metrics
     from lab.vm.tcg.guest_clock import GuestClock
+    from lab.workloads.user_workload import load_workload_file
 
     path = tmp_path / "w.yaml"
     path.write_text(WORKLOAD_FILE)

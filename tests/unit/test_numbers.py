@@ -19,6 +19,7 @@ import pytest
 from common import REPO, numalab
 
 from lab.analysis import compare as cmp
+from lab.analysis import stats
 from lab.analysis.display import percent
 from lab.analysis.kernel_complaints import complaints, read_complaints
 from lab.analysis.metrics import run_metrics
@@ -213,8 +214,8 @@ def test_percentages_use_the_arithmetic_mean() -> None:
 
 def test_one_near_zero_run_does_not_dominate_a_percentage() -> None:
     """The issue's figures: Hmean 7.16 against Amean 37.5 made %diff read -92% instead of about -59%."""
-    base = cmp.Stats.of([89.0, 90.0, 89.5])
-    new = cmp.Stats.of([2.5, 60.0, 50.0])
+    base = stats.Stats.of([89.0, 90.0, 89.5])
+    new = stats.Stats.of([2.5, 60.0, 50.0])
     pct = cmp.Metric("vmstat.hint_local_pct", "", "%", "higher")
     rate = cmp.Metric("workload.gbps", "", "GB/s", "higher", "hmean")
     row = cmp.Row(pct, base, new, None)
@@ -270,14 +271,14 @@ def test_ci_overlap_is_what_mmtests_computes() -> None:
 
 
 def test_welch_is_the_default_and_ci_overlap_is_stricter() -> None:
-    assert cmp.DEFAULT_RULE == "welch"
+    assert stats.DEFAULT_RULE == "welch"
     base, new = [RunRecord.load(p) for p in OFF], [RunRecord.load(p) for p in ON]
     assert cmp.compare_runs(base, new).rule == "welch"
     # Equal spread, 6 a side: Welch marks a 2-sigma shift, mmtests' rule (3.92 sigma) does not.
-    a = cmp.Stats.of([10.0, 11.0, 12.0, 10.0, 11.0, 12.0])
-    b = cmp.Stats.of([v + 2 * a.stddev for v in (10.0, 11.0, 12.0, 10.0, 11.0, 12.0)])
-    assert cmp.significant(a, b, "welch") is True
-    assert cmp.significant(a, b, "ci-overlap") is False
+    a = stats.Stats.of([10.0, 11.0, 12.0, 10.0, 11.0, 12.0])
+    b = stats.Stats.of([v + 2 * a.stddev for v in (10.0, 11.0, 12.0, 10.0, 11.0, 12.0)])
+    assert stats.significant(a, b, "welch") is True
+    assert stats.significant(a, b, "ci-overlap") is False
     help_text = numalab("compare", "--help").stdout
     assert "welch" in help_text and "(default)" in help_text
 
@@ -430,15 +431,15 @@ def test_real_ab_ci_overlap_is_what_mmtests_computes() -> None:
 
 def test_ci_overlap_edges_follow_mmtests() -> None:
     """Both sigma 0: mmtests' cidiff returns the bare difference, significant above 1 (not above 0)."""
-    same = cmp.Stats.of([5.0, 5.0, 5.0])
-    assert cmp.significant(same, cmp.Stats.of([5.5, 5.5, 5.5]), "ci-overlap") is False
-    assert cmp.significant(same, cmp.Stats.of([6.5, 6.5, 6.5]), "ci-overlap") is True
+    same = stats.Stats.of([5.0, 5.0, 5.0])
+    assert stats.significant(same, stats.Stats.of([5.5, 5.5, 5.5]), "ci-overlap") is False
+    assert stats.significant(same, stats.Stats.of([6.5, 6.5, 6.5]), "ci-overlap") is True
     # Hmean rows: the interval is about the Hmean, with mmtests' stddev-hmean.
     a, b = [1.0, 2.0, 4.0], [3.0, 4.0, 5.0]
-    sa, sb = cmp.Stats.of(a), cmp.Stats.of(b)
+    sa, sb = stats.Stats.of(a), stats.Stats.of(b)
     assert sa.hstddev == pytest.approx(math.sqrt(sum((1 / v - 1 / sa.hmean) ** 2 for v in a) * sa.hmean**4 / 3))
     for mean in ("amean", "hmean"):
-        assert cmp.significant(sa, sb, "ci-overlap", mean) == _mmtests_cidiff_significant(a, b, mean == "hmean")
+        assert stats.significant(sa, sb, "ci-overlap", mean) == _mmtests_cidiff_significant(a, b, mean == "hmean")
 
 
 def test_asymmetry_towards_a_cpuless_node_draws_no_warning(tmp_path: Path) -> None:

@@ -16,11 +16,12 @@ from lab.analysis.expectations import DIRECTIONS
 from lab.datafile import load_yaml
 from lab.errors import LabError
 from lab.guest.init_plan import KNOB_NAMES
-from lab.guest.workloads import RESULT_KEY
 from lab.run.options import MAX_REPEAT
 from lab.topology.model import MAX_NODES
 from lab.vm.tcg.guest_clock import CLOCKS
 from lab.vm.tcg.latency_model import REMOTE_LATENCY
+from lab.workloads.output_readers import READERS
+from lab.workloads.workload_type import RESULT_KEY
 
 TOPOLOGIES = sorted((REPO / "topologies").glob("*.yaml")) + sorted(
     p for p in (REPO / "tests/data/topologies").glob("*.yaml")  # (the invalid ones are invalid beyond the schema)
@@ -76,6 +77,20 @@ def test_the_schemas_bounds_and_choices_are_the_codes() -> None:
     assert _at(matrix, "properties", "repeats")["anyOf"][0]["maximum"] == MAX_REPEAT
     name = _at(work, "properties", "metrics", "items", "properties", "name")["pattern"]
     assert name == f"^{RESULT_KEY.pattern}$"
+    readers = _at(work, "$defs", "builtin", "properties", "results", "properties", "reader")["enum"]
+    assert tuple(readers) == tuple(READERS)
+
+
+def test_a_definition_of_a_schema_is_checked_against_as_the_whole_is() -> None:
+    """``check(data, kind, definition)``: against one of the schema's ``$defs`` (a built-in workload's file), its
+    references into the rest of the schema resolved; an unknown one is a one-line error."""
+    bad = {"description": "d", "command": "", "results": {"reader": "perf-bench-numa-mem"},
+           "metrics": [{"name": "x", "label": "X", "higher_is_better": True}]}  # fmt: skip
+    with pytest.raises(LabError, match="^command: expected the shell command the guest runs, got ''$"):
+        schemas.check(bad, "workload", "builtin")
+    assert schemas.check(bad | {"command": "x"}, "workload", "builtin")["command"] == "x"
+    with pytest.raises(LabError, match="^schema workload: no definition 'plugin'$"):
+        schemas.check({}, "workload", "plugin")
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """numalab's own Student-t and sign-test code against scipy's (hypothesis picks the inputs).
 
-lab.analysis.compare computes Welch's test, its t quantiles and confidence intervals, and lab.bisect.step_rule
-its binomial sign tests and Clopper-Pearson bound, in plain Python (the package does not depend on scipy);
+lab.analysis.stats computes Welch's test, its t quantiles and confidence intervals, and the binomial sign tests
+and Clopper-Pearson bound of bisect's step rule, in plain Python (the package does not depend on scipy);
 here scipy, a dev dependency, is the reference."""
 
 from __future__ import annotations
@@ -15,8 +15,16 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 
-from lab.analysis.compare import Stats, _t_two_sided_p, significant, t_quantile, welch_interval
-from lab.bisect.step_rule import _binom_cdf, upper_share
+from lab.analysis.stats import (
+    Stats,
+    binom_cdf,
+    p_at_least,
+    significant,
+    t_quantile,
+    t_two_sided_p,
+    upper_share,
+    welch_interval,
+)
 
 SETTINGS = settings(max_examples=200, deadline=timedelta(seconds=5), suppress_health_check=[HealthCheck.too_slow])
 
@@ -29,14 +37,14 @@ samples = st.lists(st.floats(min_value=-1e3, max_value=1e3, allow_nan=False), mi
 @given(t_values, dofs)
 def test_the_two_sided_p_is_scipys(t: float, dof: float) -> None:
     want = 2 * sps.t.sf(abs(t), dof)
-    assert _t_two_sided_p(t, dof) == pytest.approx(want, rel=1e-7, abs=1e-12)
+    assert t_two_sided_p(t, dof) == pytest.approx(want, rel=1e-7, abs=1e-12)
 
 
 @pytest.mark.parametrize("t", [1e-300, 1e-12, 1e-9, -1e-9, 5e-324])
 @pytest.mark.parametrize("dof", [1.0, 2.5, 30.0])
 def test_a_t_next_to_0_has_a_p_of_1(t: float, dof: float) -> None:
     """dof / (dof + t²) rounds to 1 for |t| below about 1e-8: the p is 1 (it raised ValueError: log(0))."""
-    assert _t_two_sided_p(t, dof) == pytest.approx(1.0, abs=1e-7)
+    assert t_two_sided_p(t, dof) == pytest.approx(1.0, abs=1e-7)
 
 
 @SETTINGS
@@ -68,7 +76,7 @@ def test_welchs_test_decides_as_scipys(base: list[float], new: list[float]) -> N
 @given(st.integers(min_value=1, max_value=60), st.data(), st.floats(min_value=0.0, max_value=1.0))
 def test_the_binomial_cdf_is_scipys(n: int, data, p: float) -> None:
     c = data.draw(st.integers(min_value=0, max_value=n))
-    assert _binom_cdf(c, n, p) == pytest.approx(sps.binom.cdf(c, n, p), rel=1e-9, abs=1e-12)
+    assert binom_cdf(c, n, p) == pytest.approx(sps.binom.cdf(c, n, p), rel=1e-9, abs=1e-12)
 
 
 @SETTINGS
@@ -83,9 +91,9 @@ def test_the_upper_share_is_clopper_pearsons(n: int, data, confidence: float) ->
 @SETTINGS
 @given(st.integers(min_value=1, max_value=40), st.data(), st.floats(min_value=0.01, max_value=0.99))
 def test_the_sign_tests_tail_is_scipys(n: int, data, q: float) -> None:
-    """p_like_bad and p_like_good's P(X >= g) for X ~ Binomial(n, q), as 1 - cdf(g - 1)."""
+    """p_like_bad and p_like_good's P(X >= g) for X ~ Binomial(n, q) (stats.p_at_least)."""
     g = data.draw(st.integers(min_value=1, max_value=n))
-    assert 1 - _binom_cdf(g - 1, n, q) == pytest.approx(sps.binom.sf(g - 1, n, q), abs=1e-9)
+    assert p_at_least(g, n, q) == pytest.approx(sps.binom.sf(g - 1, n, q), abs=1e-9)
 
 
 def test_stats_of_is_statistics_and_mmtests() -> None:

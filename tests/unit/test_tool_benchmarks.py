@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from lab.analysis.metrics import get_metric
-from lab.guest import image
-from lab.guest.workloads import parse_output
 from lab.topology.spec import load_topology
+from lab.workloads import image_layers
 from lab.workloads.registry import WORKLOADS, get_workload
+from lab.workloads.workload_output import parse_output
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "tool_output"
 NAMES = ("perf-sched-messaging", "perf-sched-pipe", "stress-ng-numa", "stress-ng-vm", "sysbench-memory",
@@ -33,7 +33,7 @@ def test_commands_are_scaled_to_the_guest() -> None:
     assert get_workload("cyclictest").command(topo, 3) == f"cyclictest -q -m -t {cpus} -i 1000 -d 0 -D 3"
     for name in NAMES:
         w = WORKLOADS[name]
-        assert w.programs == () and all(t in image.GUEST_TOOLS for t in w.tools), w
+        assert w.programs == () and all(t in image_layers.GUEST_TOOLS for t in w.tools), w
 
 
 def test_real_output_is_read() -> None:

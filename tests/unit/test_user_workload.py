@@ -17,14 +17,16 @@ from lab.analysis.compare import compare_runs
 from lab.analysis.metrics import declared_metrics, get_metric, metric_values, metrics_of
 from lab.analysis.record import RunRecord
 from lab.errors import LabError
-from lab.guest import cpio, image
-from lab.guest.image import elf_interpreter
-from lab.guest.user_workload import command_workload, load_workload_file
-from lab.guest.workloads import UserMetric, UserSpec, parse_output, parse_user
+from lab.guest import cpio
 from lab.matrix.definition import load_matrix
 from lab.record_files import RUN_FORMAT
 from lab.topology.ref import TopologyRef
 from lab.topology.spec import load_topology
+from lab.workloads import image_layers
+from lab.workloads.elf import elf_interpreter, ldd_closure
+from lab.workloads.user_workload import command_workload, load_workload_file
+from lab.workloads.workload_output import parse_output, parse_user
+from lab.workloads.workload_type import UserMetric, UserSpec
 
 GOOD = """\
 command: ./prog {cpus} {nodes} {mem_mib} {duration} ${HOME}
@@ -161,13 +163,13 @@ def test_the_layer_carries_files_tools_and_libraries(tmp_path: Path) -> None:
     text = "command: ./prog\nfiles: [prog, dyn]\ntools: [nproc]\n" + JSON + METRICS
     w = load_workload_file(_file(tmp_path, text))
     assert w.user is not None and w.user.tools == (tool,)
-    layer = image.user_image(w.user)
-    assert layer is not None and image.user_image(w.user) == layer  # cached by content
+    layer = image_layers.user_layer(w.user)
+    assert layer is not None and image_layers.user_layer(w.user) == layer  # cached by content
     names = _cpio_names(layer.read_bytes())
     assert {"workload/prog", "workload/dyn", tool.lstrip("/")} <= names
-    libc = [ln for ln in image.ldd_closure(tool) if "libc.so" in ln]
+    libc = [ln for ln in ldd_closure(tool) if "libc.so" in ln]
     assert libc and libc[0].lstrip("/") in names
-    assert image.user_image(None) is None
+    assert image_layers.user_layer(None) is None
 
 
 def _cpio_names(data: bytes) -> set[str]:
@@ -205,7 +207,7 @@ def _spec(**kw) -> UserSpec:
 
 
 def _workload(spec: UserSpec):
-    from lab.guest.workloads import Workload
+    from lab.workloads.workload_type import Workload
 
     return Workload("w", "", lambda t, d: "x", "user", programs=(), metrics=(), user=spec)
 
@@ -339,7 +341,7 @@ def test_hackbench_is_scaled_and_read() -> None:
 
     w = get_workload("hackbench")
     assert w.tools == ("hackbench",) and w.programs == ()
-    assert image.GUEST_TOOLS["hackbench"] == "/usr/bin/hackbench"
+    assert image_layers.GUEST_TOOLS["hackbench"] == "/usr/bin/hackbench"
     topo = load_topology("ring-2")
     assert f"hackbench -p -g {topo.total_cpus} -f 4 -l 50" in w.command(topo, 3)
     assert "+ 3))" in w.command(topo, 2.6)
@@ -387,7 +389,7 @@ def test_verdicts_gates_and_decide_know_declared_metrics(tmp_path: Path) -> None
 
 
 def test_a_package_gives_its_programs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from lab.guest import user_workload
+    from lab.workloads import user_workload
 
     programs = user_workload.package_programs("hostname", "packages[0]")  # (Essential: on every Debian host)
     assert "/bin/hostname" in programs and all(Path(p).parent.name in ("bin", "sbin") for p in programs)

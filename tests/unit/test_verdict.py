@@ -14,9 +14,9 @@ import pytest
 from common import assert_one_line_error, numalab
 
 from lab.analysis import verdict as vd
+from lab.analysis.ab_plan import ABPlan
 from lab.analysis.expectations import outcome_of
-from lab.analysis.power import ci_overlap_margin, repeats_needed
-from lab.cli import shared_options as autorepeat_cli
+from lab.analysis.stats import ci_overlap_margin, repeats_needed
 from lab.errors import LabError
 from lab.matrix import auto_cells as mauto
 from lab.matrix.definition import load_matrix, parse_matrix
@@ -88,19 +88,21 @@ def _v(direction: str, n: int = 3) -> vd.Verdict:
 
 
 def test_stopping_rule() -> None:
+    plan = ABPlan(min_pairs=3, max_pairs=8)
     # never before the minimum
-    assert not vd.should_stop([_v("better")], 2, min_pairs=3).stop
+    assert not vd.should_stop([_v("better")], 2, plan).stop
     # every chosen metric significant, either way
-    s = vd.should_stop([_v("better"), _v("worse")], 3, min_pairs=3, max_pairs=8)
+    s = vd.should_stop([_v("better"), _v("worse")], 3, plan)
     assert s.stop and s.reason == "decided"
     # one not yet: go on, then stop at the budget of pairs
-    assert not vd.should_stop([_v("better"), _v("same")], 4, min_pairs=3, max_pairs=8).stop
-    s = vd.should_stop([_v("better"), _v("same")], 8, min_pairs=3, max_pairs=8)
+    assert not vd.should_stop([_v("better"), _v("same")], 4, plan).stop
+    s = vd.should_stop([_v("better"), _v("same")], 8, plan)
     assert s.stop and s.reason == "max-repeats" and "vmstat.numa_pages_migrated" in s.detail
     # a time budget the next pair would overrun
-    s = vd.should_stop([_v("same")], 4, 3, 8, elapsed_s=100, budget_s=120, pair_s=30)
+    budget = ABPlan(min_pairs=3, max_pairs=8, time_budget=120)
+    s = vd.should_stop([_v("same")], 4, budget, elapsed_s=100, pair_s=30)
     assert s.stop and s.reason == "time-budget"
-    assert not vd.should_stop([_v("same")], 4, 3, 8, elapsed_s=50, budget_s=120, pair_s=30).stop
+    assert not vd.should_stop([_v("same")], 4, budget, elapsed_s=50, pair_s=30).stop
     # a metric with no values on a side does not hold the loop
     absent = vd.Verdict("vmstat.hint_local_pct", "higher", "unknown", None, None, "welch", 0, 3, None, None, "tcg",
                         None, None)  # fmt: skip
@@ -108,12 +110,6 @@ def test_stopping_rule() -> None:
     assert s.stop and s.reason == "decided"
     s = vd.should_stop([absent], 3)
     assert s.stop and s.reason == "no-data" and "vmstat.hint_local_pct" in s.detail
-
-
-def test_cli_defaults_mirror_the_library() -> None:
-    assert (autorepeat_cli.DECIDE_DEFAULT,) == vd.DEFAULT_DECIDE
-    assert autorepeat_cli.MIN_PAIRS == vd.DEFAULT_MIN_PAIRS and autorepeat_cli.MAX_PAIRS == vd.DEFAULT_MAX_PAIRS
-    assert autorepeat_cli.RULE == vd.DEFAULT_RULE
 
 
 @pytest.mark.parametrize(
@@ -164,7 +160,10 @@ workloads: [{name: idle, duration: 1}]
     "extra,needle",
     [
         ("repeats: 3\nauto: {max: 4}\n", "auto: only with repeats: auto"),
-        ("repeats: auto\nauto: {min: 4, max: 3}\n", "auto.max"),
+        ("repeats: auto\nauto: {min: 4, max: 3}\n", "auto.min: must be between 1 and auto.max (3), got 4"),
+        ("repeats: auto\nauto: {min_pairs: 9}\n", "auto.min_pairs: must be between 1 and auto.max_pairs (8), got 9"),
+        ("repeats: auto\nauto: {max: 4, max_pairs: 5}\n", "auto.max_pairs: the same as auto.max; give one"),
+        ("repeats: auto\nauto: {time_budget: -1}\n", "auto.time_budget"),
         ("repeats: auto\nauto: {decide: [x.y]}\n", "auto.decide[0]"),
         ("repeats: auto\nauto: {significance: t}\n", "auto.significance"),
         ("repeats: auto\nauto: {budget_s: -1}\n", "auto.budget_s"),
@@ -224,7 +223,8 @@ def test_auto_matrix_adds_repeats_only_where_undecided(tmp_path: Path, monkeypat
     spec = parse_matrix(
         {"topologies": ["ring-2", "ring-4"], "kernels": ["a", {"name": "b", "path": "/bin/true"}],
          "workloads": [{"name": "idle", "duration": 1}], "repeats": "auto",
-         "auto": {"min": 3, "max": 6, "decide": ["vmstat.numa_pages_migrated"]}}, "t.yaml", "t")  # fmt: skip
+         "auto": {"min_pairs": 3, "max_pairs": 6, "decide": ["vmstat.numa_pages_migrated"]}},
+        "t.yaml", "t")  # fmt: skip
     values = {
         ("ring-2", "a"): [100.0, 102.0, 98.0],  # clear difference: decided after 3
         ("ring-2", "b"): [300.0, 310.0, 290.0],
@@ -264,10 +264,10 @@ def test_reproduce_help_and_bad_seeds() -> None:
     assert_one_line_error(proc, "seed 002", "sched-group")
     proc = numalab("reproduce", "3", "--max-pairs", "1", timeout=60)
     assert proc.returncode == 2
-    assert_one_line_error(proc, "--max-pairs: must be >= the matrix's auto.min")
+    assert_one_line_error(proc, "--max-pairs: must be >= the matrix's auto.min_pairs")
     proc = numalab("reproduce", "3", "--max-repeats", "1", timeout=60)  # (the old spelling: a hidden alias)
     assert proc.returncode == 2
-    assert_one_line_error(proc, "--max-pairs: must be >= the matrix's auto.min")
+    assert_one_line_error(proc, "--max-pairs: must be >= the matrix's auto.min_pairs")
     proc = numalab("reproduce", "3", "--matrix", "seed000-remote-latency", "--report-only", timeout=60)
     assert proc.returncode == 2
     assert_one_line_error(proc, "--matrix seed000-remote-latency: not a matrix of seed 003", "seed003-remote-latency")

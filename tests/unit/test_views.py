@@ -178,16 +178,17 @@ def test_a_run_without_the_events_says_how_to_get_residency() -> None:
 
 
 def test_decide_defaults_to_the_workloads_own_figure(tmp_path: Path) -> None:
-    from lab.analysis.verdict import DEFAULT_DECIDE, NO_FIGURE, resolve_decide, workload_figure
-    from lab.guest.user_workload import resolve_workload
+    from lab.analysis.ab_plan import ABPlan
+    from lab.analysis.verdict import NO_FIGURE, resolve_decide, workload_figure
     from lab.workloads.registry import WORKLOADS
+    from lab.workloads.user_workload import resolve_workload
 
     figures = {n: workload_figure(w) for n, w in WORKLOADS.items()}
     assert figures["numa01"] == "workload.gbps_per_vcpu_s" and figures["pairs"] == "workload.round_trips_per_vcpu_s"
     assert figures["nodes13"] == "workload.balance_pct" and figures["perf-numa01"] == "workload.converged_s"
     for name, key in figures.items():  # each a judged metric of its workload, never a mechanism counter
         assert METRIC_KEYS[key].better in ("higher", "lower"), (name, key)
-    assert resolve_decide([*DEFAULT_DECIDE, "vmstat.numa_pages_migrated"], WORKLOADS["numa01"]) == [
+    assert resolve_decide([*ABPlan().decide, "vmstat.numa_pages_migrated"], WORKLOADS["numa01"]) == [
         "workload.gbps_per_vcpu_s", "vmstat.numa_pages_migrated"]  # fmt: skip
     assert workload_figure(resolve_workload("", "echo hi", ())) == NO_FIGURE == "tasks.convergence_s"
     # a default that names a metric the registry does not know would fail every --repeat auto: it does not

@@ -10,11 +10,12 @@ from pathlib import Path
 import pytest
 from common import REPO
 
+from lab import schemas
 from lab.datafile import load_yaml
 from lab.errors import LabError
-from lab.guest import user_workload
 from lab.topology.spec import load_topology
-from lab.workloads import registry
+from lab.workloads import registry, user_workload
+from lab.workloads.output_readers import READERS, perf_numa_summary
 from lab.workloads.registry import FOLDERS, WORKLOADS, discover
 
 FOLDER_NAMES = sorted(p.name for p in FOLDERS.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
@@ -98,7 +99,8 @@ def _broken(tmp_path: Path, name: str, old: str, new: str) -> str:
         ("programs: [idle]", "files: [idle]", "files: a user's workload field; a built-in names programs"),
         ("programs: [idle]", "programs: [idle]\nname: sleeper", "name: 'sleeper', but a built-in is named after"),
         ("command: idle", "comand: idle", "comand: unknown field"),
-        ('json-line: "NUMALAB_RESULT "', "regex: {elapsed_s: '([0-9]+)'}", "results: expected {json-line: PREFIX} or"),
+        ('json-line: "NUMALAB_RESULT "', "regex: {elapsed_s: '([0-9]+)'}", "results: expected {json-line: PREFIX}, "),
+        ('json-line: "NUMALAB_RESULT "', "reader: perf", "results.reader: expected one of perf-bench-numa-mem, got"),
         ("higher_is_better: false", "higher_is_better: no-thanks", "metrics[0].higher_is_better: missing or not"),
         ("scale: 1.0e-9", "scale: 1e-9", "metrics[1].twin.scale: expected a number > 0 (1.0e-9, not 1e-9"),
         ('label: "workload elapsed"', 'label: "workload elapsed", units: s', "metrics[0].units: unknown field"),
@@ -147,3 +149,71 @@ def test_a_file_that_is_not_yaml_is_one_line(tmp_path) -> None:
     (root / "idle" / "workload.yaml").write_text("description: [idle\n")
     with pytest.raises(LabError, match=r"^workload file .*/idle/workload.yaml: not valid YAML at line 2$"):
         discover(root)
+
+
+def test_every_built_in_passes_the_schema_users_files_are_checked_by() -> None:
+    """The users' workload schema (lab/schemas/workload.schema.json) holds a built-in's file as its ``builtin``
+    definition, whose shared fields are the user format's by reference: every folder's file passes it."""
+    for name in FOLDER_NAMES:
+        schemas.check(load_yaml(FOLDERS / name / "workload.yaml"), "workload", "builtin")
+    with pytest.raises(LabError, match=r"^programs: unknown field \(known: name, description, command, files,"):
+        schemas.check(load_yaml(FOLDERS / "idle" / "workload.yaml"), "workload")  # (a user's file has no programs)
+
+
+@pytest.mark.parametrize(
+    "name, old, new",
+    [
+        ("idle", "programs: [idle]", "files: [idle]"),
+        ("idle", "programs: [idle]", "programs: idle"),
+        ("idle", "command: idle", "comand: idle"),
+        ("idle", "description: 'no work: boot and trace overhead only'", "description: ' '"),
+        ("idle", 'json-line: "NUMALAB_RESULT "', "regex: {elapsed_s: '([0-9]+)'}"),
+        ("idle", 'json-line: "NUMALAB_RESULT "', "reader: perf-bench-numa"),
+        ("idle", 'json-line: "NUMALAB_RESULT "', 'json-line: "NUMALAB_RESULT "\n  reader: perf-bench-numa-mem'),
+        ("idle", "higher_is_better: false", "higher_is_better: no-thanks"),
+        ("idle", "scale: 1.0e-9", "scale: 1e-9"),
+        ("idle", "scale: 1.0e-9", "scale: 0.0"),
+        ("idle", 'label: "workload elapsed"', 'label: "workload elapsed", units: s'),
+        ("idle", 'label: "workload elapsed", ', ""),
+        ("idle", "mean: hmean", "mean: gmean"),
+        ("sysbench-threads", "tools: [/usr/bin/sysbench]", "tools: [sysbench]"),
+        ("sysbench-threads", "parse: parse.py", "parse: parse"),
+    ],
+)  # fmt: skip
+def test_the_schema_and_the_folder_reader_refuse_the_same_mistakes(tmp_path, name: str, old: str, new: str) -> None:
+    """numalab reads the folders at every start by hand (lab.workloads.registry: jsonschema's import alone would
+    slow every command); the schema and that reader refuse the same mistakes, each in one line."""
+    _broken(tmp_path, name, old, new)
+    data = load_yaml(tmp_path / "workloads" / name / "workload.yaml")
+    with pytest.raises(LabError) as err:
+        schemas.check(data, "workload", "builtin")
+    assert "\n" not in str(err.value)
+
+
+def test_the_perf_numa_folders_name_one_reader() -> None:
+    """perf bench numa mem's summary is read by one reader the five folders name, not by a parse.py each."""
+    perf = [w for w in WORKLOADS.values() if w.name.startswith("perf-numa")]
+    assert len(perf) == 5 and all(w.parse is perf_numa_summary and w.kind == "tool" for w in perf)
+    assert READERS["perf-bench-numa-mem"] is perf_numa_summary
+    assert not any((FOLDERS / w.name / "parse.py").exists() for w in perf)
+
+
+def test_the_packages_modules_are_not_workloads_nor_the_other_way(tmp_path) -> None:
+    """Modules and workload folders share lab/workloads/: a .py file or a Python package (a folder with
+    __init__.py and no workload.yaml) is no workload, and a folder may not take a module's name (its hooks
+    could not import each other by it)."""
+    root = _copy(tmp_path, "idle")
+    (root / "__init__.py").write_text("")
+    (root / "scaling.py").write_text("")
+    (root / "helpers").mkdir()
+    (root / "helpers" / "__init__.py").write_text("")
+    workloads, _ = discover(root)
+    assert list(workloads) == ["idle"]
+    shutil.copytree(root / "idle", root / "scaling")
+    with pytest.raises(LabError, match=r"^workload file .*/scaling/workload.yaml: a workload folder may not have the"):
+        discover(root)
+    shutil.rmtree(root / "scaling")
+    (root / "idle" / "__init__.py").write_text("")  # (a folder with its workload.yaml is a workload: not a package)
+    with pytest.raises(LabError, match=r"^workload file .*/idle/workload.yaml: a workload folder is no Python package"):
+        discover(root)
+    assert {"registry", "scaling", "elf"} <= {p.stem for p in FOLDERS.glob("*.py")}  # (the real package's)

@@ -8,7 +8,7 @@ import time
 import pytest
 from common import numalab
 
-pytestmark = pytest.mark.vm
+pytestmark = [pytest.mark.vm, pytest.mark.alone]  # (the probe waits host seconds)
 
 
 def test_doctor_probes_for_real_and_falls_back_to_tcg() -> None:

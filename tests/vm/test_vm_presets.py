@@ -100,6 +100,10 @@ def test_preset_boots_with_its_topology(preset: str, tmp_path) -> None:
     # Known answer (issue #48): the SNC-3 machine's asymmetric SLIT, from commit 4d6dd05d07d0's message, makes
     # 6.1 (which has not the fix) say so and fail to build groups that span its widest NUMA domain.
     complaints = {c["message"]: c["cpus"] for c in manifest["guest_topology"]["kernel_complaints"]}
+    if preset == "nps2-uneven-llc":  # an uneven machine: node 0 holds two LLCs under its NODE level, node 1 one
+        assert [(d["name"], d["cpus"]) for d in domains["0"]] == [("MC", "0-1"), ("NODE", "0-3"), ("NUMA", "0-5")]
+        assert [(d["name"], d["cpus"]) for d in domains["4"]] == [("MC", "4-5"), ("NUMA", "0-5")]
+        assert complaints == {}, complaints
     if preset == "gnr-2s-snc3":
         assert complaints == {"ERROR: Node-distance not symmetric": [],
                               "ERROR: groups don't span domain->span": [0, 1, 6, 7]}, complaints  # fmt: skip

@@ -14,7 +14,7 @@ import math
 import pytest
 from common import numalab
 
-pytestmark = pytest.mark.vm
+pytestmark = [pytest.mark.vm, pytest.mark.alone]  # (the chase is timed on the host)
 
 RING2 = ["--topology", "ring-2", "--cpus-per-node", "1", "--mem-per-node", "256M", "--workload", "latency-matrix",
          "--duration", "4", "--accel", "tcg", "--no-trace", "--numa-balancing", "off"]  # fmt: skip

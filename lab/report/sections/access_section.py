@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from html import escape
 
-from lab.analysis.access_counts import hmean, prefault_unfinished, slowdown
+from lab.analysis.access_counts import prefault_unfinished, slowdown
 from lab.analysis.record import RunRecord
+from lab.analysis.stats import hmean
 from lab.report import svg
 from lab.report.colors import ACCESS_LOCAL_COLOR, HINT_LOCAL_COLOR
 

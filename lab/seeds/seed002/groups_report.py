@@ -21,8 +21,8 @@ import statistics
 import sys
 from pathlib import Path
 
-from lab.analysis.compare import Stats, significant
 from lab.analysis.record import load_manifest
+from lab.analysis.stats import Stats, significant
 from lab.errors import LabError
 from lab.paths import json_text, write_text_atomic
 from lab.record_files import MANIFEST

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.errors import LabError
-from lab.paths import REPO_ROOT, TOOL_TEXT, cache_dir
+from lab.paths import COMPLETE, REPO_ROOT, TOOL_TEXT, cache_dir, publish_dir
 from lab.topology.model import Topology
 
 PLUGIN_SRC = REPO_ROOT / "images" / "plugins"
@@ -123,12 +123,8 @@ def build_plugin(qemu_version: tuple[int, int], cc: str = "gcc") -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         last = (res.stderr or res.stdout).strip().splitlines()[-1:] or ["(no output)"]
         raise LabError(f"images/plugins: build failed: {last[0]}")
-    (tmp / ".complete").touch()
-    shutil.rmtree(out, ignore_errors=True)
-    try:
-        tmp.rename(out)
-    except OSError:  # another run built it at the same time
-        shutil.rmtree(tmp, ignore_errors=True)
+    (tmp / COMPLETE).touch()
+    publish_dir(tmp, out)
     return so
 
 

@@ -4,8 +4,8 @@ id among equals), and as much memory as the memory's node can spare, at most 64 
 from __future__ import annotations
 
 from lab.errors import LabError
-from lab.guest.workloads import MEM_SHARE
 from lab.topology.model import Topology
+from lab.workloads.workload_type import MEM_SHARE
 
 
 def placement(topo: Topology, workload: str) -> dict[str, int]:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from lab.guest.workloads import MEM_SHARE
 from lab.topology.model import Topology
+from lab.workloads.workload_type import MEM_SHARE
 
 
 def scale(topo: Topology, duration: float) -> dict[str, int]:

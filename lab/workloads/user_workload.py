@@ -37,19 +37,15 @@ from pathlib import Path
 from lab import schemas
 from lab.datafile import load_yaml, read_bytes
 from lab.errors import LabError
-from lab.guest.image import GUEST_DIR, elf_interpreter, ldd_closure
-from lab.guest.workloads import (
-    MEM_SHARE,
-    UserMetric,
-    UserSpec,
-    Workload,
-    user_pattern,
-)
+from lab.guest.image import GUEST_DIR
 from lab.min_effect import parse_pct
 from lab.paths import TOOL_TEXT, resolved
 from lab.topology.model import Topology
 from lab.untrusted import shown
+from lab.workloads.elf import elf_interpreter, ldd_closure
 from lab.workloads.registry import builtin_metric, get_workload
+from lab.workloads.workload_output import user_pattern
+from lab.workloads.workload_type import MEM_SHARE, UserMetric, UserSpec, Workload
 
 KEYS = tuple(schemas.load_schema("workload")["properties"])  # the fields a workload file may have
 PLACEHOLDERS = re.compile(r"\{(cpus|nodes|mem_mib|duration)\}")
@@ -202,7 +198,7 @@ def _head(path: str, n: int) -> bytes:
 
 def _closures(files: tuple[tuple[str, str], ...], tools: tuple[str, ...], field: str) -> tuple[str, ...]:
     """The tools; every dynamically linked file and tool must have its libraries on the host (ldd resolves
-    them; lab.guest.image copies them in)."""
+    them; lab.workloads.image_layers has lab.guest.image copy them in)."""
     for i, (host, _guest) in enumerate(files):
         interp = elf_interpreter(_head(host, 1 << 20))
         if interp is not None:

@@ -2,7 +2,8 @@
 (``workload.<name>``), with its label, unit, better direction and mean, and for a rate the count of the
 same work its per-vCPU-second twin divides (lab.analysis.metrics builds its registry from these).
 
-Each built-in declares its metrics under ``metrics:`` in its folder's workload.yaml (lab.workloads.registry).
+Each built-in declares its metrics under ``metrics:`` in its folder's workload.yaml (lab.workloads.registry); a
+user's workload declares its own (lab.workloads.workload_type.UserMetric), named and twinned by the same rules.
 """
 
 from __future__ import annotations
