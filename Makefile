@@ -115,16 +115,18 @@ setup-demo:
 	@$(MAKE) --no-print-directory apt APT_PACKAGES="$(DEMO_APT_PACKAGES)"
 	@$(MAKE) --no-print-directory $(VENV)/.installed-core
 
-# The demo is an A/B: the stock kernel on ring-2 with NUMA balancing off, then on, three runs each, and the
-# report's A/B table (docs/tutorial.md does the same with your own kernel and patch).
+# The demo is an A/B: the stock kernel on ring-2 with NUMA balancing off, then on, three runs each, the
+# report, and last the A/B table, which closes with its finding: what the runs show about NUMA balancing and
+# what they cannot, computed from them (lab/analysis/finding.py). docs/tutorial.md does the same with your
+# own kernel and patch.
 DEMO_DIR := runs/demo-$(shell date +%Y%m%d-%H%M%S)
 DEMO_RUN := --topology ring-2 --workload numa01 --duration 8 --repeat 3
 demo: setup-demo
 	$(NUMALAB) doctor
 	$(NUMALAB) run $(DEMO_RUN) --numa-balancing off --out $(DEMO_DIR)/balancing-off
 	$(NUMALAB) run $(DEMO_RUN) --numa-balancing on --out $(DEMO_DIR)/balancing-on
-	$(NUMALAB) compare --baseline $(DEMO_DIR)/balancing-off/*/ --new $(DEMO_DIR)/balancing-on/*/
 	$(NUMALAB) report $(DEMO_DIR)/balancing-off/*/ $(DEMO_DIR)/balancing-on/*/ --out $(DEMO_DIR)/report.html
+	$(NUMALAB) compare --baseline $(DEMO_DIR)/balancing-off/*/ --new $(DEMO_DIR)/balancing-on/*/
 
 lint: venv
 	$(VENV)/bin/ruff check lab tests docs/tools images

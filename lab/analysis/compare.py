@@ -26,6 +26,7 @@ import html
 from collections import Counter
 from dataclasses import dataclass, field
 
+from lab.analysis.caveats import caveat_note, free_remote, row_caveat
 from lab.analysis.lost import describe as describe_lost
 from lab.analysis.lost import of_record as lost_of_record
 from lab.analysis.metrics import NEUTRAL, Metric, metric_values, metrics_of
@@ -112,6 +113,8 @@ class Row:
     min_effect: float = DEFAULT_MIN_EFFECT  # percent of the baseline's central value (lab.min_effect)
     # The runs not marked ok among its figures, by status (asked for: --include-status); {} for none.
     included: dict[str, int] = field(default_factory=dict)
+    # What its verdict cannot mean, in its own words (lab.analysis.caveats.row_caveat); "" for nothing.
+    caveat: str = ""
 
     @property
     def marked(self) -> str:
@@ -131,7 +134,8 @@ class Row:
         """The verdict as shown: :meth:`verdict`, or "same (significant but below 1%)"; with runs not marked ok
         among its figures, "better † (includes 2 runs marked placement-broken)"."""
         text = same_text(self.min_effect) if self.below_effect else self.verdict()
-        return f"{text} {INCLUDED_MARK} ({self.marked})" if self.included else text
+        text = f"{text} {INCLUDED_MARK} ({self.marked})" if self.included else text
+        return f"{text}: {self.caveat}" if self.caveat else text
 
     @property
     def mean_name(self) -> str:
@@ -207,6 +211,9 @@ class Comparison:
     new_ids: list[str] = field(default_factory=list)
     # The runs counted although not marked ok (--include-status): (folder name, status), baseline first.
     included: list[tuple[str, str]] = field(default_factory=list)
+    # Metrics defined on one side only (convergence with balancing off on the other): (key, the side without
+    # it: "baseline" or "new", the other side's figures). No verdict: there is nothing to compare with.
+    undefined: list[tuple[str, str, Stats]] = field(default_factory=list)
 
     def row(self, key: str) -> Row | None:
         return next((r for r in self.rows if r.metric.key == key), None)
@@ -332,10 +339,12 @@ def compare_runs(
                      "count in")  # fmt: skip
     bv = [metric_values(r.manifest) for r in base_ok]
     nv = [metric_values(r.manifest) for r in new_ok]
-    rows = []
+    rows, undefined = [], []
     for m in metrics_of([r.manifest for r in base_ok + new_ok]):
         b = [v[m.key] for v in bv if m.key in v]
         n = [v[m.key] for v in nv if m.key in v]
+        if bool(b) != bool(n):
+            undefined.append((m.key, "new" if b else "baseline", Stats.of(b or n)))
         if b and n:
             bs, ns = Stats.of(b), Stats.of(n)
             sig = significant(bs, ns, rule, _mean_name(m, bs, ns).lower())
@@ -356,6 +365,8 @@ def compare_runs(
     accels = {r.accelerator for r in base_ok + new_ok}
     if "tcg" in accels:
         notes.append("runs used TCG software emulation: absolute times are not comparable with real hardware")
+    if note := apply_caveats(rows, [r.manifest for r in base_ok + new_ok]):
+        notes.append(note)
     same = same_kernel_warning(base_ok, new_ok)
     bl, nl = labels or (_label(base_ok), _label(new_ok))
     return Comparison(
@@ -374,7 +385,17 @@ def compare_runs(
         [r.run_id for r in base_ok],
         [r.run_id for r in new_ok],
         [(r.path.name, r.status) for r in base_ok + new_ok if r.status != "ok"],
+        undefined,
     )
+
+
+def apply_caveats(rows: list[Row], manifests: list[dict]) -> str | None:
+    """Mark each row whose verdict the runs' VM cannot support (lab.analysis.caveats), and return the note that
+    says why and which command can; None when no row needs one."""
+    why = free_remote(manifests)
+    for r in rows:
+        r.caveat = row_caveat(r.metric.key, r.metric.unit, why)
+    return caveat_note(why) if any(r.caveat for r in rows) else None
 
 
 def _latency_model(r: RunRecord) -> str:
@@ -462,10 +483,16 @@ def to_text(c: Comparison) -> str:
         for stat, b, n, p, is_mean in r.lines():
             mark = bool(is_mean and r.significant)
             text = _shown(b, n, p)
-            same = f"  {r.verdict_text()}" if is_mean and (r.below_effect or r.included) else ""
+            same = f"  {r.verdict_text()}" if is_mean and (r.below_effect or r.included or r.caveat) else ""
             body.append(f"{stat:<9}{r.metric.key:<{w}}  {_num(b):>12} (   0.00%)  {_num(n):>12} {_pct(p, mark, text)}"
                         f"{same}")  # fmt: skip
+    body += [f"{'n/a':<9}{key:<{w}}  {undefined_text(side)}" for key, side, _s in c.undefined]
     return "\n".join(head + body) + "\n"
+
+
+def undefined_text(side: str) -> str:
+    """What a metric defined on one side only gets instead of a verdict."""
+    return f"n/a: no {side} run has it (undefined there, or not measured): no verdict"
 
 
 def to_markdown(c: Comparison) -> str:
@@ -496,6 +523,7 @@ def to_markdown(c: Comparison) -> str:
             f"{'-' if cvb is None else _num(cvb) + '%'} | {'-' if cvn is None else _num(cvn) + '%'} | "
             f"{r.verdict_text()} |"
         )
+    lines += [f"| {key} | | | | | n/a | | | | | {undefined_text(side)} |" for key, side, _s in c.undefined]
     return "\n".join(lines) + "\n"
 
 
@@ -513,11 +541,14 @@ def to_html(c: Comparison) -> str:
                 how = "shown, not judged" if r.metric.better == NEUTRAL else f"{r.metric.better} is better"
                 metric = f'<td rowspan="{len(r.lines())}">{e(r.metric.key)}'
                 metric += f"<br><small>{e(how)}</small></td>"
-            same = f"<br><small>{e(r.verdict_text())}</small>" if is_mean and (r.below_effect or r.included) else ""
+            shown = r.below_effect or r.included or r.caveat
+            same = f"<br><small>{e(r.verdict_text())}</small>" if is_mean and shown else ""
             rows.append(
                 f"<tr>{metric}<td>{stat}</td><td>{_num(b)}</td><td>{_num(n)}</td><td{cls}>{ps}"
                 f"{' *' if is_mean and r.significant else ''}{same}</td></tr>"
             )
+    rows += [f'<tr><td>{e(key)}</td><td>n/a</td><td colspan="3">{e(undefined_text(side))}</td></tr>'
+             for key, side, _s in c.undefined]  # fmt: skip
     notes = "".join(f'<p class="note warning"><strong>WARNING: {e(w)}</strong></p>' for w in c.warnings)
     notes += f'<p class="note">{e(NEAR_ZERO_NOTE)}</p>' if _has_delta(c) else ""
     notes += f'<p class="note">{e(NEUTRAL_NOTE)}</p>' if _has_neutral(c) else ""
@@ -551,6 +582,8 @@ def to_dict(c: Comparison) -> dict:
         "same_kernel": c.same_kernel,
         # runs counted although not marked ok (--include-status), and the rows they count in (included_statuses)
         "included": [{"run": name, "status": status} for name, status in c.included],
+        # metrics defined on one side only, and the side without them: no verdict
+        "undefined": [{"metric": key, "missing_on": side, "verdict": "n/a"} for key, side, _s in c.undefined],
         "metrics": [
             {
                 "metric": r.metric.key,
@@ -568,6 +601,8 @@ def to_dict(c: Comparison) -> dict:
                 "verdict": r.verdict(),
                 "verdict_text": r.verdict_text(),
                 "included_statuses": r.included,
+                # what the verdict cannot mean here ("remote memory costs nothing here (plain TCG, ...)"; "" none)
+                "caveat": r.caveat,
                 # the minimum effect it was judged by (percent of the baseline's mean), and whether a
                 # significant difference was smaller (then the verdict is "same"; lab.min_effect)
                 "min_effect_pct": r.min_effect,

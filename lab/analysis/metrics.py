@@ -260,11 +260,32 @@ def _migrated_by_reason(m: dict) -> dict:
 
 
 def _tasks(m: dict) -> dict:
-    """The workload's residency figures (lab.analysis.residency): none without tasks."""
-    w = ((m.get("numa") or {}).get("residency") or {}).get("workload")
+    """The workload's residency figures (lab.analysis.residency): none without tasks; each only where it is
+    defined (convergence and NUMA ping-pongs: where balancing decided about a task; ping-pongs: on more
+    than one node). A record made before numalab said so (no ``targeted``) is read by the same rule from its
+    tasks' NUMA marks: its convergence, where no task had one, was a task that never had to move."""
+    res = (m.get("numa") or {}).get("residency") or {}
+    w = res.get("workload")
     if not isinstance(w, dict) or not w.get("tasks"):
         return {}
-    return {"convergence_s": w.get("convergence_s"), "pingpong": w.get("pingpong")}
+    if "targeted" in w:
+        return {k: w.get(k) for k in ("convergence_s", "pingpong", "pingpong_numa")}
+    tasks = [t for t in res.get("tasks") or [] if isinstance(t, dict)] if isinstance(res.get("tasks"), list) else []
+    events = m.get("events") if isinstance(m.get("events"), dict) else {}
+    decided = any(t.get("marks") for t in tasks) or any(events.get(e.name) for e in NUMA_DECISIONS)
+    several = any(_nodes_of(t) > 1 for t in tasks)
+    return {
+        "convergence_s": w.get("convergence_s") if decided else None,
+        "pingpong": w.get("pingpong") if several else None,
+        "pingpong_numa": w.get("pingpong_numa") if decided and several else None,
+    }
+
+
+def _nodes_of(task: dict) -> int:
+    """How many nodes a task's residency row has (its first interval's), 0 without one."""
+    seconds = task.get("seconds")
+    first = seconds[0] if isinstance(seconds, list) and seconds else None
+    return len(first) if isinstance(first, list) else 0
 
 
 def _llc(m: dict) -> dict:
@@ -274,14 +295,18 @@ def _llc(m: dict) -> dict:
     numa = m.get("numa") or {}
     view, wakeups = numa.get("llc"), numa.get("llc_wakeups")
     out: dict = {}
+    table = (view.get("llcs") or []) if isinstance(view, dict) else []
+    n_llcs, n_nodes = len(table), len({x.get("node") for x in table if isinstance(x, dict)})
+    # What is 0 by construction is left out, not shown as a count: between nodes on one node, another LLC of
+    # the waker's node where a node has one LLC.
+    never = {"between_nodes": n_nodes == 1, "other_node": n_nodes == 1, "waker_node": 0 < n_llcs <= n_nodes}
     if isinstance(view, dict) and (view.get("residency") or {}).get("tasks"):
-        table = view.get("llcs") or []
         mig = (view.get("migrations") or {}).get("workload")
-        if isinstance(mig, dict) and len(table) > len({x.get("node") for x in table if isinstance(x, dict)}):
-            out |= {f"migrations_{k}": mig.get(k) for k in MIGRATION_KINDS}
+        if isinstance(mig, dict) and n_llcs > n_nodes:
+            out |= {f"migrations_{k}": mig.get(k) for k in MIGRATION_KINDS if not never.get(k)}
     w = wakeups.get("workload") if isinstance(wakeups, dict) else None
     if isinstance(w, dict) and w.get("wakeups"):
-        out |= {f"wakeups_{k}_pct": w.get(f"{k}_pct") for k in WAKEUP_KINDS}
+        out |= {f"wakeups_{k}_pct": w.get(f"{k}_pct") for k in WAKEUP_KINDS if not never.get(k)}
     return out
 
 
@@ -333,10 +358,11 @@ METRICS: tuple[Metric, ...] = (
     Metric("vmstat.pgdemote_direct", "pages demoted (direct)", "pages", NEUTRAL),
     Metric("migrate.numa_misplaced", "traced numa_misplaced migrations", "pages", NEUTRAL),
     Metric("migrate.demotion", "traced demotion migrations", "pages", NEUTRAL),
-    # Where the workload's tasks ran (lab.analysis.residency): when they settled, and how often one came back
-    # to a node it had just left.
+    # Where the workload's tasks ran (lab.analysis.residency): when those balancing decided about settled (n/a
+    # where it decided about none), and how often one came back to a node it had just left (n/a on one node).
     Metric("tasks.convergence_s", "task convergence time", "s", "lower"),
     Metric("tasks.pingpong", "task node ping-pongs", "returns", "lower"),
+    Metric("tasks.pingpong_numa", "task node ping-pongs by NUMA moves", "returns", "lower"),
     # The same by LLC (lab.analysis.llc): how far the workload's tasks moved, and where their wakeups put them
     # against the waker's LLC (with --event sched:sched_waking --event sched:sched_wakeup). Mechanism counts.
     Metric("llc.migrations_within_llc", "workload task migrations within an LLC", "migrations", NEUTRAL),

@@ -16,14 +16,24 @@ Figures (times in seconds from the workload's start, ``t0``):
 
 * ``seconds``: per task and per interval (``bin_s``), the time on each node;
 * ``node``: per task and interval, the node it spent most of that interval on (None: not alive);
-* convergence: a task has *settled* at the start of the first interval from which every later interval's
-  node is its final one, provided it stayed there :data:`SETTLED_MIN_BINS` intervals or more (else it did not
-  converge); a last interval it lived less than half of (its exit) is not counted. The workload's
-  ``convergence_s`` is the last task's settling time, a task that never settled
-  counting as the window's end (so the figure stays a number that ``compare`` can decide on: lower is better);
+* convergence is defined only for a task that had somewhere to converge to: one NUMA balancing decided
+  about (a sched_move_numa, sched_swap_numa or sched_stick_numa naming it; its ``dst_nid`` is the node
+  balancing preferred for it). A task no decision named (every task with balancing off, or on one node) has
+  ``converged_s`` None and ``target`` False: it never had to move, and "settled at once" would reward that.
+  Its ``target_node`` is the node the last such decision named for it (a move's or swap's destination, a
+  stick's wanted node); a task whose final node is not that one did not converge (a stick: balancing could
+  not move it there). A task with a target has *settled* in the first interval from which every later
+  interval's node is its final one, provided it stayed there :data:`SETTLED_MIN_BINS` intervals or more (else
+  it did not converge); a last interval it lived less than half of (its exit) is not counted. Its
+  ``converged_s`` is not that
+  interval's start but the trace's own time of its last arrival on the final node before that interval
+  ended (its start, if it never arrived from elsewhere): intervals find where it settled, the events say when.
+  The workload's ``convergence_s`` is the last settling time among the tasks with a target, one that never
+  settled counting as the window's end; None (n/a) when no task had a target;
 * ping-pong: a task that left node A and was moved back to A within :data:`PINGPONG_WINDOW_S`
   (``pingpong``: any migrations; ``pingpong_numa``: both moves were NUMA-balancing decisions, sched_move_numa
-  or sched_swap_numa).
+  or sched_swap_numa). Defined only where a task can change node: None on a one-node topology; the NUMA
+  ping-pongs, only where balancing decided about some task (None otherwise, as for convergence).
 """
 
 from __future__ import annotations
@@ -136,6 +146,24 @@ def _settled(nodes: list[int | None], seconds: list[list[float]]) -> int | None:
     return first if alive[-1] - first + 1 >= SETTLED_MIN_BINS or first == alive[0] else None
 
 
+def arrival(seq: list[tuple[float, int]], settled_bin: int, born: float, t0: float) -> float:
+    """When a task that settled in interval ``settled_bin`` arrived on its final node: the time (from ``t0``)
+    of its last change of node to that node before the interval ended, or its start if it was there from its
+    start; never before it started."""
+    final = seq[-1][1]
+    edge = t0 + (settled_bin + 1) * BIN_S
+    start = max(born, t0)
+    came = [t for (t, n), (_t, prev) in zip(seq[1:], seq, strict=False) if n == final and prev != final and t < edge]
+    return round(max(came[-1], start) - t0 if came else start - t0, 4)
+
+
+def preferred(marks: list) -> int | None:
+    """The node the last NUMA decision about a task named for it (``[t, kind, src_nid, dst_nid]`` marks, in
+    trace order): its destination; None without one (no decision, or a field the trace did not have)."""
+    last = marks[-1] if marks else None
+    return last[3] if last is not None and isinstance(last[3], int) and last[3] >= 0 else None
+
+
 def pingpongs(changes: list[tuple[float, int]], window: float = PINGPONG_WINDOW_S) -> int:
     """Returns to the node a task left, within ``window`` seconds of leaving it."""
     count = 0
@@ -197,7 +225,8 @@ def residency(trace: TraceData, topo: Topology, t0: float) -> dict:
         segs = _segments(seq, born, died, t0)
         seconds = _bins(segs, n_bins, topo.n_nodes, t0)
         nodes = [max(range(topo.n_nodes), key=row.__getitem__) if sum(row) > 0 else None for row in seconds]
-        settled = _settled(nodes, seconds)
+        target, target_node = pid in marks, preferred(marks.get(pid, []))
+        settled = _settled(nodes, seconds) if target and target_node in (None, seq[-1][1]) else None
         tasks.append({
             "pid": pid,
             "comm": comm.get(pid, ""),
@@ -205,7 +234,9 @@ def residency(trace: TraceData, topo: Topology, t0: float) -> dict:
             "end_s": round(died - t0, 4),
             "node_changes": len(seq) - 1,
             "final_node": seq[-1][1],
-            "converged_s": None if settled is None else round(max(settled * BIN_S, max(born, t0) - t0), 3),
+            "target": target,
+            "target_node": target_node,
+            "converged_s": None if settled is None else arrival(seq, settled, born, t0),
             "pingpong": pingpongs(seq),
             "pingpong_numa": pp_numa.get(pid, 0),
             "seconds": seconds,
@@ -214,15 +245,7 @@ def residency(trace: TraceData, topo: Topology, t0: float) -> dict:
             "marks": marks.get(pid, [])[:MAX_MARKS],
         })  # fmt: skip
     tasks.sort(key=lambda t: (-t["node_changes"], t["pid"]))
-    conv = [t["converged_s"] if t["converged_s"] is not None else window_s for t in tasks]
-    summary = {
-        "tasks": len(tasks),
-        "converged": sum(t["converged_s"] is not None for t in tasks),
-        "convergence_s": max(conv) if conv else None,
-        "pingpong": sum(t["pingpong"] for t in tasks),
-        "pingpong_numa": sum(t["pingpong_numa"] for t in tasks),
-        "node_changes": sum(t["node_changes"] for t in tasks),
-    }
+    summary = workload_summary(tasks, window_s, topo.n_nodes)
     return {
         "bin_s": BIN_S,
         "window_s": window_s,
@@ -231,4 +254,22 @@ def residency(trace: TraceData, topo: Topology, t0: float) -> dict:
         "workload": summary,
         "tasks": sorted(tasks[:MAX_TASKS], key=lambda t: t["pid"]),
         "tasks_left_out": max(0, len(tasks) - MAX_TASKS),
+    }
+
+
+def workload_summary(tasks: list[dict], window_s: float, n_nodes: int) -> dict:
+    """The workload's figures from its tasks' (see the module docstring): convergence over the tasks with a
+    target only (None: no task had one), ping-pongs None where no task can change node (one node), the NUMA
+    ping-pongs None where no task had a target."""
+    aimed = [t for t in tasks if t.get("target")]
+    conv = [t["converged_s"] if t["converged_s"] is not None else window_s for t in aimed]
+    several = n_nodes > 1
+    return {
+        "tasks": len(tasks),
+        "targeted": len(aimed),
+        "converged": sum(t["converged_s"] is not None for t in aimed),
+        "convergence_s": max(conv) if conv else None,
+        "pingpong": sum(t["pingpong"] for t in tasks) if several and tasks else None,
+        "pingpong_numa": sum(t["pingpong_numa"] for t in tasks) if several and aimed else None,
+        "node_changes": sum(t["node_changes"] for t in tasks),
     }

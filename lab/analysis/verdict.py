@@ -19,9 +19,10 @@ matters should be confirmed with a fixed ``--repeat N``.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 from lab.analysis.ab_plan import WORKLOAD_FIGURE, ABPlan
+from lab.analysis.caveats import free_remote, row_caveat
 from lab.analysis.compare import Row, diff_text, included_text, pct_better
 from lab.analysis.compare import moved as moved_of
 from lab.analysis.metrics import Metric, declared_rates, get_metric, metric_values, metrics_of
@@ -60,6 +61,8 @@ class Verdict:
     # Runs counted although not marked ok, by status: (status, runs), e.g. bisect's topology-mismatch runs and
     # what --include-status asks for; the line says "includes 2 runs marked placement-broken".
     included: tuple[tuple[str, int], ...] = ()
+    # What the verdict cannot mean in the runs' VM (lab.analysis.caveats.row_caveat), said in its line; "".
+    caveat: str = ""
 
     @property
     def moved(self) -> str:
@@ -103,9 +106,10 @@ class Verdict:
             what = f"undecided ({self.moved} by the {self.mean_name})"
         else:
             what = "undecided"
+        caveat = f"; {self.caveat}" if self.caveat else ""
         return (
             f"{self.metric}: {self.new_label} vs {self.base_label}: {what}, {pct}, {sig}, "
-            f"{self.n_base}+{self.n_new} runs{marked}{need}, {self.accelerator}{ctx}"
+            f"{self.n_base}+{self.n_new} runs{marked}{need}, {self.accelerator}{ctx}{caveat}"
         )
 
     def to_dict(self) -> dict:
@@ -219,18 +223,22 @@ def verdicts_of(
                 out[m["status"]] = out.get(m["status"], 0) + 1
         return out
 
+    why = free_remote([m for m in base + new if m.get("status") in statuses])
     return [
-        verdict_of(
-            k,
-            values(base, k, statuses),
-            values(new, k, statuses),
-            rule,
-            accel,
-            labels,
-            context,
-            known.get(k),
-            min_effect,
-            marked(k),
+        replace(
+            verdict_of(
+                k,
+                values(base, k, statuses),
+                values(new, k, statuses),
+                rule,
+                accel,
+                labels,
+                context,
+                known.get(k),
+                min_effect,
+                marked(k),
+            ),
+            caveat=row_caveat(k, known[k].unit if k in known else get_metric(k).unit, why),
         )  # fmt: skip
         for k in metrics
     ]

@@ -7,9 +7,12 @@ import sys
 from pathlib import Path
 
 from lab.analysis import compare as cmp
+from lab.analysis import finding
 from lab.analysis.record import RunRecord
 from lab.cli.shared_options import include_status_option, json_option, min_effect_option, significance_option
 from lab.errors import LabError
+from lab.paths import json_text
+from lab.untrusted import finite_copy
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -18,10 +21,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
     c = cmp.compare_runs(base, new, args.significance, include_incomplete=args.include_incomplete,
                          min_effect=args.min_effect, include_statuses=args.include_status)  # fmt: skip
     _check_sides(base, new)  # (after the setup's own checks: a copy of a run with another topology says that)
-    render = (
-        cmp.to_json if args.json else {"text": cmp.to_text, "md": cmp.to_markdown, "html": cmp.to_html}[args.format]
-    )
-    sys.stdout.write(render(c))
+    if args.json:
+        sys.stdout.write(json_text(finite_copy(cmp.to_dict(c) | {"finding": finding.to_dict(c)})[0], indent=2) + "\n")
+        return 0
+    # the table, then what it shows about NUMA balancing and what it cannot (lab.analysis.finding)
+    table, close = {"text": (cmp.to_text, finding.to_text), "md": (cmp.to_markdown, finding.to_markdown),
+                    "html": (cmp.to_html, finding.to_html)}[args.format]  # fmt: skip
+    sys.stdout.write(table(c) + close(c))
     return 0
 
 

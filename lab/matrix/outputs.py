@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab.analysis import finding
 from lab.analysis.compare import Comparison, compare_runs, pct_better, to_dict, to_html
 from lab.analysis.metrics import get_metric, metric_values
 from lab.analysis.record import RunRecord
@@ -101,6 +102,8 @@ def evaluate_gates(spec: MatrixSpec, comps: list[tuple[str, Comparison]]) -> lis
             )
             if row.included:  # (runs not marked ok counted: --include-status)
                 detail += f"; {row.marked}"
+            if row.caveat:  # (remote memory cost nothing in these runs: lab.analysis.caveats)
+                detail += f"; {row.caveat}"
             if gate.significant and row.significant is None:
                 verdict = "not judged"
                 detail += "; significance needs >= 3 ok runs per side"
@@ -197,7 +200,7 @@ def write_outputs(spec: MatrixSpec, runs: list[MatrixRun], out: Path, outcome: M
             for r, res in zip(runs, results)
         ],  # fmt: skip
         "include_statuses": list(include_statuses),  # (--include-status: counted in the comparisons, marked)
-        "comparisons": [to_dict(c) | {"group": label} for label, c in comps],
+        "comparisons": [to_dict(c) | {"group": label, "finding": finding.to_dict(c)} for label, c in comps],
         "gates": [g.to_dict() for g in gates],
         "gates_failed": sum(g.verdict == "fail" for g in gates),
     }

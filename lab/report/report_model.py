@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab import __version__
+from lab.analysis import finding
 from lab.analysis.compare import Comparison, compare_runs, to_dict, to_markdown, to_text
 from lab.analysis.display import percent
 from lab.analysis.kernel_complaints import read_complaints
@@ -204,7 +205,7 @@ def build_report(
         "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "runs": entries,
         "groups": [{"label": label, "runs": [r.run_id for r in g]} for label, g in _groups(runs)],
-        "comparisons": [to_dict(c) | {"text": to_text(c)} for c in comparisons],
+        "comparisons": [to_dict(c) | {"text": to_text(c), "finding": finding.to_dict(c)} for c in comparisons],
         "notes": notes,
         "include_statuses": list(include_statuses),  # (--include-status: counted in the comparisons, marked)
         "warnings": [f"{c.topology}/{c.workload}: {w}" for c in comparisons for w in c.warnings],
@@ -284,5 +285,5 @@ def render_markdown(report: dict, comparisons: list[Comparison]) -> str:
         for c in r.get("guest_kernel_complaints", []):
             lines.append(f"|  | **guest kernel: {complaint_line(c)}**{blank}|")
     for c in comparisons:
-        lines += ["", to_markdown(c)]
+        lines += ["", to_markdown(c) + finding.to_markdown(c)]
     return "\n".join(lines) + "\n"

@@ -253,12 +253,15 @@ def test_compare_leaves_non_ok_runs_out_unless_asked_and_marks_them_when_asked(t
     assert c.base_runs == ON and c.excluded == [] and c.included == [(ON[1], "placement-broken")]
     gbps = c.row("workload.gbps")
     assert gbps is not None and gbps.included == {"placement-broken": 1} and gbps.base.n == 3
-    assert gbps.verdict_text() == f"{gbps.verdict()} † ({MARK})"
+    # (these records ran under plain TCG: the row's caveat follows the mark, lab.analysis.caveats)
+    caveat = f": {gbps.caveat}"
+    assert gbps.caveat and gbps.verdict_text() == f"{gbps.verdict()} † ({MARK}){caveat}"
     text, md, html = cmp.to_text(c), cmp.to_markdown(c), cmp.to_html(c)
     assert f"note: the comparison {MARK} (asked for: --include-status)" in text
     mean_row = next(ln for ln in text.splitlines() if ln.startswith("Hmean    workload.gbps"))
-    assert mean_row.endswith(f"† ({MARK})"), mean_row
-    assert f"| {gbps.verdict()} † ({MARK}) |" in md and f"<small>{gbps.verdict()} † ({MARK})</small>" in html
+    assert mean_row.endswith(f"† ({MARK}){caveat}"), mean_row
+    assert f"| {gbps.verdict()} † ({MARK}){caveat} |" in md
+    assert f"<small>{gbps.verdict()} † ({MARK}){caveat}</small>" in html
     data = json.loads(cmp.to_json(c))
     assert data["included"] == [{"run": ON[1], "status": "placement-broken"}]
     row = next(m for m in data["metrics"] if m["metric"] == "workload.gbps")
@@ -309,7 +312,7 @@ def test_report_and_matrix_summary_mark_included_runs(tmp_path) -> None:
     (comp,) = summary["comparisons"]
     assert comp["included"][0]["status"] == "placement-broken" and summary["include_statuses"] == ["placement-broken"]
     (gate,) = summary["gates"]
-    assert gate["detail"].endswith(f"; {MARK}"), gate["detail"]
+    assert f"; {MARK}" in gate["detail"], gate["detail"]  # (then the row's caveat: these ran under plain TCG)
     assert MARK in (out / "index.html").read_text() and MARK in (out / "junit.xml").read_text() + gate["detail"]
     default = write_outputs(spec, spec.runs, out, None)
     assert default["comparisons"][0]["included"] == [] and MARK not in default["gates"][0]["detail"]

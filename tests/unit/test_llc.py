@@ -219,6 +219,8 @@ def test_the_metrics_are_neutral_compare_rows() -> None:
     # one LLC a node: no migration rows (between LLCs is 0 by construction), the wakeup rows stay
     v = metric_values(_manifest(RING4, WAKEUPS))
     assert not any(k.startswith("llc.migrations") for k in v) and "llc.wakeups_waker_llc_pct" in v
+    # ... and no "another LLC of the waker's node" row: with one LLC a node it is 0 by construction, not a share
+    assert "llc.wakeups_waker_node_pct" not in v and "llc.wakeups_other_node_pct" in v
     # not traced: no wakeup rows (never 0)
     v = metric_values({"metrics": {"numa": analyse_trace(TraceData(WAKEUPS), SPR, {e.name for e in
                                                          default_events()}, 0.0)}})  # fmt: skip
@@ -252,3 +254,15 @@ def test_a_real_run_of_one_llc_a_node_has_no_migrations_between_llcs() -> None:
     res = out["llc"]["residency"]
     assert res["tasks"] >= RING4.total_cpus // 2 and res["seconds"] == res["node_seconds"]
     assert sum(res["share"]) == pytest.approx(1.0)
+
+
+def test_one_node_of_two_llcs_has_no_rows_between_nodes() -> None:
+    """On one node, migrations between nodes and wakeups on another node are 0 by construction: left out."""
+    from lab.topology.spec import load_spec
+
+    one = load_spec({"name": "one", "nodes": 1, "cpus_per_node": 4, "memory_per_node": "512M", "packages": 1,
+                     "llcs_per_node": 2, "distances": [[10]]}, "one", name="one")  # fmt: skip
+    ev = [new(0.0, 10, 0), mig(0.5, 10, 0, 2), waking(1.0, 10, 0, 2), wakeup(1.1, 10, 3), end(2.0, 10)]
+    v = metric_values(_manifest(one, ev))
+    assert v["llc.migrations_between_llcs"] == 1.0 and "llc.wakeups_waker_node_pct" in v
+    assert "llc.migrations_between_nodes" not in v and "llc.wakeups_other_node_pct" not in v

@@ -360,3 +360,18 @@ def test_failing_gate_fails_the_matrix_and_shards_merge(tmp_path: Path) -> None:
     failures = [c for c in suite.iter("testcase") if c.find("failure") is not None]
     assert len(failures) == 1 and "gates" in failures[0].get("classname")
     assert os.path.exists(merged / "runs" / "ring-2.stock.numa01.off.r1" / "manifest.json")
+
+
+def test_the_merged_summary_carries_the_caveat_and_the_finding(tmp_path: Path) -> None:
+    """The recorded runs ran under plain TCG: the matrix's summary.json and index.html say, in each throughput
+    row, that remote memory costs nothing here, and each comparison has its finding."""
+    from lab.analysis.caveats import FREE_REMOTE
+
+    spec_file, _spec, dirs, _times = _shard_dirs(tmp_path)
+    merged = tmp_path / "merged"
+    numalab("matrix", "merge", *map(str, dirs), "--spec", str(spec_file), "--out", str(merged))
+    (comp,) = json.loads((merged / "summary.json").read_text())["comparisons"]
+    rows = {m["metric"]: m for m in comp["metrics"]}
+    assert FREE_REMOTE in rows["workload.gbps"]["caveat"] and rows["vmstat.numa_pages_migrated"]["caveat"] == ""
+    assert comp["finding"]["cannot_show"] and comp["finding"]["mechanism"]
+    assert FREE_REMOTE in (merged / "index.html").read_text()

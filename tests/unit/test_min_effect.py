@@ -76,7 +76,9 @@ def test_compare_calls_a_significant_difference_below_the_minimum_effect_same(tm
     # ops declared 0.1%: its 0.15% counts; lat has the default 1%: its 0.3% does not
     assert ops.min_effect == 0.1 and not ops.below_effect and ops.verdict() == "better"
     assert lat.min_effect == 1.0 and lat.below_effect and lat.verdict() == "same"
-    same = "same (significant but below 1%)"
+    # (these records ran under TCG without a remote-latency model: the row's verdict says so, lab.analysis.caveats)
+    assert lat.caveat.startswith("remote memory costs nothing here")
+    same = f"same (significant but below 1%): {lat.caveat}"
     text_line = next(ln for ln in cmp.to_text(c).splitlines() if ln.startswith("Amean") and "workload.lat" in ln)
     assert text_line.endswith(same) and "*" in text_line  # still starred: it is significant
     assert "(workload.ops 0.1%)" in cmp.to_text(c)  # the header names the metric with its own share

@@ -195,3 +195,28 @@ def test_decide_defaults_to_the_workloads_own_figure(tmp_path: Path) -> None:
     proc = numalab("run", "--repeat", "auto", "--kernel", "stock", "--kernel", "stock2", "--decide", "nope.x",
                    "--workload", "idle", timeout=60)  # fmt: skip
     assert proc.returncode == 2 and "--decide" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_each_process_memory_per_node_is_drawn_next_to_the_nodes() -> None:
+    """The per-process series of node_memory (its numa_maps per sample) is drawn, a chart a process, the largest
+    first, in the per-node view; a record without it, or with a damaged one, draws none and says nothing false."""
+    from lab.report.sections.views_section import PROCESS_CHARTS, process_memory
+
+    m = json.loads((VIEWS / "manifest.json").read_text())
+    nm = m["metrics"]["node_memory"]
+    procs = nm["processes"]
+    html = run_views(m | {"run_id": "r"})
+    section = html.split("Memory per node over time")[1]
+    for pid in procs:
+        assert f"Process {pid}: its memory per node" in section
+    colors = {f"node {i}": "#000" for i in range(4)}
+    figs = process_memory(nm, 4, colors)
+    assert len(figs) == len(procs) <= PROCESS_CHARTS
+    biggest = max(procs, key=lambda p: max(sum(row) for row in procs[p]["mib"]))
+    assert f"Process {biggest}:" in figs[0]
+    many = {str(i): {"t": [0.0, 1.0], "mib": [[float(i), 0.0], [float(i), 1.0]]} for i in range(PROCESS_CHARTS + 2)}
+    figs = process_memory({"t": [0.0, 1.0], "processes": many}, 2, colors)
+    assert len(figs) == PROCESS_CHARTS + 1 and "2 smaller processes not drawn" in figs[-1]
+    assert f"Process {PROCESS_CHARTS + 1}:" in figs[0]  # the largest first
+    for junk in ({}, {"processes": []}, {"processes": {"1": None}, "t": None}, {"processes": {"1": {"mib": "x"}}}):
+        assert isinstance(process_memory(junk, 2, colors), list)

@@ -3,6 +3,7 @@ the key metrics per run (and of every metric a user's workload declares)."""
 
 from __future__ import annotations
 
+from lab.analysis import finding
 from lab.analysis.compare import Comparison, Row, to_html
 from lab.analysis.metrics import METRIC_KEYS, NEUTRAL, metric_values
 from lab.events import MOVE_NUMA, SWAP_NUMA
@@ -39,8 +40,14 @@ def _values_by_run(report: dict) -> dict[str, dict[str, float]]:
 
 
 def _verdict_text(row: Row) -> str:
+    """The verdict under a dot plot, with what it cannot mean in these runs' VM (lab.analysis.caveats)."""
+    caveat = f' <small class="caveat">({e(row.caveat)})</small>' if row.caveat else ""
+    return _verdict_words(row) + caveat
+
+
+def _verdict_words(row: Row) -> str:
     if row.below_effect or row.included:  # below the minimum effect (lab.min_effect), or marked (--include-status)
-        return e(row.verdict_text())
+        return e(row.verdict_text().removesuffix(f": {row.caveat}") if row.caveat else row.verdict_text())
     return {
         "better": '<span class="verdict-better">significantly better</span>',
         "worse": '<span class="verdict-worse">significantly worse</span>',
@@ -98,7 +105,7 @@ def compare_section(report: dict, comparisons: list[Comparison]) -> str:
     for c in comparisons:
         # to_html lists the excluded runs (status not ok, or an incomplete trace) under its notes.
         out.append(
-            f'<div class="card ab-layout"><div class="ab-table">{to_html(c)}</div>'
+            f'<div class="card ab-layout"><div class="ab-table">{to_html(c)}{finding.to_html(c)}</div>'
             f'<aside class="ab-plots">{compare_plots(c, values)}</aside></div>'
             f'<div class="card">{ab_overlays(c, by_id)}</div>'
         )

@@ -53,29 +53,50 @@ def _residency(r: dict) -> str:
         + (f" {left} more tasks not drawn." if left > 0 else "")
     )
     facts = table(
-        ["tasks", "converged", "convergence (s)", "ping-pongs", "of them NUMA moves", "node changes"],
-        [[num(w.get("tasks")), num(w.get("converged")), num(w.get("convergence_s")), num(w.get("pingpong")),
-          num(w.get("pingpong_numa")), num(w.get("node_changes"))]],
-        "small", (0, 1, 2, 3, 4, 5),
+        ["tasks", "with a target", "converged", "convergence (s)", "ping-pongs", "of them NUMA moves",
+         "node changes"],
+        [[num(w.get("tasks")), num(w.get("targeted")), num(w.get("converged")), _na(w.get("convergence_s")),
+          _na(w.get("pingpong")), _na(w.get("pingpong_numa")), num(w.get("node_changes"))]],
+        "small", (0, 1, 2, 3, 4, 5, 6),
     )  # fmt: skip
     per_task = table(
         ["pid", "comm", "final node", "converged at (s)", "node changes", "ping-pongs"],
-        [[e(t.get("pid")), e(t.get("comm")), e(t.get("final_node")),
-          "not converged" if t.get("converged_s") is None else num(t.get("converged_s")),
+        [[e(t.get("pid")), e(t.get("comm")), e(t.get("final_node")), _converged(t),
           num(t.get("node_changes")), num(t.get("pingpong"))] for t in tasks],
         "small", (0, 2, 3, 4, 5),
     )  # fmt: skip
     how = (
-        f"A task has converged when, from some interval ({num(res.get('bin_s'))} s) to its end, the node it spent "
-        f"most of each interval on is its final node, for {num(res.get('settled_min_bins'))} intervals or more; "
-        "the workload's convergence is the last task's (a task that never settled counts as the end of the trace). "
-        f"A ping-pong is a task moved back to a node it left within {num(res.get('pingpong_window_s'))} s."
+        "A task has a target when NUMA balancing decided about it (a move, swap or stick naming it); only such a "
+        "task has a convergence (n/a for the others: with balancing off, every task); one that does not end on "
+        "the node the last decision named for it did not converge. Else it has converged when, "
+        f"from some interval ({num(res.get('bin_s'))} s) to its end, the node it spent most of each interval on "
+        f"is its final node, for {num(res.get('settled_min_bins'))} intervals or more, at the time it last "
+        "arrived there; the workload's convergence is the last such task's (one that never settled counts as "
+        "the end of the trace). "
+        f"A ping-pong is a task moved back to a node it left within {num(res.get('pingpong_window_s'))} s "
+        "(n/a on one node)."
     )
     return (
         f'<div class="views residency" id="residency-{e(r.get("run_id"))}"><h4>Per-task node residency</h4>'
         f'{figure(strip, cap)}{facts}<p class="muted">{e(how)}</p>'
         f"<details><summary>Per task</summary>{per_task}</details></div>"
     )
+
+
+def _na(v: object) -> str:
+    """A figure that may be undefined (lab.analysis.residency): "n/a", not a dash that could read as 0."""
+    return "n/a" if v is None else num(v)
+
+
+def targeted(task: dict) -> bool:
+    """Whether NUMA balancing decided about a task (its ``target``; a record made before: its NUMA marks)."""
+    return bool(task.get("target")) if "target" in task else bool(task.get("marks"))
+
+
+def _converged(task: dict) -> str:
+    if not targeted(task):
+        return "n/a (no decision)"
+    return "not converged" if task.get("converged_s") is None else num(task.get("converged_s"))
 
 
 def _pct(v: object) -> str:
@@ -177,7 +198,8 @@ def _node_memory(r: dict) -> str:
         mine = {f"node {i}": [row[i] if row else None for row in nm["workload_mib"]] for i in range(n)}
         figs.append(figure(svg.line_chart(t, mine, title="The workload's memory per node (MiB)", colors=colors,
                                           x_label="s since workload start", width=640),
-                           "The N<node>= pages of /proc/PID/numa_maps of the workload's processes."))  # fmt: skip
+                           "The N&lt;node&gt;= pages of /proc/PID/numa_maps of the workload's processes."))  # fmt: skip
+        figs += process_memory(nm, n, colors)
     else:
         figs.append('<p class="muted">The workload\'s pages per node were not sampled: <span class="mono">'
                     "numalab run --node-maps</span> reads its processes' /proc/PID/numa_maps with each sample "
@@ -191,6 +213,50 @@ def _node_memory(r: dict) -> str:
     )
     grid = f'<div class="grid">{"".join(figs)}</div>'
     return f'<div class="views node-memory"><h4>Memory per node over time</h4>{grid}{checks}</div>'
+
+
+PROCESS_CHARTS = 6  # per-process charts drawn (the largest first); the JSON has every sampled process
+
+
+def _peak(series: dict) -> float:
+    rows = series.get("mib") if isinstance(series, dict) else None
+    return max((sum(x for x in row if isinstance(x, (int, float))) for row in rows or [] if isinstance(row, list)),
+               default=0.0)  # fmt: skip
+
+
+def _series_ok(series: object) -> bool:
+    """A process's series as node_memory writes it: times and as many rows of MiB per node."""
+    if not isinstance(series, dict):
+        return False
+    t, mib = series.get("t"), series.get("mib")
+    return isinstance(t, list) and isinstance(mib, list) and len(t) == len(mib) > 0
+
+
+def process_memory(nm: dict, n: int, colors: dict[str, str]) -> list[str]:
+    """Each of the workload's processes' memory per node over time (node_memory's ``processes``: its numa_maps
+    at each sample), one chart a process on the per-node charts' time axis, the largest
+    :data:`PROCESS_CHARTS` processes by their peak; [] without them."""
+    procs = nm.get("processes")
+    if not isinstance(procs, dict):
+        return []
+    procs = {k: v for k, v in procs.items() if _series_ok(v)}  # (a record is a user's file: damage is left out)
+    if not procs:
+        return []
+    t = [x for x in nm.get("t") or [] if isinstance(x, (int, float))]
+    span = (min(t), max(t)) if t and min(t) < max(t) else None
+    ranked = sorted(procs.items(), key=lambda kv: (-_peak(kv[1]), kv[0]))
+    figs = []
+    for pid, series in ranked[:PROCESS_CHARTS]:
+        rows = [row if isinstance(row, list) else [] for row in series.get("mib") or []]
+        lines = {f"node {i}": [row[i] if i < len(row) else None for row in rows] for i in range(n)}
+        chart = svg.line_chart(series.get("t") or [], lines, title=f"Process {pid}: its memory per node (MiB)",
+                               colors=colors, x_label="s since workload start", width=640, x_range=span)  # fmt: skip
+        figs.append(figure(chart, f"The N&lt;node&gt;= pages of /proc/{e(pid)}/numa_maps at each sample (its "
+                                  "threads share them)."))  # fmt: skip
+    if len(ranked) > PROCESS_CHARTS:
+        figs.append(f'<p class="muted">{len(ranked) - PROCESS_CHARTS} smaller processes not drawn (report.json '
+                    "has them: node_memory.processes).</p>")  # fmt: skip
+    return figs
 
 
 def run_views(r: dict) -> str:
@@ -221,8 +287,9 @@ def _binned(t: list, vals: list) -> dict[int, float]:
 
 
 def _settled_pct(res: dict) -> tuple[list, list]:
-    """Per second, the % of the workload's tasks that had converged by then."""
-    tasks = res.get("tasks") or []
+    """Per second, the % of the workload's tasks with a target (balancing decided about them) that had
+    converged by then; none where no task had one (a run with balancing off: n/a, not 0%)."""
+    tasks = [t for t in res.get("tasks") or [] if isinstance(t, dict) and targeted(t)]
     window = res.get("window_s") or 0
     if not tasks:
         return [], []
@@ -240,7 +307,7 @@ OVERLAYS = (
         list(range(len(get(m, "numa", "rates", "series", "move") or []))),
         [a + b for a, b in zip(get(m, "numa", "rates", "series", "move") or [],
                                get(m, "numa", "rates", "series", "swap") or [], strict=False)])),
-    ("Tasks converged (%)", 100.0, lambda m: _settled_pct(get(m, "numa", "residency") or {})),
+    ("Tasks with a target converged (%)", 100.0, lambda m: _settled_pct(get(m, "numa", "residency") or {})),
 )  # fmt: skip
 
 

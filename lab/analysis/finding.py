@@ -1,0 +1,254 @@
+"""What an A/B shows about NUMA balancing, in a few sentences computed from its comparison.
+
+``numalab compare`` ends its table with this (text, markdown, HTML and JSON alike; ``make demo`` closes with
+it). It reads the comparison's mechanism rows, which are what the kernel did whatever the VM:
+
+* hint-fault locality (``vmstat.hint_local_pct``: the share of NUMA hint faults that were local; undefined
+  on a side with no hint faults, e.g. balancing off);
+* pages migrated (``vmstat.numa_pages_migrated``);
+* the NUMA decisions that moved a task (``events.sched_move_numa``, ``events.sched_swap_numa``);
+
+and says, for each, each side's mean and range and numalab's verdict on it, then which side balancing acted
+on. Then what the runs cannot show: where remote memory cost nothing (lab.analysis.caveats: a row carries the
+caveat), the workload's own figure measures only what balancing costs, not what locality buys, and the
+command that runs the modelled machine is named. Nothing here is written in advance: a side that did not
+act, a row not measured, a verdict not judged are said as such.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+
+from lab.analysis.caveats import FREE_REMOTE, modelled_command
+from lab.analysis.compare import Comparison, Row, diff_text
+from lab.analysis.display import percent
+from lab.analysis.stats import Stats
+from lab.analysis.verdict import workload_figure
+from lab.events import MOVE_NUMA, SWAP_NUMA
+from lab.min_effect import same_text
+from lab.workloads.registry import WORKLOADS
+
+LOCALITY = "vmstat.hint_local_pct"
+HINT_FAULTS = "vmstat.numa_hint_faults"
+MIGRATED = "vmstat.numa_pages_migrated"
+MOVES = f"events.{MOVE_NUMA.name}"
+SWAPS = f"events.{SWAP_NUMA.name}"
+# (key, what it is in a sentence, unit: "%" or a count a run)
+MECHANISM = (
+    (LOCALITY, "hint-fault locality", "%"),
+    (MIGRATED, "pages migrated", "a run"),
+    (MOVES, "NUMA task moves", "a run"),
+    (SWAPS, "NUMA task swaps", "a run"),
+)
+
+
+@dataclass(frozen=True)
+class Finding:
+    """The mechanism rows said in words, who acted, and what the runs cannot show (None: nothing kept back)."""
+
+    rows: list[dict] = field(default_factory=list)  # {"metric", "what", "baseline", "new", "verdict", "line"}
+    acted: str = ""  # one sentence: on which side balancing acted, and how much
+    cannot_show: str | None = None  # where remote memory cost nothing: what the workload's figure cannot mean
+    workload_row: str | None = None  # the workload's figure in one line (its verdict, its caveat)
+
+
+def _value(v: float, unit: str) -> str:
+    if unit == "%":
+        return f"{percent(v)}%"
+    return f"{v:,.0f}" if abs(v) >= 10 or v == int(v) else f"{v:.1f}"
+
+
+def _side(row: Row | None, new: bool, unit: str) -> str | None:
+    """A side's mean and range, e.g. "84.2% (80.1% to 88.9%, 3 runs)"; None without the row."""
+    if row is None:
+        return None
+    s = row.new if new else row.base
+    return _stats(s, row.mean(s), unit)
+
+
+def _stats(s: Stats, mean: float, unit: str) -> str:
+    shown = _value(mean, unit)
+    return shown if s.min == s.max else f"{shown} ({_value(s.min, unit)} to {_value(s.max, unit)}, {s.n} runs)"
+
+
+def _verdict(row: Row) -> str:
+    """numalab's verdict on a row, with its significance said, and its caveat where it has one."""
+    v = row.verdict()
+    if v == "unknown":
+        words = "not judged (fewer than 3 runs a side)"
+    elif v == "same":
+        words = same_text(row.min_effect) if row.below_effect else "same (not significant)"
+    else:
+        words = f"{v} (significant)"
+    return f"{words}; {row.caveat}" if row.caveat else words
+
+
+def _undefined_side(c: Comparison, key: str) -> str | None:
+    return next((side for k, side, _s in c.undefined if k == key), None)
+
+
+def _defined_stats(c: Comparison, key: str) -> Stats | None:
+    """The figures of the one side that has a metric defined on one side only."""
+    return next((s for k, _side, s in c.undefined if k == key), None)
+
+
+def _why_none(c: Comparison, new: bool) -> str:
+    """Why a side has no hint-fault locality: no hint faults (balancing never sampled), or not measured."""
+    faults = c.row(HINT_FAULTS)
+    if faults is not None and (faults.new if new else faults.base).max == 0:
+        return "none (no hint faults)"
+    return "none (not measured)"
+
+
+def mechanism_rows(c: Comparison) -> list[dict]:
+    """Each mechanism row of ``c`` in words; a row defined on one side only says which, and why."""
+    out = []
+    for key, what, unit in MECHANISM:
+        row, missing = c.row(key), _undefined_side(c, key)
+        if row is None and missing is None:
+            continue
+        if row is not None:
+            base, new, verdict = _side(row, False, unit), _side(row, True, unit), _verdict(row)
+        else:
+            s = _defined_stats(c, key)
+            there = _stats(s, s.amean, unit) if s is not None else "defined"
+            base = _why_none(c, False) if missing == "baseline" else there
+            new = _why_none(c, True) if missing == "new" else there
+            verdict = "n/a: undefined on one side, no verdict"
+        per = "" if unit == "%" else f" {unit}"
+        line = f"{what}{per}: {c.base_label} {base}, {c.new_label} {new}; numalab: {verdict}"
+        out.append({"metric": key, "what": what, "baseline": base, "new": new, "verdict": verdict, "line": line})
+    return out
+
+
+def _acted(row: Row | None, new: bool) -> float:
+    if row is None:
+        return 0.0
+    return row.mean(row.new if new else row.base)
+
+
+def acted_sentence(c: Comparison) -> str:
+    """On which side NUMA balancing acted (hint faults, pages migrated, task moves and swaps), by the means."""
+
+    def did(new: bool) -> bool:
+        return any(_acted(c.row(k), new) > 0 for k in (HINT_FAULTS, MIGRATED, MOVES, SWAPS))
+
+    a, b = did(False), did(True)
+    if not (a or b):
+        return "NUMA balancing did nothing measurable on either side: no hint faults, no pages migrated, no task moved."
+    if a and b:
+        return both_sides_sentence(c)
+    acting, idle = (c.new_label, c.base_label) if b else (c.base_label, c.new_label)
+    pages = _acted(c.row(MIGRATED), b)
+    tasks = _acted(c.row(MOVES), b) + _acted(c.row(SWAPS), b)
+    loc = c.row(LOCALITY)
+    local = _value(_acted(loc, b), "%") if loc is not None else None
+    if local is None and _undefined_side(c, LOCALITY) == ("baseline" if b else "new"):
+        s = _defined_stats(c, LOCALITY)
+        local = _value(s.amean, "%") if s is not None else None
+    what = [
+        f"found {local} of its hint faults local" if local else None,
+        f"migrated {_value(pages, 'a run')} pages a run" if c.row(MIGRATED) is not None else None,
+        f"made {_value(tasks, 'a run')} NUMA task moves or swaps a run" if c.row(MOVES) or c.row(SWAPS) else None,
+    ]
+    done = ", ".join(w for w in what if w) or "acted"
+    return f"With {acting}, NUMA balancing {done}; with {idle} it did none of this."
+
+
+def both_sides_sentence(c: Comparison) -> str:
+    """Where balancing acted on both sides: how their hint-fault locality compares, by numalab's verdict."""
+    loc = c.row(LOCALITY)
+    if loc is None:
+        return f"NUMA balancing acted on both sides ({c.base_label}, {c.new_label}); neither had hint-fault locality."
+    verdict = loc.verdict()
+    how = {"better": "more local", "worse": "less local"}.get(verdict)
+    said = f"{c.new_label}'s hint faults were {how} than {c.base_label}'s" if how else "their hint-fault locality"
+    judged = f"({_verdict(loc)})" if how else f"was not told apart: {_verdict(loc)}"
+    return f"NUMA balancing acted on both sides; {said} {judged}."
+
+
+def workload_line(c: Comparison) -> tuple[str | None, Row | None]:
+    """The workload's own figure (the one ``run``, ``ab`` and ``bisect`` decide on: lab.analysis.verdict), its
+    verdict and its caveat; another of its rows where that one was not measured."""
+    load = WORKLOADS.get(c.workload)
+    keys = [workload_figure(load, clock) for clock in ("host", "virtual")] if load is not None else []
+    rows = [r for r in c.rows if r.metric.key.startswith("workload.")]
+    row = next((r for k in keys for r in rows if r.metric.key == k), rows[0] if rows else None)
+    if row is None:
+        return None, None
+    diff = diff_text(row.mean(row.base), row.mean(row.new), row.metric.better)
+    return f"{row.metric.key}: {diff} ({row.metric.better} is better); numalab: {_verdict(row)}", row
+
+
+def finding(c: Comparison) -> Finding | None:
+    """The finding of a comparison (None when it has no mechanism row: no vmstat, no trace)."""
+    rows = mechanism_rows(c)
+    if not rows:
+        return None
+    line, wrow = workload_line(c)
+    cannot = None
+    if wrow is not None and wrow.caveat:
+        cannot = (
+            f"What these runs cannot show: whether that locality makes {c.workload} faster. {wrow.caveat[0].upper()}"
+            f"{wrow.caveat[1:]}, so {wrow.metric.key} measures only what balancing costs in this VM. The modelled "
+            f"machine, where remote memory costs its SLIT ratio, shows it: {modelled_command(c.topology, c.workload)}."
+        )
+    return Finding(rows, acted_sentence(c), cannot, line)
+
+
+def to_text(c: Comparison) -> str:
+    """The finding as the lines under compare's table ("" with none)."""
+    f = finding(c)
+    if f is None:
+        return ""
+    out = ["", "finding (the mechanism: what the kernel did, whatever the VM):"]
+    out += [f"  {r['line']}" for r in f.rows]
+    out.append(f"  {f.acted}")
+    if f.workload_row:
+        out.append(f"  the workload's figure: {f.workload_row}")
+    if f.cannot_show:
+        out.append(f"  {f.cannot_show}")
+    return "\n".join(out) + "\n"
+
+
+def to_markdown(c: Comparison) -> str:
+    f = finding(c)
+    if f is None:
+        return ""
+    lines = ["", "**Finding** (the mechanism: what the kernel did, whatever the VM):", ""]
+    lines += [f"- {r['line']}" for r in f.rows]
+    lines += ["", f.acted]
+    if f.workload_row:
+        lines += ["", f"The workload's figure: {f.workload_row}"]
+    if f.cannot_show:
+        lines += ["", f"> {f.cannot_show}"]
+    return "\n".join(lines) + "\n"
+
+
+def to_html(c: Comparison) -> str:
+    f = finding(c)
+    if f is None:
+        return ""
+    e = html.escape
+    items = "".join(f"<li>{e(r['line'])}</li>" for r in f.rows)
+    work = f"<p>The workload's figure: {e(f.workload_row)}</p>" if f.workload_row else ""
+    cannot = f'<p class="note caveat">{e(f.cannot_show)}</p>' if f.cannot_show else ""
+    return (
+        f'<div class="finding"><h4>Finding</h4><p class="muted">The mechanism: what the kernel did, whatever the '
+        f"VM.</p><ul>{items}</ul><p>{e(f.acted)}</p>{work}{cannot}</div>"
+    )
+
+
+def to_dict(c: Comparison) -> dict | None:
+    f = finding(c)
+    if f is None:
+        return None
+    return {
+        "mechanism": f.rows,
+        "acted": f.acted,
+        "workload": f.workload_row,
+        "cannot_show": f.cannot_show,
+        "free_remote_memory": bool(f.cannot_show),
+        "free_remote_text": FREE_REMOTE if f.cannot_show else None,
+    }
