@@ -77,8 +77,8 @@ setup-sshd: setup
 	@$(PY) -m lab.host.sshd_prefix > /dev/null
 
 # Three passes: the tests that boot, build and start nothing, on every CPU (pytest-xdist; 3 min instead of 6 on
-# 2 cores); the VM, kernel-build and libvirt tests VM_JOBS at a time, a module to a worker (tests/conftest.py
-# groups them; a guest's figures are its own or bounded loosely); then the few marked `alone`, whose figures
+# 2 cores); the VM, kernel-build and libvirt tests VM_JOBS at a time, a module to a worker (the libvirtd and
+# test-user modules hold tests/conftest.py's host_shared lock, so never two at once); then the few marked `alone`, whose figures
 # or bounds are the host's own time, by themselves. A pass that PYTEST_ARGS narrows to nothing is skipped
 # (pytest's exit 5); without PYTEST_ARGS it is a failure. docs/benchmarks.md has the suite's time.
 NOT_SLOW := not vm and not kernel_build and not libvirt
