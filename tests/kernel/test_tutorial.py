@@ -18,6 +18,7 @@ came out undecided after 8 pairs in a CI run, as its baseline migrated no page i
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -42,6 +43,24 @@ def tutorial_commands() -> list[tuple[str, list[str]]]:
             elif out:
                 out[-1][1].append(line)
     return out
+
+
+COMPARE = re.compile(r"^(numalab compare --baseline .*)$", re.M)
+
+
+def _compare_args(ab_out: Path) -> list[str]:
+    """The tutorial's compare command with its globs and placeholders filled from the A/B's run directories."""
+    cmd = COMPARE.search(TUTORIAL.read_text())
+    assert cmd, "docs/tutorial.md has no `numalab compare --baseline ...` line"
+    runs = sorted(p.name for p in ab_out.glob("ab-*-r*"))
+    base = next(n for n in runs if n.count("-") == 2).rsplit("-r", 1)[0]  # ab-<base>-r1
+    patched = next(n for n in runs if n.count("-") == 3).rsplit("-r", 1)[0]  # ab-<base>-<patch>-r1
+    line = cmd.group(1).replace("ab-<base>-<patch>-r*", f"{patched}-r*").replace("ab-<base>-r*", f"{base}-r*")
+    args: list[str] = []
+    for word in line.split()[1:]:
+        word = word.replace("runs/ab-*/", f"{ab_out}/")
+        args += sorted(str(p) for p in ab_out.glob(Path(word).name)) if "*" in word else [word]
+    return args
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -88,6 +107,11 @@ def test_the_tutorial_runs_from_a_git_tree_to_a_verdict(kernel_repo, tmp_path) -
     m = re.search(r": worse, (-[0-9.]+)%, significant ", verdict)
     assert m and float(m.group(1)) <= -50.0, verdict
     assert _state(tree) == before
+    # Step 3's `numalab compare` line, on this A/B's runs (its `runs/ab-*` is --out here): the same verdict.
+    compared = numalab(*_compare_args(tmp_path / "ab"), "--json", timeout=300)
+    assert compared.returncode == 0, compared.stderr[-3000:]
+    row = next(r for r in json.loads(compared.stdout)["metrics"] if r["metric"] == "workload.local_pct")
+    assert row["verdict"] == "worse" and row["significant"] is True, row
     # Again: both kernels are cache hits (one short pair, to see it).
     short = ("--topology", "ring-2", "--cpus-per-node", "1", "--workload", "idle", "--duration", "1", "--repeat", "1")
     again = numalab("ab", str(tree), "--base", "v6.1", *short, "--out", str(tmp_path / "again"), timeout=1200)
