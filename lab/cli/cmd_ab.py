@@ -29,6 +29,9 @@ def cmd_ab(args: argparse.Namespace) -> int:
     opts = run_options_from_args(args)  # and the run's options, before anything is built
     opts.topology.load()
     opts.workload_of()
+    from lab.run.batch import backend_of  # (on use: start-up time)
+
+    backend_of(opts)  # the QEMU (--qemu) or the libvirt host, before two kernel builds
     if args.repeat == "auto":  # the A/B plan and its --decide metrics too
         from lab.run.auto_pairs import check_auto  # (on use: start-up time)
 

@@ -50,6 +50,7 @@ def range_series(
     commit's full id. One-line errors name the options (``options``: how the caller calls good and bad)."""
     og, ob = options
     both = f"{og}/{ob}"
+    dest = Path(os.path.abspath(dest))  # (git runs in the repository: a relative -o would write into the user's tree)
     if not source:
         raise LabError(f"{both}: give the git repository as --source")
     repo = Path(source).expanduser()

@@ -398,7 +398,7 @@ def _git(repo: Path, *args: str) -> str:
                           capture_output=True, text=True).stdout.strip()  # fmt: skip
 
 
-def test_a_git_range_becomes_a_series_of_its_commits(tmp_path: Path) -> None:
+def test_a_git_range_becomes_a_series_of_its_commits(tmp_path: Path, monkeypatch) -> None:
     from lab.kernel.git_tree import range_series
     from lab.kernel.patches import load_patches
 
@@ -426,5 +426,11 @@ def test_a_git_range_becomes_a_series_of_its_commits(tmp_path: Path) -> None:
         range_series(str(repo), "HEAD", good, tmp_path / "r2")
     with pytest.raises(LabError, match=r"need a local git repository"):
         range_series(str(tmp_path / "out"), good, "HEAD", tmp_path / "r2")
+    # a relative destination (bisect's --out b1) is the caller's directory, never a path inside the repository
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    series, _ = range_series(str(repo), good, "HEAD", Path("b1") / "range")
+    assert series == tmp_path / "cwd" / "b1" / "range" and len(load_patches(None, str(series))) == 3
+    assert _git(repo, "status", "--porcelain", "--ignored") == "" and not (repo / "b1").exists()
     proc = numalab("bisect", "--source", str(repo), "--good", good, "--decide", METRIC, "--out", str(tmp_path / "o"))
     assert proc.returncode == 2 and proc.stderr.startswith("numalab: error: --bad: give both"), proc.stderr
