@@ -241,3 +241,15 @@ def test_ab_refuses_a_patch_that_does_not_apply_or_an_empty_series_before_any_bu
         tree_ab.build_pair(plan, lambda _msg: None)
     (private,) = (tmp_path / "cache" / "kernels" / "src").glob("*/tree")
     assert (private / "kernel" / "a.c").read_bytes() == b"int a;\n"
+
+
+def test_ab_refuses_a_qemu_that_is_not_there_before_any_build(tmp_path) -> None:
+    """--qemu is resolved with the run's other options, not after two kernel builds (which can take an hour)."""
+    repo = _tree(tmp_path / "linux", {b"Makefile": b"all:\n", b"kernel/a.c": b"int a;\n"})
+    env = {"NUMALAB_CACHE": str(tmp_path / "cache")}
+    patch = tmp_path / "p.diff"
+    patch.write_text("--- a/kernel/a.c\n+++ b/kernel/a.c\n@@ -1 +1 @@\n-int a;\n+int b;\n")
+    proc = numalab("ab", str(repo), "--base", "HEAD", "--patch", str(patch), "--qemu", str(tmp_path / "no-qemu"), "--out",
+                   str(tmp_path / "o"), env=env, timeout=60)  # fmt: skip
+    assert_one_line_error(proc, f"--qemu {tmp_path / 'no-qemu'}: not found")
+    assert not (tmp_path / "cache" / "kernels").exists() and not (tmp_path / "o").exists()
