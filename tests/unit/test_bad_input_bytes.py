@@ -249,7 +249,29 @@ def test_ab_refuses_a_qemu_that_is_not_there_before_any_build(tmp_path) -> None:
     env = {"NUMALAB_CACHE": str(tmp_path / "cache")}
     patch = tmp_path / "p.diff"
     patch.write_text("--- a/kernel/a.c\n+++ b/kernel/a.c\n@@ -1 +1 @@\n-int a;\n+int b;\n")
-    proc = numalab("ab", str(repo), "--base", "HEAD", "--patch", str(patch), "--qemu", str(tmp_path / "no-qemu"), "--out",
-                   str(tmp_path / "o"), env=env, timeout=60)  # fmt: skip
+    proc = numalab("ab", str(repo), "--base", "HEAD", "--patch", str(patch), "--qemu", str(tmp_path / "no-qemu"),
+                   "--out", str(tmp_path / "o"), env=env, timeout=60)  # fmt: skip
     assert_one_line_error(proc, f"--qemu {tmp_path / 'no-qemu'}: not found")
     assert not (tmp_path / "cache" / "kernels").exists() and not (tmp_path / "o").exists()
+
+
+def test_a_matrix_checks_every_recipes_patches_before_its_first_build(tmp_path, monkeypatch) -> None:
+    """Two kernel recipes: the second's patch does not apply. Found before the first recipe is built."""
+    from lab.kernel import build
+    from lab.matrix.definition import load_matrix
+    from lab.matrix.kernels import matrix_kernel_args
+
+    monkeypatch.setenv("NUMALAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(build, "_build_locked", _no_build)
+    repo = _tree(tmp_path / "linux", {b"Makefile": b"all:\n", b"kernel/a.c": b"int a;\n"})
+    (tmp_path / "good.diff").write_text("--- a/kernel/a.c\n+++ b/kernel/a.c\n@@ -1 +1 @@\n-int a;\n+int b;\n")
+    (tmp_path / "bad.diff").write_text("--- a/kernel/a.c\n+++ b/kernel/a.c\n@@ -1 +1 @@\n-int z;\n+int c;\n")
+    spec = tmp_path / "m.yaml"
+    spec.write_text("name: m\ntopologies: [ring-2]\nworkloads: [idle]\nkernels:\n"
+                    f"  - {{name: one, build: {{source: '{repo}@HEAD', patches: [good.diff]}}}}\n"
+                    f"  - {{name: two, build: {{source: '{repo}@HEAD', patches: [bad.diff]}}}}\n")  # fmt: skip
+    with pytest.raises(LabError, match=rf"^{spec}: kernels: two: patch .*bad.diff does not apply"):
+        matrix_kernel_args(load_matrix(str(spec)), lambda _msg: None)
+    (tmp_path / "bad.diff").write_text("--- a/kernel/a.c\n+++ b/kernel/a.c\n@@ -1 +1 @@\n-int a;\n+int c;\n")
+    with pytest.raises(_BuildStarted):  # both apply: the first build starts
+        matrix_kernel_args(load_matrix(str(spec)), lambda _msg: None)
