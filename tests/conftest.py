@@ -37,6 +37,39 @@ if os.environ.get("CI"):
 HOST_SHARED_LOCK = Path(tempfile.gettempdir()) / "numalab-tests-host-shared.lock"
 
 
+# The modules that use ``host_shared`` (tests/unit/test_suite_layout.py checks this list against their sources).
+HOST_SHARED_MODULES = frozenset({
+    "tests/kernel/test_ordinary_user.py",
+    "tests/libvirt/test_libvirt_backend.py",
+    "tests/nested/test_nested.py",
+    "tests/vm/test_vm_access_matrix.py",
+    "tests/vm/test_vm_tiers.py",
+})  # fmt: skip
+
+
+def host_shared_scope(module: str) -> str:
+    """The xdist work unit of a test module under --dist loadfile: its own file, or one unit for all of
+    HOST_SHARED_MODULES."""
+    return "host_shared" if module in HOST_SHARED_MODULES else module
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """Under --dist loadfile, the ``host_shared`` modules are one work unit, run one after the other by one worker.
+    As separate units, xdist handed them to both workers (two units ahead each), and a worker that had one queued
+    waited on the lock while the other held it: 173 s for test_vm_access_matrix behind the nested tier in one
+    rehearsal, with nothing else to do. The lock stays, for any other way the tests are run."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class HostSharedTogether(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return host_shared_scope(super()._split_scope(nodeid))
+
+    return HostSharedTogether(config, log)
+
+
 @pytest.fixture(scope="module")
 def host_shared() -> Iterator[None]:
     """This host's libvirtd and its test user, held for the module by this worker (waits for the other)."""
