@@ -8,6 +8,7 @@ from pathlib import Path
 
 from lab.cpulist import MAX_CPU_ID, checked_cpulist, format_cpulist
 from lab.record_files import CPUS
+from lab.topology.cpu_grid import CPUID_VENDOR_IDS
 from lab.topology.cpu_view import ALL_LEVELS, predict_cpus
 from lab.topology.model import Topology
 from lab.untrusted import read_guest_text, shown, to_int
@@ -18,6 +19,8 @@ _LINE = re.compile(
 )
 _IDS = {"physical_package_id": "package", "die_id": "die", "cluster_id": "cluster", "core_id": "core"}
 _CACHE_TYPES = {"Data": "d", "Instruction": "i", "Unified": ""}
+_CPUID = re.compile(r"(cpu family|model)\s*:\s*(\d{1,3})\s*$")  # /proc/cpuinfo's first CPU, as the init greps it
+_CPUID_KEYS = {"cpu family": "family", "model": "model"}
 DOMAIN_LEVELS = ("SMT", "CLS", "MC", "DIE", "PKG")  # the sched domains below NUMA (lab.topology.cpu_view)
 
 
@@ -33,8 +36,9 @@ def _value(key: str, value: str) -> object:
 
 def read_cpus(run_dir: Path, problems: list[str] | None = None) -> dict | None:
     """cpus.txt -> {"cpus": {cpu: {package, die, cluster, core, thread_siblings, caches: {"L1d": cpulist, ...}}},
-    "vendor": ...}; None when the guest wrote none (a record from before it did). Lines that are not what the
-    kernel writes are left out and named in ``problems``; this never raises."""
+    "vendor": ..., "family": F, "model": M}; None when the guest wrote none (a record from before it did);
+    ``family`` and ``model`` only when the guest wrote them (it has since the spec's cpu_model). Lines that are not
+    what the kernel writes are left out and named in ``problems``; this never raises."""
     problems = [] if problems is None else problems
     text = read_guest_text(run_dir / CPUS, problems)
     if text is None:
@@ -42,9 +46,17 @@ def read_cpus(run_dir: Path, problems: list[str] | None = None) -> dict | None:
     cpus: dict[int, dict] = {}
     caches: dict[tuple[int, int], dict] = {}
     vendor = ""
+    cpuid: dict[str, int] = {}
     for n, line in enumerate(text.splitlines(), 1):
         if line.startswith("vendor_id"):
             vendor = line.partition(":")[2].strip()[:32]
+            continue
+        if line.startswith(("cpu family", "model")):
+            m = _CPUID.match(line)
+            if m:
+                cpuid[_CPUID_KEYS[m.group(1)]] = int(m.group(2))
+            else:
+                problems.append(f"{CPUS} line {n}: {shown(line)} is not a CPU family or model")
             continue
         m = _LINE.match(line)
         if not m:
@@ -66,7 +78,7 @@ def read_cpus(run_dir: Path, problems: list[str] | None = None) -> dict | None:
         if isinstance(c.get("level"), int) and "shared_cpu_list" in c:
             name = f"L{c['level']}{_CACHE_TYPES.get(str(c.get('type')), '')}"
             cpus.setdefault(cpu, {}).setdefault("caches", {})[name] = c["shared_cpu_list"]
-    return {"vendor": vendor, "cpus": {str(k): cpus[k] for k in sorted(cpus)}}
+    return {"vendor": vendor, **cpuid, "cpus": {str(k): cpus[k] for k in sorted(cpus)}}
 
 
 def _groups(cpus: dict[str, dict], keys: tuple[str, ...]) -> dict[str, str]:
@@ -91,9 +103,10 @@ def check_cpus(
     if topo.cpu_grid is None or seen is None:
         return []
     want = predict_cpus(topo, release, levels)
+    cpuid = _check_cpuid(seen, want)
     got = seen["cpus"]
     if sorted(int(c) for c in got) != list(range(topo.total_cpus)):
-        return [f"the guest's CPUs {format_cpulist([int(c) for c in got])} != 0-{topo.total_cpus - 1}"]
+        return [*cpuid, f"the guest's CPUs {format_cpulist([int(c) for c in got])} != 0-{topo.total_cpus - 1}"]
     problems: list[str] = []
     packages = _groups(got, ("package",))
     dies = _groups(got, ("package", "die"))
@@ -119,6 +132,27 @@ def check_cpus(
                 problems.append(f"cpu {v} {what} {have!r} != predicted {should!r}")
         if problems:
             break  # (the first CPU that differs says what; the others mostly repeat it)
+    return cpuid + problems
+
+
+def _check_cpuid(seen: dict, want: dict) -> list[str]:
+    """The CPUID vendor, family and model the guest saw against the spec's (cpu_vendor, cpu_model): a kernel path
+    keyed on them (x86_vfm) is taken only if they are the machine's. Under KVM the guest is shown the host's CPU
+    (-cpu host), which this says too rather than pass."""
+    problems = []
+    vendor = CPUID_VENDOR_IDS[want["vendor"]]
+    if seen.get("vendor") and seen["vendor"] != vendor:
+        problems.append(f"CPUID vendor {seen['vendor']!r} != predicted {vendor!r} (cpu_vendor)")
+    model = want.get("cpu_model")
+    if model is not None:
+        have = (seen.get("family"), seen.get("model"))
+        asked = f"the spec's family {model['family']} model {model['model']} (cpu_model)"
+        if None in have:
+            problems.append(f"the guest's CPUID family and model were not read back; {asked}")
+        elif have != (model["family"], model["model"]):
+            problems.append(f"CPUID family {have[0]} model {have[1]} != {asked}")
+    if problems:
+        problems[-1] += "; under KVM the guest is shown the host's CPU (-cpu host), under TCG the spec's"
     return problems
 
 

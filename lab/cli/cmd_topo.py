@@ -287,8 +287,8 @@ def add_parser(sub) -> None:
             "numactl -H output (a pasted mail works) or an hwloc XML file (lstopo --of xml), told apart by "
             "content; - reads standard input. hwloc XML, an hwloc synthetic description and a sysfs copy with "
             "cpu/ give the CPU grid too: packages, llcs_per_node (L3s a node; each node's own llcs: where nodes "
-            "hold different numbers), cores_per_cluster (cores sharing an L2), threads and cpu_vendor; a field the "
-            "machine does not fill evenly is left out, and a comment in the YAML says why.",
+            "hold different numbers), cores_per_cluster (cores sharing an L2), threads, cpu_vendor and cpu_model; a "
+            "field the machine does not fill evenly is left out, and a comment in the YAML says why.",
             100,
             break_on_hyphens=False,
         ),

@@ -30,6 +30,10 @@ from dataclasses import dataclass
 from lab.errors import LabError
 
 VENDORS = ("intel", "amd")
+CPUID_VENDOR_IDS = {"intel": "GenuineIntel", "amd": "AuthenticAMD"}  # what CPUID leaf 0 says: /proc/cpuinfo vendor_id
+# The kernel reads the extended model bits (CPUID.1:EAX[19:16]) from family 6 on (x86_model()): below it a model
+# above 15 would be read as its low 4 bits. QEMU's qemu64 takes family 0-270 and model 0-255 (7.2 and 10.0.2).
+EXTENDED_MODEL_FAMILY = 6
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,15 @@ class CpuGrid:
     llcs_per_node: int  # every CPU node's LLCs; 0 on an uneven grid (node_llcs)
     vendor: str = ""  # "", "intel" or "amd": the CPUID vendor the guest is shown ("": QEMU's default)
     node_llcs: tuple[int, ...] = ()  # an uneven grid's LLCs (dies) of each CPU node, in id order; () when uniform
+    cpu_model: tuple[int, int] | None = None  # (family, model) the guest's CPUID shows; None: qemu64's own
+
+    @property
+    def cpu_model_text(self) -> str:
+        """``family 6 model 173 (0xad)``, "" when the spec gives none."""
+        if self.cpu_model is None:
+            return ""
+        family, model = self.cpu_model
+        return f"family {family} model {model} ({model:#x})"
 
     @property
     def cores_per_die(self) -> int:
@@ -110,6 +123,7 @@ class CpuGrid:
             }
             | llcs
             | ({"vendor": self.vendor} if self.vendor else {})
+            | ({"cpu_model": {"family": self.cpu_model[0], "model": self.cpu_model[1]}} if self.cpu_model else {})
         )
 
 
@@ -126,7 +140,32 @@ def grid_from_dict(d: dict | None) -> CpuGrid | None:
         llcs_per_node=d.get("llcs_per_node", 0),
         vendor=d.get("vendor", ""),
         node_llcs=tuple(d.get("node_llcs", ())),
+        cpu_model=_model_of(d.get("cpu_model")),
     )
+
+
+def _model_of(d: dict | None) -> tuple[int, int] | None:
+    """A ``cpu_model`` mapping (a spec's, checked by the schema, or a manifest's) -> (family, model)."""
+    return (int(d["family"]), int(d["model"])) if d else None
+
+
+def check_cpu_model(vendor: str | None, cpu_model: dict | None) -> tuple[int, int] | None:
+    """A spec's ``cpu_model`` (the schema has checked its fields' types and ranges) against its vendor, or a
+    one-line LabError naming the field."""
+    model = _model_of(cpu_model)
+    if model is None:
+        return None
+    if vendor is None:
+        raise LabError(
+            f"cpu_model: family {model[0]} model {model[1]} is a vendor's number; say whose with cpu_vendor: "
+            f"{' or '.join(VENDORS)}"
+        )
+    if model[1] > 15 and model[0] < EXTENDED_MODEL_FAMILY:
+        raise LabError(
+            f"cpu_model.model: {model[1]} needs family {EXTENDED_MODEL_FAMILY} or later (the kernel reads a model's "
+            f"extended bits only from family 6 on: family {model[0]} would show model {model[1] & 15})"
+        )
+    return model
 
 
 def _node_llcs(node_cpus: list[int], llcs_per_node: int | None, node_llcs: list[int | None] | None) -> list[int]:
@@ -220,10 +259,12 @@ def build_grid(
     cores_per_cluster: int | None,
     vendor: str | None,
     node_llcs: list[int | None] | None = None,
+    cpu_model: dict | None = None,
 ) -> CpuGrid:
     """The grid a spec's ``packages``, ``llcs_per_node`` (or each node's ``llcs``), ``cores_per_cluster`` and
     ``cpu_vendor`` describe over the CPU counts of its nodes (CPU-less nodes left out), or a one-line LabError
-    naming the field. ``node_llcs``: each node's own ``llcs:`` (None where it has none)."""
+    naming the field. ``node_llcs``: each node's own ``llcs:`` (None where it has none); ``cpu_model``: the spec's
+    ``{family, model}``."""
     if not any(c > 0 for c in node_cpus):
         raise LabError("cpus: at least one node must have CPUs")
     llcs = _node_llcs(node_cpus, llcs_per_node, node_llcs)
@@ -240,6 +281,7 @@ def build_grid(
     cluster = cores_per_cluster if cores_per_cluster is not None else cores_per_llc
     if vendor is not None and vendor not in VENDORS:
         raise LabError(f"cpu_vendor: {vendor!r} is not one of {', '.join(VENDORS)}")
+    model = check_cpu_model(vendor, cpu_model)
     uneven = len(set(counts)) > 1
     return CpuGrid(
         packages=packages,
@@ -250,4 +292,5 @@ def build_grid(
         llcs_per_node=0 if uneven else counts[0],
         vendor=vendor or "",
         node_llcs=tuple(counts) if uneven else (),
+        cpu_model=model,
     )

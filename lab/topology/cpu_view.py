@@ -129,5 +129,6 @@ def predict_cpus(topo: Topology, release: str | None = None, levels: frozenset[s
         "numa_in_package": numa_in_package,
         "memoryless_nodes": topo.memoryless_nodes,
         "vendor": (grid.vendor or "intel") if grid is not None else "",
+        **({"cpu_model": {"family": grid.cpu_model[0], "model": grid.cpu_model[1]}} if grid and grid.cpu_model else {}),
         "cpus": cpus,
     }

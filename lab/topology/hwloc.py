@@ -66,6 +66,7 @@ class _Found:
     numa: list[_Numa] = field(default_factory=list)
     groups: dict[str, list[Group]] = field(default_factory=dict)  # package, core, l3, l2, die
     vendors: set[str] = field(default_factory=set)
+    cpuid: dict[str, set[str]] = field(default_factory=dict)  # CPUFamilyNumber, CPUModelNumber -> values seen
     distances: list[dict] = field(default_factory=list)  # {name, kind, indexing, n, indexes, values}
 
     def add(self, kind: str, cpus: Group) -> None:
@@ -107,6 +108,7 @@ def _int_attr(attrs: dict[str, str], name: str, what: str, default: int | None =
     return int(text)
 
 
+_CPUID_INFOS = ("CPUFamilyNumber", "CPUModelNumber")  # a Package's info, as the kernel reads them (decimal)
 _CACHES = {"L3Cache": "l3", "L2Cache": "l2"}  # (hwloc 2's cache types; cache_type 2 is an instruction cache)
 _GROUPED = {"Package": "package", "Core": "core", "Die": "die"}
 
@@ -143,6 +145,8 @@ class _XmlReader:
             self.objects.append(attrs.get("type", ""))
         elif tag == "info" and self.objects and attrs.get("name") == "CPUVendor":
             self.found.vendors.add(attrs.get("value", ""))
+        elif tag == "info" and self.objects and attrs.get("name") in _CPUID_INFOS:
+            self.found.cpuid.setdefault(attrs["name"], set()).add(attrs.get("value", "")[:20])
         elif tag == "distances2" and len(self.stack) == 2:
             self._distances(attrs)
         elif tag in ("indexes", "u64values") and self.dist is not None:
@@ -340,8 +344,21 @@ def _machine(found: _Found, origin: str, where: str, matrix: list[list[int]] | N
         l2s=tuple(found.groups.get("l2", ())),
         dies=tuple(found.groups.get("die", ())),
         vendor=vendors[0] if vendors else "",
+        cpu_models=_cpu_models(found.cpuid, where),
     )
     return GridMachine(machine=machine, groups=groups, facts=tuple(facts))
+
+
+def _cpu_models(cpuid: dict[str, set[str]], where: str) -> tuple[tuple[int, int], ...]:
+    """The (family, model) pairs the packages' CPUFamilyNumber and CPUModelNumber give (() when they do not);
+    several are the machine's to say, and the grid leaves the field out."""
+    families, models = (sorted(cpuid.get(k, ())) for k in _CPUID_INFOS)
+    if not families or not models:
+        return ()
+    for text in (*families, *models):
+        if not re.fullmatch(r"\d{1,3}", text.strip()):
+            raise LabError(f"{where}: CPU family or model {text!r} is not a number")
+    return tuple((int(f), int(m)) for f in families for m in models)
 
 
 def _default_distances(numa: list[_Numa], packages: tuple[Group, ...]) -> list[list[int]]:

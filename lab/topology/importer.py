@@ -12,7 +12,7 @@ says so.
 With ``cpu/`` beside ``node/`` (:func:`sysfs_dirs`), sysfs also tells each CPU's
 package, die, core and caches (:func:`read_sysfs_cpus`), as hwloc does: those
 imports go through lab.topology.machine_grid, which adds the CPU grid's fields
-(packages, llcs_per_node, cores_per_cluster, threads, cpu_vendor) and keeps
+(packages, llcs_per_node, cores_per_cluster, threads, cpu_vendor, cpu_model) and keeps
 memoryless nodes (``memory: 0``).
 
 Bad or partial input is a one-line :class:`LabError` naming the line (numactl)
@@ -208,6 +208,16 @@ def _sysfs_vendor(cpu_root: Path) -> str:
     return _X86_VENDORS.get(int(m.group(1)), f"x86 vendor {int(m.group(1))}")
 
 
+def _sysfs_cpu_models(cpu_root: Path) -> tuple[tuple[int, int], ...]:
+    """The CPU family and model from ``cpu/modalias`` (x86: ``...famFFFFmodMMMM:``, hex, as the kernel reads
+    them), () if it does not say."""
+    modalias = cpu_root / "modalias"
+    if not modalias.is_file():
+        return ()
+    m = re.match(r"cpu:type:x86,ven[0-9A-Fa-f]{4}fam([0-9A-Fa-f]{4})mod([0-9A-Fa-f]{4})", _read(modalias))
+    return ((int(m.group(1), 16), int(m.group(2), 16)),) if m else ()
+
+
 def read_sysfs_cpus(cpu_root: Path, cpus: list[int]) -> CpuGroups:
     """How ``cpus`` group, from a copy of /sys/devices/system/cpu: per CPU ``topology/`` (physical_package_id,
     die_id, cluster_id, core_id, thread_siblings_list) and ``cache/index*`` (level, type, shared_cpu_list)."""
@@ -243,6 +253,7 @@ def read_sysfs_cpus(cpu_root: Path, cpus: list[int]) -> CpuGroups:
         l2s=l2s,
         dies=tuple(frozenset(d) for d in dies.values()),
         vendor=_sysfs_vendor(cpu_root),
+        cpu_models=_sysfs_cpu_models(cpu_root),
     )
 
 

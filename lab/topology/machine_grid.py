@@ -9,6 +9,7 @@ package, an L3, an L2 and a core. :func:`derive_grid` turns that into the spec's
     cores_per_cluster: 2  # cores sharing one L2 (left out when each core has its own)
     threads: 2
     cpu_vendor: amd
+    cpu_model: {family: 25, model: 17}  # the packages' CPUID family and model, when the source gives them
 
 and :func:`grid_spec` writes the spec, scaled like every import (``--cpus-per-node``, ``--mem-per-node``), as
 data and as YAML text whose comments say what was decided. Nodes that hold different numbers of L3s (2 in one
@@ -49,6 +50,7 @@ class CpuGroups:
     l2s: tuple[Group, ...] = ()
     dies: tuple[Group, ...] = ()  # (said in the description only: the grid's dies are its LLCs)
     vendor: str = ""  # the CPUID vendor string (GenuineIntel, AuthenticAMD, ...), "" if not known
+    cpu_models: tuple[tuple[int, int], ...] = ()  # the (family, model) pairs the source gives; () if not known
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,7 @@ class GridFields:
     cpu_vendor: str | None
     comments: dict[str, str] = field(default_factory=dict)  # spec field -> one line
     node_llcs: tuple[int, ...] = ()  # an uneven machine's L3s of each CPU node (llcs_per_node then None)
+    cpu_model: tuple[int, int] | None = None  # (family, model), with cpu_vendor only
 
     @property
     def fewest_llcs(self) -> int:
@@ -338,6 +341,7 @@ def derive_grid(gm: GridMachine) -> GridFields:
     vendor = VENDORS.get(g.vendor)
     if g.vendor and vendor is None:
         comments["cpu_vendor"] = f"cpu_vendor left out: the machine's CPU vendor {g.vendor!r} is not Intel's or AMD's"
+    cpu_model = _cpu_model(g, vendor, comments)
     return GridFields(
         threads=threads,
         packages=n_packages,
@@ -346,7 +350,23 @@ def derive_grid(gm: GridMachine) -> GridFields:
         cpu_vendor=vendor,
         comments=comments,
         node_llcs=node_llcs,
+        cpu_model=cpu_model,
     )
+
+
+def _cpu_model(g: CpuGroups, vendor: str | None, comments: dict[str, str]) -> tuple[int, int] | None:
+    """The machine's one (family, model) for ``cpu_model``, or None with a comment when it has several, or no
+    vendor to go with it (the numbers are a vendor's)."""
+    if not g.cpu_models:
+        return None
+    if len(g.cpu_models) > 1:
+        seen = ", ".join(f"{f}/{m}" for f, m in g.cpu_models)
+        comments["cpu_model"] = f"cpu_model left out: the machine's packages give several families/models ({seen})"
+        return None
+    if vendor is None:
+        comments["cpu_model"] = "cpu_model left out: no Intel or AMD vendor to go with it"
+        return None
+    return g.cpu_models[0]
 
 
 # --- the spec ---------------------------------------------------------------------------------------------------
@@ -485,6 +505,7 @@ def grid_spec(
         ("llcs_per_node", grid.llcs_per_node),
         ("cores_per_cluster", grid.cores_per_cluster),
         ("cpu_vendor", grid.cpu_vendor),
+        ("cpu_model", {"family": grid.cpu_model[0], "model": grid.cpu_model[1]} if grid.cpu_model else None),
     ):
         if value is not None:
             data[key] = value
@@ -499,7 +520,7 @@ def grid_spec(
     return ImportedSpec(data=data, text=text, notes=tuple(grid.comments.values()), topology=topo)
 
 
-_FIELD_ORDER = ("threads", "packages", "llcs_per_node", "cores_per_cluster", "cpu_vendor")
+_FIELD_ORDER = ("threads", "packages", "llcs_per_node", "cores_per_cluster", "cpu_vendor", "cpu_model")
 
 
 def _yaml(data: dict, comments: dict[str, str], origin: str) -> str:
@@ -523,7 +544,9 @@ def _yaml(data: dict, comments: dict[str, str], origin: str) -> str:
     for key in _FIELD_ORDER:
         if key in comments:
             lines.append(f"# {comments[key]}")
-        if key in data:
+        if key == "cpu_model" and key in data:
+            lines.append(f"cpu_model: {{family: {data[key]['family']}, model: {data[key]['model']}}}")
+        elif key in data:
             lines.append(f"{key}: {data[key]}")
     if "tiers" in data:
         lines += ["tiers:", f"  slow_nodes: [{', '.join(map(str, data['tiers']['slow_nodes']))}]"]

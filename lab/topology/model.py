@@ -139,6 +139,7 @@ class Topology:
                 grid.cores_per_cluster if grid.has_clusters else None,
                 grid.vendor or None,
                 [n or None for n in llcs] if grid.uneven else None,
+                {"family": grid.cpu_model[0], "model": grid.cpu_model[1]} if grid.cpu_model else None,
             )
         topo = replace(self, nodes=nodes, threads=threads, cpu_grid=grid)
         validate(topo)

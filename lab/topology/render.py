@@ -122,7 +122,7 @@ def cpu_lines(topo: Topology, cpus_view: dict) -> list[str]:
         lines.append(
             f"cpus: {grid.packages} package(s) x {grid.dies_per_package} LLC(s) (dies){clusters}, "
             f"{grid.cores_per_die} cores x {grid.threads} thread(s) an LLC; {_per_node(grid, topo.cpu_nodes)}; "
-            f"CPUID vendor {cpus_view['vendor']}"
+            f"CPUID vendor {cpus_view['vendor']}" + (f", {grid.cpu_model_text}" if grid.cpu_model else "")
         )
     else:
         lines.append("cpus: a package and an LLC a node (no packages/llcs_per_node/cores_per_cluster in the spec)")

@@ -74,7 +74,7 @@ def node_mib(value: object, field: str) -> int:
     return parse_mib(value, field)
 
 
-GRID_FIELDS = ("packages", "llcs_per_node", "cores_per_cluster", "cpu_vendor")
+GRID_FIELDS = ("packages", "llcs_per_node", "cores_per_cluster", "cpu_vendor", "cpu_model")
 
 
 def _node_llcs(spec: dict) -> list[int | None] | None:
@@ -98,6 +98,7 @@ def _grid(spec: dict, nodes: list[Node], threads: int):
         spec.get("cores_per_cluster"),
         spec.get("cpu_vendor"),
         node_llcs,
+        spec.get("cpu_model"),
     )
 
 

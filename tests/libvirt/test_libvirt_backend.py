@@ -101,6 +101,12 @@ def test_a_machine_with_two_llcs_a_node_through_libvirt(daemons, tmp_path: Path)
     m = manifest(tmp_path / "r")
     assert m["status"] == "ok" and m["guest_topology_ok"] is True, m["guest_topology"]["problems"]
     assert [d["name"] for d in m["guest_topology"]["sched_domains"]["0"]] == ["MC", "DIE", "NUMA"]
+    # its Sapphire Rapids X CPUID (cpu_model 6/143), which <model> cannot say: QEMU's -global through
+    # <qemu:commandline>, beside libvirt's own -cpu
+    cpus = m["guest_topology"]["readback"]["cpus"]
+    assert (cpus["vendor"], cpus["family"], cpus["model"]) == ("GenuineIntel", 6, 143)
+    log = (tmp_path / "r" / "qemu.log").read_text()
+    assert "-cpu qemu64,vendor=GenuineIntel" in log and "-global qemu64-x86_64-cpu.model=143" in log
     for topo, needle in (("memoryless-3", "node 1 is memoryless"), ("srf-2s-modules", "has no clusters")):
         proc = numalab("run", "--backend", "libvirt", "--connect", SYSTEM, "--topology", topo, "--workload", "idle",
                        "--duration", "1", "--out", str(tmp_path / topo), timeout=120)  # fmt: skip

@@ -5,6 +5,7 @@ the new presets under TCG, booted by numalab run)."""
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -116,6 +117,12 @@ def test_memoryless_node_has_no_backend() -> None:
         ({"llcs_per_node": 3}, "llcs_per_node: 4 CPUs a node do not split into 3 LLCs"),
         ({"llcs_per_node": 2, "cores_per_cluster": 3}, "cores_per_cluster: 2 cores an LLC do not split into"),
         ({"cpu_vendor": "via"}, "cpu_vendor"),
+        ({"cpu_model": {"family": 6, "model": 173}}, "cpu_model: family 6 model 173 is a vendor's number; say whose"),
+        ({"cpu_vendor": "intel", "cpu_model": {"family": 6, "model": 256}}, "cpu_model.model: must be from 0 to 255"),
+        ({"cpu_vendor": "intel", "cpu_model": {"family": 271, "model": 1}}, "cpu_model.family: must be from 1 to 270"),
+        ({"cpu_vendor": "intel", "cpu_model": {"family": 6}}, "cpu_model.model: missing"),
+        ({"cpu_vendor": "intel", "cpu_model": 173}, "cpu_model: expected {family: F, model: M}, got 173"),
+        ({"cpu_vendor": "intel", "cpu_model": {"family": 5, "model": 17}}, "cpu_model.model: 17 needs family 6 or"),
         (
             {"nodes": [{"id": 0, "cpus": 4, "memory": "256M"}, {"id": 1, "cpus": 2, "memory": "256M"}], "packages": 2},
             "nodes: node 1's LLCs would be 2 CPUs (2 in 1) and node 0's 4 (4 in 1); QEMU's -smp is a uniform grid",
@@ -218,3 +225,64 @@ def test_sockets_of_three_cpus_are_warned_about() -> None:
     """QEMU 7.2 with Debian's 6.1 hung at boot on 2 sockets of 3 CPUs (docs/qemu-topology.md, case X)."""
     assert any("2 sockets of 3 CPUs" in w for w in predicted_warnings(load_topology("ring-2").with_overrides(3)))
     assert not any("sockets of 3" in w for w in predicted_warnings(load_topology("ring-2").with_overrides(4)))
+
+
+def test_cpu_model_is_shown_by_qemu_and_kept_by_the_record() -> None:
+    """A spec's cpu_model (issue #48: commit 4d6dd05d07d0's fix tests Granite Rapids X, family 6 model 173): TCG's
+    -cpu gains family= and model=; under KVM the guest is the host's CPU (-cpu host), as before."""
+    topo = load_spec(spec(packages=2, cpu_vendor="intel", cpu_model={"family": 6, "model": 173}), "t")
+    assert topo.cpu_grid.cpu_model == (6, 173) and topo.cpu_grid.cpu_model_text == "family 6 model 173 (0xad)"
+    argv = qemu_argv(topo, plan_placement(topo, HOST), BOOT)
+    assert argv[argv.index("-cpu") + 1] == "qemu64,vendor=GenuineIntel,family=6,model=173"
+    kvm = qemu_argv(topo, plan_placement(topo, HOST), replace(BOOT, accel="kvm"))
+    assert kvm[kvm.index("-cpu") + 1] == "host"
+    with pytest.raises(LabError, match=r"cpu_model: this boot's CPU is -cpu max .*not family 6 model 173"):
+        qemu_argv(topo, plan_placement(topo, HOST), replace(BOOT, cpu="max"))
+    assert topo.to_dict()["cpu_grid"]["cpu_model"] == {"family": 6, "model": 173}
+    assert topology_from_dict(topo.to_dict()) == topo
+    assert topo.with_overrides(cpus_per_node=4).cpu_grid.cpu_model == (6, 173)
+    assert predict_cpus(topo)["cpu_model"] == {"family": 6, "model": 173}
+    # a record from before the field reads as before: no cpu_model, nothing in the grid's dict
+    old = load_topology("genoa-nps2")
+    assert old.cpu_grid.cpu_model is None and "cpu_model" not in old.to_dict()["cpu_grid"]
+    assert "cpu_model" not in predict_cpus(old)
+
+
+def test_topo_show_prints_the_cpu_model() -> None:
+    proc = numalab("topo", "show", "gnr-2s-snc3")
+    assert proc.returncode == 0, proc.stderr
+    assert "CPUID vendor intel, family 6 model 173 (0xad)" in proc.stdout
+
+
+def test_a_guest_shown_another_cpu_model_is_a_mismatch(tmp_path: Path) -> None:
+    """The guest's CPUID family and model (cpus.txt, from /proc/cpuinfo) against the spec's cpu_model: what a
+    real gnr-2s-snc3 guest wrote passes; the same with another model, or none read back, or another vendor, does
+    not, and names the field."""
+    shutil.copytree(VIEWS / "gnr-2s-snc3", tmp_path / "r")
+    topo = load_topology("gnr-2s-snc3")
+    cpus = read_cpus(tmp_path / "r")
+    assert (cpus["vendor"], cpus["family"], cpus["model"]) == ("GenuineIntel", 6, 173)
+    domains = read_sched_domains(tmp_path / "r")
+    assert check_cpus(topo, cpus, domains, "6.1.0") == []
+    problems = check_cpus(topo, cpus | {"model": 107, "family": 15}, domains, "6.1.0")
+    assert problems == [
+        "CPUID family 15 model 107 != the spec's family 6 model 173 (cpu_model); under KVM the guest is shown the "
+        "host's CPU (-cpu host), under TCG the spec's"
+    ]
+    unread = {k: v for k, v in cpus.items() if k not in ("family", "model")}
+    assert check_cpus(topo, unread, domains, "6.1.0")[0].startswith(
+        "the guest's CPUID family and model were not read back; the spec's family 6 model 173 (cpu_model)"
+    )
+    assert check_cpus(topo, cpus | {"vendor": "AuthenticAMD"}, domains, "6.1.0")[0].startswith(
+        "CPUID vendor 'AuthenticAMD' != predicted 'GenuineIntel' (cpu_vendor); under KVM"
+    )
+    # a guest view from before the init wrote family and model reads without them (genoa-nps2 has no cpu_model)
+    old = read_cpus(VIEWS / "genoa-nps2")
+    assert "family" not in old and "model" not in old
+
+
+def test_a_damaged_cpu_model_line_is_named_not_raised(tmp_path: Path) -> None:
+    (tmp_path / "cpus.txt").write_text("vendor_id\t: GenuineIntel\ncpu family\t: six\nmodel\t\t: 173\n")
+    problems: list[str] = []
+    assert read_cpus(tmp_path, problems) == {"vendor": "GenuineIntel", "model": 173, "cpus": {}}
+    assert problems == ["cpus.txt line 2: 'cpu family\\t: six' is not a CPU family or model"]

@@ -16,7 +16,7 @@ from lab.errors import LabError
 from lab.placement.pinning import Backing, Placement, plan_placement
 from lab.topology.model import Topology
 from lab.topology.spec import load_spec, load_topology, preset_names
-from lab.vm.libvirt.libvirt_xml import domain_xml
+from lab.vm.libvirt.libvirt_xml import QEMU_NS, domain_xml
 from lab.vm.qemu.qemu_argv import qemu_argv
 
 VALIDATOR = "virt-xml-validate"
@@ -88,8 +88,13 @@ def check_same_vm(xml: str, topo: Topology, placement: Placement, domain_type: s
     want_mode = "host-passthrough" if domain_type == "kvm" else ("custom" if model else None)
     assert cpu.get("mode") == want_mode
     if model:
-        name, _, vendor = model.partition(",vendor=")
+        name, _, rest = model.partition(",vendor=")
+        vendor, *cpuid = rest.split(",")
         assert (cpu.findtext("model"), cpu.find("model").get("vendor_id")) == (name, vendor)
+        # the family and model <model> cannot say: the same CPU properties through <qemu:commandline>'s -global
+        args = [a.get("value") for a in root.findall(f"{{{QEMU_NS}}}commandline/{{{QEMU_NS}}}arg")]
+        assert [f"{name}-x86_64-cpu.{kv}" for kv in cpuid] == [a for a in args if a.startswith(f"{name}-x86_64")]
+        assert args.count("-global") == len(cpuid)
     # The same -smp: sockets, dies, cores and threads (the argv's dies= only with a CPU grid).
     smp = dict(kv.split("=") for kv in argv[argv.index("-smp") + 1].split(",")[1:])
     top = cpu.find("topology")

@@ -342,6 +342,8 @@ def test_sysfs_with_cpu_reads_packages_caches_and_threads(tmp_path):
     d = spec.data
     assert (d["packages"], d["llcs_per_node"], d["cores_per_cluster"], d["threads"]) == (2, 1, 2, 2)
     assert d["cpu_vendor"] == "amd" and d["cpus_per_node"] == 4  # the fewest: a cluster of 2 cores x 2 threads
+    # modalias's fam0019mod0011 (hex, as the kernel writes it): AMD family 25 model 17, a Genoa
+    assert d["cpu_model"] == {"family": 25, "model": 17} and "cpu_model: {family: 25, model: 17}\n" in spec.text
     assert d["distances"][0] == [10, 12, 32, 32]
     assert f"sysfs ({system / 'node'} and {system / 'cpu'})" in d["description"]
     # the same from ROOT/node, which has cpu/ beside it
@@ -438,3 +440,32 @@ def test_imported_grid_spec_passes_topo_check(tmp_path, source):
     assert numalab("topo", "import", str(source), "--out", str(out)).returncode == 0
     check = numalab("topo", "check", str(out))
     assert check.returncode == 0, check.stderr
+
+
+def _snc3_with_cpuid(tmp_path: Path, models: tuple[str, str]) -> Path:
+    """The SNC-3 XML with each package's CPUFamilyNumber and CPUModelNumber, as lstopo writes them (decimal)."""
+    text = SNC3.read_text()
+    parts = text.split('<info name="CPUVendor" value="GenuineIntel"/>')
+    assert len(parts) == 3
+    out = parts[0]
+    for model, rest in zip(models, parts[1:]):
+        out += (
+            '<info name="CPUVendor" value="GenuineIntel"/><info name="CPUFamilyNumber" value="6"/>'
+            f'<info name="CPUModelNumber" value="{model}"/>' + rest
+        )
+    path = tmp_path / "snc3-gnr.xml"
+    path.write_text(out)
+    return path
+
+
+def test_hwloc_cpu_family_and_model_become_cpu_model(tmp_path: Path) -> None:
+    spec = _spec(read_hwloc_xml(_snc3_with_cpuid(tmp_path, ("173", "173"))))
+    assert spec.data["cpu_vendor"] == "intel" and spec.data["cpu_model"] == {"family": 6, "model": 173}
+    assert "cpu_vendor: intel\ncpu_model: {family: 6, model: 173}\n" in spec.text
+    assert parse_yaml(spec.text, "t") == spec.data
+    # packages of two models: the machine's to say, left out with a comment
+    mixed = _spec(read_hwloc_xml(_snc3_with_cpuid(tmp_path, ("173", "175"))))
+    assert "cpu_model" not in mixed.data
+    assert "# cpu_model left out: the machine's packages give several families/models (6/173, 6/175)" in mixed.text
+    # the file without them (hwloc-snc3-2socket.xml) imports as before
+    assert "cpu_model" not in _spec(read_hwloc_xml(SNC3)).data

@@ -87,6 +87,13 @@ def test_preset_boots_with_its_topology(preset: str, tmp_path) -> None:
     # machine with a CPU grid; the guest's ids and caches are recorded for every preset.
     cpus = manifest["guest_topology"]["readback"]["cpus"]["cpus"]
     assert sorted(int(c) for c in cpus) == list(range(topo.total_cpus))
+    # The CPUID the guest was shown (/proc/cpuinfo, read back every run): a named Intel machine's family and model
+    # (cpu_model: gnr-2s-snc3 6/173 and spr-2s-2llc 6/143 on QEMU 7.2, srf-2s-modules 6/175 on QEMU 10), else
+    # qemu64's family 15 model 107 with the vendor asked for (Intel's on a grid, qemu64's AMD without one).
+    seen = manifest["guest_topology"]["readback"]["cpus"]
+    grid = topo.cpu_grid
+    vendor = "GenuineIntel" if grid is not None and grid.vendor != "amd" else "AuthenticAMD"
+    assert (seen["vendor"], seen["family"], seen["model"]) == (vendor, *(grid and grid.cpu_model or (15, 107)))
     if topo.cpu_grid is not None:
         want = predict_cpus(topo, manifest["kernel"]["guest_release"])["cpus"]
         for cpu, w in enumerate(want):

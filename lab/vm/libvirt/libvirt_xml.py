@@ -16,7 +16,9 @@ How the QEMU options map:
   A grid's clusters (``-smp modules=``) have no place in libvirt 9.0's ``<topology>`` (10.1 added
   ``clusters``): refused. So is a memoryless node: libvirt 9.0 gives a ``<cell>`` of memory 0 a
   ``memory-backend-ram`` of size 0, which QEMU refuses ("property 'size' ... doesn't take value '0'").
-* A grid's TCG ``-cpu qemu64,vendor=V`` -> ``<cpu mode='custom'><model vendor_id='V'>qemu64</model>``.
+* A grid's TCG ``-cpu qemu64,vendor=V`` -> ``<cpu mode='custom'><model vendor_id='V'>qemu64</model>``; its
+  ``family=F,model=M`` (the spec's ``cpu_model``), which ``<model>`` cannot say, -> ``<qemu:commandline>`` with
+  ``-global qemu64-x86_64-cpu.family=F -global qemu64-x86_64-cpu.model=M`` (the same CPU properties).
 * ``-numa node``/``-numa dist`` -> ``<cpu><numa><cell>`` with the full SLIT row
   in ``<distances>`` of every cell. vCPUs are numbered node by node, so a
   cell's ``cpus`` is a contiguous range, and libvirt's cpu-index based
@@ -96,6 +98,18 @@ def check_expressible(topo: Topology) -> None:
             "(it gives a <cell> of memory 0 a memory backend of size 0, which QEMU refuses); run it on direct "
             "QEMU (--backend qemu)"
         )
+
+
+def _cpuid_globals(topo: Topology, domain_type: str) -> list[str]:
+    """A grid's ``cpu_model`` under TCG: libvirt 9.0's ``<cpu><model>`` takes a vendor_id but no family or model, so
+    they go to QEMU as ``-global qemu64-x86_64-cpu.family=F`` and ``.model=M``, the properties ``-cpu
+    qemu64,family=F,model=M`` sets, beside the ``-cpu qemu64,vendor=...`` libvirt writes. Under KVM the guest is shown
+    the host's CPU (host-passthrough), as with direct QEMU's ``-cpu host``."""
+    grid = topo.cpu_grid
+    if domain_type == "kvm" or grid is None or grid.cpu_model is None:
+        return []
+    family, model = grid.cpu_model
+    return ["-global", f"qemu64-x86_64-cpu.family={family}", "-global", f"qemu64-x86_64-cpu.model={model}"]
 
 
 def _check(topo: Topology, placement: Placement, boot: BootSpec, domain_type: str) -> None:
@@ -243,9 +257,10 @@ def domain_xml(topo: Topology, placement: Placement, boot: BootSpec, domain_type
     _sub(root, "on_reboot", "destroy")
     _sub(root, "on_crash", "preserve")
     _devices(root, boot)
-    if boot.plugin:
+    extra = _cpuid_globals(topo, domain_type) + (["-plugin", boot.plugin] if boot.plugin else [])
+    if extra:
         args = ET.SubElement(root, f"{{{QEMU_NS}}}commandline")
-        for value in ("-plugin", boot.plugin):
+        for value in extra:
             ET.SubElement(args, f"{{{QEMU_NS}}}arg", value=value)
 
     ET.indent(root, space="  ")

@@ -188,13 +188,20 @@ CPUID_VENDORS = {"intel": "GenuineIntel", "amd": "AuthenticAMD"}
 def cpu_model(topo: Topology, boot: BootSpec) -> list[str]:
     """TCG's -cpu: the boot's model (the nested tier's ``max``) as it is; on a machine with a CPU grid, QEMU's
     default model shown with the grid's vendor (Intel unless the spec says amd: the guest then reads its LLC from
-    CPUID leaf 4, which QEMU shares among a die's CPUs); else QEMU's default."""
-    if boot.cpu:
-        return ["-cpu", boot.cpu]
+    CPUID leaf 4, which QEMU shares among a die's CPUs) and the spec's family and model if it gives them (QEMU
+    7.2 and 10 take ``family=``/``model=`` on qemu64); else QEMU's default."""
     grid = topo.cpu_grid
+    if boot.cpu:
+        if grid is not None and grid.cpu_model:
+            raise LabError(
+                f"topology {topo.name}: cpu_model: this boot's CPU is -cpu {boot.cpu} (the nested tier's outer guest), "
+                f"which shows its own family and model, not {grid.cpu_model_text}; run the topology directly"
+            )
+        return ["-cpu", boot.cpu]
     if grid is None:
         return []
-    return ["-cpu", f"qemu64,vendor={CPUID_VENDORS[grid.vendor or 'intel']}"]
+    model = f",family={grid.cpu_model[0]},model={grid.cpu_model[1]}" if grid.cpu_model else ""
+    return ["-cpu", f"qemu64,vendor={CPUID_VENDORS[grid.vendor or 'intel']}{model}"]
 
 
 def _ioeventfd(boot: BootSpec) -> str:
