@@ -158,3 +158,20 @@ def test_the_report_groups_runs_by_scheduler(tmp_path: Path) -> None:
     assert by["scx"]["scheduler"]["kind"] == "sched_ext" and by["scx"]["group"] == "stock scheduler=scx_simple"
     page = (tmp_path / "out" / "report.html").read_text()
     assert "scx_simple (sched_ext) placed this run" in page
+
+
+def test_verdict_lines_and_dot_plots_say_it(tmp_path: Path) -> None:
+    """`ab`, `run --repeat auto`, bisect and the matrix decide from verdict lines, and the report draws a dot plot a
+    row: NUMA balancing's carry the mark there too, the placement rows do not."""
+    from lab.analysis.verdict import verdicts_of
+    from lab.report.sections.ab_section import _verdict_text
+
+    base = [json.loads((p / "manifest.json").read_text()) for p in _copies(tmp_path, None, "fair")]
+    new = [json.loads((p / "manifest.json").read_text()) for p in _copies(tmp_path, SCX, "scx")]
+    migrated, boot = verdicts_of(base, new, ["vmstat.numa_pages_migrated", "timings.boot_s"])
+    assert migrated.line().endswith("so this row is not a verdict on it") and "the fair class's" in migrated.line()
+    assert "fair class" not in boot.line()
+    assert "fair class" not in "".join(v.line() for v in verdicts_of(base, base, ["vmstat.numa_pages_migrated"]))
+    c = _ab(tmp_path / "ab")
+    assert "the fair class&#x27;s" in _verdict_text(c.row("vmstat.numa_pages_migrated"))
+    assert "fair class" not in _verdict_text(c.row("timings.boot_s"))
