@@ -14,7 +14,7 @@ from statistics import median
 
 from lab.analysis.compare import Comparison
 from lab.analysis.display import percent
-from lab.events import MIGRATE_TASK, MOVE_NUMA, STICK_NUMA, SWAP_NUMA, WAKEUP, WAKEUP_NEW, WAKING
+from lab.events import MIGRATE_TASK, MOVE_NUMA, PROCESS_EXIT, STICK_NUMA, SWAP_NUMA, WAKEUP, WAKEUP_NEW, WAKING
 from lab.report import svg
 from lab.report.colors import BASE_COLOR, EVENT_COLORS, NEW_COLOR, NODE_COLORS
 from lab.report.html_parts import box, e, figure, get, num, table
@@ -108,8 +108,8 @@ def _placement(res: dict, w: dict) -> str:
         "small", (0, 1, 2, 3, 4, 5),
     )  # fmt: skip
     how = (
-        "From the generic scheduler events only (sched_migrate_task, sched_wakeup_new, sched_process_exit), so for "
-        "any scheduler, a sched_ext one too. A task that changed node has settled when, from some interval to its "
+        f"From the generic scheduler events only ({MIGRATE_TASK.name}, {WAKEUP_NEW.name}, {PROCESS_EXIT.name}), so "
+        "for any scheduler, a sched_ext one too. A task that changed node has settled when, from some interval to its "
         f"end, the node it spent most of each interval on is the node it ended on, for "
         f"{num(res.get('settled_min_s'))} s or more (convergence's rule, without NUMA balancing's target), at the "
         "time it last arrived there; the workload's is the last such task's (one still moving counts as the end of "
