@@ -167,11 +167,17 @@ def ext_sentence(c: Comparison) -> str:
     ext_sides = [(label, name) for label, name in zip((c.base_label, c.new_label), c.schedulers, strict=True)
                  if name != "fair"]  # fmt: skip
     named = " and ".join(c.ext)
+    placed = any(c.row(k) is not None or _undefined_side(c, k) for k, _w, _u in PLACEMENT)
+    where = (
+        "the placement rows (from the generic scheduler events) say where the tasks ran"
+        if placed
+        else "these records have no placement rows (made before numalab read them): each run's residency in the "
+        "report says where the tasks ran"
+    )
     out = (
         f"With {' and '.join(label for label, _n in ext_sides)}, {named} (sched_ext) made the placement: NUMA "
         "balancing's scans run only for fair-class tasks, so its figures there are not a verdict on "
-        f"{'them' if len(c.ext) > 1 else 'it'}; the placement rows (from the generic scheduler events) say where "
-        "the tasks ran."
+        f"{'them' if len(c.ext) > 1 else 'it'}; {where}."
     )
     if len(ext_sides) == 2:
         return out

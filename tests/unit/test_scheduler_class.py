@@ -59,10 +59,11 @@ def test_a_field_not_as_documented_is_a_one_line_error(field: object, words: str
         scheduler_of({"scheduler": field})
 
 
-def _copies(tmp_path: Path, scheduler: dict | None, name: str) -> list[Path]:
-    """The balancing-on records, copied, each with ``scheduler`` in its manifest (None: as recorded)."""
+def _copies(tmp_path: Path, scheduler: dict | None, name: str, runs: list[Path] = ON) -> list[Path]:
+    """The balancing-on records (or ``runs``), copied, each with ``scheduler`` in its manifest (None: as
+    recorded)."""
     out = []
-    for i, src in enumerate(ON):
+    for i, src in enumerate(runs):
         dst = tmp_path / f"{name}{i + 1}"
         shutil.copytree(src, dst)
         mf = dst / "manifest.json"
@@ -142,7 +143,7 @@ def test_the_finding_never_calls_balancing_idle_a_verdict_on_the_bpf_scheduler(t
     # sched_ext on both sides (two BPF schedulers, or one on two kernels): nothing said of balancing's idleness
     both = cmp.compare_runs(*([RunRecord.load(p) for p in _copies(tmp_path / s, SCX, s)] for s in ("x", "y")))
     fb = finding.finding(both)
-    assert fb is not None and "did nothing" not in fb.acted and fb.acted.endswith("say where the tasks ran.")
+    assert fb is not None and "did nothing" not in fb.acted and "these records have no placement rows" in fb.acted
     assert (both.base_label, both.new_label) == ("stock [scx_simple]", "stock [scx_simple]")
 
 
@@ -175,3 +176,22 @@ def test_verdict_lines_and_dot_plots_say_it(tmp_path: Path) -> None:
     c = _ab(tmp_path / "ab")
     assert "the fair class&#x27;s" in _verdict_text(c.row("vmstat.numa_pages_migrated"))
     assert "fair class" not in _verdict_text(c.row("timings.boot_s"))
+
+
+def test_the_finding_gives_the_placement_rows_of_a_real_run(tmp_path: Path) -> None:
+    """On the real balancing-off record (its manifest has the placement figures), under the fair class and said to
+    have run under scx_simple: the finding gives its migrations between nodes and its settling time, any
+    scheduler's, without the fair-class mark; and the fair side's idle balancing is said of the fair side only."""
+    real = [Path(__file__).parent.parent / "data" / "runs" / "ring4x1-numa01-off"]
+    base = [RunRecord.load(p) for p in _copies(tmp_path, None, "fair", real)]
+    new = [RunRecord.load(p) for p in _copies(tmp_path, SCX, "scx", real)]
+    c = cmp.compare_runs(base, new)
+    f = finding.finding(c)
+    assert f is not None
+    by = {r["metric"]: r for r in f.placement}
+    assert by["tasks.migrations_between_nodes"]["baseline"] == by["tasks.migrations_between_nodes"]["new"] == "7"
+    assert by["tasks.settled_s"]["new"] == "6.45 s" and "fair class" not in by["tasks.settled_s"]["line"]
+    assert not c.row("tasks.settled_s").class_note and c.row("vmstat.numa_hint_faults").class_note
+    assert "the placement rows (from the generic scheduler events) say where the tasks ran" in f.acted
+    assert f.acted.endswith("With stock [fair] (balancing off), NUMA balancing did nothing measurable.")
+    assert "where the tasks ran (any scheduler): time until the tasks that moved" in finding.to_text(c)
