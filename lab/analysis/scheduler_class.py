@@ -97,7 +97,9 @@ def scheduler_of(manifest: dict) -> SchedulerInfo:
     kind = s.get("kind", FAIR)
     if kind not in KINDS:
         raise LabError(f"scheduler.kind: {str(kind)[:40]!r} is not one of {', '.join(KINDS)}")
-    asked = _text(s.get("asked", FAIR), "asked")
+    # (a sched_ext run that does not say what was asked is named by the ops the guest saw, never "fair")
+    fallback = FAIR if kind == FAIR else _ops(s.get("start"), "start") or _ops(s.get("end"), "end") or SCHED_EXT
+    asked = _text(s.get("asked", fallback), "asked")
     ejected = s.get("ejected", False)
     if not isinstance(ejected, bool):
         raise LabError("scheduler.ejected: not true or false")

@@ -39,6 +39,10 @@ def test_a_sched_ext_run_is_named_by_what_was_asked() -> None:
     gone = scheduler_of({"scheduler": SCX | {"ejected": True, "reason": "runnable task stall", "end": None}})
     assert gone.label == "scx_simple (ejected)" and gone.reason == "runnable task stall" and gone.end_ops is None
     assert ext_names([{}, {"scheduler": SCX}, {"scheduler": SCX}]) == ["scx_simple"]
+    # a sched_ext record that does not say what was asked is named by its ops, never "fair"
+    unnamed = {k: v for k, v in SCX.items() if k != "asked"}
+    assert scheduler_of({"scheduler": unnamed}).name == "simple"
+    assert scheduler_of({"scheduler": {"kind": "sched_ext"}}).name == "sched_ext"
     assert side_name([{}, {"scheduler": SCX}]) == "fair+scx_simple" and side_name([]) == "fair"
 
 
