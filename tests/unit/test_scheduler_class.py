@@ -199,3 +199,14 @@ def test_the_finding_gives_the_placement_rows_of_a_real_run(tmp_path: Path) -> N
     assert "the placement rows (from the generic scheduler events) say where the tasks ran" in f.acted
     assert f.acted.endswith("With stock [fair] (balancing off), NUMA balancing did nothing measurable.")
     assert "where the tasks ran (any scheduler): time until the tasks that moved" in finding.to_text(c)
+
+
+def test_no_balancing_activity_under_sched_ext_is_expected() -> None:
+    """A run with balancing on and nothing from it: a warning under the fair class, expected under a sched_ext
+    scheduler (balancing scans fair-class tasks only)."""
+    from lab.report.sections.numa_section import _quiet_box
+
+    on = {"settings": {"numa_balancing": "1"}}
+    assert "unexpected with NUMA balancing on" in _quiet_box(on)
+    ext = _quiet_box(on | {"scheduler": {"kind": "sched_ext", "name": "scx_simple"}})
+    assert "expected: scx_simple (sched_ext) ran the tasks" in ext and "unexpected" not in ext
