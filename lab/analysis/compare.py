@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 from lab.analysis.caveats import caveat_note, free_remote, row_caveat
 from lab.analysis.lost import describe as describe_lost
 from lab.analysis.lost import of_record as lost_of_record
-from lab.analysis.metrics import NEUTRAL, Metric, metric_values, metrics_of
+from lab.analysis.metrics import METRIC_KEYS, NEUTRAL, Metric, metric_values, metrics_of
 from lab.analysis.record import RunRecord
+from lab.analysis.scheduler_class import ext_names, fair_class_note, scheduler_of, side_name
 from lab.analysis.stats import ALPHA, DEFAULT_RULE, MIN_REPEATS, RULES, Stats, significant, welch_interval, welch_p
 from lab.errors import LabError
 from lab.min_effect import DEFAULT_PCT as DEFAULT_MIN_EFFECT
@@ -115,6 +116,9 @@ class Row:
     included: dict[str, int] = field(default_factory=dict)
     # What its verdict cannot mean, in its own words (lab.analysis.caveats.row_caveat); "" for nothing.
     caveat: str = ""
+    # A NUMA-balancing row where a side ran a sched_ext scheduler: whose figure it is (lab.analysis.scheduler_class.
+    # fair_class_note); "" for none.
+    class_note: str = ""
 
     @property
     def marked(self) -> str:
@@ -135,7 +139,14 @@ class Row:
         among its figures, "better † (includes 2 runs marked placement-broken)"."""
         text = same_text(self.min_effect) if self.below_effect else self.verdict()
         text = f"{text} {INCLUDED_MARK} ({self.marked})" if self.included else text
-        return f"{text}: {self.caveat}" if self.caveat else text
+        text = f"{text}: {self.caveat}" if self.caveat else text
+        return f"{text}; {self.class_note}" if self.class_note else text
+
+    @property
+    def said(self) -> bool:
+        """Its verdict needs its words beside the figures (below the minimum effect, runs not marked ok among them,
+        a caveat, a row of the fair class's where a sched_ext scheduler ran)."""
+        return bool(self.below_effect or self.included or self.caveat or self.class_note)
 
     @property
     def mean_name(self) -> str:
@@ -214,15 +225,38 @@ class Comparison:
     # Metrics defined on one side only (convergence with balancing off on the other): (key, the side without
     # it: "baseline" or "new", the other side's figures). No verdict: there is nothing to compare with.
     undefined: list[tuple[str, str, Stats]] = field(default_factory=list)
+    # Each side's schedulers ("fair", "scx_simple", lab.analysis.scheduler_class.side_name), and the sched_ext
+    # ones among both sides' runs ([]: a fair-class A/B, where NUMA balancing's rows carry no mark).
+    schedulers: tuple[str, str] = ("fair", "fair")
+    ext: list[str] = field(default_factory=list)
+
+    @property
+    def fair_class_note(self) -> str:
+        """What a NUMA-balancing row carries here ("" in a fair-class A/B)."""
+        return fair_class_note(self.ext)
+
+    def fair_only(self, key: str) -> bool:
+        """Whether the metric ``key`` is NUMA balancing's and this A/B has a sched_ext side."""
+        return bool(self.ext) and key in METRIC_KEYS and METRIC_KEYS[key].fair_only
 
     def row(self, key: str) -> Row | None:
         return next((r for r in self.rows if r.metric.key == key), None)
 
 
-def _label(runs: list[RunRecord]) -> str:
+def side_labels(base: list[RunRecord], new: list[RunRecord]) -> tuple[str, str]:
+    """The two sides' labels: each one's kernels and NUMA-balancing setting (:func:`_label`), and where either
+    side ran a sched_ext scheduler, or the two ran different schedulers, each side's schedulers too:
+    "stock [fair]" against "stock [scx_simple]". A fair-class A/B is labelled as before schedulers were chosen."""
+    schedulers = (side_name([r.manifest for r in base]), side_name([r.manifest for r in new]))
+    if schedulers == ("fair", "fair"):
+        return _label(base), _label(new)
+    return _label(base, schedulers[0]), _label(new, schedulers[1])
+
+
+def _label(runs: list[RunRecord], scheduler: str | None = None) -> str:
     names = sorted({r.kernel_name for r in runs})
     settings = sorted({str(r.numa_balancing) for r in runs})
-    label = "+".join(names)
+    label = "+".join(names) + (f" [{scheduler}]" if scheduler else "")
     if len(settings) == 1 and settings[0] == "0":
         label += " (balancing off)"
     elif len(settings) == 1 and settings[0] == "2":
@@ -258,7 +292,7 @@ def _settings(r: RunRecord) -> tuple:
     clock = (r.manifest.get("accelerator") or {}).get("clock")
     knobs = tuple(sorted(r.knobs.items()))
     return (r.numa_balancing, knobs, r.access_matrix is not None, str(s.get("kernel_args")), str(s.get("demotion")),
-            _latency_model(r), str(clock))  # fmt: skip
+            _latency_model(r), str(clock), scheduler_of(r.manifest).label)  # fmt: skip
 
 
 def same_kernel_warning(base: list[RunRecord], new: list[RunRecord]) -> str | None:
@@ -367,8 +401,10 @@ def compare_runs(
         notes.append("runs used TCG software emulation: absolute times are not comparable with real hardware")
     if note := apply_caveats(rows, [r.manifest for r in base_ok + new_ok]):
         notes.append(note)
+    ext, note = mark_fair_class(rows, [r.manifest for r in base_ok + new_ok])
+    notes += [note] if note else []
     same = same_kernel_warning(base_ok, new_ok)
-    bl, nl = labels or (_label(base_ok), _label(new_ok))
+    bl, nl = labels or side_labels(base_ok, new_ok)
     return Comparison(
         bl,
         nl,
@@ -386,7 +422,26 @@ def compare_runs(
         [r.run_id for r in new_ok],
         [(r.path.name, r.status) for r in base_ok + new_ok if r.status != "ok"],
         undefined,
+        (side_name([r.manifest for r in base_ok]), side_name([r.manifest for r in new_ok])),
+        ext,
     )
+
+
+EXT_NOTE = (
+    "NUMA balancing's rows (hint faults and their locality, pages it migrated, its task moves, swaps and sticks, "
+    "its convergence) are the fair class's, whose tick starts its scans, and are marked so; where the tasks ran, "
+    "how they moved and when they settled (tasks.settled_s, tasks.migrations_*, tasks.pingpong) are read from "
+    "the generic scheduler events, for any scheduler"
+)
+
+
+def mark_fair_class(rows: list[Row], manifests: list[dict]) -> tuple[list[str], str | None]:
+    """Where a run ran a sched_ext scheduler, mark NUMA balancing's rows as the fair class's
+    (lab.analysis.scheduler_class); the sched_ext schedulers, and the note that says so (None: none ran)."""
+    ext = ext_names(manifests)
+    for r in rows:
+        r.class_note = fair_class_note(ext) if r.metric.fair_only else ""
+    return ext, (f"{' and '.join(ext)} (sched_ext) ran the workload on a side: {EXT_NOTE}" if ext else None)
 
 
 def apply_caveats(rows: list[Row], manifests: list[dict]) -> str | None:
@@ -483,16 +538,18 @@ def to_text(c: Comparison) -> str:
         for stat, b, n, p, is_mean in r.lines():
             mark = bool(is_mean and r.significant)
             text = _shown(b, n, p)
-            same = f"  {r.verdict_text()}" if is_mean and (r.below_effect or r.included or r.caveat) else ""
+            same = f"  {r.verdict_text()}" if is_mean and r.said else ""
             body.append(f"{stat:<9}{r.metric.key:<{w}}  {_num(b):>12} (   0.00%)  {_num(n):>12} {_pct(p, mark, text)}"
                         f"{same}")  # fmt: skip
-    body += [f"{'n/a':<9}{key:<{w}}  {undefined_text(side)}" for key, side, _s in c.undefined]
+    body += [f"{'n/a':<9}{key:<{w}}  {undefined_text(side, c, key)}" for key, side, _s in c.undefined]
     return "\n".join(head + body) + "\n"
 
 
-def undefined_text(side: str) -> str:
-    """What a metric defined on one side only gets instead of a verdict."""
-    return f"n/a: no {side} run has it (undefined there, or not measured): no verdict"
+def undefined_text(side: str, c: Comparison | None = None, key: str = "") -> str:
+    """What a metric defined on one side only gets instead of a verdict (and, for NUMA balancing's where a side
+    ran a sched_ext scheduler, whose figure it is)."""
+    text = f"n/a: no {side} run has it (undefined there, or not measured): no verdict"
+    return f"{text}; {c.fair_class_note}" if c is not None and c.fair_only(key) else text
 
 
 def to_markdown(c: Comparison) -> str:
@@ -523,7 +580,7 @@ def to_markdown(c: Comparison) -> str:
             f"{'-' if cvb is None else _num(cvb) + '%'} | {'-' if cvn is None else _num(cvn) + '%'} | "
             f"{r.verdict_text()} |"
         )
-    lines += [f"| {key} | | | | | n/a | | | | | {undefined_text(side)} |" for key, side, _s in c.undefined]
+    lines += [f"| {key} | | | | | n/a | | | | | {undefined_text(side, c, key)} |" for key, side, _s in c.undefined]
     return "\n".join(lines) + "\n"
 
 
@@ -541,13 +598,12 @@ def to_html(c: Comparison) -> str:
                 how = "shown, not judged" if r.metric.better == NEUTRAL else f"{r.metric.better} is better"
                 metric = f'<td rowspan="{len(r.lines())}">{e(r.metric.key)}'
                 metric += f"<br><small>{e(how)}</small></td>"
-            shown = r.below_effect or r.included or r.caveat
-            same = f"<br><small>{e(r.verdict_text())}</small>" if is_mean and shown else ""
+            same = f"<br><small>{e(r.verdict_text())}</small>" if is_mean and r.said else ""
             rows.append(
                 f"<tr>{metric}<td>{stat}</td><td>{_num(b)}</td><td>{_num(n)}</td><td{cls}>{ps}"
                 f"{' *' if is_mean and r.significant else ''}{same}</td></tr>"
             )
-    rows += [f'<tr><td>{e(key)}</td><td>n/a</td><td colspan="3">{e(undefined_text(side))}</td></tr>'
+    rows += [f'<tr><td>{e(key)}</td><td>n/a</td><td colspan="3">{e(undefined_text(side, c, key))}</td></tr>'
              for key, side, _s in c.undefined]  # fmt: skip
     notes = "".join(f'<p class="note warning"><strong>WARNING: {e(w)}</strong></p>' for w in c.warnings)
     notes += f'<p class="note">{e(NEAR_ZERO_NOTE)}</p>' if _has_delta(c) else ""
@@ -583,7 +639,12 @@ def to_dict(c: Comparison) -> dict:
         # runs counted although not marked ok (--include-status), and the rows they count in (included_statuses)
         "included": [{"run": name, "status": status} for name, status in c.included],
         # metrics defined on one side only, and the side without them: no verdict
-        "undefined": [{"metric": key, "missing_on": side, "verdict": "n/a"} for key, side, _s in c.undefined],
+        "undefined": [
+            {"metric": key, "missing_on": side, "verdict": "n/a", "fair_class_only": c.fair_only(key)}
+            for key, side, _s in c.undefined
+        ],
+        # each side's schedulers, and the sched_ext ones ([]: NUMA balancing's rows are about every side's tasks)
+        "schedulers": {"baseline": c.schedulers[0], "new": c.schedulers[1], "sched_ext": c.ext},
         "metrics": [
             {
                 "metric": r.metric.key,
@@ -603,6 +664,9 @@ def to_dict(c: Comparison) -> dict:
                 "included_statuses": r.included,
                 # what the verdict cannot mean here ("remote memory costs nothing here (plain TCG, ...)"; "" none)
                 "caveat": r.caveat,
+                # NUMA balancing's row where a side ran a sched_ext scheduler: the fair class's, and why ("" none)
+                "fair_class_only": bool(r.class_note),
+                "class_note": r.class_note,
                 # the minimum effect it was judged by (percent of the baseline's mean), and whether a
                 # significant difference was smaller (then the verdict is "same"; lab.min_effect)
                 "min_effect_pct": r.min_effect,

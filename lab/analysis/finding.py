@@ -9,10 +9,14 @@ it). It reads the comparison's mechanism rows, which are what the kernel did wha
 * the NUMA decisions that moved a task (``events.sched_move_numa``, ``events.sched_swap_numa``);
 
 and says, for each, each side's mean and range and numalab's verdict on it, then which side balancing acted
-on. Then what the runs cannot show: where remote memory cost nothing (lab.analysis.caveats: a row carries the
-caveat), the workload's own figure measures only what balancing costs, not what locality buys, and the
-command that runs the modelled machine is named. Nothing here is written in advance: a side that did not
-act, a row not measured, a verdict not judged are said as such.
+on. Then where the workload's tasks ran, from the generic scheduler events (any scheduler: the placement rows,
+``tasks.migrations_between_nodes`` and ``tasks.settled_s``). Where a side ran a sched_ext scheduler
+(lab.analysis.scheduler_class), the BPF scheduler made that side's placement and NUMA balancing's scans ran only
+for fair-class tasks: its rows are said to be the fair class's, and "balancing did nothing" is never said as a
+verdict on the BPF scheduler. Then what the runs cannot show: where remote memory cost nothing
+(lab.analysis.caveats: a row carries the caveat), the workload's own figure measures only what balancing
+costs, not what locality buys, and the command that runs the modelled machine is named. Nothing here is written
+in advance: a side that did not act, a row not measured, a verdict not judged are said as such.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from dataclasses import dataclass, field
 from lab.analysis.caveats import FREE_REMOTE, modelled_command
 from lab.analysis.compare import Comparison, Row, diff_text
 from lab.analysis.display import percent
+from lab.analysis.scheduler_class import fair_class_heading
 from lab.analysis.stats import Stats
 from lab.analysis.verdict import workload_figure
 from lab.events import MOVE_NUMA, SWAP_NUMA
@@ -34,12 +39,17 @@ HINT_FAULTS = "vmstat.numa_hint_faults"
 MIGRATED = "vmstat.numa_pages_migrated"
 MOVES = f"events.{MOVE_NUMA.name}"
 SWAPS = f"events.{SWAP_NUMA.name}"
-# (key, what it is in a sentence, unit: "%" or a count a run)
+# (key, what it is in a sentence, unit: "%", "s" or a count a run)
 MECHANISM = (
     (LOCALITY, "hint-fault locality", "%"),
     (MIGRATED, "pages migrated", "a run"),
     (MOVES, "NUMA task moves", "a run"),
     (SWAPS, "NUMA task swaps", "a run"),
+)
+# Where the tasks ran, from the generic scheduler events: any scheduler's (lab.analysis.residency).
+PLACEMENT = (
+    ("tasks.migrations_between_nodes", "task migrations between nodes", "a run"),
+    ("tasks.settled_s", "time until the tasks that moved stayed on their final node", "s"),
 )
 
 
@@ -48,6 +58,8 @@ class Finding:
     """The mechanism rows said in words, who acted, and what the runs cannot show (None: nothing kept back)."""
 
     rows: list[dict] = field(default_factory=list)  # {"metric", "what", "baseline", "new", "verdict", "line"}
+    placement: list[dict] = field(default_factory=list)  # the same, of the PLACEMENT rows
+    fair_class: str = ""  # where a side ran a sched_ext scheduler: whose the mechanism rows are ("" in a fair A/B)
     acted: str = ""  # one sentence: on which side balancing acted, and how much
     cannot_show: str | None = None  # where remote memory cost nothing: what the workload's figure cannot mean
     workload_row: str | None = None  # the workload's figure in one line (its verdict, its caveat)
@@ -56,6 +68,8 @@ class Finding:
 def _value(v: float, unit: str) -> str:
     if unit == "%":
         return f"{percent(v)}%"
+    if unit == "s":
+        return f"{v:.2f} s"
     return f"{v:,.0f}" if abs(v) >= 10 or v == int(v) else f"{v:.1f}"
 
 
@@ -101,10 +115,11 @@ def _why_none(c: Comparison, new: bool) -> str:
     return "none (not measured)"
 
 
-def mechanism_rows(c: Comparison) -> list[dict]:
-    """Each mechanism row of ``c`` in words; a row defined on one side only says which, and why."""
+def mechanism_rows(c: Comparison, which: tuple = MECHANISM) -> list[dict]:
+    """Each mechanism row of ``c`` in words (or each of ``which``); a row defined on one side only says which,
+    and why."""
     out = []
-    for key, what, unit in MECHANISM:
+    for key, what, unit in which:
         row, missing = c.row(key), _undefined_side(c, key)
         if row is None and missing is None:
             continue
@@ -116,7 +131,7 @@ def mechanism_rows(c: Comparison) -> list[dict]:
             base = _why_none(c, False) if missing == "baseline" else there
             new = _why_none(c, True) if missing == "new" else there
             verdict = "n/a: undefined on one side, no verdict"
-        per = "" if unit == "%" else f" {unit}"
+        per = "" if unit in ("%", "s") else f" {unit}"
         line = f"{what}{per}: {c.base_label} {base}, {c.new_label} {new}; numalab: {verdict}"
         out.append({"metric": key, "what": what, "baseline": base, "new": new, "verdict": verdict, "line": line})
     return out
@@ -128,18 +143,53 @@ def _acted(row: Row | None, new: bool) -> float:
     return row.mean(row.new if new else row.base)
 
 
+def _did(c: Comparison, new: bool) -> bool:
+    return any(_acted(c.row(k), new) > 0 for k in (HINT_FAULTS, MIGRATED, MOVES, SWAPS))
+
+
 def acted_sentence(c: Comparison) -> str:
-    """On which side NUMA balancing acted (hint faults, pages migrated, task moves and swaps), by the means."""
-
-    def did(new: bool) -> bool:
-        return any(_acted(c.row(k), new) > 0 for k in (HINT_FAULTS, MIGRATED, MOVES, SWAPS))
-
-    a, b = did(False), did(True)
+    """On which side NUMA balancing acted (hint faults, pages migrated, task moves and swaps), by the means; where
+    a side ran a sched_ext scheduler, :func:`ext_sentence`."""
+    if c.ext:
+        return ext_sentence(c)
+    a, b = _did(c, False), _did(c, True)
     if not (a or b):
         return "NUMA balancing did nothing measurable on either side: no hint faults, no pages migrated, no task moved."
     if a and b:
         return both_sides_sentence(c)
     acting, idle = (c.new_label, c.base_label) if b else (c.base_label, c.new_label)
+    return f"With {acting}, NUMA balancing {_done(c, b)}; with {idle} it did none of this."
+
+
+def ext_sentence(c: Comparison) -> str:
+    """Where a side ran a sched_ext scheduler: the BPF scheduler made that side's placement, and NUMA balancing,
+    which scans fair-class tasks only, is not a verdict on it; what balancing did on a fair-class side."""
+    ext_sides = [(label, name) for label, name in zip((c.base_label, c.new_label), c.schedulers, strict=True)
+                 if name != "fair"]  # fmt: skip
+    named = " and ".join(c.ext)
+    placed = any(c.row(k) is not None or _undefined_side(c, k) for k, _w, _u in PLACEMENT)
+    where = (
+        "the placement rows (from the generic scheduler events) say where the tasks ran"
+        if placed
+        else "these records have no placement rows (made before numalab read them): each run's residency in the "
+        "report says where the tasks ran"
+    )
+    out = (
+        f"With {' and '.join(label for label, _n in ext_sides)}, {named} (sched_ext) made the placement: NUMA "
+        "balancing's scans run only for fair-class tasks, so its figures there are not a verdict on "
+        f"{'them' if len(c.ext) > 1 else 'it'}; {where}."
+    )
+    if len(ext_sides) == 2:
+        return out
+    fair_new = c.schedulers[1] == "fair"
+    fair = c.new_label if fair_new else c.base_label
+    if _did(c, fair_new):
+        return f"{out} With {fair}, NUMA balancing {_done(c, fair_new)}."
+    return f"{out} With {fair}, NUMA balancing did nothing measurable."
+
+
+def _done(c: Comparison, b: bool) -> str:
+    """What balancing did on one side (``b``: the new side), in a clause."""
     pages = _acted(c.row(MIGRATED), b)
     tasks = _acted(c.row(MOVES), b) + _acted(c.row(SWAPS), b)
     loc = c.row(LOCALITY)
@@ -152,8 +202,7 @@ def acted_sentence(c: Comparison) -> str:
         f"migrated {_value(pages, 'a run')} pages a run" if c.row(MIGRATED) is not None else None,
         f"made {_value(tasks, 'a run')} NUMA task moves or swaps a run" if c.row(MOVES) or c.row(SWAPS) else None,
     ]
-    done = ", ".join(w for w in what if w) or "acted"
-    return f"With {acting}, NUMA balancing {done}; with {idle} it did none of this."
+    return ", ".join(w for w in what if w) or "acted"
 
 
 def both_sides_sentence(c: Comparison) -> str:
@@ -183,8 +232,8 @@ def workload_line(c: Comparison) -> tuple[str | None, Row | None]:
 
 def finding(c: Comparison) -> Finding | None:
     """The finding of a comparison (None when it has no mechanism row: no vmstat, no trace)."""
-    rows = mechanism_rows(c)
-    if not rows:
+    rows, placement = mechanism_rows(c), mechanism_rows(c, PLACEMENT)
+    if not rows and not placement:
         return None
     line, wrow = workload_line(c)
     cannot = None
@@ -194,7 +243,9 @@ def finding(c: Comparison) -> Finding | None:
             f"{wrow.caveat[1:]}, so {wrow.metric.key} measures only what balancing costs in this VM. The modelled "
             f"machine, where remote memory costs its SLIT ratio, shows it: {modelled_command(c.topology, c.workload)}."
         )
-    return Finding(rows, acted_sentence(c), cannot, line)
+    for r in rows:
+        r["fair_class_only"] = bool(c.ext)
+    return Finding(rows, placement, fair_class_heading(c.ext), acted_sentence(c), cannot, line)
 
 
 def to_text(c: Comparison) -> str:
@@ -203,7 +254,9 @@ def to_text(c: Comparison) -> str:
     if f is None:
         return ""
     out = ["", "finding (the mechanism: what the kernel did, whatever the VM):"]
+    out += [f"  {f.fair_class}."] if f.fair_class else []
     out += [f"  {r['line']}" for r in f.rows]
+    out += [f"  where the tasks ran (any scheduler): {r['line']}" for r in f.placement]
     out.append(f"  {f.acted}")
     if f.workload_row:
         out.append(f"  the workload's figure: {f.workload_row}")
@@ -217,7 +270,9 @@ def to_markdown(c: Comparison) -> str:
     if f is None:
         return ""
     lines = ["", "**Finding** (the mechanism: what the kernel did, whatever the VM):", ""]
+    lines += [f"{f.fair_class}.", ""] if f.fair_class else []
     lines += [f"- {r['line']}" for r in f.rows]
+    lines += [f"- where the tasks ran (any scheduler): {r['line']}" for r in f.placement]
     lines += ["", f.acted]
     if f.workload_row:
         lines += ["", f"The workload's figure: {f.workload_row}"]
@@ -232,11 +287,13 @@ def to_html(c: Comparison) -> str:
         return ""
     e = html.escape
     items = "".join(f"<li>{e(r['line'])}</li>" for r in f.rows)
+    items += "".join(f"<li>where the tasks ran (any scheduler): {e(r['line'])}</li>" for r in f.placement)
+    fair = f"<p>{e(f.fair_class)}.</p>" if f.fair_class else ""
     work = f"<p>The workload's figure: {e(f.workload_row)}</p>" if f.workload_row else ""
     cannot = f'<p class="note caveat">{e(f.cannot_show)}</p>' if f.cannot_show else ""
     return (
         f'<div class="finding"><h4>Finding</h4><p class="muted">The mechanism: what the kernel did, whatever the '
-        f"VM.</p><ul>{items}</ul><p>{e(f.acted)}</p>{work}{cannot}</div>"
+        f"VM.</p>{fair}<ul>{items}</ul><p>{e(f.acted)}</p>{work}{cannot}</div>"
     )
 
 
@@ -246,6 +303,8 @@ def to_dict(c: Comparison) -> dict | None:
         return None
     return {
         "mechanism": f.rows,
+        "placement": f.placement,
+        "fair_class": f.fair_class or None,
         "acted": f.acted,
         "workload": f.workload_row,
         "cannot_show": f.cannot_show,

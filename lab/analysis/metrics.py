@@ -237,6 +237,10 @@ class Metric:
     # The minimum effect its verdicts use, in percent of the baseline's central value (lab.min_effect): a user
     # workload file's ``min_effect:``; None: the default (or the command line's --min-effect).
     min_effect: float | None = None
+    # NUMA balancing's own figure: its scans, hint faults, page migrations and task decisions happen only for
+    # fair-class tasks, so where a sched_ext scheduler ran the workload the row is marked as the fair class's
+    # (lab.analysis.scheduler_class), never a verdict on the BPF scheduler.
+    fair_only: bool = False
 
     def value(self, manifest: dict) -> float | None:
         node: object = manifest
@@ -259,6 +263,11 @@ def _migrated_by_reason(m: dict) -> dict:
     return {r: (by.get(r) or {}).get("succeeded", 0) for r in MIGRATE_REASONS}
 
 
+TASK_FIGURES = ("convergence_s", "pingpong", "pingpong_numa")
+# From the generic scheduler events alone (any scheduler: lab.analysis.residency); absent from records made before.
+GENERIC_TASK_FIGURES = ("settled_s", "migrations_between_nodes", "migrations_within_node")
+
+
 def _tasks(m: dict) -> dict:
     """The workload's residency figures (lab.analysis.residency): none without tasks; each only where it is
     defined (convergence and NUMA ping-pongs: where balancing decided about a task; ping-pongs: on more
@@ -269,7 +278,7 @@ def _tasks(m: dict) -> dict:
     if not isinstance(w, dict) or not w.get("tasks"):
         return {}
     if "targeted" in w:
-        return {k: w.get(k) for k in ("convergence_s", "pingpong", "pingpong_numa")}
+        return {k: w.get(k) for k in (*TASK_FIGURES, *GENERIC_TASK_FIGURES)}
     tasks = [t for t in res.get("tasks") or [] if isinstance(t, dict)] if isinstance(res.get("tasks"), list) else []
     events = m.get("events") if isinstance(m.get("events"), dict) else {}
     decided = any(t.get("marks") for t in tasks) or any(events.get(e.name) for e in NUMA_DECISIONS)
@@ -345,24 +354,33 @@ METRICS: tuple[Metric, ...] = (
     *(metric for m in WORKLOAD_METRICS for metric in _workload_metric(m)),
     # Mechanism counters: how much balancing did, not how well the workload ran ("neutral": shown with their
     # change and significance, never better or worse; lab.analysis.compare).
-    *(Metric(f"events.{e.name}", e.name, "events", NEUTRAL) for e in (*NUMA_DECISIONS, MIGRATE_PAGES)),
-    Metric("vmstat.numa_pte_updates", "NUMA PTE updates", "pages", NEUTRAL),
-    Metric("vmstat.numa_hint_faults", "NUMA hint faults", "faults", NEUTRAL),
-    Metric("vmstat.numa_hint_faults_local", "NUMA hint local faults", "faults", NEUTRAL),
-    Metric("vmstat.hint_local_pct", "NUMA hint local percent", "%", "higher"),
-    Metric("vmstat.numa_pages_migrated", "NUMA pages migrated", "pages", NEUTRAL),
-    Metric("vmstat.autonuma_cost", "AutoNUMA cost", "", NEUTRAL),
-    Metric("vmstat.pgpromote_success", "pages promoted", "pages", NEUTRAL),
-    Metric("vmstat.pgpromote_candidate", "promotion candidates", "pages", NEUTRAL),
+    # (fair_only: NUMA balancing's, which acts on fair-class tasks only.)
+    *(Metric(f"events.{e.name}", e.name, "events", NEUTRAL, fair_only=True) for e in NUMA_DECISIONS),
+    Metric(f"events.{MIGRATE_PAGES.name}", MIGRATE_PAGES.name, "events", NEUTRAL),
+    Metric("vmstat.numa_pte_updates", "NUMA PTE updates", "pages", NEUTRAL, fair_only=True),
+    Metric("vmstat.numa_hint_faults", "NUMA hint faults", "faults", NEUTRAL, fair_only=True),
+    Metric("vmstat.numa_hint_faults_local", "NUMA hint local faults", "faults", NEUTRAL, fair_only=True),
+    Metric("vmstat.hint_local_pct", "NUMA hint local percent", "%", "higher", fair_only=True),
+    Metric("vmstat.numa_pages_migrated", "NUMA pages migrated", "pages", NEUTRAL, fair_only=True),
+    Metric("vmstat.autonuma_cost", "AutoNUMA cost", "", NEUTRAL, fair_only=True),
+    Metric("vmstat.pgpromote_success", "pages promoted", "pages", NEUTRAL, fair_only=True),
+    Metric("vmstat.pgpromote_candidate", "promotion candidates", "pages", NEUTRAL, fair_only=True),
     Metric("vmstat.pgdemote_kswapd", "pages demoted (kswapd)", "pages", NEUTRAL),
     Metric("vmstat.pgdemote_direct", "pages demoted (direct)", "pages", NEUTRAL),
-    Metric("migrate.numa_misplaced", "traced numa_misplaced migrations", "pages", NEUTRAL),
+    Metric("migrate.numa_misplaced", "traced numa_misplaced migrations", "pages", NEUTRAL, fair_only=True),
     Metric("migrate.demotion", "traced demotion migrations", "pages", NEUTRAL),
     # Where the workload's tasks ran (lab.analysis.residency): when those balancing decided about settled (n/a
     # where it decided about none), and how often one came back to a node it had just left (n/a on one node).
-    Metric("tasks.convergence_s", "task convergence time", "s", "lower"),
+    Metric("tasks.convergence_s", "task convergence time", "s", "lower", fair_only=True),
     Metric("tasks.pingpong", "task node ping-pongs", "returns", "lower"),
-    Metric("tasks.pingpong_numa", "task node ping-pongs by NUMA moves", "returns", "lower"),
+    Metric("tasks.pingpong_numa", "task node ping-pongs by NUMA moves", "returns", "lower", fair_only=True),
+    # The same from the generic scheduler events only, for any scheduler (a sched_ext one too): how the workload's
+    # tasks moved, and when those that changed node stayed on the node they ended on (n/a where none changed
+    # node). Shown, not judged: a task can settle early on the wrong node, and fewer migrations is not better
+    # in itself.
+    Metric("tasks.settled_s", "time until the tasks that moved stayed on their final node", "s", NEUTRAL),
+    Metric("tasks.migrations_between_nodes", "workload task migrations between nodes", "migrations", NEUTRAL),
+    Metric("tasks.migrations_within_node", "workload task migrations within a node", "migrations", NEUTRAL),
     # The same by LLC (lab.analysis.llc): how far the workload's tasks moved, and where their wakeups put them
     # against the waker's LLC (with --event sched:sched_waking --event sched:sched_wakeup). Mechanism counts.
     Metric("llc.migrations_within_llc", "workload task migrations within an LLC", "migrations", NEUTRAL),

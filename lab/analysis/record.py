@@ -8,6 +8,7 @@ from functools import cached_property
 from pathlib import Path
 
 from lab.analysis.plausible import record_problems
+from lab.analysis.scheduler_class import SchedulerInfo, scheduler_of
 from lab.datafile import load_json
 from lab.errors import LabError
 from lab.record_files import MANIFEST, RUN_FORMAT
@@ -101,6 +102,10 @@ class RunRecord:
             record.topology  # noqa: B018 (checked now, so a bad one is named here)
         except (LabError, KeyError, TypeError, ValueError) as err:
             raise LabError(f"{mf}: topology: {err}") from None
+        try:
+            record.scheduler  # noqa: B018 (the same for the scheduler it names)
+        except LabError as err:
+            raise LabError(f"{mf}: {err}") from None
         return record
 
     @cached_property
@@ -157,6 +162,12 @@ class RunRecord:
     def numa_balancing(self) -> str | None:
         """The kernel.numa_balancing the plan set ("0", "1", "2"), None for the kernel's default."""
         return self.settings.get("numa_balancing")
+
+    @cached_property
+    def scheduler(self) -> SchedulerInfo:
+        """The scheduler the workload ran under (lab.analysis.scheduler_class): the fair class where the record
+        names none."""
+        return scheduler_of(self.manifest)
 
     @property
     def knobs(self) -> dict[str, str]:

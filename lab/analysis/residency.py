@@ -33,7 +33,16 @@ Figures (times in seconds from the workload's start, ``t0``):
 * ping-pong: a task that left node A and was moved back to A within :data:`PINGPONG_WINDOW_S`
   (``pingpong``: any migrations; ``pingpong_numa``: both moves were NUMA-balancing decisions, sched_move_numa
   or sched_swap_numa). Defined only where a task can change node: None on a one-node topology; the NUMA
-  ping-pongs, only where balancing decided about some task (None otherwise, as for convergence).
+  ping-pongs, only where balancing decided about some task (None otherwise, as for convergence);
+* settling, from the generic events alone, so defined for any scheduler (the fair class, a sched_ext one):
+  each task's ``settle`` and ``settled_s`` (:func:`settling`: convergence's rule without a target, for a task
+  that changed node: the time of its last arrival on the node it ended on, if from then on that was the node
+  it spent most of each interval on, for :data:`SETTLED_MIN_S` or more; n/a for a task that never changed node
+  or lived less than that). The workload's ``settled_s`` is the last settling time among the tasks that changed
+  node, one still moving counting as the window's end; None (n/a) when no task changed node. It says when
+  the placement stopped changing, not whether it was a good one (a task can settle on the wrong node);
+* migrations (every ``sched_migrate_task`` of the workload's tasks): ``migrations_between_nodes`` (its
+  ``node_changes``; None on one node) and ``migrations_within_node``.
 """
 
 from __future__ import annotations
@@ -50,6 +59,8 @@ if TYPE_CHECKING:
 BIN_S = 1.0  # the interval: vmstat's default (the plan's vmstat_interval_s)
 PINGPONG_WINDOW_S = 1.0  # back to the node it left within this: a ping-pong
 SETTLED_MIN_BINS = 2  # on the final node for at least this many intervals: converged
+SETTLED_MIN_S = SETTLED_MIN_BINS * BIN_S  # on the final node for at least this long to its end: settled
+SETTLE_KINDS = ("settled", "moving", "stayed", "short")  # a task's ``settle`` (:func:`settling`)
 MAX_TASKS = 64  # tasks kept per run (the most moved first); the workload figures count every task
 MAX_MARKS = 2000  # move/swap/stick marks kept for the strip
 # The guest init's own processes (busybox applets, the trace grabber), never the workload's.
@@ -86,11 +97,13 @@ def _marks(trace: TraceData, t0: float) -> tuple[dict[int, list], list[tuple[flo
 
 
 def _timelines(trace: TraceData, node_of: dict[int, int], end: float):
-    """pid -> [(ts, node)] changes of node (first entry: where it started), pid -> (start, end), pid -> comm."""
+    """pid -> [(ts, node)] changes of node (first entry: where it started), pid -> (start, end), pid -> comm, the
+    pids created while the trace ran, and pid -> its migrations that stayed within a group (``node_of``'s)."""
     changes: dict[int, list[tuple[float, int]]] = {}
     life: dict[int, list[float]] = {}
     comm: dict[int, str] = {}
     created: set[int] = set()
+    within: Counter = Counter()
     for e in trace.named(WAKEUP_NEW.name, MIGRATE_TASK.name, PROCESS_EXIT.name):
         pid = e.int("pid", -1)
         if pid <= 0:
@@ -112,9 +125,11 @@ def _timelines(trace: TraceData, node_of: dict[int, int], end: float):
                 life[pid] = [-1.0, end]
             if changes[pid][-1][1] != b:
                 changes[pid].append((e.ts, b))
+            elif a == b:
+                within[pid] += 1
         elif pid in life:
             life[pid][1] = e.ts
-    return changes, life, comm, created
+    return changes, life, comm, created, within
 
 
 def _bins(segs: list[tuple[float, float, int]], n_bins: int, n_nodes: int, t0: float) -> list[list[float]]:
@@ -146,15 +161,46 @@ def _settled(nodes: list[int | None], seconds: list[list[float]]) -> int | None:
     return first if alive[-1] - first + 1 >= SETTLED_MIN_BINS or first == alive[0] else None
 
 
-def arrival(seq: list[tuple[float, int]], settled_bin: int, born: float, t0: float) -> float:
-    """When a task that settled in interval ``settled_bin`` arrived on its final node: the time (from ``t0``)
-    of its last change of node to that node before the interval ended, or its start if it was there from its
-    start; never before it started."""
-    final = seq[-1][1]
+def arrival(seq: list[tuple[float, int]], settled_bin: int, born: float, t0: float, final: int | None = None) -> float:
+    """When a task that settled in interval ``settled_bin`` arrived on its final node (``final``; by default the
+    node of its last change): the time (from ``t0``) of its last change of node to that node before the interval
+    ended, or its start if it was there from its start; never before it started."""
+    final = seq[-1][1] if final is None else final
     edge = t0 + (settled_bin + 1) * BIN_S
     start = max(born, t0)
     came = [t for (t, n), (_t, prev) in zip(seq[1:], seq, strict=False) if n == final and prev != final and t < edge]
     return round(max(came[-1], start) - t0 if came else start - t0, 4)
+
+
+def settling(
+    seq: list[tuple[float, int]],
+    nodes: list[int | None],
+    seconds: list[list[float]],
+    born: float,
+    died: float,
+    t0: float,
+) -> dict:
+    """When a task settled, from its changes of node alone (any scheduler; the module docstring). By the rule
+    convergence uses (:func:`_settled`), without its target: from the first interval from which the node the
+    task spent most of each interval on is its final one, for :data:`SETTLED_MIN_BINS` intervals or more (so a
+    visit of a few milliseconds to another node does not unsettle it). ``settle`` is
+
+    * ``short``: it lived less than :data:`SETTLED_MIN_S` in the window (too short to tell);
+    * ``stayed``: it never changed node in the window (nothing to settle: n/a, not 0, which would reward never
+      moving a task that started on the wrong node);
+    * ``moving``: it changed node, and never stayed on its final node that long to its end;
+    * ``settled``: it did; its ``settled_s`` is the trace's time (from ``t0``) of its last arrival on that node
+      before the interval it settled in ended (its start, if it was there from its start).
+    """
+    start = max(born, t0)
+    if died - start < SETTLED_MIN_S:
+        return {"settle": "short", "settled_s": None}
+    if not any(t > start for t, _n in seq[1:]):
+        return {"settle": "stayed", "settled_s": None}
+    first = _settled(nodes, seconds)
+    if first is None:
+        return {"settle": "moving", "settled_s": None}
+    return {"settle": "settled", "settled_s": arrival(seq, first, born, t0, nodes[first])}
 
 
 def preferred(marks: list) -> int | None:
@@ -196,24 +242,24 @@ def _workload(trace: TraceData, group_of: dict[int, int], t0: float):
     the workload's tasks (see the module docstring)."""
     every = [e.ts for e in trace.events]
     end = max(every) if every else t0
-    changes, life, comm, created = _timelines(trace, group_of, end)
+    changes, life, comm, created, within = _timelines(trace, group_of, end)
     marks, numa_moves = _marks(trace, t0)
     workload = [
         p for p in changes if (p in created or p in marks) and comm.get(p, "") not in HELPERS and life[p][1] > t0
     ]
-    return end, changes, life, comm, marks, numa_moves, workload
+    return end, changes, life, comm, marks, numa_moves, workload, within
 
 
 def stays(trace: TraceData, group_of: dict[int, int], t0: float) -> dict[int, list[tuple[float, float, int]]]:
     """Per task of the workload, its stays on groups of CPUs (``group_of``: CPU -> its node, its LLC, ...) as
     (start, end, group) in trace time: what :func:`residency` bins per node, for any grouping of the CPUs."""
-    _end, changes, life, _comm, _marks_, _moves, workload = _workload(trace, group_of, t0)
+    _end, changes, life, _comm, _marks_, _moves, workload, _within = _workload(trace, group_of, t0)
     return {p: _segments(changes[p], *life[p], t0) for p in workload}
 
 
 def residency(trace: TraceData, topo: Topology, t0: float) -> dict:
     """Per-task node residency over time, convergence and ping-pong (see the module docstring)."""
-    end, changes, life, comm, marks, numa_moves, workload = _workload(trace, _node_of(topo), t0)
+    end, changes, life, comm, marks, numa_moves, workload, within = _workload(trace, _node_of(topo), t0)
     n_bins = max(1, int((end - t0) // BIN_S) + (1 if (end - t0) % BIN_S else 0))
     window_s = round(end - t0, 3)
     tasks = []
@@ -233,10 +279,12 @@ def residency(trace: TraceData, topo: Topology, t0: float) -> dict:
             "start_s": round(max(born, t0) - t0, 4),
             "end_s": round(died - t0, 4),
             "node_changes": len(seq) - 1,
+            "migrations_within_node": within.get(pid, 0),
             "final_node": seq[-1][1],
             "target": target,
             "target_node": target_node,
             "converged_s": None if settled is None else arrival(seq, settled, born, t0),
+            **settling(seq, nodes, seconds, born, died, t0),
             "pingpong": pingpongs(seq),
             "pingpong_numa": pp_numa.get(pid, 0),
             "seconds": seconds,
@@ -251,6 +299,7 @@ def residency(trace: TraceData, topo: Topology, t0: float) -> dict:
         "window_s": window_s,
         "pingpong_window_s": PINGPONG_WINDOW_S,
         "settled_min_bins": SETTLED_MIN_BINS,
+        "settled_min_s": SETTLED_MIN_S,
         "workload": summary,
         "tasks": sorted(tasks[:MAX_TASKS], key=lambda t: t["pid"]),
         "tasks_left_out": max(0, len(tasks) - MAX_TASKS),
@@ -264,6 +313,8 @@ def workload_summary(tasks: list[dict], window_s: float, n_nodes: int) -> dict:
     aimed = [t for t in tasks if t.get("target")]
     conv = [t["converged_s"] if t["converged_s"] is not None else window_s for t in aimed]
     several = n_nodes > 1
+    moved = [t for t in tasks if t.get("settle") in ("settled", "moving")]
+    settled = [t["settled_s"] if t["settle"] == "settled" else window_s for t in moved]
     return {
         "tasks": len(tasks),
         "targeted": len(aimed),
@@ -272,4 +323,9 @@ def workload_summary(tasks: list[dict], window_s: float, n_nodes: int) -> dict:
         "pingpong": sum(t["pingpong"] for t in tasks) if several and tasks else None,
         "pingpong_numa": sum(t["pingpong_numa"] for t in tasks) if several and aimed else None,
         "node_changes": sum(t["node_changes"] for t in tasks),
+        # Any scheduler's (the generic events only): how the tasks moved, and when those that moved settled.
+        "migrations_between_nodes": sum(t["node_changes"] for t in tasks) if several and tasks else None,
+        "migrations_within_node": sum(t.get("migrations_within_node", 0) for t in tasks) if tasks else None,
+        **{k: sum(t.get("settle") == k for t in tasks) for k in SETTLE_KINDS},
+        "settled_s": max(settled) if settled else None,
     }

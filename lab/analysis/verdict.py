@@ -26,6 +26,7 @@ from lab.analysis.caveats import free_remote, row_caveat
 from lab.analysis.compare import Row, diff_text, included_text, pct_better
 from lab.analysis.compare import moved as moved_of
 from lab.analysis.metrics import Metric, declared_rates, get_metric, metric_values, metrics_of
+from lab.analysis.scheduler_class import ext_names, fair_class_note
 from lab.analysis.stats import DEFAULT_RULE, MIN_REPEATS, Stats, ci_overlap_margin, repeats_needed, significant
 from lab.min_effect import DEFAULT_PCT as DEFAULT_MIN_EFFECT
 from lab.min_effect import effective, same_text
@@ -61,7 +62,8 @@ class Verdict:
     # Runs counted although not marked ok, by status: (status, runs), e.g. bisect's topology-mismatch runs and
     # what --include-status asks for; the line says "includes 2 runs marked placement-broken".
     included: tuple[tuple[str, int], ...] = ()
-    # What the verdict cannot mean in the runs' VM (lab.analysis.caveats.row_caveat), said in its line; "".
+    # What the verdict cannot mean in the runs' VM (lab.analysis.caveats.row_caveat), and where a side ran a
+    # sched_ext scheduler, that a NUMA-balancing metric is the fair class's (scheduler_class), said in its line; "".
     caveat: str = ""
 
     @property
@@ -224,6 +226,13 @@ def verdicts_of(
         return out
 
     why = free_remote([m for m in base + new if m.get("status") in statuses])
+    # NUMA balancing's metrics where a side ran a sched_ext scheduler: the fair class's (lab.analysis.scheduler_class)
+    fair = fair_class_note(ext_names([m for m in base + new if m.get("status") in statuses]))
+
+    def caveat(k: str) -> str:
+        metric = known[k] if k in known else get_metric(k)
+        return "; ".join(c for c in (row_caveat(k, metric.unit, why), fair if metric.fair_only else "") if c)
+
     return [
         replace(
             verdict_of(
@@ -238,7 +247,7 @@ def verdicts_of(
                 min_effect,
                 marked(k),
             ),
-            caveat=row_caveat(k, known[k].unit if k in known else get_metric(k).unit, why),
+            caveat=caveat(k),
         )  # fmt: skip
         for k in metrics
     ]

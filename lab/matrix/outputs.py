@@ -104,6 +104,8 @@ def evaluate_gates(spec: MatrixSpec, comps: list[tuple[str, Comparison]]) -> lis
                 detail += f"; {row.marked}"
             if row.caveat:  # (remote memory cost nothing in these runs: lab.analysis.caveats)
                 detail += f"; {row.caveat}"
+            if row.class_note:  # (NUMA balancing's row, a side under sched_ext: lab.analysis.scheduler_class)
+                detail += f"; {row.class_note}"
             if gate.significant and row.significant is None:
                 verdict = "not judged"
                 detail += "; significance needs >= 3 ok runs per side"

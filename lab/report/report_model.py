@@ -56,12 +56,15 @@ class ReportPaths:
 
 def group_key(r: RunRecord) -> tuple:
     knobs = tuple(sorted(r.knobs.items()))
-    return (r.kernel_name, r.numa_balancing, knobs, r.access_matrix is not None)
+    # (the scheduler last: runs of one kernel under the fair class and under a sched_ext scheduler are two groups)
+    return (r.kernel_name, r.numa_balancing, knobs, r.access_matrix is not None, r.scheduler.label)
 
 
-def group_label(key: tuple) -> str:
+def group_label(key: tuple, schedulers: bool = False) -> str:
+    """A group's label; with ``schedulers`` (some group ran a sched_ext scheduler) its scheduler too, the fair
+    class's included, so that both sides of such an A/B say which ran."""
     kernel, balancing, knobs = key[:3]
-    label = kernel
+    label = kernel + (f" scheduler={key[4]}" if schedulers and key[4:] else "")
     if balancing == "0":
         label += " balancing=off"
     elif balancing == "2":
@@ -77,10 +80,11 @@ def _groups(runs: list[RunRecord]) -> list[tuple[str, list[RunRecord]]]:
     order: dict[tuple, list[RunRecord]] = {}
     for r in runs:
         order.setdefault(group_key(r), []).append(r)
-    labels = [group_label(k) for k in order]
+    ext = any(k[4] != "fair" for k in order)
+    labels = [group_label(k, ext) for k in order]
     # Two groups with the same label differ only in knobs: say which.
     if len(set(labels)) < len(labels):
-        labels = [f"{group_label(k)} {' '.join(f'{a}={b}' for a, b in k[2])}".strip() for k in order]
+        labels = [f"{group_label(k, ext)} {' '.join(f'{a}={b}' for a, b in k[2])}".strip() for k in order]
     return list(zip(labels, order.values()))
 
 
@@ -141,7 +145,8 @@ def run_entry(r: RunRecord, out_dir: Path) -> dict:
         "status": r.status,
         "reason": r.reason,
         "label": r.label,
-        "group": group_label(group_key(r)),
+        "group": group_label(group_key(r)),  # (build_report names it as its groups are named)
+        "scheduler": r.scheduler.to_dict(),
         "topology": m["topology"],
         "kernel": m["kernel"],
         "workload": m["workload"],
@@ -187,6 +192,10 @@ def build_report(
     outputs: dict[Path, str] = {}
     comparisons, notes = comparisons_for(runs, rule, include_incomplete, min_effect, include_statuses)
     entries = [run_entry(r, out_dir) for r in runs]
+    groups = _groups(runs)
+    if any(r.scheduler.is_ext for r in runs):  # (every run's group names its scheduler, as the groups do)
+        for r, entry in zip(runs, entries, strict=True):
+            entry["group"] = group_label(group_key(r), True)
     slow = slowdowns(runs)
     for entry in entries:
         if entry["access_matrix"] and entry["run_id"] in slow:
@@ -204,7 +213,7 @@ def build_report(
         "numalab": __version__,
         "generated": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "runs": entries,
-        "groups": [{"label": label, "runs": [r.run_id for r in g]} for label, g in _groups(runs)],
+        "groups": [{"label": label, "runs": [r.run_id for r in g]} for label, g in groups],
         "comparisons": [to_dict(c) | {"text": to_text(c), "finding": finding.to_dict(c)} for c in comparisons],
         "notes": notes,
         "include_statuses": list(include_statuses),  # (--include-status: counted in the comparisons, marked)

@@ -92,7 +92,8 @@ def test_a_metric_undefined_on_one_side_gets_no_verdict() -> None:
     ((key, side, stats),) = [u for u in c.undefined if u[0] == "vmstat.hint_local_pct"]
     assert side == "baseline" and stats.n == 3
     assert any(ln.startswith("n/a") and key in ln for ln in cmp.to_text(c).splitlines())
-    assert {"metric": key, "missing_on": "baseline", "verdict": "n/a"} in cmp.to_dict(c)["undefined"]
+    undefined = {"metric": key, "missing_on": "baseline", "verdict": "n/a", "fair_class_only": False}
+    assert undefined in cmp.to_dict(c)["undefined"]
     assert f"| {key} |" in cmp.to_markdown(c) and key in cmp.to_html(c)
 
 

@@ -134,14 +134,18 @@ def test_balancing_off_has_no_convergence_but_counts_its_pingpongs():
     w, vals = _figures(ev)
     assert w["convergence_s"] is None and w["targeted"] == 0 and w["converged"] == 0
     assert w["pingpong"] == 1 and w["pingpong_numa"] is None
-    assert vals == {"tasks.pingpong": 1.0}
+    assert vals["tasks.pingpong"] == 1.0 and "tasks.convergence_s" not in vals and "tasks.pingpong_numa" not in vals
+    # the generic figures are there with balancing off (lab.analysis.residency.settling: test_settled.py)
+    assert vals["tasks.migrations_between_nodes"] == 2.0 and vals["tasks.migrations_within_node"] == 0.0
 
 
 def test_no_moves_at_all_gives_zero_pingpongs_and_no_convergence():
     ev = [new(0.0, 10, 0), new(0.0, 11, 2), end(3.0, 10), end(3.0, 11)]
     w, vals = _figures(ev)
     assert w["convergence_s"] is None and w["pingpong"] == 0 and w["node_changes"] == 0
-    assert vals == {"tasks.pingpong": 0.0}
+    # no task changed node: none settled anywhere (n/a), and the migrations are counted as 0
+    assert w["settled_s"] is None and w["stayed"] == 2
+    assert vals == {"tasks.pingpong": 0.0, "tasks.migrations_between_nodes": 0.0, "tasks.migrations_within_node": 0.0}
 
 
 def test_one_node_has_no_task_figures():
@@ -155,7 +159,10 @@ def test_one_node_has_no_task_figures():
     )
     ev = [new(0.0, 10, 0), mig(1.0, 10, 0, 1), end(3.0, 10)]
     w, vals = _figures(ev, one)
-    assert w["tasks"] == 1 and w["convergence_s"] is None and w["pingpong"] is None and vals == {}
+    assert w["tasks"] == 1 and w["convergence_s"] is None and w["pingpong"] is None
+    # nor can it settle on a node or migrate between nodes; within its node it did, once
+    assert w["settled_s"] is None and w["migrations_between_nodes"] is None
+    assert vals == {"tasks.migrations_within_node": 1.0}
 
 
 def _stick(ts: float, pid: int, s: int, d: int) -> Event:

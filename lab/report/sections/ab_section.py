@@ -40,14 +40,16 @@ def _values_by_run(report: dict) -> dict[str, dict[str, float]]:
 
 
 def _verdict_text(row: Row) -> str:
-    """The verdict under a dot plot, with what it cannot mean in these runs' VM (lab.analysis.caveats)."""
-    caveat = f' <small class="caveat">({e(row.caveat)})</small>' if row.caveat else ""
+    """The verdict under a dot plot, with what it cannot mean in these runs' VM (lab.analysis.caveats) and, where a
+    side ran a sched_ext scheduler, that a NUMA-balancing row is the fair class's (lab.analysis.scheduler_class)."""
+    caveat = "".join(f' <small class="caveat">({e(c)})</small>' for c in (row.caveat, row.class_note) if c)
     return _verdict_words(row) + caveat
 
 
 def _verdict_words(row: Row) -> str:
     if row.below_effect or row.included:  # below the minimum effect (lab.min_effect), or marked (--include-status)
-        return e(row.verdict_text().removesuffix(f": {row.caveat}") if row.caveat else row.verdict_text())
+        text = row.verdict_text().removesuffix(f"; {row.class_note}") if row.class_note else row.verdict_text()
+        return e(text.removesuffix(f": {row.caveat}") if row.caveat else text)
     return {
         "better": '<span class="verdict-better">significantly better</span>',
         "worse": '<span class="verdict-worse">significantly worse</span>',

@@ -51,12 +51,36 @@ def is_quiet(m: dict) -> bool:
     )
 
 
+def ext_scheduler(r: dict) -> str | None:
+    """The sched_ext scheduler a run's workload ran under (its report entry's ``scheduler``), None: the fair
+    class."""
+    s = r.get("scheduler")
+    return str(s.get("name") or s.get("asked")) if isinstance(s, dict) and s.get("kind") == "sched_ext" else None
+
+
+def fair_class_note(r: dict) -> str:
+    """Where a sched_ext scheduler ran the workload: what NUMA balancing's figures below are ("" elsewhere)."""
+    ext = ext_scheduler(r)
+    if ext is None:
+        return ""
+    return (
+        f"<p class=\"note\">{e(ext)} (sched_ext) placed this run's tasks. NUMA balancing is the fair class's: its "
+        "scans start from the fair class's tick, so its hint faults, page migrations and task moves, swaps and "
+        "sticks below are about fair-class tasks only, not a verdict on the BPF scheduler. Where the tasks ran and "
+        "how they moved (the per-task residency) is read from the generic scheduler events, for any scheduler.</p>"
+    )
+
+
 def _quiet_box(r: dict) -> str:
-    """The whole section when nothing happened: expected with balancing off, a finding with it on."""
+    """The whole section when nothing happened: expected with balancing off, or where a sched_ext scheduler ran
+    the tasks (balancing scans fair-class tasks only); a finding with it on under the fair class."""
     nb = get(r, "settings", "numa_balancing")
+    ext = ext_scheduler(r)
     why = " (numa_balancing = 0: expected)" if nb == "0" else " (unexpected with NUMA balancing on)"
+    if ext is not None and nb != "0":
+        why = f" (expected: {ext} (sched_ext) ran the tasks, and balancing scans fair-class tasks only)"
     return box(
-        "ok" if nb == "0" else "warn",
+        "ok" if nb == "0" or ext is not None else "warn",
         "No NUMA-balancing activity" + why,
         [
             f"no {', '.join(ev.name for ev in NUMA_DECISIONS)} or {MIGRATE_PAGES.name} events in the trace",
@@ -279,6 +303,7 @@ def numa_section(r: dict) -> str:
     numa, lead = _trace_analysis(m)
     return "".join(
         [
+            fair_class_note(r),
             lead,
             _node_moves(r, numa),
             run_views(r),

@@ -14,7 +14,7 @@ from statistics import median
 
 from lab.analysis.compare import Comparison
 from lab.analysis.display import percent
-from lab.events import MIGRATE_TASK, MOVE_NUMA, STICK_NUMA, SWAP_NUMA, WAKEUP, WAKEUP_NEW, WAKING
+from lab.events import MIGRATE_TASK, MOVE_NUMA, PROCESS_EXIT, STICK_NUMA, SWAP_NUMA, WAKEUP, WAKEUP_NEW, WAKING
 from lab.report import svg
 from lab.report.colors import BASE_COLOR, EVENT_COLORS, NEW_COLOR, NODE_COLORS
 from lab.report.html_parts import box, e, figure, get, num, table
@@ -60,10 +60,11 @@ def _residency(r: dict) -> str:
         "small", (0, 1, 2, 3, 4, 5, 6),
     )  # fmt: skip
     per_task = table(
-        ["pid", "comm", "final node", "converged at (s)", "node changes", "ping-pongs"],
-        [[e(t.get("pid")), e(t.get("comm")), e(t.get("final_node")), _converged(t),
-          num(t.get("node_changes")), num(t.get("pingpong"))] for t in tasks],
-        "small", (0, 2, 3, 4, 5),
+        ["pid", "comm", "final node", "converged at (s)", "settled at (s)", "node changes", "within a node",
+         "ping-pongs"],
+        [[e(t.get("pid")), e(t.get("comm")), e(t.get("final_node")), _converged(t), _settled(t),
+          num(t.get("node_changes")), _na(t.get("migrations_within_node")), num(t.get("pingpong"))] for t in tasks],
+        "small", (0, 2, 3, 4, 5, 6, 7),
     )  # fmt: skip
     how = (
         "A task has a target when NUMA balancing decided about it (a move, swap or stick naming it); only such a "
@@ -78,9 +79,45 @@ def _residency(r: dict) -> str:
     )
     return (
         f'<div class="views residency" id="residency-{e(r.get("run_id"))}"><h4>Per-task node residency</h4>'
-        f'{figure(strip, cap)}{facts}<p class="muted">{e(how)}</p>'
+        f'{figure(strip, cap)}{facts}<p class="muted">{e(how)}</p>{_placement(res, w)}'
         f"<details><summary>Per task</summary>{per_task}</details></div>"
     )
+
+
+SETTLE_WORDS = {"moving": "still moving", "stayed": "n/a (never changed node)", "short": "n/a (lived < 2 s)"}
+
+
+def _settled(task: dict) -> str:
+    """A task's settling time (lab.analysis.residency.settling), or why it has none; "-" in older records."""
+    settle = task.get("settle")
+    if settle is None:
+        return "-"
+    return num(task.get("settled_s")) if settle == "settled" else SETTLE_WORDS.get(str(settle), e(settle))
+
+
+def _placement(res: dict, w: dict) -> str:
+    """The figures of the generic events, any scheduler's: migrations by how far they went, and settling."""
+    if "settled_s" not in w:
+        return ""  # (a record analysed before they existed)
+    facts = table(
+        ["migrations between nodes", "within a node", "moved between nodes", "settled", "still moving",
+         "settled by (s)"],
+        [[_na(w.get("migrations_between_nodes")), _na(w.get("migrations_within_node")),
+          num((w.get("settled") or 0) + (w.get("moving") or 0)), num(w.get("settled")), num(w.get("moving")),
+          _na(w.get("settled_s"))]],
+        "small", (0, 1, 2, 3, 4, 5),
+    )  # fmt: skip
+    how = (
+        f"From the generic scheduler events only ({MIGRATE_TASK.name}, {WAKEUP_NEW.name}, {PROCESS_EXIT.name}), so "
+        "for any scheduler, a sched_ext one too. A task that changed node has settled when, from some interval to its "
+        f"end, the node it spent most of each interval on is the node it ended on, for "
+        f"{num(res.get('settled_min_s'))} s or more (convergence's rule, without NUMA balancing's target), at the "
+        "time it last arrived there; the workload's is the last such task's (one still moving counts as the end of "
+        "the trace). A task that never changed node, or lived less than that, has none (n/a), and with no task that "
+        "changed node the workload has none. Settling says when the placement stopped changing, not whether it was "
+        "a good one."
+    )
+    return f'<h5>Placement, for any scheduler</h5>{facts}<p class="muted">{e(how)}</p>'
 
 
 def _na(v: object) -> str:
