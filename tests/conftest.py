@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import settings
+from suite_units import host_shared_scope
 
 from lab.paths import file_lock
 
@@ -35,22 +36,6 @@ if os.environ.get("CI"):
 # and runs in the last pass, by itself. (Not --dist loadgroup: under pytest 9 xdist 3.8's group suffix on the
 # node id is lost, checked 2026-11-26, and every test was sent on its own.)
 HOST_SHARED_LOCK = Path(tempfile.gettempdir()) / "numalab-tests-host-shared.lock"
-
-
-# The modules that use ``host_shared`` (tests/unit/test_suite_layout.py checks this list against their sources).
-HOST_SHARED_MODULES = frozenset({
-    "tests/kernel/test_ordinary_user.py",
-    "tests/libvirt/test_libvirt_backend.py",
-    "tests/nested/test_nested.py",
-    "tests/vm/test_vm_access_matrix.py",
-    "tests/vm/test_vm_tiers.py",
-})  # fmt: skip
-
-
-def host_shared_scope(module: str) -> str:
-    """The xdist work unit of a test module under --dist loadfile: its own file, or one unit for all of
-    HOST_SHARED_MODULES."""
-    return "host_shared" if module in HOST_SHARED_MODULES else module
 
 
 @pytest.hookimpl(optionalhook=True)

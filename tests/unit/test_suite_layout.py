@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from common import REPO
-from conftest import HOST_SHARED_MODULES, host_shared_scope
+from suite_units import HOST_SHARED_MODULES, host_shared_scope
 
 USES = re.compile(r"""usefixtures\(\s*["']host_shared["']\s*\)""")
 
