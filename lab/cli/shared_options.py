@@ -155,6 +155,31 @@ def kernel_source_options(p: argparse.ArgumentParser, *, series_help: str):
     return g
 
 
+SCHEDULER_HELP = (
+    "the scheduler under test: fair (the kernel's own classes, nothing loaded: the default), an example "
+    "sched_ext scheduler built with the kernel (scx_simple, scx_qmap, scx_central, scx_flatcg: numalab kernel "
+    "build --fragment sched-ext), or the PATH of a scheduler binary (its shared libraries go with it), with its "
+    "arguments in the same word ('scx_qmap -e 100'). The run checks in the guest that it ran throughout "
+    "(status scheduler-ejected otherwise; docs/sched-ext.md)"
+)
+
+
+def scheduler_option(container, *, several: bool) -> None:
+    """--scheduler NAME|PATH (run, ab, bisect; a matrix's ``scheduler:`` key): ``several``, given twice it is an
+    A/B of two schedulers on one kernel (run)."""
+    more = "; give it twice for an A/B of two schedulers on one kernel (A B A B)" if several else ""
+    container.add_argument("--scheduler", action="append" if several else "store", metavar="NAME|PATH",
+                           help=SCHEDULER_HELP + more)  # fmt: skip
+
+
+def schedulers_of(args: argparse.Namespace) -> tuple[str, ...]:
+    """--scheduler as the library's RunOptions.schedulers (default: fair)."""
+    value = getattr(args, "scheduler", None)
+    if not value:
+        return ("fair",)
+    return tuple(value) if isinstance(value, list) else (value,)
+
+
 # --- workload ----------------------------------------------------------------------------------------------
 
 

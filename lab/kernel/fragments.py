@@ -107,6 +107,8 @@ ESSENTIAL: frozenset[str] = frozenset(
         # counters, /proc/schedstat, the tracepoints and tracefs, debugfs (sched domains, knobs), perf bench
         "NUMA", "ACPI_NUMA", "X86_64_ACPI_NUMA", "NUMA_BALANCING", "MIGRATION", "SCHED_MC", "VM_EVENT_COUNTERS",
         "SCHEDSTATS", "TRACEPOINTS", "FTRACE", "TRACING", "EVENT_TRACING", "DEBUG_FS", "PERF_EVENTS",
+        # --fragment sched-ext: a kernel without the class (before 6.12) cannot run a --scheduler
+        "SCHED_CLASS_EXT",
     )
 )  # fmt: skip
 
