@@ -220,7 +220,7 @@ class Comparison:
 
 
 def _label(runs: list[RunRecord]) -> str:
-    names = sorted({r.kernel_name for r in runs})
+    names = sorted({r.side_name for r in runs})
     settings = sorted({str(r.numa_balancing) for r in runs})
     label = "+".join(names)
     if len(settings) == 1 and settings[0] == "0":
@@ -258,7 +258,7 @@ def _settings(r: RunRecord) -> tuple:
     clock = (r.manifest.get("accelerator") or {}).get("clock")
     knobs = tuple(sorted(r.knobs.items()))
     return (r.numa_balancing, knobs, r.access_matrix is not None, str(s.get("kernel_args")), str(s.get("demotion")),
-            _latency_model(r), str(clock))  # fmt: skip
+            _latency_model(r), str(clock), str(r.scheduler.get("asked")))  # fmt: skip
 
 
 def same_kernel_warning(base: list[RunRecord], new: list[RunRecord]) -> str | None:

@@ -132,6 +132,21 @@ class RunRecord:
         return self.manifest["kernel"]["name"]
 
     @property
+    def scheduler(self) -> dict:
+        """The manifest's ``scheduler`` (lab.run.scheduler: asked, kind fair or sched_ext, start, end, ejected,
+        reason); records made before it ran on the kernel's own classes and read as fair."""
+        s = self.manifest.get("scheduler")
+        return (
+            s if isinstance(s, dict) and s.get("kind") in ("fair", "sched_ext") else {"asked": "fair", "kind": "fair"}
+        )
+
+    @property
+    def side_name(self) -> str:
+        """The run's side in an A/B: its kernel's name, with its sched_ext scheduler (v6.12 scx_simple)."""
+        s = self.scheduler
+        return self.kernel_name if s.get("kind") != "sched_ext" else f"{self.kernel_name} {s.get('asked')}"
+
+    @property
     def workload_name(self) -> str:
         return self.manifest["workload"]["name"]
 

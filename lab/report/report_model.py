@@ -56,7 +56,7 @@ class ReportPaths:
 
 def group_key(r: RunRecord) -> tuple:
     knobs = tuple(sorted(r.knobs.items()))
-    return (r.kernel_name, r.numa_balancing, knobs, r.access_matrix is not None)
+    return (r.side_name, r.numa_balancing, knobs, r.access_matrix is not None)
 
 
 def group_label(key: tuple) -> str:

@@ -93,12 +93,8 @@ def resolve(spec: str, kernel: Kernel) -> Scheduler:
         raise LabError(f"--scheduler {spec}: kernel {kernel.name} has no CONFIG_SCHED_CLASS_EXT (sched_ext came in "
                        f"6.12; build one with the sched-ext fragment: {BUILD_HINT})")  # fmt: skip
     if "/" in word or Path(word).exists():
+        check_early(spec)
         path = Path(word).expanduser()
-        if not path.is_file() or not os.access(path, os.X_OK):
-            raise LabError(f"--scheduler {word}: not an executable file")
-        with open(path, "rb") as f:
-            if f.read(4) != b"\x7fELF":
-                raise LabError(f"--scheduler {word}: not an ELF program")
         if _interp(path):
             ldd_closure(str(path))  # a library missing on the host: one line, now
         name = re.sub(r"[^A-Za-z0-9._+-]", "-", path.name)[:64] or "scheduler"
@@ -221,3 +217,27 @@ def side_name(manifest: dict) -> str:
     s = of_manifest(manifest)
     name = manifest["kernel"]["name"]
     return name if s["kind"] == FAIR else f"{name} {s['asked']}"
+
+
+def check_early(spec: str) -> None:
+    """What can be said of --scheduler before its kernel exists (numalab ab, a matrix check): the words; an
+    example's name that no kernel ships; a PATH that is not an executable ELF."""
+    word, _args = split(spec)
+    if word == FAIR:
+        return
+    if "/" in word or Path(word).exists():
+        path = Path(word).expanduser()
+        if not path.is_file() or not os.access(path, os.X_OK):
+            raise LabError(f"--scheduler {word}: not an executable file")
+        with open(path, "rb") as f:
+            if f.read(4) != b"\x7fELF":
+                raise LabError(f"--scheduler {word}: not an ELF program")
+    elif word not in EXAMPLES:
+        raise LabError(f"--scheduler {word}: not fair, an example scheduler ({', '.join(EXAMPLES)}) or a path")
+
+
+def fragments_for(spec: str, fragments: tuple[str, ...]) -> tuple[str, ...]:
+    """The fragments of a kernel that must run ``spec``: ``fragments``, with sched-ext for a sched_ext scheduler."""
+    if split(spec)[0] == FAIR or any(Path(f).name in ("sched-ext", "sched-ext.config") for f in fragments):
+        return fragments
+    return (*fragments, "sched-ext")
