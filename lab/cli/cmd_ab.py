@@ -24,7 +24,7 @@ def cmd_ab(args: argparse.Namespace) -> int:
     from lab.run.scheduler import check_early, fragments_for  # (on use: start-up time)
     from lab.run.tree_ab import TreeAB, build_pair, plan_tree  # (on use: start-up time)
 
-    (sched,) = schedulers_of(args)
+    (sched,) = schedulers_of(args, one=True)
     check_early(sched)  # (a sched_ext scheduler: both kernels get the sched-ext fragment)
     ab = TreeAB(args.tree, args.base, args.head, tuple(args.patch), args.series, args.include_uncommitted,
                 fragments_for(sched, tuple(args.fragment)), args.make_jobs)  # fmt: skip

@@ -118,7 +118,7 @@ def _config(args: argparse.Namespace, plan: ABPlan, patches: list[str]):
     if extra := _settings(args):
         what["run_settings"] = extra
     if args.scheduler:  # (only then: a bisect of the fair class keeps the config it always had)
-        what["scheduler"] = args.scheduler
+        what["scheduler"] = args.scheduler[0]
     return Config(plan, tuple(patches), args.direction, args.threshold, f"{topo.label}/{workload}/{settings}", what,
                   args.include_status)  # fmt: skip
 
@@ -198,8 +198,8 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     from lab.bisect.kernel_steps import KernelStepRunner  # (on use: start-up time)
 
     # Every run the bisect makes has these settings (kernel_steps replaces the kernel and the record's place).
-    template = RunOptions(topology=topology_ref(args), workload=workload_of(args), schedulers=schedulers_of(args),
-                          **run_settings(args))  # fmt: skip
+    template = RunOptions(topology=topology_ref(args), workload=workload_of(args),
+                          schedulers=schedulers_of(args, one=True), **run_settings(args))  # fmt: skip
     debug(f"bisect config: {json_text(cfg.to_dict(), sort_keys=True)}")
     debug(f"every run (options not at their defaults, kernel and out aside): {options_line(template)}")
     _check_before_building(template)

@@ -167,17 +167,16 @@ SCHEDULER_HELP = (
 def scheduler_option(container, *, several: bool) -> None:
     """--scheduler NAME|PATH (run, ab, bisect; a matrix's ``scheduler:`` key): ``several``, given twice it is an
     A/B of two schedulers on one kernel (run)."""
-    more = "; give it twice for an A/B of two schedulers on one kernel (A B A B)" if several else ""
-    container.add_argument("--scheduler", action="append" if several else "store", metavar="NAME|PATH",
-                           help=SCHEDULER_HELP + more)  # fmt: skip
+    more = "; give it twice for an A/B of two schedulers on one kernel (A B A B)" if several else " (one)"
+    container.add_argument("--scheduler", action="append", metavar="NAME|PATH", help=SCHEDULER_HELP + more)
 
 
-def schedulers_of(args: argparse.Namespace) -> tuple[str, ...]:
-    """--scheduler as the library's RunOptions.schedulers (default: fair)."""
-    value = getattr(args, "scheduler", None)
-    if not value:
-        return ("fair",)
-    return tuple(value) if isinstance(value, list) else (value,)
+def schedulers_of(args: argparse.Namespace, one: bool = False) -> tuple[str, ...]:
+    """--scheduler as the library's RunOptions.schedulers (default: fair); ``one``: the command takes one."""
+    value = tuple(getattr(args, "scheduler", None) or ("fair",))
+    if one and len(value) > 1:
+        raise LabError(f"--scheduler: give one here, got {len(value)}: {', '.join(value)}")
+    return value
 
 
 # --- workload ----------------------------------------------------------------------------------------------

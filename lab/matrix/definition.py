@@ -50,6 +50,7 @@ from lab.guest.init_plan import check_duration
 from lab.matrix.spec_parts import parse_auto, parse_expect
 from lab.paths import resolved
 from lab.run.options import RunOptions
+from lab.run.scheduler import label_of as scheduler_label
 from lab.topology.model import check_name
 from lab.topology.ref import SPEC_SIZE_NAMES, TopologyRef
 from lab.vm.libvirt.libvirt_hostspec import HostSpec, parse_hosts
@@ -284,7 +285,7 @@ def _scheduler_axis(data: dict, settings: list[SettingChoice]) -> list[SettingCh
     out = []
     for s in settings:
         for sched in scheds:
-            label = _slug(sched.split()[0].rsplit("/", 1)[-1] + "".join(f"-{a}" for a in sched.split()[1:]))
+            label = _slug(scheduler_label(sched))
             name = s.name if len(scheds) == 1 else label if implicit else f"{s.name}-{label}"
             out.append(replace(s, name=name, scheduler=sched))
     return out

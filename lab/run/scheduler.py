@@ -41,6 +41,14 @@ def split(spec: str) -> tuple[str, tuple[str, ...]]:
     return words[0], tuple(words[1:])
 
 
+def label_of(spec: str) -> str:
+    """--scheduler as a short name for a side, a directory or a matrix setting: fair, scx_simple, scx_qmap-e-100
+    (a path's file name)."""
+    word, args = split(spec)
+    words = [word.rsplit("/", 1)[-1], *(a.lstrip("-") for a in args)]
+    return re.sub(r"[^A-Za-z0-9._+]+", "-", "-".join(w for w in words if w)).strip("-")[:60] or FAIR
+
+
 @dataclass(frozen=True)
 class Scheduler:
     """One side's scheduler, resolved against its kernel."""
@@ -60,7 +68,7 @@ class Scheduler:
     @property
     def label(self) -> str:
         """A short name for an A/B's side and a record's directory: fair, scx_simple, scx_qmap-e-100."""
-        return re.sub(r"[^A-Za-z0-9._+-]+", "-", " ".join([self.name, *self.args])).strip("-")[:60] or FAIR
+        return label_of(self.asked)
 
     def guest_command(self) -> str:
         return shlex.join([f"/{image.SCHEDULER_DIR}/{self.name}", *self.args]) if self.sched_ext else ""
