@@ -165,6 +165,19 @@ def _kernel_reason(record: Path) -> str | None:
     return None
 
 
+_KEY_LINE = re.compile(r"load failed|cannot use|invalid|not allowed|unknown func|not supported|EXIT:|error", re.I)
+
+
+def _own_words(record: Path) -> str:
+    """The scheduler's own account of its end: its last line, after the first lines that name the failure (a
+    libbpf load failure and the verifier's reason, an exit message), at most three, in its order."""
+    lines = [ln.strip() for ln in _tail(record / SCHEDULER_OUT).splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    key = [ln for ln in lines[:-1] if _KEY_LINE.search(ln)][:2]
+    return "scheduler's output: " + "; ".join(ln[:160] for ln in [*key, lines[-1]])
+
+
 def readback(record: Path, asked: dict, ops_expected: str) -> tuple[dict, str | None]:
     """The manifest's ``scheduler`` with what the guest read back, and the reason it was ejected (None when
     it ran with its ops from the workload's start to its end, and for fair)."""
@@ -194,8 +207,7 @@ def readback(record: Path, asked: dict, ops_expected: str) -> tuple[dict, str | 
         elif end.get("alive") == 0:
             why.append("its program had exited before the workload's end")
         kernel = _kernel_reason(record)
-        own = [ln.strip() for ln in _tail(record / SCHEDULER_OUT).splitlines() if ln.strip()][-1:]
-        why.append(f"kernel: {kernel}" if kernel else f"scheduler's output: {own[0][:200]}" if own else "")
+        why.append(f"kernel: {kernel}" if kernel else _own_words(record))
         reason = "; ".join(w for w in why if w)
     out = asked | {
         "start": {k: start.get(k) for k in ("state", "ops", "enable_seq", "nr_rejected")},

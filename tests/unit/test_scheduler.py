@@ -151,3 +151,22 @@ def test_the_matrix_scheduler_axis() -> None:
     assert "scheduler" not in plain.runs[0].params()["setting"]  # (old matrices keep their fingerprint)
     with pytest.raises(LabError, match="scheduler"):
         parse_matrix(data | {"settings": [{"name": "x", "scheduler": "scx_simple"}]}, "m.yaml", "m")
+
+
+def test_a_verifier_refusal_is_said_in_the_schedulers_own_words(tmp_path) -> None:
+    """What scx_simple printed on a 6.12 kernel without BPF_EVENTS (seen on a real boot: libbpf rewrote a helper
+    the verifier then refused in a struct_ops program); the kernel logged nothing of it."""
+    (tmp_path / "scheduler-state.txt").write_text("waited_ds 8\nstart disabled -\nend disabled -\nend_alive 0\nexit 1\n")
+    (tmp_path / "scheduler.out").write_text(
+        "libbpf: prog 'simple_exit': BPF program load failed: Invalid argument\n"
+        "libbpf: prog 'simple_exit': -- BEGIN PROG LOAD LOG --\n"
+        "8: (85) call bpf_probe_read_str#45\nprogram of this type cannot use helper bpf_probe_read_str#45\n"
+        "[SCX_BUG] scx_simple.c:88 (Invalid argument)\nFailed to load skel\n"
+    )
+    got, reason = readback(tmp_path, ASKED, "simple")
+    assert got["ejected"] and got["exit"] == 1 and got["start"]["state"] == "disabled"
+    assert reason == (
+        "not enabled at the workload's start (state disabled, ops None, expected simple); scheduler's output: "
+        "libbpf: prog 'simple_exit': BPF program load failed: Invalid argument; program of this type cannot use "
+        "helper bpf_probe_read_str#45; Failed to load skel"
+    )
