@@ -156,7 +156,8 @@ def test_the_matrix_scheduler_axis() -> None:
 def test_a_verifier_refusal_is_said_in_the_schedulers_own_words(tmp_path) -> None:
     """What scx_simple printed on a 6.12 kernel without BPF_EVENTS (seen on a real boot: libbpf rewrote a helper
     the verifier then refused in a struct_ops program); the kernel logged nothing of it."""
-    (tmp_path / "scheduler-state.txt").write_text("waited_ds 8\nstart disabled -\nend disabled -\nend_alive 0\nexit 1\n")
+    state = "waited_ds 8\nstart disabled -\nend disabled -\nend_alive 0\nexit 1\n"
+    (tmp_path / "scheduler-state.txt").write_text(state)
     (tmp_path / "scheduler.out").write_text(
         "libbpf: prog 'simple_exit': BPF program load failed: Invalid argument\n"
         "libbpf: prog 'simple_exit': -- BEGIN PROG LOAD LOG --\n"
