@@ -40,14 +40,14 @@ def kernel_repo() -> Path:
     return repo
 
 
-def _make_kernel_repo(repo: Path) -> None:
+def _make_kernel_repo(repo: Path, tarball: Path = TARBALL, tag: str = TAG) -> None:
     shutil.rmtree(repo, ignore_errors=True)
     repo.mkdir(parents=True)
-    subprocess.run(["tar", "-xf", str(TARBALL), "-C", str(repo), "--strip-components=1"], check=True)
+    subprocess.run(["tar", "-xf", str(tarball), "-C", str(repo), "--strip-components=1"], check=True)
     _git(repo, "init", "-q")
     _git(repo, "add", "-A", "-f", ".")
-    _git(repo, "commit", "-q", "--no-verify", "-m", "Debian linux-source-6.1")
-    _git(repo, "tag", TAG)
+    _git(repo, "commit", "-q", "--no-verify", "-m", f"Debian {tarball.name.removesuffix('.tar.xz')}")
+    _git(repo, "tag", tag)
     (repo / ".git" / "numalab-test-ready").write_text(_git(repo, "rev-parse", "HEAD"))
 
 
@@ -66,3 +66,15 @@ def v612() -> dict:
         proc = numalab(*V612_ARGS, timeout=5400)
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
     return json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="session")
+def kernel_repo_612() -> Path:
+    """Debian's 6.12 source as a git repository tagged ``v6.12-debian`` (as :func:`kernel_repo` for 6.1): for
+    ``numalab ab TREE --base REV --scheduler`` (tests/kernel/test_sched_ext.py). Made once per machine."""
+    require_setup_package(SOURCE_612.is_file(), str(SOURCE_612), "linux-source-6.12")
+    repo = cache_dir("test-trees") / "linux-6.12-git"
+    with file_lock(repo.parent / ".linux-6.12-git.lock"):
+        if not (repo / ".git" / "numalab-test-ready").is_file():
+            _make_kernel_repo(repo, SOURCE_612, "v6.12-debian")
+    return repo

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -48,7 +49,7 @@ def test_the_scheduler_that_ran_is_the_one_asked_for_on_both_sides(tmp_path, v61
     assert simple["start"]["state"] == simple["end"]["state"] == "enabled", simple
     assert simple["start"]["ops"] == simple["end"]["ops"] == "simple", simple
     assert (out / "scx_simple-r1" / "scheduler.out").is_file() and not (out / "fair-r1" / "scheduler.out").exists()
-    assert "sched_ext: BPF scheduler \"simple\" enabled" in (out / "scx_simple-r1" / "dmesg.txt").read_text()
+    assert 'sched_ext: BPF scheduler "simple" enabled' in (out / "scx_simple-r1" / "dmesg.txt").read_text()
     assert "fair" in proc.stdout and "scx_simple" in proc.stdout  # the side-by-side names both sides
     del steps
 
@@ -68,8 +69,10 @@ def test_the_scheduler_that_ran_is_the_one_asked_for_on_both_sides(tmp_path, v61
     # does not have, a file that is not an executable ELF.
     assert_one_line_error(numalab("run", "--kernel", "stock", "--scheduler", "scx_simple", *SMALL),
                           "--scheduler scx_simple: kernel stock has no CONFIG_SCHED_CLASS_EXT")  # fmt: skip
-    assert_one_line_error(numalab("run", "--kernel", "v6.12", "--scheduler", "scx_rusty", *SMALL),
-                          "--scheduler scx_rusty: not a scheduler of kernel v6.12 (it has: fair, scx_simple, scx_qmap")
+    assert_one_line_error(
+        numalab("run", "--kernel", "v6.12", "--scheduler", "scx_rusty", *SMALL),
+        "--scheduler scx_rusty: not a scheduler of kernel v6.12 (it has: fair, scx_simple, scx_qmap",
+    )
     (tmp_path / "x.sh").write_text("#!/bin/sh\n")
     (tmp_path / "x.sh").chmod(0o755)
     assert_one_line_error(numalab("run", "--kernel", "v6.12", "--scheduler", str(tmp_path / "x.sh"), *SMALL),
@@ -103,3 +106,73 @@ def _one(out: Path, scheduler: str, duration: str = "2") -> dict:
                    duration, "--no-trace", "--out", str(out), "--json", timeout=600)  # fmt: skip
     assert proc.returncode == 1, proc.stderr[-3000:]  # (a run not ok)
     return json.loads(proc.stdout)
+
+
+@pytest.mark.vm
+@pytest.mark.kernel_build
+def test_the_fair_class_brings_a_task_to_its_memory_and_scx_simple_does_not(tmp_path, v612) -> None:
+    """The slow one (an A/B until it decides): misplaced on ring-2 with two CPUs a node, NUMA balancing on, fair
+    against scx_simple, deciding on the task's memory on its node at the end (local_pct), as the tutorial's
+    known answer does (tests/kernel/test_tutorial.py)."""
+    out = tmp_path / "ab"
+    proc = numalab("run", "--kernel", "v6.12", "--scheduler", "fair", "--scheduler", "scx_simple", "--topology",
+                   "ring-2", "--cpus-per-node", "2", "--mem-per-node", "256M", "--workload", "misplaced", "--duration",
+                   "8", "--repeat", "auto", "--decide", "workload.local_pct", "--max-pairs", "6", "--out", str(out),
+                   "--json", timeout=1800)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert (result["baseline"], result["new"]) == ("v6.12", "v6.12 scx_simple"), result
+    (v,) = result["verdicts"]
+    assert v["direction"] == "worse" and v["significant"] is True, v["line"]
+    runs = _manifests(out)
+    fair = [m for m in runs if m["scheduler"]["kind"] == "fair"]
+    scx = [m for m in runs if m["scheduler"]["kind"] == "sched_ext"]
+    assert fair and scx and all(m["status"] == "ok" for m in runs)
+    # the mechanism: the fair class's NUMA balancing scanned (hint faults) and moved the task to its memory;
+    # under scx_simple no task of the workload's was scanned (task_tick_numa is the fair class's tick's)
+    assert all(m["metrics"]["events"]["sched_move_numa"] + m["metrics"]["events"]["sched_swap_numa"] > 0
+               for m in fair), [m["metrics"]["events"] for m in fair]  # fmt: skip
+    assert all(m["workload"]["result"]["ended_on_mem_node"] for m in fair)
+    assert all(m["metrics"]["events"]["sched_move_numa"] == 0 for m in scx), [m["metrics"]["events"] for m in scx]
+    assert all(m["scheduler"]["end"]["ops"] == "simple" for m in scx)
+
+
+PATCHED_LINE = "numalab: the ab test's patched kernel"
+
+
+def _git(repo: Path, *args: str) -> str:
+    proc = subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=repo,
+                          capture_output=True, text=True)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+@pytest.mark.vm
+@pytest.mark.kernel_build
+def test_ab_of_a_tree_runs_the_scheduler_on_both_kernels(kernel_repo_612, tmp_path) -> None:
+    """docs/sched-ext.md's ``numalab ab ~/linux --base v6.12 --scheduler scx_simple``, on a clone of the 6.12 test
+    tree with a commit that says so at boot: both kernels are built with the sched-ext fragment (cold, from ccache's
+    objects of v6.12's; the patched one incremental) and both runs ran scx_simple throughout."""
+    tree = tmp_path / "linux"
+    subprocess.run(["git", "clone", "-q", "--shared", str(kernel_repo_612), str(tree)], check=True)
+    _git(tree, "tag", "v6.12", "v6.12-debian")
+    _git(tree, "switch", "-q", "-c", "says-so", "v6.12")
+    ext = tree / "kernel" / "sched" / "ext.c"
+    ext.write_text(ext.read_text() + f'\nstatic int __init numalab_says_so(void)\n{{\n\tpr_info("{PATCHED_LINE}\\n");\n'
+                   "\treturn 0;\n}\nlate_initcall(numalab_says_so);\n")  # fmt: skip
+    _git(tree, "commit", "-q", "-am", "sched_ext: say so at boot")
+    out = tmp_path / "ab"
+    proc = numalab("ab", str(tree), "--base", "v6.12", "--scheduler", "scx_simple", *SMALL, "--workload", "spin",
+                   "--duration", "2", "--no-trace", "--repeat", "1", "--out", str(out), timeout=5400)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-2000:]
+    runs = _manifests(out)
+    assert len(runs) == 2 and all(m["status"] == "ok" for m in runs), [(m["status"], m["reason"]) for m in runs]
+    names = sorted(m["kernel"]["name"] for m in runs)
+    assert all(n.startswith("ab-") and n.endswith("-scx") for n in names), names
+    for m in runs:
+        s = m["scheduler"]
+        assert (s["asked"], s["start"]["ops"], s["end"]["ops"], s["ejected"]) == ("scx_simple", "simple", "simple",
+                                                                                  False), s  # fmt: skip
+    patched = next(p for p in sorted(out.glob("*/")) if (p / "manifest.json").is_file() and
+                   json.loads((p / "manifest.json").read_text())["kernel"]["name"] == max(names, key=len))  # fmt: skip
+    assert PATCHED_LINE in (patched / "dmesg.txt").read_text()
