@@ -154,7 +154,7 @@ def _kernel_reason(record: Path) -> str | None:
     lines = _tail(record / DMESG, 200_000).splitlines()
     for i, line in enumerate(lines):
         m = _DISABLED.search(line)
-        if m:
+        if m and m.group(2) != "unregistered from user space":  # (its program's own exit: its words say more)
             detail = next((ln.split("sched_ext: ", 1)[1].strip() for ln in lines[i + 1 : i + 4]
                            if "sched_ext: " in ln and not _DISABLED.search(ln)), "")  # fmt: skip
             return f'BPF scheduler "{m.group(1)}" disabled ({m.group(2)})' + (f": {detail}" if detail else "")

@@ -53,12 +53,12 @@ def test_a_scheduler_enabled_throughout_is_not_ejected(tmp_path) -> None:
 
 
 def test_an_ejected_scheduler_says_why_in_the_kernels_words(tmp_path) -> None:
-    dmesg = ('[    9.1] sched_ext: BPF scheduler "qmap" disabled (runtime error)\n'
+    dmesg = ('[    9.1] sched_ext: BPF scheduler "qmap" disabled (scx_bpf_error)\n'
              "[    9.1] sched_ext: qmap: test triggering error\n")  # fmt: skip
     got, reason = readback(_record(tmp_path, end="disabled -", alive=0, dmesg=dmesg), ASKED, "simple")
     assert got["ejected"] is True and got["reason"] == reason
     assert reason.startswith("no longer enabled at the workload's end (state disabled, ops None)"), reason
-    assert 'kernel: BPF scheduler "qmap" disabled (runtime error): qmap: test triggering error' in reason
+    assert 'kernel: BPF scheduler "qmap" disabled (scx_bpf_error): qmap: test triggering error' in reason
 
 
 def test_another_ops_or_a_reenable_or_an_exited_program_is_ejected(tmp_path) -> None:
