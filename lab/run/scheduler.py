@@ -182,7 +182,7 @@ def readback(record: Path, asked: dict, ops_expected: str) -> tuple[dict, str | 
     """The manifest's ``scheduler`` with what the guest read back, and the reason it was ejected (None when
     it ran with its ops from the workload's start to its end, and for fair)."""
     if asked.get("kind") != "sched_ext":
-        return asked, None
+        return fair_record(), None
     text = _tail(record / SCHEDULER_STATE, 8000)
     st = _states(text)
     start, end = st.get("start") or {}, st.get("end") or {}

@@ -70,7 +70,9 @@ def test_another_ops_or_a_reenable_or_an_exited_program_is_ejected(tmp_path) -> 
 
 def test_no_state_file_is_ejected_and_fair_is_never(tmp_path) -> None:
     assert "no scheduler-state.txt" in str(readback(tmp_path, ASKED, "simple")[1])
-    assert readback(tmp_path, {"asked": "fair", "kind": "fair"}, "") == ({"asked": "fair", "kind": "fair"}, None)
+    fair, reason = readback(tmp_path, {"asked": "fair", "kind": "fair"}, "")
+    assert reason is None and (fair["asked"], fair["kind"], fair["start"], fair["ejected"]) == ("fair", "fair", None,
+                                                                                              False)  # fmt: skip
 
 
 def test_the_status_and_old_records() -> None:
