@@ -218,6 +218,10 @@ def _compile(
            # Paths under the sources' root hashed relative to the build directory: a second source with the same
            # files (a git tree made from the tarball) is answered from the first one's objects.
            "CCACHE_BASEDIR": str(cache_dir("kernels", "src")),
+           # ... and with -g (the sched-ext fragment's debug information, for BTF) ccache would hash the build
+           # directory too, so a second source's build missed every object; the paths it leaves in the DWARF
+           # (DW_AT_comp_dir) are then the first build's, which nothing numalab reads (BTF has none).
+           "CCACHE_HASHDIR": "false",
            "KBUILD_BUILD_USER": "numalab", "KBUILD_BUILD_HOST": "numalab",
            # uname -v's "#N" would count numalab's builds in its private directory: always #1
            "KBUILD_BUILD_VERSION": os.environ.get("KBUILD_BUILD_VERSION", "1")}  # fmt: skip
