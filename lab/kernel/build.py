@@ -221,7 +221,7 @@ def _compile(
            # ... and with -g (the sched-ext fragment's debug information, for BTF) ccache would hash the build
            # directory too, so a second source's build missed every object; the paths it leaves in the DWARF
            # (DW_AT_comp_dir) are then the first build's, which nothing numalab reads (BTF has none).
-           "CCACHE_HASHDIR": "false",
+           "CCACHE_NOHASHDIR": "1",
            "KBUILD_BUILD_USER": "numalab", "KBUILD_BUILD_HOST": "numalab",
            # uname -v's "#N" would count numalab's builds in its private directory: always #1
            "KBUILD_BUILD_VERSION": os.environ.get("KBUILD_BUILD_VERSION", "1")}  # fmt: skip
