@@ -20,6 +20,7 @@ from lab.guest import image
 from lab.kernel.bootable import Kernel
 from lab.kernel.sched_ext import EXAMPLES, config_has_sched_ext, shipped
 from lab.record_files import DMESG, SCHEDULER_OUT, SCHEDULER_STATE
+from lab.untrusted import term_safe, to_int
 from lab.workloads.elf import elf_interpreter, ldd_closure
 
 FAIR = "fair"
@@ -121,19 +122,27 @@ _DISABLED = re.compile(r"sched_ext: BPF scheduler \"([^\"]*)\" disabled \(([^)]*
 _ERROR_LINE = re.compile(r"sched_ext: (.*(?:error|stall|failed|reject).*)", re.I)
 
 
+_WORD = re.compile(r"[\w.-]{1,64}")  # a state or an ops name, as the guest wrote it (anything else: "?")
+
+
+def _word(text: str) -> str:
+    return text if _WORD.fullmatch(text) else "?"
+
+
 def _states(text: str) -> dict[str, dict]:
+    """scheduler-state.txt (the guest's: every value checked, nothing taken as it came)."""
     out: dict[str, dict] = {}
-    for line in text.splitlines():
+    for line in text.splitlines()[:64]:
         words = line.split()
         if len(words) == 3 and words[0] in ("before", "start", "end", "after"):
             out.setdefault(words[0], {})
-            out[words[0]] |= {"state": words[1], "ops": None if words[2] == "-" else words[2]}
+            out[words[0]] |= {"state": _word(words[1]), "ops": None if words[2] == "-" else _word(words[2])}
         elif len(words) == 2 and "_" in words[0] and words[0].split("_", 1)[0] in ("before", "start", "end", "after"):
             when, what = words[0].split("_", 1)
             if what in ("enable_seq", "nr_rejected", "alive"):
-                out.setdefault(when, {})[what] = int(words[1]) if words[1].isdigit() else None
+                out.setdefault(when, {})[what] = to_int(words[1])
         elif len(words) == 2 and words[0] in ("exit", "waited_ds"):
-            out[words[0]] = int(words[1]) if words[1].isdigit() else None  # type: ignore[assignment]
+            out[words[0]] = to_int(words[1])  # type: ignore[assignment]
         elif words[:2] == ["stop", "killed"]:
             out["killed"] = True  # type: ignore[assignment]
     return out
@@ -208,7 +217,7 @@ def readback(record: Path, asked: dict, ops_expected: str) -> tuple[dict, str | 
             why.append("its program had exited before the workload's end")
         kernel = _kernel_reason(record)
         why.append(f"kernel: {kernel}" if kernel else _own_words(record))
-        reason = "; ".join(w for w in why if w)
+        reason = term_safe("; ".join(w for w in why if w))[:1000]  # (the guest's words: escaped, bounded)
     out = asked | {
         "start": {k: start.get(k) for k in ("state", "ops", "enable_seq", "nr_rejected")},
         "end": {k: end.get(k) for k in ("state", "ops", "enable_seq", "nr_rejected")},

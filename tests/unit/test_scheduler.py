@@ -173,3 +173,13 @@ def test_a_verifier_refusal_is_said_in_the_schedulers_own_words(tmp_path) -> Non
         "libbpf: prog 'simple_exit': BPF program load failed: Invalid argument; program of this type cannot use "
         "helper bpf_probe_read_str#45; Failed to load skel"
     )
+
+
+def test_what_a_hostile_guest_writes_is_checked(tmp_path) -> None:
+    (tmp_path / "scheduler-state.txt").write_text(
+        "start enabled \x1b[2Jevil\nstart_enable_seq 1e9\nend enabled " + "x" * 500 + "\n"
+    )
+    (tmp_path / "scheduler.out").write_text("error: \x1b]0;title\x07" + "y" * 5000 + "\n")
+    got, reason = readback(tmp_path, ASKED, "")
+    assert got["start"]["ops"] == "?" and got["end"]["ops"] == "?" and got["start"]["enable_seq"] is None
+    assert got["ejected"] and "\x1b" not in str(reason) and len(str(reason)) <= 1000
