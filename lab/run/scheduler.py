@@ -197,7 +197,8 @@ def readback(record: Path, asked: dict, ops_expected: str) -> tuple[dict, str | 
     start, end = st.get("start") or {}, st.get("end") or {}
 
     def ran(s: dict) -> bool:
-        return s.get("state") == "enabled" and bool(s.get("ops")) and (not ops_expected or s["ops"] == ops_expected)
+        ops = s.get("ops")
+        return s.get("state") == "enabled" and ops not in (None, "?") and (not ops_expected or ops == ops_expected)
 
     ejected = not (ran(start) and ran(end) and start.get("enable_seq") == end.get("enable_seq")
                    and end.get("alive") != 0)  # fmt: skip
