@@ -168,8 +168,8 @@ def _git(repo: Path, *args: str) -> str:
 @pytest.mark.kernel_build
 def test_ab_of_a_tree_runs_the_scheduler_on_both_kernels(kernel_repo_612, tmp_path) -> None:
     """docs/sched-ext.md's ``numalab ab ~/linux --base v6.12 --scheduler scx_simple``, on a clone of the 6.12 test
-    tree with a commit that says so at boot: both kernels are built with the sched-ext fragment (cold, from ccache's
-    objects of v6.12's; the patched one incremental) and both runs ran scx_simple throughout."""
+    tree with a commit that says so at boot: both kernels are built with the sched-ext fragment (the base cold, 7 min
+    here the first time; the patched one incremental, 29 s) and both runs ran scx_simple throughout. Cached: 49 s."""
     tree = tmp_path / "linux"
     subprocess.run(["git", "clone", "-q", "--shared", str(kernel_repo_612), str(tree)], check=True)
     _git(tree, "tag", "v6.12", "v6.12-debian")
