@@ -8,13 +8,15 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # the stock kernel's tooling (apt/dpkg/kmod), a C toolchain for the static
 # workloads, libvirt's schema validator, and Python's venv; for numalab kernel
 # build: the 6.1 source (the default) and the 6.12 source (bookworm-security; the 6.12 kernel test),
-# ccache, the kernel's build tools, git and patch; shellcheck for actionlint's
+# ccache, the kernel's build tools, git and patch; for --fragment sched-ext (docs/sched-ext.md) pahole
+# (dwarves: the kernel's BTF) and clang-16 with llvm-16 (the example schedulers' BPF, libbpf's libelf and zlib); shellcheck for actionlint's
 # checks of the emitted CI workflows' shell steps (tests/unit/test_ci_lint.py); ssh and ssh-keygen for the
 # nested libvirt host (its sshd is not installed: make setup-sshd unpacks one into numalab's cache).
 APT_PACKAGES := qemu-system-x86 busybox-static trace-cmd linux-perf kmod cpio openssh-client \
 	gcc make libc6-dev libvirt-clients libxml2-utils python3-venv python3-pip chromium \
 	linux-source-6.1 linux-source-6.12 ccache flex bison bc libelf-dev libssl-dev lz4 xz-utils git patch \
-	libvirt-daemon-system libvirt-dev pkg-config python3-dev shellcheck strace rt-tests stress-ng sysbench hwloc
+	libvirt-daemon-system libvirt-dev pkg-config python3-dev shellcheck strace rt-tests stress-ng sysbench hwloc \
+	dwarves clang-16 llvm-16 zlib1g-dev
 PYTEST_ARGS ?=
 
 .PHONY: setup setup-demo setup-qemu10 setup-qemu-charge setup-sshd apt venv test test-fast test-nested demo lint golden bench bench-kernel clean help reproduce \

@@ -67,6 +67,8 @@ TRACE_RECORD_LOG = "trace-record.log"
 TRACE_RECORD_RC = "trace-record.rc"
 TRACE_STATS = "trace-stats.txt"
 DMESG = "dmesg.txt"
+SCHEDULER_OUT = "scheduler.out"
+SCHEDULER_STATE = "scheduler-state.txt"
 
 # The guest init's transport on the results share: never part of the record (lab.vm.share).
 READBACK_TAR = "readback.tar"
@@ -115,6 +117,13 @@ ALL: tuple[RecordFile, ...] = (
     RecordFile(TRACE_RECORD_RC, "results", "the trace step's exit code (the host writes 1 if assembly fails)"),
     RecordFile(TRACE_STATS, "results", "the per-CPU ring buffer stats: entries, overruns (lost events)"),
     RecordFile(DMESG, "results", "the kernel log after the workload"),
+    RecordFile(SCHEDULER_OUT, "results", "--scheduler: the sched_ext scheduler's stdout and stderr"),
+    RecordFile(
+        SCHEDULER_STATE,
+        "results",
+        "--scheduler: /sys/kernel/sched_ext's state and ops (with enable_seq and nr_rejected) before it was "
+        "started, at the workload's start and end and after it was stopped; its exit code (lab.run.scheduler)",
+    ),
 )
 BY_NAME: dict[str, RecordFile] = {f.name: f for f in ALL}
 HOST: tuple[str, ...] = tuple(f.name for f in ALL if f.side == "host")

@@ -226,6 +226,12 @@ ENVIRONMENT = [
     ),
     ("NUMALAB_KERNEL_PROGRESS_S", "Seconds between the progress lines of a kernel build (default 15)."),
     (
+        "NUMALAB_CLANG",
+        "The clang that builds the example sched_ext schedulers of a kernel built with --fragment sched-ext "
+        "(default clang-16).",
+    ),
+    ("NUMALAB_LLVM_STRIP", "The llvm-strip of that build (default llvm-strip-16)."),
+    (
         "NUMALAB_TEST_STALE_CCACHE",
         "For numalab's own tests only: 1 builds kernels with the recipe that could carry a stale payload, "
         "unchecked, so a test can show that the guest's build-id check catches one. Never set it otherwise.",

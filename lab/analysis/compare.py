@@ -31,7 +31,7 @@ from lab.analysis.lost import describe as describe_lost
 from lab.analysis.lost import of_record as lost_of_record
 from lab.analysis.metrics import METRIC_KEYS, NEUTRAL, Metric, metric_values, metrics_of
 from lab.analysis.record import RunRecord
-from lab.analysis.scheduler_class import ext_names, fair_class_note, scheduler_of, side_name
+from lab.analysis.scheduler_class import ext_names, fair_class_note, scheduler_of, side_schedulers
 from lab.analysis.stats import ALPHA, DEFAULT_RULE, MIN_REPEATS, RULES, Stats, significant, welch_interval, welch_p
 from lab.errors import LabError
 from lab.min_effect import DEFAULT_PCT as DEFAULT_MIN_EFFECT
@@ -225,7 +225,7 @@ class Comparison:
     # Metrics defined on one side only (convergence with balancing off on the other): (key, the side without
     # it: "baseline" or "new", the other side's figures). No verdict: there is nothing to compare with.
     undefined: list[tuple[str, str, Stats]] = field(default_factory=list)
-    # Each side's schedulers ("fair", "scx_simple", lab.analysis.scheduler_class.side_name), and the sched_ext
+    # Each side's schedulers ("fair", "scx_simple", lab.analysis.scheduler_class.side_schedulers), and the sched_ext
     # ones among both sides' runs ([]: a fair-class A/B, where NUMA balancing's rows carry no mark).
     schedulers: tuple[str, str] = ("fair", "fair")
     ext: list[str] = field(default_factory=list)
@@ -247,7 +247,7 @@ def side_labels(base: list[RunRecord], new: list[RunRecord]) -> tuple[str, str]:
     """The two sides' labels: each one's kernels and NUMA-balancing setting (:func:`_label`), and where either
     side ran a sched_ext scheduler, or the two ran different schedulers, each side's schedulers too:
     "stock [fair]" against "stock [scx_simple]". A fair-class A/B is labelled as before schedulers were chosen."""
-    schedulers = (side_name([r.manifest for r in base]), side_name([r.manifest for r in new]))
+    schedulers = (side_schedulers([r.manifest for r in base]), side_schedulers([r.manifest for r in new]))
     if schedulers == ("fair", "fair"):
         return _label(base), _label(new)
     return _label(base, schedulers[0]), _label(new, schedulers[1])
@@ -422,7 +422,7 @@ def compare_runs(
         [r.run_id for r in new_ok],
         [(r.path.name, r.status) for r in base_ok + new_ok if r.status != "ok"],
         undefined,
-        (side_name([r.manifest for r in base_ok]), side_name([r.manifest for r in new_ok])),
+        (side_schedulers([r.manifest for r in base_ok]), side_schedulers([r.manifest for r in new_ok])),
         ext,
     )
 

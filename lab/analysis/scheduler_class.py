@@ -115,7 +115,7 @@ def ext_names(manifests: list[dict]) -> list[str]:
     return list(dict.fromkeys(i.label for m in manifests if (i := scheduler_of(m)).is_ext))
 
 
-def side_name(manifests: list[dict]) -> str:
+def side_schedulers(manifests: list[dict]) -> str:
     """One side's schedulers for a label: "fair", "scx_simple", "fair+scx_simple" (mixed: said, never hidden)."""
     return "+".join(dict.fromkeys(scheduler_of(m).label for m in manifests)) or FAIR
 

@@ -8,22 +8,26 @@ from pathlib import Path
 
 from lab.cli.cmd_run import add_run_arguments, cmd_run, reject_without_auto, run_options_from_args
 from lab.cli.common import progress
-from lab.cli.shared_options import ab_plan_of, make_jobs_option, topology_options
+from lab.cli.shared_options import ab_plan_of, make_jobs_option, scheduler_option, schedulers_of, topology_options
 
 EXAMPLES = """examples:
   numalab ab ~/linux --base v6.12                       # HEAD's commits on v6.12, ring-4, numa01, until decided
   numalab ab ~/linux --base origin/master --head my-fix --topology mesh-4 --workload numa02
   numalab ab ~/linux --base v6.12 --patch 0001-sched-numa-foo.patch --repeat 5
   numalab ab . --base HEAD --include-uncommitted        # the edits in your working tree, against HEAD
+  numalab ab ~/linux --base v6.12 --scheduler scx_simple # both kernels with sched_ext, scx_simple on both
 
 docs/tutorial.md walks it."""
 
 
 def cmd_ab(args: argparse.Namespace) -> int:
+    from lab.run.scheduler import check_early, fragments_for  # (on use: start-up time)
     from lab.run.tree_ab import TreeAB, build_pair, plan_tree  # (on use: start-up time)
 
+    (sched,) = schedulers_of(args, one=True)
+    check_early(sched)  # (a sched_ext scheduler: both kernels get the sched-ext fragment)
     ab = TreeAB(args.tree, args.base, args.head, tuple(args.patch), args.series, args.include_uncommitted,
-                tuple(args.fragment), args.make_jobs)  # fmt: skip
+                fragments_for(sched, tuple(args.fragment)), args.make_jobs)  # fmt: skip
     plan = plan_tree(ab)  # every input of the builds checked first
     args.kernel = ["stock", "stock"]
     opts = run_options_from_args(args)  # and the run's options, before anything is built
@@ -76,6 +80,7 @@ def add_parser(sub) -> None:
     g.add_argument("--fragment", action="append", default=[], metavar="FILE|NAME",
                    help="an extra config fragment, merged after the defaults (repeatable)")  # fmt: skip
     make_jobs_option(g)
+    scheduler_option(g, several=False)
     topology_options(p)
     add_run_arguments(p, repeat="auto")
     p.set_defaults(func=cmd_ab)

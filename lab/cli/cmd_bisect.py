@@ -22,6 +22,8 @@ from lab.cli.shared_options import (
     min_effect_option,
     qemu_options,
     run_settings,
+    scheduler_option,
+    schedulers_of,
     topology_options,
     topology_ref,
     tracing_options,
@@ -115,6 +117,8 @@ def _config(args: argparse.Namespace, plan: ABPlan, patches: list[str]):
         what |= {"good": args.good, "bad": args.bad}
     if extra := _settings(args):
         what["run_settings"] = extra
+    if args.scheduler:  # (only then: a bisect of the fair class keeps the config it always had)
+        what["scheduler"] = args.scheduler[0]
     return Config(plan, tuple(patches), args.direction, args.threshold, f"{topo.label}/{workload}/{settings}", what,
                   args.include_status)  # fmt: skip
 
@@ -194,11 +198,16 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     from lab.bisect.kernel_steps import KernelStepRunner  # (on use: start-up time)
 
     # Every run the bisect makes has these settings (kernel_steps replaces the kernel and the record's place).
-    template = RunOptions(topology=topology_ref(args), workload=workload_of(args), **run_settings(args))
+    template = RunOptions(topology=topology_ref(args), workload=workload_of(args),
+                          schedulers=schedulers_of(args, one=True), **run_settings(args))  # fmt: skip
     debug(f"bisect config: {json_text(cfg.to_dict(), sort_keys=True)}")
     debug(f"every run (options not at their defaults, kernel and out aside): {options_line(template)}")
     _check_before_building(template)
-    runner = KernelStepRunner(source, series, args.fragment, template, progress)
+    from lab.run.scheduler import fragments_for  # (on use: start-up time)
+
+    # (a sched_ext scheduler: every step's kernel gets the sched-ext fragment)
+    runner = KernelStepRunner(source, series, list(fragments_for(template.schedulers[0], tuple(args.fragment))),
+                              template, progress)  # fmt: skip
     from lab.run.execute import Interrupted  # (on use: start-up time)
 
     try:
@@ -243,6 +252,7 @@ def add_parser(sub) -> None:
     balancing_options(b)
     tracing_options(b)
     qemu_options(b)
+    scheduler_option(b.add_argument_group("the scheduler under test"), several=False)
     g = b.add_argument_group("the decision of every step")
     ab_options(g, several=False, runs="runs of a step", old=("--metric", "--budget"),
                budget="each step gets its share of what is left, and is skipped when it is spent")  # fmt: skip

@@ -21,6 +21,8 @@ from lab.cli.shared_options import (
     pinning_option,
     qemu_options,
     run_settings,
+    scheduler_option,
+    schedulers_of,
     significance_option,
     topology_options,
     tracing_options,
@@ -46,6 +48,7 @@ def run_options_from_args(args: argparse.Namespace):
     return RunOptions(
         topology=topology_ref(args),
         kernels=tuple(args.kernel or ("stock",)),
+        schedulers=schedulers_of(args),
         workload=workload_of(args),
         workload_cmd=args.workload_cmd or "",
         workload_files=tuple(args.workload_file),
@@ -147,6 +150,7 @@ def add_parser(sub) -> None:
         help="stock (Debian's), a bzImage path, or a built kernel name (default stock); give it twice for an "
         "A/B run: the kernels alternate A B A B over the repeats and an HTML report compares them",
     )
+    scheduler_option(g, several=True)
     add_run_arguments(r, repeat=1)
     r.set_defaults(func=cmd_run)
 

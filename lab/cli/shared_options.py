@@ -155,6 +155,30 @@ def kernel_source_options(p: argparse.ArgumentParser, *, series_help: str):
     return g
 
 
+SCHEDULER_HELP = (
+    "the scheduler under test: fair (the kernel's own classes, nothing loaded: the default), an example "
+    "sched_ext scheduler built with the kernel (scx_simple, scx_qmap, scx_central, scx_flatcg: numalab kernel "
+    "build --fragment sched-ext), or the PATH of a scheduler binary (its shared libraries go with it), with its "
+    "arguments in the same word ('scx_qmap -e 100'). The run checks in the guest that it ran throughout "
+    "(status scheduler-ejected otherwise; docs/sched-ext.md)"
+)
+
+
+def scheduler_option(container, *, several: bool) -> None:
+    """--scheduler NAME|PATH (run, ab, bisect; a matrix's ``scheduler:`` key): ``several``, given twice it is an
+    A/B of two schedulers on one kernel (run)."""
+    more = "; give it twice for an A/B of two schedulers on one kernel (A B A B)" if several else " (one)"
+    container.add_argument("--scheduler", action="append", metavar="NAME|PATH", help=SCHEDULER_HELP + more)
+
+
+def schedulers_of(args: argparse.Namespace, one: bool = False) -> tuple[str, ...]:
+    """--scheduler as the library's RunOptions.schedulers (default: fair); ``one``: the command takes one."""
+    value = tuple(getattr(args, "scheduler", None) or ("fair",))
+    if one and len(value) > 1:
+        raise LabError(f"--scheduler: give one here, got {len(value)}: {', '.join(value)}")
+    return value
+
+
 # --- workload ----------------------------------------------------------------------------------------------
 
 

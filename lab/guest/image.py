@@ -234,6 +234,18 @@ def user_image(files: tuple[tuple[str, str], ...], host_files: tuple[str, ...]) 
     return _cached_archive("user", cpio.parents(paths) + list(entries.values()))
 
 
+SCHEDULER_DIR = "scheduler"  # a --scheduler binary's guest directory (/scheduler/NAME)
+
+
+def scheduler_image(binary: Path, name: str, host_files: tuple[str, ...]) -> Path:
+    """A sched_ext scheduler (--scheduler): its binary as /scheduler/NAME (executable) and ``host_files`` (its
+    shared libraries) at their own paths, as an archive (cached by content)."""
+    path = f"{SCHEDULER_DIR}/{name}"
+    entries: dict[str, cpio.Entry] = {path: cpio.file_entry(path, binary.read_bytes(), executable=True)}
+    entries |= {e.path: e for e in map(_host_file, host_files)}
+    return _cached_archive("scheduler", cpio.parents(list(entries)) + list(entries.values()))
+
+
 # dax kmem for the CPU-less slow nodes of a tiered topology (lab.topology.tiers): the HMEM driver
 # makes their soft-reserved memory a dax device, the init binds it to kmem.
 TIER_MODULES = ("dax_hmem", "kmem")

@@ -84,6 +84,12 @@ class GuestPlan:
     # test_fault "mutate" only (the tests): the body of the shell function numalab_mutate, which the guest
     # init calls as `numalab_mutate PHASE DIR` after the readback, after the results and after sending them
     test_script: str = ""
+    # --scheduler: the sched_ext scheduler's command line in the guest (shell words, its binary under
+    # /scheduler), and the ops name it must show in /sys/kernel/sched_ext/root/ops ("" for a user's binary,
+    # whose name numalab does not know: any). "" for the kernel's own classes (nothing is loaded).
+    scheduler_cmd: str = ""
+    scheduler_ops: str = ""
+    scheduler_wait_s: float = 10.0  # how long the init waits for it to be enabled (guest seconds)
 
     def __post_init__(self) -> None:
         check_duration(self.duration_s)
@@ -102,6 +108,10 @@ class GuestPlan:
             raise LabError("test fault mutate: needs a script (--test-fault mutate=/path/to/script.sh), and only it")
         if self.demotion not in ("", "true", "false"):
             raise LabError(f"demotion: {self.demotion!r} is not true, false or empty")
+        if not self.scheduler_cmd.isprintable() or len(self.scheduler_cmd) > 1024:
+            raise LabError("--scheduler: the scheduler's command must be one printable line of at most 1024 characters")
+        if not re.fullmatch(r"[\w.-]{0,64}", self.scheduler_ops):
+            raise LabError(f"--scheduler: {self.scheduler_ops!r} is not an ops name")
         if not self.kernel_args.isprintable() or len(self.kernel_args) > 1024:
             raise LabError("--append: kernel arguments must be one printable line of at most 1024 characters")
 
@@ -130,6 +140,9 @@ class GuestPlan:
             "FAULT_TARGET": self.test_fault.partition("=")[2],
             "DEMOTION": self.demotion,
         }
+        if self.scheduler_cmd:  # (only then: the plans of fair-class runs stay as they were)
+            env |= {"SCHEDULER": self.scheduler_cmd, "SCHEDULER_OPS": self.scheduler_ops,
+                    "SCHEDULER_WAIT": str(max(1, round(self.scheduler_wait_s * 10)))}  # fmt: skip
         lines = ["# numalab guest plan (generated)"]
         lines += [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
         if self.test_script:
@@ -150,4 +163,4 @@ class GuestPlan:
             "test_fault": self.test_fault,
             "kernel_args": self.kernel_args,
             "demotion": self.demotion,
-        }
+        } | ({"scheduler_cmd": self.scheduler_cmd, "scheduler_ops": self.scheduler_ops} if self.scheduler_cmd else {})

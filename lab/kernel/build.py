@@ -32,6 +32,7 @@ from lab.kernel.cache import builds_dir, link_name, read_meta, validate_name
 from lab.kernel.fragments import Fragment, check_config, kconfig_symbols, kernel_version, load_fragments
 from lab.kernel.identity import file_build_id, image_identity
 from lab.kernel.patches import Patch, apply_patches, load_patches
+from lab.kernel.sched_ext import SCHEDULERS_DIR, build_examples, check_tools, key_part, wants_schedulers
 from lab.kernel.source import Source, prepare_tree, reset_tree, resolve_source, source_root
 from lab.paths import cache_dir, json_text, write_text_atomic
 
@@ -87,14 +88,18 @@ def fragments_key(fragments: list[Fragment]) -> str:
 
 
 def cache_key(req: BuildRequest) -> str:
-    doc = {
-        "v": BUILD_VERSION,
-        "target": "x86_64 bzImage",
-        "source": req.source.identity,
-        "patches": [[p.kind, p.strip, p.sha256()] for p in req.patches],
-        "fragments": [hashlib.sha256(f.text.encode()).hexdigest() for f in req.fragments],
-        "compiler": compiler_identity(),
-    } | ({"recipe": "stale-test"} if _stale_recipe() else {})
+    doc = (
+        {
+            "v": BUILD_VERSION,
+            "target": "x86_64 bzImage",
+            "source": req.source.identity,
+            "patches": [[p.kind, p.strip, p.sha256()] for p in req.patches],
+            "fragments": [hashlib.sha256(f.text.encode()).hexdigest() for f in req.fragments],
+            "compiler": compiler_identity(),
+        }
+        | ({"recipe": "stale-test"} if _stale_recipe() else {})
+        | key_part(req.fragments)
+    )
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:20]
 
 
@@ -213,6 +218,10 @@ def _compile(
            # Paths under the sources' root hashed relative to the build directory: a second source with the same
            # files (a git tree made from the tarball) is answered from the first one's objects.
            "CCACHE_BASEDIR": str(cache_dir("kernels", "src")),
+           # ... and with -g (the sched-ext fragment's debug information, for BTF) ccache would hash the build
+           # directory too, so a second source's build missed every object; the paths it leaves in the DWARF
+           # (DW_AT_comp_dir) are then the first build's, which nothing numalab reads (BTF has none).
+           "CCACHE_NOHASHDIR": "1",
            "KBUILD_BUILD_USER": "numalab", "KBUILD_BUILD_HOST": "numalab",
            # uname -v's "#N" would count numalab's builds in its private directory: always #1
            "KBUILD_BUILD_VERSION": os.environ.get("KBUILD_BUILD_VERSION", "1")}  # fmt: skip
@@ -308,6 +317,15 @@ def _build_locked(req: BuildRequest, key: str, name: str, progress: Progress) ->
     release = subprocess.run(["make", "-s", f"O={out}", "LOCALVERSION=", "kernelrelease"], cwd=tree,
                              capture_output=True, text=True).stdout.strip()  # fmt: skip
     identity = _check_payload(out, log_path)
+    kernel_s = round(time.monotonic() - t0, 1)
+    schedulers, sched_meta = {}, None
+    if wants_schedulers(req.fragments):
+        with open(log_path, "a") as log:
+            schedulers, steps = build_examples(tree, out, jobs, log, progress)
+        sched_meta = {"built": sorted(schedulers), "steps": steps,
+                      "seconds": round(sum(s["seconds"] for s in steps), 1)}  # fmt: skip
+        progress(f"sched_ext examples built in {_fmt_s(sched_meta['seconds'])}: "
+                 + ", ".join(f"{s['step']} {_fmt_s(s['seconds'])}" for s in steps))  # fmt: skip
     seconds = round(time.monotonic() - t0, 1)
     meta = {
         "key": key,
@@ -318,16 +336,21 @@ def _build_locked(req: BuildRequest, key: str, name: str, progress: Progress) ->
         "compiler": compiler_identity(),
         "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "build_s": seconds,
+        "kernel_s": kernel_s,  # up to the checked bzImage; build_s adds the sched_ext examples (schedulers)
         "objects_compiled": objects,
         "incremental": not cold,
         "config_notes": config_notes,  # fragment symbols this kernel does not have (lab.kernel.fragments)
         **identity,
-    }
+    } | ({"schedulers": sched_meta} if sched_meta else {})
     stage = builds_dir() / f".{key}.tmp-{os.getpid()}"
     shutil.rmtree(stage, ignore_errors=True)
     stage.mkdir()
     for dest, rel in ARTEFACTS.items():
         shutil.copy2(out / rel, stage / dest)
+    if schedulers:
+        (stage / SCHEDULERS_DIR).mkdir()
+        for sname, binary in schedulers.items():
+            shutil.copy2(binary, stage / SCHEDULERS_DIR / sname)
     shutil.copy2(log_path, stage / "build.log")
     (stage / "release").write_text(release + "\n")
     (stage / "meta.json").write_text(json_text(meta, indent=2) + "\n")
@@ -359,6 +382,8 @@ def build_kernel(req: BuildRequest, progress: Progress) -> BuildResult:
     key = cache_key(req)
     meta = None if req.rebuild else _cached(key)
     if meta is None:
+        if wants_schedulers(req.fragments):
+            check_tools()
         with _locked(source_root(req.source) / ".lock", progress):
             meta = None if req.rebuild else _cached(key)  # another numalab may have built it meanwhile
             if meta is None:

@@ -109,6 +109,9 @@ ESSENTIAL: frozenset[str] = frozenset(
         "SCHEDSTATS", "TRACEPOINTS", "FTRACE", "TRACING", "EVENT_TRACING", "DEBUG_FS", "PERF_EVENTS",
     )
 )  # fmt: skip
+# The same, for what an opt-in fragment of numalab's is for: sched-ext's class (a kernel before 6.12 has none,
+# and a build that left it out would be a kernel that cannot run a --scheduler).
+ESSENTIAL_WHEN_ASKED: frozenset[str] = frozenset({"CONFIG_SCHED_CLASS_EXT"})
 
 
 @dataclass(frozen=True)
@@ -166,7 +169,8 @@ def check_config(
     known = symbols() if symbols is not None else None
     absent = [m for m in bad if known is not None and m.symbol.removeprefix("CONFIG_") not in known]
     unmet_ = [m for m in bad if m not in absent]
-    fatal_absent = [m for m in absent if m.symbol in ESSENTIAL or not is_numalab_fragment(m.fragment)]
+    needed = ESSENTIAL | ESSENTIAL_WHEN_ASKED
+    fatal_absent = [m for m in absent if m.symbol in needed or not is_numalab_fragment(m.fragment)]
     problems = []
     if unmet_:
         problems.append(
@@ -175,7 +179,7 @@ def check_config(
         )
     if fatal_absent:
         why = [
-            f"{m.symbol}={m.want} (from {m.fragment.name}" + (", numalab needs it)" if m.symbol in ESSENTIAL else ")")
+            f"{m.symbol}={m.want} (from {m.fragment.name}" + (", numalab needs it)" if m.symbol in needed else ")")
             for m in fatal_absent
         ]
         problems.append(

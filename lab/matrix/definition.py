@@ -37,7 +37,7 @@ import hashlib
 import json
 import math
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from lab import schemas
@@ -50,6 +50,7 @@ from lab.guest.init_plan import check_duration
 from lab.matrix.spec_parts import parse_auto, parse_expect
 from lab.paths import resolved
 from lab.run.options import RunOptions
+from lab.run.scheduler import label_of as scheduler_label
 from lab.topology.model import check_name
 from lab.topology.ref import SPEC_SIZE_NAMES, TopologyRef
 from lab.vm.libvirt.libvirt_hostspec import HostSpec, parse_hosts
@@ -108,6 +109,7 @@ class SettingChoice:
     qemu: str = ""  # the QEMU binary (numalab run --qemu): "" the default, system, backports or a path
     clock: str = "host"  # the guest's clock (numalab run --clock): host or virtual
     remote_latency: str = "off"  # numalab run --remote-latency: off or slit
+    scheduler: str = "fair"  # numalab run --scheduler (a setting's, or the matrix's scheduler: axis)
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,8 @@ class MatrixRun:
         params = asdict(self)
         if not self.workload.file:  # (a matrix of built-ins keeps the fingerprint it always had)
             del params["workload"]["file"]
+        if self.setting.scheduler == "fair":  # (and one without schedulers too)
+            del params["setting"]["scheduler"]
         return params
 
 
@@ -259,7 +263,31 @@ def _settings(data: dict) -> list[SettingChoice]:
         qemu = item.get("qemu", "")
         clock = item.get("clock", "host")  # (the schema: one of CLOCKS)
         latency = item.get("remote_latency", "off")  # (the schema: one of REMOTE_LATENCY)
-        out.append(SettingChoice(_slug(_scalar(item["name"])), bal, pairs, qemu, clock, latency))
+        sched = str(item.get("scheduler", "fair"))
+        out.append(SettingChoice(_slug(_scalar(item["name"])), bal, pairs, qemu, clock, latency, sched))
+    return _scheduler_axis(data, out)
+
+
+def _scheduler_axis(data: dict, settings: list[SettingChoice]) -> list[SettingChoice]:
+    """The matrix's ``scheduler:`` (one, or a list: an axis): every setting with each scheduler, named
+    SETTING-SCHEDULER (the scheduler's name alone for the implicit 'default' setting) when there are several."""
+    if "scheduler" not in data:
+        return settings
+    scheds = [str(s) for s in _list(data, "scheduler")]
+    if len(set(scheds)) < len(scheds):
+        raise LabError(f"scheduler: the schedulers must differ, got {', '.join(scheds)}")
+    for s in settings:
+        if s.scheduler != "fair":
+            raise LabError(
+                f"settings: {s.name}: scheduler: not with the matrix's own scheduler: (give one or the other)"
+            )
+    implicit = "settings" not in data
+    out = []
+    for s in settings:
+        for sched in scheds:
+            label = _slug(scheduler_label(sched))
+            name = s.name if len(scheds) == 1 else label if implicit else f"{s.name}-{label}"
+            out.append(replace(s, name=name, scheduler=sched))
     return out
 
 
@@ -289,6 +317,7 @@ def run_options_of(run: MatrixRun, kernel_arg: str, timeout: float | None, **mor
         qemu=run.setting.qemu,
         clock=run.setting.clock,
         remote_latency=run.setting.remote_latency,
+        schedulers=(run.setting.scheduler,),
         seed=run.repeat - 1 if run.setting.clock == "virtual" else None,  # repeat r: seed r - 1, every cell alike
         timeout=timeout or None,
         **more,  # type: ignore[arg-type]

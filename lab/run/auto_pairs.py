@@ -31,8 +31,9 @@ from lab.run.summary import print_summary
 def check_auto(opts: RunOptions, plan: ABPlan) -> ABPlan:
     """The plan for ``opts`` (two kernels), checked (one-line errors), with its ``decide`` resolved: "workload"
     made the workload's own figure, each metric a built-in or one the workload file declares."""
-    if len(opts.kernels) != 2:
-        raise LabError("--repeat auto: give exactly two kernels (--kernel A --kernel B) to compare")
+    if len(opts.kernels) * len(opts.schedulers) != 2:
+        raise LabError("--repeat auto: give exactly two kernels (--kernel A --kernel B), or two schedulers on one "
+                       "(--scheduler A --scheduler B), to compare")  # fmt: skip
     plan.check()
     workload = opts.workload_of()
     decide = resolve_decide(plan.decide, workload, opts.clock)
@@ -83,16 +84,25 @@ def refuse_same_binary(a, b) -> None:
         )
 
 
+def _side(req) -> str:
+    """A request's side, as lab.run.scheduler.side_name names a manifest's: the kernel, with its sched_ext
+    scheduler (v6.12 scx_simple)."""
+    return req.kernel.name if not req.scheduler.sched_ext else f"{req.kernel.name} {req.scheduler.asked}"
+
+
 def run_auto(opts: RunOptions, plan: ABPlan, progress: Callable[[str], None], json_out: bool = False) -> Batch:
     """The runs of ``opts`` (two kernels) in A B pairs until the ``plan`` (lab.analysis.ab_plan) decides or is
     spent; with ``json_out`` the human lines go to stderr. The batch directory gets verdict.json
     (``Batch.verdict``); the report is the caller's to ask for."""
     plan = check_auto(opts, plan)
     decide, rule, min_effect = list(plan.decide), plan.significance, plan.min_effect
-    refuse_same_binary(*(resolve_kernel(k) for k in opts.kernels))
+    if len(opts.kernels) == 2:
+        refuse_same_binary(*(resolve_kernel(k) for k in opts.kernels))
     batch = auto_batch(opts)
     protos = requests_from_options(replace(opts, repeat=1, out=batch), progress)  # [A, B], validated like any run
-    labels = (protos[0].kernel.name, protos[1].kernel.name)
+    # the sides: the kernels, or (two schedulers on one kernel) the kernel with each scheduler
+    labels = (_side(protos[0]), _side(protos[1]))
+    dirs = {_side(r): (r.scheduler.label if len(opts.schedulers) > 1 else r.kernel.name) for r in protos}
     human = sys.stderr if json_out else sys.stdout
     sides: dict[str, list[dict]] = {labels[0]: [], labels[1]: []}
     batch_runs = Batch(rule=rule)
@@ -107,9 +117,9 @@ def run_auto(opts: RunOptions, plan: ABPlan, progress: Callable[[str], None], js
             pair_t0 = time.monotonic()
             pairs += 1
             for req in protos:
-                name = req.kernel.name
+                name = _side(req)
                 label = f"{name} pair {pairs} (auto, at most {plan.max_pairs})"
-                r = replace(req, out=batch / f"{name}-r{pairs}", label=label)
+                r = replace(req, out=batch / f"{dirs[name]}-r{pairs}", label=label)
                 if req.clock.virtual:  # pair N: seed + N - 1 on both sides (lab.run.options.RunOptions.seed_of)
                     r = replace(r, clock=replace(req.clock, seed=opts.seed_of(pairs - 1)))
                 path, manifest = execute(r, lambda msg, n=pairs: progress(f"[pair {n}] {msg}"))

@@ -24,6 +24,8 @@ from lab.run import remote_latency as latency_run
 from lab.run.execute import Interrupted, execute
 from lab.run.options import RunOptions
 from lab.run.request import RunRequest
+from lab.run.scheduler import resolve as resolve_scheduler
+from lab.run.scheduler import side_name
 from lab.run.summary import print_summary
 from lab.topology.model import Topology
 from lab.vm.libvirt.libvirt_backend import LibvirtBackend
@@ -86,6 +88,8 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
     names = [k.name for k in kernels]
     if len(set(names)) < len(names):
         raise LabError(f"--kernel: the kernels must have distinct names, got {', '.join(names)}")
+    # The A/B's sides: the kernels, each with the one scheduler; or the schedulers, each on the one kernel.
+    sides = [(k, resolve_scheduler(s, k)) for k in kernels for s in opts.schedulers]
     if opts.numa_balancing == "tiering" and not (topo.tiers and topo.tiers.slow_nodes):
         progress(f"warning: --numa-balancing tiering on {topo.name}, which has no slow memory tier: nothing to promote")
     plan = plan_of(opts, workload, topo)
@@ -113,25 +117,28 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
     access_sample = access_sample_of(opts, accel, getattr(backend, "emulator", None))
     latency = latency_of(opts, accel, topo, getattr(backend, "emulator", None))
     backing = Backing(opts.backing, opts.prealloc)
-    batch = batch_dir(opts, len(kernels))
+    batch = batch_dir(opts, len(sides))
     reqs = []
     # A B A B ...: drift on the host affects every kernel alike.
     for i in range(opts.repeat):
-        for kernel in kernels:
+        for kernel, sched in sides:
+            side = sched.label if len(opts.schedulers) > 1 else kernel.name
             if batch is None:
                 out = None
-            elif len(kernels) == 1:
+            elif len(sides) == 1:
                 out = batch if opts.repeat == 1 else batch / f"r{i + 1}"
             else:
-                out = batch / f"{kernel.name}-r{i + 1}"
-            label = f"{kernel.name} repeat {i + 1}/{opts.repeat}"
+                out = batch / f"{side}-r{i + 1}"
+            shown = kernel.name if not sched.sched_ext else f"{kernel.name} {sched.label}"
+            label = f"{shown} repeat {i + 1}/{opts.repeat}"
             seeded = replace(clock, seed=opts.seed_of(i)) if clock.virtual else clock
+            side_plan = replace(plan, scheduler_cmd=sched.guest_command(), scheduler_ops=sched.ops)
             reqs.append(
                 RunRequest(
                     topo,
                     kernel,
                     workload,
-                    plan,
+                    side_plan,
                     accel,
                     reason,
                     backing,
@@ -149,6 +156,7 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
                     boot_deadline_s=opts.boot_deadline,
                     clock=seeded,
                     kvm_probe_s=kvm_probe_s,
+                    scheduler=sched,
                 )
             )
     return reqs
@@ -208,7 +216,7 @@ def print_side_by_side(manifests: list[dict], out) -> None:
     """Per-kernel tracepoint counts (mean over repeats), side by side."""
     by_kernel: dict[str, list[dict]] = {}
     for m in manifests:
-        by_kernel.setdefault(m["kernel"]["name"], []).append(m)
+        by_kernel.setdefault(side_name(m), []).append(m)
     events = sorted({e for m in manifests for e in m.get("metrics", {}).get("events", {})})
     print("\nper-kernel mean over repeats:", file=out)
     print(f"  {'':<22}" + "".join(f"{k[:18]:>20}" for k in by_kernel), file=out)
@@ -247,7 +255,8 @@ class Batch:
 
     @property
     def kernels(self) -> set[str]:
-        return {m["kernel"]["name"] for m in self.manifests}
+        """The sides the batch ran: its kernels, each with its scheduler when not fair (lab.run.scheduler)."""
+        return {side_name(m) for m in self.manifests}
 
     def report_path(self) -> Path:
         """Where its report goes: report.html in the run's record, or in the directory the runs share."""

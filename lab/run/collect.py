@@ -37,6 +37,7 @@ from lab.run.manifest import GuestView, ManifestInputs, clocksource_of, workload
 from lab.run.manifest import build as build_manifest
 from lab.run.prepare import Prepared
 from lab.run.request import RunRequest, Trip
+from lab.run.scheduler import readback as scheduler_readback
 from lab.topology.cpu_view import ALL_LEVELS, configured_levels
 from lab.trace.assemble import assemble_run
 from lab.untrusted import read_guest_text, term_safe, to_int
@@ -162,8 +163,13 @@ def _manifest_inputs(trip: Trip, prep: Prepared, booted: Booted, got: Gathered, 
     evidence = replace(evidence, data_problems=tuple(data_problems), unpack_problems=tuple(unpacked.problems),
                        implausible=tuple(implausible),
                        placement_problems=tuple(check.get("problems") or ()))  # fmt: skip
+    sched, sched_problem = net("scheduler state", scheduler_readback, (req.scheduler.to_dict(), None), d,
+                               req.scheduler.to_dict(), req.scheduler.ops)  # fmt: skip
+    if evidence.guest_done and req.scheduler.sched_ext:
+        evidence = replace(evidence, scheduler_problem=sched_problem)
     status, reason = classify(evidence)
     return ManifestInputs(
+        scheduler=sched,
         run_id=trip.run_id,
         label=req.label,
         topology=req.topology,

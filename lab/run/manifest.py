@@ -20,6 +20,7 @@ from lab.guest.init_plan import GuestPlan
 from lab.kernel.resolve import Kernel
 from lab.record_files import RUN_FORMAT
 from lab.run.access_matrix import AccessResult
+from lab.run.scheduler import fair_record
 from lab.topology.kernel_view import predict
 from lab.topology.model import Topology
 from lab.vm.console import VmOutcome
@@ -91,6 +92,7 @@ class ManifestInputs:
     data_problems: tuple[str, ...] = ()  # the guest's files that could not be read (lab.run.collect._guarded)
     workload_user: dict | None = None  # a user's workload: {"spec": ..., "metrics": [declarations]} (lab.run.collect)
     guest_clocksource: str | None = None  # the clocksource the guest kernel settled on (dmesg-boot.txt)
+    scheduler: dict | None = None  # --scheduler: asked, kind, binary, and the guest's word (lab.run.scheduler)
 
 
 def workload_seconds(outcome: VmOutcome, host: bool = False) -> float | None:
@@ -163,6 +165,7 @@ def build(i: ManifestInputs) -> dict:
         }
         | (i.workload_user or {}),
         "settings": i.plan.to_dict() | {"readback": i.knobs_readback},
+        "scheduler": i.scheduler or fair_record(),
         "accelerator": {"name": i.accel, "reason": i.accel_reason, "clock": i.clock}
         | accel_differences(i.backend_info.get("argv") or [], i.guest_clocksource),
         # (check: whether the plan held over the workload window, read from outside QEMU: lab.vm.placement_watch)

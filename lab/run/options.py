@@ -31,6 +31,7 @@ from lab.errors import LabError
 from lab.guest.init_plan import SHORT_SCAN_KNOBS, TRACE_MODES, GuestPlan, check_duration
 from lab.paths import json_text, utf8_path
 from lab.placement.pinning import BACKINGS, PINNINGS
+from lab.run.scheduler import split as split_scheduler
 from lab.topology.ref import TopologyRef
 from lab.vm.qemu.firmware import FIRMWARES
 from lab.vm.tcg.access_plugin import ADDRESS_MODES
@@ -68,6 +69,9 @@ def check_seconds(value: float, option: str, maximum: float) -> None:
 class RunOptions:
     topology: TopologyRef = field(default_factory=lambda: TopologyRef("ring-4"))
     kernels: tuple[str, ...] = ("stock",)  # two for an A/B run
+    # --scheduler: fair (the kernel's own classes), or a sched_ext scheduler: NAME (an example built with the
+    # kernel) or PATH, with its arguments (lab.run.scheduler); two (on one kernel) for an A/B run
+    schedulers: tuple[str, ...] = ("fair",)
     workload: str = "numa01"  # a built-in's name, or a workload file (FILE.yaml: lab.workloads.user_workload)
     workload_cmd: str = ""  # a one-off workload: the guest's shell command (lab.workloads.user_workload)
     workload_files: tuple[str, ...] = ()  # host files the one-off command needs in the guest's /workload
@@ -116,6 +120,7 @@ class RunOptions:
         self.check_choices()
         if not self.kernels:
             raise LabError("--kernel: give at least one kernel")
+        self.check_schedulers()
         if not 1 <= self.repeat <= MAX_REPEAT:
             raise LabError(f"--repeat: must be 1..{MAX_REPEAT}, got {self.repeat}")
         check_duration(self.duration)
@@ -150,6 +155,18 @@ class RunOptions:
                   trace_buffer_kb=self.trace_buffer_kb, trace_mode=self.trace_mode,
                   test_fault="mutate" if mutate else self.test_fault, test_script=":" if mutate else "",
                   kernel_args=" ".join(self.append))  # fmt: skip
+
+    def check_schedulers(self) -> None:
+        """--scheduler's words (what needs the kernel is lab.run.batch's), and one A/B axis at a time."""
+        if not self.schedulers:
+            raise LabError("--scheduler: give at least one scheduler (fair: the kernel's own classes)")
+        for spec in self.schedulers:
+            split_scheduler(spec)
+        if len(set(self.schedulers)) < len(self.schedulers):
+            raise LabError(f"--scheduler: the schedulers must differ, got {', '.join(self.schedulers)}")
+        if len(self.schedulers) > 1 and len(self.kernels) > 1:
+            raise LabError("--scheduler: two schedulers make an A/B on one kernel; with two kernels give one "
+                           "scheduler (it runs on both)")  # fmt: skip
 
     def workload_of(self):
         """The workload these options run (lab.workloads.workload_type.Workload): a built-in, a workload file or

@@ -61,6 +61,7 @@ def prepare(trip: Trip) -> Prepared:
         user_layer := image_layers.user_layer(req.workload.user),
         *map(image_layers.tool_layer, tools),
         image.modules_image(req.kernel.modules_dir, image.tier_modules(req.topology)),
+        req.scheduler.layer(),  # --scheduler: a sched_ext scheduler and its libraries (lab.run.scheduler)
     ]
     token = secrets.token_hex(16)  # this boot's stage-mark token (lab.vm.console; docs/security.md)
     initrd = image.assemble_initrd(tmp / "initrd.cpio", layers, req.plan.to_shell(), token)

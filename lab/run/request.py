@@ -11,6 +11,7 @@ from lab.guest.init_plan import GuestPlan
 from lab.kernel.resolve import Kernel
 from lab.placement.pinning import Backing, Placement
 from lab.run.collect_limit import COLLECT_LIMIT_S
+from lab.run.scheduler import FAIR, Scheduler
 from lab.topology.model import Topology
 from lab.vm.backend import Backend
 from lab.vm.console import SLACK_S
@@ -50,6 +51,7 @@ class RunRequest:
     # Seconds the KVM probe's 1-vCPU guest took to boot and power off (lab.host.accel), 0 when not probed: a
     # KVM that is slow to boot (nested KVM, at TCG's speed) gets a boot allowance and a stage-mark slack to match.
     kvm_probe_s: float = 0.0
+    scheduler: Scheduler = Scheduler(FAIR, FAIR)  # --scheduler, resolved against the kernel (lab.run.scheduler)
 
     def limits(self) -> ShareLimits:
         """What the guest may send: ``guest_output_limit`` if given; else 1 GiB, or more if full trace

@@ -19,6 +19,16 @@ def _secs(v: float | None) -> str:
     return "-" if v is None else f"{v}s"
 
 
+def _scheduler(manifest: dict) -> str:
+    """'  scheduler scx_simple (ops simple, enabled throughout)' for a sched_ext run; '' for the fair class."""
+    s = manifest.get("scheduler") or {}
+    if s.get("kind") != "sched_ext":
+        return ""
+    start = s.get("start") or {}
+    how = "ejected" if s.get("ejected") else "enabled throughout"
+    return f"  scheduler {s.get('asked')} (ops {start.get('ops') or '-'}, {how})"
+
+
 def print_summary(manifest: dict, out=sys.stdout) -> None:
     """The closing lines of a run, for a person."""
     m = manifest.get("metrics", {})
@@ -30,7 +40,7 @@ def print_summary(manifest: dict, out=sys.stdout) -> None:
         f"run {manifest['run_id']}: {manifest['status']} ({manifest['reason']})",
         f"  topology {manifest['topology']['name']}  kernel {manifest['kernel']['name']}"
         f" ({manifest['kernel'].get('guest_release') or '?'})  workload {manifest['workload']['name']}"
-        f"  accel {manifest['accelerator']['name']}",
+        f"  accel {manifest['accelerator']['name']}" + _scheduler(manifest),
         f"  boot {_secs(t['boot_s'])}  workload {_secs(t['workload_s'])}"
         f"  total {t['total_s']}s  guest topology {'ok' if manifest['guest_topology_ok'] else 'NOT ok'}"
         + (f", but the kernel complained ({len(complaints)})" if complaints else ""),

@@ -90,10 +90,11 @@ def plan_tree(ab: TreeAB) -> TreePlan:
         raise LabError(f"--base {ab.base}: it is the tree's HEAD and nothing else was given: no patch to compare")
     source = f"{repo}@{base}"
     frags = list(ab.fragments)
-    baseline = make_request(source, None, None, frags, f"ab-{base[:12]}", ab.jobs)
+    scx = "-scx" if "sched-ext" in frags else ""  # (its own names: the same base without sched_ext is another build)
+    baseline = make_request(source, None, None, frags, f"ab-{base[:12]}{scx}", ab.jobs)
     patched = make_request(source, patches, series, frags, None, ab.jobs)
     digest = hashlib.sha256("".join(p.sha256() for p in patched.patches).encode()).hexdigest()[:10]
-    patched.name = f"ab-{base[:12]}-{digest}"
+    patched.name = f"ab-{base[:12]}-{digest}{scx}"
     return TreePlan(baseline, patched, tuple(notes))
 
 

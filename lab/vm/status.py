@@ -15,6 +15,7 @@ STATUSES = (
     "kernel-mismatch",  # the guest's build-id is not the kernel's asked for
     "implausible",  # a figure or a stage mark the host's own observation contradicts
     "placement-broken",  # the vCPUs or the memory were not where the plan put them (lab.vm.placement_watch)
+    "scheduler-ejected",  # the sched_ext scheduler asked for did not run, with its ops, throughout (lab.run.scheduler)
 )
 PANIC_MARKS = ("Kernel panic - not syncing", "---[ end Kernel panic")
 
@@ -46,6 +47,9 @@ class Evidence:
     # At a timeout, what the vCPU threads were doing (lab.vm.hang.kind): guest-spinning, guest-idle,
     # emulator-stalled, or None when not known.
     hang_kind: str | None = None
+    # --scheduler: why the sched_ext scheduler asked for was not enabled, with its ops, from the workload's start
+    # to its end (the kernel's word, or the scheduler's own: lab.run.scheduler); None when it was, or for fair.
+    scheduler_problem: str | None = None
 
 
 def panic_line(console: str) -> str | None:
@@ -89,6 +93,8 @@ def _booted(ev: Evidence, failed: str) -> tuple[str, str]:
         return "workload-failed", failed or "the guest powered off without writing all results"
     if ev.unpack_problems:
         return "workload-failed", f"the guest's results did not unpack: {ev.unpack_problems[0]}"
+    if ev.scheduler_problem:  # (before the workload's exit: a scheduler ejected explains what followed)
+        return "scheduler-ejected", f"the sched_ext scheduler did not run throughout: {ev.scheduler_problem}"
     if ev.trace_rc not in (None, 0):
         return "workload-failed", f"trace capture failed (exit {ev.trace_rc}; see trace-record.log)"
     if ev.workload_rc != 0:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from common import require_setup_package
+from common import numalab, require_setup_package
 
 from lab.paths import cache_dir, file_lock
 
@@ -39,12 +40,41 @@ def kernel_repo() -> Path:
     return repo
 
 
-def _make_kernel_repo(repo: Path) -> None:
+def _make_kernel_repo(repo: Path, tarball: Path = TARBALL, tag: str = TAG) -> None:
     shutil.rmtree(repo, ignore_errors=True)
     repo.mkdir(parents=True)
-    subprocess.run(["tar", "-xf", str(TARBALL), "-C", str(repo), "--strip-components=1"], check=True)
+    subprocess.run(["tar", "-xf", str(tarball), "-C", str(repo), "--strip-components=1"], check=True)
     _git(repo, "init", "-q")
     _git(repo, "add", "-A", "-f", ".")
-    _git(repo, "commit", "-q", "--no-verify", "-m", "Debian linux-source-6.1")
-    _git(repo, "tag", TAG)
+    _git(repo, "commit", "-q", "--no-verify", "-m", f"Debian {tarball.name.removesuffix('.tar.xz')}")
+    _git(repo, "tag", tag)
     (repo / ".git" / "numalab-test-ready").write_text(_git(repo, "rev-parse", "HEAD"))
+
+
+SOURCE_612 = Path("/usr/src/linux-source-6.12.tar.xz")
+V612_ARGS = ("kernel", "build", "--json", "--source", str(SOURCE_612), "--fragment", "sched-ext", "--name", "v6.12")
+
+
+@pytest.fixture(scope="session")
+def v612() -> dict:
+    """The suite's one 6.12 kernel, ``v6.12``: Debian's linux-source-6.12 with numalab's default fragments and
+    sched-ext (its example schedulers built with it), built once (cold: about 25 minutes on this shared 2-core
+    machine, docs/sched-ext.md) or found in the cache; ``kernel build --json``'s answer. tests/kernel/test_kernel_612.py
+    and test_sched_ext.py share it (a file lock: two workers on a cold cache build it once)."""
+    require_setup_package(SOURCE_612.is_file(), str(SOURCE_612), "linux-source-6.12")
+    with file_lock(cache_dir("test-trees") / ".v6.12-build.lock"):
+        proc = numalab(*V612_ARGS, timeout=5400)
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
+    return json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="session")
+def kernel_repo_612() -> Path:
+    """Debian's 6.12 source as a git repository tagged ``v6.12-debian`` (as :func:`kernel_repo` for 6.1): for
+    ``numalab ab TREE --base REV --scheduler`` (tests/kernel/test_sched_ext.py). Made once per machine."""
+    require_setup_package(SOURCE_612.is_file(), str(SOURCE_612), "linux-source-6.12")
+    repo = cache_dir("test-trees") / "linux-6.12-git"
+    with file_lock(repo.parent / ".linux-6.12-git.lock"):
+        if not (repo / ".git" / "numalab-test-ready").is_file():
+            _make_kernel_repo(repo, SOURCE_612, "v6.12-debian")
+    return repo

@@ -33,8 +33,9 @@ def test_every_run_flag_reaches_its_option() -> None:
     field fails here: the list of fields must all be covered)."""
     opts = _cli(
         "--topology", "mesh-4", "--cpus-per-node", "3", "--mem-per-node", "1G", "--threads", "1",
-        "--kernel", "a", "--kernel", "b", "--workload", "pairs", "--duration", "7", "--repeat", "3",
-        "--out", "/tmp/x", "--runs-dir", "/tmp/r", "--numa-balancing", "tiering", "--knob", "scan_delay_ms=5",
+        "--kernel", "a", "--kernel", "b", "--scheduler", "scx_simple", "--workload", "pairs", "--duration", "7",
+        "--repeat", "3", "--out", "/tmp/x", "--runs-dir", "/tmp/r", "--numa-balancing", "tiering", "--knob",
+        "scan_delay_ms=5",
         "--kernel-default-knobs", "--event", "sched:sched_migrate_task", "--trace-buffer-kb", "64", "--node-maps",
         "--trace-mode", "record", "--append", "quiet", "--backing", "memfd", "--prealloc", "--pinning", "node",
         "--firmware", "seabios", "--accel", "tcg", "--clock", "virtual", "--seed", "3", "--timeout", "99",

@@ -17,7 +17,7 @@ from test_analysis import ON
 from lab.analysis import compare as cmp
 from lab.analysis import finding
 from lab.analysis.record import RunRecord
-from lab.analysis.scheduler_class import SchedulerInfo, ext_names, scheduler_of, side_name
+from lab.analysis.scheduler_class import SchedulerInfo, ext_names, scheduler_of, side_schedulers
 from lab.errors import LabError
 
 SCX = {"asked": "scx_simple", "kind": "sched_ext", "start": {"state": "enabled", "ops": "simple"},
@@ -43,7 +43,7 @@ def test_a_sched_ext_run_is_named_by_what_was_asked() -> None:
     unnamed = {k: v for k, v in SCX.items() if k != "asked"}
     assert scheduler_of({"scheduler": unnamed}).name == "simple"
     assert scheduler_of({"scheduler": {"kind": "sched_ext"}}).name == "sched_ext"
-    assert side_name([{}, {"scheduler": SCX}]) == "fair+scx_simple" and side_name([]) == "fair"
+    assert side_schedulers([{}, {"scheduler": SCX}]) == "fair+scx_simple" and side_schedulers([]) == "fair"
 
 
 @pytest.mark.parametrize(

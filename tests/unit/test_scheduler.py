@@ -1,0 +1,185 @@
+"""--scheduler without a VM: its words, the refusals that need no boot, what the guest's scheduler-state.txt and
+the kernel's log make of a run (lab.run.scheduler), the status, the plan and the matrix's scheduler axis."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from lab.errors import LabError
+from lab.guest.init_plan import GuestPlan
+from lab.kernel.bootable import Kernel
+from lab.kernel.fragments import load_fragments
+from lab.kernel.sched_ext import key_part, wants_schedulers
+from lab.matrix.definition import parse_matrix
+from lab.run.options import RunOptions
+from lab.run.scheduler import check_early, fragments_for, readback, resolve, side_name, split
+from lab.vm.status import STATUSES, Evidence, classify
+
+ENABLED = """before disabled -
+before_enable_seq 0
+before_nr_rejected 0
+waited_ds 3
+start enabled simple
+start_enable_seq 1
+start_nr_rejected 0
+end {end}
+end_enable_seq {seq}
+end_nr_rejected 0
+end_alive {alive}
+exit 0
+after disabled -
+after_enable_seq 1
+after_nr_rejected 0
+"""
+ASKED = {"asked": "scx_simple", "kind": "sched_ext", "binary_sha256": "ab", "source": "kernel:v6.12"}
+
+
+def _record(tmp_path: Path, end: str = "enabled simple", seq: int = 1, alive: int = 1, dmesg: str = "") -> Path:
+    (tmp_path / "scheduler-state.txt").write_text(ENABLED.format(end=end, seq=seq, alive=alive))
+    (tmp_path / "dmesg.txt").write_text(dmesg)
+    (tmp_path / "scheduler.out").write_text("local=10 global=3\n")
+    return tmp_path
+
+
+def test_a_scheduler_enabled_throughout_is_not_ejected(tmp_path) -> None:
+    got, reason = readback(_record(tmp_path), ASKED, "simple")
+    assert reason is None and got["ejected"] is False
+    assert got["start"] == {"state": "enabled", "ops": "simple", "enable_seq": 1, "nr_rejected": 0}
+    assert got["end"]["ops"] == "simple" and got["exit"] == 0 and got["waited_s"] == 0.3
+
+
+def test_an_ejected_scheduler_says_why_in_the_kernels_words(tmp_path) -> None:
+    dmesg = ('[    9.1] sched_ext: BPF scheduler "qmap" disabled (scx_bpf_error)\n'
+             "[    9.1] sched_ext: qmap: test triggering error\n")  # fmt: skip
+    got, reason = readback(_record(tmp_path, end="disabled -", alive=0, dmesg=dmesg), ASKED, "simple")
+    assert got["ejected"] is True and got["reason"] == reason
+    assert reason.startswith("no longer enabled at the workload's end (state disabled, ops None)"), reason
+    assert 'kernel: BPF scheduler "qmap" disabled (scx_bpf_error): qmap: test triggering error' in reason
+
+
+def test_another_ops_or_a_reenable_or_an_exited_program_is_ejected(tmp_path) -> None:
+    assert "expected other" in str(readback(_record(tmp_path), ASKED, "other")[1])
+    assert "disabled and enabled again" in str(readback(_record(tmp_path, seq=2), ASKED, "simple")[1])
+    reason = readback(_record(tmp_path, alive=0), ASKED, "simple")[1]
+    assert "exited before the workload's end" in str(reason) and "local=10" in str(reason)  # its own output
+
+
+def test_no_state_file_is_ejected_and_fair_is_never(tmp_path) -> None:
+    assert "no scheduler-state.txt" in str(readback(tmp_path, ASKED, "simple")[1])
+    fair, reason = readback(tmp_path, {"asked": "fair", "kind": "fair"}, "")
+    assert reason is None and (fair["asked"], fair["kind"], fair["start"], fair["ejected"]) == ("fair", "fair", None,
+                                                                                              False)  # fmt: skip
+
+
+def test_the_status_and_old_records() -> None:
+    assert "scheduler-ejected" in STATUSES
+    ev = Evidence("", False, True, True, 0, 0, (), scheduler_problem="not enabled")
+    assert classify(ev) == ("scheduler-ejected", "the sched_ext scheduler did not run throughout: not enabled")
+    assert side_name({"kernel": {"name": "v6.12"}}) == "v6.12"  # no scheduler key: the fair class
+    assert side_name({"kernel": {"name": "v6.12"}, "scheduler": ASKED}) == "v6.12 scx_simple"
+
+
+def _kernel(tmp_path: Path, sched_ext: bool, shipped: tuple[str, ...] = ()) -> Kernel:
+    entry = tmp_path / f"entry-{sched_ext}"
+    (entry / "schedulers").mkdir(parents=True, exist_ok=True)
+    (entry / "config").write_text("CONFIG_SCHED_CLASS_EXT=y\n" if sched_ext else "CONFIG_NUMA=y\n")
+    for n in shipped:
+        (entry / "schedulers" / n).write_bytes(b"\x7fELF" + b"\0" * 60)
+        os.chmod(entry / "schedulers" / n, 0o755)
+    return Kernel("k", entry / "bzImage", None, entry / "config")
+
+
+def test_refusals_name_the_option(tmp_path) -> None:
+    with pytest.raises(LabError, match=r"^--scheduler scx_simple: kernel k has no CONFIG_SCHED_CLASS_EXT"):
+        resolve("scx_simple", _kernel(tmp_path, False))
+    k = _kernel(tmp_path, True, ("scx_simple",))
+    with pytest.raises(LabError, match=r"^--scheduler scx_rusty: not a scheduler of kernel k \(it has: fair, scx_"):
+        resolve("scx_rusty", k)
+    text = tmp_path / "notelf"
+    text.write_text("#!/bin/sh\n")
+    os.chmod(text, 0o755)
+    with pytest.raises(LabError, match="not an ELF program"):
+        resolve(str(text), k)
+    os.chmod(text, stat.S_IRUSR)
+    with pytest.raises(LabError, match="not an executable file"):
+        resolve(str(text), k)
+    with pytest.raises(LabError, match="fair takes no arguments"):
+        split("fair -x")
+    with pytest.raises(LabError, match="--scheduler"):
+        split("scx_qmap 'unclosed")
+    with pytest.raises(LabError, match="not fair, an example scheduler"):
+        check_early("scx_nope")
+    assert resolve("fair", _kernel(tmp_path, False)).kind == "fair"
+    s = resolve("scx_simple", k)
+    assert (s.ops, s.source, s.guest_command()) == ("simple", "kernel:k", "/scheduler/scx_simple")
+
+
+def test_run_options_take_one_ab_axis_at_a_time() -> None:
+    RunOptions(kernels=("a",), schedulers=("fair", "scx_simple"))
+    with pytest.raises(LabError, match="^--scheduler: two schedulers make an A/B on one kernel"):
+        RunOptions(kernels=("a", "b"), schedulers=("fair", "scx_simple"))
+    with pytest.raises(LabError, match="^--scheduler: the schedulers must differ"):
+        RunOptions(schedulers=("scx_simple", "scx_simple"))
+
+
+def test_the_plan_says_nothing_of_a_scheduler_unless_one_is_asked_for() -> None:
+    plain = GuestPlan("true", 1.0, trace_events=())
+    assert "SCHEDULER" not in plain.to_shell() and "scheduler_cmd" not in plain.to_dict()
+    plan = GuestPlan("true", 1.0, trace_events=(), scheduler_cmd="/scheduler/scx_qmap -e 100", scheduler_ops="qmap")
+    assert "export SCHEDULER='/scheduler/scx_qmap -e 100'" in plan.to_shell()
+    assert "export SCHEDULER_OPS=qmap" in plan.to_shell() and "export SCHEDULER_WAIT=100" in plan.to_shell()
+
+
+def test_the_fragment_asks_for_the_examples_and_only_it_changes_the_key() -> None:
+    assert not wants_schedulers(load_fragments()) and key_part(load_fragments()) == {}
+    assert wants_schedulers(load_fragments(["sched-ext"]))
+    assert fragments_for("scx_simple", ()) == ("sched-ext",) and fragments_for("fair", ("x",)) == ("x",)
+    assert fragments_for("scx_simple", ("sched-ext",)) == ("sched-ext",)
+
+
+def test_the_matrix_scheduler_axis() -> None:
+    data = {"topologies": ["ring-2"], "kernels": ["v6.12"], "workloads": ["idle"],
+            "scheduler": ["fair", "scx_qmap -e 100"]}  # fmt: skip
+    spec = parse_matrix(data, "m.yaml", "m")
+    assert [(r.setting.name, r.setting.scheduler) for r in spec.runs] == [
+        ("fair", "fair"),
+        ("scx_qmap-e-100", "scx_qmap -e 100"),
+    ]
+    plain = parse_matrix({k: v for k, v in data.items() if k != "scheduler"}, "m.yaml", "m")
+    assert "scheduler" not in plain.runs[0].params()["setting"]  # (old matrices keep their fingerprint)
+    with pytest.raises(LabError, match="scheduler"):
+        parse_matrix(data | {"settings": [{"name": "x", "scheduler": "scx_simple"}]}, "m.yaml", "m")
+
+
+def test_a_verifier_refusal_is_said_in_the_schedulers_own_words(tmp_path) -> None:
+    """What scx_simple printed on a 6.12 kernel without BPF_EVENTS (seen on a real boot: libbpf rewrote a helper
+    the verifier then refused in a struct_ops program); the kernel logged nothing of it."""
+    state = "waited_ds 8\nstart disabled -\nend disabled -\nend_alive 0\nexit 1\n"
+    (tmp_path / "scheduler-state.txt").write_text(state)
+    (tmp_path / "scheduler.out").write_text(
+        "libbpf: prog 'simple_exit': BPF program load failed: Invalid argument\n"
+        "libbpf: prog 'simple_exit': -- BEGIN PROG LOAD LOG --\n"
+        "8: (85) call bpf_probe_read_str#45\nprogram of this type cannot use helper bpf_probe_read_str#45\n"
+        "[SCX_BUG] scx_simple.c:88 (Invalid argument)\nFailed to load skel\n"
+    )
+    got, reason = readback(tmp_path, ASKED, "simple")
+    assert got["ejected"] and got["exit"] == 1 and got["start"]["state"] == "disabled"
+    assert reason == (
+        "not enabled at the workload's start (state disabled, ops None, expected simple); scheduler's output: "
+        "libbpf: prog 'simple_exit': BPF program load failed: Invalid argument; program of this type cannot use "
+        "helper bpf_probe_read_str#45; Failed to load skel"
+    )
+
+
+def test_what_a_hostile_guest_writes_is_checked(tmp_path) -> None:
+    (tmp_path / "scheduler-state.txt").write_text(
+        "start enabled \x1b[2Jevil\nstart_enable_seq 1e9\nend enabled " + "x" * 500 + "\n"
+    )
+    (tmp_path / "scheduler.out").write_text("error: \x1b]0;title\x07" + "y" * 5000 + "\n")
+    got, reason = readback(tmp_path, ASKED, "")
+    assert got["start"]["ops"] == "?" and got["end"]["ops"] == "?" and got["start"]["enable_seq"] is None
+    assert got["ejected"] and "\x1b" not in str(reason) and len(str(reason)) <= 1000
