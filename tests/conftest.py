@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import settings
-from suite_units import host_shared_scope
+from suite_units import work_unit
 
 from lab.paths import file_lock
 
@@ -40,19 +40,19 @@ HOST_SHARED_LOCK = Path(tempfile.gettempdir()) / "numalab-tests-host-shared.lock
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config, log):
-    """Under --dist loadfile, the ``host_shared`` modules are one work unit, run one after the other by one worker.
-    As separate units, xdist handed them to both workers (two units ahead each), and a worker that had one queued
-    waited on the lock while the other held it: 173 s for test_vm_access_matrix behind the nested tier in one
-    rehearsal, with nothing else to do. The lock stays, for any other way the tests are run."""
+    """Under --dist loadfile, the modules tests/suite_units.py groups are one work unit each, run in turn by one
+    worker. As separate units, xdist handed them to both workers (two units ahead each), and a worker that had one
+    queued waited on the lock while the other held it: 173 s for test_vm_access_matrix behind the nested tier in one
+    rehearsal, with nothing else to do. The locks stay, for any other way the tests are run."""
     if config.getoption("dist") != "loadfile":
         return None
     from xdist.scheduler import LoadFileScheduling
 
-    class HostSharedTogether(LoadFileScheduling):
+    class GroupedUnits(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            return host_shared_scope(super()._split_scope(nodeid))
+            return work_unit(super()._split_scope(nodeid))
 
-    return HostSharedTogether(config, log)
+    return GroupedUnits(config, log)
 
 
 @pytest.fixture(scope="module")
