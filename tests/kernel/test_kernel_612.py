@@ -46,19 +46,25 @@ def test_612_builds_with_the_default_fragments_boots_and_traces(tmp_path, v612) 
     # bring the task to its memory, by decisions decoded by their node fields. With communicating pairs instead,
     # 8 s gave 0 to 132 decisions (0 in 1 of 6 runs here, and in CI). Two CPUs a node: with one, the load
     # balancer got the task there first in 1 of 8 runs of 6.1 (no NUMA decision at all); with two, 6.1's
-    # balancing moved it in 5 of 5 (one sched_move_numa each, after 0.46-0.56 s).
+    # balancing moved it in 5 of 5 (one sched_move_numa each, after 0.46-0.56 s); see below for 6.12.
     m = _run(tmp_path / "ring2", "ring-2", "misplaced", cpus_per_node=2)
     events = m["metrics"]["events"]
     decisions = sum(events[e] for e in NUMA_EVENTS[:3])
-    assert decisions > 0, events
     node_moves = m["metrics"]["numa"]["node_moves"]
     placed = sum(sum(map(sum, k["matrix"])) + k["without_destination"] for k in node_moves.values())
     assert placed == decisions and node_moves["move"]["without_destination"] == 0, node_moves
     result = m["workload"]["result"]
     assert (result["task_node_start"], result["mem_node"]) == (1, 0), result
     assert result["ended_on_mem_node"] and result["local_pct"] == 100.0, result
+    # Who moved it: NUMA balancing's own move or swap (decoded 1 -> 0), or the load balancer, which got there first
+    # in 4 of 10 runs of the sched-ext v6.12 (after 0.29-0.42 s; 1 of 8 on the default-fragment 6.12): a cross-node
+    # sched_migrate_task 1 -> 0, then no NUMA decision at all. The load balancer is not always balancing's agent
+    # (it moved the tutorial's never-scanning kernel's task in 2 of 6 runs): where no decision was made, this run
+    # shows only that balancing scanned and that the task ended on its memory, not that balancing brought it.
     moved_to_memory = node_moves["move"]["matrix"][1][0] + node_moves["swap"]["matrix"][1][0]
-    assert moved_to_memory > 0, node_moves
+    lb_to_memory = m["metrics"]["numa"]["cross_node_lb"]["matrix"][1][0]
+    assert m["metrics"]["vmstat"]["numa_hint_faults"] > 0, m["metrics"]["vmstat"]
+    assert moved_to_memory > 0 or (decisions == 0 and lb_to_memory > 0), (node_moves, lb_to_memory)
 
 
 def _run(out: Path, topology: str, workload: str, cpus_per_node: int = 1) -> dict:

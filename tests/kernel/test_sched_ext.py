@@ -115,7 +115,7 @@ def test_a_scheduler_that_misbehaves_is_ejected_and_says_why(tmp_path, v612) -> 
                       "scheduler-ejected")  # fmt: skip
     assert counted.returncode == 0, counted.stderr[-2000:]
     assert "includes 1 run marked scheduler-ejected" in counted.stdout, counted.stdout[-2000:]
-    assert "v6.12 scx_qmap -e 150" in counted.stdout  # the side: the kernel and the scheduler
+    assert "v6.12 [scx_qmap -e 150 (ejected)]" in counted.stdout  # the side: the kernel and its scheduler
 
 
 def _one(out: Path, scheduler: str, duration: str = "2") -> dict:
