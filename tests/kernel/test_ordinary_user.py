@@ -83,6 +83,9 @@ def test_kernel_build_and_its_run_as_an_ordinary_user(user) -> None:
     root_ccache = cache_dir("ccache")
     user_ccache = user["cache"] / "ccache"
     if root_ccache.is_dir() and not user_ccache.exists():
+        if not user["cache"].exists():  # (the user's own, as numalab would make it: not root's, made by copytree)
+            user["cache"].mkdir(parents=True)
+            shutil.chown(user["cache"], user["name"], user["name"])
         shutil.copytree(root_ccache, user_ccache, symlinks=True)
         for p in [user_ccache, *user_ccache.rglob("*")]:
             shutil.chown(p, user["name"], user["name"])
