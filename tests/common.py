@@ -38,6 +38,20 @@ HOST = HostInventory(
 )
 
 
+def static_workload(tmp_path: Path, name: str, c_source: str, workload_yaml: str) -> Path:
+    """A test's own C program built static (``tmp_path/name``) beside its workload file (``tmp_path/name.yaml``,
+    returned): gcc is part of make setup, so its absence fails the test."""
+    import shutil
+
+    if shutil.which("gcc") is None:
+        pytest.fail("gcc is part of make setup")
+    src = tmp_path / f"{name}.c"
+    src.write_text(c_source)
+    subprocess.run(["gcc", "-static", "-O1", "-o", str(tmp_path / name), str(src)], check=True, timeout=120)
+    (tmp_path / f"{name}.yaml").write_text(workload_yaml)
+    return tmp_path / f"{name}.yaml"
+
+
 def qemu10_binary() -> str:
     """The backports QEMU 10 (make setup-qemu10; fetched into numalab's cache if it is not there): fails the
     test on Debian when it cannot be had, skips it elsewhere."""

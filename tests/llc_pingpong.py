@@ -5,12 +5,9 @@ one-LLC-a-node twin of spr-2s-2llc, and the share of wakeups in the waker's half
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 from pathlib import Path
 
-import pytest
-from common import numalab
+from common import numalab, static_workload
 
 from lab.analysis.llc import llc_of
 from lab.events import WAKEUP, WAKING
@@ -90,13 +87,7 @@ distances:
 
 
 def pingpong_workload(tmp_path: Path) -> Path:
-    if shutil.which("gcc") is None:
-        pytest.fail("gcc is part of make setup")
-    src = tmp_path / "pingpong.c"
-    src.write_text(PINGPONG_C)
-    subprocess.run(["gcc", "-static", "-O1", "-o", str(tmp_path / "pingpong"), str(src)], check=True, timeout=120)
-    (tmp_path / "pingpong.yaml").write_text(WORKLOAD)
-    return tmp_path / "pingpong.yaml"
+    return static_workload(tmp_path, "pingpong", PINGPONG_C, WORKLOAD)
 
 
 def run_pingpong(tmp_path: Path, topology: str, workload: Path, *extra: str) -> dict:

@@ -8,12 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
-from common import numalab
+from common import numalab, static_workload
 
 pytestmark = pytest.mark.vm
 
@@ -57,13 +55,9 @@ metrics:
 
 
 def _build(tmp_path: Path) -> Path:
-    if shutil.which("gcc") is None or not Path(NPROC).is_file():
-        pytest.fail("gcc and coreutils are part of make setup")
-    src = tmp_path / "repro.c"
-    src.write_text(REPRO_C)
-    subprocess.run(["gcc", "-static", "-O1", "-o", str(tmp_path / "repro"), str(src)], check=True, timeout=120)
-    (tmp_path / "repro.yaml").write_text(WORKLOAD)
-    return tmp_path / "repro.yaml"
+    if not Path(NPROC).is_file():
+        pytest.fail("coreutils is part of make setup")
+    return static_workload(tmp_path, "repro", REPRO_C, WORKLOAD)
 
 
 def _run(*args: str) -> dict:
