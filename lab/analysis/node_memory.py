@@ -11,7 +11,9 @@ The samples are checked before they are shown (``problems``; a check that fails 
 * nodes against their total: each node's MemUsed + MemFree is its MemTotal, and its MemTotal is at most the
   memory the topology gave it;
 * the workload against its footprint: each process's pages on all nodes (numa_maps) against its resident set
-  (VmRSS, read just before and just after numa_maps), within :data:`FOOTPRINT_SLACK`;
+  (VmRSS, read just before and just after numa_maps), within :data:`FOOTPRINT_SLACK`; a process that exits
+  during its reads (one of them has no VmRSS: its memory is gone, and numa_maps then reads empty) is not
+  checked;
 * the workload against the nodes: its pages on a node are at most that node's used memory (the larger of
   the reads before and after the processes: the files are read one after the other while it runs).
 """
@@ -30,6 +32,7 @@ _NODE_PAGES = re.compile(r"\bN(\d{1,4})=(\d{1,15})\b")
 _PAGE_KB = re.compile(r"\bkernelpagesize_kB=(\d{1,8})\b")
 _RSS = re.compile(r"^VmRSS:\s+(\d{1,15}) kB$")
 _STAT = re.compile(r"^(\d{1,9}) \(.{0,64}\) [A-Za-z] ")  # /proc/PID/stat: the line that starts a process
+_STATUS = re.compile(r"^Name:\t")  # /proc/PID/status: the line that starts each of its two reads
 FOOTPRINT_SLACK = (0.10, 4.0)  # |numa_maps - VmRSS| may be 10% of VmRSS plus 4 MiB
 MAX_PROBLEMS = 8
 MAX_PROCESSES = 16
@@ -58,7 +61,7 @@ def _sample(lines: list[str], n: int) -> tuple[list[dict[str, list[float]]], dic
         s = _STAT.match(line)
         if s:
             pid = int(s.group(1))
-            procs.setdefault(pid, {"rss": [], "nodes": [0.0] * n})
+            procs.setdefault(pid, {"rss": [], "nodes": [0.0] * n, "status_reads": 0})
             continue
         m = _MEMINFO.match(line)
         if m:
@@ -70,6 +73,9 @@ def _sample(lines: list[str], n: int) -> tuple[list[dict[str, list[float]]], dic
                 mems[-1].setdefault(key, [0.0] * n)[node] = kb / 1024
             continue
         if pid is None:
+            continue
+        if _STATUS.match(line):
+            procs[pid]["status_reads"] += 1
             continue
         r = _RSS.match(line)
         if r:
@@ -102,6 +108,8 @@ def _check(t: float, mems: list[dict], procs: dict, topo: Topology, problems: li
                                     f"{topo.nodes[i].memory_mib} MiB the topology gives it")  # fmt: skip
     for pid, p in procs.items():
         pages = sum(p["nodes"])
+        if len(p["rss"]) < p["status_reads"]:
+            continue  # a read of its status without VmRSS: it was exiting (its memory gone), numa_maps may be empty
         if p["rss"] and (pages or max(p["rss"])):
             lo, hi = min(p["rss"]), max(p["rss"])
             slack = FOOTPRINT_SLACK[0] * hi + FOOTPRINT_SLACK[1]

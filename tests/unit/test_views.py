@@ -86,6 +86,25 @@ def test_a_workload_bigger_than_its_footprint_is_a_problem(tmp_path: Path) -> No
     assert "against a VmRSS" in text and "more than its MemUsed" in text
 
 
+def _exits_during_last_read(text: str, memory_gone: bool) -> str:
+    """The last sample's last process, read as it exits (CI, stop 54: numa01's process 186 at the end of its run):
+    numa_maps read empty and, with ``memory_gone``, its second status without VmRSS (its mm already released)."""
+    lines = text.splitlines()
+    second = max(i for i, line in enumerate(lines) if line.startswith("Name:\t"))
+    first = max(i for i, line in enumerate(lines[:second]) if line.startswith("nonvoluntary_ctxt_switches:"))
+    end = next(i for i in range(second, len(lines)) if lines[i].startswith("Node "))
+    status = [x for x in lines[second:end] if not (memory_gone and x.startswith(("Vm", "Rss")))]
+    return "\n".join(lines[: first + 1] + status + lines[end:]) + "\n"
+
+
+def test_a_process_read_as_it_exits_is_not_checked_and_one_that_lost_its_pages_is(tmp_path: Path) -> None:
+    exiting = node_memory(_edited(tmp_path / "a", lambda t: _exits_during_last_read(t, True)), RING4, _t0(VIEWS))
+    assert exiting["problems"] == [] and exiting["t"]
+    # numa_maps empty while both reads of its status had its memory: not an exit, a problem
+    lost = node_memory(_edited(tmp_path / "b", lambda t: _exits_during_last_read(t, False)), RING4, _t0(VIEWS))
+    assert len(lost["problems"]) == 1 and "add up to 0.0 MiB against a VmRSS" in lost["problems"][0], lost
+
+
 def test_no_samples_no_series_and_damage_is_not_a_traceback(tmp_path: Path) -> None:
     assert node_memory(tmp_path, RING4, 0.0) == {}
     (tmp_path / "numa-nodes.series").write_bytes(b"@ nan\n@ zz\nNode 9 MemTotal: 1 kB\n\xff\xfe\n@ 1e999\n")
