@@ -213,6 +213,13 @@ def default_events(analyses: tuple[Analysis, ...] = ANALYSES) -> tuple[TraceEven
     return tuple(dict.fromkeys(e for a in analyses if a.default for e in (*a.requires, *a.optional)))
 
 
+def lean_events(analyses: tuple[Analysis, ...] = ANALYSES) -> tuple[TraceEvent, ...]:
+    """``--lean``'s events: those of the default analyses that read NUMA balancing's own events and page
+    migrations only (its decisions and pages), none of the every-migration and task-life events."""
+    own = {*NUMA_DECISIONS, MIGRATE_PAGES}
+    return default_events(tuple(a for a in analyses if set(a.requires) <= own))
+
+
 # Every event some analysis decodes (others are only counted), as trace records name them.
 ANALYSIS_EVENTS = tuple(sorted({e.name for a in ANALYSES for e in (*a.requires, *a.optional)}))
 

@@ -261,6 +261,10 @@ def tracing_options(p: argparse.ArgumentParser):
     g.add_argument("--event", action="append", default=[], metavar="SYS:EVENT",
                    help=f"extra trace event (default set: {', '.join(e.full for e in default_events())})")  # fmt: skip
     g.add_argument("--no-trace", action="store_true", help="no tracing: no trace events, no trace.dat")
+    g.add_argument("--lean", action="store_true", default=None,
+                   help="trace only NUMA balancing's own events and page migrations (no per-task residency, "
+                   "convergence or LLC views) and take no per-node memory samples: the fewest extras a traced "
+                   "run can have (their cost: docs/reports.md)")  # fmt: skip
     g.add_argument("--trace-buffer-kb", type=int, default=d.trace_buffer_kb, metavar="KB",
                    help=f"per-CPU trace buffer (default {d.trace_buffer_kb})")  # fmt: skip
     g.add_argument("--node-maps", action="store_true", default=None,
@@ -327,6 +331,7 @@ def run_settings(args: argparse.Namespace) -> dict:
         "append": "append",
         "events": "event",
         "no_trace": "no_trace",
+        "lean": "lean",
         "trace_buffer_kb": "trace_buffer_kb",
         "node_maps": "node_maps",
         "trace_mode": "trace_mode",

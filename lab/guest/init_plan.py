@@ -78,6 +78,7 @@ class GuestPlan:
     # with the node memory samples, each workload process's /proc/PID/numa_maps and VmRSS (--node-maps: it
     # costs the workload, docs/reports.md "What it costs a run")
     node_maps: bool = False
+    node_samples: bool = True  # every node's meminfo at vmstat's interval (numa-nodes.series); off with --lean
     test_fault: str = ""
     kernel_args: str = ""  # appended to KERNEL_CMDLINE (numalab run --append)
     demotion: str = ""  # /sys/kernel/mm/numa/demotion_enabled: "true", "false", or "" to leave it
@@ -104,6 +105,8 @@ class GuestPlan:
             raise LabError(f"--trace-mode {self.trace_mode}: not one of {', '.join(TRACE_MODES)}")
         if self.test_fault not in TEST_FAULTS and not re.fullmatch(r"hostile=/[\w./-]+", self.test_fault):
             raise LabError(f"test fault {self.test_fault!r}: not one of {TEST_FAULTS}")
+        if self.node_maps and not self.node_samples:
+            raise LabError("--node-maps: needs the node memory samples (not with --lean)")
         if (self.test_fault == "mutate") != bool(self.test_script):
             raise LabError("test fault mutate: needs a script (--test-fault mutate=/path/to/script.sh), and only it")
         if self.demotion not in ("", "true", "false"):
@@ -140,6 +143,8 @@ class GuestPlan:
             "FAULT_TARGET": self.test_fault.partition("=")[2],
             "DEMOTION": self.demotion,
         }
+        if not self.node_samples:  # (only then: the plans of other runs stay as they were)
+            env["NODE_SAMPLES"] = "0"
         if self.scheduler_cmd:  # (only then: the plans of fair-class runs stay as they were)
             env |= {"SCHEDULER": self.scheduler_cmd, "SCHEDULER_OPS": self.scheduler_ops,
                     "SCHEDULER_WAIT": str(max(1, round(self.scheduler_wait_s * 10)))}  # fmt: skip
@@ -150,7 +155,7 @@ class GuestPlan:
         return "\n".join(lines) + "\n"
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "workload_cmd": self.workload_cmd,
             "duration_s": self.duration_s,
             "numa_balancing": self.numa_balancing,
@@ -163,4 +168,9 @@ class GuestPlan:
             "test_fault": self.test_fault,
             "kernel_args": self.kernel_args,
             "demotion": self.demotion,
-        } | ({"scheduler_cmd": self.scheduler_cmd, "scheduler_ops": self.scheduler_ops} if self.scheduler_cmd else {})
+        }
+        if self.scheduler_cmd:
+            out |= {"scheduler_cmd": self.scheduler_cmd, "scheduler_ops": self.scheduler_ops}
+        if not self.node_samples:
+            out["node_samples"] = False
+        return out

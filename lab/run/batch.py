@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from lab.analysis.numa import default_events
+from lab.analysis.numa import default_events, lean_events
 from lab.analysis.stats import DEFAULT_RULE
 from lab.errors import LabError
 from lab.guest.init_plan import GuestPlan
@@ -42,11 +42,12 @@ from lab.workloads.workload_type import Workload
 
 
 def trace_events_of(opts: RunOptions) -> tuple[str, ...]:
-    """What a run traces: the events the default analyses need (lab.analysis.numa), then the
-    --event ones, each once; nothing with --no-trace."""
+    """What a run traces: the events the default analyses need (lab.analysis.numa), with --lean only those of
+    NUMA balancing's own analyses, then the --event ones, each once; nothing with --no-trace."""
     if opts.no_trace:
         return ()
-    return tuple(dict.fromkeys([*(e.full for e in default_events()), *opts.events]))
+    events = lean_events() if opts.lean else default_events()
+    return tuple(dict.fromkeys([*(e.full for e in events), *opts.events]))
 
 
 def plan_of(opts: RunOptions, workload: Workload, topo: Topology) -> GuestPlan:
@@ -62,6 +63,7 @@ def plan_of(opts: RunOptions, workload: Workload, topo: Topology) -> GuestPlan:
         trace_events=trace_events_of(opts),
         trace_buffer_kb=opts.trace_buffer_kb,
         node_maps=opts.node_maps,
+        node_samples=not opts.lean,
         trace_mode=opts.trace_mode,
         test_fault="mutate" if opts.test_fault.startswith("mutate=") else opts.test_fault,
         test_script=_test_script(opts.test_fault),

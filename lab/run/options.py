@@ -86,6 +86,8 @@ class RunOptions:
     trace_buffer_kb: int = 4096
     node_maps: bool = False  # the workload's pages per node, from numa_maps with every vmstat sample (--node-maps)
     no_trace: bool = False
+    # --lean: only NUMA balancing's own events (no per-task residency events) and no per-node memory samples
+    lean: bool = False
     trace_mode: str = "raw"
     append: tuple[str, ...] = ()  # extra guest kernel arguments
     backing: str = "ram"
@@ -133,6 +135,8 @@ class RunOptions:
                 raise LabError(f"--event {self.events[0]}: not with --no-trace (nothing is traced)")
             if self.trace_mode != "raw":
                 raise LabError(f"--trace-mode {self.trace_mode}: not with --no-trace (nothing is traced)")
+        if self.lean and self.node_maps:
+            raise LabError("--node-maps: not with --lean (a lean run takes no node memory samples)")
         if self.access_sample is not None and not self.access_matrix:
             raise LabError("--access-sample: only with --access-matrix")
         if self.backend != "qemu" and self.firmware == "qboot":  # (before any connection to a libvirt host)

@@ -46,13 +46,14 @@ def test_every_run_flag_reaches_its_option() -> None:
     )  # fmt: skip
     default = RunOptions()
     unchanged = [f.name for f in dataclasses.fields(RunOptions) if getattr(opts, f.name) == getattr(default, f.name)]
-    # (--no-trace conflicts with --event and --trace-mode, --workload-cmd with --workload, --remote-latency with
-    # libvirt and --clock virtual: given alone)
-    assert unchanged == ["workload_cmd", "workload_files", "no_trace", "remote_latency", "remote_latency_ns",
+    # (--no-trace conflicts with --event and --trace-mode, --lean with --node-maps, --workload-cmd with
+    # --workload, --remote-latency with libvirt and --clock virtual: given alone)
+    assert unchanged == ["workload_cmd", "workload_files", "no_trace", "lean", "remote_latency", "remote_latency_ns",
                          "remote_bandwidth_gbs"]  # fmt: skip
     one_off = _cli("--workload-cmd", "true", "--workload-file", __file__, "--workload-file", str(REPO / "README.md"))
     assert (one_off.workload_cmd, one_off.workload_files) == ("true", (__file__, str(REPO / "README.md")))
     assert _cli("--no-trace").no_trace is True
+    assert _cli("--lean").lean is True  # (--lean conflicts with --node-maps)
     lat = _cli("--remote-latency", "slit", "--remote-latency-ns", "120", "--remote-bandwidth-gbs", "5")
     assert (lat.remote_latency, lat.remote_latency_ns, lat.remote_bandwidth_gbs) == ("slit", 120.0, 5.0)
     assert opts.topology == TopologyRef("mesh-4", 3, "1G", 1)
@@ -167,3 +168,19 @@ def test_debugfs_knobs_reach_the_plan() -> None:
 
     plan = GuestPlan("true", 1, knobs={"llc_balancing/enabled": "1", "scan_delay_ms": "50"}, trace_events=())
     assert "KNOBS='llc_balancing/enabled=1 scan_delay_ms=50'" in plan.to_shell()
+
+
+def test_lean_traces_balancings_own_events_and_takes_no_node_samples() -> None:
+    from lab.run.batch import plan_of, trace_events_of
+    from lab.workloads.registry import get_workload
+
+    default, lean = RunOptions(), _cli("--lean", "--event", "sched:sched_waking")
+    assert "sched:sched_migrate_task" in trace_events_of(default)
+    assert trace_events_of(lean) == ("sched:sched_move_numa", "sched:sched_swap_numa", "sched:sched_stick_numa",
+                                     "migrate:mm_migrate_pages", "sched:sched_waking")  # fmt: skip
+    topo = lean.topology.load()
+    plan, lean_plan = (plan_of(o, get_workload("numa01"), topo) for o in (default, lean))
+    assert "NODE_SAMPLES" not in plan.to_shell() and "node_samples" not in plan.to_dict()
+    assert "export NODE_SAMPLES=0" in lean_plan.to_shell() and lean_plan.to_dict()["node_samples"] is False
+    with pytest.raises(LabError, match="^--node-maps: not with --lean"):
+        _cli("--lean", "--node-maps")
