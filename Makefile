@@ -131,8 +131,8 @@ demo: setup-demo
 	$(NUMALAB) compare --baseline $(DEMO_DIR)/balancing-off/*/ --new $(DEMO_DIR)/balancing-on/*/
 
 lint: venv
-	$(VENV)/bin/ruff check lab tests docs/tools images
-	$(VENV)/bin/ruff format --check lab tests docs/tools images
+	$(VENV)/bin/ruff check lab tests docs images
+	$(VENV)/bin/ruff format --check lab tests docs images
 
 SEEDS ?= 003 004 000
 reproduce: setup
