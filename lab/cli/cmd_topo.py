@@ -172,16 +172,19 @@ def cmd_topo_libvirt_xml(args: argparse.Namespace) -> int:
 
 
 def cmd_topo_vng_args(args: argparse.Namespace) -> int:
-    from lab.vm.qemu.vng_args import vng_args  # (on use: start-up time)
+    from lab.vm.qemu.vng_args import left_out, vng_args  # (on use: start-up time)
 
     topo = _topology(args)
     opts, notes = vng_args(topo, None if args.no_pin else _placement_for_emitters(topo, args))
+    dropped = left_out(topo)
     if args.json:
-        print(json_text({"args": opts, "notes": notes}))
-    else:
-        print(shlex.join(opts))
-        for note in notes:
-            progress(f"note: {note}")
+        print(json_text({"args": opts, "notes": notes, "left_out": [d.to_dict() for d in dropped]}))
+        return 0
+    print(shlex.join(opts))  # (stdout is the options alone, for $(...); what they leave out is said on stderr)
+    for d in dropped:
+        warn(d.line(), bare=True)
+    for note in notes:
+        progress(f"note: {note}")
     return 0
 
 
@@ -272,6 +275,12 @@ def add_parser(sub) -> None:
             json_option(g)
 
     q = topo_cmd("vng-args", cmd_topo_vng_args, "print the virtme-ng (vng) options for a topology")
+    q.epilog = ("The options go to stdout alone, for vng $(numalab topo vng-args ...). What they cannot give the guest "
+                "is said on stderr, one line a topology field with its value, and the exit code stays 0: the CPU "
+                "grid (packages, llcs_per_node or a node's llcs, cores_per_cluster: --cpus is numalab's layout "
+                "without a grid), cpu_vendor and cpu_model (vng sets -cpu itself), tiers.slow_nodes and hmat; "
+                "then notes on what virtme-ng does with memory and pinning. --json gives {args, notes, "
+                "left_out}.")  # fmt: skip
     memory_options(q)  # (accepted like the other emitters' and hidden: vng-args prints no memory backing)
     for a in q._actions[-2:]:  # noqa: SLF001
         a.help = argparse.SUPPRESS
