@@ -215,3 +215,33 @@ def test_what_a_hostile_guest_writes_is_checked(tmp_path) -> None:
     got, reason = readback(tmp_path, ASKED, "")
     assert got["start"]["ops"] == "?" and got["end"]["ops"] == "?" and got["start"]["enable_seq"] is None
     assert got["ejected"] and "\x1b" not in str(reason) and len(str(reason)) <= 1000
+
+
+def test_kernel_list_shows_the_sched_ext_schedulers_a_build_carries(tmp_path: Path) -> None:
+    """numalab kernel list (text and --json) names the example schedulers in a build's cache entry
+    (schedulers/), which --scheduler NAME can run with it; a build without them says "-" ([] in JSON)."""
+    import json
+
+    from common import numalab
+
+    cache = tmp_path / "cache"
+    builds, built = cache / "kernels" / "builds", cache / "kernels" / "built"
+    built.mkdir(parents=True)
+    for key, name, at, shipped in (("k-ext", "v6.12", "2026-01-02", ("scx_simple", "scx_qmap")),
+                                   ("k-plain", "stock", "2026-01-01", ())):  # fmt: skip
+        entry = builds / key
+        (entry / "schedulers").mkdir(parents=True)
+        (entry / "meta.json").write_text(json.dumps({"key": key, "release": "6.x", "built_at": at}))
+        for s in shipped:
+            (entry / "schedulers" / s).write_bytes(b"\x7fELF")
+        (built / name).symlink_to(entry)
+    env = {"NUMALAB_CACHE": str(cache)}
+    proc = numalab("kernel", "list", env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    header, ext, plain = proc.stdout.splitlines()
+    assert header.split() == ["NAME", "KEY", "RELEASE", "BUILT", "SCHEDULERS", "PATCHES"]
+    assert ext.split() == ["v6.12", "k-ext", "6.x", "2026-01-02", "scx_simple,scx_qmap", "-"]
+    assert plain.split() == ["stock", "k-plain", "6.x", "2026-01-01", "-", "-"]
+    listed = json.loads(numalab("kernel", "list", "--json", env=env, timeout=60).stdout)
+    assert [(b["names"], b["sched_ext_schedulers"]) for b in listed] == [(["v6.12"], ["scx_simple", "scx_qmap"]),
+                                                                         (["stock"], [])]  # fmt: skip
