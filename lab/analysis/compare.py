@@ -31,7 +31,7 @@ from lab.analysis.lost import describe as describe_lost
 from lab.analysis.lost import of_record as lost_of_record
 from lab.analysis.metrics import METRIC_KEYS, NEUTRAL, Metric, metric_values, metrics_of
 from lab.analysis.record import RunRecord
-from lab.analysis.scheduler_class import ext_names, fair_class_note, scheduler_of, side_schedulers
+from lab.analysis.scheduler_class import ext_names, fair_class_note, pair_labels, scheduler_of, side_schedulers
 from lab.analysis.stats import ALPHA, DEFAULT_RULE, MIN_REPEATS, RULES, Stats, significant, welch_interval, welch_p
 from lab.errors import LabError
 from lab.min_effect import DEFAULT_PCT as DEFAULT_MIN_EFFECT
@@ -248,20 +248,22 @@ def side_labels(base: list[RunRecord], new: list[RunRecord]) -> tuple[str, str]:
     side ran a sched_ext scheduler, or the two ran different schedulers, each side's schedulers too:
     "stock [fair]" against "stock [scx_simple]". A fair-class A/B is labelled as before schedulers were chosen."""
     schedulers = (side_schedulers([r.manifest for r in base]), side_schedulers([r.manifest for r in new]))
-    if schedulers == ("fair", "fair"):
-        return _label(base), _label(new)
-    return _label(base, schedulers[0]), _label(new, schedulers[1])
+    a, b = pair_labels((_kernels(base), _kernels(new)), schedulers)
+    return a + _balancing(base), b + _balancing(new)
 
 
-def _label(runs: list[RunRecord], scheduler: str | None = None) -> str:
-    names = sorted({r.kernel_name for r in runs})
+def _kernels(runs: list[RunRecord]) -> str:
+    return "+".join(sorted({r.kernel_name for r in runs}))
+
+
+def _balancing(runs: list[RunRecord]) -> str:
+    """A side's NUMA-balancing setting where it is one and not on: " (balancing off)", " (balancing tiering)"."""
     settings = sorted({str(r.numa_balancing) for r in runs})
-    label = "+".join(names) + (f" [{scheduler}]" if scheduler else "")
     if len(settings) == 1 and settings[0] == "0":
-        label += " (balancing off)"
-    elif len(settings) == 1 and settings[0] == "2":
-        label += " (balancing tiering)"
-    return label
+        return " (balancing off)"
+    if len(settings) == 1 and settings[0] == "2":
+        return " (balancing tiering)"
+    return ""
 
 
 def _check_same_setup(runs: list[RunRecord]) -> tuple[str, str]:

@@ -221,7 +221,7 @@ def workload_line(c: Comparison) -> tuple[str | None, Row | None]:
     """The workload's own figure (the one ``run``, ``ab`` and ``bisect`` decide on: lab.analysis.verdict), its
     verdict and its caveat; another of its rows where that one was not measured."""
     load = WORKLOADS.get(c.workload)
-    keys = [workload_figure(load, clock) for clock in ("host", "virtual")] if load is not None else []
+    keys = [k for clock in ("host", "virtual") if load is not None and (k := workload_figure(load, clock))]
     rows = [r for r in c.rows if r.metric.key.startswith("workload.")]
     row = next((r for k in keys for r in rows if r.metric.key == k), rows[0] if rows else None)
     if row is None:

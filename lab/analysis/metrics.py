@@ -297,22 +297,27 @@ def _nodes_of(task: dict) -> int:
     return len(first) if isinstance(first, list) else 0
 
 
+# The LLC split's kinds compared as llc.migrations_*: those between nodes are tasks.migrations_between_nodes, the
+# same figure on every machine (_tasks), not given a second name (the record's LLC split and its view keep them).
+LLC_MIGRATION_KINDS = tuple(k for k in MIGRATION_KINDS if k != "between_nodes")
+
+
 def _llc(m: dict) -> dict:
-    """Where the workload's tasks moved and were woken, by LLC (lab.analysis.llc): its migrations by how far they
-    went on a machine with several LLCs in a node (elsewhere "between LLCs" is 0 by construction), its wakeups'
-    shares when they were traced (--event)."""
+    """Where the workload's tasks moved and were woken, by LLC (lab.analysis.llc): its migrations within a node by
+    how far they went on a machine with several LLCs in a node (elsewhere "between LLCs" is 0 by construction),
+    its wakeups' shares when they were traced (--event)."""
     numa = m.get("numa") or {}
     view, wakeups = numa.get("llc"), numa.get("llc_wakeups")
     out: dict = {}
     table = (view.get("llcs") or []) if isinstance(view, dict) else []
     n_llcs, n_nodes = len(table), len({x.get("node") for x in table if isinstance(x, dict)})
-    # What is 0 by construction is left out, not shown as a count: between nodes on one node, another LLC of
+    # What is 0 by construction is left out, not shown as a count: on another node on one node, another LLC of
     # the waker's node where a node has one LLC.
-    never = {"between_nodes": n_nodes == 1, "other_node": n_nodes == 1, "waker_node": 0 < n_llcs <= n_nodes}
+    never = {"other_node": n_nodes == 1, "waker_node": 0 < n_llcs <= n_nodes}
     if isinstance(view, dict) and (view.get("residency") or {}).get("tasks"):
         mig = (view.get("migrations") or {}).get("workload")
         if isinstance(mig, dict) and n_llcs > n_nodes:
-            out |= {f"migrations_{k}": mig.get(k) for k in MIGRATION_KINDS if not never.get(k)}
+            out |= {f"migrations_{k}": mig.get(k) for k in LLC_MIGRATION_KINDS}
     w = wakeups.get("workload") if isinstance(wakeups, dict) else None
     if isinstance(w, dict) and w.get("wakeups"):
         out |= {f"wakeups_{k}_pct": w.get(f"{k}_pct") for k in WAKEUP_KINDS if not never.get(k)}
@@ -381,11 +386,11 @@ METRICS: tuple[Metric, ...] = (
     Metric("tasks.settled_s", "time until the tasks that moved stayed on their final node", "s", NEUTRAL),
     Metric("tasks.migrations_between_nodes", "workload task migrations between nodes", "migrations", NEUTRAL),
     Metric("tasks.migrations_within_node", "workload task migrations within a node", "migrations", NEUTRAL),
-    # The same by LLC (lab.analysis.llc): how far the workload's tasks moved, and where their wakeups put them
-    # against the waker's LLC (with --event sched:sched_waking --event sched:sched_wakeup). Mechanism counts.
+    # The same by LLC (lab.analysis.llc): how far the workload's tasks moved within a node (between nodes is
+    # tasks.migrations_between_nodes, the same figure: not given twice), and where their wakeups put them against
+    # the waker's LLC (with --event sched:sched_waking --event sched:sched_wakeup). Mechanism counts.
     Metric("llc.migrations_within_llc", "workload task migrations within an LLC", "migrations", NEUTRAL),
     Metric("llc.migrations_between_llcs", "workload task migrations between LLCs of a node", "migrations", NEUTRAL),
-    Metric("llc.migrations_between_nodes", "workload task migrations between nodes", "migrations", NEUTRAL),
     Metric("llc.wakeups_waker_llc_pct", "workload wakeups in the waker's LLC", "%", NEUTRAL),
     Metric("llc.wakeups_waker_node_pct", "workload wakeups in another LLC of the waker's node", "%", NEUTRAL),
     Metric("llc.wakeups_other_node_pct", "workload wakeups on another node", "%", NEUTRAL),

@@ -49,11 +49,7 @@ class SchedulerInfo:
     @property
     def name(self) -> str:
         """The scheduler in a word or two, as labels show it: "fair", "scx_simple", a binary's file name."""
-        if not self.is_ext:
-            return FAIR
-        if "/" in self.asked:  # a user's binary: its file name
-            return os.path.basename(self.asked.rstrip("/")) or self.asked
-        return self.asked
+        return scheduler_name(self.asked, self.is_ext)
 
     @property
     def label(self) -> str:
@@ -108,6 +104,33 @@ def scheduler_of(manifest: dict) -> SchedulerInfo:
         raise LabError("scheduler.reason: not a text")
     return SchedulerInfo(asked, kind, _ops(s.get("start"), "start"), _ops(s.get("end"), "end"), ejected,
                          None if reason is None else reason[:_MAX_TEXT], True)  # fmt: skip
+
+
+def scheduler_name(asked: str, ext: bool) -> str:
+    """A scheduler as labels show it (``asked``: --scheduler as given, the record's ``scheduler.asked``): "fair",
+    "scx_simple", a user's binary by its file name."""
+    if not ext:
+        return FAIR
+    if "/" in asked:  # a user's binary: its file name
+        return os.path.basename(asked.rstrip("/")) or asked
+    return asked
+
+
+def pair_labels(kernels: tuple[str, str], schedulers: tuple[str, str]) -> tuple[str, str]:
+    """An A/B's two side labels, in compare's verdict lines and run's alike: each side's kernel(s), and where
+    either side ran a sched_ext scheduler (or the two ran different ones) each side's scheduler(s) in brackets,
+    "v6.12 [fair]" against "v6.12 [scx_simple]"; a fair-class A/B is its kernels' names ("v6.12", "v6.13")."""
+    if schedulers == (FAIR, FAIR):
+        return kernels
+    return f"{kernels[0]} [{schedulers[0]}]", f"{kernels[1]} [{schedulers[1]}]"
+
+
+def side_names(manifests: list[dict]) -> list[str]:
+    """Each run's side in a batch, as :func:`pair_labels` names it: its kernel, and where a run of the batch ran
+    a sched_ext scheduler, its scheduler in brackets (records without the field: the fair class)."""
+    infos = [scheduler_of(m) for m in manifests]
+    ext = any(i.is_ext for i in infos)
+    return [f"{m['kernel']['name']} [{i.name}]" if ext else m["kernel"]["name"] for m, i in zip(manifests, infos)]
 
 
 def ext_names(manifests: list[dict]) -> list[str]:

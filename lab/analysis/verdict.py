@@ -28,11 +28,18 @@ from lab.analysis.compare import moved as moved_of
 from lab.analysis.metrics import Metric, declared_rates, get_metric, metric_values, metrics_of
 from lab.analysis.scheduler_class import ext_names, fair_class_note
 from lab.analysis.stats import DEFAULT_RULE, MIN_REPEATS, Stats, ci_overlap_margin, repeats_needed, significant
+from lab.errors import LabError
 from lab.min_effect import DEFAULT_PCT as DEFAULT_MIN_EFFECT
 from lab.min_effect import effective, same_text
 from lab.workloads.metric_declarations import MEMORY_FIGURES
 
-NO_FIGURE = "tasks.convergence_s"  # a workload without a figure of its own (idle, --workload-cmd) decides on this
+# A built-in without a figure of its own decides on its run time as it reports it (lower is better): defined in
+# every ok run whatever the scheduler, where NUMA balancing's tasks.convergence_s is n/a without balancing's
+# decisions (and always under a sched_ext scheduler). --workload-cmd's numbers are named by the command, so it has
+# no default: resolve_decide asks for --decide.
+NO_FIGURE = "workload.elapsed_s"
+# Built-ins that do no work: their gbps is 0 by construction, not a figure to decide on.
+NO_WORK = frozenset({"idle"})
 
 
 @dataclass(frozen=True)
@@ -119,25 +126,27 @@ class Verdict:
                                "diff": self.diff, "line": self.line(), "included": dict(self.included)}  # fmt: skip
 
 
-def workload_figure(workload, clock: str = "host") -> str:
+def workload_figure(workload, clock: str = "host") -> str | None:
     """The metric ``--decide`` defaults to for ``workload`` (lab.workloads.workload_type.Workload): its own figure, the
     first it declares beyond the memory workloads' common elapsed_s and gbps (pairs' round trips, nodes13's
     balance, perf bench's convergence; gbps for numa01 and the others that have only those), as its
     per-vCPU-second twin where it has one (steadier under TCG on a shared host: numa01's
     workload.gbps_per_vcpu_s); a user's workload file's first declared metric, its twin too if it is a rate;
-    else :data:`NO_FIGURE`. Under ``clock`` "virtual" never a twin (it measures the host there, and runs have
-    none: lab.analysis.metrics.per_vcpu_second), the rate itself: the guest's clock already follows the work."""
+    for a built-in that does no work (:data:`NO_WORK`) :data:`NO_FIGURE`; None for ``--workload-cmd`` (its
+    result's names are the command's: nothing is defined in every run). Under ``clock`` "virtual" never a twin
+    (it measures the host there, and runs have none: lab.analysis.metrics.per_vcpu_second), the rate itself:
+    the guest's clock already follows the work."""
     twins = clock != "virtual"
     metrics = getattr(workload, "metrics", ()) or ()
     user = getattr(workload, "user", None)
     if user is not None:
         decls = [d for d in user.declarations(None) if isinstance(d, dict) and d.get("name")]
         if not decls:
-            return NO_FIGURE
+            return None
         twin = dict(declared_rates(decls[:1])).get(decls[0]["name"]) if twins else None
         return f"workload.{twin or decls[0]['name']}"
     own = [m for m in metrics if m.name not in MEMORY_FIGURES] or [m for m in metrics if m.name != "elapsed_s"]
-    if not own:
+    if not own or getattr(workload, "name", "") in NO_WORK:
         return NO_FIGURE
     m = own[0]
     return f"workload.{m.twin_key}" if twins and m.twin is not None and m.twin_key else f"workload.{m.name}"
@@ -145,8 +154,16 @@ def workload_figure(workload, clock: str = "host") -> str:
 
 def resolve_decide(keys, workload, clock: str = "host") -> list[str]:
     """``keys`` (--decide, an ABPlan's ``decide``) with :data:`lab.analysis.ab_plan.WORKLOAD_FIGURE` replaced by
-    the workload's figure, each once."""
-    return list(dict.fromkeys(workload_figure(workload, clock) if k == WORKLOAD_FIGURE else k for k in keys))
+    the workload's figure, each once; a one-line LabError where the workload has none (``--workload-cmd``)."""
+    out = []
+    for k in keys:
+        figure = workload_figure(workload, clock) if k == WORKLOAD_FIGURE else k
+        if figure is None:
+            raise LabError(f"--decide: {getattr(workload, 'description', 'the workload')} has no figure of its own "
+                           "to decide on by default; give --decide METRIC (workload.NAME: a number its "
+                           "NUMALAB_RESULT line prints)")  # fmt: skip
+        out.append(figure)
+    return list(dict.fromkeys(out))
 
 
 def cell_label(topology: str, workload: str, other: str) -> str:

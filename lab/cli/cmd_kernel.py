@@ -46,13 +46,14 @@ def cmd_list(args: argparse.Namespace) -> int:
         return 0
     rows = [
         (",".join(b["names"]) or "-", b["key"], b.get("release", "?"), b.get("built_at", "?"),
+         ",".join(b["sched_ext_schedulers"]) or "-",
          ", ".join(Path(p["name"]).name for p in b.get("patches", [])) or "-")
         for b in builds
     ]  # fmt: skip
-    header = ("NAME", "KEY", "RELEASE", "BUILT", "PATCHES")
-    widths = [max(len(r[i]) for r in [header, *rows]) + 2 for i in range(4)]
+    header = ("NAME", "KEY", "RELEASE", "BUILT", "SCHEDULERS", "PATCHES")
+    widths = [max(len(r[i]) for r in [header, *rows]) + 2 for i in range(5)]
     for r in [header, *rows]:
-        print("".join(f"{c:<{w}}" for c, w in zip(r, widths)) + r[4])
+        print("".join(f"{c:<{w}}" for c, w in zip(r, widths)) + r[5])
     return 0
 
 

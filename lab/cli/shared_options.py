@@ -411,7 +411,8 @@ def ab_options(g, *, several: bool, runs: str, budget: str, old: tuple[str, ...]
         metavar="METRIC",
         help=f"the metric that decides{' (repeatable)' if several else ' (one)'}; default {PLAN.decide[0]}: the "
         "workload's own figure, its per-vCPU-second twin where it has one (numa01: workload.gbps_per_vcpu_s; "
-        "no figure: tasks.convergence_s). The names are those of numalab compare, e.g. vmstat.hint_local_pct, "
+        "idle, which does no work: workload.elapsed_s; --workload-cmd has none: give --decide). The names are "
+        "those of numalab compare, e.g. vmstat.hint_local_pct, "
         "tasks.convergence_s, workload.round_trips_per_s; a mechanism counter (vmstat.numa_pages_migrated) has "
         "no better and decides as 'changed'",
     )

@@ -18,6 +18,7 @@ from pathlib import Path
 from lab.errors import LabError
 from lab.kernel.bootable import Kernel
 from lab.kernel.identity import image_identity
+from lab.kernel.sched_ext import shipped
 from lab.paths import cache_dir
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,63}")
@@ -95,7 +96,8 @@ def read_meta(entry: Path) -> dict:
 
 
 def list_builds() -> list[dict]:
-    """Every cached build with the names pointing at it, newest first."""
+    """Every cached build with the names pointing at it and the sched_ext schedulers it carries
+    (``sched_ext_schedulers``, [] for most), newest first."""
     names: dict[str, list[str]] = {}
     for link in sorted(built_dir().iterdir()):
         if link.is_symlink() and not link.name.startswith("."):
@@ -110,7 +112,10 @@ def list_builds() -> list[dict]:
         except ValueError:
             continue
         size = (d / "bzImage").stat().st_size if (d / "bzImage").exists() else 0
-        out.append({"names": names.get(d.name, []), "path": str(d), "bzimage_bytes": size, **meta})
+        # the sched_ext example schedulers it carries (--scheduler NAME), as a run finds them: in the entry
+        ext = list(shipped(d / "config"))
+        out.append({"names": names.get(d.name, []), "path": str(d), "bzimage_bytes": size, **meta,
+                    "sched_ext_schedulers": ext})  # fmt: skip
     return sorted(out, key=lambda m: m.get("built_at", ""), reverse=True)
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from lab.analysis.ab_plan import ABPlan
 from lab.analysis.metrics import get_metric
+from lab.analysis.scheduler_class import pair_labels, scheduler_name
 from lab.analysis.verdict import Stop, Verdict, cell_label, resolve_decide, should_stop, verdicts_of
 from lab.errors import LabError
 from lab.kernel.resolve import resolve_kernel
@@ -84,10 +85,14 @@ def refuse_same_binary(a, b) -> None:
         )
 
 
-def _side(req) -> str:
-    """A request's side, as lab.run.scheduler.side_name names a manifest's: the kernel, with its sched_ext
-    scheduler (v6.12 scx_simple)."""
-    return req.kernel.name if not req.scheduler.sched_ext else f"{req.kernel.name} {req.scheduler.asked}"
+def side_labels_of(protos: list) -> tuple[str, str]:
+    """The two requests' sides, as compare labels their records (lab.analysis.scheduler_class.pair_labels): the
+    kernels, and where a side runs a sched_ext scheduler each side's scheduler, "v6.12 [fair]" against
+    "v6.12 [scx_simple]"."""
+    a, b = protos
+    names = (scheduler_name(a.scheduler.asked, a.scheduler.sched_ext),
+             scheduler_name(b.scheduler.asked, b.scheduler.sched_ext))  # fmt: skip
+    return pair_labels((a.kernel.name, b.kernel.name), names)
 
 
 def run_auto(opts: RunOptions, plan: ABPlan, progress: Callable[[str], None], json_out: bool = False) -> Batch:
@@ -101,8 +106,8 @@ def run_auto(opts: RunOptions, plan: ABPlan, progress: Callable[[str], None], js
     batch = auto_batch(opts)
     protos = requests_from_options(replace(opts, repeat=1, out=batch), progress)  # [A, B], validated like any run
     # the sides: the kernels, or (two schedulers on one kernel) the kernel with each scheduler
-    labels = (_side(protos[0]), _side(protos[1]))
-    dirs = {_side(r): (r.scheduler.label if len(opts.schedulers) > 1 else r.kernel.name) for r in protos}
+    labels = side_labels_of(protos)
+    dirs = {n: (r.scheduler.label if len(opts.schedulers) > 1 else r.kernel.name) for n, r in zip(labels, protos)}
     human = sys.stderr if json_out else sys.stdout
     sides: dict[str, list[dict]] = {labels[0]: [], labels[1]: []}
     batch_runs = Batch(rule=rule)
@@ -116,8 +121,7 @@ def run_auto(opts: RunOptions, plan: ABPlan, progress: Callable[[str], None], js
         while True:
             pair_t0 = time.monotonic()
             pairs += 1
-            for req in protos:
-                name = _side(req)
+            for name, req in zip(labels, protos):
                 label = f"{name} pair {pairs} (auto, at most {plan.max_pairs})"
                 r = replace(req, out=batch / f"{dirs[name]}-r{pairs}", label=label)
                 if req.clock.virtual:  # pair N: seed + N - 1 on both sides (lab.run.options.RunOptions.seed_of)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from lab.analysis.numa import default_events, lean_events
+from lab.analysis.scheduler_class import side_names
 from lab.analysis.stats import DEFAULT_RULE
 from lab.errors import LabError
 from lab.guest.init_plan import GuestPlan
@@ -25,7 +26,6 @@ from lab.run.execute import Interrupted, execute
 from lab.run.options import RunOptions
 from lab.run.request import RunRequest
 from lab.run.scheduler import resolve as resolve_scheduler
-from lab.run.scheduler import side_name
 from lab.run.summary import print_summary
 from lab.topology.model import Topology
 from lab.vm.libvirt.libvirt_backend import LibvirtBackend
@@ -217,8 +217,8 @@ def batch_dir(opts: RunOptions, n_kernels: int) -> Path | None:
 def print_side_by_side(manifests: list[dict], out) -> None:
     """Per-kernel tracepoint counts (mean over repeats), side by side."""
     by_kernel: dict[str, list[dict]] = {}
-    for m in manifests:
-        by_kernel.setdefault(side_name(m), []).append(m)
+    for side, m in zip(side_names(manifests), manifests):
+        by_kernel.setdefault(side, []).append(m)
     events = sorted({e for m in manifests for e in m.get("metrics", {}).get("events", {})})
     print("\nper-kernel mean over repeats:", file=out)
     print(f"  {'':<22}" + "".join(f"{k[:18]:>20}" for k in by_kernel), file=out)
@@ -257,8 +257,9 @@ class Batch:
 
     @property
     def kernels(self) -> set[str]:
-        """The sides the batch ran: its kernels, each with its scheduler when not fair (lab.run.scheduler)."""
-        return {side_name(m) for m in self.manifests}
+        """The sides the batch ran: its kernels, each with its scheduler where one ran a sched_ext scheduler
+        (lab.analysis.scheduler_class.side_names)."""
+        return set(side_names(self.manifests))
 
     def report_path(self) -> Path:
         """Where its report goes: report.html in the run's record, or in the directory the runs share."""

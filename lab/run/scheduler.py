@@ -236,19 +236,6 @@ def fair_record() -> dict:
             "start": None, "end": None, "ejected": False, "reason": None}  # fmt: skip
 
 
-def of_manifest(manifest: dict) -> dict:
-    """A manifest's ``scheduler`` (records made before it read as fair)."""
-    s = manifest.get("scheduler")
-    return s if isinstance(s, dict) and s.get("kind") in (FAIR, "sched_ext") else fair_record()
-
-
-def side_name(manifest: dict) -> str:
-    """A run's side in an A/B: its kernel's name, with its sched_ext scheduler as asked (v6.12 scx_simple)."""
-    s = of_manifest(manifest)
-    name = manifest["kernel"]["name"]
-    return name if s["kind"] == FAIR else f"{name} {s['asked']}"
-
-
 def check_early(spec: str) -> None:
     """What can be said of --scheduler before its kernel exists (numalab ab, a matrix check): the words; an
     example's name that no kernel ships; a PATH that is not an executable ELF."""

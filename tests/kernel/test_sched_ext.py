@@ -53,7 +53,7 @@ def test_the_scheduler_that_ran_is_the_one_asked_for_on_both_sides(tmp_path, v61
     assert simple["start"]["ops"] == simple["end"]["ops"] == "simple", simple
     assert (out / "scx_simple-r1" / "scheduler.out").is_file() and not (out / "fair-r1" / "scheduler.out").exists()
     assert 'sched_ext: BPF scheduler "simple" enabled' in (out / "scx_simple-r1" / "dmesg.txt").read_text()
-    assert "v6.12 scx_simple" in proc.stdout  # the side by side names the scheduler's side
+    assert "v6.12 [scx_simple]" in proc.stdout and "v6.12 [fair]" in proc.stdout  # the side by side, as compare
 
     # A user's binary (PATH): the example, copied out of the cache; its ops are not known beforehand, so any
     # enabled ops is taken, and recorded.
@@ -138,7 +138,7 @@ def test_the_fair_class_brings_a_task_to_its_memory_and_scx_simple_does_not(tmp_
                    "--json", timeout=1800)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout)
-    assert (result["baseline"], result["new"]) == ("v6.12", "v6.12 scx_simple"), result
+    assert (result["baseline"], result["new"]) == ("v6.12 [fair]", "v6.12 [scx_simple]"), result
     (v,) = result["verdicts"]
     assert v["direction"] == "worse" and v["significant"] is True, v["line"]
     runs = _manifests(out)

@@ -215,7 +215,7 @@ def test_the_metrics_are_neutral_compare_rows() -> None:
     assert v["llc.wakeups_waker_node_pct"] == 0.0
     assert v["llc.migrations_between_llcs"] == 1.0 and v["llc.migrations_within_llc"] == 0.0
     keys = [k for k in METRIC_KEYS if k.startswith("llc.")]
-    assert len(keys) == 6 and all(METRIC_KEYS[k].better == NEUTRAL for k in keys)
+    assert len(keys) == 5 and all(METRIC_KEYS[k].better == NEUTRAL for k in keys)
     # one LLC a node: no migration rows (between LLCs is 0 by construction), the wakeup rows stay
     v = metric_values(_manifest(RING4, WAKEUPS))
     assert not any(k.startswith("llc.migrations") for k in v) and "llc.wakeups_waker_llc_pct" in v
@@ -266,3 +266,39 @@ def test_one_node_of_two_llcs_has_no_rows_between_nodes() -> None:
     v = metric_values(_manifest(one, ev))
     assert v["llc.migrations_between_llcs"] == 1.0 and "llc.wakeups_waker_node_pct" in v
     assert "llc.migrations_between_nodes" not in v and "llc.wakeups_other_node_pct" not in v
+
+
+def test_migrations_between_nodes_are_one_row_the_tasks_one(tmp_path: Path) -> None:
+    """On a machine with several LLCs a node the LLC split's migrations between nodes are the residency's
+    tasks.migrations_between_nodes: one figure, one row (the tasks.* one, any machine's). A record that carries
+    the LLC split (every record with several LLCs a node) loads and compares with the figure once."""
+    import shutil
+
+    from lab.analysis import compare as cmp
+    from lab.analysis.record import RunRecord
+
+    ev = [new(0.0, 10, 0), new(0.0, 11, 4), mig(1.0, 10, 0, 1), mig(1.5, 10, 1, 2), mig(3.0, 10, 2, 6),
+          mig(3.5, 11, 4, 0), end(4.0, 10), end(4.0, 11)]  # fmt: skip
+    m = _manifest(SPR, ev)
+    v = metric_values(m)
+    assert m["metrics"]["numa"]["llc"]["migrations"]["workload"]["between_nodes"] == 2  # (the LLC split has it)
+    assert v["tasks.migrations_between_nodes"] == 2.0 and "llc.migrations_between_nodes" not in v
+    assert v["llc.migrations_between_llcs"] == 1.0 and v["llc.migrations_within_llc"] == 1.0
+    assert "llc.migrations_between_nodes" not in METRIC_KEYS
+    # a real record (ring-4, an LLC a node, tasks.migrations_between_nodes 7) with a two-LLCs-a-node split in it
+    runs = []
+    for side in ("a", "b"):
+        d = tmp_path / side
+        shutil.copytree(REAL.parent / "ring4x1-numa01-off", d)
+        mf = json.loads((d / "manifest.json").read_text())
+        mf["run_id"] += side
+        mf["metrics"]["numa"]["llc"] = {
+            "llcs": [{"node": n} for n in (0, 0, 1, 1, 2, 2, 3, 3)],
+            "residency": {"tasks": 2},
+            "migrations": {"workload": {"within_llc": 3, "between_llcs": 4, "between_nodes": 7}},
+        }
+        (d / "manifest.json").write_text(json.dumps(mf))
+        runs.append(RunRecord.load(d))
+    text = cmp.to_text(cmp.compare_runs(runs[:1], runs[1:]))
+    assert "llc.migrations_between_llcs" in text and "tasks.migrations_between_nodes" in text
+    assert {w for w in text.split() if w.endswith("migrations_between_nodes")} == {"tasks.migrations_between_nodes"}

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from lab.analysis.scheduler_class import side_names
 from lab.errors import LabError
 from lab.guest.init_plan import GuestPlan
 from lab.kernel.bootable import Kernel
@@ -16,7 +17,7 @@ from lab.kernel.fragments import load_fragments
 from lab.kernel.sched_ext import key_part, wants_schedulers
 from lab.matrix.definition import parse_matrix
 from lab.run.options import RunOptions
-from lab.run.scheduler import check_early, fragments_for, readback, resolve, side_name, split
+from lab.run.scheduler import Scheduler, check_early, fragments_for, readback, resolve, split
 from lab.vm.status import STATUSES, Evidence, classify
 
 ENABLED = """before disabled -
@@ -79,8 +80,39 @@ def test_the_status_and_old_records() -> None:
     assert "scheduler-ejected" in STATUSES
     ev = Evidence("", False, True, True, 0, 0, (), scheduler_problem="not enabled")
     assert classify(ev) == ("scheduler-ejected", "the sched_ext scheduler did not run throughout: not enabled")
-    assert side_name({"kernel": {"name": "v6.12"}}) == "v6.12"  # no scheduler key: the fair class
-    assert side_name({"kernel": {"name": "v6.12"}, "scheduler": ASKED}) == "v6.12 scx_simple"
+    assert side_names([{"kernel": {"name": "v6.12"}}]) == ["v6.12"]  # no scheduler key: the fair class
+
+
+def test_the_runs_sides_are_named_as_compare_names_them() -> None:
+    """run --scheduler A --scheduler B (its verdict lines, verdict.json, the side by side) and compare label the
+    sides alike: "v6.12 [fair]" against "v6.12 [scx_simple]"; a fair-class A/B by its kernels alone."""
+    from types import SimpleNamespace
+
+    from lab.analysis.compare import side_labels
+    from lab.analysis.record import RunRecord
+    from lab.run.auto_pairs import side_labels_of
+
+    def proto(kernel: str, asked: str) -> SimpleNamespace:
+        return SimpleNamespace(
+            kernel=SimpleNamespace(name=kernel), scheduler=Scheduler(asked, "sched_ext" if asked != "fair" else "fair")
+        )
+
+    def record(kernel: str, scheduler: dict | None) -> RunRecord:
+        m = {"kernel": {"name": kernel}, "settings": {}} | ({"scheduler": scheduler} if scheduler else {})
+        return RunRecord(Path(kernel), m)
+
+    fair = {"asked": "fair", "kind": "fair"}
+    mine = ASKED | {"asked": "/home/me/scx/scx_mine"}
+    for (ka, sa, ra), (kb, sb, rb), want in (
+        (("v6.12", "fair", fair), ("v6.12", "scx_simple", ASKED), ("v6.12 [fair]", "v6.12 [scx_simple]")),
+        (("v6.12", "fair", None), ("v6.13", "fair", fair), ("v6.12", "v6.13")),
+        (("base", "scx_simple", ASKED), ("new", "scx_simple", ASKED), ("base [scx_simple]", "new [scx_simple]")),
+        (("v6.12", "fair", fair), ("v6.12", mine["asked"], mine), ("v6.12 [fair]", "v6.12 [scx_mine]")),
+    ):
+        assert side_labels_of([proto(ka, sa), proto(kb, sb)]) == want
+        assert side_labels([record(ka, ra)], [record(kb, rb)]) == want
+        runs = [r.manifest for r in (record(ka, ra), record(kb, rb))]
+        assert tuple(side_names(runs)) == want
 
 
 def _kernel(tmp_path: Path, sched_ext: bool, shipped: tuple[str, ...] = ()) -> Kernel:
@@ -183,3 +215,33 @@ def test_what_a_hostile_guest_writes_is_checked(tmp_path) -> None:
     got, reason = readback(tmp_path, ASKED, "")
     assert got["start"]["ops"] == "?" and got["end"]["ops"] == "?" and got["start"]["enable_seq"] is None
     assert got["ejected"] and "\x1b" not in str(reason) and len(str(reason)) <= 1000
+
+
+def test_kernel_list_shows_the_sched_ext_schedulers_a_build_carries(tmp_path: Path) -> None:
+    """numalab kernel list (text and --json) names the example schedulers in a build's cache entry
+    (schedulers/), which --scheduler NAME can run with it; a build without them says "-" ([] in JSON)."""
+    import json
+
+    from common import numalab
+
+    cache = tmp_path / "cache"
+    builds, built = cache / "kernels" / "builds", cache / "kernels" / "built"
+    built.mkdir(parents=True)
+    for key, name, at, shipped in (("k-ext", "v6.12", "2026-01-02", ("scx_simple", "scx_qmap")),
+                                   ("k-plain", "stock", "2026-01-01", ())):  # fmt: skip
+        entry = builds / key
+        (entry / "schedulers").mkdir(parents=True)
+        (entry / "meta.json").write_text(json.dumps({"key": key, "release": "6.x", "built_at": at}))
+        for s in shipped:
+            (entry / "schedulers" / s).write_bytes(b"\x7fELF")
+        (built / name).symlink_to(entry)
+    env = {"NUMALAB_CACHE": str(cache)}
+    proc = numalab("kernel", "list", env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    header, ext, plain = proc.stdout.splitlines()
+    assert header.split() == ["NAME", "KEY", "RELEASE", "BUILT", "SCHEDULERS", "PATCHES"]
+    assert ext.split() == ["v6.12", "k-ext", "6.x", "2026-01-02", "scx_simple,scx_qmap", "-"]
+    assert plain.split() == ["stock", "k-plain", "6.x", "2026-01-01", "-", "-"]
+    listed = json.loads(numalab("kernel", "list", "--json", env=env, timeout=60).stdout)
+    assert [(b["names"], b["sched_ext_schedulers"]) for b in listed] == [(["v6.12"], ["scx_simple", "scx_qmap"]),
+                                                                         (["stock"], [])]  # fmt: skip

@@ -200,7 +200,6 @@ def test_decide_defaults_to_the_workloads_own_figure(tmp_path: Path) -> None:
     from lab.analysis.ab_plan import ABPlan
     from lab.analysis.verdict import NO_FIGURE, resolve_decide, workload_figure
     from lab.workloads.registry import WORKLOADS
-    from lab.workloads.user_workload import resolve_workload
 
     figures = {n: workload_figure(w) for n, w in WORKLOADS.items()}
     assert figures["numa01"] == "workload.gbps_per_vcpu_s" and figures["pairs"] == "workload.round_trips_per_vcpu_s"
@@ -209,11 +208,42 @@ def test_decide_defaults_to_the_workloads_own_figure(tmp_path: Path) -> None:
         assert METRIC_KEYS[key].better in ("higher", "lower"), (name, key)
     assert resolve_decide([*ABPlan().decide, "vmstat.numa_pages_migrated"], WORKLOADS["numa01"]) == [
         "workload.gbps_per_vcpu_s", "vmstat.numa_pages_migrated"]  # fmt: skip
-    assert workload_figure(resolve_workload("", "echo hi", ())) == NO_FIGURE == "tasks.convergence_s"
+    assert figures["idle"] == NO_FIGURE == "workload.elapsed_s"
     # a default that names a metric the registry does not know would fail every --repeat auto: it does not
+    assert NO_FIGURE in METRIC_KEYS
     proc = numalab("run", "--repeat", "auto", "--kernel", "stock", "--kernel", "stock2", "--decide", "nope.x",
                    "--workload", "idle", timeout=60)  # fmt: skip
     assert proc.returncode == 2 and "--decide" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_default_figure_of_a_workload_without_its_own_is_defined_in_every_ok_run(tmp_path: Path) -> None:
+    """Idle decides on its run time, which every ok idle record has with a direction (tasks.convergence_s, the
+    old default, is n/a without NUMA balancing's decisions, so an idle A/B ended in "no-data"); the same record
+    said to have run under scx_simple (no sched_ext record is checked in) has it too. --workload-cmd's numbers
+    are the command's: no default, refused up front, naming --decide."""
+    from lab.analysis.ab_plan import ABPlan
+    from lab.analysis.verdict import resolve_decide, should_stop, verdicts_of
+    from lab.errors import LabError
+    from lab.workloads.registry import WORKLOADS
+    from lab.workloads.user_workload import resolve_workload
+
+    (key,) = resolve_decide(ABPlan().decide, WORKLOADS["idle"])
+    scx = {"asked": "scx_simple", "kind": "sched_ext", "start": {"state": "enabled", "ops": "simple"},
+           "end": {"state": "enabled", "ops": "simple"}, "ejected": False, "reason": None}  # fmt: skip
+    records = [json.loads((DATA / name / "manifest.json").read_text()) for name in ("ring2-idle", "asym3-idle")]
+    assert {m["workload"]["name"] for m in records} == {"idle"} and {m["status"] for m in records} == {"ok"}
+    for m in [*records, *(r | {"scheduler": scx} for r in records)]:
+        assert key in metric_values(m) and "tasks.convergence_s" not in metric_values(m), m["run_id"]
+    assert METRIC_KEYS[key].better in ("higher", "lower") and not METRIC_KEYS[key].fair_only
+    fair, ext = records[:1] * 3, [records[0] | {"scheduler": scx}] * 3
+    assert should_stop(verdicts_of(fair, ext, [key]), 3).reason != "no-data"
+    with pytest.raises(LabError, match=r"^--decide: --workload-cmd has no figure of its own.*--decide METRIC"):
+        resolve_decide(ABPlan().decide, resolve_workload("", "echo hi", ()))
+    assert resolve_decide(["workload.ops"], resolve_workload("", "echo hi", ())) == ["workload.ops"]
+    proc = numalab("run", "--repeat", "auto", "--kernel", "stock", "--kernel", "stock2", "--workload-cmd", "echo hi",
+                   "--out", str(tmp_path / "out"), timeout=60)  # fmt: skip
+    assert proc.returncode == 2 and "--decide METRIC" in proc.stderr and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and not (tmp_path / "out").exists()
 
 
 def test_each_process_memory_per_node_is_drawn_next_to_the_nodes() -> None:
