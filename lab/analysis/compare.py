@@ -293,8 +293,11 @@ def _settings(r: RunRecord) -> tuple:
     s = r.settings
     clock = (r.manifest.get("accelerator") or {}).get("clock")
     knobs = tuple(sorted(r.knobs.items()))
+    # what the run traced and sampled: its own cost (--lean, --node-maps, --event; docs/reports.md)
+    traced = (tuple(sorted(map(str, s.get("trace_events") or ()))), s.get("node_samples", True) is not False,
+              s.get("node_maps") is True)  # fmt: skip
     return (r.numa_balancing, knobs, r.access_matrix is not None, str(s.get("kernel_args")), str(s.get("demotion")),
-            _latency_model(r), str(clock), scheduler_of(r.manifest).label, cpu_identity(r))  # fmt: skip
+            _latency_model(r), str(clock), scheduler_of(r.manifest).label, cpu_identity(r), traced)  # fmt: skip
 
 
 def cpu_identity(r: RunRecord) -> tuple[str, tuple[int, int] | None]:

@@ -120,6 +120,16 @@ def _copy(src: Path, dest: Path, **kernel) -> Path:
     return dest
 
 
+def _lean_copy(src: Path, dest: Path) -> Path:
+    """A copy of ``src`` as if run with --lean: NUMA balancing's own events only, no node samples."""
+    _copy(src, dest)
+    m = json.loads((dest / "manifest.json").read_text())
+    m["settings"]["trace_events"] = [e for e in m["settings"]["trace_events"] if "numa" in e or "migrate_pages" in e]
+    m["settings"]["node_samples"] = False
+    (dest / "manifest.json").write_text(json.dumps(m))
+    return dest
+
+
 def test_an_ab_of_one_binary_warns_everywhere(tmp_path) -> None:
     base = [RunRecord.load(p) for p in ON]
     new = [RunRecord.load(_copy(p, tmp_path / f"b-{p.name}", name="my-patch")) for p in ON]
@@ -130,6 +140,9 @@ def test_an_ab_of_one_binary_warns_everywhere(tmp_path) -> None:
     assert json.loads(cmp.to_json(c))["same_kernel"] is True
     # One kernel under two settings (balancing off against on) is an A/B of the settings: no warning.
     assert not cmp.compare_runs([RunRecord.load(p) for p in OFF], base).same_kernel
+    # One kernel traced two ways (--lean against the default events and samples): an A/B of what the run costs.
+    lean = [_lean_copy(p, tmp_path / f"l-{p.name}") for p in ON]
+    assert not cmp.compare_runs(base, [RunRecord.load(e) for e in lean]).same_kernel
     # Another binary on one side: no warning.
     other = [RunRecord.load(_copy(p, tmp_path / f"c-{p.name}", build_id="cc" * 20)) for p in ON]
     assert not cmp.compare_runs(base, other).same_kernel
