@@ -169,6 +169,7 @@ bench: setup setup-qemu10 setup-qemu-charge
 	$(PY) tests/bench/remote_latency.py
 	$(PY) tests/bench/clock_modes.py
 	$(PY) tests/bench/catalogue.py
+	tests/bench/trace_extras.sh
 
 bench-kernel: setup
 	tests/bench/kernel_build.sh
