@@ -206,15 +206,9 @@ def compiler_command() -> str:
     return str(path)
 
 
-def _compile(
-    tree: Path, out: Path, jobs: int, log, progress: Progress, expected: int | None
-) -> tuple[int, int, list[str]]:
-    """make bzImage, with a progress line every few seconds: (exit code, objects compiled, last lines)."""
-    # ccache's depend mode: a miss compiles once, without ccache's own preprocessor
-    # pass to hash the result; the kernel's -Wp,-MMD output lists the headers for
-    # later direct hits. Measured on mm/ + kernel/sched/: cold 32.6 s by default,
-    # 26.1 s in depend mode, 25.3 s without ccache.
-    env = {**os.environ, "CCACHE_DIR": str(cache_dir("ccache")), "CCACHE_DEPEND": "1", "LC_ALL": "C",
+def compile_env() -> dict[str, str]:
+    """The environment of a kernel build's make: ccache's settings and kbuild's fixed names."""
+    return {**os.environ, "CCACHE_DIR": str(cache_dir("ccache")), "CCACHE_DEPEND": "1", "LC_ALL": "C",
            # Paths under the sources' root hashed relative to the build directory: a second source with the same
            # files (a git tree made from the tarball) is answered from the first one's objects.
            "CCACHE_BASEDIR": str(cache_dir("kernels", "src")),
@@ -225,6 +219,17 @@ def _compile(
            "KBUILD_BUILD_USER": "numalab", "KBUILD_BUILD_HOST": "numalab",
            # uname -v's "#N" would count numalab's builds in its private directory: always #1
            "KBUILD_BUILD_VERSION": os.environ.get("KBUILD_BUILD_VERSION", "1")}  # fmt: skip
+
+
+def _compile(
+    tree: Path, out: Path, jobs: int, log, progress: Progress, expected: int | None
+) -> tuple[int, int, list[str]]:
+    """make bzImage, with a progress line every few seconds: (exit code, objects compiled, last lines)."""
+    # ccache's depend mode: a miss compiles once, without ccache's own preprocessor
+    # pass to hash the result; the kernel's -Wp,-MMD output lists the headers for
+    # later direct hits. Measured on mm/ + kernel/sched/: cold 32.6 s by default,
+    # 26.1 s in depend mode, 25.3 s without ccache.
+    env = compile_env()
     cmd = ["make", f"O={out}", f"-j{jobs}", f"CC={compiler_command()}", "LOCALVERSION=", "bzImage"]
     log.write(f"$ {' '.join(cmd)}\n")
     log.flush()
