@@ -179,7 +179,7 @@ def main() -> int:
         (out / "flips.json").write_text(json_text(record, indent=2) + "\n")
 
     with nested.libvirt_host(topo, out / "outer", user=user, timeout_s=outer_timeout, progress=say,
-                             echo=lambda line: say(f"  {line}")) as host:  # fmt: skip
+                             echo=lambda line: say(f"  {line}"), emulator=emulator) as host:  # fmt: skip
         watch = ConsoleWatch(out / "outer" / "console.log")
         watch.poll()
         marks = nested.parse_marks((out / "outer" / "console.log").read_text(errors="replace"))
