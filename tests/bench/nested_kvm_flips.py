@@ -222,7 +222,7 @@ def main() -> int:
     freeze = f"froze at domain {record['freeze_at']}" if record["freeze_at"] else "no freeze"
     print(f"\nQEMU {emulator.short_version}, hold {args.hold}: {started} domains started, {ok} ok, "
           f"{started - ok - bool(record['freeze_at'])} failed otherwise, {freeze}; "
-          f"{ok if not record['freeze_at'] else record['freeze_at'] - 1} completed before any freeze "
+          f"{started if not record['freeze_at'] else record['freeze_at'] - 1} ended before any freeze "
           f"({out / 'flips.json'})")  # fmt: skip
     return 0
 
