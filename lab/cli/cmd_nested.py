@@ -33,12 +33,15 @@ EXAMPLES = """examples:
   numalab nested --libvirt-host --user lab
       the outer machine as a libvirt host: prints its qemu+ssh:// URI (a port on 127.0.0.1, fresh keys,
       its host key pinned) for a matrix's hosts:, and serves it until Ctrl-C or --timeout
+  numalab nested --qemu backports -- numalab doctor
+      the outer guest under the QEMU 10 that make setup-qemu10 unpacked (the inner guests' QEMU is the host's)
 """
 
 
 def cmd_nested(args: argparse.Namespace) -> int:
     from lab.host.nested import libvirt_host, run_nested  # (on use: start-up time)
     from lab.topology.ref import TopologyRef  # (on use: start-up time)
+    from lab.vm.qemu.emulator import resolve as resolve_emulator  # (on use: start-up time)
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command and not args.libvirt_host:
@@ -47,6 +50,7 @@ def cmd_nested(args: argparse.Namespace) -> int:
     ref = TopologyRef(args.topology, args.cpus_per_node or DEFAULT_CPUS, args.mem_per_node or DEFAULT_MEM,
                       args.threads)  # fmt: skip
     topo = ref.load()
+    emulator = resolve_emulator(args.qemu or "")  # (run's --qemu: a bad one is one line, before --out is made)
     script = ""
     if command:
         script = f"export PATH={shlex.quote(str(REPO_ROOT / '.venv' / 'bin'))}:$PATH\n{shlex.join(command)}\n"
@@ -64,9 +68,10 @@ def cmd_nested(args: argparse.Namespace) -> int:
         host = None
         try:
             with libvirt_host(topo, out, user=args.user, script=script, timeout_s=args.timeout, progress=say,
-                              echo=echo) as host:  # fmt: skip
+                              echo=echo, emulator=emulator) as host:  # fmt: skip
                 uri = host.uri
-                print(json_text({"uri": uri, "ready_s": host.ready_s}) if args.json else f"uri: {uri}", flush=True)
+                ready = {"uri": uri, "ready_s": host.ready_s, "qemu": host.qemu}
+                print(json_text(ready) if args.json else f"uri: {uri}", flush=True)
                 progress(f"serving libvirt after {host.ready_s:.0f}s; Ctrl-C ends it")
                 host.wait()
         except KeyboardInterrupt:
@@ -77,7 +82,8 @@ def cmd_nested(args: argparse.Namespace) -> int:
         if res is None:
             raise LabError(f"nested: the outer guest gave no result (its console: {out / CONSOLE_LOG})")
     else:
-        res = run_nested(topo, script, out, user=args.user, timeout_s=args.timeout, progress=say, echo=echo)
+        res = run_nested(topo, script, out, user=args.user, timeout_s=args.timeout, progress=say, echo=echo,
+                         emulator=emulator)  # fmt: skip
     log = out / "script.log"
     summary = {
         "exit_code": res.exit_code,
@@ -91,6 +97,7 @@ def cmd_nested(args: argparse.Namespace) -> int:
         "script_log": str(log),
         "vm_failure": res.vm_failure,
         "qemu_log": str(res.qemu_log) if res.qemu_log else None,
+        "qemu": res.qemu or {"binary": emulator.binary, "version": emulator.short_version},  # the outer guest's
         **({"uri": uri} if args.libvirt_host else {}),
     }
     if args.json:
@@ -133,6 +140,11 @@ def add_parser(sub) -> None:
                    "reached as qemu+ssh://USER@127.0.0.1:PORT/system through a port forwarded on the loopback "
                    "address only, with keys made for this session and the guest's host key pinned; its URI is "
                    "printed, and it serves until Ctrl-C or --timeout (COMMAND is optional: it runs first)")  # fmt: skip
+    g.add_argument("--qemu", metavar="PATH",
+                   help="the outer guest's QEMU, chosen as numalab run's --qemu: system (qemu-system-x86_64 on "
+                   "PATH), backports (the QEMU 10 that make setup-qemu10 unpacked), charge, or a binary's path; "
+                   "default $NUMALAB_QEMU, else system. Its version is in the summary (qemu). Inside, numalab chooses "
+                   "its own (the system QEMU unless COMMAND asks for another)")  # fmt: skip
     json_option(p)
     out_option(p, "DIR", "where $NESTED_OUT comes back, with the outer console (default: a new numalab-nested-* here)")
     p.add_argument("command", nargs=argparse.REMAINDER, metavar="-- COMMAND",

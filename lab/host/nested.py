@@ -47,6 +47,8 @@ from lab.placement.pinning import plan_placement
 from lab.record_files import CONSOLE_LOG, QEMU_LOG
 from lab.topology.model import Topology
 from lab.vm.backend import VmRequest
+from lab.vm.qemu.emulator import Emulator
+from lab.vm.qemu.emulator import resolve as resolve_emulator
 from lab.vm.qemu.qemu_argv import BootSpec
 from lab.vm.qemu.qemu_backend import QemuBackend
 from lab.vm.share import ShareLimits, make_share
@@ -72,6 +74,10 @@ SILENT_S = 240.0
 OUTPUT_LIMIT = 1 << 30  # what the outer guest may send back
 # What in numalab's cache is this host's own (the KVM verdict, TCG's calibrations), not the guest's to reuse
 HOST_OWN = (ACCEL_DIR, tcg_boot.CALIBRATION_FILE, tcg_clock.CALIBRATION_FILE)
+# A reproduction knob, not a user option (tests/bench/nested_kvm_flips.py, docs/tcg.md): set to 1, a libvirt host's
+# outer guest does not hold its KVM VM while it serves (hold_kvm below), so KVM's static keys flip again at each
+# inner domain's first VM and last, as they did before the int3 freeze was found.
+NO_KVM_HOLD_ENV = "NUMALAB_NESTED_NO_KVM_HOLD"
 
 _INIT = r"""#!/bin/busybox sh
 /bin/busybox --install -s /bin
@@ -192,12 +198,15 @@ class NestedResult:
     # with what it said in ``qemu_log``; None when it ran and ended as a VM does
     vm_failure: str | None = None
     qemu_log: Path | None = None
+    qemu: dict | None = None  # the outer QEMU: {"binary", "version"} (lab.vm.qemu.emulator)
 
     def lines(self, topology: str) -> list[str]:
         """What became of the outer guest, for a person: a QEMU that failed says so and why, in one line (the
         guest never booted, so there is no command's exit to give), else the boot, the command's exit and
         where its records are, then a failure mark or the stop at a timeout."""
         where = f" (QEMU's output: {self.qemu_log})" if self.qemu_log else ""
+        if self.qemu:
+            topology = f"{topology} (QEMU {self.qemu.get('version', '?')})"
         if self.vm_failure and "booted" not in self.marks:
             return [f"outer guest: {topology}: its QEMU failed before the guest booted: {self.vm_failure}{where}; "
                     "the command never ran"]  # fmt: skip
@@ -225,13 +234,15 @@ def _user(name: str | None) -> pwd.struct_passwd:
 
 
 def outer_init(user: str, setpriv: str, cache: str, cache_from: str, ssh_port: int = 0, sshd: str = "/usr/sbin/sshd",
-               sshd_libs: str = "") -> tuple[str, str]:  # fmt: skip
+               sshd_libs: str = "", hold_kvm: bool = True) -> tuple[str, str]:  # fmt: skip
     """The outer guest's init and the prepare script (run as root in the overlaid root). With ``ssh_port``
     the guest also serves as a libvirt host (lab.host.nested_ssh) from the script's end until the host
     leaves ``stop`` in the results share: its sshd is ``sshd`` (lab.host.sshd_prefix's, with ``sshd_libs``
-    first on its library path)."""
+    first on its library path), and it holds one KVM VM while it serves unless ``hold_kvm`` is False (only
+    the reproduction knob, NO_KVM_HOLD_ENV, turns it off: the guest then marks ``kvm-not-held``)."""
     # (the script's records into the share first: the serving that follows cannot lose them)
-    serve = "partial\nhold_kvm\n" + nested_ssh.SERVE.replace("@PORT@", str(ssh_port)) if ssh_port else ""
+    hold = "hold_kvm\n" if hold_kvm else "say kvm-not-held\n"
+    serve = "partial\n" + hold + nested_ssh.SERVE.replace("@PORT@", str(ssh_port)) if ssh_port else ""
     serve = serve.replace("@POOL_MIB@", str(nested_ssh.POOL_MIB))
     serve_wait = f"while [ ! -e /results/{STOP} ]; do sleep 1; done\n" if ssh_port else ""
     subst = {"@SERVE@": serve, "@SERVE_WAIT@": serve_wait, "@HOSTNAME@": nested_ssh.GUEST_HOSTNAME,
@@ -400,17 +411,22 @@ def run_nested(
     echo=None,
     ssh: nested_ssh.SshHost | None = None,
     cancel: threading.Event | None = None,
+    emulator: Emulator | None = None,
 ) -> NestedResult:
     """Boot ``topo`` under TCG with SVM, run ``script`` (bash, in the repository) inside it as ``user``,
     and unpack what it wrote to ``$NESTED_OUT`` into ``out``. ``echo`` hears each line of the script's
     output as the console shows it, and the outer init's marks. With ``ssh`` (lab.host.nested_ssh, made
     for the same user) the guest is also a libvirt host, served until ``out/.outer/share/stop`` exists
-    (:func:`libvirt_host` does this). ``cancel``, once set, stops the guest as its timeout would.
+    (:func:`libvirt_host` does this). ``cancel``, once set, stops the guest as its timeout would. ``emulator``:
+    the outer QEMU (default: as ``numalab run``'s, $NUMALAB_QEMU else the system's; lab.vm.qemu.emulator);
+    the inner numalab chooses its own among the host's files (its environment is reset: the system QEMU unless the
+    script asks for another).
 
     A guest stopped at its timeout (or by ``cancel``) brings back its last copy of the records
     (``records`` "partial"), and the outer QEMU's state at the stop (``hang``: its vCPUs' instruction
     pointers and how busy their threads were, lab.vm.hang)."""
     who = _user(user)
+    emulator = emulator or resolve_emulator()
     if ssh is not None and ssh.user != who.pw_name:
         raise LabError(f"nested: the ssh keys are for {ssh.user}, the script runs as {who.pw_name}")
     out.mkdir(parents=True, exist_ok=False)
@@ -422,9 +438,12 @@ def run_nested(
     sshd = sshd_prefix.find() if ssh else None
     if ssh and sshd is None:
         raise LabError("nested --libvirt-host: no sshd in numalab's cache (make setup-sshd)")
+    hold = os.environ.get(NO_KVM_HOLD_ENV, "") != "1"
+    if ssh and not hold and progress:
+        progress(f"outer guest: no KVM VM held while it serves (${NO_KVM_HOLD_ENV}=1, a reproduction knob)")
     init, prepare = outer_init(who.pw_name, setpriv, inner_cache, str(cache_src) if cache_src.is_dir() else "",
                                ssh.port if ssh else 0, str(sshd / sshd_prefix.SSHD) if sshd else "",
-                               sshd_prefix.library_path(sshd) if sshd else "")  # fmt: skip
+                               sshd_prefix.library_path(sshd) if sshd else "", hold)  # fmt: skip
     work = out / ".outer"
     work.mkdir(mode=0o700)  # (the initrd holds the guest's ssh host key)
     initrd = _initrd(work, init, prepare, env + script, stock.modules_dir, ssh)
@@ -445,7 +464,10 @@ def run_nested(
     )
     placement = plan_placement(topo, read_inventory(), pinning="node")
     if progress:
-        progress(f"outer guest: {topo.name}, {topo.n_nodes} nodes, {topo.total_cpus} vCPUs under TCG with SVM")
+        progress(
+            f"outer guest: {topo.name}, {topo.n_nodes} nodes, {topo.total_cpus} vCPUs under TCG with SVM "
+            f"(QEMU {emulator.short_version}, {emulator.binary})"
+        )
     t0 = time.monotonic()
     tail = _ConsoleTail(Path(boot.console_log), echo) if echo else None
     stop = cancel if cancel is not None else threading.Event()
@@ -458,7 +480,7 @@ def run_nested(
 
     limits = ShareLimits(output_bytes=OUTPUT_LIMIT)
     req = VmRequest(topo, placement, boot, work, timeout_s, limits=limits, on_tick=tick, cancel=stop)
-    outcome, _info = QemuBackend().run(req)
+    outcome, _info = QemuBackend(emulator).run(req)
     if tail:
         tail(0.0)
     wall = time.monotonic() - t0
@@ -470,7 +492,7 @@ def run_nested(
     code = marks.get("script-exit")
     return NestedResult(int(code) if code and code.isdigit() else None, marks, round(wall, 1), out, console,
                         outcome.timed_out, records, outcome.hang_state, silence.silent_s, outcome.vm_failure,
-                        work / QEMU_LOG)  # fmt: skip
+                        work / QEMU_LOG, {"binary": emulator.binary, "version": emulator.short_version})  # fmt: skip
 
 
 @dataclass
@@ -480,6 +502,7 @@ class LibvirtHost:
     ssh: nested_ssh.SshHost
     out: Path
     uri: str
+    qemu: dict = field(default_factory=dict)  # the outer QEMU: binary, version
     ready_s: float = 0.0  # host seconds from the boot to libvirtd's socket accepting in the guest
     result: NestedResult | None = None
     # (set when the outer guest's thread ends: an Event, as Python 3.11's Thread.join interrupted by Ctrl-C
@@ -513,20 +536,23 @@ def libvirt_host(
     timeout_s: float = 3600.0,
     progress=None,
     echo=None,
+    emulator: Emulator | None = None,
 ) -> Iterator[LibvirtHost]:
     """The outer guest booted (as :func:`run_nested`) with sshd and libvirtd inside, yielded once it serves:
     ``uri`` is its ``qemu+ssh://user@127.0.0.1:PORT/system`` with this session's keys and pinned host key
     (lab.host.nested_ssh). ``script`` runs inside as usual first; the guest serves from its end. On
     leaving, the guest is told to stop, its records come back into ``out`` and ``result`` is set; a guest
     that has not ended ``STOP_WAIT_S`` later is stopped, and brings back its last copy of them. The keys
-    are deleted. A guest that never serves is :class:`NotServing`."""
+    are deleted. A guest that never serves is :class:`NotServing`. ``emulator``: the outer QEMU (as
+    :func:`run_nested`'s)."""
     who = _user(user)
+    emulator = emulator or resolve_emulator()  # (a bad $NUMALAB_QEMU: one line, before any key is made)
     nested_ssh.check_guest_tools()
     sshd_prefix.fetch(say=progress or (lambda _line: None))  # (once per machine: make setup-sshd does it too)
     keys = Path(tempfile.mkdtemp(prefix="numalab-nested-ssh-"))  # (0700)
     try:
         ssh = nested_ssh.make_ssh_host(keys / "ssh", who.pw_name, nested_ssh.free_loopback_port())
-        host = LibvirtHost(ssh, out, ssh.uri())
+        host = LibvirtHost(ssh, out, ssh.uri(), {"binary": emulator.binary, "version": emulator.short_version})
         outcome: dict = {}
         cancel = threading.Event()
 
@@ -534,7 +560,7 @@ def libvirt_host(
             try:
                 outcome["result"] = run_nested(topo, script, out, user=who.pw_name, cache_from=cache_from,
                                                timeout_s=timeout_s, progress=progress, echo=echo, ssh=ssh,
-                                               cancel=cancel)  # fmt: skip
+                                               cancel=cancel, emulator=emulator)  # fmt: skip
             except BaseException as err:  # (handed to the caller's thread)
                 outcome["error"] = err
             finally:

@@ -39,6 +39,9 @@ def test_nested_says_its_qemu_failed_and_why_in_one_line(tmp_path, monkeypatch) 
     from lab.vm.qemu.qemu_backend import run_vm
 
     class FailingQemu:  # the real QEMU runner (lab.vm.qemu.qemu_backend.run_vm) on a "QEMU" that fails
+        def __init__(self, emulator=None) -> None:
+            self.emulator = emulator
+
         def run(self, req):
             argv = ["sh", "-c", FAILING_QEMU]
             return run_vm(argv, Path(req.boot.console_log), Path(req.boot.qmp_socket), {}, req.timeout_s,
@@ -57,8 +60,8 @@ def test_nested_says_its_qemu_failed_and_why_in_one_line(tmp_path, monkeypatch) 
     assert res.qemu_log == tmp_path / "out" / ".outer" / QEMU_LOG
     lines = res.lines(topo.name)
     assert lines == [
-        f"outer guest: ring-2: its QEMU failed before the guest booted: {res.vm_failure} (QEMU's output: "
-        f"{res.qemu_log}); the command never ran"
+        f"outer guest: ring-2 (QEMU {res.qemu['version']}): its QEMU failed before the guest booted: {res.vm_failure} "
+        f"(QEMU's output: {res.qemu_log}); the command never ran"
     ]
     assert "None" not in lines[0] and "booted (?)" not in lines[0]
 
