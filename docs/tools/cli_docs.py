@@ -236,6 +236,11 @@ ENVIRONMENT = [
         "For numalab's own tests only: 1 builds kernels with the recipe that could carry a stale payload, "
         "unchecked, so a test can show that the guest's build-id check catches one. Never set it otherwise.",
     ),
+    (
+        "NUMALAB_NESTED_NO_KVM_HOLD",
+        "For reproducing the nested tier's freeze only (tests/bench/nested_kvm_flips.py): 1 makes a serving "
+        "outer guest of numalab nested --libvirt-host not hold its KVM VM. Never set it otherwise.",
+    ),
 ]
 
 FILES = [
