@@ -47,6 +47,7 @@ from lab.placement.pinning import plan_placement
 from lab.record_files import CONSOLE_LOG, QEMU_LOG
 from lab.topology.model import Topology
 from lab.vm.backend import VmRequest
+from lab.vm.console import LineFollower
 from lab.vm.qemu.emulator import Emulator
 from lab.vm.qemu.emulator import resolve as resolve_emulator
 from lab.vm.qemu.qemu_argv import BootSpec
@@ -294,19 +295,10 @@ class _ConsoleTail:
     """An on_tick that passes the console's new script lines ("| ...") and marks to ``echo``."""
 
     def __init__(self, console: Path, echo) -> None:
-        self.console, self.echo, self.offset, self.rest = console, echo, 0, b""
+        self.console, self.echo = LineFollower(console, 1 << 20), echo
 
     def __call__(self, _now: float) -> None:
-        try:
-            with self.console.open("rb") as f:
-                f.seek(self.offset)
-                data = f.read(1 << 20)
-        except OSError:
-            return
-        self.offset += len(data)
-        *lines, self.rest = (self.rest + data).split(b"\n")
-        for raw in lines:
-            line = raw.decode(errors="replace").rstrip("\r")
+        for line in self.console.new_lines():
             if line.startswith("| "):
                 self.echo(line[2:])
             elif line.startswith(MARK + " ") and line != f"{MARK} alive":

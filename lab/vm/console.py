@@ -61,6 +61,27 @@ class VmOutcome:
 MAX_FORGED = 20  # forged marks kept (and counted beyond)
 
 
+class LineFollower:
+    """A file that grows (a guest's console), read as it grows: each call of :meth:`new_lines` gives the whole
+    lines written since the last one, decoded (undecodable bytes replaced, a trailing CR dropped); a part
+    line waits for its end. A file not there yet, or unreadable for a moment, gives none. ``chunk`` bounds
+    what one call reads (-1: all there is, so nothing is left unread once the writer has ended)."""
+
+    def __init__(self, path: Path, chunk: int = -1) -> None:
+        self.path, self.chunk, self.offset, self.rest = path, chunk, 0, b""
+
+    def new_lines(self) -> list[str]:
+        try:
+            with self.path.open("rb") as f:
+                f.seek(self.offset)
+                data = f.read(self.chunk)
+        except OSError:
+            return []
+        self.offset += len(data)
+        *lines, self.rest = (self.rest + data).split(b"\n")
+        return [raw.decode(errors="replace").rstrip("\r") for raw in lines]
+
+
 def parse_stage(line: str, t: float, token: str = "") -> Stage | None:
     """A stage mark on a console line, or None. With ``token`` (the run's), a mark whose first word is not it
     comes back with ``authentic`` False (the words after the mark, as they are, for the record)."""
@@ -165,28 +186,20 @@ def watch(
     ``boot_deadline_s`` (if given): a guest whose init has not reported "booted" by then is given up
     on as a timeout with ``outcome.boot_stalled`` set (lab.run.boot boots it once more)."""
     start = time.monotonic()
-    pos = 0
-    pending = b""
+    console = LineFollower(console_log)
     while True:
         code = exited()
         now = time.monotonic() - start
-        if console_log.exists():
-            with open(console_log, "rb") as f:
-                f.seek(pos)
-                chunk = f.read()
-            pos += len(chunk)
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            for raw in lines:
-                st = parse_stage(raw.decode(errors="replace"), now, token)
-                if st and not st.authentic:
-                    outcome.forged_count += 1
-                    if len(outcome.forged) < MAX_FORGED:
-                        outcome.forged.append(st)
-                elif st:
-                    outcome.stages.append(st)
-                    if on_stage:
-                        on_stage(st)
+        for line in console.new_lines():
+            st = parse_stage(line, now, token)
+            if st and not st.authentic:
+                outcome.forged_count += 1
+                if len(outcome.forged) < MAX_FORGED:
+                    outcome.forged.append(st)
+            elif st:
+                outcome.stages.append(st)
+                if on_stage:
+                    on_stage(st)
         if code is not None:
             outcome.exit_code = code
             if guard is not None and (reason := guard()):  # it went over just before it exited

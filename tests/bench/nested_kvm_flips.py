@@ -42,7 +42,10 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))  # this checkout's lab, whatever the venv's editable install points at
 sys.path.insert(0, str(REPO / "tests"))
 
-ALIVE = "NUMALAB-NESTED alive"
+from lab.host.nested import MARK  # noqa: E402  (after the path)
+from lab.vm.console import LineFollower  # noqa: E402
+
+ALIVE = f"{MARK} alive"
 
 
 def utc(t: float | None = None) -> str:
@@ -72,23 +75,14 @@ class ConsoleWatch:
     """The outer console, read as it grows: when the init's last "alive" mark came, and the kernel's reports."""
 
     def __init__(self, console: Path) -> None:
-        self.console, self.offset, self.rest = console, 0, b""
+        self.console = LineFollower(console, 1 << 22)
         self.last_alive = time.monotonic()
         self.lockups = 0  # "soft lockup" reports
         self.functions: Counter[str] = Counter()  # the first function of each backtrace's RIP line
         self.tail: list[str] = []
 
     def poll(self) -> None:
-        try:
-            with self.console.open("rb") as f:
-                f.seek(self.offset)
-                data = f.read(1 << 22)
-        except OSError:
-            return
-        self.offset += len(data)
-        *lines, self.rest = (self.rest + data).split(b"\n")
-        for raw in lines:
-            line = raw.decode(errors="replace").rstrip("\r")
+        for line in self.console.new_lines():
             if line.startswith(ALIVE):
                 self.last_alive = time.monotonic()
             if "soft lockup" in line:
