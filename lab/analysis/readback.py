@@ -158,7 +158,8 @@ def check_topology(topo: Topology, readback: dict | None, domains: dict[int, lis
         if topo.tiers and missing and set(missing) <= set(topo.tiers.slow_nodes):
             problem += (
                 f": slow memory nodes {missing} never came online; the kernel needs ACPI_HMAT, EFI_SOFT_RESERVE, "
-                "DEV_DAX_HMEM and DEV_DAX_KMEM (--kernel stock, or numalab kernel build --fragment tiering)"
+                "DEV_DAX_HMEM and DEV_DAX_KMEM (kernel-configs/tiering.config, one of numalab kernel build's default "
+                "fragments; or --kernel stock)"
             )
         problems.append(problem)
         return problems

@@ -91,14 +91,14 @@ def add_parser(sub) -> None:
         "build",
         help="build (or find in the cache) a kernel",
         description="Build a kernel out of tree with ccache: the source (default Debian's linux-source-6.1 "
-        "tarball) on a private copy, the patches applied all or nothing, kernel-configs/{base,numa,trace}.config "
-        "(plus any --fragment) merged on allnoconfig and checked. An identical request is a cache hit.",
+        "tarball) on a private copy, the patches applied all or nothing, kernel-configs/{base,numa,trace,tiering}"
+        ".config (plus any --fragment) merged on allnoconfig and checked. An identical request is a cache hit.",
     )
     g = kernel_source_options(b, series_help="a quilt series (applied before any --patch)")
     g.add_argument("--patch", action="append", default=[], metavar="FILE",
                    help="a patch (mbox: git am; plain diff: patch -p1); repeatable, applied in order")  # fmt: skip
     g.add_argument("--no-default-fragments", action="store_true",
-                   help="do not use kernel-configs/{base,numa,trace}.config")  # fmt: skip
+                   help="do not use kernel-configs/{base,numa,trace,tiering}.config")  # fmt: skip
     b.add_argument("--name", help="name to boot it by (default: baseline, or the first patch's name)")
     make_jobs_option(b)
     b.add_argument("--rebuild", action="store_true",

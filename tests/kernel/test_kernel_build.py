@@ -40,15 +40,19 @@ def test_fragment_lines_parse() -> None:
 
 def test_default_fragments_ask_for_what_the_lab_needs() -> None:
     frags = load_fragments()
-    assert [f.name for f in frags] == ["base.config", "numa.config", "trace.config"]
+    assert [f.name for f in frags] == ["base.config", "numa.config", "trace.config", "tiering.config"]
     asked = {k: v for f in frags for k, v in f.values.items()}
     for sym in ("NUMA", "NUMA_BALANCING", "NUMA_BALANCING_DEFAULT_ENABLED", "SCHED_MC", "SCHED_SMT",
                 "TRANSPARENT_HUGEPAGE", "MIGRATION", "FTRACE", "TRACEPOINTS", "EVENT_TRACING", "DEBUG_FS",
                 "SCHED_DEBUG", "VIRTIO_PCI", "NET_9P_VIRTIO", "9P_FS", "SERIAL_8250_CONSOLE", "ACPI_NUMA",
-                "BLK_DEV_INITRD", "DEVTMPFS", "PERF_EVENTS", "PVH", "TMPFS"):  # fmt: skip
+                "BLK_DEV_INITRD", "DEVTMPFS", "PERF_EVENTS", "PVH", "TMPFS", "ACPI_HMAT", "EFI_SOFT_RESERVE",
+                "DEV_DAX_HMEM", "DEV_DAX_KMEM", "MEMORY_HOTPLUG"):  # fmt: skip
         assert asked.get(f"CONFIG_{sym}") == "y", sym
     assert asked["CONFIG_MODULES"] == "n"
     assert load_fragment("numa").name == "numa.config"
+    # a default named again (--fragment tiering) is merged once: the same request, so the same build
+    assert [f.name for f in load_fragments(["tiering", "numa.config"])] == [f.name for f in frags]
+    assert [f.name for f in load_fragments(["tiering"], defaults=False)] == ["tiering.config"]
 
 
 def test_unmet_symbols_are_listed_with_their_fragment(tmp_path) -> None:

@@ -218,7 +218,7 @@ def test_tiers_readback_is_checked():
     problems = check_topology(topo, {"nodes": {0: readback["nodes"][0]}, "memory_tiers": read}, {})
     assert len(problems) == 1  # (the run's reason is its first problem)
     assert problems[0].startswith("guest nodes [0] != spec nodes 0..1: slow memory nodes [1] never came online")
-    assert "--fragment tiering" in problems[0]
+    assert "kernel-configs/tiering.config" in problems[0]
 
 
 def test_the_tiering_workload_overflows_the_fast_tier():
