@@ -318,6 +318,14 @@ def qemu_options(p: argparse.ArgumentParser):
         "the same kernel, topology, workload and seed give the same run. Repeat i gets N + i, both kernels "
         "alike (default 0)",
     )
+    g.add_argument(
+        "--quantum",
+        type=int,
+        metavar="NS",
+        help="with --clock virtual and --qemu charge: parallel guest time, each vCPU its own clock (1 G "
+        "instructions a guest second each) and none more than NS guest ns ahead of the slowest running one, which "
+        "bounds how late one vCPU sees another's work (docs/qemu.md); default 0: one clock shared by the vCPUs",
+    )
     return g
 
 
@@ -338,6 +346,7 @@ def run_settings(args: argparse.Namespace) -> dict:
         "accel": "accel",
         "clock": "clock",
         "seed": "seed",
+        "quantum": "quantum",
     }
     out = {f: (tuple(v) if isinstance(v, list) else v) for f, a in fields.items() if (v := getattr(args, a, None))
            is not None}  # fmt: skip

@@ -35,7 +35,7 @@ from lab.vm.qemu.emulator import resolve as resolve_emulator
 from lab.vm.qemu.qemu_argv import check_firmware_can_boot
 from lab.vm.qemu.qemu_backend import QemuBackend
 from lab.vm.tcg.access_plugin import DEFAULT_SAMPLE
-from lab.vm.tcg.guest_clock import GuestClock
+from lab.vm.tcg.guest_clock import GuestClock, check_parallel_time
 from lab.vm.tcg.guest_clock import check as check_clock
 from lab.vm.tcg.latency_model import LatencyModel, default_local_gbs, default_local_ns, model_for
 from lab.workloads.workload_type import Workload
@@ -101,10 +101,11 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
     rom = backend.firmware_rom(opts.firmware)  # a firmware this backend cannot boot: say so first
     backend.check_machine(topo)  # a machine this backend's QEMU (or libvirt) cannot boot as specified
     check_firmware_can_boot(topo, rom, qemu_version_tuple(backend.emulator_version()))
-    clock = GuestClock(opts.clock)
+    clock = GuestClock(opts.clock, quantum_ns=opts.quantum)
     kvm_probe_s = 0.0
     if clock.virtual:
         check_clock(opts.clock, backend.name, opts.accel, qemu_version_tuple(backend.emulator_version()))
+        check_parallel_time(opts.quantum, getattr(backend, "emulator", None))
         # KVM cannot count instructions: no probe
         accel, reason = "tcg", "--clock virtual (QEMU's instruction counter is the guest's clock: TCG only)"
     elif opts.accel == "auto":

@@ -36,7 +36,7 @@ def test_version_and_data_dirs_are_asked_once_per_binary_until_it_changes(tmp_pa
         return emulator._facts(str(fake), st.st_size, st.st_mtime_ns)
 
     assert ask() == {"version": "QEMU emulator version 7.2.0", "dirs": ["/usr/share/qemu", "/usr/share/seabios"],
-                     "charge": False}  # fmt: skip
+                     "charge": False, "quantum": False}  # fmt: skip
     assert ask()["version"] == "QEMU emulator version 7.2.0"
     assert calls.read_text().count("x") == 2  # --version and -L help, once: the second process read the cache
     fake.write_text(fake.read_text().replace("7.2.0", "10.0.2"))  # upgraded: new size and mtime
@@ -45,16 +45,20 @@ def test_version_and_data_dirs_are_asked_once_per_binary_until_it_changes(tmp_pa
 
 
 def test_a_qemu_that_charges_time_is_told_by_its_exported_symbol(tmp_path, monkeypatch) -> None:
+    charge, quantum = emulator.CHARGE_SYMBOL + b"\0", emulator.QUANTUM_TEXT
     plain = tmp_path / "plain"
-    plain.write_bytes(b"\x7fELF" + b"x" * 3_000_000 + b"qemu_plugin_update_ns\0qemu_plugin_charge_n\0")
-    assert not emulator._exports_charge(str(plain))
-    # the name across a 1 MiB read boundary, then at the very end
+    plain.write_bytes(b"\x7fELF" + b"x" * 3_000_000 + b"qemu_plugin_update_ns\0qemu_plugin_charge_n\0icount: quantum")
+    assert emulator._binary_has(str(plain), (charge, quantum)) == set()
+    # the name across a 1 MiB read boundary, then at the very end; 0006's text likewise
     for at in ((1 << 20) - 7, 3 << 20):
         patched = tmp_path / f"patched{at}"
         body = bytearray(b"y" * at) + b"qemu_plugin_charge_ns\0"
         patched.write_bytes(bytes(body) + b"z" * 100)
-        assert emulator._exports_charge(str(patched)), at
-    assert not emulator._exports_charge(str(tmp_path / "missing"))
+        assert emulator._binary_has(str(patched), (charge, quantum)) == {charge}, at
+        both = tmp_path / f"both{at}"
+        both.write_bytes(b"y" * 5000 + charge + b"y" * (at - 5000 - len(quantum) // 2) + quantum + b"z")
+        assert emulator._binary_has(str(both), (charge, quantum)) == {charge, quantum}, at
+    assert emulator._binary_has(str(tmp_path / "missing"), (charge, quantum)) == set()
     monkeypatch.setenv("NUMALAB_CACHE", str(tmp_path / "cache"))
     with pytest.raises(LabError, match=r"^--qemu charge: numalab's patched QEMU is not built yet; run make "
                        r"setup-qemu-charge$"):  # fmt: skip

@@ -9,7 +9,9 @@ itself, never from a wrapper or a fixed path:
   directories);
 * whether it can charge time to the guest's clock from a plugin
   (``qemu_plugin_charge_ns``, numalab's patch: ``make setup-qemu-charge``,
-  lab.host.qemu_charge), from the binary's exported symbols;
+  lab.host.qemu_charge), from the binary's exported symbols, and whether it
+  gives each vCPU its own time under ``-icount`` (``quantum=``, numalab's
+  patch 0006), from the option's error text in the binary;
 * for a QEMU unpacked into a private prefix (``make setup-qemu10``:
   ``<prefix>/usr/bin/qemu-system-x86_64``), the prefix's own data directories,
   passed with ``-L`` ahead of the built-in ones. A Debian binary's built-in
@@ -40,6 +42,7 @@ DEFAULT_QEMU = "qemu-system-x86_64"
 SYSTEM, BACKPORTS = "system", "backports"  # --qemu's names: the PATH's QEMU, make setup-qemu10's,
 CHARGE = "charge"  # and make setup-qemu-charge's (lab.host.qemu_charge)
 CHARGE_SYMBOL = b"qemu_plugin_charge_ns"
+QUANTUM_TEXT = b"icount: quantum needs a fixed shift"  # (images/qemu/0006: -icount ...,quantum=NS)
 ENV = "NUMALAB_QEMU"
 # A prefix's data directories, as Debian's packages lay them out (qemu-system-data, seabios, ipxe-qemu),
 # and its loadable modules (QEMU_MODULE_DIR: else a prefix's QEMU would look in the system QEMU's).
@@ -55,6 +58,7 @@ class Emulator:
     builtin_dirs: tuple[str, ...]  # ``-L help``: where the binary looks by itself
     data_dirs: tuple[str, ...] = ()  # passed with -L, searched first (a private prefix's own)
     charges_time: bool = False  # exports qemu_plugin_charge_ns (numalab's patch): a plugin can add guest time
+    parallel_time: bool = False  # takes -icount quantum=NS (numalab's patch): each vCPU its own guest time
 
     @property
     def version_tuple(self) -> tuple[int, int, int]:
@@ -92,7 +96,8 @@ class Emulator:
 
     def to_dict(self) -> dict:
         return {"binary": self.binary, "version": self.short_version, "version_line": self.version,
-                "data_dirs": list(self.data_dirs), "env": self.env(), "charges_time": self.charges_time}  # fmt: skip
+                "data_dirs": list(self.data_dirs), "env": self.env(), "charges_time": self.charges_time,
+                "parallel_time": self.parallel_time}  # fmt: skip
 
 
 def qemu_version_tuple(version_line: str) -> tuple[int, int, int] | None:
@@ -151,7 +156,14 @@ def resolve(choice: str = "") -> Emulator:
     facts = _facts(binary, st.st_size, st.st_mtime_ns)
     check_answers_as_qemu(f"--qemu {choice}" if choice else binary, facts["version"])
     builtin = tuple(os.path.normpath(d) for d in facts["dirs"])  # 7.2 says /usr/bin/../share/qemu
-    return Emulator(binary, facts["version"], builtin, prefix_data_dirs(binary, builtin), bool(facts["charge"]))
+    return Emulator(
+        binary,
+        facts["version"],
+        builtin,
+        prefix_data_dirs(binary, builtin),
+        bool(facts["charge"]),
+        bool(facts["quantum"]),
+    )
 
 
 def check_answers_as_qemu(where: str, version_line: str) -> None:
@@ -188,13 +200,15 @@ def _facts(binary: str, size: int, mtime_ns: int) -> dict:
         known = {}
     facts = known.get(key)
     if (isinstance(facts, dict) and isinstance(facts.get("version"), str) and isinstance(facts.get("dirs"), list)
-            and isinstance(facts.get("charge"), bool)):  # fmt: skip
+            and isinstance(facts.get("charge"), bool) and isinstance(facts.get("quantum"), bool)):  # fmt: skip
         return facts
     lines = _ask(binary, "--version")
+    found = _binary_has(binary, (CHARGE_SYMBOL + b"\0", QUANTUM_TEXT))
     facts = {
         "version": lines[0] if lines else "",
         "dirs": _ask(binary, "-L", "help"),
-        "charge": _exports_charge(binary),
+        "charge": CHARGE_SYMBOL + b"\0" in found,
+        "quantum": QUANTUM_TEXT in found,
     }
     if qemu_version_tuple(facts["version"]):  # (a binary that is not QEMU is asked again, and refused again)
         known = {k: v for k, v in known.items() if not k.startswith(f"{binary}:")}
@@ -203,19 +217,23 @@ def _facts(binary: str, size: int, mtime_ns: int) -> dict:
     return facts
 
 
-def _exports_charge(binary: str) -> bool:
-    """Whether the binary names qemu_plugin_charge_ns (an exported plugin API symbol: its name is in the dynamic
-    string table; a stock QEMU has no such string anywhere). Read in 1 MiB pieces, overlapping."""
+def _binary_has(binary: str, needles: tuple[bytes, ...]) -> set[bytes]:
+    """Which of ``needles`` the binary holds: qemu_plugin_charge_ns's name (an exported plugin API symbol, in the
+    dynamic string table; a stock QEMU has no such string anywhere) and 0006's error text. Read in 1 MiB pieces,
+    overlapping."""
+    found: set[bytes] = set()
     tail = b""
+    keep = max(len(n) for n in needles)
     try:
         with open(binary, "rb") as f:
             while piece := f.read(1 << 20):
-                if CHARGE_SYMBOL + b"\0" in tail + piece:
-                    return True
-                tail = piece[-len(CHARGE_SYMBOL) :]
+                found.update(n for n in needles if n in tail + piece)
+                if len(found) == len(needles):
+                    break
+                tail = piece[-keep:]
     except OSError:
-        return False
-    return False
+        return set()
+    return found
 
 
 def _ask(binary: str, *args: str) -> list[str]:

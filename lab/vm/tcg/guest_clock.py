@@ -16,7 +16,10 @@ of instructions, the same whatever the host is doing. What this costs:
 * The modelled speed is shared: 1 G instructions per guest second (shift 0)
   across all vCPUs that are running, so with N busy vCPUs each does 1/N G per
   guest second. A busy vCPU's speed depends on how many others are busy, which
-  real machines do not do.
+  real machines do not do. ``--quantum NS`` (numalab's patched QEMU, 0006)
+  gives each vCPU its own time instead: each does 1 G a guest second, the
+  machine's clock is the slowest running vCPU's, and none runs more than NS
+  ahead of it (docs/qemu.md, "Parallel guest time").
 * QEMU 7.2's icount hangs SMP boots (seen here); QEMU 10.0 boots them
   (``--qemu backports``, make setup-qemu10).
 
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass
+from typing import Any
 
 from lab.errors import LabError
 
@@ -40,6 +44,7 @@ MIN_QEMU = (10, 0)  # 7.2's icount hangs SMP boots
 # Under the virtual clock the guest's RTC starts here (plus the seed, in seconds) and runs on the guest's clock.
 RTC_EPOCH = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 MAX_SEED = 10**9  # about 31 years of seconds after the epoch: a date every kernel takes
+QUANTUM_RANGE_NS = (100, 100_000_000)  # --quantum: below, a switch every few dozen instructions; above, 0.1 s
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,7 @@ class GuestClock:
     mode: str = "host"
     shift: int = ICOUNT_SHIFT
     seed: int = 0
+    quantum_ns: int = 0  # parallel guest time: each vCPU its own, at most this far ahead (0: one shared clock)
 
     @property
     def virtual(self) -> bool:
@@ -58,7 +64,8 @@ class GuestClock:
 
     @property
     def insn_per_guest_s(self) -> float | None:
-        """Instructions per guest second, all vCPUs together (None for the host clock)."""
+        """Instructions per guest second: all vCPUs together, or each vCPU's under parallel guest time (None for
+        the host clock)."""
         return 1e9 / (1 << self.shift) if self.virtual else None
 
     def rtc_base(self) -> str:
@@ -71,7 +78,8 @@ class GuestClock:
         the seed) and runs on the guest's clock (``clock=vm``): QEMU's default is the host's date and clock,
         which the guest reads at boot (its wall clock, its random pool) at a host-timed instant."""
         if self.virtual:
-            return ["-accel", "tcg,thread=single", "-icount", f"shift={self.shift},sleep=off",
+            quantum = f",quantum={self.quantum_ns}" if self.quantum_ns else ""
+            return ["-accel", "tcg,thread=single", "-icount", f"shift={self.shift},sleep=off{quantum}",
                     "-rtc", f"base={self.rtc_base()},clock=vm"]  # fmt: skip
         return ["-accel", "tcg,thread=multi"]
 
@@ -83,9 +91,33 @@ class GuestClock:
     def to_dict(self) -> dict:
         if not self.virtual:
             return {"mode": "host"}
-        return {"mode": "virtual", "icount_shift": self.shift, "insn_per_guest_s": self.insn_per_guest_s,
-                "shared_by": "the running vCPUs, in turn on one host thread", "seed": self.seed,
-                "rtc_base": self.rtc_base()}  # fmt: skip
+        out = {"mode": "virtual", "icount_shift": self.shift, "insn_per_guest_s": self.insn_per_guest_s,
+               "shared_by": "the running vCPUs, in turn on one host thread", "seed": self.seed,
+               "rtc_base": self.rtc_base()}  # fmt: skip
+        if self.quantum_ns:
+            del out["shared_by"]
+            out["parallel"] = {"quantum_ns": self.quantum_ns, "per": "vCPU: each its own guest time, at most the "
+                               "quantum ahead of the slowest running one"}  # fmt: skip
+        return out
+
+
+def check_quantum(quantum_ns: int, mode: str) -> None:
+    """--quantum: a whole number of ns in QUANTUM_RANGE_NS (or 0: one clock shared by the vCPUs), with the virtual
+    clock only."""
+    if quantum_ns == 0:
+        return
+    if mode != "virtual":
+        raise LabError("--quantum: only with --clock virtual (it divides the instruction counter's time by vCPU)")
+    lo, hi = QUANTUM_RANGE_NS
+    if not lo <= quantum_ns <= hi:
+        raise LabError(f"--quantum: must be 0 (one shared clock) or {lo}..{hi} ns, got {quantum_ns}")
+
+
+def check_parallel_time(quantum_ns: int, emulator: Any) -> None:
+    """--quantum needs a QEMU that gives each vCPU its own time (numalab's patch 0006: --qemu charge)."""
+    if quantum_ns and emulator is not None and not emulator.parallel_time:
+        raise LabError(f"--quantum: QEMU {emulator.short_version} at {emulator.binary} has no parallel guest time "
+                       "(numalab's patched QEMU: --qemu charge, make setup-qemu-charge)")  # fmt: skip
 
 
 def check(mode: str, backend: str, accel: str, qemu_version: tuple[int, int, int] | None) -> None:
