@@ -110,6 +110,7 @@ class SettingChoice:
     clock: str = "host"  # the guest's clock (numalab run --clock): host or virtual
     remote_latency: str = "off"  # numalab run --remote-latency: off or slit
     scheduler: str = "fair"  # numalab run --scheduler (a setting's, or the matrix's scheduler: axis)
+    quantum: int = 0  # numalab run --quantum: parallel guest time under the virtual clock (0: one shared clock)
 
 
 @dataclass(frozen=True)
@@ -264,7 +265,8 @@ def _settings(data: dict) -> list[SettingChoice]:
         clock = item.get("clock", "host")  # (the schema: one of CLOCKS)
         latency = item.get("remote_latency", "off")  # (the schema: one of REMOTE_LATENCY)
         sched = str(item.get("scheduler", "fair"))
-        out.append(SettingChoice(_slug(_scalar(item["name"])), bal, pairs, qemu, clock, latency, sched))
+        quantum = int(item.get("quantum", 0))  # (the schema: a whole number; its range is run's --quantum check)
+        out.append(SettingChoice(_slug(_scalar(item["name"])), bal, pairs, qemu, clock, latency, sched, quantum))
     return _scheduler_axis(data, out)
 
 
@@ -317,6 +319,7 @@ def run_options_of(run: MatrixRun, kernel_arg: str, timeout: float | None, **mor
         qemu=run.setting.qemu,
         clock=run.setting.clock,
         remote_latency=run.setting.remote_latency,
+        quantum=run.setting.quantum,
         schedulers=(run.setting.scheduler,),
         seed=run.repeat - 1 if run.setting.clock == "virtual" else None,  # repeat r: seed r - 1, every cell alike
         timeout=timeout or None,

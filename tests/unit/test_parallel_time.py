@@ -10,6 +10,7 @@ import pytest
 from common import assert_one_line_error, numalab
 
 from lab.errors import LabError
+from lab.matrix.definition import parse_matrix, run_options_of
 from lab.run.options import RunOptions
 from lab.vm.tcg.guest_clock import GuestClock, check_parallel_time
 
@@ -46,3 +47,18 @@ def test_quantum_is_refused_where_it_means_nothing_or_cannot_be_had() -> None:
                           "--quantum: only with --clock virtual")  # fmt: skip
     assert_one_line_error(numalab("run", "--clock", "virtual", "--quantum", "5", "--topology", "ring-2"),
                           "--quantum: must be 0 (one shared clock) or 100..100000000 ns, got 5")  # fmt: skip
+
+
+def test_a_matrix_setting_takes_a_quantum_and_the_runs_check_it() -> None:
+    def matrix(setting: dict) -> object:
+        return parse_matrix({"name": "m", "topologies": ["ring-2"], "kernels": ["a"], "workloads": ["idle"],
+                             "settings": [{"name": "p", **setting}], "repeats": 1}, "m.yaml", "m")  # fmt: skip
+
+    spec = matrix({"clock": "virtual", "qemu": "charge", "quantum": 2000})
+    (run,) = spec.runs
+    assert run_options_of(run, "a", None).quantum == 2000
+    assert run_options_of(matrix({"clock": "virtual"}).runs[0], "a", None).quantum == 0
+    with pytest.raises(LabError, match=r"--quantum: only with --clock virtual"):
+        matrix({"quantum": 2000})
+    with pytest.raises(LabError, match=r"settings\[0\]\.quantum"):
+        matrix({"clock": "virtual", "quantum": -5})
