@@ -326,6 +326,13 @@ def qemu_options(p: argparse.ArgumentParser):
         "instructions a guest second each) and none more than NS guest ns ahead of the slowest running one, which "
         "bounds how late one vCPU sees another's work (docs/qemu.md); default 0: one clock shared by the vCPUs",
     )
+    g.add_argument(
+        "--insns-per-ns",
+        type=int,
+        metavar="N",
+        help="with --clock virtual and --qemu charge: N instructions a guest nanosecond (1..64; default 1), a "
+        "faster modelled CPU against the same memory charges (docs/qemu.md)",
+    )
     return g
 
 
@@ -347,6 +354,7 @@ def run_settings(args: argparse.Namespace) -> dict:
         "clock": "clock",
         "seed": "seed",
         "quantum": "quantum",
+        "insns_per_ns": "insns_per_ns",
     }
     out = {f: (tuple(v) if isinstance(v, list) else v) for f, a in fields.items() if (v := getattr(args, a, None))
            is not None}  # fmt: skip

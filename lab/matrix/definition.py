@@ -111,6 +111,7 @@ class SettingChoice:
     remote_latency: str = "off"  # numalab run --remote-latency: off or slit
     scheduler: str = "fair"  # numalab run --scheduler (a setting's, or the matrix's scheduler: axis)
     quantum: int = 0  # numalab run --quantum: parallel guest time under the virtual clock (0: one shared clock)
+    insns_per_ns: int = 1  # numalab run --insns-per-ns: instructions a guest ns under the virtual clock
 
 
 @dataclass(frozen=True)
@@ -265,8 +266,9 @@ def _settings(data: dict) -> list[SettingChoice]:
         clock = item.get("clock", "host")  # (the schema: one of CLOCKS)
         latency = item.get("remote_latency", "off")  # (the schema: one of REMOTE_LATENCY)
         sched = str(item.get("scheduler", "fair"))
-        quantum = int(item.get("quantum", 0))  # (the schema: a whole number; its range is run's --quantum check)
-        out.append(SettingChoice(_slug(_scalar(item["name"])), bal, pairs, qemu, clock, latency, sched, quantum))
+        quantum = int(item.get("quantum", 0))  # (the schema: whole numbers; their ranges are run's checks)
+        ipns = int(item.get("insns_per_ns", 1))
+        out.append(SettingChoice(_slug(_scalar(item["name"])), bal, pairs, qemu, clock, latency, sched, quantum, ipns))
     return _scheduler_axis(data, out)
 
 
@@ -320,6 +322,7 @@ def run_options_of(run: MatrixRun, kernel_arg: str, timeout: float | None, **mor
         clock=run.setting.clock,
         remote_latency=run.setting.remote_latency,
         quantum=run.setting.quantum,
+        insns_per_ns=run.setting.insns_per_ns,
         schedulers=(run.setting.scheduler,),
         seed=run.repeat - 1 if run.setting.clock == "virtual" else None,  # repeat r: seed r - 1, every cell alike
         timeout=timeout or None,

@@ -101,11 +101,11 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
     rom = backend.firmware_rom(opts.firmware)  # a firmware this backend cannot boot: say so first
     backend.check_machine(topo)  # a machine this backend's QEMU (or libvirt) cannot boot as specified
     check_firmware_can_boot(topo, rom, qemu_version_tuple(backend.emulator_version()))
-    clock = GuestClock(opts.clock, quantum_ns=opts.quantum)
+    clock = GuestClock(opts.clock, quantum_ns=opts.quantum, insns_per_ns=opts.insns_per_ns)
     kvm_probe_s = 0.0
     if clock.virtual:
         check_clock(opts.clock, backend.name, opts.accel, qemu_version_tuple(backend.emulator_version()))
-        check_parallel_time(opts.quantum, getattr(backend, "emulator", None))
+        check_parallel_time(opts.quantum, getattr(backend, "emulator", None), opts.insns_per_ns)
         # KVM cannot count instructions: no probe
         accel, reason = "tcg", "--clock virtual (QEMU's instruction counter is the guest's clock: TCG only)"
     elif opts.accel == "auto":

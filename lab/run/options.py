@@ -35,7 +35,7 @@ from lab.run.scheduler import split as split_scheduler
 from lab.topology.ref import TopologyRef
 from lab.vm.qemu.firmware import FIRMWARES
 from lab.vm.tcg.access_plugin import ADDRESS_MODES
-from lab.vm.tcg.guest_clock import CLOCKS, MAX_SEED, check_quantum
+from lab.vm.tcg.guest_clock import CLOCKS, MAX_SEED, check_insns_per_ns, check_quantum
 from lab.vm.tcg.latency_model import REMOTE_LATENCY, check_local_gbs, check_local_ns
 from lab.workloads.user_workload import resolve_workload
 
@@ -98,6 +98,7 @@ class RunOptions:
     clock: str = "host"  # the guest's clock: host, or virtual (it counts instructions: lab.vm.tcg.guest_clock)
     seed: int | None = None  # --clock virtual: the first repeat's seed (repeat i gets seed + i); None: 0
     quantum: int = 0  # --clock virtual: each vCPU its own guest time, at most this many ns ahead; 0: one shared
+    insns_per_ns: int = 1  # --clock virtual: instructions a vCPU executes in a guest ns
     timeout: float | None = None
     boot_deadline: float | None = None  # TCG: re-boot once if init has not started by then; None default, 0 never
     guest_output_limit: str | None = None  # a size, e.g. 2G
@@ -145,6 +146,7 @@ class RunOptions:
         self.check_remote_latency()
         self.check_seed()
         check_quantum(self.quantum, self.clock)
+        check_insns_per_ns(self.insns_per_ns, self.clock)
         if self.backend != "libvirt":
             for opt in ("connect", "pool_dir", "no_upload"):
                 if getattr(self, opt):

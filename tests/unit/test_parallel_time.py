@@ -54,11 +54,33 @@ def test_a_matrix_setting_takes_a_quantum_and_the_runs_check_it() -> None:
         return parse_matrix({"name": "m", "topologies": ["ring-2"], "kernels": ["a"], "workloads": ["idle"],
                              "settings": [{"name": "p", **setting}], "repeats": 1}, "m.yaml", "m")  # fmt: skip
 
-    spec = matrix({"clock": "virtual", "qemu": "charge", "quantum": 2000})
+    spec = matrix({"clock": "virtual", "qemu": "charge", "quantum": 2000, "insns_per_ns": 4})
     (run,) = spec.runs
-    assert run_options_of(run, "a", None).quantum == 2000
+    assert run_options_of(run, "a", None).quantum == 2000 and run_options_of(run, "a", None).insns_per_ns == 4
     assert run_options_of(matrix({"clock": "virtual"}).runs[0], "a", None).quantum == 0
     with pytest.raises(LabError, match=r"--quantum: only with --clock virtual"):
         matrix({"quantum": 2000})
     with pytest.raises(LabError, match=r"settings\[0\]\.quantum"):
         matrix({"clock": "virtual", "quantum": -5})
+    with pytest.raises(LabError, match=r"settings\[0\]\.insns_per_ns"):
+        matrix({"clock": "virtual", "insns_per_ns": 0})
+    with pytest.raises(LabError, match=r"--insns-per-ns: must be 1\.\.64, got 99"):
+        matrix({"clock": "virtual", "insns_per_ns": 99})
+
+
+def test_insns_per_ns_is_an_icount_option_refused_where_it_means_nothing() -> None:
+    fast = GuestClock("virtual", quantum_ns=2000, insns_per_ns=4)
+    assert _icount(fast) == "shift=0,sleep=off,quantum=2000,ipns=4"
+    assert fast.insn_per_guest_s == 4e9 and fast.to_dict()["insns_per_ns"] == 4
+    assert "insns_per_ns" not in GuestClock("virtual").to_dict()
+    with pytest.raises(LabError, match=r"^--insns-per-ns: only with --clock virtual"):
+        RunOptions(insns_per_ns=4)
+    for bad in (0, -2, 65):
+        with pytest.raises(LabError, match=rf"^--insns-per-ns: must be 1\.\.64, got {bad}$"):
+            RunOptions(clock="virtual", insns_per_ns=bad)
+    slow = SimpleNamespace(parallel_time=True, fast_cpu=False, short_version="10.0.2", binary="/q/qemu")
+    with pytest.raises(LabError, match=r"^--insns-per-ns: QEMU 10\.0\.2 at /q/qemu runs one instruction a guest ns"):
+        check_parallel_time(0, slow, 4)
+    check_parallel_time(0, slow, 1)
+    assert_one_line_error(numalab("run", "--clock", "virtual", "--insns-per-ns", "99", "--topology", "ring-2"),
+                          "--insns-per-ns: must be 1..64, got 99")  # fmt: skip

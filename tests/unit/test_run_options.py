@@ -39,7 +39,7 @@ def test_every_run_flag_reaches_its_option() -> None:
         "--kernel-default-knobs", "--event", "sched:sched_migrate_task", "--trace-buffer-kb", "64", "--node-maps",
         "--trace-mode", "record", "--append", "quiet", "--backing", "memfd", "--prealloc", "--pinning", "node",
         "--firmware", "seabios", "--accel", "tcg", "--clock", "virtual", "--seed", "3", "--quantum", "2000",
-        "--timeout", "99", "--boot-deadline", "20",
+        "--insns-per-ns", "4", "--timeout", "99", "--boot-deadline", "20",
         "--guest-output-limit", "2G", "--qemu", "/q",
         "--test-fault", "panic", "--backend", "libvirt", "--connect", "qemu:///session", "--pool-dir", "/p",
         "--no-upload", "--access-matrix", "--access-sample", "8", "--access-address-map", "guest-physical",

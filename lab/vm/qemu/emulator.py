@@ -11,7 +11,8 @@ itself, never from a wrapper or a fixed path:
   (``qemu_plugin_charge_ns``, numalab's patch: ``make setup-qemu-charge``,
   lab.host.qemu_charge), from the binary's exported symbols, and whether it
   gives each vCPU its own time under ``-icount`` (``quantum=``, numalab's
-  patch 0006), from the option's error text in the binary;
+  patch 0006) and runs several instructions a guest ns (``ipns=``, 0007),
+  from the options' error texts in the binary;
 * for a QEMU unpacked into a private prefix (``make setup-qemu10``:
   ``<prefix>/usr/bin/qemu-system-x86_64``), the prefix's own data directories,
   passed with ``-L`` ahead of the built-in ones. A Debian binary's built-in
@@ -43,6 +44,7 @@ SYSTEM, BACKPORTS = "system", "backports"  # --qemu's names: the PATH's QEMU, ma
 CHARGE = "charge"  # and make setup-qemu-charge's (lab.host.qemu_charge)
 CHARGE_SYMBOL = b"qemu_plugin_charge_ns"
 QUANTUM_TEXT = b"icount: quantum needs a fixed shift"  # (images/qemu/0006: -icount ...,quantum=NS)
+IPNS_TEXT = b"icount: ipns must be 1..64"  # (images/qemu/0007: -icount shift=0,ipns=N)
 ENV = "NUMALAB_QEMU"
 # A prefix's data directories, as Debian's packages lay them out (qemu-system-data, seabios, ipxe-qemu),
 # and its loadable modules (QEMU_MODULE_DIR: else a prefix's QEMU would look in the system QEMU's).
@@ -59,6 +61,7 @@ class Emulator:
     data_dirs: tuple[str, ...] = ()  # passed with -L, searched first (a private prefix's own)
     charges_time: bool = False  # exports qemu_plugin_charge_ns (numalab's patch): a plugin can add guest time
     parallel_time: bool = False  # takes -icount quantum=NS (numalab's patch): each vCPU its own guest time
+    fast_cpu: bool = False  # takes -icount ipns=N (numalab's patch): N instructions a guest ns
 
     @property
     def version_tuple(self) -> tuple[int, int, int]:
@@ -97,7 +100,7 @@ class Emulator:
     def to_dict(self) -> dict:
         return {"binary": self.binary, "version": self.short_version, "version_line": self.version,
                 "data_dirs": list(self.data_dirs), "env": self.env(), "charges_time": self.charges_time,
-                "parallel_time": self.parallel_time}  # fmt: skip
+                "parallel_time": self.parallel_time, "fast_cpu": self.fast_cpu}  # fmt: skip
 
 
 def qemu_version_tuple(version_line: str) -> tuple[int, int, int] | None:
@@ -161,8 +164,9 @@ def resolve(choice: str = "") -> Emulator:
         facts["version"],
         builtin,
         prefix_data_dirs(binary, builtin),
-        bool(facts["charge"]),
-        bool(facts["quantum"]),
+        charges_time=bool(facts["charge"]),
+        parallel_time=bool(facts["quantum"]),
+        fast_cpu=bool(facts["ipns"]),
     )
 
 
@@ -200,15 +204,17 @@ def _facts(binary: str, size: int, mtime_ns: int) -> dict:
         known = {}
     facts = known.get(key)
     if (isinstance(facts, dict) and isinstance(facts.get("version"), str) and isinstance(facts.get("dirs"), list)
-            and isinstance(facts.get("charge"), bool) and isinstance(facts.get("quantum"), bool)):  # fmt: skip
+            and isinstance(facts.get("charge"), bool) and isinstance(facts.get("quantum"), bool)
+            and isinstance(facts.get("ipns"), bool)):  # fmt: skip
         return facts
     lines = _ask(binary, "--version")
-    found = _binary_has(binary, (CHARGE_SYMBOL + b"\0", QUANTUM_TEXT))
+    found = _binary_has(binary, (CHARGE_SYMBOL + b"\0", QUANTUM_TEXT, IPNS_TEXT))
     facts = {
         "version": lines[0] if lines else "",
         "dirs": _ask(binary, "-L", "help"),
         "charge": CHARGE_SYMBOL + b"\0" in found,
         "quantum": QUANTUM_TEXT in found,
+        "ipns": IPNS_TEXT in found,
     }
     if qemu_version_tuple(facts["version"]):  # (a binary that is not QEMU is asked again, and refused again)
         known = {k: v for k, v in known.items() if not k.startswith(f"{binary}:")}

@@ -44,6 +44,7 @@ MIN_QEMU = (10, 0)  # 7.2's icount hangs SMP boots
 # Under the virtual clock the guest's RTC starts here (plus the seed, in seconds) and runs on the guest's clock.
 RTC_EPOCH = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 MAX_SEED = 10**9  # about 31 years of seconds after the epoch: a date every kernel takes
+INSNS_PER_NS_MAX = 64  # --insns-per-ns: QEMU's (images/qemu/0007) own bound
 QUANTUM_RANGE_NS = (100, 100_000_000)  # --quantum: below, a switch every few dozen instructions; above, 0.1 s
 
 
@@ -57,6 +58,7 @@ class GuestClock:
     shift: int = ICOUNT_SHIFT
     seed: int = 0
     quantum_ns: int = 0  # parallel guest time: each vCPU its own, at most this far ahead (0: one shared clock)
+    insns_per_ns: int = 1  # instructions a vCPU executes in a guest ns (QEMU 0007's ipns; 1: stock icount)
 
     @property
     def virtual(self) -> bool:
@@ -66,7 +68,7 @@ class GuestClock:
     def insn_per_guest_s(self) -> float | None:
         """Instructions per guest second: all vCPUs together, or each vCPU's under parallel guest time (None for
         the host clock)."""
-        return 1e9 / (1 << self.shift) if self.virtual else None
+        return 1e9 * self.insns_per_ns / (1 << self.shift) if self.virtual else None
 
     def rtc_base(self) -> str:
         """The guest's RTC at power-on under the virtual clock: RTC_EPOCH plus the seed in seconds."""
@@ -79,7 +81,8 @@ class GuestClock:
         which the guest reads at boot (its wall clock, its random pool) at a host-timed instant."""
         if self.virtual:
             quantum = f",quantum={self.quantum_ns}" if self.quantum_ns else ""
-            return ["-accel", "tcg,thread=single", "-icount", f"shift={self.shift},sleep=off{quantum}",
+            ipns = f",ipns={self.insns_per_ns}" if self.insns_per_ns > 1 else ""
+            return ["-accel", "tcg,thread=single", "-icount", f"shift={self.shift},sleep=off{quantum}{ipns}",
                     "-rtc", f"base={self.rtc_base()},clock=vm"]  # fmt: skip
         return ["-accel", "tcg,thread=multi"]
 
@@ -94,6 +97,8 @@ class GuestClock:
         out = {"mode": "virtual", "icount_shift": self.shift, "insn_per_guest_s": self.insn_per_guest_s,
                "shared_by": "the running vCPUs, in turn on one host thread", "seed": self.seed,
                "rtc_base": self.rtc_base()}  # fmt: skip
+        if self.insns_per_ns > 1:
+            out["insns_per_ns"] = self.insns_per_ns
         if self.quantum_ns:
             del out["shared_by"]
             out["parallel"] = {"quantum_ns": self.quantum_ns, "per": "vCPU: each its own guest time, at most the "
@@ -113,11 +118,29 @@ def check_quantum(quantum_ns: int, mode: str) -> None:
         raise LabError(f"--quantum: must be 0 (one shared clock) or {lo}..{hi} ns, got {quantum_ns}")
 
 
-def check_parallel_time(quantum_ns: int, emulator: Any) -> None:
-    """--quantum needs a QEMU that gives each vCPU its own time (numalab's patch 0006: --qemu charge)."""
-    if quantum_ns and emulator is not None and not emulator.parallel_time:
+def check_insns_per_ns(insns_per_ns: int, mode: str) -> None:
+    """--insns-per-ns: 1..INSNS_PER_NS_MAX, more than 1 with the virtual clock only."""
+    if insns_per_ns == 1:
+        return
+    if mode != "virtual":
+        raise LabError(
+            "--insns-per-ns: only with --clock virtual (it sets how long an instruction takes in guest time)"
+        )
+    if not 1 <= insns_per_ns <= INSNS_PER_NS_MAX:
+        raise LabError(f"--insns-per-ns: must be 1..{INSNS_PER_NS_MAX}, got {insns_per_ns}")
+
+
+def check_parallel_time(quantum_ns: int, emulator: Any, insns_per_ns: int = 1) -> None:
+    """--quantum needs a QEMU that gives each vCPU its own time (numalab's patch 0006: --qemu charge), and
+    --insns-per-ns one that runs several instructions a guest ns (0007)."""
+    if emulator is None:
+        return
+    if quantum_ns and not emulator.parallel_time:
         raise LabError(f"--quantum: QEMU {emulator.short_version} at {emulator.binary} has no parallel guest time "
                        "(numalab's patched QEMU: --qemu charge, make setup-qemu-charge)")  # fmt: skip
+    if insns_per_ns > 1 and not emulator.fast_cpu:
+        raise LabError(f"--insns-per-ns: QEMU {emulator.short_version} at {emulator.binary} runs one instruction a "
+                       "guest ns at most (numalab's patched QEMU: --qemu charge, make setup-qemu-charge)")  # fmt: skip
 
 
 def check(mode: str, backend: str, accel: str, qemu_version: tuple[int, int, int] | None) -> None:
