@@ -17,10 +17,10 @@ rest).
 Since issue 52 the run models a faster CPU with each vCPU its own time (--insns-per-ns 4 --quantum 2000), and
 checks known answer 5 too: the streams' bandwidth as the guest measures it, not net of its loops' instructions,
 is each pair's configured share of the local one within 10%. At one instruction a guest ns the loops'
-instructions hid most of it (ring-4: 0.797 where 0.500 was configured); measured at 4 (2026-11-27, a host busy
-with a cold rehearsal): copy 0.712 and triad 0.714 for 0.667, copy 0.831 and triad 0.835 for 0.8; the net
-figures 10.00-10.01 local, 6.64-6.67 and 8.00 remote; the chase 2.01; a page moved in 4.0-4.2 us; 155 s of
-host time.
+instructions hid most of it (ring-4: 0.797 where 0.500 was configured); measured at 4 (2026-11-27, make
+setup-qemu-charge's build, quiet host): copy 0.702 and triad 0.728 for 0.667 (+9.2%, the least room), copy 0.848
+and triad 0.826 for 0.8; a page moved in 4.2-4.6 us; 88 s of host time (155 s on a host busy with a cold
+rehearsal, an earlier build of the patches: triad 0.714 and 0.835).
 """
 
 from __future__ import annotations
