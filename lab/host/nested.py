@@ -48,7 +48,7 @@ from lab.record_files import CONSOLE_LOG, QEMU_LOG
 from lab.topology.model import Topology
 from lab.vm.backend import VmRequest
 from lab.vm.console import LineFollower
-from lab.vm.qemu.emulator import Emulator
+from lab.vm.qemu.emulator import Emulator, qemu_version_tuple
 from lab.vm.qemu.emulator import resolve as resolve_emulator
 from lab.vm.qemu.qemu_argv import BootSpec
 from lab.vm.qemu.qemu_backend import QemuBackend
@@ -79,6 +79,12 @@ HOST_OWN = (ACCEL_DIR, tcg_boot.CALIBRATION_FILE, tcg_clock.CALIBRATION_FILE)
 # outer guest does not hold its KVM VM while it serves (hold_kvm below), so KVM's static keys flip again at each
 # inner domain's first VM and last, as they did before the int3 freeze was found.
 NO_KVM_HOLD_ENV = "NUMALAB_NESTED_NO_KVM_HOLD"
+# A QEMU before 8.1 can go on running, under its multi-threaded TCG, a translation of guest code that another vCPU
+# has just rewritten (upstream's fix: "accel/tcg: Always lock pages before translation", in 8.1.0). An outer guest
+# patches its kernel's code at each inner KVM VM's first start and last end (KVM's preempt_notifier_key, a jump
+# label inlined into __schedule), and on QEMU 7.2 every CPU of one then took an int3 at that site for good
+# (docs/tcg.md, "The outer guest's int3 freeze").
+STALE_CODE_FIXED = (8, 1, 0)
 
 _INIT = r"""#!/bin/busybox sh
 /bin/busybox --install -s /bin
@@ -460,6 +466,8 @@ def run_nested(
             f"outer guest: {topo.name}, {topo.n_nodes} nodes, {topo.total_cpus} vCPUs under TCG with SVM "
             f"(QEMU {emulator.short_version}, {emulator.binary})"
         )
+        if note := stale_code_note(emulator):
+            progress(note)
     t0 = time.monotonic()
     tail = _ConsoleTail(Path(boot.console_log), echo) if echo else None
     stop = cancel if cancel is not None else threading.Event()
@@ -516,6 +524,16 @@ class NotServing(LabError):
     """The outer guest never served libvirt; ``result`` is what it brought back, once it ended."""
 
     result: NestedResult | None = None
+
+
+def stale_code_note(emulator: Emulator) -> str | None:
+    """One line when ``emulator`` predates the fix of the stale-translation freeze (STALE_CODE_FIXED), else None."""
+    version = qemu_version_tuple(emulator.version)
+    if version is None or version >= STALE_CODE_FIXED:
+        return None
+    return (f"note: the outer guest's QEMU {emulator.short_version} can freeze as inner KVM VMs start and end "
+            "(its multi-threaded TCG runs stale kernel code; fixed in QEMU 8.1): --qemu backports is QEMU 10 "
+            "(make setup-qemu10)")  # fmt: skip
 
 
 @contextmanager
