@@ -38,6 +38,17 @@
  *                     any real cache; the direct-mapped model's conflicts, e.g. a copy's source and destination
  *                     a multiple of the cache's size apart, would otherwise miss on every access)
  *   bw=CPU_NODE:MEM_NODE:PS   picoseconds charged for one stream miss (with stream=1); repeatable
+ *   share_ns=NS       (with stream=1 and lat_clock=virtual, a QEMU with numalab's qemu_plugin_vcpu_clock_ns:
+ *                     images/qemu/0008) a node's bandwidth is shared by the vCPUs streaming from it in the same
+ *                     stretch of guest time. Each vCPU's stream misses to a node are counted in bytes (lat_sample
+ *                     lines each) per window of NS of its own guest time; at a stream miss, the other vCPUs that
+ *                     had one to the node within 2 NS of this vCPU's time are its sharers, and their bytes in
+ *                     their last whole window what they take. The miss is charged the line at the larger of
+ *                     what they leave of the node's total and an equal share of it (the total over the sharers
+ *                     and this vCPU), when that is slower than the pair's bw= price. Guest time only, in the
+ *                     order the one round-robin thread runs the vCPUs: a run still repeats exactly
+ *   node_bw=NODE:PS   picoseconds a line at NODE's total bandwidth (with share_ns=); a node without one is not
+ *                     shared; repeatable
  *   line_cb=0|1       (default 1) with a QEMU that has numalab's qemu_plugin_register_vcpu_mem_line_cb
  *                     (images/qemu/0005) and no out=: the callback is made only when a vCPU's access is to
  *                     another line than its last one; the translated code compares inline and skips the
@@ -50,13 +61,14 @@
  * A miss to a node with a cost adds cost * N to the vCPU's debt; past chunk_ns the vCPU's own thread spins
  * on its CPU clock (CLOCK_THREAD_CPUTIME_ID) until the debt is paid (an overshoot is credited); with
  * lat_clock=virtual the debt is charged to the virtual clock instead, and "held" counts what was charged.
- *   numalab-remote-latency 3 / lines L / lat_sample N / chunk_ns C / stream S / line_cb F / vcpus V / nodes K
- *                       (header)
- *   snap MONO_NS c... / end MONO_NS c...   cumulative, V rows of K+7 numbers: looked-up accesses, hits,
+ *   numalab-remote-latency 4 / lines L / lat_sample N / chunk_ns C / stream S / line_cb F / share_ns W /
+ *                       vcpus V / nodes K (header)
+ *   snap MONO_NS c... / end MONO_NS c...   cumulative, V rows of K+8 numbers: looked-up accesses, hits,
  *                       misses by memory node (K), misses to RAM outside every node or unresolved, debt
  *                       charged (ns), ns spent holding the vCPU, MMIO accesses (not cached, not charged:
  *                       a LAPIC write for every IPI under TCG's xAPIC counts here), stream misses (charged
- *                       bw=, among the misses by node)
+ *                       bw=, among the misses by node), shared stream misses (among those: charged the
+ *                       node's share, slower than the pair's bw=)
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
@@ -98,8 +110,8 @@ static int outside_seen;
 
 /* Remote latency (lat_out=): off unless lat_out is given. */
 #define LAT_MAX_SETS (1u << 20)
-#define LAT_FIXED 7 /* columns besides the K per-node misses: accesses, hits, other, charged ns, held ns, io,
-                     * stream misses */
+#define LAT_FIXED 8 /* columns besides the K per-node misses: accesses, hits, other, charged ns, held ns, io,
+                     * stream misses, shared stream misses */
 #define STREAM_RECENT 8 /* lines a vCPU touched last (a power of two) */
 struct lat_vcpu { /* one cache line each: vCPU threads write their own only */
     uint64_t *tags;   /* the modelled sets' line tags (physical line number + 1; 0: empty) */
@@ -119,6 +131,19 @@ static uint64_t chunk_ps = 20000ull * 1000;
 static uint64_t cost_ps[MAX_RANGES][MAX_RANGES];
 static uint64_t bw_ps[MAX_RANGES][MAX_RANGES]; /* a stream miss's price (stream=1) */
 static int lat_stream;                          /* stream=1 */
+/* A node's bandwidth shared in guest time (share_ns=): per (memory node, vCPU), its stream bytes to the node in
+ * its current window of guest time and in its last whole one, and when it last streamed from it. Under -icount
+ * every vCPU runs on the one round-robin thread, so these are read and written by one thread at a time. */
+struct share {
+    int64_t win;      /* the window (guest ns / share_ns) of acc */
+    int64_t last_ns;  /* the vCPU's guest time at its last stream miss to the node */
+    uint64_t acc;     /* bytes in window win */
+    uint64_t prev;    /* bytes in window win - 1 (0 if it had none) */
+    int seen;
+};
+static uint64_t share_ns;                 /* 0: not shared */
+static uint64_t node_bw_ps[MAX_RANGES];   /* a line at the node's total bandwidth */
+static struct share *shares;              /* [node * n_vcpus + vcpu] */
 static int vnode_first[MAX_RANGES], vnode_last[MAX_RANGES], vnode_node[MAX_RANGES];
 static int n_vnodes;
 static int lat_width;
@@ -191,6 +216,44 @@ static int recent_kind(const struct lat_vcpu *l, uint64_t line)
     return kind;
 }
 
+/* A stream miss of vcpu to node, whose pair costs pair_ps a line: the price of the line at the vCPU's part of the
+ * node's bandwidth in this stretch of its guest time, if slower. The others that streamed from the node within
+ * two windows of this vCPU's time share it; what they take is their bytes in their last whole window (a vCPU
+ * runs at most a quantum ahead of the others, so the window is chosen larger than the quantum). The vCPU gets
+ * what they leave of the node's total, and never less than an equal share: a stream slower than its share
+ * (a remote one, or one whose instructions take most of its time) leaves the rest to the others. */
+static uint64_t share_price(unsigned int vcpu, int node, uint64_t pair_ps)
+{
+    int64_t t = qemu_plugin_vcpu_clock_ns();
+    if (t < 0)
+        return pair_ps;
+    struct share *row = shares + (size_t)node * (size_t)n_vcpus, *s = row + vcpu;
+    int64_t w = t / (int64_t)share_ns;
+    if (!s->seen || w != s->win) {
+        s->prev = s->seen && w == s->win + 1 ? s->acc : 0;
+        s->acc = 0;
+        s->win = w;
+    }
+    s->acc += 64ull * lat_sample;
+    s->last_ns = t;
+    s->seen = 1;
+    uint64_t others = 0, n = 1;
+    int64_t near = 2 * (int64_t)share_ns;
+    for (int u = 0; u < n_vcpus; u++) {
+        if (u == (int)vcpu || !row[u].seen || row[u].last_ns < t - near || row[u].last_ns > t + near)
+            continue;
+        n++;
+        others += row[u].prev;
+    }
+    if (n == 1)
+        return pair_ps;
+    uint64_t cap = share_ns * 1000 * 64 / node_bw_ps[node]; /* the node's bytes in a window */
+    uint64_t left = others < cap ? cap - others : 0, fair = cap / n;
+    uint64_t got = left > fair ? left : fair;
+    uint64_t ps = share_ns * 1000 * 64 / (got ? got : 1);
+    return ps > pair_ps ? ps : pair_ps;
+}
+
 static void latency_access(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr)
 {
     uint64_t line = vaddr >> 6;
@@ -233,6 +296,11 @@ static void latency_access(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64
     int stream = kind == 1;
     c[6 + n_nodes] += (uint64_t)stream;
     uint64_t cost = l->node < 0 ? 0 : stream ? bw_ps[l->node][node] : cost_ps[l->node][node];
+    if (stream && shares && cost && node_bw_ps[node]) {
+        uint64_t shared = share_price(vcpu, node, cost);
+        c[7 + n_nodes] += shared > cost;
+        cost = shared;
+    }
     if (!cost)
         return;
     cost *= lat_sample;
@@ -392,6 +460,18 @@ static int latency_arg(const char *a, const char **lat_path)
             j >= MAX_RANGES || ps > 1000000000ull)
             return fail("bad bw (want CPU_NODE:MEM_NODE:PICOSECONDS, at most 1 ms)", a);
         bw_ps[i][j] = ps;
+    } else if (!strncmp(a, "node_bw=", 8)) {
+        int j;
+        uint64_t ps;
+        if (sscanf(a + 8, "%d:%" SCNu64 "%c", &j, &ps, &tail) != 2 || j < 0 || j >= MAX_RANGES || !ps ||
+            ps > 1000000000ull)
+            return fail("bad node_bw (want NODE:PICOSECONDS, more than 0 and at most 1 ms)", a);
+        node_bw_ps[j] = ps;
+    } else if (!strncmp(a, "share_ns=", 9)) {
+        uint64_t v = strtoull(a + 9, &end, 10);
+        if (*end || v < 100 || v > 10000000)
+            return fail("bad share_ns (want 100..10000000)", a);
+        share_ns = v;
     } else if (!strncmp(a, "stream=", 7)) {
         if (strcmp(a + 7, "0") && strcmp(a + 7, "1"))
             return fail("bad stream (want 0 or 1)", a);
@@ -442,6 +522,17 @@ static int latency_setup(const char *path, int every_access)
         if (!time_handle)
             return fail("lat_clock=virtual: another plugin holds the time control", path);
     }
+    if (share_ns) {
+        if (!lat_stream || !lat_virtual)
+            return fail("share_ns needs stream=1 and lat_clock=virtual (a node's bandwidth shared in guest time)",
+                        path);
+        if (!qemu_plugin_vcpu_clock_ns)
+            return fail("share_ns: this QEMU has no qemu_plugin_vcpu_clock_ns (numalab's patch, images/qemu/0008)",
+                        path);
+        shares = calloc((size_t)n_nodes * (size_t)n_vcpus, sizeof(*shares));
+        if (!shares)
+            return fail("out of memory", "shares");
+    }
     uint32_t modelled = lat_lines / lat_sample;
     lat_slot = malloc(lat_lines * sizeof(*lat_slot));
     if (!lat_slot || posix_memalign((void **)&lat, 64, (size_t)n_vcpus * sizeof(*lat)))
@@ -475,10 +566,10 @@ static int latency_setup(const char *path, int every_access)
     if (!lat_out)
         return fail("cannot write", path);
     fprintf(lat_out,
-            "numalab-remote-latency 3\napi %d\nlines %u\nmodelled_sets %u\nlat_sample %u\nchunk_ns %" PRIu64
-            "\nlat_virtual %d\nstream %d\nline_cb %d\nvcpus %d\nnodes %d\n",
+            "numalab-remote-latency 4\napi %d\nlines %u\nmodelled_sets %u\nlat_sample %u\nchunk_ns %" PRIu64
+            "\nlat_virtual %d\nstream %d\nline_cb %d\nshare_ns %" PRIu64 "\nvcpus %d\nnodes %d\n",
             NUMALAB_PLUGIN_API, lat_lines, k, lat_sample, chunk_ps / 1000, lat_virtual, lat_stream, line_cb,
-            n_vcpus, n_nodes);
+            share_ns, n_vcpus, n_nodes);
     for (int v = 0; v < n_vcpus; v++)
         fprintf(lat_out, "vnode %d %d\n", v, lat[v].node);
     for (int i = 0; i < n_nodes; i++)
@@ -489,6 +580,9 @@ static int latency_setup(const char *path, int every_access)
         for (int j = 0; j < n_nodes; j++)
             if (bw_ps[i][j])
                 fprintf(lat_out, "bw %d %d %" PRIu64 "\n", i, j, bw_ps[i][j]);
+    for (int j = 0; shares && j < n_nodes; j++)
+        if (node_bw_ps[j])
+            fprintf(lat_out, "node_bw %d %" PRIu64 "\n", j, node_bw_ps[j]);
     return 0;
 }
 

@@ -85,6 +85,10 @@ const void *qemu_plugin_request_time_control(void) __attribute__((weak));
 /* Only in a QEMU built with numalab's patch (images/qemu/icount-charge.patch): under -icount, move the
  * virtual clock forward by ns, as a stall of the running vCPU; from a vCPU callback. true if charged. */
 bool qemu_plugin_charge_ns(const void *handle, int64_t ns) __attribute__((weak));
+/* Only in a QEMU built with numalab's patch (images/qemu/0008): under -icount, the guest time (ns) of the vCPU
+ * running the callback, as it would read its clock now (its own under -icount ...,quantum=NS); from a vCPU
+ * callback, mid-TB too; -1 without icount. */
+int64_t qemu_plugin_vcpu_clock_ns(void) __attribute__((weak));
 
 /* QEMU 9.0+: a scoreboard is an array of per-vCPU entries; a qemu_plugin_u64 names a uint64_t in them. */
 struct qemu_plugin_scoreboard;

@@ -122,8 +122,9 @@ def build(refresh: bool = False, jobs: int | None = None, say=print) -> Path:
         if tmp is not None:  # a half-made prefix
             shutil.rmtree(tmp, ignore_errors=True)
     e = resolve(str(binary))
-    if not e.charges_time:
-        raise LabError(f"setup-qemu-charge: {binary} was built but does not export qemu_plugin_charge_ns")
+    if not e.charges_time or not e.vcpu_clock:
+        missing = "qemu_plugin_charge_ns" if not e.charges_time else "qemu_plugin_vcpu_clock_ns"
+        raise LabError(f"setup-qemu-charge: {binary} was built but does not export {missing}")
     say(f"numalab: {e.version} with numalab's patches in {prefix}; use it with --qemu charge")
     return binary
 

@@ -37,7 +37,7 @@ from lab.vm.qemu.qemu_backend import QemuBackend
 from lab.vm.tcg.access_plugin import DEFAULT_SAMPLE
 from lab.vm.tcg.guest_clock import GuestClock, check_parallel_time
 from lab.vm.tcg.guest_clock import check as check_clock
-from lab.vm.tcg.latency_model import LatencyModel, default_local_gbs, default_local_ns, model_for
+from lab.vm.tcg.latency_model import LatencyModel, default_local_gbs, default_local_ns, model_for, share_window_ns
 from lab.workloads.workload_type import Workload
 
 
@@ -184,7 +184,8 @@ def latency_of(opts: RunOptions, accel: str, topo: Topology, emulator: Emulator 
     latency_run.check_request(accel, opts.backend, opts.clock, emulator)
     local_ns = default_local_ns(opts.clock) if opts.remote_latency_ns is None else opts.remote_latency_ns
     gbs = default_local_gbs(opts.clock) if opts.remote_bandwidth_gbs is None else opts.remote_bandwidth_gbs
-    return model_for(topo, opts.remote_latency, local_ns, opts.clock, gbs)
+    latency_run.check_shared_bandwidth(opts.clock, gbs, emulator)
+    return model_for(topo, opts.remote_latency, local_ns, opts.clock, gbs, share_window_ns(opts.quantum))
 
 
 def backend_of(opts: RunOptions):

@@ -21,7 +21,7 @@ from lab.vm.tcg.latency_model import LatencyModel
 
 RAW_FILE = REMOTE_LATENCY_TXT
 JSON_FILE = REMOTE_LATENCY_JSON
-FIXED = ("looked_up", "hits")  # then misses by node, then OTHER_MISSES, CHARGED, HELD
+FIXED = ("looked_up", "hits")  # then misses by node, then OTHER_MISSES, CHARGED, HELD, IO, STREAMS, SHARED
 # A correct address map leaves only MMIO and firmware accesses outside the nodes; a wrong one leaves
 # whole nodes' misses uncharged. More than this share of the modelled misses fails the run.
 OTHER_LIMIT = 0.01
@@ -42,6 +42,17 @@ def check_request(accel: str | None, backend: str, clock: str, emulator: Emulato
         )
 
 
+def check_shared_bandwidth(clock: str, local_gbs: float, emulator: Emulator | None) -> None:
+    """Under --clock virtual the stream model shares a node's bandwidth in guest time, for which the plugin reads
+    each vCPU's own guest time: numalab's patch images/qemu/0008 (a build of an older series cannot)."""
+    if clock == "virtual" and local_gbs > 0 and emulator is not None and not emulator.vcpu_clock:
+        raise LabError(
+            f"--remote-latency with --clock virtual: QEMU {emulator.short_version} ({emulator.binary}) cannot tell "
+            "the plugin a vCPU's own guest time, which streams sharing a node's bandwidth need; rebuild numalab's "
+            "QEMU with make setup-qemu-charge (images/qemu/0008), or add --remote-bandwidth-gbs 0 (no streams)"
+        )
+
+
 def plugin_latency(model: LatencyModel, workdir: Path) -> tuple[tuple[str, ...], Path]:
     """The plugin's latency arguments and where its counts go (lab.vm.tcg.access_plugin.prepare's ``latency``)."""
     out = workdir / RAW_FILE
@@ -57,7 +68,7 @@ class LatencyLog:
 
     @property
     def width(self) -> int:
-        return self.head["nodes"] + 7
+        return self.head["nodes"] + 8
 
 
 def read_log(path: Path) -> LatencyLog:
@@ -67,11 +78,11 @@ def read_log(path: Path) -> LatencyLog:
     def header(words: list[str]) -> None:
         if words[0] == "vnode":
             log.vcpu_nodes.append(int(words[2]))
-        elif words[0] not in ("cost", "bw"):
+        elif words[0] not in ("cost", "bw", "node_bw"):
             log.head[words[0]] = int(words[1])
 
     log.snaps, log.ended = read_plugin_file(
-        path, "numalab-remote-latency 3", "remote-latency", header, lambda: log.head["vcpus"] * log.width
+        path, "numalab-remote-latency 4", "remote-latency", header, lambda: log.head["vcpus"] * log.width
     )
     return log
 
@@ -86,6 +97,7 @@ def _rows(log: LatencyLog, a: list[int], b: list[int]) -> list[dict]:
             "vcpu": v, "node": log.vcpu_nodes[v] if v < len(log.vcpu_nodes) else -1,
             "looked_up": d[0], "hits": d[1], "misses": d[2:2 + k], "other_misses": d[2 + k],
             "charged_ns": d[3 + k], "held_ns": d[4 + k], "io_accesses": d[5 + k], "stream_misses": d[6 + k],
+            "shared_misses": d[7 + k],
         })  # fmt: skip
     return out
 
@@ -98,6 +110,8 @@ def _totals(rows: list[dict], sample: int) -> dict:
         "remote_miss_pct": round(100 * remote / misses, 2) if misses else None,
         # misses that continued a stream, charged at the pair's bandwidth (0 with the detector off)
         "stream_miss_pct": round(100 * sum(r["stream_misses"] for r in rows) / misses, 2) if misses else None,
+        # stream misses charged the vCPU's part of a node's shared bandwidth, slower than the pair's
+        "shared_miss_pct": round(100 * sum(r["shared_misses"] for r in rows) / misses, 2) if misses else None,
         "estimated_misses": misses * sample,  # set sampling: each modelled miss stands for `sample`
         "charged_s": round(sum(r["charged_ns"] for r in rows) / 1e9, 4),
         "held_s": round(sum(r["held_ns"] for r in rows) / 1e9, 4),

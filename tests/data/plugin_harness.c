@@ -14,6 +14,12 @@
  * Built with -DWITH_LINE_CB it also has scoreboards and numalab's qemu_plugin_register_vcpu_mem_line_cb
  * (images/qemu/0005): an access to the line (64 B) its vCPU's callback saw last is not passed on, as the
  * patched QEMU's translated code skips it; prints "line_cb_calls N" and "line_cb_skipped N".
+ * Built with -DWITH_VCPU_CLOCK it also has numalab's qemu_plugin_vcpu_clock_ns (images/qemu/0008): a vCPU's
+ * guest time is its accesses at $HARNESS_INSN_PS picoseconds each (default 1000: one an instruction at 1 G
+ * a second) plus what was charged to it.
+ * With $HARNESS_PEER=VCPU:START_HEX a second vCPU reads as many bytes from its START at the same time, as
+ * parallel guest time (images/qemu/0006) runs them on one thread: the vCPU whose time is the least runs
+ * $HARNESS_QUANTUM_NS (default 2000) of its guest time, then the least again. Prints "vcpu_time_ns_V N" for each.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -34,6 +40,15 @@ static qemu_plugin_vcpu_mem_cb_t mem_cb;
 static void *mem_udata;
 static qemu_plugin_udata_cb_t exit_cb;
 static void *exit_udata;
+static unsigned cur_vcpu;          /* the vCPU being fed */
+static uint64_t accesses[2];       /* per vCPU */
+static int64_t charged[2];         /* per vCPU: what the plugin charged to its clock */
+static uint64_t insn_ps = 1000;    /* an access's own guest time */
+
+static int64_t vcpu_time_ns(unsigned vcpu)
+{
+    return (int64_t)(accesses[vcpu] * insn_ps / 1000) + charged[vcpu];
+}
 
 NL_EXPORT void qemu_plugin_register_vcpu_tb_trans_cb(qemu_plugin_id_t id, qemu_plugin_vcpu_tb_trans_cb_t cb)
 {
@@ -94,7 +109,15 @@ NL_EXPORT bool qemu_plugin_charge_ns(const void *handle, int64_t ns)
     if (handle != &time_control || ns < 0)
         return false;
     clock_charged += ns;
+    charged[cur_vcpu & 1] += ns;
     return true;
+}
+#endif
+
+#ifdef WITH_VCPU_CLOCK
+NL_EXPORT int64_t qemu_plugin_vcpu_clock_ns(void)
+{
+    return vcpu_time_ns(cur_vcpu & 1);
 }
 #endif
 
@@ -125,6 +148,8 @@ NL_EXPORT void qemu_plugin_register_vcpu_mem_line_cb(struct qemu_plugin_insn *in
 /* One load, as QEMU passes it on: to every access's callback, or (a line callback) to a new line's only. */
 static void feed(unsigned vcpu, uint64_t vaddr)
 {
+    cur_vcpu = vcpu;
+    accesses[vcpu & 1]++;
 #ifdef WITH_LINE_CB
     if (line_registered) {
         uint64_t *last = &line_entry.score->v[vcpu] + line_entry.offset / sizeof(uint64_t);
@@ -163,16 +188,41 @@ int main(int argc, char **argv)
     uint64_t start = strtoull(argv[3], NULL, 16), bytes = strtoull(argv[4], NULL, 10);
     uint64_t stride = strtoull(argv[5], NULL, 10);
     int passes = atoi(argv[6]);
-    const char *twin_env = getenv("HARNESS_TWIN");
+    const char *twin_env = getenv("HARNESS_TWIN"), *peer_env = getenv("HARNESS_PEER");
+    const char *insn_env = getenv("HARNESS_INSN_PS"), *quantum_env = getenv("HARNESS_QUANTUM_NS");
     uint64_t twin = twin_env ? strtoull(twin_env, NULL, 16) : 0;
+    insn_ps = insn_env ? strtoull(insn_env, NULL, 10) : 1000;
+    int64_t quantum = quantum_env ? strtoll(quantum_env, NULL, 10) : 2000;
+    /* the vCPUs fed: one, or two (HARNESS_PEER) whose accesses interleave by their guest time */
+    unsigned n = 1, who[2] = {vcpu, 0};
+    uint64_t from[2] = {start, 0}, at[2] = {0, 0}, total = passes > 0 ? (bytes + stride - 1) / stride * passes : 0;
+    if (peer_env) {
+        char *colon;
+        who[1] = (unsigned)strtoul(peer_env, &colon, 10);
+        from[1] = strtoull(colon + 1, NULL, 16);
+        n = 2;
+        if (who[0] > 1 || who[1] > 1 || who[0] == who[1]) {
+            fprintf(stderr, "HARNESS_PEER: want the other vCPU of 0 and 1\n");
+            return 2;
+        }
+    }
     struct timespec a, b;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
-    for (int p = 0; p < passes; p++)
-        for (uint64_t off = 0; off < bytes; off += stride) {
-            feed(vcpu, start + off);
+    for (;;) {
+        unsigned i = 0; /* the one whose time is the least runs; a vCPU done leaves the other alone */
+        if (n == 2 && (at[0] == total || (at[1] < total && vcpu_time_ns(who[1]) < vcpu_time_ns(who[0]))))
+            i = 1;
+        if (at[i] == total)
+            break;
+        int64_t until = n == 2 && at[1 - i] < total ? vcpu_time_ns(who[i]) + quantum : INT64_MAX; /* a quantum */
+        while (at[i] < total && vcpu_time_ns(who[i]) <= until) {
+            uint64_t off = at[i] % ((bytes + stride - 1) / stride) * stride;
+            feed(who[i], from[i] + off);
             if (twin)
-                feed(vcpu, start + off + twin);
+                feed(who[i], from[i] + off + twin);
+            at[i]++;
         }
+    }
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
     exit_cb(1, exit_udata);
     printf("thread_cpu_ns %" PRIu64 "\n",
@@ -180,6 +230,8 @@ int main(int argc, char **argv)
 #ifdef WITH_CHARGE
     printf("clock_charged_ns %" PRId64 "\n", clock_charged);
 #endif
+    for (unsigned i = 0; i < n; i++)
+        printf("vcpu_time_ns_%u %" PRId64 "\n", who[i], vcpu_time_ns(who[i]));
 #ifdef WITH_LINE_CB
     printf("line_cb_calls %" PRIu64 "\nline_cb_skipped %" PRIu64 "\n", line_calls, line_skipped);
 #endif

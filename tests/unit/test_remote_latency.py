@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -54,7 +55,8 @@ def harness(tmp_path_factory) -> tuple[Path, Path]:
     so = ap.build_plugin((7, 2))
     exe = d / "plugin_harness"
     for name, flags in ((exe, []), (d / "plugin_harness_charge", ["-DWITH_CHARGE"]),
-                        (d / "plugin_harness_line", ["-DWITH_CHARGE", "-DWITH_LINE_CB"])):  # fmt: skip
+                        (d / "plugin_harness_line", ["-DWITH_CHARGE", "-DWITH_LINE_CB"]),
+                        (d / "plugin_harness_clock", ["-DWITH_CHARGE", "-DWITH_VCPU_CLOCK"])):  # fmt: skip
         subprocess.run(["gcc", "-O2", "-rdynamic", *flags, "-o", str(name), str(REPO / "tests/data/plugin_harness.c"),
                         "-ldl"], check=True, capture_output=True)  # fmt: skip
     return so, exe
@@ -69,16 +71,17 @@ def _feed(harness, tmp_path: Path, vcpu: int, start: int, nbytes: int, passes: i
 
 
 def _feed_model(harness, tmp_path: Path, model: LatencyModel, vcpu: int, start: int, nbytes: int, passes: int,
-                exe: Path | None = None, stride: int = 64, twin: int = 0) -> tuple[dict, dict[str, int]]:  # fmt: skip
+                exe: Path | None = None, stride: int = 64, twin: int = 0,
+                env: dict[str, str] | None = None) -> tuple[dict, dict[str, int]]:  # fmt: skip
     so, plain = harness
     out = tmp_path / "lat.txt"
     parts = [r.arg() for r in ap.node_ranges(_topo(), "guest-physical")] + model.plugin_args(out)
     proc = subprocess.run([str(exe or plain), str(so), str(vcpu), f"{start:x}", str(nbytes), str(stride),
                            str(passes), *parts], capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "HARNESS_TWIN": f"{twin:x}"})  # fmt: skip
+                          env={**os.environ, "HARNESS_TWIN": f"{twin:x}", **(env or {})})  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     log = rl.read_log(out)
-    assert log.ended and log.head["lat_sample"] == 16 and log.vcpu_nodes == [0, 1]
+    assert log.ended and log.head["lat_sample"] == 16 and log.vcpu_nodes == list(model.vcpu_nodes)
     return rl.summarize(log, None, None), {w[0]: int(w[1]) for w in map(str.split, proc.stdout.splitlines())}
 
 
@@ -222,9 +225,71 @@ def test_a_copy_whose_arrays_share_the_sets_misses_once_a_line(harness, tmp_path
     assert v["misses"][1] == v["looked_up"] == 8 * lines // 16 and v["hits"] == 0
 
 
+def _streams(harness, tmp_path: Path, model: LatencyModel, peer_start: int | None) -> tuple[dict, dict[str, int]]:
+    """vCPU 0 streams 16 MiB of node 0's memory (64 B a line, an instruction each), and with ``peer_start`` vCPU 1
+    16 MiB from there at the same time, a quantum of 2 us of guest time at a turn (parallel guest time)."""
+    env = {"HARNESS_QUANTUM_NS": "2000"} | ({"HARNESS_PEER": f"1:{peer_start:x}"} if peer_start is not None else {})
+    clock = harness[1].with_name("plugin_harness_clock")
+    return _feed_model(harness, tmp_path, model, 0, 0, 16 * MIB, 1, clock, env=env)
+
+
+def test_two_streams_on_one_node_share_its_bandwidth_and_on_two_nodes_do_not(harness, tmp_path) -> None:
+    # Under the virtual clock, 10 GB/s local (a line in 6.4 ns), each node's total 10 GB/s too, shared in windows of
+    # 5 us of each vCPU's own guest time (images/qemu/0008 reads it; the stand-in's is its accesses plus charges).
+    both_on_0 = LatencyModel(((1.0, 2.0), (2.0, 1.0)), 100.0, (0, 0), chunk_ns=1000, clock="virtual", local_gbs=10.0,
+                             share_window_ns=5000)  # fmt: skip
+    assert both_on_0.shared and both_on_0.plugin_args(Path("o"))[-3:] == ["share_ns=5000", "node_bw=0:6400",
+                                                                          "node_bw=1:6400"]  # fmt: skip
+    assert both_on_0.to_dict()["streams"]["contention"]["node_gbs"] == [10.0, 10.0]
+    alone, out = _streams(harness, tmp_path, both_on_0, None)
+    one = out["vcpu_time_ns_0"]
+    a = alone["whole_run"]["per_vcpu"][0]
+    assert a["shared_misses"] == 0 and a["stream_misses"] >= a["misses"][0] - 1
+    assert rl.read_log(tmp_path / "lat.txt").head["share_ns"] == 5000
+    # Two vCPUs of node 0 stream node 0's memory at once. Each gets what the other leaves of 10 GB/s, at least
+    # half: with an instruction's 1 ns a line, A = 10 - 64 A / (A + 64) GB/s, so A = 5.2 and a line takes
+    # 1 + 64 / 5.2 = 13.3 ns against 7.4 alone: 0.56 of one each.
+    two, out = _streams(harness, tmp_path, both_on_0, 128 * MIB)
+    for v in (0, 1):
+        r = two["whole_run"]["per_vcpu"][v]
+        assert r["shared_misses"] >= 0.95 * r["stream_misses"] > 0, r
+        assert 0.5 <= one / out[f"vcpu_time_ns_{v}"] <= 0.6, (v, one, out)
+    again, out_again = _streams(harness, tmp_path, both_on_0, 128 * MIB)
+    assert again == two and out_again["vcpu_time_ns_1"] == out["vcpu_time_ns_1"]  # guest time only: the same
+    # One vCPU on each node, each streaming its own node's memory: nothing shared, each as fast as alone.
+    own_nodes = replace(both_on_0, vcpu_nodes=(0, 1))
+    apart, out = _streams(harness, tmp_path, own_nodes, 256 * MIB)
+    clock = harness[1].with_name("plugin_harness_clock")
+    _, lone1 = _feed_model(harness, tmp_path, own_nodes, 1, 256 * MIB, 16 * MIB, 1, clock)  # vCPU 1 alone
+    assert out["vcpu_time_ns_0"] == one and out["vcpu_time_ns_1"] == lone1["vcpu_time_ns_1"]
+    assert [apart["whole_run"]["per_vcpu"][v]["shared_misses"] for v in (0, 1)] == [0, 0]
+    # The window 0 (the model before contention): two on one node each as fast as alone.
+    unshared = replace(both_on_0, share_window_ns=0)
+    assert not unshared.shared and "share_ns=" not in " ".join(unshared.plugin_args(Path("o")))
+    _, out = _streams(harness, tmp_path, unshared, 128 * MIB)
+    _, lone1 = _feed_model(harness, tmp_path, unshared, 1, 128 * MIB, 16 * MIB, 1, clock)
+    assert out["vcpu_time_ns_0"] == one and out["vcpu_time_ns_1"] == lone1["vcpu_time_ns_1"]
+
+
+def test_a_shared_node_needs_a_qemu_that_tells_a_vcpus_time(harness, tmp_path) -> None:
+    model = LatencyModel(((1.0, 2.0), (2.0, 1.0)), 100.0, (0, 1), chunk_ns=1000, clock="virtual", local_gbs=10.0,
+                         share_window_ns=5000)  # fmt: skip
+    parts = [r.arg() for r in ap.node_ranges(_topo(), "guest-physical")] + model.plugin_args(tmp_path / "lat.txt")
+    charging = harness[1].with_name("plugin_harness_charge")  # qemu_plugin_charge_ns, no qemu_plugin_vcpu_clock_ns
+    proc = subprocess.run([str(charging), str(harness[0]), "0", "0", "64", "64", "1", *parts], capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert proc.returncode != 0 and "share_ns: this QEMU has no qemu_plugin_vcpu_clock_ns" in proc.stderr
+    host = [p for p in parts if p != "lat_clock=virtual"]  # the host's clock: no guest time to share in
+    proc = subprocess.run([str(charging), str(harness[0]), "0", "0", "64", "64", "1", *host], capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    assert proc.returncode != 0 and "share_ns needs stream=1 and lat_clock=virtual" in proc.stderr
+
+
 @pytest.mark.parametrize(
-    "bad", ["lines=1000", "lat_sample=3", "cost=0:1", "vnode=1:0:0", "chunk_ns=5", "bw=0:1", "stream=yes"]
-)
+    "bad",
+    ["lines=1000", "lat_sample=3", "cost=0:1", "vnode=1:0:0", "chunk_ns=5", "bw=0:1", "stream=yes", "share_ns=5",
+     "node_bw=0:0", "node_bw=x"],
+)  # fmt: skip
 def test_plugin_refuses_bad_latency_arguments(harness, tmp_path, bad) -> None:
     so, exe = harness
     proc = subprocess.run([str(exe), str(so), "0", "0", "64", "64", "1", "range=0:0:1000",
@@ -234,12 +299,12 @@ def test_plugin_refuses_bad_latency_arguments(harness, tmp_path, bad) -> None:
 
 def _write(tmp_path: Path, other: int) -> Path:
     p = tmp_path / "remote-latency.txt"
-    # looked up, hits, misses node 0/1, other, charged, held ns, io, stream misses
-    row0 = [10, 2, 5, 3, other, 300, 310, 0, 2]
-    lines = ["numalab-remote-latency 3", "api 1", "lines 4096", "modelled_sets 256", "lat_sample 16",
-             "chunk_ns 20000", "stream 1", "vcpus 2", "nodes 2", "vnode 0 0", "vnode 1 1", "cost 0 1 100000",
-             "bw 0 1 12800", "snap 100 " + " ".join(["0"] * 18),
-             "end 300 " + " ".join(map(str, row0 + [0] * 9))]  # fmt: skip
+    # looked up, hits, misses node 0/1, other, charged, held ns, io, stream misses, shared stream misses
+    row0 = [10, 2, 5, 3, other, 300, 310, 0, 2, 1]
+    lines = ["numalab-remote-latency 4", "api 1", "lines 4096", "modelled_sets 256", "lat_sample 16",
+             "chunk_ns 20000", "stream 1", "share_ns 5000", "vcpus 2", "nodes 2", "vnode 0 0", "vnode 1 1",
+             "cost 0 1 100000", "bw 0 1 12800", "node_bw 0 6400", "snap 100 " + " ".join(["0"] * 20),
+             "end 300 " + " ".join(map(str, row0 + [0] * 10))]  # fmt: skip
     p.write_text("\n".join(lines) + "\n")
     return p
 
@@ -254,6 +319,7 @@ def test_measure_writes_the_section_and_fails_a_wrong_map(tmp_path) -> None:
     w = res.section["window"]
     assert w["modelled_misses"] == 8 and w["estimated_misses"] == 128 and w["remote_miss_pct"] == 37.5
     assert w["stream_miss_pct"] == 25.0 and w["per_vcpu"][0]["stream_misses"] == 2
+    assert w["shared_miss_pct"] == 12.5 and w["per_vcpu"][0]["shared_misses"] == 1
     assert res.section["model"]["local_ns"] == 100.0 and res.section["complete"]
     src = _write(tmp_path / "in", 1)
     bad = rl.measure(tmp_path / "run", src, model, None, None)
@@ -291,6 +357,31 @@ def test_the_virtual_clock_needs_a_qemu_that_charges_time() -> None:
     m = model_for(_topo(30), "slit", 100.0, "virtual")
     assert m is not None and m.virtual and m.chunk_ns == 1000 and "lat_clock=virtual" in m.plugin_args(Path("o"))
     assert m.to_dict()["clock"] == "virtual" and m.cost_ps(1, 1) == 100_000 and m.cost_ps(1, 0) == 300_000
+
+
+def test_streams_share_a_node_under_the_virtual_clock_with_a_qemu_that_tells_a_vcpus_time() -> None:
+    from lab.vm.qemu.emulator import Emulator
+    from lab.vm.tcg.latency_model import share_window_ns
+
+    assert (share_window_ns(0), share_window_ns(2000), share_window_ns(4000)) == (5000, 5000, 8000)
+    m = model_for(_topo(), "slit", 100.0, "virtual", 10.0, share_window_ns(4000))
+    assert m is not None and m.shared and "share_ns=8000" in m.plugin_args(Path("o"))
+    assert m.to_dict()["streams"]["contention"] | {"model": ""} == {"shared": True, "model": "", "window_ns": 8000,
+                                                                      "node_gbs": [10.0, 10.0]}  # fmt: skip
+    host = model_for(_topo(), "slit", 200.0, "host", 2.0, 5000)  # the host's clock: no guest time to share in
+    assert host is not None and not host.shared and host.share_window_ns == 0
+    assert host.to_dict()["streams"]["contention"] == {"shared": False, "why": "not modelled under the host's clock"}
+    off = model_for(_topo(), "slit", 100.0, "virtual", 0.0, 5000)
+    assert off is not None and not off.shared and "share_ns" not in " ".join(off.plugin_args(Path("o")))
+    older = Emulator("/q", "QEMU emulator version 10.0.2", (), charges_time=True)  # 0001-0007, not 0008
+    with pytest.raises(LabError, match=r"^--remote-latency with --clock virtual: QEMU 10\.0\.2 \(/q\) cannot tell the "
+                       r"plugin a vCPU's own guest time, which streams sharing a node's bandwidth need; rebuild "
+                       r"numalab's QEMU with make setup-qemu-charge \(images/qemu/0008\), or add "
+                       r"--remote-bandwidth-gbs 0 \(no streams\)$"):  # fmt: skip
+        rl.check_shared_bandwidth("virtual", 10.0, older)
+    rl.check_shared_bandwidth("virtual", 0.0, older)
+    rl.check_shared_bandwidth("host", 2.0, older)
+    rl.check_shared_bandwidth("virtual", 10.0, replace(older, vcpu_clock=True))
 
 
 def test_one_plugin_counts_the_access_matrix_and_charges_latency(harness, tmp_path) -> None:

@@ -12,7 +12,9 @@ itself, never from a wrapper or a fixed path:
   lab.host.qemu_charge), from the binary's exported symbols, and whether it
   gives each vCPU its own time under ``-icount`` (``quantum=``, numalab's
   patch 0006) and runs several instructions a guest ns (``ipns=``, 0007),
-  from the options' error texts in the binary;
+  from the options' error texts in the binary, and whether a plugin can read
+  a vCPU's own guest time (``qemu_plugin_vcpu_clock_ns``, 0008), from its
+  exported symbols;
 * for a QEMU unpacked into a private prefix (``make setup-qemu10``:
   ``<prefix>/usr/bin/qemu-system-x86_64``), the prefix's own data directories,
   passed with ``-L`` ahead of the built-in ones. A Debian binary's built-in
@@ -43,6 +45,7 @@ DEFAULT_QEMU = "qemu-system-x86_64"
 SYSTEM, BACKPORTS = "system", "backports"  # --qemu's names: the PATH's QEMU, make setup-qemu10's,
 CHARGE = "charge"  # and make setup-qemu-charge's (lab.host.qemu_charge)
 CHARGE_SYMBOL = b"qemu_plugin_charge_ns"
+VCPU_CLOCK_SYMBOL = b"qemu_plugin_vcpu_clock_ns"  # (images/qemu/0008: a vCPU's own guest time for a plugin)
 QUANTUM_TEXT = b"icount: quantum needs a fixed shift"  # (images/qemu/0006: -icount ...,quantum=NS)
 IPNS_TEXT = b"icount: ipns must be 1..64"  # (images/qemu/0007: -icount shift=0,ipns=N)
 ENV = "NUMALAB_QEMU"
@@ -62,6 +65,7 @@ class Emulator:
     charges_time: bool = False  # exports qemu_plugin_charge_ns (numalab's patch): a plugin can add guest time
     parallel_time: bool = False  # takes -icount quantum=NS (numalab's patch): each vCPU its own guest time
     fast_cpu: bool = False  # takes -icount ipns=N (numalab's patch): N instructions a guest ns
+    vcpu_clock: bool = False  # exports qemu_plugin_vcpu_clock_ns (numalab's patch): a plugin reads a vCPU's time
 
     @property
     def version_tuple(self) -> tuple[int, int, int]:
@@ -100,7 +104,8 @@ class Emulator:
     def to_dict(self) -> dict:
         return {"binary": self.binary, "version": self.short_version, "version_line": self.version,
                 "data_dirs": list(self.data_dirs), "env": self.env(), "charges_time": self.charges_time,
-                "parallel_time": self.parallel_time, "fast_cpu": self.fast_cpu}  # fmt: skip
+                "parallel_time": self.parallel_time, "fast_cpu": self.fast_cpu,
+                "vcpu_clock": self.vcpu_clock}  # fmt: skip
 
 
 def qemu_version_tuple(version_line: str) -> tuple[int, int, int] | None:
@@ -167,6 +172,7 @@ def resolve(choice: str = "") -> Emulator:
         charges_time=bool(facts["charge"]),
         parallel_time=bool(facts["quantum"]),
         fast_cpu=bool(facts["ipns"]),
+        vcpu_clock=bool(facts["vcpu_clock"]),
     )
 
 
@@ -205,16 +211,17 @@ def _facts(binary: str, size: int, mtime_ns: int) -> dict:
     facts = known.get(key)
     if (isinstance(facts, dict) and isinstance(facts.get("version"), str) and isinstance(facts.get("dirs"), list)
             and isinstance(facts.get("charge"), bool) and isinstance(facts.get("quantum"), bool)
-            and isinstance(facts.get("ipns"), bool)):  # fmt: skip
+            and isinstance(facts.get("ipns"), bool) and isinstance(facts.get("vcpu_clock"), bool)):  # fmt: skip
         return facts
     lines = _ask(binary, "--version")
-    found = _binary_has(binary, (CHARGE_SYMBOL + b"\0", QUANTUM_TEXT, IPNS_TEXT))
+    found = _binary_has(binary, (CHARGE_SYMBOL + b"\0", QUANTUM_TEXT, IPNS_TEXT, VCPU_CLOCK_SYMBOL + b"\0"))
     facts = {
         "version": lines[0] if lines else "",
         "dirs": _ask(binary, "-L", "help"),
         "charge": CHARGE_SYMBOL + b"\0" in found,
         "quantum": QUANTUM_TEXT in found,
         "ipns": IPNS_TEXT in found,
+        "vcpu_clock": VCPU_CLOCK_SYMBOL + b"\0" in found,
     }
     if qemu_version_tuple(facts["version"]):  # (a binary that is not QEMU is asked again, and refused again)
         known = {k: v for k, v in known.items() if not k.startswith(f"{binary}:")}

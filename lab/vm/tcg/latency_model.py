@@ -29,6 +29,12 @@ at the pair's bandwidth instead of the latency: ``64 B / bandwidth[i][j]``, with
 local_gbs / bandwidth_ratio[i][j]``. The bandwidth ratio is the topology spec's ``bandwidth_ratio:``, or the
 latency ratio in use. Under the host's clock, as for latency, only the extra over a local line is charged.
 ``local_gbs`` 0 turns the detector off (every miss charged its latency, the model before it).
+
+Bandwidth contention (under ``--clock virtual``, with a QEMU that lets the plugin read a vCPU's own guest time:
+numalab's patch images/qemu/0008): a node's memory bandwidth, by default its local pair's stream bandwidth, is
+shared by the vCPUs that stream from it in the same stretch of guest time (``share_window_ns``). A stream miss
+is charged at the larger of its pair's price and the line at the vCPU's part of the node's total: what the
+others' streams left of it in their last window, and never less than an equal share (docs/throughput.md).
 """
 
 from __future__ import annotations
@@ -59,6 +65,17 @@ MAX_LOCAL_NS = 10000.0
 DEFAULT_LOCAL_GBS = 2.0
 DEFAULT_LOCAL_GBS_VIRTUAL = 10.0
 MAX_LOCAL_GBS = 10000.0
+# The window of guest time in which a node's stream bytes are counted per vCPU (share_ns= in the plugin): more
+# than a few hundred lines of a stream (so that a window's sampled bytes, 1 set in 16, make a usable rate), more
+# than the quantum of parallel guest time (vCPUs that run a quantum apart must see each other: it is at least
+# twice the quantum), and small against the guest's tick (under the one shared clock the vCPUs never run in the
+# same guest time, and their windows meet only where one's turn ends and the next one's starts).
+SHARE_WINDOW_NS = 5000
+
+
+def share_window_ns(quantum_ns: int) -> int:
+    """The contention window for a run whose vCPUs may be ``quantum_ns`` of guest time apart."""
+    return max(SHARE_WINDOW_NS, 2 * quantum_ns)
 
 
 def default_local_ns(clock: str) -> float:
@@ -100,6 +117,7 @@ class LatencyModel:
     local_gbs: float = 0.0  # a stream miss's local bandwidth, GB/s; 0: no stream detection
     bandwidth_ratios: tuple[tuple[float, ...], ...] | None = None  # [cpu][mem] local/remote bandwidth; None: ratios
     bandwidth_source: str = ""  # "bandwidth_ratio" (the spec's), or the latency ratios' source
+    share_window_ns: int = 0  # a node's bandwidth shared by the vCPUs streaming it in this window; 0: not shared
 
     @property
     def streams(self) -> bool:
@@ -125,6 +143,19 @@ class LatencyModel:
     def virtual(self) -> bool:
         return self.clock == "virtual"
 
+    @property
+    def shared(self) -> bool:
+        """Whether a node's stream bandwidth is shared in guest time (the virtual clock's, streams on)."""
+        return self.share_window_ns > 0 and self.streams and self.virtual
+
+    def node_gbs(self, node: int) -> float:
+        """A node's total stream bandwidth, shared by the vCPUs streaming from it: its local pair's."""
+        return self.local_gbs / self.bw_ratios[node][node]
+
+    def node_line_ps(self, node: int) -> int:
+        """Picoseconds a line at the node's total bandwidth (the plugin's node_bw=)."""
+        return max(1, round(LINE_BYTES / self.node_gbs(node) * 1000))
+
     def cost_ps(self, cpu_node: int, mem_node: int) -> int:
         """Picoseconds charged for one miss of a ``cpu_node`` vCPU to ``mem_node``: (ratio - 1) * L on the host's
         clock (a miss under TCG already takes about L), ratio * L on the virtual one (where it takes none)."""
@@ -146,6 +177,9 @@ class LatencyModel:
         if self.streams:
             args.append("stream=1")
             args += [f"bw={i}:{j}:{c}" for i in range(n) for j in range(n) if (c := self.stream_cost_ps(i, j))]
+        if self.shared:
+            args.append(f"share_ns={self.share_window_ns}")
+            args += [f"node_bw={j}:{self.node_line_ps(j)}" for j in range(n)]
         return args
 
     def to_dict(self) -> dict:
@@ -183,6 +217,25 @@ class LatencyModel:
             "bandwidth_ratios": [list(r) for r in self.bw_ratios],
             "bandwidth_gbs": [[round(self.local_gbs / self.bw_ratios[i][j], 4) for j in n] for i in n],
             "charge_ns": [[self.stream_cost_ps(i, j) / 1000 for j in n] for i in n],
+            "contention": self.contention_dict(),
+        }
+
+    def contention_dict(self) -> dict:
+        """How a node's bandwidth is shared by concurrent streams, for the manifest."""
+        if not self.shared:
+            if not self.streams:
+                why = "no streams (--remote-bandwidth-gbs 0)"
+            else:
+                why = "not modelled under the host's clock" if not self.virtual else "off"
+            return {"shared": False, "why": why}
+        n = range(len(self.ratios))
+        return {
+            "shared": True,
+            "model": "a stream miss costs the line at the larger of its pair's price and the vCPU's part of its "
+            "node's total: what the other vCPUs streaming from the node in the window left of it, at least an "
+            "equal share",
+            "window_ns": self.share_window_ns,
+            "node_gbs": [round(self.node_gbs(j), 4) for j in n],
         }
 
 
@@ -192,10 +245,16 @@ def slit_ratios(topo: Topology) -> tuple[tuple[float, ...], ...]:
 
 
 def model_for(
-    topo: Topology, mode: str, local_ns: float = DEFAULT_LOCAL_NS, clock: str = "host", local_gbs: float = 0.0
+    topo: Topology,
+    mode: str,
+    local_ns: float = DEFAULT_LOCAL_NS,
+    clock: str = "host",
+    local_gbs: float = 0.0,
+    share_window: int = 0,
 ) -> LatencyModel | None:
     """The model ``--remote-latency mode`` asks for on ``topo`` under ``--clock clock`` (None for off), stream
-    misses at ``local_gbs`` (0: none) over the spec's ``bandwidth_ratio:`` or else the latency ratios."""
+    misses at ``local_gbs`` (0: none) over the spec's ``bandwidth_ratio:`` or else the latency ratios, a node's
+    stream bandwidth shared in windows of ``share_window`` ns of guest time (0: not shared)."""
     if mode not in REMOTE_LATENCY:
         raise LabError(f"--remote-latency: {mode!r} is not one of {', '.join(REMOTE_LATENCY)}")
     if mode == "off":
@@ -213,4 +272,5 @@ def model_for(
     chunk = VIRTUAL_CHUNK_NS if clock == "virtual" else DEFAULT_CHUNK_NS
     bw, bw_source = (topo.bandwidth_ratio, "bandwidth_ratio") if topo.bandwidth_ratio else (None, source)
     return LatencyModel(ratios, local_ns, vcpu_nodes, chunk_ns=chunk, source=source, clock=clock,
-                        local_gbs=local_gbs, bandwidth_ratios=bw, bandwidth_source=bw_source)  # fmt: skip
+                        local_gbs=local_gbs, bandwidth_ratios=bw, bandwidth_source=bw_source,
+                        share_window_ns=share_window if clock == "virtual" and local_gbs > 0 else 0)  # fmt: skip
