@@ -81,8 +81,8 @@ HOST_OWN = (ACCEL_DIR, tcg_boot.CALIBRATION_FILE, tcg_clock.CALIBRATION_FILE)
 NO_KVM_HOLD_ENV = "NUMALAB_NESTED_NO_KVM_HOLD"
 # A QEMU before 8.1 can go on running, under its multi-threaded TCG, a translation of guest code that another vCPU
 # has just rewritten (upstream's fix: "accel/tcg: Always lock pages before translation", in 8.1.0). An outer guest
-# patches its kernel's code at each inner KVM VM's first start and last end (KVM's preempt_notifier_key, a jump
-# label inlined into __schedule), and on QEMU 7.2 every CPU of one then took an int3 at that site for good
+# patches its kernel's code at each inner KVM VM's first start and last end (a jump label in __schedule: by our
+# reading KVM's preempt_notifier_key), and on QEMU 7.2 every CPU of one then took an int3 at that site for good
 # (docs/tcg.md, "The outer guest's int3 freeze").
 STALE_CODE_FIXED = (8, 1, 0)
 
