@@ -1,19 +1,20 @@
 """What --remote-latency slit costs: numa01 on ring-2, plain TCG against the remote-latency plugin.
 
-    .venv/bin/python tests/bench/remote_latency.py [REPEATS] [DURATION_S] [QEMU]   (defaults: 2, 6)
+    .venv/bin/python tests/bench/remote_latency.py [REPEATS] [DURATION_S] [QEMU] [--only plain,charged,...]
+    (defaults: 2, 6, every configuration)
 
-REPEATS runs of each (plain, slit, and with numalab's patched QEMU built: plain10, QEMU 10 (backports) on the
-host's clock; virtual, --clock virtual alone; charged0, --clock virtual --remote-latency slit with nothing to
-charge (L = 0.001 ns, no stream pricing): the instrumentation alone; charged, --clock virtual --remote-latency
-slit), interleaved, of numa01 on ring-2 (1 vCPU a node, 256 MiB a
-node, TCG, the stock kernel, NUMA balancing on, no trace). Prints per configuration the median host seconds a
-run took, the guest-measured GB/s, GB per vCPU CPU-second (lab.analysis.metrics' twin, which host load moves
-less), GB per host second of the workload (the emulation's speed: what the virtual clock runs cost in host
-time), and for slit and charged the time charged and held over the workload and the share of modelled misses
-that were remote. The slowdown of slit is the plugin's callback on every access plus the time charged (the
-model at work: that part is wanted); that of charged against plain, by GB per host second, is what issue 26
-asks to keep within 3x (issue 39: 4x). "boot s" is the host seconds to a booted guest (issue 39: a boot under
-the charge within 2x of plain TCG's).
+REPEATS runs of each (plain, slit, and with numalab's patched QEMU built: plain10, QEMU 10 (backports) on the host's
+clock; virtual, --clock virtual alone; charged0, --clock virtual --remote-latency slit with nothing to charge
+(L=0.001 ns, no stream pricing): the instrumentation alone; charged, --clock virtual --remote-latency slit;
+charged-par, the same with --quantum 2000: each vCPU its own guest time), interleaved, of numa01 on ring-2 (1 vCPU a
+node, 256 MiB a node, TCG, the stock kernel, NUMA balancing on, no trace). Prints per configuration the median host
+seconds a run took, the guest-measured GB/s, GB per vCPU CPU-second (lab.analysis.metrics' twin, which host load
+moves less), GB per host second of the workload (the emulation's speed: what the virtual clock runs cost in host
+time), and for slit and charged the time charged and held over the workload and the share of modelled misses that
+were remote. The slowdown of slit is the plugin's callback on every access plus the time charged (the model at work:
+that part is wanted); that of charged against plain, by GB per host second, is what issue 26 asks to keep within 3x
+(issue 39: 4x). "boot s" is the host seconds to a booted guest (issue 39: a boot under the charge within 2x of plain
+TCG's).
 
 QEMU, a path, adds a row "charged-q" with that binary instead of the patched QEMU that `--qemu charge` runs:
 an earlier build of numalab's series (the cache's other qemu-charge/*/usr/bin/qemu-system-x86_64), to measure
@@ -23,6 +24,7 @@ of line. Figures, not a test.
 
 from __future__ import annotations
 
+import argparse
 import json
 import statistics
 import subprocess
@@ -38,7 +40,10 @@ CHARGED = {"plain10": ["--qemu", "backports"],
            "virtual": ["--qemu", "charge", "--clock", "virtual"],
            "charged0": ["--qemu", "charge", "--clock", "virtual", "--remote-latency", "slit",
                         "--remote-latency-ns", "0.001", "--remote-bandwidth-gbs", "0"],
-           "charged": ["--qemu", "charge", "--clock", "virtual", "--remote-latency", "slit"]}  # fmt: skip
+           "charged": ["--qemu", "charge", "--clock", "virtual", "--remote-latency", "slit"],
+           # the fuller model of issue 52: each vCPU its own guest time (a 2 us quantum), the rest as charged
+           "charged-par": ["--qemu", "charge", "--clock", "virtual", "--remote-latency", "slit",
+                           "--quantum", "2000"]}  # fmt: skip
 
 
 def have_charge_qemu() -> bool:
@@ -88,12 +93,27 @@ def fmt(v: float | None, spec: str = ".3f") -> str:
     return "-" if v is None else format(v, spec)
 
 
+def spread(values: list, spec: str) -> str:
+    values = [v for v in values if v is not None]
+    return f"{min(values):{spec}}-{max(values):{spec}}" if values else "-"
+
+
 def main() -> int:
-    repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 2
-    duration = sys.argv[2] if len(sys.argv) > 2 else "6"
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("repeats", nargs="?", type=int, default=2)
+    ap.add_argument("duration", nargs="?", default="6")
+    ap.add_argument("qemu", nargs="?", help="an earlier patched QEMU's binary: the charged-q row")
+    ap.add_argument("--only", help="these configurations alone, comma-separated (plain is always run: the base)")
+    args = ap.parse_args()
+    repeats, duration = args.repeats, args.duration
     configs = CONFIGS | (CHARGED if have_charge_qemu() else {})
-    if len(sys.argv) > 3:
-        configs["charged-q"] = ["--qemu", sys.argv[3], *CHARGED["charged"][2:]]
+    if args.qemu:
+        configs["charged-q"] = ["--qemu", args.qemu, *CHARGED["charged"][2:]]
+    if args.only:
+        wanted = {"plain", *args.only.split(",")}
+        if unknown := wanted - set(configs):
+            ap.error(f"--only: no configuration {', '.join(sorted(unknown))} (there are {', '.join(configs)})")
+        configs = {k: v for k, v in configs.items() if k in wanted}
     if len(configs) == len(CONFIGS):
         print("(no patched QEMU: make setup-qemu-charge for the virtual and charged rows)")
     results: dict[str, list[dict]] = {c: [] for c in configs}
@@ -116,6 +136,10 @@ def main() -> int:
               f"{fmt(m['gb_per_vcpu_s']):>11}{fmt(slow['gb_per_vcpu_s'], '.2f'):>7}{fmt(m['gb_per_host_s']):>11}"
               f"{fmt(slow['gb_per_host_s'], '.2f'):>7}{fmt(m['charged_s'], '.2f'):>11}{fmt(m['held_s'], '.2f'):>8}"
               f"{fmt(m['remote_pct'], '.1f'):>10}")  # fmt: skip
+    print("spread (min-max) of each configuration's runs: boot s, GB/host-s, GB/vCPU-s")
+    for name, rs in results.items():
+        boot, host, vcpu = ([r[k] for r in rs] for k in ("boot_s", "gb_per_host_s", "gb_per_vcpu_s"))
+        print(f"{name:10}{spread(boot, '.1f'):>14}{spread(host, '.3f'):>14}{spread(vcpu, '.3f'):>14}")
     print(
         "x: plain's figure over this one (a slowdown). Under --clock virtual GB/s is per guest second (it counts the "
         "charge); GB/host-s is the emulation's speed."
