@@ -60,3 +60,19 @@ def host_shared() -> Iterator[None]:
     """This host's libvirtd and its test user, held for the module by this worker (waits for the other)."""
     with file_lock(HOST_SHARED_LOCK):
         yield
+
+
+@pytest.fixture(scope="session")
+def built_kernel() -> tuple[str, str]:
+    """``--kernel baseline``, built once (a cache hit when the cache is warm; on a cold one, built here under the
+    source's lock, or waited for while another worker builds it). For VM tests whose subject is not the kernel: it
+    boots in about 1.4 s of TCG where the stock kernel, with its hundreds of initcalls, takes about 4 s, and under the
+    remote-latency model 14 s of host time against 24 (docs/benchmarks.md, "The test suite")."""
+    import subprocess
+
+    from common import REPO
+
+    proc = subprocess.run([sys.executable, "-m", "lab.cli", "kernel", "build", "--name", "baseline", "--quiet"],
+                          cwd=REPO, capture_output=True, text=True, timeout=3600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return ("--kernel", "baseline")

@@ -44,14 +44,14 @@ bandwidth_ratio: [[1, 1.5], [1.25, 1]]
 """
 
 
-def test_streams_pay_each_pairs_bandwidth_and_the_chase_its_latency(tmp_path) -> None:
+def test_streams_pay_each_pairs_bandwidth_and_the_chase_its_latency(tmp_path, built_kernel) -> None:
     spec = tmp_path / "bw-2.yaml"
     spec.write_text(SPEC)
     out = tmp_path / "run"
-    proc = numalab("run", "--topology", str(spec), "--workload", "bandwidth-matrix", "--duration", "4", "--no-trace",
-                   "--numa-balancing", "off", "--qemu", "charge", "--clock", "virtual", "--remote-latency", "slit",
-                   "--insns-per-ns", str(INSNS_PER_NS), "--quantum", "2000", "--out", str(out), "--json",
-                   timeout=900)  # fmt: skip
+    proc = numalab("run", *built_kernel, "--topology", str(spec), "--workload", "bandwidth-matrix", "--duration", "4",
+                   "--no-trace", "--numa-balancing", "off", "--qemu", "charge", "--clock", "virtual",
+                   "--remote-latency", "slit", "--insns-per-ns", str(INSNS_PER_NS), "--quantum", "2000",
+                   "--out", str(out), "--json", timeout=900)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     m = json.loads(proc.stdout)
     assert m["status"] == "ok", m["reason"]

@@ -32,10 +32,10 @@ def qemu_charge() -> str:
     return proc.stdout.strip()
 
 
-def test_every_pair_pays_its_slit_ratio_in_guest_time_under_host_load(tmp_path, qemu_charge) -> None:
+def test_every_pair_pays_its_slit_ratio_in_guest_time_under_host_load(tmp_path, qemu_charge, built_kernel) -> None:
     out = tmp_path / "ring4"
     with host_hogs():
-        proc = numalab("run", "--topology", "ring-4", "--cpus-per-node", "1", "--mem-per-node", "256M",
+        proc = numalab("run", *built_kernel, "--topology", "ring-4", "--cpus-per-node", "1", "--mem-per-node", "256M",
                        "--workload", "latency-matrix", "--duration", "4", "--no-trace", "--numa-balancing", "off",
                        "--qemu", "charge", "--clock", "virtual", "--remote-latency", "slit", "--out", str(out),
                        "--json", timeout=900)  # fmt: skip
@@ -77,14 +77,14 @@ def _record(path) -> dict:
     return json.loads((path / "manifest.json").read_text())
 
 
-def test_same_seed_same_run_other_seed_other_run(tmp_path, qemu_charge) -> None:
+def test_same_seed_same_run_other_seed_other_run(tmp_path, qemu_charge, built_kernel) -> None:
     """Runs that repeat exactly (docs/qemu.md): ring-2 (4 vCPUs) numa01 under --clock virtual with numalab's
     QEMU, seed 0 twice (a run alone, then the first of a --repeat 2 batch) and seed 1 (the batch's second).
     The same seed gives the same trace.dat event sequence (every NUMA event at the same guest time, on the
     same CPU, for the same task), the same counters and the same figures; another seed another path. Without
     the fix (QEMU's default RTC, the 9p work on worker threads) 6 of 6 such runs took different paths here.
-    Cost: three runs, about 50 s each on a quiet host."""
-    base = ["run", "--topology", "ring-2", "--workload", "numa01", "--duration", "3", "--qemu", "charge",
+    Cost: three runs, about 50 s each on a quiet host with the stock kernel (numalab's, here, boots faster)."""
+    base = ["run", *built_kernel, "--topology", "ring-2", "--workload", "numa01", "--duration", "3", "--qemu", "charge",
             "--clock", "virtual"]  # fmt: skip
     alone = numalab(*base, "--seed", "0", "--out", str(tmp_path / "alone"), timeout=900)
     assert alone.returncode == 0, alone.stderr[-3000:]
