@@ -20,7 +20,9 @@ is each pair's configured share of the local one within 10%. At one instruction 
 instructions hid most of it (ring-4: 0.797 where 0.500 was configured); measured at 4 (2026-11-27, make
 setup-qemu-charge's build, quiet host): copy 0.702 and triad 0.728 for 0.667 (+9.2%, the least room), copy 0.848
 and triad 0.826 for 0.8; a page moved in 4.2-4.6 us; 88 s of host time (155 s on a host busy with a cold
-rehearsal, an earlier build of the patches: triad 0.714 and 0.835).
+rehearsal, an earlier build of the patches: triad 0.714 and 0.835). Those with the stock kernel; the test boots
+numalab's baseline since (its boot under the model about half the stock one's): copy 0.716 and triad 0.713 for 0.667,
+a page moved in 2.7-2.9 us (2026-11-27, beside another session's VM tests).
 """
 
 from __future__ import annotations
