@@ -21,12 +21,12 @@ pytestmark = pytest.mark.vm
 REPEATS = 3
 
 
-def _runs(tmp: Path, balancing: str) -> list[Path]:
-    return ring4_numa01_repeats(tmp, balancing, REPEATS)
+def _runs(tmp: Path, balancing: str, *extra: str) -> list[Path]:
+    return ring4_numa01_repeats(tmp, balancing, REPEATS, *extra)
 
 
-def test_on_against_off_report_and_compare(tmp_path: Path) -> None:
-    on, off = _runs(tmp_path, "on"), _runs(tmp_path, "off")
+def test_on_against_off_report_and_compare(tmp_path: Path, built_kernel) -> None:
+    on, off = _runs(tmp_path, "on", *built_kernel), _runs(tmp_path, "off", *built_kernel)
 
     for run in off:
         events = json.loads((run / "manifest.json").read_text())["metrics"]["events"]
