@@ -72,8 +72,8 @@ def _memory_charts(nm: dict) -> int:
     return 2 + min(len(nm.get("processes") or {}), PROCESS_CHARTS)
 
 
-def test_residency_node_memory_and_overlays_end_to_end(tmp_path: Path) -> None:
-    on, off = _runs(tmp_path, "on", "--node-maps"), _runs(tmp_path, "off")
+def test_residency_node_memory_and_overlays_end_to_end(tmp_path: Path, built_kernel) -> None:
+    on, off = _runs(tmp_path, "on", "--node-maps", *built_kernel), _runs(tmp_path, "off", *built_kernel)
     for run in on:
         _check_record(run, maps=True, balancing=True)
     for run in off:
