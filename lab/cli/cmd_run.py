@@ -275,8 +275,8 @@ def add_run_arguments(r: argparse.ArgumentParser, *, repeat: int | str) -> None:
         "--coherence",
         choices=("on", "off"),
         help="with --remote-latency: a line written on one node and then read or written on another is a transfer "
-        "between them, charged the pair's miss latency (default on under --clock virtual, where it is exact; off "
-        "under the host's clock; docs/throughput.md)",
+        "between them, charged the pair's miss latency (default off; exact under --clock virtual; "
+        "docs/throughput.md)",
     )
 
     g = r.add_argument_group("output")

@@ -115,7 +115,7 @@ class RunOptions:
     remote_latency: str = "off"  # off, slit, table: remote misses cost (lab.vm.tcg.latency_model)
     remote_latency_ns: float | None = None  # L, the local miss latency; None: the default
     remote_bandwidth_gbs: float | None = None  # a stream miss's local bandwidth (0: no streams); None: the default
-    coherence: str = ""  # on, off: lines moving between nodes charged; "": on under --clock virtual, off under host
+    coherence: str = ""  # on, off: lines moving between nodes charged; "": the default (off)
 
     def __post_init__(self) -> None:
         self.check()

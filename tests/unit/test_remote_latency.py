@@ -331,23 +331,21 @@ def test_a_line_written_once_and_then_only_read_moves_once(harness, tmp_path) ->
     assert rows[1]["held_ns"] >= 1024 * 100 - 20_000  # paid by 20 us chunks
 
 
-def test_coherence_is_on_by_default_under_the_virtual_clock_only() -> None:
+def test_coherence_is_off_by_default_and_on_when_asked() -> None:
     from lab.run.batch import latency_of
     from lab.run.options import RunOptions
     from lab.topology.spec import load_topology
 
-    assert model_for(_topo(), "slit", 100.0, "virtual").coherence  # type: ignore[union-attr]
-    assert not model_for(_topo(), "slit", 100.0, "host").coherence  # type: ignore[union-attr]
-    assert model_for(_topo(), "slit", 100.0, "host", coherence=True).coherence  # type: ignore[union-attr]
-    host = model_for(_topo(), "slit", 200.0, "host")
-    assert host is not None and host.to_dict()["coherence"] == {
-        "modelled": False, "why": "off under the host's clock unless --coherence on"}  # fmt: skip
+    for clock in ("virtual", "host"):
+        assert not model_for(_topo(), "slit", 100.0, clock).coherence  # type: ignore[union-attr]
+        assert model_for(_topo(), "slit", 100.0, clock, coherence=True).coherence  # type: ignore[union-attr]
+    off = model_for(_topo(), "slit", 100.0, "virtual")
+    assert off is not None and not off.to_dict()["coherence"]["modelled"]
     ring = load_topology("ring-2")
-    for word, virtual, on_host in (("", True, False), ("on", True, True), ("off", False, False)):
-        opts = RunOptions(remote_latency="slit", clock="virtual", accel="tcg", coherence=word)
-        assert latency_of(opts, "tcg", ring, None).coherence is virtual  # type: ignore[union-attr]
-        opts = RunOptions(remote_latency="slit", accel="tcg", coherence=word)
-        assert latency_of(opts, "tcg", ring, None).coherence is on_host  # type: ignore[union-attr]
+    for word, on in (("", False), ("on", True), ("off", False)):
+        for clock in ("virtual", "host"):
+            opts = RunOptions(remote_latency="slit", clock=clock, accel="tcg", coherence=word)
+            assert latency_of(opts, "tcg", ring, None).coherence is on  # type: ignore[union-attr]
     with pytest.raises(LabError, match=r"^--coherence: only with --remote-latency slit or table$"):
         RunOptions(coherence="on")
     with pytest.raises(LabError, match=r"^--coherence: 'yes' is not one of on, off$"):

@@ -8,7 +8,7 @@ CPUs. Under one shared clock each of two streams gets about half of one (0.53 me
 vCPU its own time, two streams on two nodes each get what one gets alone (answer 1), and two on one node share
 its bandwidth (images/qemu/0008 lets the model read each vCPU's own time), each about half of one (answer 2).
 The counter handed between the nodes costs a line transfer each time a CPU reads what the other wrote (the
-model's coherence, on by default under the virtual clock), and at most a few microseconds a round trip (the
+model's coherence, --coherence on), and at most a few microseconds a round trip (the
 quantum bounds how late a hand-off is seen); two private counters cost nothing extra (answer 3). The same seed
 gives the same run, beside a CPU hog on the host too.
 """
@@ -251,8 +251,8 @@ def _run(tmp_path: Path, workload: Path, name: str) -> dict:
     out = tmp_path / name
     proc = numalab("run", "--topology", "ring-2", "--cpus-per-node", "1", "--mem-per-node", "256M", "--workload",
                    str(workload), "--duration", "3", "--no-trace", "--numa-balancing", "off", "--qemu", "charge",
-                   "--clock", "virtual", "--remote-latency", "slit", "--quantum", str(QUANTUM_NS), "--seed", "5",
-                   "--out", str(out), "--json", "--timeout", "600", timeout=900)  # fmt: skip
+                   "--clock", "virtual", "--remote-latency", "slit", "--coherence", "on", "--quantum", str(QUANTUM_NS),
+                   "--seed", "5", "--out", str(out), "--json", "--timeout", "600", timeout=900)  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     m = json.loads(proc.stdout)
     assert m["status"] == "ok", m["reason"]

@@ -36,11 +36,12 @@ shared by the vCPUs that stream from it in the same stretch of guest time (``sha
 is charged at the larger of its pair's price and the line at the vCPU's part of the node's total: what the
 others' streams left of it in their last window, and never less than an equal share (docs/throughput.md).
 
-Coherence (``coherence``; on by default under ``--clock virtual``, where it is exact and repeats by seed): a line
-written by a vCPU of one node and then read or written by a vCPU of another node is a transfer between the two
-nodes, charged the pair's miss cost (``cost_ps``: ratio * L of guest time on the virtual clock); a line only read
-by many stays shared, a private line costs nothing. The plugin keeps a directory of every line of guest memory
-(not sampled): the node that wrote it last and the nodes that hold a current copy (docs/throughput.md).
+Coherence (``coherence``; off by default, ``--coherence on``; exact, in the guest's order, under ``--clock
+virtual``): a line written by a vCPU of one node and then read or written by a vCPU of another node is a transfer
+between the two nodes, charged the pair's miss cost (``cost_ps``: ratio * L of guest time on the virtual clock); a
+line only read by many stays shared, a private line costs nothing. The plugin keeps a directory of every line of
+guest memory (not sampled): the node that wrote it last and the nodes that hold a current copy
+(docs/throughput.md).
 """
 
 from __future__ import annotations
@@ -223,8 +224,7 @@ class LatencyModel:
     def coherence_dict(self) -> dict:
         """Whether a line moving between nodes is charged, and what, for the manifest."""
         if not self.coherence:
-            why = "off under the host's clock unless --coherence on" if not self.virtual else "off (--coherence off)"
-            return {"modelled": False, "why": why}
+            return {"modelled": False, "why": "off (--coherence on models it)"}
         n = range(len(self.ratios))
         return {
             "modelled": True,
@@ -284,7 +284,7 @@ def model_for(
     """The model ``--remote-latency mode`` asks for on ``topo`` under ``--clock clock`` (None for off), stream
     misses at ``local_gbs`` (0: none) over the spec's ``bandwidth_ratio:`` or else the latency ratios, a node's
     stream bandwidth shared in windows of ``share_window`` ns of guest time (0: not shared), lines moving between
-    nodes charged (``coherence``; None: on under the virtual clock, off under the host's)."""
+    nodes charged (``coherence``; None: the default, off)."""
     if mode not in REMOTE_LATENCY:
         raise LabError(f"--remote-latency: {mode!r} is not one of {', '.join(REMOTE_LATENCY)}")
     if mode == "off":
@@ -304,4 +304,4 @@ def model_for(
     return LatencyModel(ratios, local_ns, vcpu_nodes, chunk_ns=chunk, source=source, clock=clock,
                         local_gbs=local_gbs, bandwidth_ratios=bw, bandwidth_source=bw_source,
                         share_window_ns=share_window if clock == "virtual" and local_gbs > 0 else 0,
-                        coherence=clock == "virtual" if coherence is None else coherence)  # fmt: skip
+                        coherence=bool(coherence))  # fmt: skip
