@@ -49,6 +49,20 @@
  *                     order the one round-robin thread runs the vCPUs: a run still repeats exactly
  *   node_bw=NODE:PS   picoseconds a line at NODE's total bandwidth (with share_ns=); a node without one is not
  *                     shared; repeatable
+ *   coherence=1       a line written by a vCPU of one node and then read or written by a vCPU of another node is
+ *                     a transfer between the two nodes, charged the pair's cost= (the reader's or writer's node to
+ *                     the node that wrote it); a line only read stays shared, a private line costs nothing. A
+ *                     directory over every line of the ranges (not sampled), by node: the node that wrote the line
+ *                     last (its owner) and the nodes holding a current copy. A read by a node without a copy of a
+ *                     line another node owns is a transfer (then it has a copy); a write by a node without a copy
+ *                     is one too (a read for ownership); either way a write makes the writer's node the owner and
+ *                     the only holder (invalidating the others' copies is not charged). Under lat_clock=virtual a
+ *                     transfer's charge is paid at once, so the access that makes it takes it in guest time. With
+ *                     the line callback, an access the callback would skip can change the directory, so the plugin
+ *                     makes the next access call back (qemu_plugin_u64_set on the line entry): its own after a
+ *                     read of a line its node does not own (a store may follow), the other vCPUs' after a change
+ *                     of a line's state. Exact and in the one thread's order under -icount; under MTTCG the
+ *                     directory's entries change by compare-and-swap, in whatever order the threads run
  *   line_cb=0|1       (default 1) with a QEMU that has numalab's qemu_plugin_register_vcpu_mem_line_cb
  *                     (images/qemu/0005) and no out=: the callback is made only when a vCPU's access is to
  *                     another line than its last one; the translated code compares inline and skips the
@@ -61,14 +75,15 @@
  * A miss to a node with a cost adds cost * N to the vCPU's debt; past chunk_ns the vCPU's own thread spins
  * on its CPU clock (CLOCK_THREAD_CPUTIME_ID) until the debt is paid (an overshoot is credited); with
  * lat_clock=virtual the debt is charged to the virtual clock instead, and "held" counts what was charged.
- *   numalab-remote-latency 4 / lines L / lat_sample N / chunk_ns C / stream S / line_cb F / share_ns W /
- *                       vcpus V / nodes K (header)
- *   snap MONO_NS c... / end MONO_NS c...   cumulative, V rows of K+8 numbers: looked-up accesses, hits,
+ *   numalab-remote-latency 5 / lines L / lat_sample N / chunk_ns C / stream S / line_cb F / share_ns W /
+ *                       coherence H / vcpus V / nodes K (header)
+ *   snap MONO_NS c... / end MONO_NS c...   cumulative, V rows of K+10 numbers: looked-up accesses, hits,
  *                       misses by memory node (K), misses to RAM outside every node or unresolved, debt
  *                       charged (ns), ns spent holding the vCPU, MMIO accesses (not cached, not charged:
  *                       a LAPIC write for every IPI under TCG's xAPIC counts here), stream misses (charged
  *                       bw=, among the misses by node), shared stream misses (among those: charged the
- *                       node's share, slower than the pair's bw=)
+ *                       node's share, slower than the pair's bw=), coherence transfers (exact: every line,
+ *                       not sampled), their charge (ns; among the debt charged)
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
@@ -110,8 +125,8 @@ static int outside_seen;
 
 /* Remote latency (lat_out=): off unless lat_out is given. */
 #define LAT_MAX_SETS (1u << 20)
-#define LAT_FIXED 8 /* columns besides the K per-node misses: accesses, hits, other, charged ns, held ns, io,
-                     * stream misses, shared stream misses */
+#define LAT_FIXED 10 /* columns besides the K per-node misses: accesses, hits, other, charged ns, held ns, io,
+                      * stream misses, shared stream misses, coherence transfers, their charge */
 #define STREAM_RECENT 8 /* lines a vCPU touched last (a power of two) */
 struct lat_vcpu { /* one cache line each: vCPU threads write their own only */
     uint64_t *tags;   /* the modelled sets' line tags (physical line number + 1; 0: empty) */
@@ -121,6 +136,7 @@ struct lat_vcpu { /* one cache line each: vCPU threads write their own only */
     uint32_t recent_pos;
     uint64_t line;                   /* the virtual line of the last access */
     uint64_t recent[STREAM_RECENT];  /* the lines before it, each time the line changed */
+    int live;                        /* has made a callback (QEMU has started it: its line entry exists) */
 } __attribute__((aligned(64)));
 static FILE *lat_out;
 static struct lat_vcpu *lat;
@@ -149,6 +165,13 @@ static int n_vnodes;
 static int lat_width;
 static int lat_virtual;             /* lat_clock=virtual */
 static const void *time_handle; /* qemu_plugin_request_time_control's */
+/* Coherence (coherence=1): per line of the ranges, the node that wrote it last + 1 (0: none since the start) in
+ * the low byte, and a bit per node that holds a current copy above it. */
+#define COH_OWNER 0xffu
+#define COH_MAX_NODES 24
+static uint32_t *coh_dir;
+static uint64_t coh_base[MAX_RANGES]; /* per range: the index of its first line */
+static int lat_coherence;             /* coherence=1 */
 static int lat_line_cb = 1;     /* line_cb= (wanted) */
 static int line_cb;             /* used: the QEMU has it, and no out= needs every access */
 static qemu_plugin_u64 line_entry;
@@ -254,6 +277,71 @@ static uint64_t share_price(unsigned int vcpu, int node, uint64_t pair_ps)
     return ps > pair_ps ? ps : pair_ps;
 }
 
+/* The line entry of a vCPU back to no line: its next access is passed on even if to the line it saw last. */
+static void recall(unsigned int vcpu)
+{
+    if (line_cb)
+        qemu_plugin_u64_set(line_entry, vcpu, ~0ull);
+}
+
+/* Every vCPU but this one (that QEMU has started) passes its next access on: a line's state changed. */
+static void recall_others(unsigned int vcpu)
+{
+    for (int u = 0; line_cb && u < n_vcpus; u++)
+        if (u != (int)vcpu && __atomic_load_n(&lat[u].live, __ATOMIC_RELAXED))
+            recall((unsigned)u);
+}
+
+static uint32_t *coh_entry(uint64_t pa)
+{
+    for (int i = 0; i < n_ranges; i++)
+        if (pa >= ranges[i].start && pa < ranges[i].end)
+            return coh_dir + coh_base[i] + ((pa >> 6) - (ranges[i].start >> 6));
+    return NULL;
+}
+
+/* An access of vcpu (of node l->node) to the line whose directory entry is e: a transfer from the node that owns
+ * it when this node has no current copy (charged the pair's cost=, paid at once under the virtual clock). */
+static void coherent(unsigned int vcpu, struct lat_vcpu *l, uint32_t *e, int store)
+{
+    uint32_t bit = 1u << (8 + l->node), me = (uint32_t)l->node + 1;
+    uint32_t old = __atomic_load_n(e, __ATOMIC_RELAXED), nw;
+    int from;
+    do {
+        uint32_t owner = old & COH_OWNER;
+        from = -1;
+        if (store) {
+            if (owner == me && (old & ~COH_OWNER) == bit)
+                return; /* private: this node's alone */
+            if (owner && owner != me && !(old & bit))
+                from = (int)owner - 1; /* a read for ownership of a line another node wrote */
+            nw = me | bit;
+        } else {
+            if ((old & bit) || !owner) { /* a current copy, or a line nobody wrote: nothing to move */
+                if (owner != me)
+                    recall(vcpu); /* a store to the line may follow: see it */
+                return;
+            }
+            from = (int)owner - 1;
+            nw = old | bit;
+        }
+    } while (!__atomic_compare_exchange_n(e, &old, nw, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+    recall_others(vcpu);
+    if (!store)
+        recall(vcpu);
+    if (from < 0)
+        return;
+    uint64_t cost = cost_ps[l->node][from];
+    l->cols[8 + n_nodes]++;
+    l->cols[9 + n_nodes] += cost;
+    if (!cost)
+        return;
+    l->cols[3 + n_nodes] += cost;
+    l->debt_ps += (int64_t)cost;
+    if ((lat_virtual && l->debt_ps >= 1000) || l->debt_ps >= (int64_t)chunk_ps)
+        pay(l);
+}
+
 static void latency_access(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr)
 {
     uint64_t line = vaddr >> 6;
@@ -263,11 +351,22 @@ static void latency_access(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64
         l->line = line;
     }
     int32_t slot = lat_slot[line & (lat_lines - 1)];
+    struct qemu_plugin_hwaddr *hw = NULL;
+    if (coh_dir) { /* every line, sampled set or not */
+        if (!l->live)
+            __atomic_store_n(&l->live, 1, __ATOMIC_RELAXED);
+        hw = qemu_plugin_get_hwaddr(info, vaddr);
+        uint32_t *e;
+        if (hw && l->node >= 0 && !qemu_plugin_hwaddr_is_io(hw) &&
+            (e = coh_entry(qemu_plugin_hwaddr_phys_addr(hw))))
+            coherent(vcpu, l, e, qemu_plugin_mem_is_store(info));
+    }
     if (slot < 0)
         return;
     uint64_t *c = l->cols;
     c[0]++;
-    struct qemu_plugin_hwaddr *hw = qemu_plugin_get_hwaddr(info, vaddr);
+    if (!coh_dir)
+        hw = qemu_plugin_get_hwaddr(info, vaddr);
     if (!hw) {
         c[2 + n_nodes]++;
         return;
@@ -364,7 +463,7 @@ static void write_latency(const char *tag)
     for (int v = 0; v < n_vcpus; v++)
         for (int c = 0; c < lat_width; c++) {
             uint64_t x = __atomic_load_n(&lat[v].cols[c], __ATOMIC_RELAXED);
-            fprintf(lat_out, " %" PRIu64, c == 3 + n_nodes ? x / 1000 : x); /* charged: ps -> ns */
+            fprintf(lat_out, " %" PRIu64, c == 3 + n_nodes || c == 9 + n_nodes ? x / 1000 : x); /* ps -> ns */
         }
     fputc('\n', lat_out);
     fflush(lat_out);
@@ -490,6 +589,10 @@ static int latency_arg(const char *a, const char **lat_path)
         if (strcmp(a + 10, "virtual") && strcmp(a + 10, "host"))
             return fail("bad lat_clock (want virtual or host)", a);
         lat_virtual = !strcmp(a + 10, "virtual");
+    } else if (!strncmp(a, "coherence=", 10)) {
+        if (strcmp(a + 10, "0") && strcmp(a + 10, "1"))
+            return fail("bad coherence (want 0 or 1)", a);
+        lat_coherence = a[10] == '1';
     } else if (!strncmp(a, "line_cb=", 8)) {
         if (strcmp(a + 8, "0") && strcmp(a + 8, "1"))
             return fail("bad line_cb (want 0 or 1)", a);
@@ -509,7 +612,11 @@ static int latency_setup(const char *path, int every_access)
 {
     if (lat_sample > lat_lines)
         return fail("lat_sample is more than lines", path);
-    if (lat_line_cb && !every_access && qemu_plugin_register_vcpu_mem_line_cb && qemu_plugin_scoreboard_new) {
+    if (lat_coherence && n_nodes > COH_MAX_NODES)
+        return fail("coherence: at most 24 nodes", path);
+    /* coherence with the line callback needs to reset a vCPU's entry (QEMU 9.0+'s qemu_plugin_u64_set) */
+    if (lat_line_cb && !every_access && qemu_plugin_register_vcpu_mem_line_cb && qemu_plugin_scoreboard_new &&
+        (!lat_coherence || qemu_plugin_u64_set)) {
         line_entry.score = qemu_plugin_scoreboard_new(sizeof(uint64_t));
         line_entry.offset = 0;
         line_cb = line_entry.score != NULL;
@@ -532,6 +639,16 @@ static int latency_setup(const char *path, int every_access)
         shares = calloc((size_t)n_nodes * (size_t)n_vcpus, sizeof(*shares));
         if (!shares)
             return fail("out of memory", "shares");
+    }
+    if (lat_coherence) { /* one entry a line of every range; calloc's pages are touched only where lines are */
+        uint64_t lines = 0;
+        for (int i = 0; i < n_ranges; i++) {
+            coh_base[i] = lines;
+            lines += ((ranges[i].end + 63) >> 6) - (ranges[i].start >> 6);
+        }
+        coh_dir = calloc(lines, sizeof(*coh_dir));
+        if (!coh_dir)
+            return fail("out of memory", "coherence directory");
     }
     uint32_t modelled = lat_lines / lat_sample;
     lat_slot = malloc(lat_lines * sizeof(*lat_slot));
@@ -566,10 +683,10 @@ static int latency_setup(const char *path, int every_access)
     if (!lat_out)
         return fail("cannot write", path);
     fprintf(lat_out,
-            "numalab-remote-latency 4\napi %d\nlines %u\nmodelled_sets %u\nlat_sample %u\nchunk_ns %" PRIu64
-            "\nlat_virtual %d\nstream %d\nline_cb %d\nshare_ns %" PRIu64 "\nvcpus %d\nnodes %d\n",
+            "numalab-remote-latency 5\napi %d\nlines %u\nmodelled_sets %u\nlat_sample %u\nchunk_ns %" PRIu64
+            "\nlat_virtual %d\nstream %d\nline_cb %d\nshare_ns %" PRIu64 "\ncoherence %d\nvcpus %d\nnodes %d\n",
             NUMALAB_PLUGIN_API, lat_lines, k, lat_sample, chunk_ps / 1000, lat_virtual, lat_stream, line_cb,
-            share_ns, n_vcpus, n_nodes);
+            share_ns, lat_coherence, n_vcpus, n_nodes);
     for (int v = 0; v < n_vcpus; v++)
         fprintf(lat_out, "vnode %d %d\n", v, lat[v].node);
     for (int i = 0; i < n_nodes; i++)

@@ -76,6 +76,8 @@ bool qemu_plugin_hwaddr_is_io(const struct qemu_plugin_hwaddr *haddr);
 /* QEMU 8.2+: the guest-physical address. QEMU 5.1-8.1: for RAM, the RAM block's offset in
  * QEMU's ram_addr space + the region's offset in its container + the offset in the block. */
 uint64_t qemu_plugin_hwaddr_phys_addr(const struct qemu_plugin_hwaddr *haddr);
+/* Whether the access was a store (a load otherwise); from a memory callback's info. */
+bool qemu_plugin_mem_is_store(qemu_plugin_meminfo_t info);
 /* Called once when QEMU exits normally (the guest powered off). */
 void qemu_plugin_register_atexit_cb(qemu_plugin_id_t id, qemu_plugin_udata_cb_t cb, void *userdata);
 
@@ -97,6 +99,8 @@ typedef struct {
     size_t offset;
 } qemu_plugin_u64;
 struct qemu_plugin_scoreboard *qemu_plugin_scoreboard_new(size_t element_size) __attribute__((weak));
+/* QEMU 9.0+: set a vCPU's entry (one that QEMU has started: its index below the vCPUs initialised so far). */
+void qemu_plugin_u64_set(qemu_plugin_u64 entry, unsigned int vcpu_index, uint64_t val) __attribute__((weak));
 /* Only in a QEMU built with numalab's patch (images/qemu/0005): a memory callback made only when the access's
  * line (vaddr >> shift) differs from the vCPU's entry, which the generated code then sets to it. */
 void qemu_plugin_register_vcpu_mem_line_cb(struct qemu_plugin_insn *insn, qemu_plugin_vcpu_mem_cb_t cb,

@@ -74,6 +74,7 @@ def run_options_from_args(args: argparse.Namespace):
         remote_latency=args.remote_latency,
         remote_latency_ns=args.remote_latency_ns,
         remote_bandwidth_gbs=args.remote_bandwidth_gbs,
+        coherence=args.coherence or "",
     )
 
 
@@ -269,6 +270,13 @@ def add_run_arguments(r: argparse.ArgumentParser, *, repeat: int | str) -> None:
         help="with --remote-latency: the local bandwidth in GB/s at which a miss that continues a stream is charged "
         "(64 B / B x the pair's bandwidth ratio: the spec's bandwidth_ratio:, else the latency ratio) instead of "
         "its latency; 0: no stream detection (default 2; under --clock virtual 10; docs/throughput.md)",
+    )
+    g.add_argument(
+        "--coherence",
+        choices=("on", "off"),
+        help="with --remote-latency: a line written on one node and then read or written on another is a transfer "
+        "between them, charged the pair's miss latency (default off; exact under --clock virtual; "
+        "docs/throughput.md)",
     )
 
     g = r.add_argument_group("output")

@@ -56,6 +56,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "backend": BACKENDS,
     "access_address_map": ("", *ADDRESS_MODES),
     "remote_latency": REMOTE_LATENCY,
+    "coherence": ("", "on", "off"),
 }
 
 
@@ -114,6 +115,7 @@ class RunOptions:
     remote_latency: str = "off"  # off, slit, table: remote misses cost (lab.vm.tcg.latency_model)
     remote_latency_ns: float | None = None  # L, the local miss latency; None: the default
     remote_bandwidth_gbs: float | None = None  # a stream miss's local bandwidth (0: no streams); None: the default
+    coherence: str = ""  # on, off: lines moving between nodes charged; "": the default (off)
 
     def __post_init__(self) -> None:
         self.check()
@@ -189,6 +191,8 @@ class RunOptions:
                 raise LabError("--remote-latency-ns: only with --remote-latency slit")
             if self.remote_bandwidth_gbs is not None:
                 raise LabError("--remote-bandwidth-gbs: only with --remote-latency slit or table")
+            if self.coherence:
+                raise LabError("--coherence: only with --remote-latency slit or table")
             return
         if self.remote_latency_ns is not None:
             check_local_ns(self.remote_latency_ns)

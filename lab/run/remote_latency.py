@@ -21,7 +21,8 @@ from lab.vm.tcg.latency_model import LatencyModel
 
 RAW_FILE = REMOTE_LATENCY_TXT
 JSON_FILE = REMOTE_LATENCY_JSON
-FIXED = ("looked_up", "hits")  # then misses by node, then OTHER_MISSES, CHARGED, HELD, IO, STREAMS, SHARED
+FIXED = ("looked_up", "hits")  # then misses by node, then OTHER_MISSES, CHARGED, HELD, IO, STREAMS, SHARED, TRANSFERS,
+# TRANSFER_NS (coherence)
 # A correct address map leaves only MMIO and firmware accesses outside the nodes; a wrong one leaves
 # whole nodes' misses uncharged. More than this share of the modelled misses fails the run.
 OTHER_LIMIT = 0.01
@@ -68,7 +69,7 @@ class LatencyLog:
 
     @property
     def width(self) -> int:
-        return self.head["nodes"] + 8
+        return self.head["nodes"] + 10
 
 
 def read_log(path: Path) -> LatencyLog:
@@ -82,7 +83,7 @@ def read_log(path: Path) -> LatencyLog:
             log.head[words[0]] = int(words[1])
 
     log.snaps, log.ended = read_plugin_file(
-        path, "numalab-remote-latency 4", "remote-latency", header, lambda: log.head["vcpus"] * log.width
+        path, "numalab-remote-latency 5", "remote-latency", header, lambda: log.head["vcpus"] * log.width
     )
     return log
 
@@ -97,7 +98,7 @@ def _rows(log: LatencyLog, a: list[int], b: list[int]) -> list[dict]:
             "vcpu": v, "node": log.vcpu_nodes[v] if v < len(log.vcpu_nodes) else -1,
             "looked_up": d[0], "hits": d[1], "misses": d[2:2 + k], "other_misses": d[2 + k],
             "charged_ns": d[3 + k], "held_ns": d[4 + k], "io_accesses": d[5 + k], "stream_misses": d[6 + k],
-            "shared_misses": d[7 + k],
+            "shared_misses": d[7 + k], "transfers": d[8 + k], "transfer_ns": d[9 + k],
         })  # fmt: skip
     return out
 
@@ -115,6 +116,10 @@ def _totals(rows: list[dict], sample: int) -> dict:
         "estimated_misses": misses * sample,  # set sampling: each modelled miss stands for `sample`
         "charged_s": round(sum(r["charged_ns"] for r in rows) / 1e9, 4),
         "held_s": round(sum(r["held_ns"] for r in rows) / 1e9, 4),
+        # coherence: lines another node wrote, moved to this vCPU's node (every line, not sampled); their charge is
+        # among charged_s
+        "transfers": sum(r["transfers"] for r in rows),
+        "transfer_s": round(sum(r["transfer_ns"] for r in rows) / 1e9, 6),
         "per_vcpu": rows,
     }
 
@@ -129,6 +134,7 @@ def summarize(log: LatencyLog, start_ns: int | None, end_ns: int | None) -> dict
     # numalab's QEMU (images/qemu/0005) passes the plugin a vCPU's changes of line only: looked_up and hits
     # then count those, not every access (misses and charges are the same)
     out["line_changes_only"] = bool(log.head.get("line_cb", 0))
+    out["coherence"] = bool(log.head.get("coherence", 0))
     other = sum(r["other_misses"] for r in whole["per_vcpu"])
     seen = other + whole["modelled_misses"]
     out["other_share"] = round(other / seen, 5) if seen else 0.0
@@ -177,6 +183,7 @@ def summary_lines(manifest: dict) -> list[str]:
             f"  remote latency ({m['source']}, L={m['local_ns']:g} ns): charged {part.get('charged_s')}s, {paid} "
             f"{part.get('held_s')}s; {part.get('remote_miss_pct')}% of modelled misses remote"
             + (f", {part['stream_miss_pct']}% streams" if part.get("stream_miss_pct") else "")
+            + (f", {part['transfers']} line transfers between nodes" if part.get("transfers") else "")
         )
 
     return section_lines(manifest, "remote_latency", "remote latency", line)

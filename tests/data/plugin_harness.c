@@ -19,7 +19,11 @@
  * a second) plus what was charged to it.
  * With $HARNESS_PEER=VCPU:START_HEX a second vCPU reads as many bytes from its START at the same time, as
  * parallel guest time (images/qemu/0006) runs them on one thread: the vCPU whose time is the least runs
- * $HARNESS_QUANTUM_NS (default 2000) of its guest time, then the least again. Prints "vcpu_time_ns_V N" for each.
+ * $HARNESS_QUANTUM_NS (default 2000) of its guest time, then the least again. Prints "vcpu_time_ns_V N" for each,
+ * and "switches N": how many times the vCPU that ran changed.
+ * $HARNESS_RMW=MASK: the vCPUs of the mask (bit V: vCPU V) follow each load with a store to the same address (a
+ * counter's increment). $HARNESS_INIT=1: before anything else, the first vCPU stores once to every STRIDE of its
+ * range (the line's writer). A store's meminfo is 1 (qemu_plugin_mem_is_store), a load's 0.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -90,6 +94,10 @@ NL_EXPORT uint64_t qemu_plugin_hwaddr_phys_addr(const struct qemu_plugin_hwaddr 
 {
     return haddr->pa;
 }
+NL_EXPORT bool qemu_plugin_mem_is_store(qemu_plugin_meminfo_t info)
+{
+    return info & 1;
+}
 NL_EXPORT void qemu_plugin_register_atexit_cb(qemu_plugin_id_t id, qemu_plugin_udata_cb_t cb, void *userdata)
 {
     (void)id;
@@ -134,6 +142,10 @@ NL_EXPORT struct qemu_plugin_scoreboard *qemu_plugin_scoreboard_new(size_t eleme
 {
     return element_size == sizeof(uint64_t) ? &board : NULL;
 }
+NL_EXPORT void qemu_plugin_u64_set(qemu_plugin_u64 entry, unsigned int vcpu_index, uint64_t val)
+{
+    (&entry.score->v[vcpu_index])[entry.offset / sizeof(uint64_t)] = val;
+}
 NL_EXPORT void qemu_plugin_register_vcpu_mem_line_cb(struct qemu_plugin_insn *insn, qemu_plugin_vcpu_mem_cb_t cb,
                                                      enum qemu_plugin_cb_flags flags, enum qemu_plugin_mem_rw rw,
                                                      qemu_plugin_u64 entry, unsigned int shift, void *userdata)
@@ -145,8 +157,8 @@ NL_EXPORT void qemu_plugin_register_vcpu_mem_line_cb(struct qemu_plugin_insn *in
 }
 #endif
 
-/* One load, as QEMU passes it on: to every access's callback, or (a line callback) to a new line's only. */
-static void feed(unsigned vcpu, uint64_t vaddr)
+/* One load or store, as QEMU passes it on: to every access's callback, or (a line callback) to a new line's only. */
+static void feed(unsigned vcpu, uint64_t vaddr, int store)
 {
     cur_vcpu = vcpu;
     accesses[vcpu & 1]++;
@@ -161,7 +173,7 @@ static void feed(unsigned vcpu, uint64_t vaddr)
         line_calls++;
     }
 #endif
-    mem_cb(vcpu, 0, vaddr, mem_udata);
+    mem_cb(vcpu, store ? 1 : 0, vaddr, mem_udata);
 }
 
 int main(int argc, char **argv)
@@ -190,6 +202,9 @@ int main(int argc, char **argv)
     int passes = atoi(argv[6]);
     const char *twin_env = getenv("HARNESS_TWIN"), *peer_env = getenv("HARNESS_PEER");
     const char *insn_env = getenv("HARNESS_INSN_PS"), *quantum_env = getenv("HARNESS_QUANTUM_NS");
+    const char *rmw_env = getenv("HARNESS_RMW"), *init_env = getenv("HARNESS_INIT");
+    unsigned rmw = rmw_env ? (unsigned)strtoul(rmw_env, NULL, 0) : 0;
+    uint64_t switches = 0;
     uint64_t twin = twin_env ? strtoull(twin_env, NULL, 16) : 0;
     insn_ps = insn_env ? strtoull(insn_env, NULL, 10) : 1000;
     int64_t quantum = quantum_env ? strtoll(quantum_env, NULL, 10) : 2000;
@@ -208,18 +223,25 @@ int main(int argc, char **argv)
     }
     struct timespec a, b;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
-    for (;;) {
+    if (init_env && atoi(init_env))
+        for (uint64_t off = 0; off < bytes; off += stride)
+            feed(who[0], from[0] + off, 1);
+    for (unsigned last = 2;;) {
         unsigned i = 0; /* the one whose time is the least runs; a vCPU done leaves the other alone */
         if (n == 2 && (at[0] == total || (at[1] < total && vcpu_time_ns(who[1]) < vcpu_time_ns(who[0]))))
             i = 1;
         if (at[i] == total)
             break;
+        switches += last != 2 && last != i;
+        last = i;
         int64_t until = n == 2 && at[1 - i] < total ? vcpu_time_ns(who[i]) + quantum : INT64_MAX; /* a quantum */
         while (at[i] < total && vcpu_time_ns(who[i]) <= until) {
             uint64_t off = at[i] % ((bytes + stride - 1) / stride) * stride;
-            feed(who[i], from[i] + off);
+            feed(who[i], from[i] + off, 0);
+            if (rmw >> who[i] & 1)
+                feed(who[i], from[i] + off, 1);
             if (twin)
-                feed(who[i], from[i] + off + twin);
+                feed(who[i], from[i] + off + twin, 0);
             at[i]++;
         }
     }
@@ -232,6 +254,7 @@ int main(int argc, char **argv)
 #endif
     for (unsigned i = 0; i < n; i++)
         printf("vcpu_time_ns_%u %" PRId64 "\n", who[i], vcpu_time_ns(who[i]));
+    printf("switches %" PRIu64 "\n", switches);
 #ifdef WITH_LINE_CB
     printf("line_cb_calls %" PRIu64 "\nline_cb_skipped %" PRIu64 "\n", line_calls, line_skipped);
 #endif

@@ -271,6 +271,87 @@ def test_two_streams_on_one_node_share_its_bandwidth_and_on_two_nodes_do_not(har
     assert out["vcpu_time_ns_0"] == one and out["vcpu_time_ns_1"] == lone1["vcpu_time_ns_1"]
 
 
+def _pair(harness, tmp_path: Path, model: LatencyModel, exe: str, start: int, peer: int, nbytes: int, passes: int,
+          **env: str) -> tuple[list[dict], dict[str, int]]:  # fmt: skip
+    """vCPU 0 (node 0) and vCPU 1 (node 1) at once, a quantum of 2 us of guest time at a turn, each over ``nbytes``
+    from its start (8 bytes an access): per vCPU its counts, and the harness's figures."""
+    env = {"HARNESS_QUANTUM_NS": "2000", "HARNESS_PEER": f"1:{peer:x}"} | env
+    s, out = _feed_model(harness, tmp_path, model, 0, start, nbytes, passes, harness[1].with_name(exe), stride=8,
+                         env=env)  # fmt: skip
+    return s["whole_run"]["per_vcpu"], out
+
+
+def test_a_counter_handed_between_nodes_moves_it_each_turn_and_private_counters_nothing(harness, tmp_path) -> None:
+    # Coherence (issue 52): a line written on one node and then read or written on another is a transfer, charged
+    # the pair's miss cost (here 2 x 100 ns of guest time, paid at once); L = 100 ns, SLIT 20.
+    model = LatencyModel(((1.0, 2.0), (2.0, 1.0)), 100.0, (0, 1), chunk_ns=1000, clock="virtual", coherence=True)
+    assert (model.transfer_ps(1, 0), model.transfer_ps(0, 1), model.transfer_ps(1, 1)) == (200_000, 200_000, 0)
+    assert model.plugin_args(Path("o"))[-1] == "coherence=1"
+    assert model.to_dict()["coherence"]["transfer_ns"] == [[0.0, 200.0], [200.0, 0.0]]
+    counter, private, per_turn = 0x10000, 0x20000, 200_000  # one line each, of node 0's memory
+    # Both increment one counter (a load and a store, 8 times a line), 2 us of guest time at a turn: every turn
+    # but the very first starts with the line the other node wrote, so one transfer a turn; the line callback
+    # (images/qemu/0005) skips the repeats but is made to pass on the accesses that move the line: the same counts.
+    results = []
+    for exe in ("plugin_harness_charge", "plugin_harness_line", "plugin_harness_line"):
+        rows, out = _pair(harness, tmp_path, model, exe, counter, counter, 64, 100_000, HARNESS_RMW="3")
+        assert rl.read_log(tmp_path / "lat.txt").head["coherence"] == 1
+        assert sum(r["transfers"] for r in rows) == out["switches"] > 1000
+        for v, r in enumerate(rows):
+            assert r["transfers"] > 0 and r["transfer_ns"] == r["transfers"] * per_turn // 1000 == r["charged_ns"]
+            assert out[f"vcpu_time_ns_{v}"] == 1_600_000 + r["transfer_ns"]  # its accesses, then the transfers
+        results.append((rows, out["switches"]))
+    assert results[0] == results[1] == results[2]  # every access or the line callback's, and again: the same
+    # Two private counters, one a line each: nothing moves, nothing is charged, the time is the accesses'.
+    for exe in ("plugin_harness_charge", "plugin_harness_line"):
+        rows, out = _pair(harness, tmp_path, model, exe, counter, private, 64, 100_000, HARNESS_RMW="3")
+        assert [r["transfers"] for r in rows] == [0, 0] and [r["charged_ns"] for r in rows] == [0, 0]
+        assert out["vcpu_time_ns_0"] == out["vcpu_time_ns_1"] == 1_600_000
+    # Coherence off (the model before it): the handed counter costs nothing either.
+    off = replace(model, coherence=False)
+    assert "coherence=1" not in off.plugin_args(Path("o")) and off.to_dict()["coherence"]["modelled"] is False
+    rows, out = _pair(harness, tmp_path, off, "plugin_harness_line", counter, counter, 64, 100_000, HARNESS_RMW="3")
+    assert [r["transfers"] for r in rows] == [0, 0] and out["vcpu_time_ns_1"] == 1_600_000
+    assert rl.read_log(tmp_path / "lat.txt").head["coherence"] == 0
+
+
+def test_a_line_written_once_and_then_only_read_moves_once(harness, tmp_path) -> None:
+    # vCPU 0 writes 1 MiB once, then both read it 4 times over: node 1 takes each line once (16384 transfers),
+    # then holds a copy that stays valid; node 0 owns them and pays nothing.
+    model = LatencyModel(((1.0, 2.0), (2.0, 1.0)), 100.0, (0, 1), chunk_ns=1000, clock="virtual", coherence=True)
+    for exe in ("plugin_harness_charge", "plugin_harness_line"):
+        rows, _ = _pair(harness, tmp_path, model, exe, 0x10000, 0x10000, MIB, 4, HARNESS_INIT="1")
+        assert [r["transfers"] for r in rows] == [0, MIB // 64] and rows[1]["transfer_ns"] == MIB // 64 * 200
+    # Under the host's clock (held by spinning, as its misses are): the extra over a local miss, (2 - 1) x 100 ns.
+    host = replace(model, clock="host")
+    assert host.transfer_ps(1, 0) == 100_000 and host.to_dict()["coherence"]["modelled"]
+    so, plain = harness
+    rows, out = _pair(harness, tmp_path, host, plain.name, 0x10000, 0x10000, 64 * 1024, 2, HARNESS_INIT="1")
+    assert [r["transfers"] for r in rows] == [0, 1024] and rows[1]["transfer_ns"] == 1024 * 100
+    assert rows[1]["held_ns"] >= 1024 * 100 - 20_000  # paid by 20 us chunks
+
+
+def test_coherence_is_off_by_default_and_on_when_asked() -> None:
+    from lab.run.batch import latency_of
+    from lab.run.options import RunOptions
+    from lab.topology.spec import load_topology
+
+    for clock in ("virtual", "host"):
+        assert not model_for(_topo(), "slit", 100.0, clock).coherence  # type: ignore[union-attr]
+        assert model_for(_topo(), "slit", 100.0, clock, coherence=True).coherence  # type: ignore[union-attr]
+    off = model_for(_topo(), "slit", 100.0, "virtual")
+    assert off is not None and not off.to_dict()["coherence"]["modelled"]
+    ring = load_topology("ring-2")
+    for word, on in (("", False), ("on", True), ("off", False)):
+        for clock in ("virtual", "host"):
+            opts = RunOptions(remote_latency="slit", clock=clock, accel="tcg", coherence=word)
+            assert latency_of(opts, "tcg", ring, None).coherence is on  # type: ignore[union-attr]
+    with pytest.raises(LabError, match=r"^--coherence: only with --remote-latency slit or table$"):
+        RunOptions(coherence="on")
+    with pytest.raises(LabError, match=r"^--coherence: 'yes' is not one of on, off$"):
+        RunOptions(remote_latency="slit", accel="tcg", coherence="yes")
+
+
 def test_a_shared_node_needs_a_qemu_that_tells_a_vcpus_time(harness, tmp_path) -> None:
     model = LatencyModel(((1.0, 2.0), (2.0, 1.0)), 100.0, (0, 1), chunk_ns=1000, clock="virtual", local_gbs=10.0,
                          share_window_ns=5000)  # fmt: skip
@@ -288,7 +369,7 @@ def test_a_shared_node_needs_a_qemu_that_tells_a_vcpus_time(harness, tmp_path) -
 @pytest.mark.parametrize(
     "bad",
     ["lines=1000", "lat_sample=3", "cost=0:1", "vnode=1:0:0", "chunk_ns=5", "bw=0:1", "stream=yes", "share_ns=5",
-     "node_bw=0:0", "node_bw=x"],
+     "node_bw=0:0", "node_bw=x", "coherence=2"],
 )  # fmt: skip
 def test_plugin_refuses_bad_latency_arguments(harness, tmp_path, bad) -> None:
     so, exe = harness
@@ -300,11 +381,12 @@ def test_plugin_refuses_bad_latency_arguments(harness, tmp_path, bad) -> None:
 def _write(tmp_path: Path, other: int) -> Path:
     p = tmp_path / "remote-latency.txt"
     # looked up, hits, misses node 0/1, other, charged, held ns, io, stream misses, shared stream misses
-    row0 = [10, 2, 5, 3, other, 300, 310, 0, 2, 1]
-    lines = ["numalab-remote-latency 4", "api 1", "lines 4096", "modelled_sets 256", "lat_sample 16",
-             "chunk_ns 20000", "stream 1", "share_ns 5000", "vcpus 2", "nodes 2", "vnode 0 0", "vnode 1 1",
-             "cost 0 1 100000", "bw 0 1 12800", "node_bw 0 6400", "snap 100 " + " ".join(["0"] * 20),
-             "end 300 " + " ".join(map(str, row0 + [0] * 10))]  # fmt: skip
+    # ... stream misses, shared stream misses, coherence transfers, their charge (ns; among the 120300 charged)
+    row0 = [10, 2, 5, 3, other, 120300, 310, 0, 2, 1, 4, 120000]
+    lines = ["numalab-remote-latency 5", "api 1", "lines 4096", "modelled_sets 256", "lat_sample 16",
+             "chunk_ns 20000", "stream 1", "share_ns 5000", "coherence 1", "vcpus 2", "nodes 2", "vnode 0 0",
+             "vnode 1 1", "cost 0 1 100000", "bw 0 1 12800", "node_bw 0 6400", "snap 100 " + " ".join(["0"] * 24),
+             "end 300 " + " ".join(map(str, row0 + [0] * 12))]  # fmt: skip
     p.write_text("\n".join(lines) + "\n")
     return p
 
@@ -320,6 +402,9 @@ def test_measure_writes_the_section_and_fails_a_wrong_map(tmp_path) -> None:
     assert w["modelled_misses"] == 8 and w["estimated_misses"] == 128 and w["remote_miss_pct"] == 37.5
     assert w["stream_miss_pct"] == 25.0 and w["per_vcpu"][0]["stream_misses"] == 2
     assert w["shared_miss_pct"] == 12.5 and w["per_vcpu"][0]["shared_misses"] == 1
+    assert w["transfers"] == 4 and w["transfer_s"] == 0.00012 and w["per_vcpu"][0]["transfer_ns"] == 120000
+    assert res.section["coherence"] and "4 line transfers between nodes" in rl.summary_lines(
+        {"remote_latency": res.section})[0]  # fmt: skip
     assert res.section["model"]["local_ns"] == 100.0 and res.section["complete"]
     src = _write(tmp_path / "in", 1)
     bad = rl.measure(tmp_path / "run", src, model, None, None)

@@ -35,6 +35,13 @@ numalab's patch images/qemu/0008): a node's memory bandwidth, by default its loc
 shared by the vCPUs that stream from it in the same stretch of guest time (``share_window_ns``). A stream miss
 is charged at the larger of its pair's price and the line at the vCPU's part of the node's total: what the
 others' streams left of it in their last window, and never less than an equal share (docs/throughput.md).
+
+Coherence (``coherence``; off by default, ``--coherence on``; exact, in the guest's order, under ``--clock
+virtual``): a line written by a vCPU of one node and then read or written by a vCPU of another node is a transfer
+between the two nodes, charged the pair's miss cost (``cost_ps``: ratio * L of guest time on the virtual clock); a
+line only read by many stays shared, a private line costs nothing. The plugin keeps a directory of every line of
+guest memory (not sampled): the node that wrote it last and the nodes that hold a current copy
+(docs/throughput.md).
 """
 
 from __future__ import annotations
@@ -118,6 +125,7 @@ class LatencyModel:
     bandwidth_ratios: tuple[tuple[float, ...], ...] | None = None  # [cpu][mem] local/remote bandwidth; None: ratios
     bandwidth_source: str = ""  # "bandwidth_ratio" (the spec's), or the latency ratios' source
     share_window_ns: int = 0  # a node's bandwidth shared by the vCPUs streaming it in this window; 0: not shared
+    coherence: bool = False  # a line written on one node and then used on another: a transfer between the two
 
     @property
     def streams(self) -> bool:
@@ -162,6 +170,11 @@ class LatencyModel:
         extra = 0.0 if self.virtual else 1.0
         return max(0, round((self.ratios[cpu_node][mem_node] - extra) * self.local_ns * 1000))
 
+    def transfer_ps(self, cpu_node: int, from_node: int) -> int:
+        """Picoseconds charged for a line that ``from_node`` wrote and a vCPU of ``cpu_node`` then uses (coherence):
+        the pair's miss cost; nothing within a node."""
+        return self.cost_ps(cpu_node, from_node) if self.coherence and cpu_node != from_node else 0
+
     def plugin_args(self, output: Path) -> list[str]:
         """The plugin's latency arguments (KEY=VALUE, before ``,,`` quoting), counts going to ``output``."""
         args = [f"lat_out={output}", f"lines={self.lines}", f"lat_sample={self.sample}", f"chunk_ns={self.chunk_ns}"]
@@ -180,6 +193,8 @@ class LatencyModel:
         if self.shared:
             args.append(f"share_ns={self.share_window_ns}")
             args += [f"node_bw={j}:{self.node_line_ps(j)}" for j in range(n)]
+        if self.coherence:
+            args.append("coherence=1")
         return args
 
     def to_dict(self) -> dict:
@@ -203,6 +218,19 @@ class LatencyModel:
             "charge_ns": [[self.cost_ps(i, j) / 1000 for j in n] for i in n],
             "vcpu_nodes": list(self.vcpu_nodes),
             "streams": self.stream_dict(),
+            "coherence": self.coherence_dict(),
+        }
+
+    def coherence_dict(self) -> dict:
+        """Whether a line moving between nodes is charged, and what, for the manifest."""
+        if not self.coherence:
+            return {"modelled": False, "why": "off (--coherence on models it)"}
+        n = range(len(self.ratios))
+        return {
+            "modelled": True,
+            "model": "a directory of every line by node: a line another node wrote last, read or written by a node "
+            "without a current copy, is a transfer charged the pair's miss cost; a line only read stays shared",
+            "transfer_ns": [[self.transfer_ps(i, j) / 1000 for j in n] for i in n],
         }
 
     def stream_dict(self) -> dict:
@@ -251,10 +279,12 @@ def model_for(
     clock: str = "host",
     local_gbs: float = 0.0,
     share_window: int = 0,
+    coherence: bool | None = None,
 ) -> LatencyModel | None:
     """The model ``--remote-latency mode`` asks for on ``topo`` under ``--clock clock`` (None for off), stream
     misses at ``local_gbs`` (0: none) over the spec's ``bandwidth_ratio:`` or else the latency ratios, a node's
-    stream bandwidth shared in windows of ``share_window`` ns of guest time (0: not shared)."""
+    stream bandwidth shared in windows of ``share_window`` ns of guest time (0: not shared), lines moving between
+    nodes charged (``coherence``; None: the default, off)."""
     if mode not in REMOTE_LATENCY:
         raise LabError(f"--remote-latency: {mode!r} is not one of {', '.join(REMOTE_LATENCY)}")
     if mode == "off":
@@ -273,4 +303,5 @@ def model_for(
     bw, bw_source = (topo.bandwidth_ratio, "bandwidth_ratio") if topo.bandwidth_ratio else (None, source)
     return LatencyModel(ratios, local_ns, vcpu_nodes, chunk_ns=chunk, source=source, clock=clock,
                         local_gbs=local_gbs, bandwidth_ratios=bw, bandwidth_source=bw_source,
-                        share_window_ns=share_window if clock == "virtual" and local_gbs > 0 else 0)  # fmt: skip
+                        share_window_ns=share_window if clock == "virtual" and local_gbs > 0 else 0,
+                        coherence=bool(coherence))  # fmt: skip

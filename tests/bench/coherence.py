@@ -1,0 +1,80 @@
+"""What the remote-latency model's coherence costs: host time per boot and per guest GB, on against off.
+
+    .venv/bin/python tests/bench/coherence.py [PAIRS] [DURATION_S]   (defaults: 3, 3)
+
+PAIRS interleaved pairs (off, then on, then off...) of numa01 (its threads memset their memory: streams) on ring-2
+with 1 vCPU a node, 256 MiB a node, numalab's patched QEMU (make setup-qemu-charge), --clock virtual --quantum 2000,
+the remote-latency model on, balancing off, repeat i with --seed i on both sides. Prints per side the median and
+spread (min-max) of the boot's host seconds, the workload's host seconds per guest GB written, the guest-measured
+GB a guest second and the window's line transfers between nodes; then the ratios of the medians (on / off).
+Figures, not a test: run it on a quiet host, and say what else ran beside it.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))  # this checkout's lab, whatever the venv's editable install points at
+RUN = ["--topology", "ring-2", "--cpus-per-node", "1", "--mem-per-node", "256M", "--workload", "numa01", "--no-trace",
+       "--qemu", "charge", "--clock", "virtual", "--quantum", "2000", "--remote-latency", "slit",
+       "--numa-balancing", "off"]  # fmt: skip
+KEYS = ("boot_s", "host_s_per_gb", "gbps", "transfers")
+
+
+def one(out: Path, coherence: str, duration: str, seed: int) -> dict | None:
+    cmd = [sys.executable, "-m", "lab.cli", "run", *RUN, "--coherence", coherence, "--duration", duration,
+           "--seed", str(seed), "--out", str(out), "--json"]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=3600)
+    try:
+        m = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        print(f"  coherence {coherence} seed {seed}: no record ({proc.stderr.strip()[-200:]})", flush=True)
+        return None
+    if m.get("status") != "ok":
+        print(f"  coherence {coherence} seed {seed}: {m.get('status')} ({m.get('reason')})", flush=True)
+        return None
+    r, t = m["workload"]["result"], m["timings"]
+    gb = (r.get("bytes_touched") or 0) / 1e9
+    window = m["remote_latency"].get("window", {})
+    return {"boot_s": t["boot_s"], "host_s_per_gb": t["workload_host_s"] / gb if gb else None, "gbps": r.get("gbps"),
+            "transfers": window.get("transfers")}  # fmt: skip
+
+
+def summary(values: list[float]) -> str:
+    if not values:
+        return "-"
+    return f"{statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})"
+
+
+def main() -> int:
+    pairs = int(sys.argv[1]) if len(sys.argv) > 1 else 3
+    duration = sys.argv[2] if len(sys.argv) > 2 else "3"
+    got: dict[str, list[dict]] = {"off": [], "on": []}
+    with tempfile.TemporaryDirectory(prefix="numalab-bench-coherence-") as tmp:
+        for i in range(pairs):
+            for side in ("off", "on"):
+                res = one(Path(tmp) / f"{side}-{i}", side, duration, i)
+                if res:
+                    got[side].append(res)
+                    print(f"  pair {i + 1}/{pairs}, coherence {side}: {res}", flush=True)
+    print(f"numa01 on ring-2, {duration} guest s, quantum 2000, seeds 0..{pairs - 1}; median (min-max) of each side")
+    print(f"{'coherence':<10} {'runs':>4}  " + " ".join(f"{k:<26}" for k in KEYS))
+    for side, runs in got.items():
+        cols = [summary([r[k] for r in runs if r[k] is not None]) for k in KEYS]
+        print(f"{side:<10} {len(runs):>4}  " + " ".join(f"{c:<26}" for c in cols))
+    if got["off"] and got["on"]:
+        for k in ("boot_s", "host_s_per_gb", "gbps"):
+            a = statistics.median(r[k] for r in got["on"] if r[k] is not None)
+            b = statistics.median(r[k] for r in got["off"] if r[k] is not None)
+            print(f"on / off, {k}: {a / b:.3f}")
+    return 0 if got["off"] and got["on"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
