@@ -12,44 +12,20 @@ Figures, not a test: run it on a quiet host, and say what else ran beside it.
 
 from __future__ import annotations
 
-import json
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))  # this checkout's lab, whatever the venv's editable install points at
+sys.path.insert(0, str(REPO / "tests" / "bench"))
+from model_pairs import one, summary  # noqa: E402
+
 RUN = ["--topology", "ring-2", "--cpus-per-node", "1", "--mem-per-node", "256M", "--workload", "numa01", "--no-trace",
        "--qemu", "charge", "--clock", "virtual", "--quantum", "2000", "--remote-latency", "slit",
        "--numa-balancing", "off"]  # fmt: skip
 KEYS = ("boot_s", "host_s_per_gb", "gbps", "transfers")
-
-
-def one(out: Path, coherence: str, duration: str, seed: int) -> dict | None:
-    cmd = [sys.executable, "-m", "lab.cli", "run", *RUN, "--coherence", coherence, "--duration", duration,
-           "--seed", str(seed), "--out", str(out), "--json"]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=3600)
-    try:
-        m = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        print(f"  coherence {coherence} seed {seed}: no record ({proc.stderr.strip()[-200:]})", flush=True)
-        return None
-    if m.get("status") != "ok":
-        print(f"  coherence {coherence} seed {seed}: {m.get('status')} ({m.get('reason')})", flush=True)
-        return None
-    r, t = m["workload"]["result"], m["timings"]
-    gb = (r.get("bytes_touched") or 0) / 1e9
-    window = m["remote_latency"].get("window", {})
-    return {"boot_s": t["boot_s"], "host_s_per_gb": t["workload_host_s"] / gb if gb else None, "gbps": r.get("gbps"),
-            "transfers": window.get("transfers")}  # fmt: skip
-
-
-def summary(values: list[float]) -> str:
-    if not values:
-        return "-"
-    return f"{statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})"
 
 
 def main() -> int:
@@ -59,7 +35,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="numalab-bench-coherence-") as tmp:
         for i in range(pairs):
             for side in ("off", "on"):
-                res = one(Path(tmp) / f"{side}-{i}", side, duration, i)
+                res = one(Path(tmp) / f"{side}-{i}", [*RUN, "--coherence", side], duration, i, f"coherence {side}")
                 if res:
                     got[side].append(res)
                     print(f"  pair {i + 1}/{pairs}, coherence {side}: {res}", flush=True)

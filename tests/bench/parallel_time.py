@@ -11,40 +11,18 @@ medians (parallel / shared). Figures, not a test: run it on a quiet host, and sa
 
 from __future__ import annotations
 
-import json
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))  # this checkout's lab, whatever the venv's editable install points at
+sys.path.insert(0, str(REPO / "tests" / "bench"))
+from model_pairs import one, summary  # noqa: E402
+
 RUN = ["--topology", "ring-2", "--cpus-per-node", "1", "--mem-per-node", "256M", "--workload", "numa01", "--no-trace",
        "--qemu", "charge", "--clock", "virtual", "--remote-latency", "slit"]  # fmt: skip
-
-
-def one(out: Path, quantum: int, duration: str, seed: int) -> dict | None:
-    cmd = [sys.executable, "-m", "lab.cli", "run", *RUN, "--duration", duration, "--seed", str(seed),
-           "--quantum", str(quantum), "--out", str(out), "--json"]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=3600)
-    try:
-        m = json.loads(proc.stdout)
-    except json.JSONDecodeError:
-        print(f"  quantum {quantum} seed {seed}: no record ({proc.stderr.strip()[-200:]})", flush=True)
-        return None
-    if m.get("status") != "ok":
-        print(f"  quantum {quantum} seed {seed}: {m.get('status')} ({m.get('reason')})", flush=True)
-        return None
-    r, t = m["workload"]["result"], m["timings"]
-    gb = (r.get("bytes_touched") or 0) / 1e9
-    return {"boot_s": t["boot_s"], "host_s_per_gb": t["workload_host_s"] / gb if gb else None, "gbps": r.get("gbps")}
-
-
-def summary(values: list[float]) -> str:
-    if not values:
-        return "-"
-    return f"{statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})"
 
 
 def main() -> int:
@@ -55,7 +33,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="numalab-bench-parallel-") as tmp:
         for i in range(pairs):
             for q in (0, quantum):
-                res = one(Path(tmp) / f"q{q}-{i}", q, duration, i)
+                res = one(Path(tmp) / f"q{q}-{i}", [*RUN, "--quantum", str(q)], duration, i, f"quantum {q}")
                 if res:
                     got[q].append(res)
                     print(f"  pair {i + 1}/{pairs}, quantum {q}: {res}", flush=True)

@@ -1,0 +1,42 @@
+"""What the model benches share (tests/bench/parallel_time.py, tests/bench/coherence.py): one seeded run of the
+remote-latency model through the CLI, reduced to the figures they compare, and a median with its spread.
+Not a bench of its own."""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def one(out: Path, args: list[str], duration: str, seed: int, label: str) -> dict | None:
+    """``numalab run ARGS --duration --seed`` into ``out``: its boot's host seconds, the workload's host seconds a
+    guest GB written, the guest-measured GB a guest second and the window's line transfers; None (said on stdout,
+    with ``label``) for a run without an ok record."""
+    cmd = [sys.executable, "-m", "lab.cli", "run", *args, "--duration", duration, "--seed", str(seed),
+           "--out", str(out), "--json"]  # fmt: skip
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, timeout=3600)
+    try:
+        m = json.loads(proc.stdout)
+    except json.JSONDecodeError:
+        print(f"  {label} seed {seed}: no record ({proc.stderr.strip()[-200:]})", flush=True)
+        return None
+    if m.get("status") != "ok":
+        print(f"  {label} seed {seed}: {m.get('status')} ({m.get('reason')})", flush=True)
+        return None
+    r, t = m["workload"]["result"], m["timings"]
+    gb = (r.get("bytes_touched") or 0) / 1e9
+    window = (m.get("remote_latency") or {}).get("window", {})
+    return {"boot_s": t["boot_s"], "host_s_per_gb": t["workload_host_s"] / gb if gb else None, "gbps": r.get("gbps"),
+            "transfers": window.get("transfers")}  # fmt: skip
+
+
+def summary(values: list[float]) -> str:
+    """The median and the spread: ``M (MIN-MAX)``, or ``-`` for none."""
+    if not values:
+        return "-"
+    return f"{statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})"
