@@ -188,12 +188,19 @@ static uint64_t mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static int node_of(uint64_t pa)
+/* The range that holds guest-physical address pa, or -1. */
+static int range_of(uint64_t pa)
 {
     for (int i = 0; i < n_ranges; i++)
         if (pa >= ranges[i].start && pa < ranges[i].end)
-            return ranges[i].node;
+            return i;
     return -1;
+}
+
+static int node_of(uint64_t pa)
+{
+    int i = range_of(pa);
+    return i < 0 ? -1 : ranges[i].node;
 }
 
 static uint64_t thread_cpu_ns(void)
@@ -294,10 +301,8 @@ static void recall_others(unsigned int vcpu)
 
 static uint32_t *coh_entry(uint64_t pa)
 {
-    for (int i = 0; i < n_ranges; i++)
-        if (pa >= ranges[i].start && pa < ranges[i].end)
-            return coh_dir + coh_base[i] + ((pa >> 6) - (ranges[i].start >> 6));
-    return NULL;
+    int i = range_of(pa);
+    return i < 0 ? NULL : coh_dir + coh_base[i] + ((pa >> 6) - (ranges[i].start >> 6));
 }
 
 /* An access of vcpu (of node l->node) to the line whose directory entry is e: a transfer from the node that owns

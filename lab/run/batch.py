@@ -185,8 +185,9 @@ def latency_of(opts: RunOptions, accel: str, topo: Topology, emulator: Emulator 
     local_ns = default_local_ns(opts.clock) if opts.remote_latency_ns is None else opts.remote_latency_ns
     gbs = default_local_gbs(opts.clock) if opts.remote_bandwidth_gbs is None else opts.remote_bandwidth_gbs
     latency_run.check_shared_bandwidth(opts.clock, gbs, emulator)
-    coherence = None if not opts.coherence else opts.coherence == "on"
-    return model_for(topo, opts.remote_latency, local_ns, opts.clock, gbs, share_window_ns(opts.quantum), coherence)
+    return model_for(
+        topo, opts.remote_latency, local_ns, opts.clock, gbs, share_window_ns(opts.quantum), opts.coherence == "on"
+    )  # ("": the default, off)
 
 
 def backend_of(opts: RunOptions):

@@ -21,8 +21,9 @@ from lab.vm.tcg.latency_model import LatencyModel
 
 RAW_FILE = REMOTE_LATENCY_TXT
 JSON_FILE = REMOTE_LATENCY_JSON
-FIXED = ("looked_up", "hits")  # then misses by node, then OTHER_MISSES, CHARGED, HELD, IO, STREAMS, SHARED, TRANSFERS,
-# TRANSFER_NS (coherence)
+# A row's columns: these, then misses by node, then other misses, charged, held, io, streams, shared streams, and
+# coherence's transfers and their charge (read_log's width: nodes + 10)
+FIXED = ("looked_up", "hits")
 # A correct address map leaves only MMIO and firmware accesses outside the nodes; a wrong one leaves
 # whole nodes' misses uncharged. More than this share of the modelled misses fails the run.
 OTHER_LIMIT = 0.01

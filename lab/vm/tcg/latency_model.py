@@ -279,12 +279,12 @@ def model_for(
     clock: str = "host",
     local_gbs: float = 0.0,
     share_window: int = 0,
-    coherence: bool | None = None,
+    coherence: bool = False,
 ) -> LatencyModel | None:
     """The model ``--remote-latency mode`` asks for on ``topo`` under ``--clock clock`` (None for off), stream
     misses at ``local_gbs`` (0: none) over the spec's ``bandwidth_ratio:`` or else the latency ratios, a node's
     stream bandwidth shared in windows of ``share_window`` ns of guest time (0: not shared), lines moving between
-    nodes charged (``coherence``; None: the default, off)."""
+    nodes charged (``coherence``; off by default)."""
     if mode not in REMOTE_LATENCY:
         raise LabError(f"--remote-latency: {mode!r} is not one of {', '.join(REMOTE_LATENCY)}")
     if mode == "off":
@@ -304,4 +304,4 @@ def model_for(
     return LatencyModel(ratios, local_ns, vcpu_nodes, chunk_ns=chunk, source=source, clock=clock,
                         local_gbs=local_gbs, bandwidth_ratios=bw, bandwidth_source=bw_source,
                         share_window_ns=share_window if clock == "virtual" and local_gbs > 0 else 0,
-                        coherence=bool(coherence))  # fmt: skip
+                        coherence=coherence)  # fmt: skip
