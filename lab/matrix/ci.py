@@ -4,9 +4,10 @@ What a GitHub-hosted runner does with it (``ubuntu-latest``, which has ``/dev/kv
 
 * shard jobs: a udev rule opens ``/dev/kvm`` to the runner user, then the
   shard runs in a ``debian:12`` container with ``/dev/kvm`` passed in, so the
-  same ``make setup`` as on a developer's Debian 12 machine works (Debian
-  package names, ``linux-source-6.1``, ``apt-get download`` of the stock
-  kernel); numalab's own probe picks KVM there, or falls back to TCG;
+  same setup as on a developer's Debian 12 machine works (``make setup-runs``:
+  ``make setup`` without the suite's and the docs' tools; Debian package names,
+  ``linux-source-6.1``, ``apt-get download`` of the stock kernel); numalab's
+  own probe picks KVM there, or falls back to TCG;
 * the merge job needs only Python: the numalab package without extras, the
   shard artifacts, ``numalab matrix merge`` (whose exit code carries the
   gates: a failing gate or a run that is not ok fails the workflow), and
@@ -54,7 +55,7 @@ ACTIONS = {
 }
 
 CONTAINER_IMAGE = "debian:12"
-# Inside the container (root, Debian 12): make is all ``make setup`` needs to start. In a container
+# Inside the container (root, Debian 12): make is all ``make setup-runs`` needs to start. In a container
 # (/.dockerenv), a policy-rc.d keeps package scripts from starting services (libvirtd) without an
 # init, as Docker's own Debian images for builds do; on a host it is left alone.
 BOOTSTRAP = (
@@ -151,7 +152,7 @@ def shard_commands(spec_path: str, shard: str, total: str, out: str, qemu10: boo
     QEMU 10 from Debian's backports too (make setup-qemu10), for a matrix with a ``qemu: backports`` setting."""
     return [
         BOOTSTRAP,
-        "make setup setup-qemu10" if qemu10 else "make setup",
+        "make setup-runs setup-qemu10" if qemu10 else "make setup-runs",
         f'.venv/bin/numalab matrix run {shlex.quote(spec_path)} --shard "{shard}/{total}" --out "{out}"',
     ]
 

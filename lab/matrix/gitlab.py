@@ -1,7 +1,7 @@
 """A GitLab CI pipeline that runs a matrix in ``parallel:`` shards and merges the results.
 
 The same guarantees as the GitHub workflow (``lab.matrix.ci``): shards run in
-``debian:12`` with the same ``make setup``; the merge job ``needs:`` every
+``debian:12`` with the same ``make setup-runs``; the merge job ``needs:`` every
 shard (with their artifacts), runs even when a shard failed, installs only the
 numalab package, and its exit code carries the gates; JUnit goes to GitLab's
 test report and, with the HTML overview, to the job's artifacts; nothing asks

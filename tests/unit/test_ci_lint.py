@@ -127,7 +127,7 @@ def test_github_workflow_shape(tmp_path: Path) -> None:
     run_step = next(s for s in steps if "SHARD_SCRIPT" in s.get("env", {}))
     assert "--device /dev/kvm" in run_step["run"] and "debian:12" in run_step["run"]
     script = run_step["env"]["SHARD_SCRIPT"]
-    assert "make setup" in script and '--shard "$SHARD/3"' in script
+    assert "make setup-runs" in script and '--shard "$SHARD/3"' in script
     # the cache is restored before the shard and saved after it even when the shard failed (actions/cache's
     # own post step saves only on success), unless the exact key was restored
     restore = next(i for i, s in enumerate(steps) if s.get("uses", "").startswith("actions/cache/restore@"))
@@ -162,7 +162,7 @@ def test_gitlab_pipeline_parses_and_passes_the_schema(tmp_path: Path, spec: str,
     assert pipe["stages"] == ["shard", "merge"]
     assert shard.get("parallel") == (shards if shards > 1 else None)
     index = "$CI_NODE_INDEX/$CI_NODE_TOTAL" if shards > 1 else "1/1"
-    assert "make setup" in shard["script"] and any(f'--shard "{index}"' in c for c in shard["script"])
+    assert "make setup-runs" in shard["script"] and any(f'--shard "{index}"' in c for c in shard["script"])
     assert shard["image"] == merge["image"] == "debian:12"
     assert merge["needs"] == [{"job": "numalab-shard", "artifacts": True}] and merge["when"] == "always"
     assert shard["cache"]["when"] == "always"  # a failing shard's kernel build is kept for the next pipeline
@@ -344,7 +344,7 @@ def test_a_matrix_on_qemu10_fetches_it_in_the_shard(tmp_path: Path) -> None:
     spec = parse_matrix({"topologies": ["ring-2"], "workloads": ["idle"], "settings": settings}, "x", "qemus")
     assert needs_qemu10(spec) and not needs_qemu10(parse_matrix({"topologies": ["ring-2"], "workloads": ["idle"]},
                                                                "y", "plain"))  # fmt: skip
-    assert "make setup setup-qemu10" in shard_commands("m.yaml", "1", "2", "out", True)
-    assert "make setup" in shard_commands("m.yaml", "1", "2", "out") and not any(
+    assert "make setup-runs setup-qemu10" in shard_commands("m.yaml", "1", "2", "out", True)
+    assert "make setup-runs" in shard_commands("m.yaml", "1", "2", "out") and not any(
         "qemu10" in c for c in shard_commands("m.yaml", "1", "2", "out")
     )
