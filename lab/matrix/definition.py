@@ -112,6 +112,7 @@ class SettingChoice:
     scheduler: str = "fair"  # numalab run --scheduler (a setting's, or the matrix's scheduler: axis)
     quantum: int = 0  # numalab run --quantum: parallel guest time under the virtual clock (0: one shared clock)
     insns_per_ns: int = 1  # numalab run --insns-per-ns: instructions a guest ns under the virtual clock
+    coherence: str = ""  # numalab run --coherence: on or off ("": the default, off)
 
 
 @dataclass(frozen=True)
@@ -268,7 +269,10 @@ def _settings(data: dict) -> list[SettingChoice]:
         sched = str(item.get("scheduler", "fair"))
         quantum = int(item.get("quantum", 0))  # (the schema: whole numbers; their ranges are run's checks)
         ipns = int(item.get("insns_per_ns", 1))
-        out.append(SettingChoice(_slug(_scalar(item["name"])), bal, pairs, qemu, clock, latency, sched, quantum, ipns))
+        coh = item.get("coherence", "")
+        coh = {True: "on", False: "off"}.get(coh, coh)  # (the schema: on, off or a YAML boolean)
+        out.append(SettingChoice(_slug(_scalar(item["name"])), bal, pairs, qemu, clock, latency, sched, quantum, ipns,
+                                 coh))  # fmt: skip
     return _scheduler_axis(data, out)
 
 
@@ -323,6 +327,7 @@ def run_options_of(run: MatrixRun, kernel_arg: str, timeout: float | None, **mor
         remote_latency=run.setting.remote_latency,
         quantum=run.setting.quantum,
         insns_per_ns=run.setting.insns_per_ns,
+        coherence=run.setting.coherence,
         schedulers=(run.setting.scheduler,),
         seed=run.repeat - 1 if run.setting.clock == "virtual" else None,  # repeat r: seed r - 1, every cell alike
         timeout=timeout or None,

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from lab.errors import LabError
+from lab.matrix.definition import parse_matrix, run_options_of
 from lab.run import remote_latency as rl
 from lab.topology.model import Node, Topology
 from lab.vm.tcg import access_plugin as ap
@@ -597,3 +598,19 @@ def test_a_bad_bandwidth_table_names_its_field(ratio, needle: str) -> None:
 
     with pytest.raises(LabError, match=r"^t.yaml: " + needle):
         load_spec(_spec(bandwidth_ratio=ratio), "t.yaml")
+
+
+def test_a_matrix_setting_takes_coherence_and_the_runs_check_it() -> None:
+    def matrix(setting: dict) -> object:
+        return parse_matrix({"name": "m", "topologies": ["ring-2"], "kernels": ["a"], "workloads": ["idle"],
+                             "settings": [{"name": "c", **setting}], "repeats": 1}, "m.yaml", "m")  # fmt: skip
+
+    on = matrix({"clock": "virtual", "qemu": "charge", "remote_latency": "slit", "coherence": "on"})
+    assert run_options_of(on.runs[0], "a", None).coherence == "on"
+    assert run_options_of(matrix({"remote_latency": "slit", "coherence": True}).runs[0], "a", None).coherence == "on"
+    assert run_options_of(matrix({"remote_latency": "slit", "coherence": False}).runs[0], "a", None).coherence == "off"
+    assert run_options_of(matrix({"remote_latency": "slit"}).runs[0], "a", None).coherence == ""
+    with pytest.raises(LabError, match=r"--coherence: only with --remote-latency slit or table"):
+        matrix({"coherence": "on"})
+    with pytest.raises(LabError, match=r"settings\[0\]\.coherence"):
+        matrix({"remote_latency": "slit", "coherence": "maybe"})
