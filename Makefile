@@ -24,6 +24,7 @@ PYTEST_ARGS ?=
 # (2026-11-27), and the suite starts the CLI some hundreds of times. setup compiles lab's bytecode as well, for a
 # shell that keeps the variable set.
 unexport PYTHONDONTWRITEBYTECODE
+COMPILE_LAB = $(PY) -m compileall -q lab > /dev/null
 
 .PHONY: setup setup-runs setup-demo setup-qemu10 setup-qemu-charge setup-sshd apt venv test test-fast test-nested demo lint golden bench bench-kernel clean help reproduce \
 	reproduce-seed002 docs completions man
@@ -50,14 +51,14 @@ help:
 	@echo "make setup-qemu-charge - QEMU 10 built with numalab's patch, for --clock virtual --remote-latency (--qemu charge)"
 
 setup: apt venv
-	@$(PY) -m compileall -q lab > /dev/null
+	@$(COMPILE_LAB)
 	@$(PY) -m lab.vm.tcg.access_plugin  # the access-matrix TCG plugin, for the installed QEMU (cached)
 
 # What numalab's commands need, without the suite's and the docs' tools (pytest, ruff, mkdocs, scipy, zizmor): the
 # Debian packages, numalab with its libvirt extra, lab's bytecode and the access-matrix plugin. The setup of an
 # emitted CI workflow's shards (lab/matrix/ci.py): 12 s of CPU in a fresh clone where make setup takes 31 s.
 setup-runs: apt $(VENV)/.installed-runs
-	@$(PY) -m compileall -q lab > /dev/null
+	@$(COMPILE_LAB)
 	@$(PY) -m lab.vm.tcg.access_plugin
 
 apt:
@@ -138,7 +139,7 @@ $(VENV)/.installed-core: pyproject.toml
 setup-demo:
 	@$(MAKE) --no-print-directory apt APT_PACKAGES="$(DEMO_APT_PACKAGES)"
 	@$(MAKE) --no-print-directory $(VENV)/.installed-core
-	@$(PY) -m compileall -q lab > /dev/null
+	@$(COMPILE_LAB)
 
 # The demo is an A/B: the stock kernel on ring-2 with NUMA balancing off, then on, three runs each, the
 # report, and last the A/B table, which closes with its finding: what the runs show about NUMA balancing and

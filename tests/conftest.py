@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from common import numalab
 from hypothesis import settings
 from suite_units import work_unit
 
@@ -68,11 +69,6 @@ def built_kernel() -> tuple[str, str]:
     source's lock, or waited for while another worker builds it). For VM tests whose subject is not the kernel: it
     boots in about 1.4 s of TCG where the stock kernel, with its hundreds of initcalls, takes about 4 s, and under the
     remote-latency model 14 s of host time against 24 (docs/benchmarks.md, "The test suite")."""
-    import subprocess
-
-    from common import REPO
-
-    proc = subprocess.run([sys.executable, "-m", "lab.cli", "kernel", "build", "--name", "baseline", "--quiet"],
-                          cwd=REPO, capture_output=True, text=True, timeout=3600)  # fmt: skip
+    proc = numalab("kernel", "build", "--name", "baseline", "--quiet", timeout=3600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return ("--kernel", "baseline")
