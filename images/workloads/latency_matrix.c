@@ -24,6 +24,13 @@
  * memory to b and back (move_pages(2), from a's CPUs) and times each way: microseconds a 4 KiB page, the
  * kernel's work and its copy together (the pair (a, b) reports both).
  *
+ * With --migrate-huge-mib N (even), the same with N MiB of transparent huge pages (MADV_HUGEPAGE, 2 MiB
+ * aligned; one address a huge page given to move_pages, which moves it whole): microseconds a MiB each way.
+ * The kernel's work a page is then spread over 512 of them, so the time is mostly the copy's (issue 52's
+ * known answer 4). A huge page the kernel split (no free 2 MiB on the target) shows in "huge_kept", the share
+ * of those bytes still in huge pages after the last round; memory that was not in huge pages from the start
+ * is fatal.
+ *
  * Static, no libnuma: the node CPUs come from /sys/devices/system/node, mbind and get_mempolicy are
  * raw system calls.
  */
@@ -63,6 +70,11 @@ struct pair {
 	void **mig_pages;
 	int *mig_nodes, *mig_status;
 	double push_us[MAX_ROUNDS], pull_us[MAX_ROUNDS];	/* a page, cpu_node -> mem_node and back */
+	char *huge;				/* --migrate-huge-mib: the huge pages moved */
+	void **huge_pages;
+	int *huge_nodes, *huge_status;
+	double huge_push_us[MAX_ROUNDS], huge_pull_us[MAX_ROUNDS];	/* a MiB, each way */
+	double huge_kept;			/* the share still in huge pages after the last round */
 };
 
 typedef double v2d __attribute__((vector_size(16)));
@@ -129,6 +141,58 @@ static void *bind_buffer(size_t bytes, int node, const char *what)
 	return buf;
 }
 
+#define HUGE_BYTES (2UL << 20)
+
+/* KiB of [addr, addr + bytes) in transparent huge pages: AnonHugePages of the mappings in /proc/self/smaps
+ * that lie within it (mbind and madvise split the buffer's mapping at its ends). */
+static unsigned long huge_kib(const char *addr, size_t bytes)
+{
+	FILE *f = fopen("/proc/self/smaps", "r");
+	char line[512];
+	unsigned long start = 0, end = 0, kib, total = 0;
+
+	if (!f)
+		die("cannot read /proc/self/smaps: %s", strerror(errno));
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long a, b;
+
+		if (sscanf(line, "%lx-%lx ", &a, &b) == 2) {
+			start = a;
+			end = b;
+		} else if (sscanf(line, "AnonHugePages: %lu kB", &kib) == 1 && start >= (unsigned long)addr &&
+			   end <= (unsigned long)addr + bytes) {
+			total += kib;
+		}
+	}
+	fclose(f);
+	return total;
+}
+
+/* MIB of transparent huge pages on node, faulted in there; one address a huge page for move_pages. */
+static void huge_buffer(struct pair *p, size_t mib, int node)
+{
+	size_t bytes = mib * MIB, n = bytes / HUGE_BYTES;
+	char *raw = map_anon(bytes + HUGE_BYTES, 0, "huge pages to move");
+	char *buf = (char *)(((uintptr_t)raw + HUGE_BYTES - 1) & ~(uintptr_t)(HUGE_BYTES - 1));
+
+	bind_to_node(buf, bytes, node);
+	if (madvise(buf, bytes, MADV_HUGEPAGE))
+		die("madvise(MADV_HUGEPAGE): %s (no transparent huge pages in this kernel?)", strerror(errno));
+	memset(buf, 1, bytes);
+	unsigned long kib = huge_kib(buf, bytes);
+	if (kib != bytes / 1024)
+		die("--migrate-huge-mib: %lu of %zu KiB in transparent huge pages on node %d "
+		    "(/sys/kernel/mm/transparent_hugepage/enabled never, or no free 2 MiB there)", kib, bytes / 1024, node);
+	p->huge = buf;
+	p->huge_pages = malloc(n * sizeof(void *));
+	p->huge_nodes = malloc(n * sizeof(int));
+	p->huge_status = malloc(n * sizeof(int));
+	if (!p->huge_pages || !p->huge_nodes || !p->huge_status)
+		die("out of memory");
+	for (size_t i = 0; i < n; i++)
+		p->huge_pages[i] = buf + i * HUGE_BYTES;
+}
+
 /* 16 bytes a load and a store (SSE2, baseline x86-64): few instructions a line. Not turned into memcpy. */
 __attribute__((noinline, optimize("no-tree-loop-distribute-patterns")))
 static void copy(v2d *restrict dst, const v2d *restrict src, size_t n)
@@ -175,21 +239,21 @@ static void stream_round(struct pair *p, size_t bytes)
 	p->triad_res_s[k] = now_s() - t;
 }
 
-/* Move the pair's pages to node; microseconds a page. A page that did not move is fatal. */
-static double move_all(struct pair *p, size_t n, int node)
+/* Move n pages (the addresses in pages) to node; microseconds in all. A page that did not move is fatal. */
+static double move_all(void **pages, int *nodes, int *status, size_t n, int node)
 {
 	double t;
 
 	for (size_t i = 0; i < n; i++)
-		p->mig_nodes[i] = node;
+		nodes[i] = node;
 	t = now_s();
-	if (syscall(SYS_move_pages, 0, (unsigned long)n, p->mig_pages, p->mig_nodes, p->mig_status, 2 /* MPOL_MF_MOVE */))
+	if (syscall(SYS_move_pages, 0, (unsigned long)n, pages, nodes, status, 2 /* MPOL_MF_MOVE */))
 		die("move_pages to node %d: %s", node, strerror(errno));
 	t = now_s() - t;
 	for (size_t i = 0; i < n; i++)
-		if (p->mig_status[i] != node)
-			die("move_pages: page %zu is on node %d (status), not %d", i, p->mig_status[i], node);
-	return t * 1e6 / (double)n;
+		if (status[i] != node)
+			die("move_pages: page %zu is on node %d (status), not %d", i, status[i], node);
+	return t * 1e6;
 }
 
 static void **chase(void **p, long steps)
@@ -269,7 +333,7 @@ static double symmetric_ratio(struct pair *pairs, int n_pairs, int a, int b, int
 
 int main(int argc, char **argv)
 {
-	int mem_mib = 32, steps = 20000, min_rounds = 3, stream_mib = 0, migrate_mib = 0;
+	int mem_mib = 32, steps = 20000, min_rounds = 3, stream_mib = 0, migrate_mib = 0, huge_mib = 0;
 	const struct opt opts[] = {
 		{ "mem-mib", OPT_INT, &mem_mib, 1, 4096, "MIB", "each pair's buffer (default 32)" },
 		{ "steps", OPT_INT, &steps, 1000, 100000000, "N", "chase steps a pair is timed for (default 20000)" },
@@ -279,6 +343,8 @@ int main(int argc, char **argv)
 		  "also copy and triad over three arrays of MIB each per pair (default 0: no streams)" },
 		{ "migrate-mib", OPT_INT, &migrate_mib, 0, 1024, "MIB",
 		  "also move MIB of a node's memory to each other node and back (default 0: none)" },
+		{ "migrate-huge-mib", OPT_INT, &huge_mib, 0, 1024, "MIB",
+		  "the same with MIB (even) of transparent huge pages (default 0: none)" },
 		{ NULL, 0, NULL, 0, 0, NULL, NULL },
 	};
 	struct pair *pairs;
@@ -292,6 +358,8 @@ int main(int argc, char **argv)
 	prog_name = "latency-matrix";
 	duration = parse_args(argc, argv,
 			      "Pointer-chase latency of every (CPU node, memory node) pair, and its ratio to local.", opts);
+	if (huge_mib % 2)
+		die("--migrate-huge-mib: %d is not a whole number of 2 MiB huge pages", huge_mib);
 	n_nodes = read_node_cpus(node_cpus, node_has_cpus);
 	pairs = calloc((size_t)n_nodes * n_nodes, sizeof(*pairs));
 	if (!pairs)
@@ -325,6 +393,8 @@ int main(int argc, char **argv)
 				for (size_t i = 0; i < n; i++)
 					p->mig_pages[i] = p->mig + i * page_size();
 			}
+			if (huge_mib && m != c)
+				huge_buffer(p, (size_t)huge_mib, c);
 		}
 	}
 	t0 = now_s();
@@ -345,8 +415,16 @@ int main(int argc, char **argv)
 			if (p->mig) {
 				size_t n = (size_t)migrate_mib * MIB / page_size();
 
-				p->push_us[p->rounds] = move_all(p, n, p->mem_node);
-				p->pull_us[p->rounds] = move_all(p, n, p->cpu_node);
+				p->push_us[p->rounds] = move_all(p->mig_pages, p->mig_nodes, p->mig_status, n, p->mem_node) / n;
+				p->pull_us[p->rounds] = move_all(p->mig_pages, p->mig_nodes, p->mig_status, n, p->cpu_node) / n;
+			}
+			if (p->huge) {
+				size_t n = (size_t)huge_mib * MIB / HUGE_BYTES;
+
+				p->huge_push_us[p->rounds] =
+					move_all(p->huge_pages, p->huge_nodes, p->huge_status, n, p->mem_node) / huge_mib;
+				p->huge_pull_us[p->rounds] =
+					move_all(p->huge_pages, p->huge_nodes, p->huge_status, n, p->cpu_node) / huge_mib;
 			}
 			if (stream_mib) {
 				stream_round(p, (size_t)stream_mib * MIB);
@@ -359,6 +437,9 @@ int main(int argc, char **argv)
 		rounds++;
 	}
 	elapsed = now_s() - t0;
+	for (int i = 0; i < n_pairs; i++)
+		if (pairs[i].huge)
+			pairs[i].huge_kept = (double)huge_kib(pairs[i].huge, (size_t)huge_mib * MIB) / (huge_mib * 1024.0);
 	st.bytes = bytes;
 	task_end(&st);
 	/* For every two nodes with CPUs, the symmetric ratio (before the times are sorted below). */
@@ -400,6 +481,7 @@ int main(int argc, char **argv)
 	json_int(&j, "buffer_mib", mem_mib);
 	json_int(&j, "stream_mib", stream_mib);
 	json_int(&j, "migrate_mib", migrate_mib);
+	json_int(&j, "migrate_huge_mib", huge_mib);
 	{
 		double sum = 0, worst = 1;
 		int remote = 0;
@@ -425,6 +507,11 @@ int main(int argc, char **argv)
 			if (p->mig) {	/* the medians over the rounds (after the other figures: sorts in place) */
 				json_num(&j, "push_us_per_page", median_of(p->push_us, p->rounds));
 				json_num(&j, "pull_us_per_page", median_of(p->pull_us, p->rounds));
+			}
+			if (p->huge) {
+				json_num(&j, "huge_push_us_per_mib", median_of(p->huge_push_us, p->rounds));
+				json_num(&j, "huge_pull_us_per_mib", median_of(p->huge_pull_us, p->rounds));
+				json_num(&j, "huge_kept", p->huge_kept);
 			}
 			if (local) {
 				json_num(&j, "ratio_min", p->min / local->min);
