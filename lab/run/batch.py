@@ -35,7 +35,7 @@ from lab.vm.qemu.emulator import resolve as resolve_emulator
 from lab.vm.qemu.qemu_argv import check_firmware_can_boot
 from lab.vm.qemu.qemu_backend import QemuBackend
 from lab.vm.tcg.access_plugin import DEFAULT_SAMPLE
-from lab.vm.tcg.guest_clock import GuestClock, check_parallel_time
+from lab.vm.tcg.guest_clock import GuestClock, check_parallel_time, pause_ns_for
 from lab.vm.tcg.guest_clock import check as check_clock
 from lab.vm.tcg.latency_model import LatencyModel, default_local_gbs, default_local_ns, model_for, share_window_ns
 from lab.workloads.workload_type import Workload
@@ -106,6 +106,7 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
     if clock.virtual:
         check_clock(opts.clock, backend.name, opts.accel, qemu_version_tuple(backend.emulator_version()))
         check_parallel_time(opts.quantum, getattr(backend, "emulator", None), opts.insns_per_ns)
+        clock = replace(clock, pause_ns=pause_ns_for(getattr(backend, "emulator", None)))
         # KVM cannot count instructions: no probe
         accel, reason = "tcg", "--clock virtual (QEMU's instruction counter is the guest's clock: TCG only)"
     elif opts.accel == "auto":

@@ -50,7 +50,7 @@ def prepare(trip: Trip) -> Prepared:
     trip.say("building guest image")
     boot_kernel, protocol = boot_image(req.kernel.image)
     tsc_host = req.backend.host_id  # a remote libvirt host has its own TSC frequency
-    tcg_args = tcg_boot.boot_args(req.kernel.image, req.accel, tsc_host, req.clock.virtual)
+    tcg_args = tcg_boot.boot_args(req.kernel.image, req.accel, tsc_host, req.clock.virtual, req.kernel.config)
     cmdline = kernel_cmdline(req.plan, req.topology, " ".join(filter(None, (tcg_args, req.clock.kernel_args()))))
     firmware = req.backend.firmware_rom(req.firmware)
     tools = image_layers.tools_for(req.workload, req.plan.trace_mode, bool(req.plan.trace_events))

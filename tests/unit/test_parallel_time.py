@@ -12,7 +12,7 @@ from common import assert_one_line_error, numalab
 from lab.errors import LabError
 from lab.matrix.definition import parse_matrix, run_options_of
 from lab.run.options import RunOptions
-from lab.vm.tcg.guest_clock import GuestClock, check_parallel_time
+from lab.vm.tcg.guest_clock import PAUSE_NS, GuestClock, check_parallel_time, pause_ns_for
 
 
 def _icount(clock: GuestClock) -> str:
@@ -84,3 +84,14 @@ def test_insns_per_ns_is_an_icount_option_refused_where_it_means_nothing() -> No
     check_parallel_time(0, slow, 1)
     assert_one_line_error(numalab("run", "--clock", "virtual", "--insns-per-ns", "99", "--topology", "ring-2"),
                           "--insns-per-ns: must be 1..64, got 99")  # fmt: skip
+
+
+def test_a_pause_takes_guest_time_with_a_qemu_that_can() -> None:
+    """images/qemu/0009: -icount ...,pause=NS with numalab's QEMU, nothing with another; in the record."""
+    assert pause_ns_for(SimpleNamespace(pause_time=True)) == PAUSE_NS == 40
+    assert pause_ns_for(SimpleNamespace(pause_time=False)) == 0 and pause_ns_for(None) == 0
+    clock = GuestClock("virtual", quantum_ns=2000, insns_per_ns=4, pause_ns=PAUSE_NS)
+    assert _icount(clock) == "shift=0,sleep=off,quantum=2000,ipns=4,pause=40"
+    assert clock.to_dict()["pause_ns"] == 40
+    plain = GuestClock("virtual")
+    assert _icount(plain) == "shift=0,sleep=off" and "pause_ns" not in plain.to_dict()

@@ -36,7 +36,7 @@ def test_version_and_data_dirs_are_asked_once_per_binary_until_it_changes(tmp_pa
         return emulator._facts(str(fake), st.st_size, st.st_mtime_ns)
 
     assert ask() == {"version": "QEMU emulator version 7.2.0", "dirs": ["/usr/share/qemu", "/usr/share/seabios"],
-                     "charge": False, "quantum": False, "ipns": False, "vcpu_clock": False}  # fmt: skip
+                     "charge": False, "quantum": False, "ipns": False, "vcpu_clock": False, "pause": False}  # fmt: skip
     assert ask()["version"] == "QEMU emulator version 7.2.0"
     assert calls.read_text().count("x") == 2  # --version and -L help, once: the second process read the cache
     fake.write_text(fake.read_text().replace("7.2.0", "10.0.2"))  # upgraded: new size and mtime

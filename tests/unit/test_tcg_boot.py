@@ -84,3 +84,22 @@ def test_this_machines_own_tsc_wins_over_what_a_guest_says(tmp_path, monkeypatch
     assert tcg_clock.learn(lying.replace("3000.000", "2301.000")) == 2_301_000
     assert tcg_clock.clock_args() == "tsc_early_khz=2300000"  # still the machine's own
     assert tcg_clock.clock_args("qemu+ssh://h/system") == ""  # a remote host: only what was learned for it
+
+
+def test_the_virtual_clock_gets_its_1_ghz_tsc_and_the_lpj_of_the_kernels_hz(tmp_path) -> None:
+    image = tmp_path / "bzImage"
+    image.write_bytes(b"kernel")
+    config = tmp_path / "config"
+    config.write_text("CONFIG_X86_64=y\nCONFIG_HZ_250=y\nCONFIG_HZ=250\n")
+    args = tcg_boot.boot_args(image, "tcg", virtual_clock=True, config=config)
+    assert args == "tsc=reliable no_timer_check cryptomgr.notests tsc_early_khz=1000000 lpj=4000000"
+    config.write_text("CONFIG_HZ=1000\n")
+    assert tcg_boot.boot_args(image, "tcg", virtual_clock=True, config=config).endswith(" lpj=1000000")
+    # no config, no HZ in it, or an HZ no kernel has: no lpj= (the guest calibrates, as before)
+    for text in (None, "CONFIG_HZ_250=y\n", "CONFIG_HZ=0\n", "CONFIG_HZ=99999\n"):
+        if text is not None:
+            config.write_text(text)
+        args = tcg_boot.boot_args(image, "tcg", virtual_clock=True, config=config if text else None)
+        assert args == "tsc=reliable no_timer_check cryptomgr.notests tsc_early_khz=1000000", text
+    assert tcg_boot.boot_args(image, "tcg", virtual_clock=True, config=tmp_path / "missing").endswith("=1000000")
+    assert tcg_boot.boot_args(image, "kvm", virtual_clock=True, config=config) == ""

@@ -48,6 +48,7 @@ CHARGE_SYMBOL = b"qemu_plugin_charge_ns"
 VCPU_CLOCK_SYMBOL = b"qemu_plugin_vcpu_clock_ns"  # (images/qemu/0008: a vCPU's own guest time for a plugin)
 QUANTUM_TEXT = b"icount: quantum needs a fixed shift"  # (images/qemu/0006: -icount ...,quantum=NS)
 IPNS_TEXT = b"icount: ipns must be 1..64"  # (images/qemu/0007: -icount shift=0,ipns=N)
+PAUSE_TEXT = b"icount: pause must be 0..100000 ns"  # (images/qemu/0009: -icount ...,pause=NS)
 ENV = "NUMALAB_QEMU"
 # A prefix's data directories, as Debian's packages lay them out (qemu-system-data, seabios, ipxe-qemu),
 # and its loadable modules (QEMU_MODULE_DIR: else a prefix's QEMU would look in the system QEMU's).
@@ -66,6 +67,7 @@ class Emulator:
     parallel_time: bool = False  # takes -icount quantum=NS (numalab's patch): each vCPU its own guest time
     fast_cpu: bool = False  # takes -icount ipns=N (numalab's patch): N instructions a guest ns
     vcpu_clock: bool = False  # exports qemu_plugin_vcpu_clock_ns (numalab's patch): a plugin reads a vCPU's time
+    pause_time: bool = False  # takes -icount pause=NS (numalab's patch): a PAUSE takes guest time
 
     @property
     def version_tuple(self) -> tuple[int, int, int]:
@@ -105,7 +107,7 @@ class Emulator:
         return {"binary": self.binary, "version": self.short_version, "version_line": self.version,
                 "data_dirs": list(self.data_dirs), "env": self.env(), "charges_time": self.charges_time,
                 "parallel_time": self.parallel_time, "fast_cpu": self.fast_cpu,
-                "vcpu_clock": self.vcpu_clock}  # fmt: skip
+                "vcpu_clock": self.vcpu_clock, "pause_time": self.pause_time}  # fmt: skip
 
 
 def qemu_version_tuple(version_line: str) -> tuple[int, int, int] | None:
@@ -173,6 +175,7 @@ def resolve(choice: str = "") -> Emulator:
         parallel_time=bool(facts["quantum"]),
         fast_cpu=bool(facts["ipns"]),
         vcpu_clock=bool(facts["vcpu_clock"]),
+        pause_time=bool(facts["pause"]),
     )
 
 
@@ -211,10 +214,11 @@ def _facts(binary: str, size: int, mtime_ns: int) -> dict:
     facts = known.get(key)
     if (isinstance(facts, dict) and isinstance(facts.get("version"), str) and isinstance(facts.get("dirs"), list)
             and isinstance(facts.get("charge"), bool) and isinstance(facts.get("quantum"), bool)
-            and isinstance(facts.get("ipns"), bool) and isinstance(facts.get("vcpu_clock"), bool)):  # fmt: skip
+            and isinstance(facts.get("ipns"), bool) and isinstance(facts.get("vcpu_clock"), bool)
+            and isinstance(facts.get("pause"), bool)):  # fmt: skip
         return facts
     lines = _ask(binary, "--version")
-    found = _binary_has(binary, (CHARGE_SYMBOL + b"\0", QUANTUM_TEXT, IPNS_TEXT, VCPU_CLOCK_SYMBOL + b"\0"))
+    found = _binary_has(binary, (CHARGE_SYMBOL + b"\0", QUANTUM_TEXT, IPNS_TEXT, VCPU_CLOCK_SYMBOL + b"\0", PAUSE_TEXT))
     facts = {
         "version": lines[0] if lines else "",
         "dirs": _ask(binary, "-L", "help"),
@@ -222,6 +226,7 @@ def _facts(binary: str, size: int, mtime_ns: int) -> dict:
         "quantum": QUANTUM_TEXT in found,
         "ipns": IPNS_TEXT in found,
         "vcpu_clock": VCPU_CLOCK_SYMBOL + b"\0" in found,
+        "pause": PAUSE_TEXT in found,
     }
     if qemu_version_tuple(facts["version"]):  # (a binary that is not QEMU is asked again, and refused again)
         known = {k: v for k, v in known.items() if not k.startswith(f"{binary}:")}

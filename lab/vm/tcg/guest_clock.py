@@ -22,6 +22,13 @@ of instructions, the same whatever the host is doing. What this costs:
   ahead of it (docs/qemu.md, "Parallel guest time").
 * QEMU 7.2's icount hangs SMP boots (seen here); QEMU 10.0 boots them
   (``--qemu backports``, make setup-qemu10).
+* An x86 PAUSE (every spin loop's ``cpu_relax()``: ``udelay()``, a lock's
+  wait, a CPU waiting for another at boot) takes one instruction's time under
+  stock icount and leaves QEMU's CPU loop, so a guest microsecond of spinning
+  cost the host hundreds of trips through it: most of a virtual-clock boot's
+  host time. With numalab's patched QEMU (0009) a PAUSE takes ``PAUSE_NS`` of
+  guest time, about what it takes on a current server core (140 cycles on Intel
+  since Skylake, at 3.5 GHz), then leaves the loop as before.
 
 The other mechanism the plugin API offers, ``qemu_plugin_update_ns`` (QEMU 9.1+),
 only runs timers up to a time: under TCG without icount QEMU's virtual clock is
@@ -46,6 +53,7 @@ RTC_EPOCH = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 MAX_SEED = 10**9  # about 31 years of seconds after the epoch: a date every kernel takes
 INSNS_PER_NS_MAX = 64  # --insns-per-ns: QEMU's (images/qemu/0007) own bound
 QUANTUM_RANGE_NS = (100, 100_000_000)  # --quantum: below, a switch every few dozen instructions; above, 0.1 s
+PAUSE_NS = 40  # guest ns an x86 PAUSE takes under the virtual clock, with a QEMU that can (images/qemu/0009)
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,7 @@ class GuestClock:
     seed: int = 0
     quantum_ns: int = 0  # parallel guest time: each vCPU its own, at most this far ahead (0: one shared clock)
     insns_per_ns: int = 1  # instructions a vCPU executes in a guest ns (QEMU 0007's ipns; 1: stock icount)
+    pause_ns: int = 0  # guest ns a PAUSE takes (QEMU 0009's pause; 0: stock icount, one instruction's time)
 
     @property
     def virtual(self) -> bool:
@@ -82,7 +91,8 @@ class GuestClock:
         if self.virtual:
             quantum = f",quantum={self.quantum_ns}" if self.quantum_ns else ""
             ipns = f",ipns={self.insns_per_ns}" if self.insns_per_ns > 1 else ""
-            return ["-accel", "tcg,thread=single", "-icount", f"shift={self.shift},sleep=off{quantum}{ipns}",
+            pause = f",pause={self.pause_ns}" if self.pause_ns else ""
+            return ["-accel", "tcg,thread=single", "-icount", f"shift={self.shift},sleep=off{quantum}{ipns}{pause}",
                     "-rtc", f"base={self.rtc_base()},clock=vm"]  # fmt: skip
         return ["-accel", "tcg,thread=multi"]
 
@@ -99,11 +109,18 @@ class GuestClock:
                "rtc_base": self.rtc_base()}  # fmt: skip
         if self.insns_per_ns > 1:
             out["insns_per_ns"] = self.insns_per_ns
+        if self.pause_ns:
+            out["pause_ns"] = self.pause_ns
         if self.quantum_ns:
             del out["shared_by"]
             out["parallel"] = {"quantum_ns": self.quantum_ns, "per": "vCPU: each its own guest time, at most the "
                                "quantum ahead of the slowest running one"}  # fmt: skip
         return out
+
+
+def pause_ns_for(emulator: Any) -> int:
+    """PAUSE_NS with a QEMU whose PAUSE can take guest time (numalab's patch 0009), else 0 (stock icount)."""
+    return PAUSE_NS if emulator is not None and getattr(emulator, "pause_time", False) else 0
 
 
 def check_quantum(quantum_ns: int, mode: str) -> None:
