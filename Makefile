@@ -37,7 +37,7 @@ help:
 	@echo "make lint   - ruff"
 	@echo "make reproduce [SEEDS='003 004 000'] - run the seed reproductions, reports in reports/reproduce/"
 	@echo "make golden - regenerate tests/golden (QEMU argv and libvirt XML of every preset, guest plans, manifest shape, built-in workloads)"
-	@echo "make bench  - benchmarks: boot overhead vs virtme-ng, trace parsing, matrix packing, GB/s vs GB per vCPU-second under a CPU hog, --remote-latency's overhead, each workload tool's image layer and boot cost, parallel guest time's cost (prints figures)"
+	@echo "make bench  - benchmarks: boot overhead vs virtme-ng, trace parsing, matrix packing, GB/s vs GB per vCPU-second under a CPU hog, --remote-latency's overhead, each workload tool's image layer and boot cost, parallel guest time's cost, the whole model's against plain TCG (prints figures)"
 	@echo "make bench-kernel - kernel build benchmark: cold, one-line rebuild, cache hit (prints figures)"
 	@echo "make reproduce-seed002 - seed 002's sched-group bug: baseline vs old construction on ring-4 and grid-2x4, report in reports/"
 	@echo "make libvirt-up - start libvirt's daemons by hand (no systemd needed) for --backend libvirt"
@@ -195,6 +195,7 @@ bench: setup setup-qemu10 setup-qemu-charge
 	$(PY) tests/bench/catalogue.py
 	tests/bench/trace_extras.sh
 	$(PY) tests/bench/parallel_time.py
+	$(PY) tests/bench/model_cost.py
 
 bench-kernel: setup
 	tests/bench/kernel_build.sh

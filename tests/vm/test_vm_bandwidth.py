@@ -24,14 +24,16 @@ rehearsal, an earlier build of the patches: triad 0.714 and 0.835). Those with t
 numalab's baseline since (its boot under the model about half the stock one's): copy 0.716 and triad 0.713 for 0.667,
 a page moved in 2.7-2.9 us (2026-11-27, beside another session's VM tests).
 
-Known answer 4 (issue 52): the workload also moves 4 MiB of transparent huge pages each way (whole, one address a
-huge page), where the kernel's work a 4 KiB page is spread over 512, and a second, 1 s run of the same machine
-without the model's charge gives the kernel's instructions alone (39.6 us a MiB). What the charge adds must be the
-copy at the pairs' bandwidths within 10%: a MiB read at one pair's and written at the other's (the CPU node's
-local pair and the remote one, both ways), STREAM copy's count. Measured (2026-11-27, the baseline kernel): 0->1
-278.9 and 279.8 us a MiB each way for 262.1, 1->0 254.6 and 255.4 for 235.9 (+6.4% to +8.3%: the kernel's other
-misses, its struct pages and page tables). The spec has 384 MiB a node: below 512 MiB in all the guest kernel
-turns THP off by itself. The second run took 80 s of host time beside a cold rehearsal (its boot 36 s of that); the whole test 200 s there.
+Known answer 4 (issue 52): the workload also moves 16 MiB of transparent huge pages each way in its first 9 rounds
+(whole, one address a huge page), where the kernel's work a 4 KiB page is spread over 512, and a second, 0.3 s run
+of the same machine without the model's charge gives the kernel's instructions alone (39.3 us a MiB). What the
+charge adds must be the copy at the pairs' bandwidths within 10%: a MiB read at one pair's and written at the
+other's (the CPU node's local pair and the remote one, both ways), STREAM copy's count. Measured (2026-11-27, the
+baseline kernel, PAUSE 40 ns: images/qemu/0009): 0->1 278.0 and 278.8 us a MiB each way for 262.1, 1->0 253.2 and
+254.1 for 235.9 (+6.1% to +7.7%: the kernel's other misses, its struct pages and page tables, and what a move waits
+for on the other CPU). The spec has 384 MiB a node: below 512 MiB in all the guest kernel turns THP off by itself.
+The second run took 33 s of host time beside a cold rehearsal; the whole test 87 s there (with PAUSE's guest time
+the model's boot is a few seconds).
 """
 
 from __future__ import annotations
@@ -94,8 +96,8 @@ def test_streams_pay_each_pairs_bandwidth_and_the_chase_its_latency(tmp_path, bu
     # CPU speed without the model's charge measure the kernel's instructions alone; what the charge adds is the
     # copy's memory time: each MiB read at the source pair's bandwidth and written at the destination pair's
     # (the CPU node's own and the remote one, both ways), as STREAM's copy counts its bytes (above).
-    plain = numalab("run", *built_kernel, "--topology", str(spec), "--workload", "bandwidth-matrix", "--duration", "0.3",
-                    "--no-trace", "--numa-balancing", "off", "--qemu", "charge", "--clock", "virtual",
+    plain = numalab("run", *built_kernel, "--topology", str(spec), "--workload", "bandwidth-matrix",
+                    "--duration", "0.3", "--no-trace", "--numa-balancing", "off", "--qemu", "charge", "--clock", "virtual",
                     "--insns-per-ns", str(INSNS_PER_NS), "--quantum", "2000", "--out", str(tmp_path / "plain"),
                     "--json", timeout=600)  # fmt: skip
     assert plain.returncode == 0, plain.stderr[-3000:]

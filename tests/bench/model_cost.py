@@ -1,0 +1,59 @@
+"""What the whole model costs against plain TCG: host time per boot and per guest GB (issue 52's cost goal: 2x).
+
+    .venv/bin/python tests/bench/model_cost.py [PAIRS] [DURATION_S]   (defaults: 5, 5)
+
+PAIRS interleaved pairs (plain, then model, then plain...) of numa01 on ring-2 with 1 vCPU a node, 256 MiB a node,
+numalab's baseline kernel, balancing on. Plain: TCG as `numalab run` boots by default (the host's clock, every vCPU
+its own host thread). The model: numalab's patched QEMU (make setup-qemu-charge) with the virtual clock, parallel
+guest time (--quantum 2000), a CPU of 4 instructions a ns, the remote-latency model with streams and bandwidth
+contention (--remote-latency slit), seed i on repeat i. Prints per side the median and spread (min-max) of the
+boot's host seconds and the workload's host seconds per guest GB written, and the ratios of the medians (model /
+plain). Figures, not a test: run it on a quiet host, and say what else ran beside it.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))  # this checkout's lab, whatever the venv's editable install points at
+sys.path.insert(0, str(REPO / "tests" / "bench"))
+from model_pairs import one, summary  # noqa: E402
+
+BASE = ["--kernel", "baseline", "--topology", "ring-2", "--cpus-per-node", "1", "--mem-per-node", "256M",
+        "--workload", "numa01", "--no-trace"]  # fmt: skip
+MODEL = ["--qemu", "charge", "--clock", "virtual", "--quantum", "2000", "--insns-per-ns", "4",
+         "--remote-latency", "slit"]  # fmt: skip
+SIDES = {"plain TCG": BASE, "the model": [*BASE, *MODEL]}
+
+
+def main() -> int:
+    pairs = int(sys.argv[1]) if len(sys.argv) > 1 else 5
+    duration = sys.argv[2] if len(sys.argv) > 2 else "5"
+    got: dict[str, list[dict]] = {side: [] for side in SIDES}
+    with tempfile.TemporaryDirectory(prefix="numalab-bench-model-cost-") as tmp:
+        for i in range(pairs):
+            for k, (side, args) in enumerate(SIDES.items()):
+                res = one(Path(tmp) / f"{k}-{i}", args, duration, i, side)
+                if res:
+                    got[side].append(res)
+                    print(f"  pair {i + 1}/{pairs}, {side}: {res}", flush=True)
+    print(f"numa01 on ring-2 (1 vCPU a node), {duration} s, seeds 0..{pairs - 1}; median (min-max) of each side's runs")
+    print(f"{'side':<10} {'runs':>4}  {'boot host s':<24} {'host s a guest GB':<24}")
+    for side, runs in got.items():
+        cols = [summary([r[k] for r in runs if r[k] is not None]) for k in ("boot_s", "host_s_per_gb")]
+        print(f"{side:<10} {len(runs):>4}  {cols[0]:<24} {cols[1]:<24}")
+    plain, model = got["plain TCG"], got["the model"]
+    if plain and model:
+        for k in ("boot_s", "host_s_per_gb"):
+            a = statistics.median(r[k] for r in model if r[k] is not None)
+            b = statistics.median(r[k] for r in plain if r[k] is not None)
+            print(f"model / plain, {k}: {a / b:.2f}")
+    return 0 if plain and model else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
