@@ -97,9 +97,9 @@ def test_streams_pay_each_pairs_bandwidth_and_the_chase_its_latency(tmp_path, bu
     # copy's memory time: each MiB read at the source pair's bandwidth and written at the destination pair's
     # (the CPU node's own and the remote one, both ways), as STREAM's copy counts its bytes (above).
     plain = numalab("run", *built_kernel, "--topology", str(spec), "--workload", "bandwidth-matrix",
-                    "--duration", "0.3", "--no-trace", "--numa-balancing", "off", "--qemu", "charge", "--clock", "virtual",
-                    "--insns-per-ns", str(INSNS_PER_NS), "--quantum", "2000", "--out", str(tmp_path / "plain"),
-                    "--json", timeout=600)  # fmt: skip
+                    "--duration", "0.3", "--no-trace", "--numa-balancing", "off", "--qemu", "charge", "--clock",
+                    "virtual", "--insns-per-ns", str(INSNS_PER_NS), "--quantum", "2000",
+                    "--out", str(tmp_path / "plain"), "--json", timeout=600)  # fmt: skip
     assert plain.returncode == 0, plain.stderr[-3000:]
     mp = json.loads(plain.stdout)
     assert mp["status"] == "ok", mp["reason"]
