@@ -30,8 +30,11 @@ RUNS = [
     ("nodes13", ["--a-cpu", "0", "--b-cpu", "1", "--tasks", "2"], "nodes13"),
     ("spin", ["--threads", "2"], "spin"),
     ("latency-matrix", ["--mem-mib", "4"], "latency-matrix"),
-    ("latency-matrix", ["--mem-mib", "4", "--stream-mib", "1", "--migrate-mib", "1", "--migrate-huge-mib", "2"],
-     "latency-matrix"),
+    (
+        "latency-matrix",
+        ["--mem-mib", "4", "--stream-mib", "1", "--migrate-mib", "1", "--migrate-huge-mib", "2"],
+        "latency-matrix",
+    ),
 ]
 BAD_ARGS = [
     [],
