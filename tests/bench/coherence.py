@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))  # this checkout's lab, whatever the venv's editable install points at
 sys.path.insert(0, str(REPO / "tests" / "bench"))
-from model_pairs import one, summary  # noqa: E402
+from model_pairs import interleaved, summary  # noqa: E402
 
 RUN = ["--topology", "ring-2", "--cpus-per-node", "1", "--mem-per-node", "256M", "--workload", "numa01", "--no-trace",
        "--qemu", "charge", "--clock", "virtual", "--quantum", "2000", "--remote-latency", "slit",
@@ -31,14 +30,8 @@ KEYS = ("boot_s", "host_s_per_gb", "gbps", "transfers")
 def main() -> int:
     pairs = int(sys.argv[1]) if len(sys.argv) > 1 else 3
     duration = sys.argv[2] if len(sys.argv) > 2 else "3"
-    got: dict[str, list[dict]] = {"off": [], "on": []}
-    with tempfile.TemporaryDirectory(prefix="numalab-bench-coherence-") as tmp:
-        for i in range(pairs):
-            for side in ("off", "on"):
-                res = one(Path(tmp) / f"{side}-{i}", [*RUN, "--coherence", side], duration, i, f"coherence {side}")
-                if res:
-                    got[side].append(res)
-                    print(f"  pair {i + 1}/{pairs}, coherence {side}: {res}", flush=True)
+    runs = interleaved({f"coherence {side}": [*RUN, "--coherence", side] for side in ("off", "on")}, pairs, duration)
+    got = {side: runs[f"coherence {side}"] for side in ("off", "on")}
     print(f"numa01 on ring-2, {duration} guest s, quantum 2000, seeds 0..{pairs - 1}; median (min-max) of each side")
     print(f"{'coherence':<10} {'runs':>4}  " + " ".join(f"{k:<26}" for k in KEYS))
     for side, runs in got.items():

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))  # this checkout's lab, whatever the venv's editable install points at
 sys.path.insert(0, str(REPO / "tests" / "bench"))
-from model_pairs import one, summary  # noqa: E402
+from model_pairs import interleaved, summary  # noqa: E402
 
 BASE = ["--kernel", "baseline", "--topology", "ring-2", "--cpus-per-node", "1", "--mem-per-node", "256M",
         "--workload", "numa01", "--no-trace"]  # fmt: skip
@@ -33,14 +32,7 @@ SIDES = {"plain TCG": BASE, "the model": [*BASE, *MODEL]}
 def main() -> int:
     pairs = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     duration = sys.argv[2] if len(sys.argv) > 2 else "5"
-    got: dict[str, list[dict]] = {side: [] for side in SIDES}
-    with tempfile.TemporaryDirectory(prefix="numalab-bench-model-cost-") as tmp:
-        for i in range(pairs):
-            for k, (side, args) in enumerate(SIDES.items()):
-                res = one(Path(tmp) / f"{k}-{i}", args, duration, i, side)
-                if res:
-                    got[side].append(res)
-                    print(f"  pair {i + 1}/{pairs}, {side}: {res}", flush=True)
+    got = interleaved(SIDES, pairs, duration)
     print(f"numa01 on ring-2 (1 vCPU a node), {duration} s, seeds 0..{pairs - 1}; median (min-max) of each side's runs")
     print(f"{'side':<10} {'runs':>4}  {'boot host s':<24} {'host s a guest GB':<24}")
     for side, runs in got.items():

@@ -1,6 +1,6 @@
-"""What the model benches share (tests/bench/parallel_time.py, tests/bench/coherence.py): one seeded run of the
-remote-latency model through the CLI, reduced to the figures they compare, and a median with its spread.
-Not a bench of its own."""
+"""What the model benches share (tests/bench/parallel_time.py, tests/bench/coherence.py, tests/bench/model_cost.py):
+one seeded run through the CLI, reduced to the figures they compare, interleaved pairs of such runs, and a median
+with its spread. Not a bench of its own."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import json
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -40,3 +41,17 @@ def summary(values: list[float]) -> str:
     if not values:
         return "-"
     return f"{statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})"
+
+
+def interleaved(sides: dict[str, list[str]], pairs: int, duration: str) -> dict[str, list[dict]]:
+    """``pairs`` rounds of one run of each side in turn (``numalab run`` arguments by side), repeat i with seed i:
+    the host's load falls on every side alike. Each side's ok runs' figures (``one``), each said as it comes."""
+    got: dict[str, list[dict]] = {side: [] for side in sides}
+    with tempfile.TemporaryDirectory(prefix="numalab-bench-") as tmp:
+        for i in range(pairs):
+            for k, (side, args) in enumerate(sides.items()):
+                res = one(Path(tmp) / f"{k}-{i}", args, duration, i, side)
+                if res:
+                    got[side].append(res)
+                    print(f"  pair {i + 1}/{pairs}, {side}: {res}", flush=True)
+    return got

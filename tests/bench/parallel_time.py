@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))  # this checkout's lab, whatever the venv's editable install points at
 sys.path.insert(0, str(REPO / "tests" / "bench"))
-from model_pairs import one, summary  # noqa: E402
+from model_pairs import interleaved, summary  # noqa: E402
 
 RUN = ["--topology", "ring-2", "--cpus-per-node", "1", "--mem-per-node", "256M", "--workload", "numa01", "--no-trace",
        "--qemu", "charge", "--clock", "virtual", "--remote-latency", "slit"]  # fmt: skip
@@ -29,14 +28,9 @@ def main() -> int:
     pairs = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     quantum = int(sys.argv[2]) if len(sys.argv) > 2 else 2000
     duration = sys.argv[3] if len(sys.argv) > 3 else "5"
-    got: dict[int, list[dict]] = {0: [], quantum: []}
-    with tempfile.TemporaryDirectory(prefix="numalab-bench-parallel-") as tmp:
-        for i in range(pairs):
-            for q in (0, quantum):
-                res = one(Path(tmp) / f"q{q}-{i}", [*RUN, "--quantum", str(q)], duration, i, f"quantum {q}")
-                if res:
-                    got[q].append(res)
-                    print(f"  pair {i + 1}/{pairs}, quantum {q}: {res}", flush=True)
+    sides = {f"quantum {q}": [*RUN, "--quantum", str(q)] for q in (0, quantum)}
+    runs = interleaved(sides, pairs, duration)
+    got = {q: runs[f"quantum {q}"] for q in (0, quantum)}
     print(f"numa01 on ring-2, {duration} guest s, seeds 0..{pairs - 1}; median (min-max) of each side's runs")
     print(f"{'side':<16} {'runs':>4}  {'boot host s':<24} {'host s a guest GB':<24} {'GB a guest s':<24}")
     for q, runs in got.items():
