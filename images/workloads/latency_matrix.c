@@ -171,6 +171,18 @@ static unsigned long huge_kib(const char *addr, size_t bytes)
 	return total;
 }
 
+/* The move_pages arrays for n pages of step bytes from buf: their addresses, target nodes and status. */
+static void page_arrays(char *buf, size_t n, size_t step, void ***pages, int **nodes, int **status)
+{
+	*pages = malloc(n * sizeof(void *));
+	*nodes = malloc(n * sizeof(int));
+	*status = malloc(n * sizeof(int));
+	if (!*pages || !*nodes || !*status)
+		die("out of memory");
+	for (size_t i = 0; i < n; i++)
+		(*pages)[i] = buf + i * step;
+}
+
 /* MIB of transparent huge pages on node, faulted in there; one address a huge page for move_pages. */
 static void huge_buffer(struct pair *p, size_t mib, int node)
 {
@@ -187,13 +199,7 @@ static void huge_buffer(struct pair *p, size_t mib, int node)
 		die("--migrate-huge-mib: %lu of %zu KiB in transparent huge pages on node %d "
 		    "(/sys/kernel/mm/transparent_hugepage/enabled never, or no free 2 MiB there)", kib, bytes / 1024, node);
 	p->huge = buf;
-	p->huge_pages = malloc(n * sizeof(void *));
-	p->huge_nodes = malloc(n * sizeof(int));
-	p->huge_status = malloc(n * sizeof(int));
-	if (!p->huge_pages || !p->huge_nodes || !p->huge_status)
-		die("out of memory");
-	for (size_t i = 0; i < n; i++)
-		p->huge_pages[i] = buf + i * HUGE_BYTES;
+	page_arrays(buf, n, HUGE_BYTES, &p->huge_pages, &p->huge_nodes, &p->huge_status);
 }
 
 /* 16 bytes a load and a store (SSE2, baseline x86-64): few instructions a line. Not turned into memcpy. */
@@ -388,13 +394,7 @@ int main(int argc, char **argv)
 				size_t n = (size_t)migrate_mib * MIB / page_size();
 
 				p->mig = bind_buffer((size_t)migrate_mib * MIB, c, "pages to move");
-				p->mig_pages = malloc(n * sizeof(void *));
-				p->mig_nodes = malloc(n * sizeof(int));
-				p->mig_status = malloc(n * sizeof(int));
-				if (!p->mig_pages || !p->mig_nodes || !p->mig_status)
-					die("out of memory");
-				for (size_t i = 0; i < n; i++)
-					p->mig_pages[i] = p->mig + i * page_size();
+				page_arrays(p->mig, n, page_size(), &p->mig_pages, &p->mig_nodes, &p->mig_status);
 			}
 			if (huge_mib && m != c)
 				huge_buffer(p, (size_t)huge_mib, c);
