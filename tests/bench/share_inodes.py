@@ -5,10 +5,12 @@
 For each K: a fresh tmpfs (mounted here, so root only) holding K empty files becomes the run's TMPDIR, so numalab's
 scratch directory, and with it the 9p share's files, get inode numbers that depend on K alone; then one seeded run of
 known answer 6's program (tests/vm/test_vm_parallel_time.py: ring-2, one vCPU a node, --clock virtual --quantum
-2000, the remote-latency model, coherence off, seed 5). Prints K, a hash of the workload's figures and the guest's
-"Refined TSC" line (where the runs first part). With a QEMU whose 9p gives the guest the host's inode numbers
-(the series before 0010), one K in twelve gave another run, every time (measured 2026-11-27: K=6, 4 of 4); with
-0010, every K gives the same run. Not part of make bench (it mounts); a diagnosis, not a figure.
+2000, the remote-latency model, coherence off, seed 5). Prints K, a hash of the workload's figures (all but the
+guest's inode number of the share's root, printed beside it) and the guest's "Refined TSC" line (where the runs
+first part). With a QEMU whose 9p gives the guest the host's inode numbers (the series before 0010), the inode
+number follows K and, for some builds of the program, one K in twelve gave another run every time (measured
+2026-11-27 with the test's own build: K=6, 4 of 4); with 0010, every K gives the same run and the same inode
+number. Not part of make bench (it mounts); a diagnosis, not a figure.
 """
 
 from __future__ import annotations
@@ -49,10 +51,12 @@ def one(qemu: str, workload: Path, k: int, out: Path, mnt: Path) -> str:
         return f"no record: {proc.stderr.strip()[-200:]}"
     if m.get("status") != "ok":
         return f"{m.get('status')}: {m.get('reason')}"
-    figures = json.dumps(m["workload"]["result"], sort_keys=True).encode()
+    result = dict(m["workload"]["result"])
+    ino = result.pop("share_ino", None)  # (the guest's inode number of the share's root: the host's, before 0010)
+    figures = json.dumps(result, sort_keys=True).encode()
     dmesg = (out / "dmesg.txt").read_text(errors="replace").splitlines()
     refined = next((ln.strip() for ln in dmesg if "Refined TSC" in ln), "(no Refined TSC line)")
-    return f"{hashlib.sha256(figures).hexdigest()[:10]}  {refined}"
+    return f"{hashlib.sha256(figures).hexdigest()[:10]}  share_ino {ino:.0f}  {refined}"
 
 
 def main() -> int:
@@ -70,7 +74,8 @@ def main() -> int:
         (tmp / "par.yaml").write_text(WORKLOAD)
         mnt = tmp / "mnt"
         mnt.mkdir()
-        print(f"QEMU {args.qemu}; K, a hash of the figures, the guest's refined TSC line", flush=True)
+        print(f"QEMU {args.qemu}; K, a hash of the figures, the guest's inode number of the share, its refined TSC "
+              "line", flush=True)  # fmt: skip
         for k in args.k:
             print(f"K={k:<3} {one(args.qemu, tmp / 'par.yaml', k, tmp / f'run-{k}', mnt)}", flush=True)
     return 0
