@@ -7,6 +7,13 @@ private tree under ``<cache>/kernels/src/<id>/tree``: a git repository whose
 ``HEAD`` at creation is the pristine source. Builds reset that tree and apply
 their patches to it, so the user's own tree is never touched and one O= build
 directory per (source, fragments) stays warm for incremental rebuilds.
+
+A git source whose commit holds exactly the files of a private tree already made
+(a git tree made from the tarball, a second clone at the same commit) shares that
+tree and its warm build directories: ``<cache>/kernels/trees-by-content/<git tree
+id>`` names the private tree of each content. Its kernels keep their own identity
+and cache key; only the sources' copy and the objects are shared (the first build
+of such a source is incremental, not a full one).
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -21,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.errors import LabError
-from lab.paths import TOOL_TEXT, cache_dir, json_text, write_text_atomic
+from lab.paths import TOOL_TEXT, cache_dir, cache_root, json_text, write_text_atomic
 
 DEFAULT_TARBALL = Path("/usr/src/linux-source-6.1.tar.xz")
 BASE_REF = "refs/numalab/base"
@@ -37,6 +45,7 @@ class Source:
     location: str  # resolved path or URL
     identity: str  # kind:hash — part of the build cache key
     rev: str = ""  # git: the commit
+    content: str = ""  # git: the commit's tree object (its files); a private tree of the very same files is shared
 
     @property
     def key(self) -> str:
@@ -115,7 +124,8 @@ def _git_source(spec: str) -> Source:
     if proc.returncode != 0:
         raise LabError(f"--source {spec}: no commit '{rev}' in {where}")
     commit = proc.stdout.strip()
-    return Source("git", spec, str(repo.resolve()), f"git:{commit}", commit)
+    tree = _git("rev-parse", "--verify", "--quiet", f"{commit}^{{tree}}", cwd=repo, check=False).stdout.strip()
+    return Source("git", spec, str(repo.resolve()), f"git:{commit}", commit, tree)
 
 
 def resolve_source(spec: str | None) -> Source:
@@ -139,8 +149,54 @@ def resolve_source(spec: str | None) -> Source:
     raise LabError(f"--source {spec}: no such file or directory (give a tarball, a directory, or GIT@REV)")
 
 
+_ROOT_NAME = re.compile(r"[0-9a-f]{16}")
+_TREE_ID = re.compile(r"[0-9a-f]{40}([0-9a-f]{24})?")  # (sha1 or sha256 repositories)
+
+
+def _content_index() -> Path:
+    return cache_dir("kernels", "trees-by-content")
+
+
+def _ready(root: Path) -> bool:
+    return (root / "tree" / ".git" / "numalab-ready").exists()
+
+
+def _base_tree(tree: Path) -> str:
+    return _git("rev-parse", "--verify", "--quiet", f"{BASE_REF}^{{tree}}", cwd=tree, check=False).stdout.strip()
+
+
+def _root_with_content(content: str) -> Path | None:
+    """The private tree whose pristine files are git tree ``content``, if one is ready (checked, not trusted:
+    the index may name a tree pruned since)."""
+    if not _TREE_ID.fullmatch(content):
+        return None
+    try:
+        name = (_content_index() / content).read_text().strip()
+    except OSError:
+        return None
+    if not _ROOT_NAME.fullmatch(name):
+        return None
+    root = cache_root() / "kernels" / "src" / name
+    return root if _ready(root) and _base_tree(root / "tree") == content else None
+
+
+def _index_content(root: Path) -> None:
+    """Name ``root``'s private tree in the content index, unless a ready tree of the same files is named there."""
+    content = _base_tree(root / "tree")
+    if _TREE_ID.fullmatch(content) and _root_with_content(content) is None:
+        write_text_atomic(_content_index() / content, root.name + "\n")
+
+
 def source_root(source: Source) -> Path:
-    return cache_dir("kernels", "src", source.key)
+    """Where a source's private tree and build directories live: its own, or, for a git source that has none yet,
+    the private tree made earlier of the very same files (see the module's docstring)."""
+    own = cache_root() / "kernels" / "src" / source.key
+    if source.content and not _ready(own):
+        shared = _root_with_content(source.content)
+        if shared is not None:
+            return shared
+    own.mkdir(parents=True, exist_ok=True)
+    return own
 
 
 def _kernel_top(d: Path) -> Path:
@@ -198,7 +254,10 @@ def prepare_tree(source: Source, progress: Progress) -> Path:
     """The private git tree of a source (created once). Callers hold the source lock."""
     root = source_root(source)
     tree = root / "tree"
-    if (tree / ".git" / "numalab-ready").exists():
+    if _ready(root):
+        if root.name != source.key:
+            progress(f"{source.spec}: the same files as the private tree in {root}: building there")
+        _index_content(root)  # (a tree made before the index)
         return tree
     progress(f"preparing a private copy of {source.spec} in {root} (once per source)")
     tmp = root / "tmp"
@@ -210,6 +269,7 @@ def prepare_tree(source: Source, progress: Progress) -> Path:
     shutil.rmtree(tmp, ignore_errors=True)
     (root / "source.json").write_text(json_text(source.to_dict(), indent=2) + "\n")
     (tree / ".git" / "numalab-ready").write_text(source.identity + "\n")
+    _index_content(root)
     return tree
 
 
