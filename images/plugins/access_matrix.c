@@ -56,13 +56,24 @@
  *                     last (its owner) and the nodes holding a current copy. A read by a node without a copy of a
  *                     line another node owns is a transfer (then it has a copy); a write by a node without a copy
  *                     is one too (a read for ownership); either way a write makes the writer's node the owner and
- *                     the only holder (invalidating the others' copies is not charged). Under lat_clock=virtual a
+ *                     the only holder (invalidating the others' copies is not charged). With stream=1 a transfer
+ *                     of a line next to one of the vCPU's last COH_RECENT transfers (a sweep over lines another
+ *                     node wrote) is charged the pair's bw= instead: such transfers overlap as a stream's misses
+ *                     do; a hot line handed back and forth stays at cost=. Under lat_clock=virtual a
  *                     transfer's charge is paid at once, so the access that makes it takes it in guest time. With
  *                     the line callback, an access the callback would skip can change the directory, so the plugin
  *                     makes the next access call back (qemu_plugin_u64_set on the line entry): its own after a
  *                     read of a line its node does not own (a store may follow), the other vCPUs' after a change
  *                     of a line's state. Exact and in the one thread's order under -icount; under MTTCG the
  *                     directory's entries change by compare-and-swap, in whatever order the threads run
+ *   coh_lines=N       (with coherence=1) each node's caches hold N lines (0, the default: no limit). A node counts
+ *                     the lines it brings in (a line it writes that it held no current copy of, a copy of a line
+ *                     another node owns, its own line again once aged out); a line's entry keeps that count as
+ *                     its owner took it. Once the owner has brought in N lines since, the line has left its caches
+ *                     (written back): memory holds it, nobody owns it, and the next access by any node is no
+ *                     transfer (the miss model charges it as memory). Reads of lines no node owns are not counted
+ *                     (no entry records them). The count is 32 bits: a line untouched for 2^32 of its owner's
+ *                     fills may look owned again (at 64 B a line, 256 GiB brought into one node)
  *   line_cb=0|1       (default 1) with a QEMU that has numalab's qemu_plugin_register_vcpu_mem_line_cb
  *                     (images/qemu/0005) and no out=: the callback is made only when a vCPU's access is to
  *                     another line than its last one; the translated code compares inline and skips the
@@ -76,7 +87,7 @@
  * on its CPU clock (CLOCK_THREAD_CPUTIME_ID) until the debt is paid (an overshoot is credited); with
  * lat_clock=virtual the debt is charged to the virtual clock instead, and "held" counts what was charged.
  *   numalab-remote-latency 5 / lines L / lat_sample N / chunk_ns C / stream S / line_cb F / share_ns W /
- *                       coherence H / vcpus V / nodes K (header)
+ *                       coherence H / coh_lines C / vcpus V / nodes K (header)
  *   snap MONO_NS c... / end MONO_NS c...   cumulative, V rows of K+10 numbers: looked-up accesses, hits,
  *                       misses by memory node (K), misses to RAM outside every node or unresolved, debt
  *                       charged (ns), ns spent holding the vCPU, MMIO accesses (not cached, not charged:
@@ -128,6 +139,7 @@ static int outside_seen;
 #define LAT_FIXED 10 /* columns besides the K per-node misses: accesses, hits, other, charged ns, held ns, io,
                       * stream misses, shared stream misses, coherence transfers, their charge */
 #define STREAM_RECENT 8 /* lines a vCPU touched last (a power of two) */
+#define COH_RECENT 4    /* lines of a vCPU's last transfers (a power of two) */
 struct lat_vcpu { /* one cache line each: vCPU threads write their own only */
     uint64_t *tags;   /* the modelled sets' line tags (physical line number + 1; 0: empty) */
     int64_t debt_ps;  /* charged but not yet paid (negative: an overshoot, credited) */
@@ -137,6 +149,8 @@ struct lat_vcpu { /* one cache line each: vCPU threads write their own only */
     uint64_t line;                   /* the virtual line of the last access */
     uint64_t recent[STREAM_RECENT];  /* the lines before it, each time the line changed */
     int live;                        /* has made a callback (QEMU has started it: its line entry exists) */
+    uint32_t coh_pos;
+    uint64_t coh_recent[COH_RECENT]; /* the virtual lines of its last transfers, + 1 (0: none) */
 } __attribute__((aligned(64)));
 static FILE *lat_out;
 static struct lat_vcpu *lat;
@@ -166,10 +180,14 @@ static int lat_width;
 static int lat_virtual;             /* lat_clock=virtual */
 static const void *time_handle; /* qemu_plugin_request_time_control's */
 /* Coherence (coherence=1): per line of the ranges, the node that wrote it last + 1 (0: none since the start) in
- * the low byte, and a bit per node that holds a current copy above it. */
-#define COH_OWNER 0xffu
+ * the low byte, a bit per node that holds a current copy above it (bits 8-31), and in the high 32 bits the owner
+ * node's count of lines brought in when it took the line (coh_lines=). */
+#define COH_OWNER 0xffull
+#define COH_HOLDERS 0xffffff00ull
 #define COH_MAX_NODES 24
-static uint32_t *coh_dir;
+static uint64_t *coh_dir;
+static uint32_t coh_lines;               /* coh_lines=: a node's caches, in lines (0: no limit) */
+static uint32_t coh_fill[COH_MAX_NODES]; /* per node: lines brought in (with coh_lines) */
 static uint64_t coh_base[MAX_RANGES]; /* per range: the index of its first line */
 static int lat_coherence;             /* coherence=1 */
 static int lat_line_cb = 1;     /* line_cb= (wanted) */
@@ -299,44 +317,74 @@ static void recall_others(unsigned int vcpu)
             recall((unsigned)u);
 }
 
-static uint32_t *coh_entry(uint64_t pa)
+static uint64_t *coh_entry(uint64_t pa)
 {
     int i = range_of(pa);
     return i < 0 ? NULL : coh_dir + coh_base[i] + ((pa >> 6) - (ranges[i].start >> 6));
 }
 
-/* An access of vcpu (of node l->node) to the line whose directory entry is e: a transfer from the node that owns
- * it when this node has no current copy (charged the pair's cost=, paid at once under the virtual clock). */
-static void coherent(unsigned int vcpu, struct lat_vcpu *l, uint32_t *e, int store)
+/* Whether a transfer of line continues a sweep of transfers: a line next to one of the vCPU's last transfers and not
+ * itself among them (hot lines handed back and forth, one or several side by side, come back: they are no sweep,
+ * however near other lines they sit). Remembers the line. */
+static int coh_sweep(struct lat_vcpu *l, uint64_t line)
 {
-    uint32_t bit = 1u << (8 + l->node), me = (uint32_t)l->node + 1;
-    uint32_t old = __atomic_load_n(e, __ATOMIC_RELAXED), nw;
-    int from;
-    do {
-        uint32_t owner = old & COH_OWNER;
+    int next = 0, again = 0;
+    for (int i = 0; i < COH_RECENT; i++) {
+        uint64_t r = l->coh_recent[i]; /* (a line + 1: 0 is none) */
+        next |= r == line || r == line + 2;
+        again |= r == line + 1;
+    }
+    l->coh_recent[l->coh_pos++ & (COH_RECENT - 1)] = line + 1;
+    return next && !again;
+}
+
+/* An access of vcpu (of node l->node) to the line whose directory entry is e: a transfer from the node that owns
+ * it when this node has no current copy and the line has not left the owner's caches since (coh_lines=): charged
+ * the pair's cost=, or with stream=1 its bw= when it continues a sweep of transfers (a sweep over lines another
+ * node wrote: the transfers overlap as a stream's misses do), paid at once under the virtual clock. */
+static void coherent(unsigned int vcpu, struct lat_vcpu *l, uint64_t *e, int store, uint64_t line)
+{
+    uint64_t bit = 1ull << (8 + l->node), me = (uint64_t)l->node + 1;
+    uint64_t old = __atomic_load_n(e, __ATOMIC_RELAXED), nw;
+    uint32_t fill = coh_lines ? __atomic_load_n(&coh_fill[l->node], __ATOMIC_RELAXED) : 0;
+    int from, fills;
+    for (;;) { /* until the entry changes as this access finds it (compare-and-swap: MTTCG's vCPU threads) */
+        uint64_t cur = old, owner = cur & COH_OWNER;
+        if (owner && coh_lines &&
+            __atomic_load_n(&coh_fill[owner - 1], __ATOMIC_RELAXED) - (uint32_t)(cur >> 32) >= coh_lines)
+            cur = owner = 0; /* aged out of its owner's caches: in memory, nobody's */
         from = -1;
+        fills = !(cur & bit);
         if (store) {
-            if (owner == me && (old & ~COH_OWNER) == bit)
-                return; /* private: this node's alone */
-            if (owner && owner != me && !(old & bit))
+            if (owner == me && (cur & COH_HOLDERS) == bit)
+                return; /* private: this node's alone (and not aged out: cur == old) */
+            if (owner && owner != me && !(cur & bit))
                 from = (int)owner - 1; /* a read for ownership of a line another node wrote */
-            nw = me | bit;
+            /* the owner's count as it took the line (kept when it already had the line, this node's copy) */
+            nw = me | bit | (fills || owner != me ? (uint64_t)fill << 32 : cur & ~(COH_OWNER | COH_HOLDERS));
         } else {
-            if ((old & bit) || !owner) { /* a current copy, or a line nobody wrote: nothing to move */
+            if ((cur & bit) || !owner) { /* a current copy, or a line no node owns: nothing to move */
+                if (cur != old && !__atomic_compare_exchange_n(e, &old, cur, 0, __ATOMIC_RELAXED,
+                                                               __ATOMIC_RELAXED))
+                    continue; /* (changed meanwhile: old is the entry now) */
                 if (owner != me)
                     recall(vcpu); /* a store to the line may follow: see it */
                 return;
             }
             from = (int)owner - 1;
-            nw = old | bit;
+            nw = cur | bit;
         }
-    } while (!__atomic_compare_exchange_n(e, &old, nw, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED));
+        if (__atomic_compare_exchange_n(e, &old, nw, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+            break;
+    }
+    if (coh_lines && fills)
+        __atomic_fetch_add(&coh_fill[l->node], 1, __ATOMIC_RELAXED);
     recall_others(vcpu);
     if (!store)
         recall(vcpu);
     if (from < 0)
         return;
-    uint64_t cost = cost_ps[l->node][from];
+    uint64_t cost = coh_sweep(l, line) && lat_stream ? bw_ps[l->node][from] : cost_ps[l->node][from];
     l->cols[8 + n_nodes]++;
     l->cols[9 + n_nodes] += cost;
     if (!cost)
@@ -361,10 +409,10 @@ static void latency_access(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64
         if (!l->live)
             __atomic_store_n(&l->live, 1, __ATOMIC_RELAXED);
         hw = qemu_plugin_get_hwaddr(info, vaddr);
-        uint32_t *e;
+        uint64_t *e;
         if (hw && l->node >= 0 && !qemu_plugin_hwaddr_is_io(hw) &&
             (e = coh_entry(qemu_plugin_hwaddr_phys_addr(hw))))
-            coherent(vcpu, l, e, qemu_plugin_mem_is_store(info));
+            coherent(vcpu, l, e, qemu_plugin_mem_is_store(info), line);
     }
     if (slot < 0)
         return;
@@ -598,6 +646,11 @@ static int latency_arg(const char *a, const char **lat_path)
         if (strcmp(a + 10, "0") && strcmp(a + 10, "1"))
             return fail("bad coherence (want 0 or 1)", a);
         lat_coherence = a[10] == '1';
+    } else if (!strncmp(a, "coh_lines=", 10)) {
+        uint64_t v = strtoull(a + 10, &end, 10);
+        if (*end || !a[10] || v > 0x7fffffffull)
+            return fail("bad coh_lines (want 0..2147483647)", a);
+        coh_lines = (uint32_t)v;
     } else if (!strncmp(a, "line_cb=", 8)) {
         if (strcmp(a + 8, "0") && strcmp(a + 8, "1"))
             return fail("bad line_cb (want 0 or 1)", a);
@@ -619,6 +672,8 @@ static int latency_setup(const char *path, int every_access)
         return fail("lat_sample is more than lines", path);
     if (lat_coherence && n_nodes > COH_MAX_NODES)
         return fail("coherence: at most 24 nodes", path);
+    if (coh_lines && !lat_coherence)
+        return fail("coh_lines needs coherence=1", path);
     /* coherence with the line callback needs to reset a vCPU's entry (QEMU 9.0+'s qemu_plugin_u64_set) */
     if (lat_line_cb && !every_access && qemu_plugin_register_vcpu_mem_line_cb && qemu_plugin_scoreboard_new &&
         (!lat_coherence || qemu_plugin_u64_set)) {
@@ -689,9 +744,10 @@ static int latency_setup(const char *path, int every_access)
         return fail("cannot write", path);
     fprintf(lat_out,
             "numalab-remote-latency 5\napi %d\nlines %u\nmodelled_sets %u\nlat_sample %u\nchunk_ns %" PRIu64
-            "\nlat_virtual %d\nstream %d\nline_cb %d\nshare_ns %" PRIu64 "\ncoherence %d\nvcpus %d\nnodes %d\n",
+            "\nlat_virtual %d\nstream %d\nline_cb %d\nshare_ns %" PRIu64
+            "\ncoherence %d\ncoh_lines %u\nvcpus %d\nnodes %d\n",
             NUMALAB_PLUGIN_API, lat_lines, k, lat_sample, chunk_ps / 1000, lat_virtual, lat_stream, line_cb,
-            share_ns, lat_coherence, n_vcpus, n_nodes);
+            share_ns, lat_coherence, coh_lines, n_vcpus, n_nodes);
     for (int v = 0; v < n_vcpus; v++)
         fprintf(lat_out, "vnode %d %d\n", v, lat[v].node);
     for (int i = 0; i < n_nodes; i++)

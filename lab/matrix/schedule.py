@@ -33,14 +33,17 @@ from lab.paths import json_text, utf8_path, write_text_atomic
 from lab.placement.host_inventory import read_inventory
 from lab.placement.pinning import QEMU_OVERHEAD_MIB
 from lab.record_files import MANIFEST
+from lab.run.collect_limit import COLLECT_LIMIT_S
 from lab.run.options import RunOptions
+from lab.run.request import default_timeout_s
 from lab.topology.ref import SPEC_SIZE_NAMES
 from lab.topology.spec import spec_path
 from lab.vm.libvirt.libvirt_hostspec import HostSpec
 from lab.vm.qemu.qemu_backend import _die_with_parent
+from lab.vm.tcg.guest_clock import GuestClock
 
 MEM_HEADROOM_MIB = 1024
-GUARD_S = 180.0  # beyond a run's own timeout, before the runner kills it
+GUARD_S = 180.0  # beyond a run's own limits (its VM's timeout, then its collection's), before the runner kills it
 
 
 @dataclass
@@ -147,6 +150,17 @@ def _demand(run: MatrixRun) -> tuple[int, int]:
     return topo.total_cpus, topo.total_memory_mib + QEMU_OVERHEAD_MIB
 
 
+def child_limit_s(run: MatrixRun, vcpus: int, timeout: float | None) -> float:
+    """Host seconds a run's child may take before the runner kills it: the run's own VM timeout (the spec's
+    ``timeout:``, else the default the run computes, under TCG), its collection's limit after that, and GUARD_S.
+    It was the spec's timeout (or 0) plus 300 s and twice the workload's seconds, whatever the run: a 4-vCPU run of
+    the modelled machine under parallel guest time, whose own timeout was 436 s, was killed at 310 s (2026-11-28)."""
+    opts = run_options_of(run, run.kernel.spec, timeout)
+    clock = GuestClock(opts.clock, quantum_ns=opts.quantum, insns_per_ns=opts.insns_per_ns)
+    own = timeout or default_timeout_s(vcpus, opts.duration, "tcg", clock)
+    return own + max(COLLECT_LIMIT_S, own) + GUARD_S
+
+
 def run_options(run: MatrixRun, kernel_arg: str, out: Path, timeout: float | None, backend: dict) -> RunOptions:
     """What the child runs for ``run``: the run's axes, its record directory, and ``backend`` (the
     libvirt options of :func:`host_options`, or {} for direct QEMU)."""
@@ -247,6 +261,7 @@ class _Packer:
         self.pending: list[MatrixRun] = []
         self.running: dict[int, _Child] = {}
         self.demand: dict[str, tuple[int, int]] = {}
+        self.limit_s: dict[str, float] = {}  # host seconds before the runner kills a run's child
         self.t0 = time.monotonic()
         self.cpu_total = 0.0
         self.finished = 0
@@ -266,6 +281,7 @@ class _Packer:
                           f"{len(self.pending)} to go")  # fmt: skip
         (self.out / "logs").mkdir(parents=True, exist_ok=True)
         self.demand = {r.id: _demand(r) for r in self.pending}
+        self.limit_s = {r.id: child_limit_s(r, self.demand[r.id][0], self.spec.timeout) for r in self.pending}
 
     def _fits(self, run: MatrixRun) -> bool:
         """vCPU threads within host cores (unless overcommit), memory within budget."""
@@ -308,8 +324,7 @@ class _Packer:
             wpid, status, usage = os.wait4(pid, os.WNOHANG)
             elapsed = time.monotonic() - child.started
             if wpid == 0:
-                limit = (self.spec.timeout or 0) + GUARD_S + child.run.workload.duration * 2 + 120
-                if elapsed > limit:
+                if elapsed > self.limit_s[child.run.id]:
                     child.proc.kill()
                 continue
             child.proc.returncode = os.waitstatus_to_exitcode(status)

@@ -81,13 +81,7 @@ class RunRequest:
         return deadline if deadline < self.timeout() else None
 
     def _boot_allowance(self) -> float:
-        """60 s + 2 s per vCPU; twice that under the virtual clock, whose one host thread runs every vCPU
-        (a 4-vCPU boot took 26-36 s against 14 s multi-threaded, on QEMU 10 with the host loaded)."""
-        allowance = BOOT_ALLOWANCE_S + 2 * self.topology.total_cpus
-        if self.accel == "kvm":
-            # (under nested KVM the probe took 41 s and an idle ring-4 boot 58-162 s, by the host's load)
-            allowance += 4 * self.kvm_probe_s * max(1, self.topology.total_cpus // 2)
-        return 2 * allowance if self.clock.virtual else allowance
+        return boot_allowance_s(self.topology.total_cpus, self.accel, self.clock, self.kvm_probe_s)
 
     def mark_slack_s(self) -> float:
         """The fixed part of the stage marks' slack (lab.vm.console.check_marks): 2 s, more under a KVM whose
@@ -103,9 +97,36 @@ class RunRequest:
     def timeout(self) -> float:
         if self.timeout_s is not None:
             return self.timeout_s
-        # Under the virtual clock a guest second is 1 G instructions, run by one host thread: several host seconds.
-        scale = 1.0 if self.accel == "kvm" else VIRTUAL_CLOCK_SCALE if self.clock.virtual else 1.5
-        return self._boot_allowance() + self.plan.duration_s * scale + COLLECT_ALLOWANCE_S
+        return default_timeout_s(self.topology.total_cpus, self.plan.duration_s, self.accel, self.clock,
+                                 self.kvm_probe_s)  # fmt: skip
+
+
+def boot_allowance_s(total_cpus: int, accel: str, clock: GuestClock, kvm_probe_s: float = 0.0) -> float:
+    """60 s + 2 s per vCPU; twice that under the virtual clock, whose one host thread runs every vCPU
+    (a 4-vCPU boot took 26-36 s against 14 s multi-threaded, on QEMU 10 with the host loaded)."""
+    allowance = BOOT_ALLOWANCE_S + 2 * total_cpus
+    if accel == "kvm":
+        # (under nested KVM the probe took 41 s and an idle ring-4 boot 58-162 s, by the host's load)
+        allowance += 4 * kvm_probe_s * max(1, total_cpus // 2)
+    return 2 * allowance if clock.virtual else allowance
+
+
+def default_timeout_s(total_cpus: int, duration_s: float, accel: str, clock: GuestClock,
+                      kvm_probe_s: float = 0.0) -> float:  # fmt: skip
+    """A run's host-time limit when --timeout is not given: its boot allowance, its workload's guest seconds at
+    the host seconds each may take, and the collection's allowance. A hang detector, so an upper bound."""
+    scale = 1.0 if accel == "kvm" else _virtual_scale(total_cpus, clock) if clock.virtual else 1.5
+    return boot_allowance_s(total_cpus, accel, clock, kvm_probe_s) + duration_s * scale + COLLECT_ALLOWANCE_S
+
+
+def _virtual_scale(total_cpus: int, clock: GuestClock) -> float:
+    """Host seconds a guest second may take under the virtual clock. A guest second is 1 G instructions (times
+    --insns-per-ns) run by one host thread: several host seconds. Under parallel guest time (--quantum) each vCPU
+    has its own, so a busy machine's guest second is that many instructions a vCPU: seed 000's 4-node machine, one
+    vCPU a node, ran 5 guest s of numa01 in 190-230 host s with coherence on (2026-11-27/28), past the 256 s that
+    one vCPU's worth allowed."""
+    per = VIRTUAL_CLOCK_SCALE * clock.insns_per_ns
+    return per * total_cpus if clock.quantum_ns else per
 
 
 @dataclass(frozen=True)

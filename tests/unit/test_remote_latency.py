@@ -287,8 +287,9 @@ def test_a_counter_handed_between_nodes_moves_it_each_turn_and_private_counters_
     # the pair's miss cost (here 2 x 100 ns of guest time, paid at once); L = 100 ns, SLIT 20.
     model = LatencyModel(((1.0, 2.0), (2.0, 1.0)), 100.0, (0, 1), chunk_ns=1000, clock="virtual", coherence=True)
     assert (model.transfer_ps(1, 0), model.transfer_ps(0, 1), model.transfer_ps(1, 1)) == (200_000, 200_000, 0)
-    assert model.plugin_args(Path("o"))[-1] == "coherence=1"
+    assert model.plugin_args(Path("o"))[-2:] == ["coherence=1", "coh_lines=524288"]  # 32 MiB a node
     assert model.to_dict()["coherence"]["transfer_ns"] == [[0.0, 200.0], [200.0, 0.0]]
+    assert model.to_dict()["coherence"]["node_cache_mib"] == 32
     counter, private, per_turn = 0x10000, 0x20000, 200_000  # one line each, of node 0's memory
     # Both increment one counter (a load and a store, 8 times a line), 2 us of guest time at a turn: every turn
     # but the very first starts with the line the other node wrote, so one transfer a turn; the line callback
@@ -332,6 +333,39 @@ def test_a_line_written_once_and_then_only_read_moves_once(harness, tmp_path) ->
     assert rows[1]["held_ns"] >= 1024 * 100 - 20_000  # paid by 20 us chunks
 
 
+def test_a_line_out_of_its_owners_caches_moves_from_memory_not_from_the_owner(harness, tmp_path) -> None:
+    # Node 0 writes 4 MiB once (65,536 lines), then both nodes read it twice. A node's caches hold coherence_mib:
+    # only the lines node 0 wrote last, within that much of what it brought in, are still its to hand over; node 1
+    # takes the older ones from memory (the miss model's charge, no transfer). Before the limit, a line stayed its
+    # last writer's for ever: every line a transfer, as with no limit (0) here.
+    model = LatencyModel(((1.0, 2.0), (2.0, 1.0)), 100.0, (0, 1), chunk_ns=1000, clock="virtual", coherence=True)
+    lines = 4 * MIB // 64
+    for mib, young in ((0, lines), (8, lines), (2, lines // 2 - 1), (1, lines // 4 - 1)):
+        for exe in ("plugin_harness_charge", "plugin_harness_line"):
+            rows, _ = _pair(harness, tmp_path, replace(model, coherence_mib=mib), exe, 0x10000, 0x10000, 4 * MIB, 2,
+                            HARNESS_INIT="1")  # fmt: skip
+            assert rl.read_log(tmp_path / "lat.txt").head["coh_lines"] == mib * MIB // 64
+            assert [r["transfers"] for r in rows] == [0, young], (mib, exe)
+            assert rows[1]["transfer_ns"] == young * 200
+    # With the stream detector on, node 1's sweep takes the lines as a stream's misses: at the pair's bandwidth
+    # (10 GB/s / 2: 12.8 ns a line), but for the first of the sweep, which nothing before it leads to (200 ns).
+    streams = replace(model, local_gbs=10.0, coherence_mib=0)
+    assert streams.stream_cost_ps(1, 0) == 12_800
+    rows, _ = _pair(harness, tmp_path, streams, "plugin_harness_line", 0x10000, 0x10000, 4 * MIB, 2, HARNESS_INIT="1")
+    assert [r["transfers"] for r in rows] == [0, lines]
+    assert rows[1]["transfer_ns"] == (lines - 1) * 12_800 // 1000 + 200
+    # Hot lines are no sweep, whatever sits next to them: a counter handed between the nodes, each load followed by
+    # one of the next line (which nobody writes), and two counters side by side, pay the latency each time.
+    for start, nbytes, twin in ((0x10000, 64, 64), (0x10000, 128, 0)):
+        env = {"HARNESS_QUANTUM_NS": "2000", "HARNESS_PEER": f"1:{start:x}", "HARNESS_RMW": "3"}
+        exe = harness[1].with_name("plugin_harness_line")
+        s, _ = _feed_model(harness, tmp_path, streams, 0, start, nbytes, 20_000, exe, stride=8, twin=twin, env=env)
+        rows = s["whole_run"]["per_vcpu"]
+        # (side by side, the second counter's first transfer follows the first's and looks like a sweep: once)
+        slack = 200 if nbytes == 128 else 0
+        assert all(r["transfers"] > 200 and 0 <= r["transfers"] * 200 - r["transfer_ns"] <= slack for r in rows), rows
+
+
 def test_coherence_is_off_by_default_and_on_when_asked() -> None:
     from lab.run.batch import latency_of
     from lab.run.options import RunOptions
@@ -370,13 +404,20 @@ def test_a_shared_node_needs_a_qemu_that_tells_a_vcpus_time(harness, tmp_path) -
 @pytest.mark.parametrize(
     "bad",
     ["lines=1000", "lat_sample=3", "cost=0:1", "vnode=1:0:0", "chunk_ns=5", "bw=0:1", "stream=yes", "share_ns=5",
-     "node_bw=0:0", "node_bw=x", "coherence=2"],
+     "node_bw=0:0", "node_bw=x", "coherence=2", "coh_lines=", "coh_lines=-1", "coh_lines=2147483648"],
 )  # fmt: skip
 def test_plugin_refuses_bad_latency_arguments(harness, tmp_path, bad) -> None:
     so, exe = harness
     proc = subprocess.run([str(exe), str(so), "0", "0", "64", "64", "1", "range=0:0:1000",
                            f"lat_out={tmp_path / 'x'}", bad], capture_output=True, text=True, timeout=60)  # fmt: skip
     assert proc.returncode == 1 and f"numalab access_matrix plugin: bad {bad.split('=')[0]}" in proc.stderr
+
+
+def test_plugin_refuses_a_cache_size_without_coherence(harness, tmp_path) -> None:
+    so, exe = harness
+    args = [str(exe), str(so), "0", "0", "64", "64", "1", "range=0:0:1000", f"lat_out={tmp_path / 'x'}", "coh_lines=64"]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "coh_lines needs coherence=1" in proc.stderr
 
 
 def _write(tmp_path: Path, other: int) -> Path:

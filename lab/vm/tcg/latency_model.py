@@ -41,7 +41,9 @@ virtual``): a line written by a vCPU of one node and then read or written by a v
 between the two nodes, charged the pair's miss cost (``cost_ps``: ratio * L of guest time on the virtual clock); a
 line only read by many stays shared, a private line costs nothing. The plugin keeps a directory of every line of
 guest memory (not sampled): the node that wrote it last and the nodes that hold a current copy
-(docs/throughput.md).
+(docs/throughput.md). Each node's caches hold ``coherence_mib`` (32 MiB, one LLC of a current server's node): a
+line its owner has not brought back since it brought in that much more has left them, memory holds it, and the
+next node to use it is charged no transfer (only the miss model's memory access).
 """
 
 from __future__ import annotations
@@ -78,6 +80,11 @@ MAX_LOCAL_GBS = 10000.0
 # twice the quantum), and small against the guest's tick (under the one shared clock the vCPUs never run in the
 # same guest time, and their windows meet only where one's turn ends and the next one's starts).
 SHARE_WINDOW_NS = 5000
+# A node's caches under the coherence model (coh_lines= in the plugin): one LLC of a current server's node (an AMD
+# CCD's L3, a sub-NUMA cluster's share of an Intel L3). Without a limit, a line stayed its last writer's for ever,
+# and two nodes sweeping one 358 MiB array (numa01) paid a transfer for nearly every line: 27.4-28.7 of ~30 s of
+# guest time on ring-4 (docs/throughput.md).
+DEFAULT_COHERENCE_MIB = 32
 
 
 def share_window_ns(quantum_ns: int) -> int:
@@ -126,6 +133,7 @@ class LatencyModel:
     bandwidth_source: str = ""  # "bandwidth_ratio" (the spec's), or the latency ratios' source
     share_window_ns: int = 0  # a node's bandwidth shared by the vCPUs streaming it in this window; 0: not shared
     coherence: bool = False  # a line written on one node and then used on another: a transfer between the two
+    coherence_mib: int = DEFAULT_COHERENCE_MIB  # each node's caches: a line out of them is no transfer; 0: no limit
 
     @property
     def streams(self) -> bool:
@@ -194,8 +202,13 @@ class LatencyModel:
             args.append(f"share_ns={self.share_window_ns}")
             args += [f"node_bw={j}:{self.node_line_ps(j)}" for j in range(n)]
         if self.coherence:
-            args.append("coherence=1")
+            args += ["coherence=1", f"coh_lines={self.coherence_lines}"]
         return args
+
+    @property
+    def coherence_lines(self) -> int:
+        """A node's caches in lines (the plugin's coh_lines=; 0: no limit)."""
+        return self.coherence_mib * 1024 * 1024 // LINE_BYTES
 
     def to_dict(self) -> dict:
         n = range(len(self.ratios))
@@ -229,8 +242,10 @@ class LatencyModel:
         return {
             "modelled": True,
             "model": "a directory of every line by node: a line another node wrote last, read or written by a node "
-            "without a current copy, is a transfer charged the pair's miss cost; a line only read stays shared",
+            "without a current copy, is a transfer charged the pair's miss cost, unless it has left the owner's "
+            "caches (their size in lines brought in since); a line only read stays shared",
             "transfer_ns": [[self.transfer_ps(i, j) / 1000 for j in n] for i in n],
+            "node_cache_mib": self.coherence_mib or None,  # None: no limit
         }
 
     def stream_dict(self) -> dict:
