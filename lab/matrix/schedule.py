@@ -157,7 +157,7 @@ def child_limit_s(run: MatrixRun, vcpus: int, timeout: float | None) -> float:
     the modelled machine under parallel guest time, whose own timeout was 436 s, was killed at 310 s (2026-11-28)."""
     opts = run_options_of(run, run.kernel.spec, timeout)
     clock = GuestClock(opts.clock, quantum_ns=opts.quantum, insns_per_ns=opts.insns_per_ns)
-    own = timeout or default_timeout_s(vcpus, opts.duration, "tcg", clock)
+    own = timeout or default_timeout_s(vcpus, opts.duration, "tcg", clock, coherence=opts.coherence == "on")
     return own + max(COLLECT_LIMIT_S, own) + GUARD_S
 
 

@@ -24,6 +24,7 @@ from lab.workloads.workload_type import Workload
 BOOT_ALLOWANCE_S = 60.0  # TCG boot of a large guest on a small host
 COLLECT_ALLOWANCE_S = 60.0  # trace-cmd merging + copying results
 VIRTUAL_CLOCK_SCALE = 12.0  # host seconds a guest second may take under --clock virtual
+COHERENCE_SCALE = 2.5  # ... times this with --coherence on (its directory at every access: lab.run.request)
 
 
 @dataclass(frozen=True)
@@ -97,8 +98,9 @@ class RunRequest:
     def timeout(self) -> float:
         if self.timeout_s is not None:
             return self.timeout_s
+        coherence = self.latency is not None and self.latency.coherence
         return default_timeout_s(self.topology.total_cpus, self.plan.duration_s, self.accel, self.clock,
-                                 self.kvm_probe_s)  # fmt: skip
+                                 self.kvm_probe_s, coherence)  # fmt: skip
 
 
 def boot_allowance_s(total_cpus: int, accel: str, clock: GuestClock, kvm_probe_s: float = 0.0) -> float:
@@ -112,20 +114,22 @@ def boot_allowance_s(total_cpus: int, accel: str, clock: GuestClock, kvm_probe_s
 
 
 def default_timeout_s(total_cpus: int, duration_s: float, accel: str, clock: GuestClock,
-                      kvm_probe_s: float = 0.0) -> float:  # fmt: skip
+                      kvm_probe_s: float = 0.0, coherence: bool = False) -> float:  # fmt: skip
     """A run's host-time limit when --timeout is not given: its boot allowance, its workload's guest seconds at
     the host seconds each may take, and the collection's allowance. A hang detector, so an upper bound."""
-    scale = 1.0 if accel == "kvm" else _virtual_scale(total_cpus, clock) if clock.virtual else 1.5
+    scale = 1.0 if accel == "kvm" else _virtual_scale(total_cpus, clock, coherence) if clock.virtual else 1.5
     return boot_allowance_s(total_cpus, accel, clock, kvm_probe_s) + duration_s * scale + COLLECT_ALLOWANCE_S
 
 
-def _virtual_scale(total_cpus: int, clock: GuestClock) -> float:
+def _virtual_scale(total_cpus: int, clock: GuestClock, coherence: bool) -> float:
     """Host seconds a guest second may take under the virtual clock. A guest second is 1 G instructions (times
     --insns-per-ns) run by one host thread: several host seconds. Under parallel guest time (--quantum) each vCPU
-    has its own, so a busy machine's guest second is that many instructions a vCPU: seed 000's 4-node machine, one
-    vCPU a node, ran 5 guest s of numa01 in 190-230 host s with coherence on (2026-11-27/28), past the 256 s that
-    one vCPU's worth allowed."""
-    per = VIRTUAL_CLOCK_SCALE * clock.insns_per_ns
+    has its own, so a busy machine's guest second is that many instructions a vCPU; and coherence's directory,
+    looked up at every access, costs host time besides. Seed 000's 4-node machine, one vCPU a node, --quantum
+    2000: 5 guest s of numa01 in 57-91 host s with coherence off, 250-400 with it on, two VMs on 2 cores
+    (2026-11-27/28); the one vCPU's worth the limit allowed (256 s) and then the coherence-less four (436 s) were
+    both passed."""
+    per = VIRTUAL_CLOCK_SCALE * clock.insns_per_ns * (COHERENCE_SCALE if coherence else 1.0)
     return per * total_cpus if clock.quantum_ns else per
 
 

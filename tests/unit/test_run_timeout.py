@@ -1,8 +1,9 @@
 """A run's host-time limit (lab.run.request.RunRequest.timeout): a hang detector whose allowance follows the work
 a guest second holds. Under --clock virtual a guest second is 1 G instructions (times --insns-per-ns) on one host
 thread; under parallel guest time (--quantum) each vCPU has its own, so a machine's guest second holds that many
-instructions a vCPU. Seed 000's 4-node machine under --quantum 2000 with coherence on went past the one-vCPU
-allowance (256 s) on 2026-11-28; its runs took 190-230 host s for 5 guest s."""
+instructions a vCPU, and coherence's directory costs host time besides. Seed 000's 4-node machine under --quantum
+2000 with coherence on went past the one-vCPU allowance (256 s), then past the four vCPUs' without coherence's
+(436 s), on 2026-11-28."""
 
 from __future__ import annotations
 
@@ -34,6 +35,9 @@ def test_the_timeout_follows_the_instructions_a_guest_second_holds() -> None:
     # the host's clock and KVM: as before
     assert _req(GuestClock("host")).timeout() == 60 + 2 * cpus + 5 * 1.5 + 60
     assert replace(parallel, timeout_s=30.0).timeout() == 30.0
+    # coherence on: its directory at every access, 2.5 times the host time a guest second may take
+    clock = GuestClock("virtual", quantum_ns=2000)
+    assert default_timeout_s(cpus, 5.0, "tcg", clock, coherence=True) == boot + 5 * 12 * cpus * 2.5 + 60
 
 
 def test_the_matrix_runner_waits_for_a_runs_own_limits_before_killing_it() -> None:
@@ -41,8 +45,8 @@ def test_the_matrix_runner_waits_for_a_runs_own_limits_before_killing_it() -> No
     # (as long again), then the guard. The runner killed such runs at 310 s before (2026-11-28).
     spec = load_matrix("lab/seeds/seed000/seed000-coherence.yaml")
     run = spec.runs[0]
-    own = default_timeout_s(4, 5.0, "tcg", GuestClock("virtual", quantum_ns=2000))
-    assert own == 436.0
+    own = default_timeout_s(4, 5.0, "tcg", GuestClock("virtual", quantum_ns=2000), coherence=True)
+    assert own == 136 + 5 * 12 * 4 * 2.5 + 60  # 796 s
     assert child_limit_s(run, 4, None) == own + own + GUARD_S
     # a short run's collection still has its 300 s; a spec's timeout: is the run's own
     assert child_limit_s(run, 4, 50.0) == 50.0 + 300.0 + GUARD_S
