@@ -15,6 +15,7 @@ from lab.matrix.schedule import GUARD_S, child_limit_s
 from lab.run.request import RunRequest, default_timeout_s
 from lab.topology.spec import load_topology
 from lab.vm.tcg.guest_clock import GuestClock
+from lab.vm.tcg.latency_model import LatencyModel
 
 
 def _req(clock: GuestClock) -> RunRequest:
@@ -36,13 +37,14 @@ def test_the_timeout_follows_the_instructions_a_guest_second_holds() -> None:
     assert _req(GuestClock("host")).timeout() == 60 + 2 * cpus + 5 * 1.5 + 60
     assert replace(parallel, timeout_s=30.0).timeout() == 30.0
     # coherence on: its directory at every access, 2.5 times the host time a guest second may take
-    clock = GuestClock("virtual", quantum_ns=2000)
-    assert default_timeout_s(cpus, 5.0, "tcg", clock, coherence=True) == boot + 5 * 12 * cpus * 2.5 + 60
+    model = LatencyModel(((1.0, 2.0), (2.0, 1.0)), 100.0, (0, 1), clock="virtual", coherence=True)
+    assert replace(parallel, latency=model).timeout() == boot + 5 * 12 * cpus * 2.5 + 60
+    assert replace(parallel, latency=replace(model, coherence=False)).timeout() == parallel.timeout()
 
 
 def test_the_matrix_runner_waits_for_a_runs_own_limits_before_killing_it() -> None:
-    # Seed 000's machine under parallel guest time, 4 vCPUs, 5 guest s: its own timeout 436 s, then its collection's
-    # (as long again), then the guard. The runner killed such runs at 310 s before (2026-11-28).
+    # Seed 000's machine under parallel guest time with coherence on, 4 vCPUs, 5 guest s: its own timeout, then its
+    # collection's (as long again), then the guard. The runner killed such runs at 310 s before (2026-11-28).
     spec = load_matrix("lab/seeds/seed000/seed000-coherence.yaml")
     run = spec.runs[0]
     own = default_timeout_s(4, 5.0, "tcg", GuestClock("virtual", quantum_ns=2000), coherence=True)
