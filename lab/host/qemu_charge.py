@@ -11,9 +11,9 @@ plugin's latency model charges every modelled miss to the guest's clock
 This module builds that QEMU: Debian's source of the version that ``make setup-qemu10``
 unpacked (found by apt in the backports archive's signed Sources index, its SHA-256 checked;
 ``lab.host.qemu_source``), the patch series (each tried first), ``qemu-system-x86_64`` alone (TCG,
-plugins, libnuma; about 1,550 build steps), installed into
-``<cache>/qemu-charge/<version>+numalab.<patches' hash>/`` with the backports prefix's firmware linked
-beside it. A build of that version and these patches already there is used without asking the archive
+plugins, libnuma; only the devices of images/qemu/0011, no debug information: about 1,330 build steps),
+installed into ``<cache>/qemu-charge/<version>+numalab.<patches' hash>/`` with the backports prefix's
+firmware linked beside it. A build of that version and these patches already there is used without asking the archive
 (offline too). Nothing is installed into the system; the build directory is removed afterwards. Build
 tools come from apt (the Makefile target installs them) and meson from PyPI (Debian 12's is too old for
 QEMU 10).

@@ -1,6 +1,6 @@
 """What the whole model costs against plain TCG: host time per boot and per guest GB (issue 52's cost goal: 2x).
 
-    .venv/bin/python tests/bench/model_cost.py [PAIRS] [DURATION_S]   (defaults: 5, 5)
+    .venv/bin/python tests/bench/model_cost.py [PAIRS] [DURATION_S] [QEMU]   (defaults: 5, 5)
 
 PAIRS interleaved pairs (plain, then model, then plain...) of numa01 on ring-2 with 1 vCPU a node, 256 MiB a node,
 numalab's baseline kernel, balancing on. Plain: TCG as `numalab run` boots by default (the host's clock, every vCPU
@@ -8,7 +8,9 @@ its own host thread). The model: numalab's patched QEMU (make setup-qemu-charge)
 guest time (--quantum 2000), a CPU of 4 instructions a ns, the remote-latency model with streams and bandwidth
 contention (--remote-latency slit), seed i on repeat i. Prints per side the median and spread (min-max) of the
 boot's host seconds and the workload's host seconds per guest GB written, and the ratios of the medians (model /
-plain). Figures, not a test: run it on a quiet host, and say what else ran beside it.
+plain). QEMU, a binary's path, adds a third side, the model on that binary (another build of numalab's series,
+to measure what a patch changed), interleaved with the other two. Figures, not a test: run it on a quiet host, and
+say what else ran beside it.
 """
 
 from __future__ import annotations
@@ -32,18 +34,22 @@ SIDES = {"plain TCG": BASE, "the model": [*BASE, *MODEL]}
 def main() -> int:
     pairs = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     duration = sys.argv[2] if len(sys.argv) > 2 else "5"
-    got = interleaved(SIDES, pairs, duration)
+    sides = dict(SIDES)
+    if len(sys.argv) > 3:
+        sides["other QEMU"] = [*BASE, *MODEL[2:], "--qemu", sys.argv[3]]
+    got = interleaved(sides, pairs, duration)
     print(f"numa01 on ring-2 (1 vCPU a node), {duration} s, seeds 0..{pairs - 1}; median (min-max) of each side's runs")
     print(f"{'side':<10} {'runs':>4}  {'boot host s':<24} {'host s a guest GB':<24}")
     for side, runs in got.items():
         cols = [summary([r[k] for r in runs if r[k] is not None]) for k in ("boot_s", "host_s_per_gb")]
         print(f"{side:<10} {len(runs):>4}  {cols[0]:<24} {cols[1]:<24}")
     plain, model = got["plain TCG"], got["the model"]
-    if plain and model:
-        for k in ("boot_s", "host_s_per_gb"):
-            a = statistics.median(r[k] for r in model if r[k] is not None)
-            b = statistics.median(r[k] for r in plain if r[k] is not None)
-            print(f"model / plain, {k}: {a / b:.2f}")
+    for side in ("the model", "other QEMU"):
+        if plain and got.get(side):
+            for k in ("boot_s", "host_s_per_gb"):
+                a = statistics.median(r[k] for r in got[side] if r[k] is not None)
+                b = statistics.median(r[k] for r in plain if r[k] is not None)
+                print(f"{side} / plain, {k}: {a / b:.2f}")
     return 0 if plain and model else 1
 
 
