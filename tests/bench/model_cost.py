@@ -7,10 +7,11 @@ numalab's baseline kernel, balancing on. Plain: TCG as `numalab run` boots by de
 its own host thread). The model: numalab's patched QEMU (make setup-qemu-charge) with the virtual clock, parallel
 guest time (--quantum 2000), a CPU of 4 instructions a ns, the remote-latency model with streams and bandwidth
 contention (--remote-latency slit), seed i on repeat i. Prints per side the median and spread (min-max) of the
-boot's host seconds and the workload's host seconds per guest GB written, and the ratios of the medians (model /
-plain). QEMU, a binary's path, adds a third side, the model on that binary (another build of numalab's series,
-to measure what a patch changed), interleaved with the other two. Figures, not a test: run it on a quiet host, and
-say what else ran beside it.
+boot's host seconds, the workload's host seconds per guest GB written and its vCPU threads' host CPU seconds per
+guest GB (the manifest's vcpu_time: plain TCG's two vCPU threads on the 2 cores, the model's one round-robin
+thread), and the ratios of the medians (model / plain). QEMU, a binary's path, adds a third side, the model on that
+binary (another build of numalab's series, to measure what a patch changed), interleaved with the other two.
+Figures, not a test: run it on a quiet host, and say what else ran beside it.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ BASE = ["--kernel", "baseline", "--topology", "ring-2", "--cpus-per-node", "1", 
 MODEL = ["--qemu", "charge", "--clock", "virtual", "--quantum", "2000", "--insns-per-ns", "4",
          "--remote-latency", "slit"]  # fmt: skip
 SIDES = {"plain TCG": BASE, "the model": [*BASE, *MODEL]}
+KEYS = ("boot_s", "host_s_per_gb", "cpu_s_per_gb")
 
 
 def main() -> int:
@@ -39,14 +41,16 @@ def main() -> int:
         sides["other QEMU"] = [*BASE, *MODEL[2:], "--qemu", sys.argv[3]]
     got = interleaved(sides, pairs, duration)
     print(f"numa01 on ring-2 (1 vCPU a node), {duration} s, seeds 0..{pairs - 1}; median (min-max) of each side's runs")
-    print(f"{'side':<10} {'runs':>4}  {'boot host s':<24} {'host s a guest GB':<24}")
+    print(f"{'side':<10} {'runs':>4}  {'boot host s':<24} {'host s a guest GB':<24} {'vCPU CPU s a guest GB':<24}")
     for side, runs in got.items():
-        cols = [summary([r[k] for r in runs if r[k] is not None]) for k in ("boot_s", "host_s_per_gb")]
-        print(f"{side:<10} {len(runs):>4}  {cols[0]:<24} {cols[1]:<24}")
+        cols = [summary([r[k] for r in runs if r[k] is not None]) for k in KEYS]
+        print(f"{side:<10} {len(runs):>4}  {cols[0]:<24} {cols[1]:<24} {cols[2]:<24}")
     plain, model = got["plain TCG"], got["the model"]
     for side in ("the model", "other QEMU"):
         if plain and got.get(side):
-            for k in ("boot_s", "host_s_per_gb"):
+            for k in KEYS:
+                if not all(any(r[k] is not None for r in rs) for rs in (got[side], plain)):
+                    continue
                 a = statistics.median(r[k] for r in got[side] if r[k] is not None)
                 b = statistics.median(r[k] for r in plain if r[k] is not None)
                 print(f"{side} / plain, {k}: {a / b:.2f}")
