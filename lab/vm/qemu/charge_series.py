@@ -15,7 +15,7 @@ CONFIGURE = (
     "--target-list=x86_64-softmmu", "--without-default-features", "--enable-tcg", "--enable-plugins",
     "--enable-numa", "--enable-attr", "--enable-virtfs", "--enable-fdt=system", "--disable-install-blobs",
     "--disable-docs", "--disable-werror", "--disable-tools", "--disable-guest-agent",
-    # no -g (a 70 MB binary, a fifth of the compile), and only the devices numalab's machines have (images/qemu/0011)
+    # no -g and only the devices numalab's machines have (images/qemu/0011): 206 s of ninja against 295, 10 MB not 71
     "--disable-debug-info", "--without-default-devices", "--with-devices-x86_64=numalab",
 )  # fmt: skip
 
