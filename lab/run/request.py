@@ -24,7 +24,7 @@ from lab.workloads.workload_type import Workload
 BOOT_ALLOWANCE_S = 60.0  # TCG boot of a large guest on a small host
 COLLECT_ALLOWANCE_S = 60.0  # trace-cmd merging + copying results
 VIRTUAL_CLOCK_SCALE = 12.0  # host seconds a guest second may take under --clock virtual
-COHERENCE_SCALE = 2.5  # ... times this with --coherence on (its directory at every access: lab.run.request)
+COHERENCE_SCALE = 2.5  # ... times this with --coherence on (the plugin's directory at every access: _virtual_scale)
 
 
 @dataclass(frozen=True)
