@@ -74,6 +74,15 @@
  *                     transfer (the miss model charges it as memory). Reads of lines no node owns are not counted
  *                     (no entry records them). The count is 32 bits: a line untouched for 2^32 of its owner's
  *                     fills may look owned again (at 64 B a line, 256 GiB brought into one node)
+ *   arm=mark          (QEMU 9.1+: plugin API version 3) instrument nothing until a vCPU executes numalab's mark,
+ *                     a 15-byte NOP whose displacement is "NUMA" (66 66 66 66 66 66 2e 0f 1f 84 00 4e 55 4d 41:
+ *                     images/workloads/model_start.c, which the guest init runs just before the workload); then
+ *                     reset (qemu_plugin_reset: QEMU flushes the translated code once no vCPU runs) and instrument
+ *                     every block translated from then on. The boot runs without the memory callbacks (it
+ *                     translates tens of thousands of blocks, each dearer with them), and every count and charge
+ *                     starts at the mark; snapshots before it are zero. The mark is an instruction, so under
+ *                     -icount it falls at the same guest instruction in every run of a seed. Only 15-byte
+ *                     instructions are read (the longest x86 encoding, which assemblers do not emit for padding)
  *   line_cb=0|1       (default 1) with a QEMU that has numalab's qemu_plugin_register_vcpu_mem_line_cb
  *                     (images/qemu/0005) and no out=: the callback is made only when a vCPU's access is to
  *                     another line than its last one; the translated code compares inline and skips the
@@ -87,7 +96,7 @@
  * on its CPU clock (CLOCK_THREAD_CPUTIME_ID) until the debt is paid (an overshoot is credited); with
  * lat_clock=virtual the debt is charged to the virtual clock instead, and "held" counts what was charged.
  *   numalab-remote-latency 5 / lines L / lat_sample N / chunk_ns C / stream S / line_cb F / share_ns W /
- *                       coherence H / coh_lines C / vcpus V / nodes K (header)
+ *                       coherence H / coh_lines C / arm_mark A / vcpus V / nodes K (header)
  *   snap MONO_NS c... / end MONO_NS c...   cumulative, V rows of K+10 numbers: looked-up accesses, hits,
  *                       misses by memory node (K), misses to RAM outside every node or unresolved, debt
  *                       charged (ns), ns spent holding the vCPU, MMIO accesses (not cached, not charged:
@@ -193,6 +202,13 @@ static int lat_coherence;             /* coherence=1 */
 static int lat_line_cb = 1;     /* line_cb= (wanted) */
 static int line_cb;             /* used: the QEMU has it, and no out= needs every access */
 static qemu_plugin_u64 line_entry;
+
+/* arm=mark: the callbacks wait for the mark (MARK) before instrumenting anything */
+static const unsigned char MARK[15] = {0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x2e, 0x0f,
+                                       0x1f, 0x84, 0x00, 0x4e, 0x55, 0x4d, 0x41};
+static int arm_at_mark;
+static int arming; /* set once, by the first vCPU to execute the mark */
+static qemu_plugin_id_t plugin_id;
 
 static pthread_t snapper;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -510,6 +526,37 @@ static void on_translate(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
     }
 }
 
+static void on_exit_cb(qemu_plugin_id_t id, void *udata);
+
+/* After the reset (no vCPU runs, the translated code is flushed): instrument every block from now on. */
+static void on_armed(qemu_plugin_id_t id)
+{
+    qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);
+    qemu_plugin_register_atexit_cb(id, on_exit_cb, NULL);
+}
+
+static void on_mark(unsigned int vcpu, void *udata)
+{
+    (void)vcpu;
+    (void)udata;
+    if (!__atomic_exchange_n(&arming, 1, __ATOMIC_RELAXED))
+        qemu_plugin_reset(plugin_id, on_armed);
+}
+
+/* arm=mark, before the mark: no memory callback; a callback on the mark, wherever a block holds it. */
+static void on_translate_waiting(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
+{
+    (void)id;
+    size_t n = qemu_plugin_tb_n_insns(tb);
+    for (size_t i = 0; i < n; i++) {
+        struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+        unsigned char b[sizeof(MARK)];
+        if (qemu_plugin_insn_size(insn) == sizeof(MARK) && qemu_plugin_insn_data(insn, b, sizeof(b)) == sizeof(b) &&
+            !memcmp(b, MARK, sizeof(b)))
+            qemu_plugin_register_vcpu_insn_exec_cb(insn, on_mark, QEMU_PLUGIN_CB_NO_REGS, NULL);
+    }
+}
+
 static void write_latency(const char *tag)
 {
     fprintf(lat_out, "%s %" PRIu64, tag, mono_ns());
@@ -745,9 +792,9 @@ static int latency_setup(const char *path, int every_access)
     fprintf(lat_out,
             "numalab-remote-latency 5\napi %d\nlines %u\nmodelled_sets %u\nlat_sample %u\nchunk_ns %" PRIu64
             "\nlat_virtual %d\nstream %d\nline_cb %d\nshare_ns %" PRIu64
-            "\ncoherence %d\ncoh_lines %u\nvcpus %d\nnodes %d\n",
+            "\ncoherence %d\ncoh_lines %u\narm_mark %d\nvcpus %d\nnodes %d\n",
             NUMALAB_PLUGIN_API, lat_lines, k, lat_sample, chunk_ps / 1000, lat_virtual, lat_stream, line_cb,
-            share_ns, lat_coherence, coh_lines, n_vcpus, n_nodes);
+            share_ns, lat_coherence, coh_lines, arm_at_mark, n_vcpus, n_nodes);
     for (int v = 0; v < n_vcpus; v++)
         fprintf(lat_out, "vnode %d %d\n", v, lat[v].node);
     for (int i = 0; i < n_nodes; i++)
@@ -784,6 +831,11 @@ NL_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, 
             if (*end || v < 10 || v > 60000)
                 return fail("bad interval_ms (want 10..60000)", a);
             interval_ms = (unsigned)v;
+        } else if (!strcmp(a, "arm=mark")) {
+            if (info->version.cur < 3 || !qemu_plugin_reset || !qemu_plugin_register_vcpu_insn_exec_cb ||
+                !qemu_plugin_insn_size || !qemu_plugin_insn_data)
+                return fail("arm=mark: needs QEMU 9.1 or later (plugin API version 3)", a);
+            arm_at_mark = 1;
         } else if (!strncmp(a, "range=", 6)) {
             struct range r;
             char tail;
@@ -829,7 +881,8 @@ started:
     write_counts("snap");
     if (pthread_create(&snapper, NULL, snapshots, NULL))
         return fail("cannot start the snapshot thread", path);
-    qemu_plugin_register_vcpu_tb_trans_cb(id, on_translate);
+    plugin_id = id;
+    qemu_plugin_register_vcpu_tb_trans_cb(id, arm_at_mark ? on_translate_waiting : on_translate);
     qemu_plugin_register_atexit_cb(id, on_exit_cb, NULL);
     return 0;
 }

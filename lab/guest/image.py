@@ -2,8 +2,8 @@
 
 An image is concatenated cpio archives (the kernel unpacks them in turn):
 
-* **base** (kernel-independent): static busybox, ``numalab-tracegrab`` and the
-  guest init;
+* **base** (kernel-independent): static busybox, ``numalab-tracegrab``,
+  ``numalab-model-start`` (one instruction that starts the access-matrix plugin's model) and the guest init;
 * **workload** (per workload binary): the static workload programs the run's
   workload declares (``Workload.programs``: ``numa01``, ``pairs``, ...). Each is
   about 0.8 MB of static libc, and every MB of initramfs costs a TCG boot about
@@ -50,6 +50,8 @@ INIT = REPO_ROOT / "images" / "guest" / "init"
 GUEST_DIR = "workload"  # a user's workload's files in the guest (/workload, its working directory)
 WORKLOAD_SRC = REPO_ROOT / "images" / "workloads"
 TRACEGRAB = "numalab-tracegrab"
+MODEL_START = "numalab-model-start"  # images/workloads/model_start.c: the instruction the plugin's arm=mark waits for
+TOOLS = (TRACEGRAB, MODEL_START)  # the base's own programs, never a workload's
 # What the init mounts with `mount -a` (the results share comes later, after any modules).
 FSTAB = """\
 proc /proc proc defaults 0 0
@@ -134,7 +136,8 @@ def base_entries() -> list[cpio.Entry]:
     # symlink calls at every boot). Our own binaries in /usr/bin come first in the guest's PATH.
     for applet in _busybox_applets(busybox):
         add(cpio.symlink(f"bin/{applet}", "busybox"))
-    add(_host_file(str(build_workloads() / TRACEGRAB), f"usr/bin/{TRACEGRAB}"))
+    for tool in TOOLS:
+        add(_host_file(str(build_workloads() / tool), f"usr/bin/{tool}"))
     add(cpio.file_entry("init", INIT.read_bytes(), executable=True))
     add(cpio.file_entry("etc/fstab", FSTAB.encode()))
     dirs = ["proc", "sys", "dev", "tmp", "results", "plan", "usr/sbin", "sbin", "lib/modules", "etc"]
@@ -196,10 +199,10 @@ def trace_tools(trace_mode: str, tracing: bool) -> tuple[str, ...]:
 
 def workload_binaries(programs: tuple[str, ...], workload: str) -> tuple[str, ...]:
     """The lab's own programs the workload ``workload`` declares (``Workload.programs``), each one
-    that images/workloads builds; numalab-tracegrab is the base's, never a workload's."""
+    that images/workloads builds; the base's tools (TOOLS) are never a workload's."""
     built = build_workloads()
     for name in programs:
-        if name == TRACEGRAB or not (built / name).is_file():
+        if name in TOOLS or not (built / name).is_file():
             raise LabError(f"workload {workload}: images/workloads builds no workload program {name!r}")
     return programs
 

@@ -91,6 +91,9 @@ class GuestPlan:
     scheduler_cmd: str = ""
     scheduler_ops: str = ""
     scheduler_wait_s: float = 10.0  # how long the init waits for it to be enabled (guest seconds)
+    # the init runs numalab-model-start just before the workload: the access-matrix plugin's model starts there
+    # (its arm=mark; lab.vm.tcg.latency_model.LatencyModel.from_workload)
+    model_start: bool = False
 
     def __post_init__(self) -> None:
         check_duration(self.duration_s)
@@ -145,6 +148,8 @@ class GuestPlan:
         }
         if not self.node_samples:  # (only then: the plans of other runs stay as they were)
             env["NODE_SAMPLES"] = "0"
+        if self.model_start:  # (the same)
+            env["MODEL_START"] = "1"
         if self.scheduler_cmd:  # (only then: the plans of fair-class runs stay as they were)
             env |= {"SCHEDULER": self.scheduler_cmd, "SCHEDULER_OPS": self.scheduler_ops,
                     "SCHEDULER_WAIT": str(max(1, round(self.scheduler_wait_s * 10)))}  # fmt: skip
@@ -173,4 +178,6 @@ class GuestPlan:
             out |= {"scheduler_cmd": self.scheduler_cmd, "scheduler_ops": self.scheduler_ops}
         if not self.node_samples:
             out["node_samples"] = False
+        if self.model_start:
+            out["model_start"] = True
         return out

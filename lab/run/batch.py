@@ -120,6 +120,8 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
         accel, reason = opts.accel, "chosen with --accel"
     access_sample = access_sample_of(opts, accel, getattr(backend, "emulator", None))
     latency = latency_of(opts, accel, topo, getattr(backend, "emulator", None))
+    if latency and latency.from_workload:
+        plan = replace(plan, model_start=True)
     backing = Backing(opts.backing, opts.prealloc)
     batch = batch_dir(opts, len(sides))
     reqs = []

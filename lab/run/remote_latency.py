@@ -136,6 +136,8 @@ def summarize(log: LatencyLog, start_ns: int | None, end_ns: int | None) -> dict
     # then count those, not every access (misses and charges are the same)
     out["line_changes_only"] = bool(log.head.get("line_cb", 0))
     out["coherence"] = bool(log.head.get("coherence", 0))
+    # arm=mark: the model started at the workload (numalab-model-start's instruction), the boot uninstrumented
+    out["from_workload"] = bool(log.head.get("arm_mark", 0))
     other = sum(r["other_misses"] for r in whole["per_vcpu"])
     seen = other + whole["modelled_misses"]
     out["other_share"] = round(other / seen, 5) if seen else 0.0
@@ -165,7 +167,13 @@ def measure(
         problem = f"remote latency: {err}"
     else:
         section |= summarize(log, start_ns, end_ns)
-        if section["other_share"] > OTHER_LIMIT:
+        looked = sum(r["looked_up"] for r in section["whole_run"]["per_vcpu"])
+        if section["from_workload"] and not looked and section["complete"]:
+            problem = (
+                "remote latency: the model never started (no vCPU executed numalab-model-start's mark "
+                "before the workload): nothing was charged"
+            )
+        elif section["other_share"] > OTHER_LIMIT:
             problem = (
                 f"remote latency: {100 * section['other_share']:.2f}% of the modelled misses were in no node's "
                 "memory (the address map is wrong for this QEMU): remote accesses were not charged"

@@ -24,6 +24,11 @@
  * $HARNESS_RMW=MASK: the vCPUs of the mask (bit V: vCPU V) follow each load with a store to the same address (a
  * counter's increment). $HARNESS_INIT=1: before anything else, the first vCPU stores once to every STRIDE of its
  * range (the line's writer). A store's meminfo is 1 (qemu_plugin_mem_is_store), a load's 0.
+ * The one instruction of the one block is numalab's mark (images/workloads/model_start.c); the harness executes
+ * it before access $HARNESS_MARK_AT (default 0; -1: never) when the plugin registered a callback on it (arm=mark):
+ * a qemu_plugin_reset then takes effect at once (no vCPU runs), and the block is translated again. Until then an
+ * access with no memory callback registered is not passed on. $HARNESS_API: the current plugin API version QEMU
+ * reports (default 4, QEMU 10's).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -52,6 +57,40 @@ static uint64_t insn_ps = 1000;    /* an access's own guest time */
 static int64_t vcpu_time_ns(unsigned vcpu)
 {
     return (int64_t)(accesses[vcpu] * insn_ps / 1000) + charged[vcpu];
+}
+
+static const unsigned char MARK[15] = {0x66, 0x66, 0x66, 0x66, 0x66, 0x66, 0x2e, 0x0f,
+                                       0x1f, 0x84, 0x00, 0x4e, 0x55, 0x4d, 0x41};
+static qemu_plugin_vcpu_udata_cb_t insn_cb;
+static void *insn_udata;
+static qemu_plugin_simple_cb_t reset_cb;
+static int reset_asked;
+
+NL_EXPORT size_t qemu_plugin_insn_size(const struct qemu_plugin_insn *insn)
+{
+    (void)insn;
+    return sizeof(MARK);
+}
+NL_EXPORT size_t qemu_plugin_insn_data(const struct qemu_plugin_insn *insn, void *dest, size_t len)
+{
+    (void)insn;
+    len = len < sizeof(MARK) ? len : sizeof(MARK);
+    memcpy(dest, MARK, len);
+    return len;
+}
+NL_EXPORT void qemu_plugin_register_vcpu_insn_exec_cb(struct qemu_plugin_insn *insn, qemu_plugin_vcpu_udata_cb_t cb,
+                                                      enum qemu_plugin_cb_flags flags, void *userdata)
+{
+    (void)insn;
+    (void)flags;
+    insn_cb = cb;
+    insn_udata = userdata;
+}
+NL_EXPORT void qemu_plugin_reset(qemu_plugin_id_t id, qemu_plugin_simple_cb_t cb)
+{
+    (void)id;
+    reset_cb = cb;
+    reset_asked++;
 }
 
 NL_EXPORT void qemu_plugin_register_vcpu_tb_trans_cb(qemu_plugin_id_t id, qemu_plugin_vcpu_tb_trans_cb_t cb)
@@ -158,10 +197,27 @@ NL_EXPORT void qemu_plugin_register_vcpu_mem_line_cb(struct qemu_plugin_insn *in
 #endif
 
 /* One load or store, as QEMU passes it on: to every access's callback, or (a line callback) to a new line's only. */
+static long long mark_at; /* $HARNESS_MARK_AT */
+static uint64_t fed;
+
 static void feed(unsigned vcpu, uint64_t vaddr, int store)
 {
     cur_vcpu = vcpu;
+    if (mark_at >= 0 && fed++ == (uint64_t)mark_at && insn_cb) {
+        insn_cb(vcpu, insn_udata);
+        if (reset_asked) { /* no vCPU runs between two accesses here: the reset, then the block translated again */
+            mem_cb = NULL;
+            insn_cb = NULL;
+            trans_cb = NULL;
+            exit_cb = NULL;
+            reset_cb(1);
+            if (trans_cb)
+                trans_cb(1, NULL);
+        }
+    }
     accesses[vcpu & 1]++;
+    if (!mem_cb)
+        return;
 #ifdef WITH_LINE_CB
     if (line_registered) {
         uint64_t *last = &line_entry.score->v[vcpu] + line_entry.offset / sizeof(uint64_t);
@@ -189,7 +245,10 @@ int main(int argc, char **argv)
     }
     int (*install)(qemu_plugin_id_t, const qemu_info_t *, int, char **) =
         (int (*)(qemu_plugin_id_t, const qemu_info_t *, int, char **))dlsym(so, "qemu_plugin_install");
+    const char *api_env = getenv("HARNESS_API");
     qemu_info_t info = {.target_name = "x86_64", .system_emulation = true};
+    info.version.min = 2;
+    info.version.cur = api_env ? atoi(api_env) : 4;
     info.system.smp_vcpus = info.system.max_vcpus = 2;
     if (!install || install(1, &info, argc - 7, argv + 7)) {
         fprintf(stderr, "install failed\n");
@@ -203,6 +262,8 @@ int main(int argc, char **argv)
     const char *twin_env = getenv("HARNESS_TWIN"), *peer_env = getenv("HARNESS_PEER");
     const char *insn_env = getenv("HARNESS_INSN_PS"), *quantum_env = getenv("HARNESS_QUANTUM_NS");
     const char *rmw_env = getenv("HARNESS_RMW"), *init_env = getenv("HARNESS_INIT");
+    const char *mark_env = getenv("HARNESS_MARK_AT");
+    mark_at = mark_env ? atoll(mark_env) : 0;
     unsigned rmw = rmw_env ? (unsigned)strtoul(rmw_env, NULL, 0) : 0;
     uint64_t switches = 0;
     uint64_t twin = twin_env ? strtoull(twin_env, NULL, 16) : 0;
@@ -255,6 +316,7 @@ int main(int argc, char **argv)
     for (unsigned i = 0; i < n; i++)
         printf("vcpu_time_ns_%u %" PRId64 "\n", who[i], vcpu_time_ns(who[i]));
     printf("switches %" PRIu64 "\n", switches);
+    printf("resets %d\n", reset_asked);
 #ifdef WITH_LINE_CB
     printf("line_cb_calls %" PRIu64 "\nline_cb_skipped %" PRIu64 "\n", line_calls, line_skipped);
 #endif

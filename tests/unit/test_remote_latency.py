@@ -110,6 +110,41 @@ def test_the_virtual_clock_charge_needs_a_qemu_that_can_take_it(harness, tmp_pat
     assert proc.returncode != 0 and "this QEMU has no qemu_plugin_charge_ns" in proc.stderr
 
 
+def test_under_the_virtual_clock_the_model_starts_at_the_mark_and_not_before(harness, tmp_path) -> None:
+    """arm=mark: nothing is instrumented until a vCPU executes numalab-model-start's instruction; then the plugin
+    resets (QEMU flushes the translated code) and counts and charges every access from there on."""
+    model = LatencyModel(((1.0, 2.0), (2.0, 1.0)), 100.0, (0, 1), chunk_ns=1000, clock="virtual")
+    assert model.from_workload and "arm=mark" in model.plugin_args(tmp_path / "o")
+    assert model.to_dict()["starts"] == "at the workload's start (the boot is not modelled)"
+    charging = harness[1].with_name("plugin_harness_charge")
+    lines = 16 * MIB // 64  # one load a line of node 1's memory; the mark executed before load 0, half, never
+    got = {}
+    for at in (0, lines // 2, -1):
+        s, out = _feed_model(harness, tmp_path, model, 0, 256 * MIB, 16 * MIB, 1, charging,
+                             env={"HARNESS_MARK_AT": str(at)})  # fmt: skip
+        got[at] = (s["whole_run"]["per_vcpu"][0], out)
+        assert s["from_workload"] and out["resets"] == (at >= 0)
+    assert got[0][0]["misses"][1] == lines // 16 and got[0][0]["charged_ns"] == lines * 200  # (1 set in 16 looked up)
+    half = got[lines // 2][0]
+    assert half["misses"][1] == lines // 32 and half["charged_ns"] == lines // 2 * 200
+    assert got[lines // 2][1]["clock_charged_ns"] == got[lines // 2][0]["held_ns"]
+    assert got[-1][0]["looked_up"] == 0 and got[-1][1]["clock_charged_ns"] == 0
+    # a run whose model never started is a failure, said (not a run with no remote memory)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    res = rl.measure(run_dir, tmp_path / "lat.txt", model, None, None)
+    assert res.failure and "the model never started" in res.failure[1]
+    host = LatencyModel(((1.0, 2.0), (2.0, 1.0)), 100.0, (0, 1))  # the host's clock: from the boot on, as before
+    assert not host.from_workload and "arm=mark" not in host.plugin_args(tmp_path / "o")
+
+
+def test_the_mark_needs_a_qemu_with_plugin_api_3(harness, tmp_path) -> None:
+    so, exe = harness
+    args = [str(exe), str(so), "0", "0", "64", "64", "1", "range=0:0:1000", f"lat_out={tmp_path / 'x'}", "arm=mark"]
+    proc = subprocess.run(args, capture_output=True, text=True, timeout=60, env={**os.environ, "HARNESS_API": "2"})
+    assert proc.returncode == 1 and "arm=mark: needs QEMU 9.1 or later (plugin API version 3)" in proc.stderr
+
+
 def test_remote_misses_are_charged_and_the_vcpu_held(harness, tmp_path) -> None:
     # 16 MiB of node 1 read once by node 0's vCPU: every line a miss; 1 set in 16 modelled, each miss charged 16x.
     s, cpu_ns = _feed(harness, tmp_path, 0, 256 * MIB, 16 * MIB, 1)

@@ -160,6 +160,13 @@ class LatencyModel:
         return self.clock == "virtual"
 
     @property
+    def from_workload(self) -> bool:
+        """Whether the model starts at the workload's start (the plugin's ``arm=mark``: the guest init runs
+        numalab-model-start just before the workload, and the boot runs uninstrumented), as it does under the
+        virtual clock; under the host's clock it runs from the boot on."""
+        return self.virtual
+
+    @property
     def shared(self) -> bool:
         """Whether a node's stream bandwidth is shared in guest time (the virtual clock's, streams on)."""
         return self.share_window_ns > 0 and self.streams and self.virtual
@@ -187,7 +194,7 @@ class LatencyModel:
         """The plugin's latency arguments (KEY=VALUE, before ``,,`` quoting), counts going to ``output``."""
         args = [f"lat_out={output}", f"lines={self.lines}", f"lat_sample={self.sample}", f"chunk_ns={self.chunk_ns}"]
         if self.virtual:
-            args.append("lat_clock=virtual")
+            args += ["lat_clock=virtual", "arm=mark"]
         first = 0
         for v in range(1, len(self.vcpu_nodes) + 1):
             if v == len(self.vcpu_nodes) or self.vcpu_nodes[v] != self.vcpu_nodes[first]:
@@ -230,6 +237,7 @@ class LatencyModel:
             "chunk_ns": self.chunk_ns,
             "charge_ns": [[self.cost_ps(i, j) / 1000 for j in n] for i in n],
             "vcpu_nodes": list(self.vcpu_nodes),
+            "starts": "at the workload's start (the boot is not modelled)" if self.from_workload else "at the boot",
             "streams": self.stream_dict(),
             "coherence": self.coherence_dict(),
         }
