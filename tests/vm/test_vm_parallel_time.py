@@ -23,6 +23,8 @@ from pathlib import Path
 import pytest
 from common import numalab, static_workload
 
+from lab.run import remote_latency
+
 pytestmark = pytest.mark.vm
 
 QUANTUM_NS = 2000
@@ -273,6 +275,17 @@ def test_two_streams_on_two_nodes_each_run_as_one_on_one_node_share_it_and_a_see
     workload = static_workload(tmp_path, "par", PAR_C, WORKLOAD)
     quiet = _run(tmp_path, workload, "quiet", built_kernel, "on")
     assert quiet["accelerator"]["clock"]["parallel"]["quantum_ns"] == QUANTUM_NS
+    # the model started at the workload (numalab-model-start's mark), not at the boot: the plugin's snapshots
+    # (every 0.2 host s from QEMU's start) count nothing until after the boot, and the whole run's charge is the
+    # window's but for the stretch between the mark and the snapshot before the workload
+    lat = quiet["remote_latency"]
+    assert lat["from_workload"] and quiet["settings"]["model_start"], lat["model"]
+    log = remote_latency.read_log(tmp_path / "quiet" / remote_latency.RAW_FILE)
+    first = next(stamp for stamp, counts in log.snaps if any(counts))
+    # (with the model from the boot on, the first is the first snapshot after QEMU's start; boot_s is when the host
+    # read the "booted" mark, which the console may show late)
+    assert (first - log.snaps[0][0]) / 1e9 >= 0.8 * quiet["timings"]["boot_s"], (first, log.snaps[0], quiet["timings"])
+    assert 0 < lat["window"]["charged_s"] <= lat["whole_run"]["charged_s"] <= 1.01 * lat["window"]["charged_s"]
     assert f"quantum={QUANTUM_NS}" in (tmp_path / "quiet" / "qemu-argv.txt").read_text()
     r = quiet["workload"]["result"]
     print(f"parallel time, quantum {QUANTUM_NS} ns: {r}")
