@@ -9,8 +9,10 @@ guest time (--quantum 2000), a CPU of 4 instructions a ns, the remote-latency mo
 contention (--remote-latency slit), seed i on repeat i. Prints per side the median and spread (min-max) of the
 boot's host seconds, the workload's host seconds per guest GB written and its vCPU threads' host CPU seconds per
 guest GB (the manifest's vcpu_time: plain TCG's two vCPU threads on the 2 cores, the model's one round-robin
-thread), and the ratios of the medians (model / plain). QEMU, a binary's path, adds a third side, the model on that
-binary (another build of numalab's series, to measure what a patch changed), interleaved with the other two.
+thread), the VM's host seconds (QEMU's start to its end: the boot, the init's stages, the workload and the results'
+sending, the whole cost of a run in the VM), and the ratios of the medians (model / plain). QEMU, a binary's path,
+adds a third side, the model on that binary (another build of numalab's series, to measure what a patch changed),
+interleaved with the other two.
 Figures, not a test: run it on a quiet host, and say what else ran beside it.
 """
 
@@ -30,7 +32,7 @@ BASE = ["--kernel", "baseline", "--topology", "ring-2", "--cpus-per-node", "1", 
 MODEL_CLOCK = ["--clock", "virtual", "--quantum", "2000", "--insns-per-ns", "4", "--remote-latency", "slit"]
 MODEL = ["--qemu", "charge", *MODEL_CLOCK]
 SIDES = {"plain TCG": BASE, "the model": [*BASE, *MODEL]}
-KEYS = ("boot_s", "host_s_per_gb", "cpu_s_per_gb")
+KEYS = ("boot_s", "host_s_per_gb", "cpu_s_per_gb", "vm_s")
 
 
 def main() -> int:
@@ -41,10 +43,11 @@ def main() -> int:
         sides["other QEMU"] = [*BASE, *MODEL_CLOCK, "--qemu", sys.argv[3]]
     got = interleaved(sides, pairs, duration)
     print(f"numa01 on ring-2 (1 vCPU a node), {duration} s, seeds 0..{pairs - 1}; median (min-max) of each side's runs")
-    print(f"{'side':<10} {'runs':>4}  {'boot host s':<24} {'host s a guest GB':<24} {'vCPU CPU s a guest GB':<24}")
+    heads = ("boot host s", "host s a guest GB", "vCPU CPU s a guest GB", "the VM's host s")
+    print(f"{'side':<10} {'runs':>4}  " + " ".join(f"{h:<24}" for h in heads))
     for side, runs in got.items():
         cols = [summary([r[k] for r in runs if r[k] is not None]) for k in KEYS]
-        print(f"{side:<10} {len(runs):>4}  {cols[0]:<24} {cols[1]:<24} {cols[2]:<24}")
+        print(f"{side:<10} {len(runs):>4}  " + " ".join(f"{c:<24}" for c in cols))
     plain, model = got["plain TCG"], got["the model"]
     for side in ("the model", "other QEMU"):
         if plain and got.get(side):

@@ -16,9 +16,9 @@ REPO = Path(__file__).resolve().parents[2]
 
 def one(out: Path, args: list[str], duration: str, seed: int, label: str) -> dict | None:
     """``numalab run ARGS --duration --seed`` (no seed under the host's clock) into ``out``: its boot's host
-    seconds, the workload's host seconds a guest GB written, its vCPU threads' host CPU seconds a guest GB, the
-    guest-measured GB a guest second and the window's line transfers; None (said on stdout, with ``label``) for
-    a run without an ok record."""
+    seconds, the VM's (QEMU's start to its end), the workload's host seconds a guest GB written, its vCPU threads'
+    host CPU seconds a guest GB, the guest-measured GB a guest second and the window's line transfers; None (said on
+    stdout, with ``label``) for a run without an ok record."""
     seeded = ["--seed", str(seed)] if "virtual" in args else []  # (the host's clock takes no seed: no run repeats)
     cmd = [sys.executable, "-m", "lab.cli", "run", *args, "--duration", duration, *seeded,
            "--out", str(out), "--json"]  # fmt: skip
@@ -35,7 +35,8 @@ def one(out: Path, args: list[str], duration: str, seed: int, label: str) -> dic
     gb = (r.get("bytes_touched") or 0) / 1e9
     window = (m.get("remote_latency") or {}).get("window", {})
     cpu = (m.get("vcpu_time") or {}).get("run_s")  # the vCPU threads' host CPU over the workload (one rr thread once)
-    return {"boot_s": t["boot_s"], "host_s_per_gb": t["workload_host_s"] / gb if gb else None, "gbps": r.get("gbps"),
+    return {"boot_s": t["boot_s"], "vm_s": t["vm_s"], "host_s_per_gb": t["workload_host_s"] / gb if gb else None,
+            "gbps": r.get("gbps"),
             "cpu_s_per_gb": cpu / gb if gb and cpu else None, "transfers": window.get("transfers")}  # fmt: skip
 
 
