@@ -75,6 +75,7 @@ def run_options_from_args(args: argparse.Namespace):
         remote_latency_ns=args.remote_latency_ns,
         remote_bandwidth_gbs=args.remote_bandwidth_gbs,
         coherence=args.coherence or "",
+        coherence_mib=args.coherence_mib,
     )
 
 
@@ -277,6 +278,14 @@ def add_run_arguments(r: argparse.ArgumentParser, *, repeat: int | str) -> None:
         help="with --remote-latency: a line written on one node and then read or written on another is a transfer "
         "between them, charged the pair's miss latency (default off; exact under --clock virtual; "
         "docs/throughput.md)",
+    )
+    g.add_argument(
+        "--coherence-mib",
+        type=int,
+        metavar="MIB",
+        help="with --coherence on: what each node's caches hold, in MiB; a line its owner has brought in that much "
+        "since is memory's again, and the next node to use it pays no transfer (default 32, one LLC of a current "
+        "server's node; 0: no limit; docs/throughput.md)",
     )
 
     g = r.add_argument_group("output")

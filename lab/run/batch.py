@@ -37,7 +37,14 @@ from lab.vm.qemu.qemu_backend import QemuBackend
 from lab.vm.tcg.access_plugin import DEFAULT_SAMPLE
 from lab.vm.tcg.guest_clock import GuestClock, check_parallel_time, pause_ns_for
 from lab.vm.tcg.guest_clock import check as check_clock
-from lab.vm.tcg.latency_model import LatencyModel, default_local_gbs, default_local_ns, model_for, share_window_ns
+from lab.vm.tcg.latency_model import (
+    DEFAULT_COHERENCE_MIB,
+    LatencyModel,
+    default_local_gbs,
+    default_local_ns,
+    model_for,
+    share_window_ns,
+)
 from lab.workloads.workload_type import Workload
 
 
@@ -188,8 +195,16 @@ def latency_of(opts: RunOptions, accel: str, topo: Topology, emulator: Emulator 
     local_ns = default_local_ns(opts.clock) if opts.remote_latency_ns is None else opts.remote_latency_ns
     gbs = default_local_gbs(opts.clock) if opts.remote_bandwidth_gbs is None else opts.remote_bandwidth_gbs
     latency_run.check_shared_bandwidth(opts.clock, gbs, emulator)
+    cache_mib = DEFAULT_COHERENCE_MIB if opts.coherence_mib is None else opts.coherence_mib
     return model_for(
-        topo, opts.remote_latency, local_ns, opts.clock, gbs, share_window_ns(opts.quantum), opts.coherence == "on"
+        topo,
+        opts.remote_latency,
+        local_ns,
+        opts.clock,
+        gbs,
+        share_window_ns(opts.quantum),
+        opts.coherence == "on",
+        cache_mib,
     )  # ("": the default, off)
 
 

@@ -36,7 +36,7 @@ from lab.topology.ref import TopologyRef
 from lab.vm.qemu.firmware import FIRMWARES
 from lab.vm.tcg.access_plugin import ADDRESS_MODES
 from lab.vm.tcg.guest_clock import CLOCKS, MAX_SEED, check_insns_per_ns, check_quantum
-from lab.vm.tcg.latency_model import REMOTE_LATENCY, check_local_gbs, check_local_ns
+from lab.vm.tcg.latency_model import REMOTE_LATENCY, check_coherence_mib, check_local_gbs, check_local_ns
 from lab.workloads.user_workload import resolve_workload
 
 MAX_REPEAT = 1000
@@ -116,6 +116,7 @@ class RunOptions:
     remote_latency_ns: float | None = None  # L, the local miss latency; None: the default
     remote_bandwidth_gbs: float | None = None  # a stream miss's local bandwidth (0: no streams); None: the default
     coherence: str = ""  # on, off: lines moving between nodes charged; "": the default (off)
+    coherence_mib: int | None = None  # each node's caches with coherence on (0: no limit); None: the default
 
     def __post_init__(self) -> None:
         self.check()
@@ -193,11 +194,17 @@ class RunOptions:
                 raise LabError("--remote-bandwidth-gbs: only with --remote-latency slit or table")
             if self.coherence:
                 raise LabError("--coherence: only with --remote-latency slit or table")
+            if self.coherence_mib is not None:
+                raise LabError("--coherence-mib: only with --coherence on")
             return
         if self.remote_latency_ns is not None:
             check_local_ns(self.remote_latency_ns)
         if self.remote_bandwidth_gbs is not None:
             check_local_gbs(self.remote_bandwidth_gbs)
+        if self.coherence_mib is not None:
+            if self.coherence != "on":
+                raise LabError("--coherence-mib: only with --coherence on")
+            check_coherence_mib(self.coherence_mib)
         from lab.run.remote_latency import check_request  # (on use: numalab's start loads this module)
 
         check_request(None if self.accel == "auto" else self.accel, self.backend, self.clock)

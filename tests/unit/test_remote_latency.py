@@ -422,6 +422,25 @@ def test_coherence_is_off_by_default_and_on_when_asked() -> None:
         RunOptions(remote_latency="slit", accel="tcg", coherence="yes")
 
 
+def test_the_node_caches_size_is_an_option_of_coherence() -> None:
+    from lab.run.batch import latency_of
+    from lab.run.options import RunOptions
+    from lab.topology.spec import load_topology
+
+    ring = load_topology("ring-2")
+    for mib, lines in ((None, 524288), (1, 16384), (0, 0)):  # (0: no limit, the plugin's coh_lines=0)
+        opts = RunOptions(remote_latency="slit", clock="virtual", accel="tcg", coherence="on", coherence_mib=mib)
+        m = latency_of(opts, "tcg", ring, None)
+        assert m is not None and m.plugin_args(Path("o"))[-1] == f"coh_lines={lines}"
+        assert m.to_dict()["coherence"]["node_cache_mib"] == (mib if mib != 0 else None) or mib is None
+    for bad in (-1, 65537):
+        with pytest.raises(LabError, match=r"^--coherence-mib: .* is not a whole number of MiB from 0 \(no limit\)"):
+            RunOptions(remote_latency="slit", accel="tcg", coherence="on", coherence_mib=bad)
+    for coherence, latency in (("off", "slit"), ("", "slit"), ("", "off")):
+        with pytest.raises(LabError, match=r"^--coherence-mib: only with --coherence on$"):
+            RunOptions(remote_latency=latency, accel="tcg", coherence=coherence, coherence_mib=8)
+
+
 def test_a_shared_node_needs_a_qemu_that_tells_a_vcpus_time(harness, tmp_path) -> None:
     model = LatencyModel(((1.0, 2.0), (2.0, 1.0)), 100.0, (0, 1), chunk_ns=1000, clock="virtual", local_gbs=10.0,
                          share_window_ns=5000)  # fmt: skip

@@ -49,7 +49,7 @@ def test_every_run_flag_reaches_its_option() -> None:
     # (--no-trace conflicts with --event and --trace-mode, --lean with --node-maps, --workload-cmd with
     # --workload, --remote-latency with libvirt and --clock virtual: given alone)
     assert unchanged == ["workload_cmd", "workload_files", "no_trace", "lean", "remote_latency", "remote_latency_ns",
-                         "remote_bandwidth_gbs", "coherence"]  # fmt: skip
+                         "remote_bandwidth_gbs", "coherence", "coherence_mib"]  # fmt: skip
     one_off = _cli("--workload-cmd", "true", "--workload-file", __file__, "--workload-file", str(REPO / "README.md"))
     assert (one_off.workload_cmd, one_off.workload_files) == ("true", (__file__, str(REPO / "README.md")))
     assert _cli("--no-trace").no_trace is True
@@ -58,6 +58,7 @@ def test_every_run_flag_reaches_its_option() -> None:
                "off")  # fmt: skip
     assert (lat.remote_latency, lat.remote_latency_ns, lat.remote_bandwidth_gbs) == ("slit", 120.0, 5.0)
     assert lat.coherence == "off"
+    assert _cli("--remote-latency", "slit", "--coherence", "on", "--coherence-mib", "0").coherence_mib == 0
     assert opts.topology == TopologyRef("mesh-4", 3, "1G", 1)
     assert opts.kernels == ("a", "b") and opts.knobs == ("scan_delay_ms=5",) and opts.out == Path("/tmp/x")
 

@@ -290,6 +290,16 @@ class LatencyModel:
         }
 
 
+MAX_COHERENCE_MIB = 65536  # 64 GiB a node: the plugin counts a node's lines in 32 bits (coh_lines < 2^31)
+
+
+def check_coherence_mib(value: int) -> None:
+    """--coherence-mib: 0 (no limit) to MAX_COHERENCE_MIB, a whole number; a one-line error otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COHERENCE_MIB:
+        raise LabError(f"--coherence-mib: {value!r} is not a whole number of MiB from 0 (no limit) to "
+                       f"{MAX_COHERENCE_MIB}")  # fmt: skip
+
+
 def slit_ratios(topo: Topology) -> tuple[tuple[float, ...], ...]:
     """distance / 10 for every (CPU node, memory node)."""
     return tuple(tuple(d / LOCAL_DISTANCE for d in row) for row in topo.distances)
@@ -303,17 +313,19 @@ def model_for(
     local_gbs: float = 0.0,
     share_window: int = 0,
     coherence: bool = False,
+    coherence_mib: int = DEFAULT_COHERENCE_MIB,
 ) -> LatencyModel | None:
     """The model ``--remote-latency mode`` asks for on ``topo`` under ``--clock clock`` (None for off), stream
     misses at ``local_gbs`` (0: none) over the spec's ``bandwidth_ratio:`` or else the latency ratios, a node's
     stream bandwidth shared in windows of ``share_window`` ns of guest time (0: not shared), lines moving between
-    nodes charged (``coherence``; off by default)."""
+    nodes charged (``coherence``; off by default), each node's caches ``coherence_mib`` (0: no limit)."""
     if mode not in REMOTE_LATENCY:
         raise LabError(f"--remote-latency: {mode!r} is not one of {', '.join(REMOTE_LATENCY)}")
     if mode == "off":
         return None
     check_local_ns(local_ns)
     check_local_gbs(local_gbs)
+    check_coherence_mib(coherence_mib)
     vcpu_nodes = tuple(n for n, cpus in enumerate(topo.node_cpus()) for _ in cpus)
     if mode == "table":
         if topo.latency_ratio is None:
@@ -327,4 +339,4 @@ def model_for(
     return LatencyModel(ratios, local_ns, vcpu_nodes, chunk_ns=chunk, source=source, clock=clock,
                         local_gbs=local_gbs, bandwidth_ratios=bw, bandwidth_source=bw_source,
                         share_window_ns=share_window if clock == "virtual" and local_gbs > 0 else 0,
-                        coherence=coherence)  # fmt: skip
+                        coherence=coherence, coherence_mib=coherence_mib)  # fmt: skip
