@@ -66,6 +66,8 @@
  *                     read of a line its node does not own (a store may follow), the other vCPUs' after a change
  *                     of a line's state. Exact and in the one thread's order under -icount; under MTTCG the
  *                     directory's entries change by compare-and-swap, in whatever order the threads run
+ *   coh_node=NODE:N   (with coherence=1) NODE's caches hold N lines instead of coh_lines= (a node of several LLCs:
+ *                     their total); repeatable
  *   coh_lines=N       (with coherence=1) each node's caches hold N lines (0, the default: no limit). A node counts
  *                     the lines it brings in (a line it writes that it held no current copy of, a copy of a line
  *                     another node owns, its own line again once aged out); a line's entry keeps that count as
@@ -196,6 +198,9 @@ static const void *time_handle; /* qemu_plugin_request_time_control's */
 #define COH_MAX_NODES 24
 static uint64_t *coh_dir;
 static uint32_t coh_lines;               /* coh_lines=: a node's caches, in lines (0: no limit) */
+static uint32_t coh_cap[COH_MAX_NODES];  /* per node: coh_lines, or its own coh_node= */
+static int coh_capped;                   /* some node's caches have a limit */
+static int coh_node_set[COH_MAX_NODES];  /* coh_node= gave the node's own */
 static uint32_t coh_fill[COH_MAX_NODES]; /* per node: lines brought in (with coh_lines) */
 static uint64_t coh_base[MAX_RANGES]; /* per range: the index of its first line */
 static int lat_coherence;             /* coherence=1 */
@@ -362,12 +367,12 @@ static void coherent(unsigned int vcpu, struct lat_vcpu *l, uint64_t *e, int sto
 {
     uint64_t bit = 1ull << (8 + l->node), me = (uint64_t)l->node + 1;
     uint64_t old = __atomic_load_n(e, __ATOMIC_RELAXED), nw;
-    uint32_t fill = coh_lines ? __atomic_load_n(&coh_fill[l->node], __ATOMIC_RELAXED) : 0;
+    uint32_t fill = coh_capped ? __atomic_load_n(&coh_fill[l->node], __ATOMIC_RELAXED) : 0;
     int from, fills;
     for (;;) { /* until the entry changes as this access finds it (compare-and-swap: MTTCG's vCPU threads) */
         uint64_t cur = old, owner = cur & COH_OWNER;
-        if (owner && coh_lines &&
-            __atomic_load_n(&coh_fill[owner - 1], __ATOMIC_RELAXED) - (uint32_t)(cur >> 32) >= coh_lines)
+        if (owner && coh_cap[owner - 1] &&
+            __atomic_load_n(&coh_fill[owner - 1], __ATOMIC_RELAXED) - (uint32_t)(cur >> 32) >= coh_cap[owner - 1])
             cur = owner = 0; /* aged out of its owner's caches: in memory, nobody's */
         from = -1;
         fills = !(cur & bit);
@@ -393,7 +398,7 @@ static void coherent(unsigned int vcpu, struct lat_vcpu *l, uint64_t *e, int sto
         if (__atomic_compare_exchange_n(e, &old, nw, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
             break;
     }
-    if (coh_lines && fills)
+    if (coh_capped && fills)
         __atomic_fetch_add(&coh_fill[l->node], 1, __ATOMIC_RELAXED);
     recall_others(vcpu);
     if (!store)
@@ -698,6 +703,14 @@ static int latency_arg(const char *a, const char **lat_path)
         if (*end || !a[10] || v > 0x7fffffffull)
             return fail("bad coh_lines (want 0..2147483647)", a);
         coh_lines = (uint32_t)v;
+    } else if (!strncmp(a, "coh_node=", 9)) {
+        unsigned node;
+        uint64_t v;
+        char tail;
+        if (sscanf(a + 9, "%u:%" SCNu64 "%c", &node, &v, &tail) != 2 || node >= COH_MAX_NODES || v > 0x7fffffffull)
+            return fail("bad coh_node (want NODE:LINES, LINES 0..2147483647)", a);
+        coh_node_set[node] = 1;
+        coh_cap[node] = (uint32_t)v;
     } else if (!strncmp(a, "line_cb=", 8)) {
         if (strcmp(a + 8, "0") && strcmp(a + 8, "1"))
             return fail("bad line_cb (want 0 or 1)", a);
@@ -719,6 +732,13 @@ static int latency_setup(const char *path, int every_access)
         return fail("lat_sample is more than lines", path);
     if (lat_coherence && n_nodes > COH_MAX_NODES)
         return fail("coherence: at most 24 nodes", path);
+    for (int i = 0; i < COH_MAX_NODES; i++) {
+        if (coh_node_set[i] && !lat_coherence)
+            return fail("coh_node needs coherence=1", path);
+        if (!coh_node_set[i])
+            coh_cap[i] = coh_lines;
+        coh_capped |= coh_cap[i] != 0;
+    }
     if (coh_lines && !lat_coherence)
         return fail("coh_lines needs coherence=1", path);
     /* coherence with the line callback needs to reset a vCPU's entry (QEMU 9.0+'s qemu_plugin_u64_set) */
@@ -808,6 +828,9 @@ static int latency_setup(const char *path, int every_access)
     for (int j = 0; shares && j < n_nodes; j++)
         if (node_bw_ps[j])
             fprintf(lat_out, "node_bw %d %" PRIu64 "\n", j, node_bw_ps[j]);
+    for (int j = 0; j < n_nodes && j < COH_MAX_NODES; j++)
+        if (coh_node_set[j])
+            fprintf(lat_out, "coh_node %d %u\n", j, coh_cap[j]);
     return 0;
 }
 

@@ -283,9 +283,9 @@ def add_run_arguments(r: argparse.ArgumentParser, *, repeat: int | str) -> None:
         "--coherence-mib",
         type=int,
         metavar="MIB",
-        help="with --coherence on: what each node's caches hold, in MiB; a line its owner has brought in that much "
-        "since is memory's again, and the next node to use it pays no transfer (default 32, one LLC of a current "
-        "server's node; 0: no limit; docs/throughput.md)",
+        help="with --coherence on: what each LLC holds, in MiB (a node's caches are its LLCs' total); a line its "
+        "owner has brought in that much since is memory's again, and the next node to use it pays no transfer "
+        "(default 32, one LLC of a current server's node; 0: no limit; docs/throughput.md)",
     )
 
     g = r.add_argument_group("output")

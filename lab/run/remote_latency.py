@@ -80,7 +80,7 @@ def read_log(path: Path) -> LatencyLog:
     def header(words: list[str]) -> None:
         if words[0] == "vnode":
             log.vcpu_nodes.append(int(words[2]))
-        elif words[0] not in ("cost", "bw", "node_bw"):
+        elif words[0] not in ("cost", "bw", "node_bw", "coh_node"):
             log.head[words[0]] = int(words[1])
 
     log.snaps, log.ended = read_plugin_file(

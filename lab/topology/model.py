@@ -118,7 +118,7 @@ class Topology:
         """A copy with per-node sizes replaced (CPU-less nodes stay CPU-less, memoryless ones memoryless); a CPU
         grid is laid again over the new sizes, with the same packages, LLCs a node and cluster size. On an uneven
         grid ``cpus_per_node`` is the CPUs of the nodes with the fewest LLCs, the others' in proportion."""
-        llcs = self._node_llcs()
+        llcs = self.node_llcs()
         uneven = self.cpu_grid is not None and self.cpu_grid.uneven
         nodes = tuple(
             Node(
@@ -145,7 +145,7 @@ class Topology:
         validate(topo)
         return topo
 
-    def _node_llcs(self) -> list[int]:
+    def node_llcs(self) -> list[int]:
         """Each node's LLCs (0 for a CPU-less node; 1 a CPU node without a grid)."""
         counts = iter(self.cpu_grid.llc_counts if self.cpu_grid is not None else ())
         return [0 if n.cpus == 0 else next(counts, 1) for n in self.nodes]

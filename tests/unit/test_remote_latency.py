@@ -324,7 +324,7 @@ def test_a_counter_handed_between_nodes_moves_it_each_turn_and_private_counters_
     assert (model.transfer_ps(1, 0), model.transfer_ps(0, 1), model.transfer_ps(1, 1)) == (200_000, 200_000, 0)
     assert model.plugin_args(Path("o"))[-2:] == ["coherence=1", "coh_lines=524288"]  # 32 MiB a node
     assert model.to_dict()["coherence"]["transfer_ns"] == [[0.0, 200.0], [200.0, 0.0]]
-    assert model.to_dict()["coherence"]["node_cache_mib"] == 32
+    assert model.to_dict()["coherence"]["node_cache_mib"] == [32, 32] and model.to_dict()["coherence"]["llc_mib"] == 32
     counter, private, per_turn = 0x10000, 0x20000, 200_000  # one line each, of node 0's memory
     # Both increment one counter (a load and a store, 8 times a line), 2 us of guest time at a turn: every turn
     # but the very first starts with the line the other node wrote, so one transfer a turn; the line callback
@@ -382,6 +382,14 @@ def test_a_line_out_of_its_owners_caches_moves_from_memory_not_from_the_owner(ha
             assert rl.read_log(tmp_path / "lat.txt").head["coh_lines"] == mib * MIB // 64
             assert [r["transfers"] for r in rows] == [0, young], (mib, exe)
             assert rows[1]["transfer_ns"] == young * 200
+    # A node of two LLCs holds twice one LLC's lines (the topology's LLCs a node: coh_node= for node 0, the owner):
+    # with 1 MiB an LLC, node 0 keeps its last 2 MiB, as with 2 MiB a node above; node 1's one LLC does not matter.
+    two = replace(model, coherence_mib=1, node_llcs=(2, 1))
+    assert two.plugin_args(Path("o"))[-2:] == ["coh_lines=16384", "coh_node=0:32768"]
+    assert two.to_dict()["coherence"]["node_cache_mib"] == [2, 1]
+    rows, _ = _pair(harness, tmp_path, two, "plugin_harness_line", 0x10000, 0x10000, 4 * MIB, 2, HARNESS_INIT="1")
+    assert [r["transfers"] for r in rows] == [0, lines // 2 - 1]
+    assert rl.read_log(tmp_path / "lat.txt").head["coh_lines"] == 16384  # (coh_node lines are not head words)
     # With the stream detector on, node 1's sweep takes the lines as a stream's misses: at the pair's bandwidth
     # (10 GB/s / 2: 12.8 ns a line), but for the first of the sweep, which nothing before it leads to (200 ns).
     streams = replace(model, local_gbs=10.0, coherence_mib=0)
@@ -432,7 +440,12 @@ def test_the_node_caches_size_is_an_option_of_coherence() -> None:
         opts = RunOptions(remote_latency="slit", clock="virtual", accel="tcg", coherence="on", coherence_mib=mib)
         m = latency_of(opts, "tcg", ring, None)
         assert m is not None and m.plugin_args(Path("o"))[-1] == f"coh_lines={lines}"
-        assert m.to_dict()["coherence"]["node_cache_mib"] == (mib if mib != 0 else None) or mib is None
+        assert m.to_dict()["coherence"]["node_cache_mib"] == [32 if mib is None else (mib or None)] * 2
+    uneven = load_topology("nps2-uneven-llc")  # node 0: 2 LLCs, node 1: 1
+    opts = RunOptions(remote_latency="slit", clock="virtual", accel="tcg", coherence="on", coherence_mib=4)
+    m = latency_of(opts, "tcg", uneven, None)
+    assert m is not None and m.to_dict()["coherence"]["node_cache_mib"] == [8, 4]
+    assert m.plugin_args(Path("o"))[-2:] == ["coh_lines=65536", "coh_node=0:131072"]
     for bad in (-1, 65537):
         with pytest.raises(LabError, match=r"^--coherence-mib: .* is not a whole number of MiB from 0 \(no limit\)"):
             RunOptions(remote_latency="slit", accel="tcg", coherence="on", coherence_mib=bad)
@@ -458,7 +471,8 @@ def test_a_shared_node_needs_a_qemu_that_tells_a_vcpus_time(harness, tmp_path) -
 @pytest.mark.parametrize(
     "bad",
     ["lines=1000", "lat_sample=3", "cost=0:1", "vnode=1:0:0", "chunk_ns=5", "bw=0:1", "stream=yes", "share_ns=5",
-     "node_bw=0:0", "node_bw=x", "coherence=2", "coh_lines=", "coh_lines=-1", "coh_lines=2147483648"],
+     "node_bw=0:0", "node_bw=x", "coherence=2", "coh_lines=", "coh_lines=-1", "coh_lines=2147483648", "coh_node=1",
+     "coh_node=24:5", "coh_node=0:2147483648"],
 )  # fmt: skip
 def test_plugin_refuses_bad_latency_arguments(harness, tmp_path, bad) -> None:
     so, exe = harness
@@ -472,6 +486,8 @@ def test_plugin_refuses_a_cache_size_without_coherence(harness, tmp_path) -> Non
     args = [str(exe), str(so), "0", "0", "64", "64", "1", "range=0:0:1000", f"lat_out={tmp_path / 'x'}", "coh_lines=64"]
     proc = subprocess.run(args, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1 and "coh_lines needs coherence=1" in proc.stderr
+    proc = subprocess.run([*args[:-1], "coh_node=0:64"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "coh_node needs coherence=1" in proc.stderr
 
 
 def _write(tmp_path: Path, other: int) -> Path:

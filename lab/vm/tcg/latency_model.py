@@ -41,7 +41,8 @@ virtual``): a line written by a vCPU of one node and then read or written by a v
 between the two nodes, charged the pair's miss cost (``cost_ps``: ratio * L of guest time on the virtual clock); a
 line only read by many stays shared, a private line costs nothing. The plugin keeps a directory of every line of
 guest memory (not sampled): the node that wrote it last and the nodes that hold a current copy
-(docs/throughput.md). Each node's caches hold ``coherence_mib`` (32 MiB, one LLC of a current server's node): a
+(docs/throughput.md). Each LLC holds ``coherence_mib`` (32 MiB, one LLC of a current server's node), and a node's
+caches are its LLCs' total (the topology's LLCs a node: several on the machines of 2026): a
 line its owner has not brought back since it brought in that much more has left them, memory holds it, and the
 next node to use it is charged no transfer (only the miss model's memory access).
 """
@@ -133,7 +134,8 @@ class LatencyModel:
     bandwidth_source: str = ""  # "bandwidth_ratio" (the spec's), or the latency ratios' source
     share_window_ns: int = 0  # a node's bandwidth shared by the vCPUs streaming it in this window; 0: not shared
     coherence: bool = False  # a line written on one node and then used on another: a transfer between the two
-    coherence_mib: int = DEFAULT_COHERENCE_MIB  # each node's caches: a line out of them is no transfer; 0: no limit
+    coherence_mib: int = DEFAULT_COHERENCE_MIB  # each LLC's share of a node's caches: out of them, no transfer; 0: none
+    node_llcs: tuple[int, ...] = ()  # each node's LLCs (the topology's; () or 0: one): a node's caches are their total
 
     @property
     def streams(self) -> bool:
@@ -210,12 +212,21 @@ class LatencyModel:
             args += [f"node_bw={j}:{self.node_line_ps(j)}" for j in range(n)]
         if self.coherence:
             args += ["coherence=1", f"coh_lines={self.coherence_lines}"]
+            args += [f"coh_node={j}:{self.coherence_lines * k}" for j in range(n) if (k := self.node_llc_count(j)) > 1]
         return args
 
     @property
     def coherence_lines(self) -> int:
-        """A node's caches in lines (the plugin's coh_lines=; 0: no limit)."""
+        """One LLC's lines: a node of one LLC's caches (the plugin's coh_lines=; 0: no limit)."""
         return self.coherence_mib * 1024 * 1024 // LINE_BYTES
+
+    def node_llc_count(self, node: int) -> int:
+        """The node's LLCs, at least one (a node without CPUs owns no line: its size does not matter)."""
+        return max(1, self.node_llcs[node]) if node < len(self.node_llcs) else 1
+
+    def node_cache_mib(self, node: int) -> int:
+        """What the node's caches hold: its LLCs' total (0: no limit)."""
+        return self.coherence_mib * self.node_llc_count(node)
 
     def to_dict(self) -> dict:
         n = range(len(self.ratios))
@@ -253,7 +264,8 @@ class LatencyModel:
             "without a current copy, is a transfer charged the pair's miss cost, unless it has left the owner's "
             "caches (their size in lines brought in since); a line only read stays shared",
             "transfer_ns": [[self.transfer_ps(i, j) / 1000 for j in n] for i in n],
-            "node_cache_mib": self.coherence_mib or None,  # None: no limit
+            "llc_mib": self.coherence_mib or None,  # None: no limit
+            "node_cache_mib": [self.node_cache_mib(j) or None for j in n],  # each node's LLCs' total
         }
 
     def stream_dict(self) -> dict:
@@ -318,7 +330,7 @@ def model_for(
     """The model ``--remote-latency mode`` asks for on ``topo`` under ``--clock clock`` (None for off), stream
     misses at ``local_gbs`` (0: none) over the spec's ``bandwidth_ratio:`` or else the latency ratios, a node's
     stream bandwidth shared in windows of ``share_window`` ns of guest time (0: not shared), lines moving between
-    nodes charged (``coherence``; off by default), each node's caches ``coherence_mib`` (0: no limit)."""
+    nodes charged (``coherence``; off by default), each node's caches ``coherence_mib`` an LLC (0: no limit)."""
     if mode not in REMOTE_LATENCY:
         raise LabError(f"--remote-latency: {mode!r} is not one of {', '.join(REMOTE_LATENCY)}")
     if mode == "off":
@@ -339,4 +351,5 @@ def model_for(
     return LatencyModel(ratios, local_ns, vcpu_nodes, chunk_ns=chunk, source=source, clock=clock,
                         local_gbs=local_gbs, bandwidth_ratios=bw, bandwidth_source=bw_source,
                         share_window_ns=share_window if clock == "virtual" and local_gbs > 0 else 0,
-                        coherence=coherence, coherence_mib=coherence_mib)  # fmt: skip
+                        coherence=coherence, coherence_mib=coherence_mib,
+                        node_llcs=tuple(topo.node_llcs()))  # fmt: skip
