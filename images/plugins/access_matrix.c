@@ -76,8 +76,8 @@
  *                     transfer (the miss model charges it as memory). Reads of lines no node owns are not counted
  *                     (no entry records them). The count is 32 bits: a line untouched for 2^32 of its owner's
  *                     fills may look owned again (at 64 B a line, 256 GiB brought into one node)
- *   arm=mark          (QEMU 9.1+: plugin API version 3) instrument nothing until a vCPU executes numalab's mark,
- *                     a 15-byte NOP whose displacement is "NUMA" (66 66 66 66 66 66 2e 0f 1f 84 00 4e 55 4d 41:
+ *   arm=mark          (a QEMU of plugin API version 3 or more) instrument nothing until a vCPU executes numalab's
+ *                     mark, a 15-byte NOP whose displacement is "NUMA" (66 66 66 66 66 66 2e 0f 1f 84 00 4e 55 4d 41:
  *                     images/workloads/model_start.c, which the guest init runs just before the workload); then
  *                     reset (qemu_plugin_reset: QEMU flushes the translated code once no vCPU runs) and instrument
  *                     every block translated from then on. The boot runs without the memory callbacks (it
@@ -857,7 +857,7 @@ NL_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *info, 
         } else if (!strcmp(a, "arm=mark")) {
             if (info->version.cur < 3 || !qemu_plugin_reset || !qemu_plugin_register_vcpu_insn_exec_cb ||
                 !qemu_plugin_insn_size || !qemu_plugin_insn_data)
-                return fail("arm=mark: needs QEMU 9.1 or later (plugin API version 3)", a);
+                return fail("arm=mark: needs a QEMU whose plugin API is version 3 or more", a);
             arm_at_mark = 1;
         } else if (!strncmp(a, "range=", 6)) {
             struct range r;

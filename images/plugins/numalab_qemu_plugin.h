@@ -110,7 +110,8 @@ void qemu_plugin_register_vcpu_mem_line_cb(struct qemu_plugin_insn *insn, qemu_p
 
 
 /* In every QEMU with plugins, declared weak only so that a test harness without them still loads the plugin
- * (arm=mark needs them, and QEMU's API version 3, 9.1+, for qemu_plugin_insn_data's signature). */
+ * (arm=mark needs them, and a QEMU whose current plugin API version is 3 or more, for qemu_plugin_insn_data's
+ * signature: numalab's QEMU 10 has 4). */
 typedef void (*qemu_plugin_simple_cb_t)(qemu_plugin_id_t id);
 typedef void (*qemu_plugin_vcpu_udata_cb_t)(unsigned int vcpu_index, void *userdata);
 /* Unregister every callback of the plugin and flush the translated code, at the next point where no vCPU runs;
@@ -121,7 +122,7 @@ void qemu_plugin_register_vcpu_insn_exec_cb(struct qemu_plugin_insn *insn, qemu_
                                             enum qemu_plugin_cb_flags flags, void *userdata)
     __attribute__((weak));
 size_t qemu_plugin_insn_size(const struct qemu_plugin_insn *insn) __attribute__((weak));
-/* API version 3+ (QEMU 9.1+): copy up to len bytes of the instruction into dest; returns how many. (Before:
+/* Plugin API version 3+: copy up to len bytes of the instruction into dest; returns how many. (Before:
  * one argument, a pointer returned: never called with a QEMU whose current API version is below 3.) */
 size_t qemu_plugin_insn_data(const struct qemu_plugin_insn *insn, void *dest, size_t len) __attribute__((weak));
 
