@@ -116,7 +116,7 @@ class RunOptions:
     remote_latency_ns: float | None = None  # L, the local miss latency; None: the default
     remote_bandwidth_gbs: float | None = None  # a stream miss's local bandwidth (0: no streams); None: the default
     coherence: str = ""  # on, off: lines moving between nodes charged; "": the default (off)
-    coherence_mib: int | None = None  # each node's caches with coherence on (0: no limit); None: the default
+    coherence_mib: int | None = None  # an LLC's share of a node's caches with coherence on (0: no limit); None: 32
 
     def __post_init__(self) -> None:
         self.check()

@@ -446,6 +446,11 @@ def test_the_node_caches_size_is_an_option_of_coherence() -> None:
     m = latency_of(opts, "tcg", uneven, None)
     assert m is not None and m.to_dict()["coherence"]["node_cache_mib"] == [8, 4]
     assert m.plugin_args(Path("o"))[-2:] == ["coh_lines=65536", "coh_node=0:131072"]
+    big = RunOptions(remote_latency="slit", clock="virtual", accel="tcg", coherence="on", coherence_mib=65536)
+    assert latency_of(big, "tcg", ring, None) is not None  # (one LLC a node: 64 GiB, the plugin's 2^30 lines)
+    with pytest.raises(LabError, match=r"^--coherence-mib: 65536 MiB an LLC is more than 65536 MiB for a node of 2 "
+                                       r"LLCs in nps2-uneven-llc$"):  # fmt: skip
+        latency_of(big, "tcg", uneven, None)
     for bad in (-1, 65537):
         with pytest.raises(LabError, match=r"^--coherence-mib: .* is not a whole number of MiB from 0 \(no limit\)"):
             RunOptions(remote_latency="slit", accel="tcg", coherence="on", coherence_mib=bad)

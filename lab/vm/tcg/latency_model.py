@@ -338,6 +338,10 @@ def model_for(
     check_local_ns(local_ns)
     check_local_gbs(local_gbs)
     check_coherence_mib(coherence_mib)
+    llcs = tuple(topo.node_llcs())
+    if coherence_mib * max(llcs, default=1) > MAX_COHERENCE_MIB:
+        raise LabError(f"--coherence-mib: {coherence_mib} MiB an LLC is more than {MAX_COHERENCE_MIB} MiB for a node "
+                       f"of {max(llcs)} LLCs in {topo.name}")  # fmt: skip
     vcpu_nodes = tuple(n for n, cpus in enumerate(topo.node_cpus()) for _ in cpus)
     if mode == "table":
         if topo.latency_ratio is None:
@@ -352,4 +356,4 @@ def model_for(
                         local_gbs=local_gbs, bandwidth_ratios=bw, bandwidth_source=bw_source,
                         share_window_ns=share_window if clock == "virtual" and local_gbs > 0 else 0,
                         coherence=coherence, coherence_mib=coherence_mib,
-                        node_llcs=tuple(topo.node_llcs()))  # fmt: skip
+                        node_llcs=llcs)  # fmt: skip
