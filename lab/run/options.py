@@ -187,6 +187,8 @@ class RunOptions:
 
     def check_remote_latency(self) -> None:
         """--remote-latency: TCG (when chosen), direct QEMU, the host's clock; --remote-latency-ns only with it."""
+        if self.coherence_mib is not None and self.coherence != "on":
+            raise LabError("--coherence-mib: only with --coherence on")
         if self.remote_latency == "off":
             if self.remote_latency_ns is not None:
                 raise LabError("--remote-latency-ns: only with --remote-latency slit")
@@ -194,16 +196,12 @@ class RunOptions:
                 raise LabError("--remote-bandwidth-gbs: only with --remote-latency slit or table")
             if self.coherence:
                 raise LabError("--coherence: only with --remote-latency slit or table")
-            if self.coherence_mib is not None:
-                raise LabError("--coherence-mib: only with --coherence on")
             return
         if self.remote_latency_ns is not None:
             check_local_ns(self.remote_latency_ns)
         if self.remote_bandwidth_gbs is not None:
             check_local_gbs(self.remote_bandwidth_gbs)
         if self.coherence_mib is not None:
-            if self.coherence != "on":
-                raise LabError("--coherence-mib: only with --coherence on")
             check_coherence_mib(self.coherence_mib)
         from lab.run.remote_latency import check_request  # (on use: numalab's start loads this module)
 
