@@ -55,6 +55,7 @@ KNOBS = "knobs.txt"
 VMSTAT_START = "vmstat.start"
 VMSTAT_SERIES = "vmstat.series"
 VMSTAT_END = "vmstat.end"
+LLC_BALANCING_END = "llc-balancing.end"
 NUMA_NODES_SERIES = "numa-nodes.series"
 STAT_START = "stat.start"
 STAT_END = "stat.end"
@@ -100,6 +101,12 @@ ALL: tuple[RecordFile, ...] = (
     RecordFile(VMSTAT_START, "results", "/proc/vmstat before the workload"),
     RecordFile(VMSTAT_SERIES, "results", "/proc/vmstat every VMSTAT_INTERVAL seconds, each after an '@ uptime' line"),
     RecordFile(VMSTAT_END, "results", "/proc/vmstat after the workload"),
+    RecordFile(
+        LLC_BALANCING_END,
+        "results",
+        "7.x's cache-aware scheduling knobs (sched/llc_balancing/) after the "
+        "workload (their start values are in knobs.txt)",
+    ),
     RecordFile(
         NUMA_NODES_SERIES,
         "results",

@@ -15,7 +15,7 @@ from lab.untrusted import read_guest_text, shown, to_int
 
 _LINE = re.compile(
     r".*/cpu(\d{1,5})/(?:topology/(physical_package_id|die_id|cluster_id|core_id|thread_siblings_list)"
-    r"|cache/index(\d{1,2})/(level|type|shared_cpu_list|id)):(.*)$"
+    r"|cache/index(\d{1,2})/(level|type|shared_cpu_list|id|size)):(.*)$"
 )
 _IDS = {"physical_package_id": "package", "die_id": "die", "cluster_id": "cluster", "core_id": "core"}
 _CACHE_TYPES = {"Data": "d", "Instruction": "i", "Unified": ""}
@@ -30,12 +30,15 @@ def _value(key: str, value: str) -> object:
         return format_cpulist(cpus) if cpus is not None else None
     if key == "type":
         return value.strip() if value.strip() in _CACHE_TYPES else None
+    if key == "size":  # cacheinfo's "32768K"
+        return value.strip() if re.fullmatch(r"\d{1,10}K", value.strip()) else None
     n = to_int(value)  # (an id the kernel does not know is -1: left out)
     return n if n is not None else (None if value.strip() != "-1" else -1)
 
 
 def read_cpus(run_dir: Path, problems: list[str] | None = None) -> dict | None:
-    """cpus.txt -> {"cpus": {cpu: {package, die, cluster, core, thread_siblings, caches: {"L1d": cpulist, ...}}},
+    """cpus.txt -> {"cpus": {cpu: {package, die, cluster, core, thread_siblings, caches: {"L1d": cpulist, ...},
+    cache_sizes: {"L3": "32768K", ...}}},
     "vendor": ..., "family": F, "model": M}; None when the guest wrote none (a record from before it did);
     ``family`` and ``model`` only when the guest wrote them (it has since the spec's cpu_model). Lines that are not
     what the kernel writes are left out and named in ``problems``; this never raises."""
@@ -78,6 +81,8 @@ def read_cpus(run_dir: Path, problems: list[str] | None = None) -> dict | None:
         if isinstance(c.get("level"), int) and "shared_cpu_list" in c:
             name = f"L{c['level']}{_CACHE_TYPES.get(str(c.get('type')), '')}"
             cpus.setdefault(cpu, {}).setdefault("caches", {})[name] = c["shared_cpu_list"]
+            if "size" in c:  # (since 7.x's cache-aware scheduling, which sizes a process against its LLC)
+                cpus[cpu].setdefault("cache_sizes", {})[name] = c["size"]
     return {"vendor": vendor, **cpuid, "cpus": {str(k): cpus[k] for k in sorted(cpus)}}
 
 

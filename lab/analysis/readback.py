@@ -111,9 +111,17 @@ def _mask_to_cpus(mask: str) -> list[int] | None:
     return [i for i in range(value.bit_length()) if value >> i & 1]
 
 
+# /proc/schedstat's formats numalab reads (kernel/sched/stats.c's SCHEDSTAT_VERSION): 15 (Debian's 6.1), 16
+# (Debian's 6.12: the load balancer's imbalance counted four ways; the domain line is still "domainN MASK ...") and
+# 17 (7.x: the domain's name before its mask, "domainN MC MASK ...").
+SCHEDSTAT_VERSIONS = frozenset({15, 16, 17})
+_DOMAIN_NAME = re.compile(r"[A-Z][A-Z0-9_]{0,15}")
+
+
 def read_sched_domains(run_dir: Path, problems: list[str] | None = None) -> dict[int, list[dict]]:
-    """cpu -> [{"level", "name", "cpus"}] from /proc/schedstat masks and debugfs names. Lines that are not
-    what the kernel writes are left out and named in ``problems``; this never raises."""
+    """cpu -> [{"level", "name", "cpus"}] from /proc/schedstat masks and debugfs names (version 17's own names
+    where debugfs gives none). A version numalab does not read leaves nothing, named in ``problems``; so do
+    lines that are not what the kernel writes; this never raises."""
     problems = [] if problems is None else problems
     names: dict[tuple[int, int], str] = {}
     dom_text = read_guest_text(run_dir / SCHED_DOMAINS, problems)
@@ -127,9 +135,17 @@ def read_sched_domains(run_dir: Path, problems: list[str] | None = None) -> dict
     if text is None:
         return out
     cpu = None
+    version = None
     for n, line in enumerate(text.splitlines(), 1):
         parts = line.split()
-        if parts and parts[0].startswith("cpu") and parts[0][3:].isdigit():
+        if parts[:1] == ["version"]:
+            version = to_int(parts[1]) if len(parts) == 2 else None
+            if version not in SCHEDSTAT_VERSIONS:
+                said = version if version is not None else shown(" ".join(parts[1:]), 20)
+                problems.append(f"{SCHEDSTAT}: version {said}, which numalab does not read "
+                                f"(it reads {', '.join(map(str, sorted(SCHEDSTAT_VERSIONS)))})")  # fmt: skip
+                return {}
+        elif parts and parts[0].startswith("cpu") and parts[0][3:].isdigit():
             cpu = to_int(parts[0][3:])
             if cpu is None or cpu > MAX_CPU_ID:
                 problems.append(f"{SCHEDSTAT} line {n}: {shown(parts[0], 20)} is not a CPU")
@@ -138,16 +154,26 @@ def read_sched_domains(run_dir: Path, problems: list[str] | None = None) -> dict
             out[cpu] = []
         elif parts and parts[0].startswith("domain") and cpu is not None:
             level = to_int(parts[0][6:])
-            cpus = _mask_to_cpus(parts[1]) if len(parts) > 1 else None
-            if level is None or not 0 <= level < 64 or cpus is None:
-                problems.append(f"{SCHEDSTAT} line {n}: {shown(line)} is not a domain line")
+            named = version is not None and version >= 17  # "domainN NAME MASK ..." since version 17 (Linux 7.x)
+            at = 2 if named else 1
+            cpus = _mask_to_cpus(parts[at]) if len(parts) > at else None
+            own = parts[1] if named and _DOMAIN_NAME.fullmatch(parts[1]) else None
+            if level is None or not 0 <= level < 64 or cpus is None or (named and own is None):
+                problems.append(f"{SCHEDSTAT} line {n}: {shown(line)} is not a domain line of version "
+                                f"{version if version is not None else '15 or 16 (no version line)'}")  # fmt: skip
                 continue
-            out[cpu].append({"level": level, "name": names.get((cpu, level), "?"), "cpus": format_cpulist(cpus)})
+            name = names.get((cpu, level), own or "?")
+            if own is not None and (cpu, level) in names and names[(cpu, level)] != own:
+                problems.append(f"{SCHEDSTAT} line {n}: cpu{cpu} domain{level} is {shown(own, 20)} here and "
+                                f"{shown(names[(cpu, level)], 20)} in {SCHED_DOMAINS}")  # fmt: skip
+            out[cpu].append({"level": level, "name": name, "cpus": format_cpulist(cpus)})
     return out
 
 
-def check_topology(topo: Topology, readback: dict | None, domains: dict[int, list[dict]]) -> list[str]:
-    """Every way the guest's view differs from the spec; [] means it matches."""
+def check_topology(topo: Topology, readback: dict | None, domains: dict[int, list[dict]],
+                   sched: Topology | None = None) -> list[str]:  # fmt: skip
+    """Every way the guest's view differs from the spec; [] means it matches. ``sched``: the topology as the
+    kernel's scheduler sees its distances, when they are not the SLIT's (lab.topology.snc_fix)."""
     if readback is None:
         return ["the guest wrote no topology readback"]
     problems: list[str] = []
@@ -180,7 +206,7 @@ def check_topology(topo: Topology, readback: dict | None, domains: dict[int, lis
         else:
             problems += check_tiers(predict_tiers(topo), readback["memory_tiers"])
     if domains:
-        for cpu, spans in sorted(expected_numa_spans(topo).items()):
+        for cpu, spans in sorted(expected_numa_spans(sched or topo).items()):
             seen = [d["cpus"] for d in domains.get(cpu, []) if d["name"] == "NUMA"]
             if seen != spans:
                 problems.append(f"cpu {cpu} NUMA domain spans {seen} != predicted {spans}")

@@ -147,8 +147,9 @@ def connect_option(container) -> None:
 def kernel_source_options(p: argparse.ArgumentParser, *, series_help: str):
     """--source, --series and --fragment (kernel build and bisect)."""
     g = p.add_argument_group("kernel source")
-    g.add_argument("--source", metavar="DIR|TARBALL|GIT@REV",
-                   help="kernel source (default Debian's linux-source-6.1 tarball); GIT is a path or URL")  # fmt: skip
+    g.add_argument("--source", metavar="DIR|TARBALL|GIT@REV|debian:X.Y",
+                   help="kernel source (default Debian's linux-source-6.1 tarball); GIT is a path or URL; "
+                        "debian:7.3 is Debian's linux-source-7.3, fetched with apt (cached)")  # fmt: skip
     g.add_argument("--series", metavar="DIR|FILE", help=series_help)
     g.add_argument("--fragment", action="append", default=[], metavar="FILE|NAME",
                    help="an extra config fragment, merged after the defaults (repeatable)")  # fmt: skip

@@ -28,8 +28,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab.errors import LabError
+from lab.kernel import kconfig_deps
 from lab.kernel.cache import builds_dir, link_name, read_meta, validate_name
-from lab.kernel.fragments import Fragment, check_config, kconfig_symbols, kernel_version, load_fragments
+from lab.kernel.fragments import (
+    Fragment,
+    check_config,
+    kconfig_symbols,
+    kernel_version,
+    load_fragments,
+    parse_config,
+)
 from lab.kernel.identity import file_build_id, image_identity
 from lab.kernel.patches import Patch, apply_patches, load_patches
 from lab.kernel.sched_ext import SCHEDULERS_DIR, build_examples, check_tools, key_part, wants_schedulers
@@ -168,7 +176,9 @@ def _configure(tree: Path, out: Path, fragments: list[Fragment], log) -> list[st
     merge = ["bash", str(tree / "scripts/kconfig/merge_config.sh"), "-n", "-O", str(out), *paths]
     if _run_logged(merge, tree, log) != 0 or _run_logged(["make", f"O={out}", "olddefconfig"], tree, log) != 0:
         raise LabError(f"kernel config: merge_config.sh/olddefconfig failed (log: {log.name})")
-    notes = check_config(fragments, (out / ".config").read_text(), lambda: kconfig_symbols(tree), kernel_version(tree))
+    config = (out / ".config").read_text()
+    notes = check_config(fragments, config, lambda: kconfig_symbols(tree), kernel_version(tree),
+                         lambda sym: kconfig_deps.explain(tree, sym, parse_config(config)))  # fmt: skip
     for note in notes:
         log.write(f"numalab: note: {note}\n")
     log.flush()
@@ -401,7 +411,7 @@ def build_kernel(req: BuildRequest, progress: Progress) -> BuildResult:
 
 def make_request(source: str | None, patches: list[str] | None, series: str | None, fragments: list[str] | None,
                  name: str | None = None, jobs: int = 0, default_fragments: bool = True,
-                 rebuild: bool = False) -> BuildRequest:  # fmt: skip
+                 rebuild: bool = False, progress: Progress | None = None) -> BuildRequest:  # fmt: skip
     # Cheap checks first, so bad input fails before anything is hashed or extracted.
     loaded_patches = load_patches(patches, series)
     loaded_fragments = load_fragments(fragments, default_fragments)
@@ -411,7 +421,8 @@ def make_request(source: str | None, patches: list[str] | None, series: str | No
         validate_name(name)
     if jobs < 0 or jobs > 4096:  # (0: the host's CPUs, the default)
         raise LabError(f"--make-jobs: must be 1..4096, or 0 for the host's CPUs, got {jobs}")
-    return BuildRequest(resolve_source(source), loaded_patches, loaded_fragments, name, jobs, rebuild)
+    found = resolve_source(source) if progress is None else resolve_source(source, progress)
+    return BuildRequest(found, loaded_patches, loaded_fragments, name, jobs, rebuild)
 
 
 def recipe_request(name: str, recipe: dict, base_dir: Path) -> BuildRequest:

@@ -109,7 +109,7 @@ ESSENTIAL: frozenset[str] = frozenset(
     for s in (
         # the guest boots: 64-bit SMP, PVH entry, ACPI, PCI + virtio-pci, serial console, initramfs
         "64BIT", "SMP", "PVH", "ACPI", "PCI", "VIRTIO_PCI", "TTY", "SERIAL_8250", "SERIAL_8250_CONSOLE",
-        "PRINTK", "BLK_DEV_INITRD", "BINFMT_ELF", "BINFMT_SCRIPT", "PROC_FS", "SYSFS", "DEVTMPFS", "TMPFS",
+        "PRINTK", "BLK_DEV_INITRD", "BINFMT_ELF", "BINFMT_SCRIPT", "PROC_FS", "SYSCTL", "SYSFS", "DEVTMPFS", "TMPFS",
         # the results share: virtio-9p; pvpanic, which a run's panic status is decided on (lab.vm.status)
         "NET", "NET_9P", "NET_9P_VIRTIO", "9P_FS", "PVPANIC",
         # what is measured: NUMA (ACPI SRAT/SLIT) and NUMA balancing, the sched-domain levels, /proc/vmstat's
@@ -166,12 +166,15 @@ def check_config(
     config_text: str,
     symbols: Callable[[], frozenset[str]] | None = None,
     kernel: str = "this kernel",
+    explain: Callable[[str], str] | None = None,
 ) -> list[str]:
     """Check a final .config against the fragments: raise on what matters, return notes on the rest.
 
     ``symbols`` gives the tree's Kconfig symbols (:func:`kconfig_symbols`); it is called only when a
     symbol did not end up as asked. Without it every such symbol is unmet, as before numalab told the
-    two apart. The notes (one line each) are for the build's output and its meta.json."""
+    two apart. ``explain`` says why an unmet symbol is not as asked (:func:`lab.kernel.kconfig_deps.explain`: its
+    dependencies that are off, read from the tree's Kconfig). The notes (one line each) are for the build's
+    output and its meta.json."""
     bad = mismatches(fragments, config_text)
     if not bad:
         return []
@@ -181,10 +184,15 @@ def check_config(
     needed = ESSENTIAL | ESSENTIAL_WHEN_ASKED
     fatal_absent = [m for m in absent if m.symbol in needed or not is_numalab_fragment(m.fragment)]
     problems = []
-    if unmet_:
+    if unmet_ and explain is None:
         problems.append(
             f"{len(unmet_)} fragment symbol(s) not set as requested (unmet dependencies?): "
             + "; ".join(map(str, unmet_))
+        )
+    elif unmet_:
+        problems.append(
+            f"{len(unmet_)} fragment symbol(s) not set as requested: "
+            + "; ".join(_with_reason(m, explain) for m in unmet_)
         )
     if fatal_absent:
         why = [
@@ -201,6 +209,15 @@ def check_config(
         f"kernel config: {m.symbol}={m.want} (from {m.fragment.name}) does not exist in {kernel}: left out"
         for m in absent
     ]
+
+
+def _with_reason(m: Mismatch, explain: Callable[[str], str]) -> str:
+    why = explain(m.symbol)
+    return f"{m}: " + (
+        why
+        or "no dependency of it is off in its Kconfig entry (a value it cannot take, a choice, "
+        "or a dependency numalab cannot read)"
+    )
 
 
 # --- the symbols a tree defines ---------------------------------------------------------------------

@@ -1,7 +1,9 @@
 """Kernel sources: what ``--source`` names, its identity, and a private git tree of it.
 
 A source is Debian's ``linux-source-6.1`` tarball (the default), any other
-tarball, a directory, or ``GIT-PATH-or-URL@REV``. Each gets an identity (the
+tarball, a directory, ``GIT-PATH-or-URL@REV``, or ``debian:X.Y``: Debian's
+``linux-source-X.Y`` fetched with apt (:mod:`lab.kernel.debian_source`), a tarball
+source with its Debian package and version in the record. Each gets an identity (the
 tarball's hash, the commit, a fingerprint of the directory) and, once, a
 private tree under ``<cache>/kernels/src/<id>/tree``: a git repository whose
 ``HEAD`` at creation is the pristine source. Builds reset that tree and apply
@@ -24,11 +26,14 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from lab.errors import LabError
+from lab.kernel.debian_source import fetch as fetch_debian
+from lab.kernel.debian_source import is_debian_spec
 from lab.paths import TOOL_TEXT, cache_dir, cache_root, json_text, write_text_atomic
 
 DEFAULT_TARBALL = Path("/usr/src/linux-source-6.1.tar.xz")
@@ -46,13 +51,17 @@ class Source:
     identity: str  # kind:hash — part of the build cache key
     rev: str = ""  # git: the commit
     content: str = ""  # git: the commit's tree object (its files); a private tree of the very same files is shared
+    debian: tuple[str, str, str] = ()  # debian:X.Y: (package, version, suite) of the tarball apt fetched
 
     @property
     def key(self) -> str:
         return hashlib.sha256(self.identity.encode(errors="surrogateescape")).hexdigest()[:16]  # (a path: any bytes)
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind, "spec": self.spec, "location": self.location, "identity": self.identity}
+        out = {"kind": self.kind, "spec": self.spec, "location": self.location, "identity": self.identity}
+        if self.debian:
+            out["debian"] = dict(zip(("package", "version", "suite"), self.debian))
+        return out
 
 
 def _git(*args: str, cwd: Path | None = None, check: bool = True) -> subprocess.CompletedProcess:
@@ -128,8 +137,13 @@ def _git_source(spec: str) -> Source:
     return Source("git", spec, str(repo.resolve()), f"git:{commit}", commit, tree)
 
 
-def resolve_source(spec: str | None) -> Source:
-    """What a --source names (default: Debian's linux-source-6.1 tarball)."""
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr)
+
+
+def resolve_source(spec: str | None, progress: Progress = _say) -> Source:
+    """What a --source names (default: Debian's linux-source-6.1 tarball); ``progress`` hears of a ``debian:X.Y``
+    download."""
     if spec is None:
         if not DEFAULT_TARBALL.is_file():
             raise LabError(
@@ -137,6 +151,10 @@ def resolve_source(spec: str | None) -> Source:
                 "or make setup)"
             )
         spec = str(DEFAULT_TARBALL)
+    if is_debian_spec(spec):
+        got = fetch_debian(spec, progress)
+        return Source("tarball", spec, str(got.tarball), f"tar:{_file_sha256(got.tarball)}",
+                      debian=(got.package, got.version, got.suite))  # fmt: skip
     path = Path(spec).expanduser()
     if path.is_file():
         return Source("tarball", spec, str(path.resolve()), f"tar:{_file_sha256(path)}")
@@ -146,7 +164,7 @@ def resolve_source(spec: str | None) -> Source:
         return Source("dir", spec, str(path.resolve()), f"dir:{path.resolve()}:{_dir_fingerprint(path)}")
     if "@" in spec:
         return _git_source(spec)
-    raise LabError(f"--source {spec}: no such file or directory (give a tarball, a directory, or GIT@REV)")
+    raise LabError(f"--source {spec}: no such file or directory (give a tarball, a directory, GIT@REV or debian:X.Y)")
 
 
 _ROOT_NAME = re.compile(r"[0-9a-f]{16}")

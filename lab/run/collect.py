@@ -16,6 +16,7 @@ from lab.analysis.metrics import METRIC_KEYS, per_vcpu_second, run_metrics
 from lab.analysis.node_cpu import node_cpu_time
 from lab.analysis.readback import build_id, check_topology, read_sched_domains, read_topology
 from lab.analysis.results import Unpacked, unpack_results
+from lab.analysis.sched_cache import sched_cache_view
 from lab.guest.sched_verbose import check_groups, groups_record, read_sched_groups
 from lab.record_files import (
     CONSOLE_LOG,
@@ -39,6 +40,7 @@ from lab.run.prepare import Prepared
 from lab.run.request import RunRequest, Trip
 from lab.run.scheduler import readback as scheduler_readback
 from lab.topology.cpu_view import ALL_LEVELS, configured_levels
+from lab.topology.snc_fix import FIXING_UP, sched_topology
 from lab.trace.assemble import assemble_run
 from lab.untrusted import read_guest_text, term_safe, to_int
 from lab.vm.console import VmOutcome, check_marks
@@ -141,7 +143,7 @@ def _manifest_inputs(trip: Trip, prep: Prepared, booted: Booted, got: Gathered, 
     """What the run record and the outcome say, classified, for the manifest (lab.run.manifest)."""
     req, d, outcome, unpacked = trip.req, trip.record, booted.outcome, got.unpacked
     data_problems = net.problems  # the guest's files that were not right
-    readback, domains, groups, problems = _guest_view(req, d, outcome, unpacked, net)
+    readback, domains, groups, problems, sched_cache = _guest_view(req, d, outcome, unpacked, net)
     console = _read(d / CONSOLE_LOG)
     release = (read_guest_text(d / UNAME, data_problems) or "").strip()[:256] or None  # (not UTF-8: a problem)
     # (before any timing is taken)
@@ -198,7 +200,8 @@ def _manifest_inputs(trip: Trip, prep: Prepared, booted: Booted, got: Gathered, 
             domains,
             problems,
             net("kernel complaints", read_complaints, [], d),
-            net("sched groups", groups_record, {}, req.topology, groups),
+            groups,
+            sched_cache,
         ),  # fmt: skip
         metrics=metrics,
         files=got.files,
@@ -297,7 +300,9 @@ def _evidence(
 
 def _guest_view(req: RunRequest, d: Path, outcome: VmOutcome, unpacked: Unpacked, net: Net) -> tuple:
     """The guest's own view read back (topology, sched domains, sched groups) and what does not match the
-    topology asked for: (readback, domains, groups, problems)."""
+    topology asked for: (readback, domains, the sched groups' record, problems, the cache-aware scheduling view).
+    The NUMA levels and groups are predicted from the distances the kernel's scheduler uses: the SLIT's, or the
+    SNC-3 fix's where the kernel said it took it (lab.topology.snc_fix)."""
     readback_problems: list[str] = []
     readback = net("topology readback", read_topology, None, d, readback_problems)
     domains = net("sched domains", read_sched_domains, {}, d, readback_problems)
@@ -305,23 +310,33 @@ def _guest_view(req: RunRequest, d: Path, outcome: VmOutcome, unpacked: Unpacked
     if readback is not None and cpus is not None:
         readback["cpus"] = cpus
     problems: list[str] = []
+    sched_cache: dict = {}
+    sched_topo = req.topology
     if outcome.stage("booted"):
         rejected = [p for p in unpacked.problems if p.startswith(READBACK_TAR)]
         if readback is None and rejected:
             problems.append(f"the guest's topology readback was rejected: {rejected[0]}")
         problems += [f"the guest's topology readback is malformed: {p}" for p in readback_problems]
-        problems += net("topology check", check_topology, [], req.topology, readback, domains)
+        sched_topo = sched_topology(req.topology, FIXING_UP in _read(d / DMESG_BOOT))  # (7.x's SNC-3 fix)
+        problems += net("topology check", check_topology, [], req.topology, readback, domains, sched_topo)
         release = (read_guest_text(d / UNAME) or "").strip()[:64] or None
         levels = net("kernel config", _configured_levels, ALL_LEVELS, req.kernel.config)
         problems += net("CPU topology check", check_cpus, [], req.topology, cpus, domains, release, levels)
+        config = _config_text(req.kernel.config)
+        sched_cache = net("cache-aware scheduling", sched_cache_view, {}, req.topology, d, config, cpus, levels,
+                          problems)  # fmt: skip
     groups = net("sched_verbose dump", read_sched_groups, {}, d)  # the groups, against 6.1's construction
-    problems += net("sched groups check", check_groups, [], req.topology, groups) if outcome.stage("booted") else []
-    return readback, domains, groups, problems
+    problems += net("sched groups check", check_groups, [], sched_topo, groups) if outcome.stage("booted") else []
+    return readback, domains, net("sched groups", groups_record, {}, sched_topo, groups), problems, sched_cache
+
+
+def _config_text(config: Path | None) -> str | None:
+    return config.read_text(errors="replace") if config and config.is_file() else None
 
 
 def _configured_levels(config: Path | None) -> frozenset[str]:
     """The SMT, CLS and MC levels the booted kernel's config builds (all of them when it has no config file)."""
-    return configured_levels(config.read_text(errors="replace") if config and config.is_file() else None)
+    return configured_levels(_config_text(config))
 
 
 def _metrics(req: RunRequest, d: Path, outcome: VmOutcome, result: dict | None, net: Callable) -> dict:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab import __version__
@@ -50,6 +50,7 @@ class GuestView:
     problems: list[str]
     kernel_complaints: list
     sched_groups: dict
+    sched_cache: dict = field(default_factory=dict)  # 7.x's cache-aware scheduling (lab.analysis.sched_cache)
 
 
 @dataclass(frozen=True)
@@ -193,6 +194,7 @@ def build(i: ManifestInputs) -> dict:
             "sched_domains": i.guest.sched_domains,
             "kernel_complaints": i.guest.kernel_complaints,  # what the guest kernel logged against its topology
             "sched_groups": i.guest.sched_groups,
+            "sched_cache": i.guest.sched_cache,  # what the kernel said of cache-aware scheduling, and its knobs
         },
         "stages": [
             {"name": s.name, "detail": s.detail, "host_s": round(s.host_s, 2), "uptime": s.guest_uptime}

@@ -84,3 +84,18 @@ def kernel_repo_612(v612) -> Path:
         if not (repo / ".git" / "numalab-test-ready").is_file():
             _make_kernel_repo(repo, SOURCE_612, "v6.12-debian")
     return repo
+
+
+V73_ARGS = ("kernel", "build", "--json", "--source", "debian:7.3", "--name", "v7.3")
+
+
+@pytest.fixture(scope="session")
+def v73() -> dict:
+    """The suite's one 7.x kernel, ``v7.3``: Debian's linux-source-7.3 (trixie-backports, fetched by numalab with
+    its private apt lists: ``--source debian:7.3``) with numalab's default fragments, cache-aware scheduling
+    (SCHED_CACHE) among them; built once (cold: about 6 minutes on this 2-core machine) or found in the cache;
+    ``kernel build --json``'s answer."""
+    with file_lock(cache_dir("test-trees") / ".v7.3-build.lock"):
+        proc = numalab(*V73_ARGS, timeout=3600)
+    assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
+    return json.loads(proc.stdout)

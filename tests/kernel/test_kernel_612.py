@@ -92,8 +92,8 @@ MACHINES = REPO / "tests" / "data" / "workloads"
 @pytest.mark.kernel_build
 def test_612_on_the_machines_of_2026(tmp_path, v612) -> None:
     """Issue 48's known answers on 6.12 (each a short run: numalab's 6.12 boots in 2-4 s here): the CPU view of
-    every new preset is the prediction, with PKG where 6.1 says DIE and no CLS level (numalab's config has no
-    SCHED_CLUSTER, so srf-2s-modules' shared L2 builds none); the SNC-3 machine's SLIT draws the same two
+    every new preset is the prediction, with PKG where 6.1 says DIE and a CLS level where an L2 is shared
+    (numa.config has SCHED_CLUSTER since issue 65: srf-2s-modules' modules); the SNC-3 machine's SLIT draws the same two
     complaints as on 6.1, since the fix (commit 4d6dd05d07d0) came after 6.12; a memoryless node's task gets its
     memory from the nearest node with memory; the uneven machine's node of two LLCs has MC and NODE, its node of
     one LLC MC alone."""
@@ -109,7 +109,7 @@ def test_612_on_the_machines_of_2026(tmp_path, v612) -> None:
         assert m["status"] == "ok" and m["guest_topology_ok"] is True, (preset, m["guest_topology"]["problems"])
     domains = {p: [(d["name"], d["cpus"]) for d in m["guest_topology"]["sched_domains"]["0"]] for p, m in runs.items()}
     assert domains["spr-2s-2llc"] == [("MC", "0-1"), ("PKG", "0-3"), ("NUMA", "0-7")]
-    assert domains["srf-2s-modules"] == [("MC", "0-3"), ("NUMA", "0-7")]
+    assert domains["srf-2s-modules"] == [("CLS", "0-1"), ("MC", "0-3"), ("NUMA", "0-7")]
     # an uneven machine: node 0 holds two LLCs under its NODE level, node 1 one LLC that is the whole node
     assert domains["nps2-uneven-llc"] == [("MC", "0-1"), ("NODE", "0-3"), ("NUMA", "0-5")]
     node1 = runs["nps2-uneven-llc"]["guest_topology"]["sched_domains"]["4"]
@@ -149,9 +149,9 @@ def test_symbols_6_12_does_not_have_fail_when_they_matter(tmp_path) -> None:
                    str(typo), timeout=1800)  # fmt: skip
     assert_one_line_error(
         proc,
-        "kernel config: 1 fragment symbol(s) not set as requested (unmet dependencies?): "
-        "CONFIG_NUMA_BALANCING_DEFAULT_ENABLED=y (got unset, from numa.config); and 2 fragment symbol(s) do not exist "
-        "in Linux 6.12.",
+        "kernel config: 1 fragment symbol(s) not set as requested: CONFIG_NUMA_BALANCING_DEFAULT_ENABLED=y (got unset, "
+        "from numa.config): init/Kconfig:969 'depends on NUMA_BALANCING' is n (NUMA_BALANCING=n); and 2 fragment "
+        "symbol(s) do not exist in Linux 6.12.",
         "CONFIG_NUMA_BALANCING=y (from numa.config, numalab needs it); CONFIG_NUMA_BALANCNG=y (from typo.config)",
     )
 

@@ -60,6 +60,7 @@ OFF = sorted(DATA.glob("ring4-numa01-off-*"))
 
 
 def _readback(tmp_path: Path, topology: bytes = GOOD_TOPOLOGY.encode(), schedstat: bytes = b"") -> Path:
+    tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "topology.txt").write_bytes(topology)
     (tmp_path / "schedstat.txt").write_bytes(schedstat)
     return tmp_path
@@ -88,8 +89,37 @@ def test_a_schedstat_domain_line_that_is_not_a_mask_is_a_problem(tmp_path) -> No
     run = _readback(tmp_path, schedstat=b"version 15\ncpu0 0 0 0\ndomain0 zzz 1 2\ndomain1 f 1 2\n")
     problems: list[str] = []
     domains = read_sched_domains(run, problems)
-    assert problems == ["schedstat.txt line 3: 'domain0 zzz 1 2' is not a domain line"]
+    assert problems == ["schedstat.txt line 3: 'domain0 zzz 1 2' is not a domain line of version 15"]
     assert domains == {0: [{"level": 1, "name": "?", "cpus": "0-3"}]}
+
+
+def test_schedstat_16_and_17_are_read_and_17_names_its_domains(tmp_path) -> None:
+    """6.12 writes version 16 (the mask second), 7.x version 17 ("domainN NAME MASK ..."): both give the same spans;
+    17's names stand where debugfs gave none, and a name that debugfs contradicts is a problem."""
+    v16 = _readback(tmp_path / "16", schedstat=b"version 16\ntimestamp 1\ncpu0 0 0 0\ndomain0 3 1 2\ndomain1 f 1 2\n")
+    problems: list[str] = []
+    assert read_sched_domains(v16, problems) == {0: [{"level": 0, "name": "?", "cpus": "0-1"},
+                                                     {"level": 1, "name": "?", "cpus": "0-3"}]}  # fmt: skip
+    assert problems == []
+    v17 = _readback(tmp_path / "17", schedstat=b"version 17\ntimestamp 1\ncpu0 0 0 0\ndomain0 MC 3 1 2\n"
+                                               b"domain1 NUMA f 1 2\n")  # fmt: skip
+    assert read_sched_domains(v17, problems) == {0: [{"level": 0, "name": "MC", "cpus": "0-1"},
+                                                     {"level": 1, "name": "NUMA", "cpus": "0-3"}]}  # fmt: skip
+    assert problems == []
+    (v17 / "sched-domains.txt").write_text("/sys/kernel/debug/sched/domains/cpu0/domain0/name:PKG\n")
+    read_sched_domains(v17, problems)
+    assert problems == ["schedstat.txt line 4: cpu0 domain0 is 'MC' here and 'PKG' in sched-domains.txt"]
+    bad = _readback(tmp_path / "bad", schedstat=b"version 17\ncpu0 0 0 0\ndomain0 3 1 2\n")
+    problems = []
+    assert read_sched_domains(bad, problems) == {0: []}
+    assert problems == ["schedstat.txt line 3: 'domain0 3 1 2' is not a domain line of version 17"]
+
+
+def test_a_schedstat_version_numalab_does_not_read_is_one_problem_and_no_domains(tmp_path) -> None:
+    run = _readback(tmp_path, schedstat=b"version 18\ncpu0 0 0 0\ndomain0 MC 3 q 1 2\n")
+    problems: list[str] = []
+    assert read_sched_domains(run, problems) == {}
+    assert problems == ["schedstat.txt: version 18, which numalab does not read (it reads 15, 16, 17)"]
 
 
 def test_a_result_of_100000_brackets_or_5000_digits_is_refused() -> None:

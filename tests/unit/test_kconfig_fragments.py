@@ -14,6 +14,7 @@ import pytest
 from lab.errors import LabError
 from lab.kernel import fragments as fr
 from lab.kernel.fragments import ESSENTIAL, check_config, kconfig_symbols, kernel_version, load_fragment, load_fragments
+from lab.kernel.kconfig_deps import evaluate, explain
 
 
 def _config(frags, drop: set[str] = frozenset()) -> str:
@@ -154,3 +155,59 @@ def test_a_tree_without_git_is_scanned_every_time(tmp_path) -> None:
     assert kconfig_symbols(tmp_path) == {"A"}
     os.remove(tmp_path / "Kconfig")
     assert kconfig_symbols(tmp_path) == frozenset()
+
+
+# --- why a symbol is not as asked: its dependencies, read from the tree's Kconfig -------------------------------
+
+KCONFIG_73 = """\
+config NUMA_MIGRATION
+\tbool "NUMA page migration"
+\tdefault y
+\tdepends on NUMA && MMU
+
+config NUMA_BALANCING
+\tbool "Memory placement aware NUMA scheduler"
+\tdepends on ARCH_SUPPORTS_NUMA_BALANCING
+\tdepends on SMP && NUMA_MIGRATION && !PREEMPT_RT
+\thelp
+\t  This option adds support for automatic NUMA aware memory/task placement,
+\t  if the machine has more than one node (a help text's "if" is not a block).
+
+if X86
+config SCHED_CLUSTER
+\tbool "Cluster scheduler support"
+\tdepends on SMP && (ARCH_SUPPORTS_SCHED_CLUSTER || COMPILE_TEST)
+endif
+"""
+
+
+def test_an_unmet_symbol_names_the_dependency_that_is_off(tmp_path) -> None:
+    """7.3's NUMA_BALANCING on 6.x's fragments (issue 65): the error names the line and the term that is n."""
+    (tmp_path / "Kconfig").write_text(KCONFIG_73)
+    final = {"CONFIG_SMP": "y", "CONFIG_NUMA": "y", "CONFIG_ARCH_SUPPORTS_NUMA_BALANCING": "y", "CONFIG_X86": "y",
+             "CONFIG_SCHED_CLUSTER": "n"}  # fmt: skip
+    assert explain(tmp_path, "CONFIG_NUMA_BALANCING", final) == (
+        "Kconfig:9 'depends on SMP && NUMA_MIGRATION && !PREEMPT_RT' is n (NUMA_MIGRATION=n)"
+    )
+    assert explain(tmp_path, "CONFIG_SCHED_CLUSTER", final) == (
+        "Kconfig:17 'depends on SMP && (ARCH_SUPPORTS_SCHED_CLUSTER || COMPILE_TEST)' is n "
+        "(ARCH_SUPPORTS_SCHED_CLUSTER=n, COMPILE_TEST=n)"
+    )
+    assert explain(tmp_path, "CONFIG_SCHED_CLUSTER", final | {"CONFIG_X86": "n"}).startswith("Kconfig:14 'if X86' is n")
+    assert explain(tmp_path, "CONFIG_NUMA_MIGRATION", final | {"CONFIG_MMU": "y"}) == ""  # every dependency holds
+
+
+def test_check_config_with_a_reason_says_it_instead_of_a_guess() -> None:
+    frags = load_fragments()
+    with pytest.raises(LabError) as err:
+        check_config(frags, _config(frags, {"CONFIG_PVPANIC_MMIO"}), _symbols_of(frags), "Linux 7.3.4",
+                     lambda sym: f"{sym} depends on X (X=n)")  # fmt: skip
+    assert str(err.value) == ("kernel config: 1 fragment symbol(s) not set as requested: CONFIG_PVPANIC_MMIO=y (got "
+                              "unset, from base.config): CONFIG_PVPANIC_MMIO depends on X (X=n)")  # fmt: skip
+
+
+def test_kconfig_expressions_follow_kconfig_tristate_logic() -> None:
+    vals = {"CONFIG_A": "y", "CONFIG_B": "m", "CONFIG_S": '"x"'}
+    assert [evaluate(e, vals) for e in ("A && B", "A || C", "!B", "!(A && !C)", "S = \"x\"", "S != \"x\"", "C")] == [
+        1, 2, 1, 0, 2, 0, 0]  # fmt: skip
+    assert evaluate("PAHOLE_VERSION >= 122", vals) is None  # (numbers are not read: no guess)

@@ -14,7 +14,7 @@ LAB = REPO / "lab"
 # between two of them has a direction. A module may import its own package and those before it, never one
 # after it (lab.guest lays out the images it is given, below lab.workloads, which says what a workload needs).
 ORDER = (
-    "__init__", "errors", "untrusted", "datafile", "paths", "cpulist", "events", "record_files", "min_effect",
+    "__init__", "errors", "untrusted", "datafile", "paths", "apt", "cpulist", "events", "record_files", "min_effect",
     "schemas",
     "topology", "kernel", "placement", "vm", "guest", "trace", "workloads", "host", "analysis", "report", "run",
     "matrix", "bisect", "seeds", "cli",

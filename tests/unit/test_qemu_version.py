@@ -149,7 +149,8 @@ def test_a_matrix_setting_chooses_the_qemu(tmp_path) -> None:
 
 def test_what_apt_would_take_from_backports() -> None:
     """make setup-qemu10 downloads exactly the packages apt would take from backports (real apt output)."""
-    from lab.host.qemu_prefix import prefix_dir, upgrade_set
+    from lab.apt import upgrade_set
+    from lab.host.qemu_prefix import prefix_dir
 
     simulated = (
         "Inst qemu-system-x86 [1:7.2+dfsg-7+deb12u18+b3] (1:10.0.2+ds-2+deb13u1~bpo12+1 Debian Backports:"
