@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lab.analysis.residency import stays
+from lab.analysis.residency import BIN_S, MAX_TASKS, interval_seconds, stays
 from lab.cpulist import format_cpulist, parse_cpulist
 from lab.events import MIGRATE_TASK, PROCESS_EXIT, WAKEUP, WAKEUP_NEW, WAKING
 from lab.topology.cpu_view import predict_cpus
@@ -74,23 +74,50 @@ def _split(a: int, b: int, llc: dict[int, int], node: list[int]) -> str | None:
     return "between_llcs" if node[la] == node[lb] else "between_nodes"
 
 
+def _top_share(row: list[float]) -> float | None:
+    total = sum(row)
+    return round(max(row) / total, 4) if total > 0 else None
+
+
 def _residency(
     trace: TraceData, llc: dict[int, int], node: list[int], n_nodes: int, t0: float
 ) -> tuple[dict, set[int]]:
-    """The workload's time per LLC and per node, and its tasks' pids."""
+    """The workload's time per LLC and per node, over the run and each interval (``BIN_S``), and its tasks' pids.
+
+    ``by_interval`` has, per interval, the workload's seconds on each LLC; ``one_llc_share`` the share of each
+    interval's time on that interval's most-used LLC (1.0: the workload was on one LLC; 1/LLCs: spread evenly);
+    ``one_llc_share_late`` the same over the run's second half, when balancing's start-up is over. ``tasks_llc``
+    is each task's most-used LLC per interval (the tasks that spent the most time first, at most
+    :data:`MAX_TASKS`)."""
     by_task = stays(trace, llc, t0)
+    end = max((b for segs in by_task.values() for _a, b, _i in segs), default=t0)
+    n_bins = max(1, int((end - t0) // BIN_S) + (1 if (end - t0) % BIN_S else 0))
     seconds = [0.0] * len(node)
-    for segs in by_task.values():
+    bins = [[0.0] * len(node) for _ in range(n_bins)]
+    per_task = []
+    for pid, segs in by_task.items():
+        own = interval_seconds(segs, n_bins, len(node), t0)
         for a, b, i in segs:
             seconds[i] += max(b - max(a, t0), 0.0)
+        for k, row in enumerate(own):
+            bins[k] = [x + y for x, y in zip(bins[k], row, strict=True)]
+        per_task.append((sum(map(sum, own)), pid, [max(range(len(node)), key=r.__getitem__) if sum(r) else None
+                                                   for r in own]))  # fmt: skip
     per_node = [sum(s for s, n in zip(seconds, node, strict=True) if n == k) for k in range(n_nodes)]
     total = sum(seconds)
+    late = [sum(col) for col in zip(*bins[n_bins // 2 :], strict=True)] if n_bins > 1 else seconds
+    per_task.sort(key=lambda t: (-t[0], t[1]))
     return {
         "tasks": len(by_task),
         "seconds": [round(s, 4) for s in seconds],
         "share": [s / total if total else None for s in seconds],
         "node_seconds": [round(s, 4) for s in per_node],
         "node_share": [s / total if total else None for s in per_node],
+        "bin_s": BIN_S,
+        "by_interval": [[round(x, 3) for x in row] for row in bins],
+        "one_llc_share": [_top_share(row) for row in bins],
+        "one_llc_share_late": _top_share(late),
+        "tasks_llc": [{"pid": pid, "llc": llcs_} for _s, pid, llcs_ in per_task[:MAX_TASKS]],
     }, set(by_task)
 
 

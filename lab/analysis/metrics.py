@@ -318,6 +318,9 @@ def _llc(m: dict) -> dict:
         mig = (view.get("migrations") or {}).get("workload")
         if isinstance(mig, dict) and n_llcs > n_nodes:
             out |= {f"migrations_{k}": mig.get(k) for k in LLC_MIGRATION_KINDS}
+        late = view["residency"].get("one_llc_share_late")
+        if isinstance(late, (int, float)) and n_llcs > 1:  # (one LLC: 100% by construction)
+            out["one_llc_share_late_pct"] = 100.0 * late
     w = wakeups.get("workload") if isinstance(wakeups, dict) else None
     if isinstance(w, dict) and w.get("wakeups"):
         out |= {f"wakeups_{k}_pct": w.get(f"{k}_pct") for k in WAKEUP_KINDS if not never.get(k)}
@@ -391,6 +394,7 @@ METRICS: tuple[Metric, ...] = (
     # the waker's LLC (with --event sched:sched_waking --event sched:sched_wakeup). Mechanism counts.
     Metric("llc.migrations_within_llc", "workload task migrations within an LLC", "migrations", NEUTRAL),
     Metric("llc.migrations_between_llcs", "workload task migrations between LLCs of a node", "migrations", NEUTRAL),
+    Metric("llc.one_llc_share_late_pct", "workload time on its most-used LLC, second half of the run", "%", NEUTRAL),
     Metric("llc.wakeups_waker_llc_pct", "workload wakeups in the waker's LLC", "%", NEUTRAL),
     Metric("llc.wakeups_waker_node_pct", "workload wakeups in another LLC of the waker's node", "%", NEUTRAL),
     Metric("llc.wakeups_other_node_pct", "workload wakeups on another node", "%", NEUTRAL),

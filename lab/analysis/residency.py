@@ -132,7 +132,7 @@ def _timelines(trace: TraceData, node_of: dict[int, int], end: float):
     return changes, life, comm, created, within
 
 
-def _bins(segs: list[tuple[float, float, int]], n_bins: int, n_nodes: int, t0: float) -> list[list[float]]:
+def interval_seconds(segs: list[tuple[float, float, int]], n_bins: int, n_nodes: int, t0: float) -> list[list[float]]:
     out = [[0.0] * n_nodes for _ in range(n_bins)]
     for a, b, node in segs:
         a, b = max(a - t0, 0.0), max(b - t0, 0.0)
@@ -269,7 +269,7 @@ def residency(trace: TraceData, topo: Topology, t0: float) -> dict:
         seq = changes[pid]
         born, died = life[pid]
         segs = _segments(seq, born, died, t0)
-        seconds = _bins(segs, n_bins, topo.n_nodes, t0)
+        seconds = interval_seconds(segs, n_bins, topo.n_nodes, t0)
         nodes = [max(range(topo.n_nodes), key=row.__getitem__) if sum(row) > 0 else None for row in seconds]
         target, target_node = pid in marks, preferred(marks.get(pid, []))
         settled = _settled(nodes, seconds) if target and target_node in (None, seq[-1][1]) else None

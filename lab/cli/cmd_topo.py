@@ -91,14 +91,17 @@ def cmd_topo_list(args: argparse.Namespace) -> int:
 
 
 def cmd_topo_show(args: argparse.Namespace) -> int:
+    from lab.topology.cache_aware import predict_sched_cache  # (on use: start-up time)
     from lab.topology.cpu_view import predict_cpus  # (on use: start-up time)
     from lab.topology.render import cpu_lines, distance_table, group_lines, link_picture  # (on use: start-up time)
 
     topo = _topology(args)
     view = predict(topo)
     cpus_view = predict_cpus(topo)
+    sched_cache = predict_sched_cache(topo)
     if args.json:
-        print(json_text(topo.to_dict() | {"kernel_view": view, "cpu_view": cpus_view}, indent=2))
+        print(json_text(topo.to_dict() | {"kernel_view": view, "cpu_view": cpus_view, "sched_cache": sched_cache},
+                        indent=2))  # fmt: skip
         return 0
     from lab.topology.kernel_warnings import predicted_warnings  # (on use: start-up time)
 
@@ -128,6 +131,10 @@ def cmd_topo_show(args: argparse.Namespace) -> int:
     print("\n".join(group_lines(view)))
     print()
     print("\n".join(cpu_lines(topo, cpus_view)))
+    print(f"cache-aware scheduling (7.x SCHED_CACHE, under sched_verbose): {sched_cache} cache aware scheduling"
+          if sched_cache == "enabling" else
+          f"cache-aware scheduling (7.x SCHED_CACHE, under sched_verbose): cache aware scheduling {sched_cache} on "
+          "this platform (no LLC of several CPUs has a wider parent)")  # fmt: skip
     for w in predicted_warnings(topo):
         print(f"warning: {w}")
     if "memory_tiers" in view:

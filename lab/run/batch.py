@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from lab.analysis.numa import default_events, lean_events
+from lab.analysis.sched_cache import configured
 from lab.analysis.scheduler_class import side_names
 from lab.analysis.stats import DEFAULT_RULE
 from lab.errors import LabError
@@ -87,6 +88,23 @@ def _test_script(test_fault: str) -> str:
     return read_text_file(path, "--test-fault mutate=")
 
 
+def check_llc_knobs(knobs: dict[str, str], kernels: list) -> None:
+    """A cache-aware scheduling knob (``llc_balancing/...``) asked of a kernel whose config shows it has none: one
+    line before any boot (a kernel whose config numalab does not know, such as a bzImage path, is left to the
+    guest, whose init then fails at that knob's stage)."""
+    asked = sorted(k for k in knobs if k.startswith("llc_balancing/"))
+    if not asked:
+        return
+    for k in kernels:
+        if configured(_config_text(k.config)) is False:
+            raise LabError(f"--knob {asked[0]}: kernel {k.name} has no CONFIG_SCHED_CACHE (cache-aware scheduling, "
+                           "7.x: numalab kernel build --source debian:7.3)")  # fmt: skip
+
+
+def _config_text(config: Path | None) -> str | None:
+    return config.read_text(errors="replace") if config is not None and config.is_file() else None
+
+
 def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> list[RunRequest]:
     """The runs ``opts`` asks for (repeats and kernels interleaved A B A B), every value checked first."""
     opts.check()  # (done on construction too; again here for options changed with object.__setattr__)
@@ -97,6 +115,7 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
     names = [k.name for k in kernels]
     if len(set(names)) < len(names):
         raise LabError(f"--kernel: the kernels must have distinct names, got {', '.join(names)}")
+    check_llc_knobs(opts.knob_values(), kernels)
     # The A/B's sides: the kernels, each with the one scheduler; or the schedulers, each on the one kernel.
     sides = [(k, resolve_scheduler(s, k)) for k in kernels for s in opts.schedulers]
     if opts.numa_balancing == "tiering" and not (topo.tiers and topo.tiers.slow_nodes):

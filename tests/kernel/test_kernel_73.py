@@ -13,13 +13,103 @@ import json
 from pathlib import Path
 
 import pytest
-from common import numalab
+from common import numalab, static_workload
 
 ONE_NODE = """name: one-node
 description: One node of four CPUs that share one LLC.
 nodes: 1
 cpus_per_node: 4
 memory_per_node: 512M
+distances: [[10]]
+"""
+
+
+# Known answer 2's process: two threads that share 256 KiB, started on CPUs 0 and 4 (the two LLCs of one node).
+GATHER_C = r"""
+/* gather SECONDS CPU... : one thread per CPU named (the first is the main thread), each held on its CPU for
+ * 0.3 s (so the process starts spread as asked), then free, touching a 256 KiB array the threads share until
+ * SECONDS have passed; prints "loops N". */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#define SHARED (256 * 1024)
+static volatile unsigned char shared[SHARED];
+static double end_at;
+static long loops[64];
+static int cpus[64];
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+static void pin(int cpu) {
+    cpu_set_t s;
+    CPU_ZERO(&s);
+    if (cpu < 0)
+        for (int c = 0; c < CPU_SETSIZE; c++) CPU_SET(c, &s);
+    else
+        CPU_SET(cpu, &s);
+    sched_setaffinity(0, sizeof(s), &s);
+}
+
+static void *worker(void *arg) {
+    long i = (long)arg;
+    pin(cpus[i]);
+    double held = now() + 0.3;
+    while (now() < held)
+        ;
+    pin(-1);
+    while (now() < end_at) {
+        for (int k = 0; k < SHARED; k += 64) shared[k]++;
+        loops[i]++;
+    }
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) return 2;
+    end_at = now() + atof(argv[1]);
+    int n = argc - 2;
+    pthread_t t[64];
+    for (int i = 0; i < n && i < 64; i++) cpus[i] = atoi(argv[2 + i]);
+    for (long i = 1; i < n && i < 64; i++)
+        if (pthread_create(&t[i], NULL, worker, (void *)i)) return 1;
+    worker((void *)0);
+    long total = loops[0];
+    for (int i = 1; i < n && i < 64; i++) {
+        pthread_join(t[i], NULL);
+        total += loops[i];
+    }
+    printf("loops %ld\n", total);
+    return 0;
+}
+"""
+GATHER = """\
+name: gather
+description: two threads that share a 256 KiB array, started on CPUs 0 and 4 (two LLCs of a node), then free
+command: ./gather {duration} 0 4
+files: [gather]
+results:
+  regex: {loops: '^loops (\\d+)$'}
+metrics:
+  - {name: loops, unit: passes, higher_is_better: true}
+"""
+# One node of two LLCs of 4 CPUs: the kernel gives no LLC preference to a process whose running threads, times the
+# SMT threads a core, do not fit 80% of the LLC's CPUs (invalid_llc_nr: fits_capacity(nr_running_avg * smt,
+# llc_size)), so two busy threads need LLCs of 3 CPUs or more.
+ONE_NODE_2LLC = """name: one-node-2llc
+description: One node of 8 CPUs in two LLCs of 4.
+nodes: 1
+cpus_per_node: 8
+memory_per_node: 1G
+packages: 1
+llcs_per_node: 2
 distances: [[10]]
 """
 
@@ -83,4 +173,32 @@ def test_73_traces_numa_balancing_with_cache_aware_scheduling_turned_off(tmp_pat
                                    "overaggr_pct", "imb_pct"}, cache  # fmt: skip
     assert "numa_balancing 1" in m["settings"]["readback"], m["settings"]["readback"]
     assert (out / "uname.txt").read_text().startswith("7.3.")
-    assert m["metrics"]["trace_records"] > 0 and m["metrics"]["vmstat"]["numa_pages_migrated"] > 0, m["metrics"]["vmstat"]
+    vmstat = m["metrics"]["vmstat"]
+    assert m["metrics"]["trace_records"] > 0 and vmstat["numa_pages_migrated"] > 0, vmstat
+
+
+@pytest.mark.vm
+@pytest.mark.kernel_build
+def test_73_gathers_a_process_on_one_llc_only_with_llc_balancing_on(tmp_path, v73) -> None:
+    """Known answer 2: two threads sharing 256 KiB, started on a node's two LLCs and then free, end on one LLC with
+    ``llc_balancing/enabled`` 1 and stay spread with 0. Measured here (4 s runs, the share of the workload's time
+    on the LLC it used most, each second): on 0.72 0.78 in the first second (0.3 s held apart), then 1.0 from the
+    second on, 0.9998 and 1.0 over the second half; off 0.50 throughout, 0.5001 and 0.5001 (two runs each)."""
+    workload = static_workload(tmp_path, "gather", GATHER_C, GATHER)
+    machine = tmp_path / "one-node-2llc.yaml"
+    machine.write_text(ONE_NODE_2LLC)
+    shares = {}
+    for enabled in (1, 0):
+        out = tmp_path / f"llc{enabled}"
+        proc = numalab("run", "--kernel", "v7.3", "--topology", str(machine), "--workload", str(workload),
+                       "--duration", "4", "--knob", f"llc_balancing/enabled={enabled}", "--out", str(out), "--json",
+                       "--timeout", "300", timeout=600)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        m = json.loads(proc.stdout)
+        assert m["status"] == "ok" and m["guest_topology_ok"] is True, m["guest_topology"]["problems"]
+        assert m["guest_topology"]["sched_cache"]["kernel"] == "enabling"
+        residency = m["metrics"]["numa"]["llc"]["residency"]
+        assert residency["tasks"] == 2, residency  # (the main thread is a worker: no idle waiter)
+        shares[enabled] = residency["one_llc_share_late"]
+        print(f"7.3 llc_balancing/enabled={enabled}: one-LLC share by second {residency['one_llc_share']}")
+    assert shares[1] >= 0.9 and shares[0] <= 0.6, shares

@@ -94,6 +94,20 @@ def test_a_node_of_two_llcs_splits_within_and_between_llcs() -> None:
     assert res["node_seconds"] == [3.0, 5.0]
     assert sum(res["share"]) == pytest.approx(1.0) and res["share"][2] == pytest.approx(0.5)
     assert res["node_share"] == pytest.approx([3 / 8, 5 / 8])
+    # over time (1 s intervals): task 10 on LLC 0, 0, then 1 (1.5-3 s), then LLC 3; task 11 on LLC 2 throughout
+    assert res["by_interval"] == [[1.0, 0.0, 1.0, 0.0], [0.5, 0.5, 1.0, 0.0], [0.0, 1.0, 1.0, 0.0],
+                                  [0.0, 0.0, 1.0, 1.0]]  # fmt: skip
+    assert res["one_llc_share"] == [0.5, 0.5, 0.5, 0.5]  # (two tasks on two LLCs: never together)
+    assert res["one_llc_share_late"] == 0.5
+    assert res["tasks_llc"] == [{"pid": 10, "llc": [0, 0, 1, 3]}, {"pid": 11, "llc": [2, 2, 2, 2]}]  # (4 s each)
+
+
+def test_threads_gathered_on_one_llc_read_as_one_llc_share_one() -> None:
+    """Cache-aware scheduling's view (issue 65): two tasks started on two LLCs of a node, one moved to the other's
+    LLC at 1.2 s: each interval's share of the workload's time on its most-used LLC goes from 0.5 to 1."""
+    ev = [new(0.0, 10, 0), new(0.0, 11, 2), mig(1.2, 11, 2, 1), end(4.0, 10), end(4.0, 11)]
+    res = llc_view(TraceData(ev), SPR, 0.0)["residency"]
+    assert res["one_llc_share"] == [0.5, 0.9, 1.0, 1.0] and res["one_llc_share_late"] == 1.0
 
 
 def test_wakeups_in_the_wakers_llc_its_node_and_another_node() -> None:
@@ -215,7 +229,7 @@ def test_the_metrics_are_neutral_compare_rows() -> None:
     assert v["llc.wakeups_waker_node_pct"] == 0.0
     assert v["llc.migrations_between_llcs"] == 1.0 and v["llc.migrations_within_llc"] == 0.0
     keys = [k for k in METRIC_KEYS if k.startswith("llc.")]
-    assert len(keys) == 5 and all(METRIC_KEYS[k].better == NEUTRAL for k in keys)
+    assert len(keys) == 6 and all(METRIC_KEYS[k].better == NEUTRAL for k in keys)
     # one LLC a node: no migration rows (between LLCs is 0 by construction), the wakeup rows stay
     v = metric_values(_manifest(RING4, WAKEUPS))
     assert not any(k.startswith("llc.migrations") for k in v) and "llc.wakeups_waker_llc_pct" in v

@@ -81,3 +81,22 @@ def test_the_view_checks_a_cache_aware_kernel_against_the_prediction(tmp_path) -
     view = sched_cache_view(ring2, _record(tmp_path / "silent", "", ""), config, None, ALL_LEVELS, silent)
     assert silent == [] and view["problems"] == ["dmesg-boot.txt: the kernel has CONFIG_SCHED_CACHE=y but its boot "
                                                  "log does not say whether cache-aware scheduling is on"]  # fmt: skip
+
+
+def test_an_llc_balancing_knob_on_a_kernel_without_cache_aware_scheduling_is_one_line_before_the_boot(tmp_path) -> None:
+    from types import SimpleNamespace
+
+    import pytest
+
+    from lab.errors import LabError
+    from lab.run.batch import check_llc_knobs
+
+    old, new = tmp_path / "old.config", tmp_path / "new.config"
+    old.write_text("CONFIG_SCHED_MC=y\n# CONFIG_SCHED_CACHE is not set\n")
+    new.write_text("CONFIG_SCHED_MC=y\nCONFIG_SCHED_CACHE=y\n")
+    v61, v73 = SimpleNamespace(name="v6.1", config=old), SimpleNamespace(name="v7.3", config=new)
+    check_llc_knobs({"llc_balancing/enabled": "0"}, [v73])
+    check_llc_knobs({"scan_delay_ms": "100"}, [v61])  # (not a cache-aware knob)
+    check_llc_knobs({"llc_balancing/enabled": "0"}, [SimpleNamespace(name="bzimage", config=None)])  # (unknown)
+    with pytest.raises(LabError, match=r"^--knob llc_balancing/enabled: kernel v6.1 has no CONFIG_SCHED_CACHE "):
+        check_llc_knobs({"llc_balancing/enabled": "0"}, [v73, v61])
