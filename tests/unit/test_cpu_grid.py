@@ -13,11 +13,14 @@ from common import BOOT, HOST, assert_one_line_error, numalab
 
 from lab.analysis.cpu_readback import check_cpus, read_cpus
 from lab.analysis.readback import check_topology, read_sched_domains, read_topology
+from lab.analysis.sched_cache import kernel_says
 from lab.errors import LabError
 from lab.placement.pinning import plan_placement
+from lab.topology.cache_aware import predict_sched_cache
 from lab.topology.cpu_view import configured_levels, pkg_level_name, predict_cpus
 from lab.topology.kernel_warnings import predicted_warnings
 from lab.topology.model import topology_from_dict
+from lab.topology.snc_fix import FIXING_UP, sched_topology
 from lab.topology.spec import load_spec, load_topology
 from lab.vm.qemu.qemu_argv import check_firmware_can_boot, check_qemu_can_express, qemu_argv
 
@@ -157,7 +160,9 @@ def test_pkg_level_name_follows_the_release() -> None:
 @pytest.mark.parametrize("view", sorted(p.name for p in VIEWS.iterdir()))
 def test_real_guests_views_match_the_prediction(view: str) -> None:
     """What guests of each new preset wrote (PRESET: Debian's 6.1; PRESET@6.12: numalab's 6.12 build, whose
-    config has no SCHED_CLUSTER) matches the prediction, caches and domains included."""
+    config had no SCHED_CLUSTER then; PRESET@7.3: Debian's 7.3.4 with the fragments of issue 65, /proc/schedstat
+    version 17, SCHED_CLUSTER and SCHED_CACHE) matches the prediction, caches and domains included, and on 7.3 the
+    cache-aware scheduling line and the SNC-3 fix's NUMA levels too."""
     d = VIEWS / view
     topo = load_topology(view.split("@")[0])
     problems: list[str] = []
@@ -165,10 +170,20 @@ def test_real_guests_views_match_the_prediction(view: str) -> None:
     # (a grid shows Intel's CPUID; memoryless-3 has none and keeps QEMU's default, qemu64, an AMD)
     assert problems == [] and cpus["vendor"] == ("GenuineIntel" if topo.cpu_grid else "AuthenticAMD")
     release = (d / "uname.txt").read_text().strip()
-    assert release.startswith("6.12." if view.endswith("@6.12") else "6.1.")
-    levels = configured_levels((d / "config").read_text())
+    version = view.partition("@")[2] or "6.1"
+    assert release.startswith(f"{version}.")
+    config = (d / "config").read_text()
+    levels = configured_levels(config)
     assert check_cpus(topo, cpus, domains, release, levels) == []
-    assert check_topology(topo, read_topology(d), domains) == []
+    dmesg = (d / "dmesg-boot.txt").read_text() if (d / "dmesg-boot.txt").is_file() else ""
+    sched = sched_topology(topo, FIXING_UP in dmesg)
+    assert (sched is not topo) == (view == "gnr-2s-snc3@7.3")  # (7.x's SNC-3 fix, on the one machine it fits)
+    assert check_topology(topo, read_topology(d), domains, sched) == []
+    if version == "7.3":
+        assert (d / "schedstat.txt").read_text().startswith("version 17\n")
+        assert kernel_says(dmesg) == predict_sched_cache(topo, levels) == "enabling"
+    if view == "srf-2s-modules@7.3":  # an L2 a module, and SCHED_CLUSTER: the CLS level
+        assert [x["name"] for x in domains[0]] == ["CLS", "MC", "NUMA"]
     if view == "srf-2s-modules@6.12":  # the L2 is shared, but no CLS level is built without SCHED_CLUSTER
         assert "CLS" not in levels and cpus["cpus"]["0"]["caches"]["L2"] == "0-1"
         assert check_cpus(topo, cpus, domains, release) != []
