@@ -1,7 +1,8 @@
 """7.x's cache-aware scheduling in a run's record: what the kernel said at boot, its ``llc_balancing`` knobs at the
 workload's start and end, each LLC's size as cacheinfo gives it, and the prediction (lab.topology.cache_aware).
 
-The kernel's line comes from the boot log (``sched_verbose``, on every numalab guest's command line): the last of
+The prediction is of the hardware switch: ``enabling`` and ``disabling`` (a kernel whose user switch defaults to 0)
+both say the machine has it. The kernel's line comes from the boot log (``sched_verbose``, on every numalab guest's command line): the last of
 ``enabling cache aware scheduling``, ``disabling cache aware scheduling`` and ``cache aware scheduling not
 supported on this platform``. A kernel built without ``CONFIG_SCHED_CACHE`` (every kernel before 7.x) has no such
 line and no ``llc_balancing/`` directory: its record says ``configured: false`` and nothing is predicted. A
@@ -82,7 +83,9 @@ def sched_cache_view(topo: Topology, run_dir: Path, config_text: str | None, cpu
     end_text = read_guest_text(run_dir / LLC_BALANCING_END, data) if (run_dir / LLC_BALANCING_END).exists() else ""
     end = read_llc_balancing(end_text or "", data, LLC_BALANCING_END)
     predicted = predict_sched_cache(topo, levels) if has or (has is None and says) else None
-    if predicted is not None and says is not None and says != predicted:
+    # "disabling" is a machine that has it with the user switch off (a tree whose default is 0): present all the same
+    present = None if says is None else (ENABLING if says in (ENABLING, DISABLING) else NOT_SUPPORTED)
+    if predicted is not None and present is not None and present != predicted:
         problems.append(f"cache-aware scheduling: the kernel says {says!r} ({DMESG_BOOT}), numalab predicted "
                         f"{predicted!r} for {topo.name}")  # fmt: skip
     elif has and says is None:  # (a boot log that wrapped loses it: said in the record, not a topology problem)

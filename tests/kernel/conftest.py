@@ -99,3 +99,16 @@ def v73() -> dict:
         proc = numalab(*V73_ARGS, timeout=3600)
     assert proc.returncode == 0, proc.stderr[-3000:] + proc.stdout[-3000:]
     return json.loads(proc.stdout)
+
+
+@pytest.fixture(scope="session")
+def kernel_repo_73(v73) -> Path:
+    """Debian's 7.3 source as a git repository tagged ``v7.3-debian`` (as :func:`kernel_repo` for 6.1): a 7.x tree for
+    ``numalab ab``. Made once per machine, after ``v7.3``, whose private tree and warm build directory its kernels
+    share (the same files)."""
+    tarball = Path(v73["source"]["location"])
+    repo = cache_dir("test-trees") / "linux-7.3-git"
+    with file_lock(repo.parent / ".linux-7.3-git.lock"):
+        if not (repo / ".git" / "numalab-test-ready").is_file():
+            _make_kernel_repo(repo, tarball, "v7.3-debian")
+    return repo

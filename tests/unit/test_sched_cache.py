@@ -69,6 +69,9 @@ def test_the_view_checks_a_cache_aware_kernel_against_the_prediction(tmp_path) -
     view = sched_cache_view(ring2, on, config, None, ALL_LEVELS, problems)
     assert problems == [] and view == {"configured": True, "predicted": ENABLING, "kernel": ENABLING,
                                        "start": {"enabled": 1}, "end": {"enabled": 0}, "llc_sizes": {}}  # fmt: skip
+    off = _record(tmp_path / "off", "x: disabling cache aware scheduling\n", "llc_balancing/enabled 0\n")
+    assert sched_cache_view(ring2, off, config, None, ALL_LEVELS, problems)["kernel"] == "disabling"
+    assert problems == []  # (the machine has it; the tree's user switch was 0 at boot)
     wrong = _record(tmp_path / "wrong", "x: cache aware scheduling not supported on this platform\n", "")
     sched_cache_view(ring2, wrong, config, None, ALL_LEVELS, problems)
     assert problems == ["cache-aware scheduling: the kernel says 'not supported' (dmesg-boot.txt), numalab predicted "
