@@ -2,12 +2,12 @@
 workload's start and end, each LLC's size as cacheinfo gives it, and the prediction (lab.topology.cache_aware).
 
 The prediction is of the hardware switch: ``enabling`` and ``disabling`` (a kernel whose user switch defaults to 0)
-both say the machine has it. The kernel's line comes from the boot log (``sched_verbose``, on every numalab guest's command line): the last of
-``enabling cache aware scheduling``, ``disabling cache aware scheduling`` and ``cache aware scheduling not
-supported on this platform``. A kernel built without ``CONFIG_SCHED_CACHE`` (every kernel before 7.x) has no such
-line and no ``llc_balancing/`` directory: its record says ``configured: false`` and nothing is predicted. A
-cache-aware kernel that says otherwise than predicted is a topology problem of the run, as a domain that is not
-predicted is.
+both say the machine has it. The kernel's line comes from the boot log (``sched_verbose``, on every numalab
+guest's command line): the last of ``enabling cache aware scheduling``, ``disabling cache aware scheduling`` and
+``cache aware scheduling not supported on this platform``. A kernel built without ``CONFIG_SCHED_CACHE`` (every
+kernel before 7.x) has no such line and no ``llc_balancing/`` directory: its record says ``configured: false``
+and nothing is predicted. A cache-aware kernel that says otherwise than predicted is a topology problem of the
+run, as a domain that is not predicted is.
 """
 
 from __future__ import annotations
