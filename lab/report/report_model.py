@@ -156,6 +156,7 @@ def run_entry(r: RunRecord, out_dir: Path) -> dict:
         "backend": {k: v for k, v in m.get("backend", {}).items() if k != "argv"},
         "guest_topology_ok": m.get("guest_topology_ok"),
         "guest_topology_problems": (m.get("guest_topology") or {}).get("problems", []),
+        "sched_cache": (m.get("guest_topology") or {}).get("sched_cache") or {},  # 7.x's cache-aware scheduling
         # Re-read from dmesg-boot.txt, so records made before the manifest carried them get them too.
         "guest_kernel_complaints": read_complaints(r.path),
         "trace_incomplete": bool(metrics.get("trace_incomplete")),

@@ -254,6 +254,19 @@ def test_the_report_shows_the_llcs_next_to_the_nodes() -> None:
     assert "By LLC" not in run_views(m | {"run_id": "r"})
 
 
+def test_the_report_shows_each_second_on_one_llc_and_what_a_cache_aware_kernel_said() -> None:
+    ev = [new(0.0, 10, 0), new(0.0, 11, 2), mig(1.2, 11, 2, 1), end(4.0, 10), end(4.0, 11)]
+    m = {"metrics": {"numa": analyse_trace(TraceData(ev), SPR, {e.name for e in default_events()}, 0.0)}}
+    html = run_views(m | {"run_id": "r"})
+    assert "Second by second" in html and "on one LLC %" in html and ">90.0<" in html
+    assert "Over the second half: 100.0% on one LLC." in html and "Cache-aware scheduling" not in html
+    said = {"configured": True, "predicted": "enabling", "kernel": "enabling", "start": {"enabled": 0},
+            "end": {"enabled": 0}}  # fmt: skip
+    html = run_views(m | {"run_id": "r", "sched_cache": said})
+    assert ("Cache-aware scheduling (SCHED_CACHE): the kernel said enabling at boot (numalab predicted enabling); "
+            "llc_balancing/enabled 0 at the workload&#x27;s start, 0 at its end.") in html  # fmt: skip
+
+
 @pytest.mark.skipif(not REAL.is_dir(), reason="no recorded run")
 def test_a_real_run_of_one_llc_a_node_has_no_migrations_between_llcs() -> None:
     """A real default run of numa01 on ring-4 (an LLC a node): every migration is within an LLC or between

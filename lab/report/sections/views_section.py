@@ -167,6 +167,42 @@ def _llc_time(view: dict, llcs: list[dict]) -> str:
     return f"<div><h5>The workload&#x27;s time per LLC</h5>{table(head, rows, 'small', (0, 2, 3, 4, 5))}</div>"
 
 
+def _llc_over_time(view: dict, llcs: list[dict]) -> str:
+    """Each second's time per LLC and its share on the most-used one: where cache-aware scheduling gathers."""
+    res = view.get("residency") or {}
+    by, one = res.get("by_interval"), res.get("one_llc_share")
+    if not res.get("tasks") or not isinstance(by, list) or not isinstance(one, list):
+        return ""
+    rows = []
+    for k, row in enumerate(by[:120]):
+        if not isinstance(row, list):
+            continue
+        share = one[k] if k < len(one) else None
+        pct = 100.0 * share if isinstance(share, (int, float)) else None
+        rows.append([e(k), *(num(x) for x in row[: len(llcs)]), _pct(pct)])
+    head = ["second", *(f"LLC {i} s" for i in range(len(llcs))), "on one LLC %"]
+    late = res.get("one_llc_share_late")
+    said = f"Over the second half: {100.0 * late:.1f}% on one LLC." if isinstance(late, (int, float)) else ""
+    return (
+        f"<div><h5>Second by second</h5>{table(head, rows, 'small', tuple(range(len(head))))}"
+        f'<p class="muted">{e(said)}</p></div>'
+    )
+
+
+def _sched_cache(r: dict) -> str:
+    """What a 7.x kernel said of cache-aware scheduling at boot, and its llc_balancing switch in the run."""
+    sc = r.get("sched_cache")
+    if not isinstance(sc, dict) or not sc.get("configured"):
+        return ""
+    start, end = sc.get("start") or {}, sc.get("end") or {}
+    said = (
+        f"Cache-aware scheduling (SCHED_CACHE): the kernel said {sc.get('kernel') or 'nothing'} at boot "
+        f"(numalab predicted {sc.get('predicted')}); llc_balancing/enabled {start.get('enabled', '?')} at the "
+        f"workload's start, {end.get('enabled', '?')} at its end."
+    )
+    return f'<p class="muted">{e(said)}</p>'
+
+
 def _llc_wakeups(w: dict) -> str:
     rows = [
         [e(label), num(get(w, "workload", k)), _pct(get(w, "workload", f"{k}_pct")), num(get(w, "all", k))]
@@ -198,7 +234,7 @@ def _llc(r: dict) -> str:
     several = len(llcs) > len({x.get("node") for x in llcs})
     if not several and not isinstance(wakeups, dict):
         return ""
-    parts = [_llc_time(view, llcs)] if several else []
+    parts = [_llc_time(view, llcs), _llc_over_time(view, llcs)] if several else []
     mig = view.get("migrations") or {}
     rows = [[e(label), num(get(mig, "workload", k)), num(get(mig, "all", k))] for k, label in MOVES]
     parts.append(f"<div><h5>Task migrations</h5>{table(['', 'workload', 'all tasks'], rows, 'small', (1, 2))}</div>")
@@ -216,7 +252,7 @@ def _llc(r: dict) -> str:
     )
     return (
         f'<div class="views llc"><h4>By LLC</h4><div class="grid">{"".join(parts)}</div>'
-        f'<p class="muted">{e(how)}</p></div>'
+        f'<p class="muted">{e(how)}</p>{_sched_cache(r)}</div>'
     )
 
 
