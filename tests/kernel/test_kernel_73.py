@@ -1,10 +1,14 @@
 """Linux 7.3 (Debian's linux-source-7.3, ``--source debian:7.3``) on the machines of 2026 (issue 65): it builds with
 the default fragments (7.x's NUMA_BALANCING needs NUMA_MIGRATION; SYSCTL carries /proc/sys), boots, writes
 /proc/schedstat version 17 (the domain's name before its mask) and passes the topology checks, and its
-cache-aware scheduling (SCHED_CACHE) is on exactly where numalab predicts.
+cache-aware scheduling (SCHED_CACHE) is on exactly where numalab predicts; then issue 65's known answers 2 to 4:
+a process gathered on one LLC only with llc_balancing on, NUMA balancing against the LLC, and numalab ab from a
+7.3 git tree deciding a cache-aware default in the per-LLC view.
 
-The kernel is tests/kernel/conftest.py's v73 (cold about 6 minutes here; cached, these tests are six short boots
-and one traced run, about a minute and a half).
+The kernel is tests/kernel/conftest.py's v73 (cold 5.5 to 6 minutes here on a quiet machine); kernel_repo_73 is its
+source as a git tree (about a minute to make). Cached, the file takes two and a half minutes: six short boots, one
+traced numa01 run, two, four and six short traced runs of a two-thread process, and the ab's patched kernel (an
+incremental build of fair.c): 2m23s here beside a running make test.
 """
 
 from __future__ import annotations
@@ -24,77 +28,11 @@ distances: [[10]]
 """
 
 
-# Known answer 2's process: two threads that share 256 KiB, started on CPUs 0 and 4 (the two LLCs of one node).
-GATHER_C = r"""
-/* gather SECONDS CPU... : one thread per CPU named (the first is the main thread), each held on its CPU for
- * 0.3 s (so the process starts spread as asked), then free, touching a 256 KiB array the threads share until
- * SECONDS have passed; prints "loops N". */
-#define _GNU_SOURCE
-#include <pthread.h>
-#include <sched.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
-
-#define SHARED (256 * 1024)
-static volatile unsigned char shared[SHARED];
-static double end_at;
-static long loops[64];
-static int cpus[64];
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
-}
-
-static void pin(int cpu) {
-    cpu_set_t s;
-    CPU_ZERO(&s);
-    if (cpu < 0)
-        for (int c = 0; c < CPU_SETSIZE; c++) CPU_SET(c, &s);
-    else
-        CPU_SET(cpu, &s);
-    sched_setaffinity(0, sizeof(s), &s);
-}
-
-static void *worker(void *arg) {
-    long i = (long)arg;
-    pin(cpus[i]);
-    double held = now() + 0.3;
-    while (now() < held)
-        ;
-    pin(-1);
-    while (now() < end_at) {
-        for (int k = 0; k < SHARED; k += 64) shared[k]++;
-        loops[i]++;
-    }
-    return NULL;
-}
-
-int main(int argc, char **argv) {
-    if (argc < 3) return 2;
-    end_at = now() + atof(argv[1]);
-    int n = argc - 2;
-    pthread_t t[64];
-    for (int i = 0; i < n && i < 64; i++) cpus[i] = atoi(argv[2 + i]);
-    for (long i = 1; i < n && i < 64; i++)
-        if (pthread_create(&t[i], NULL, worker, (void *)i)) return 1;
-    worker((void *)0);
-    long total = loops[0];
-    for (int i = 1; i < n && i < 64; i++) {
-        pthread_join(t[i], NULL);
-        total += loops[i];
-    }
-    printf("loops %ld\n", total);
-    return 0;
-}
-"""
 GATHER = """\
 name: gather
-description: two threads that share a 256 KiB array, started on CPUs 0 and 4 (two LLCs of a node), then free
-command: ./gather {duration} 0 4
-files: [gather]
+description: two threads that share 256 KiB, started on CPUs 0 and 4 (two LLCs of a node), then free
+command: ./threads {duration} 256 0 0 4
+files: [threads]
 results:
   regex: {loops: '^loops (\\d+)$'}
 metrics:
@@ -114,12 +52,12 @@ distances: [[10]]
 """
 
 
-# Known answer 3's process: the main thread first touches 4 MiB on CPU 6 (node 1), then it and a second thread
-# are held 0.3 s on CPUs 0 and 3 (node 0's two LLCs) and are free, passing over that memory.
-NUMALLC_C = r"""
-/* numallc SECONDS MIB MEMCPU CPU... : the main thread first touches MIB MiB on MEMCPU (so the memory is on its
- * node), then one thread per CPU named (the main thread is the first) is held 0.3 s on its CPU and is then free,
- * all passing over that memory until SECONDS have passed; prints "loops N". */
+# The process of known answers 2 to 4: threads that share memory, started on the CPUs named and then free.
+THREADS_C = r"""
+/* threads SECONDS KIB MEMCPU CPU... : the main thread first touches KIB KiB on MEMCPU (so the memory is on its
+ * node), then one thread per CPU named (the main thread is the first: no idle waiter) is held 0.3 s on its CPU
+ * (so the process starts where asked) and is then free, all passing over that memory until SECONDS have passed;
+ * prints "loops N". */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
@@ -165,7 +103,7 @@ static void *worker(void *arg) {
 
 int main(int argc, char **argv) {
     if (argc < 5) return 2;
-    size = (size_t)atoi(argv[2]) << 20;
+    size = (size_t)atoi(argv[2]) << 10;
     pin(atoi(argv[3]));
     mem = malloc(size);
     if (!mem) return 1;
@@ -189,8 +127,8 @@ int main(int argc, char **argv) {
 NUMALLC = """\
 name: numallc
 description: two threads started on node 0's two LLCs, over 4 MiB first touched on node 1
-command: ./numallc {duration} 4 6 0 3
-files: [numallc]
+command: ./threads {duration} 4096 6 0 3
+files: [threads]
 results:
   regex: {loops: '^loops (\\d+)$'}
 metrics:
@@ -206,6 +144,11 @@ packages: 2
 llcs_per_node: 2
 distances: [[10, 21], [21, 10]]
 """
+
+
+def _workload(tmp_path: Path, yaml_text: str) -> Path:
+    """THREADS_C built static beside a workload file that runs it as the YAML says (threads.yaml)."""
+    return static_workload(tmp_path, "threads", THREADS_C, yaml_text)
 
 
 def _idle(tmp_path: Path, topology: str, *args: str) -> dict:
@@ -278,7 +221,7 @@ def test_73_gathers_a_process_on_one_llc_only_with_llc_balancing_on(tmp_path, v7
     ``llc_balancing/enabled`` 1 and stay spread with 0. Measured here (4 s runs, the share of the workload's time
     on the LLC it used most, each second): on 0.72 0.78 in the first second (0.3 s held apart), then 1.0 from the
     second on, 0.9998 and 1.0 over the second half; off 0.50 throughout, 0.5001 and 0.5001 (two runs each)."""
-    workload = static_workload(tmp_path, "gather", GATHER_C, GATHER)
+    workload = _workload(tmp_path, GATHER)
     machine = tmp_path / "one-node-2llc.yaml"
     machine.write_text(ONE_NODE_2LLC)
     shares = {}
@@ -311,7 +254,7 @@ def test_ab_from_a_73_tree_decides_a_cache_aware_default_in_the_llc_view(tmp_pat
     the workload's one-LLC share over the second half is 100% on the base and 50% patched, "changed",
     significant. The base shares the v7.3 build's tree and warm build directory (the same files); the patch
     recompiles fair.c."""
-    workload = static_workload(tmp_path, "gather", GATHER_C, GATHER)
+    workload = _workload(tmp_path, GATHER)
     machine = tmp_path / "one-node-2llc.yaml"
     machine.write_text(ONE_NODE_2LLC)
     proc = numalab("ab", str(kernel_repo_73), "--base", "v7.3-debian", "--patch", str(AB_PATCH), "--topology",
@@ -353,7 +296,7 @@ def test_73_numa_balancing_brings_the_memory_and_cache_aware_scheduling_gathers_
 
     The test holds NUMA balancing off as measured, and with it on: off spread; on, gathered unless NUMA balancing
     split the threads over the nodes (each node 15% or more of their time, after a sched_move_numa)."""
-    workload = static_workload(tmp_path, "numallc", NUMALLC_C, NUMALLC)
+    workload = _workload(tmp_path, NUMALLC)
     machine = tmp_path / "two-node-2llc.yaml"
     machine.write_text(TWO_NODE_2LLC)
     for balancing in ("off", "on"):
