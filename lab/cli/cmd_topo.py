@@ -79,14 +79,18 @@ def cmd_topo_list(args: argparse.Namespace) -> int:
         print(json_text(rows, indent=2))
         return 0
     # The SLIT's distinct values (local 10 first); the kernel's distance levels, among CPU nodes only, are
-    # topo show's "kernel view" line.
-    print(f"{'NAME':<15}{'NODES':>6}{'CPUS':>6}{'MEM':>7}  {'SLIT VALUES':<18}{'TYPE':<20}DESCRIPTION")
-    for r in rows:
-        dists = "/".join(map(str, r["slit_distances"]))
-        print(
-            f"{r['name']:<15}{r['nodes']:>6}{r['cpus']:>6}{r['memory_mib']:>6}M  {dists:<18}{r['type']:<20}"
-            f"{r['description']}"
-        )
+    # topo show's "kernel view" line. Each column is as wide as its widest cell, two spaces before the next.
+    header = ("NAME", "NODES", "CPUS", "MEM", "SLIT VALUES", "TYPE", "DESCRIPTION")
+    cells = [
+        (r["name"], str(r["nodes"]), str(r["cpus"]), f"{r['memory_mib']}M", "/".join(map(str, r["slit_distances"])),
+         r["type"], r["description"])
+        for r in rows
+    ]  # fmt: skip
+    widths = [max(len(row[i]) for row in (header, *cells)) for i in range(len(header) - 1)]
+    right = (False, True, True, True, False, False)  # the counts and sizes right-aligned
+    for row in (header, *cells):
+        lead = [c.rjust(w) if r else c.ljust(w) for c, w, r in zip(row, widths, right)]
+        print("  ".join([*lead, row[-1]]))
     return 0
 
 

@@ -185,6 +185,24 @@ def test_list_names_every_preset():
     assert listed == preset_names()
 
 
+def test_list_columns_never_run_together():
+    """Every column of every row is set off from the next by two spaces or more, whatever its width (gnr-2s-snc3's
+    seven SLIT values ran into its TYPE: ``10/15/17/21/23/26/28NUMA_GLUELESS_MESH``)."""
+    proc = numalab("topo", "list")
+    assert proc.returncode == 0, proc.stderr
+    rows = {r["name"]: r for r in json.loads(numalab("topo", "list", "--json").stdout)}
+    header, *lines = proc.stdout.splitlines()
+    assert re.split(r"\s{2,}", header.strip()) == ["NAME", "NODES", "CPUS", "MEM", "SLIT VALUES", "TYPE",
+                                                   "DESCRIPTION"]  # fmt: skip
+    for line in lines:
+        cells = re.split(r"\s{2,}", line.strip(), maxsplit=6)
+        r = rows[cells[0]]
+        slit = "/".join(map(str, r["slit_distances"]))
+        assert cells == [r["name"], str(r["nodes"]), str(r["cpus"]), f"{r['memory_mib']}M", slit, r["type"],
+                         r["description"]], line  # fmt: skip
+    assert len(lines) == len(rows)
+
+
 def test_list_json():
     proc = numalab("topo", "list", "--json")
     assert proc.returncode == 0, proc.stderr
