@@ -10,7 +10,7 @@ import argparse
 from lab.cli.shared_options import duration_option, json_option, schema_command, topology_options, topology_ref
 from lab.guest.init_plan import check_duration
 from lab.paths import json_text
-from lab.untrusted import escape_surrogates
+from lab.untrusted import escape_surrogates, term_safe
 from lab.workloads.metric_declarations import twin_unit_of
 from lab.workloads.registry import WORKLOADS
 from lab.workloads.user_workload import resolve_workload
@@ -86,21 +86,27 @@ def cmd_workload_show(args: argparse.Namespace) -> int:
     if args.json:
         print(json_text(rec, indent=2))
         return 0
-    print(f"{rec['name']}: {rec['description']}")
+    # (a workload file is a user's text: its control characters are shown escaped, never sent to the terminal)
+    print(f"{rec['name']}: {term_safe(rec['description'])}")
     if "source" in rec:
-        print(f"  file:     {rec['source']}")
+        print(f"  file:     {term_safe(rec['source'])}")
     if "folder" in rec:
-        print(f"  folder:   {rec['folder']}")
-    print(f"  command on {rec['topology']} for {rec['duration_s']:g} s:\n    {rec['command']}")
+        print(f"  folder:   {term_safe(rec['folder'])}")
+    command = term_safe(rec["command"], newlines=True).replace("\n", "\n    ")
+    print(f"  command on {rec['topology']} for {rec['duration_s']:g} s:\n    {command}")
     carried = [*rec["programs"], *rec["tools"], *rec.get("files", [])]
-    print(f"  carries:  {', '.join(carried) or '-'}")
+    print(f"  carries:  {', '.join(map(term_safe, carried)) or '-'}")
     if rec.get("packages"):
-        print(f"  packages: {', '.join(rec['packages'])}")
+        print(f"  packages: {', '.join(map(term_safe, rec['packages']))}")
     print("  metrics:")
-    for m in rec["metrics"]:
+    # (a metric's name is at most 64 characters, a unit 32, more escaped: the columns fit them, never run together)
+    units = [term_safe(m["unit"]) for m in rec["metrics"]]
+    name_width = max([40, *(len(m["metric"]) + 2 for m in rec["metrics"])])
+    width = max([12, *(len(u) + 2 for u in units)])
+    for m, unit in zip(rec["metrics"], units):
         twin = f"  (per vCPU CPU-second: {m['twin_of']})" if "twin_of" in m else ""
         effect = f"  min effect {m['min_effect_pct']:g}%" if "min_effect_pct" in m else ""
-        print(f"    {m['metric']:<40}{m['unit']:<12}{m['better']:<7}{m['mean']}{twin}{effect}")
+        print(f"    {m['metric']:<{name_width}}{unit:<{width}}{m['better']:<7}{m['mean']}{twin}{effect}")
     return 0
 
 

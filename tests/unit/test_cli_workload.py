@@ -4,6 +4,7 @@ entry declares, one workload's command on a topology, and a workload file checke
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,26 @@ def test_show_checks_a_workload_file_without_booting(tmp_path: Path) -> None:
 )
 def test_bad_input_is_one_line(args: tuple[str, ...], needle: str) -> None:
     assert_one_line_error(numalab("workload", *args), needle)
+
+
+def test_show_escapes_the_control_characters_of_a_workload_file(tmp_path: Path) -> None:
+    """What a user's workload file says (its description, command, file names, metric units) reaches the terminal
+    with its control characters escaped: an ESC or a BEL there could retitle the window or clear the screen."""
+    script = "run\x1b[2J.sh"
+    (tmp_path / script).write_text('#!/bin/sh\necho "R {\\"ops\\": 1}"\n')
+    (tmp_path / "w.yaml").write_text(
+        'name: mine\ndescription: "a \\x1b]0;pwned\\x07 title\\rand\\x9b2J"\ncommand: "./run\\x1b[2J.sh {cpus}"\n'
+        'files: ["run\\x1b[2J.sh"]\nresults: {json-line: "R "}\n'
+        'metrics:\n  - {name: ops, unit: "\\x1b[31m1/s", higher_is_better: true}\n'
+    )
+    proc = numalab("workload", "show", str(tmp_path / "w.yaml"), "--topology", "ring-2")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f]", out), repr(out)
+    assert "mine: a \\x1b]0;pwned\\x07 title\\x0dand\\x9b2J" in out
+    assert "./run\\x1b[2J.sh 4" in out  # the command
+    assert "carries:  run\\x1b[2J.sh" in out  # the file it carries
+    assert "\\x1b[31m1/s" in out  # the metric's unit
+    # --json keeps the text as it is: JSON escapes it
+    rec = json.loads(numalab("workload", "show", str(tmp_path / "w.yaml"), "--topology", "ring-2", "--json").stdout)
+    assert rec["description"] == "a \x1b]0;pwned\x07 title\rand\x9b2J" and rec["files"] == [script]
