@@ -15,7 +15,7 @@ from pathlib import Path
 
 from lab.datafile import MAX_SPEC_BYTES, read_bytes, text_of
 from lab.errors import LabError
-from lab.untrusted import escape_surrogates
+from lab.untrusted import escape_surrogates, term_safe
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -42,10 +42,24 @@ def resolved(path: Path, label: str) -> Path:
         raise LabError(f"{label}: {why or err}") from None
 
 
+def printable_path(path: Path | str, label: str) -> None:
+    """A one-line error naming ``label`` and ``path`` (its control characters as ``\\xNN``) if ``path`` is not one
+    printable line, as --append must be: a newline, a tab or another control character in a path numalab writes
+    to would break the lines it prints and writes the path in (progress, the records' text files). A byte that is
+    not UTF-8 is :func:`utf8_path`'s to name."""
+    if escape_surrogates(str(path)).isprintable():
+        return
+    shown = term_safe(path).replace("\t", "\\x09")  # (term_safe keeps tabs, which a LabError makes spaces)
+    raise LabError(f"{label} {shown}: not one printable line (a newline, a tab or another control "
+                   "character); choose a printable name")  # fmt: skip
+
+
 def utf8_path(path: Path | str, label: str) -> None:
     """A one-line error naming ``label`` and ``path`` (its bytes that are not UTF-8 as ``\\xNN``) if ``path``,
-    made absolute (the current directory counts), is not UTF-8: for a directory numalab writes a record into,
-    whose path its UTF-8 text files (the QEMU command line, the manifest, the report) carry."""
+    made absolute (the current directory counts), is not UTF-8 or not one printable line (:func:`printable_path`): for
+    a directory numalab writes a record into, whose path its UTF-8 text files (the QEMU command line, the manifest,
+    the report) carry."""
+    printable_path(path, label)
     given, whole = str(path), os.path.abspath(path)
     if escape_surrogates(whole) == whole:
         return

@@ -14,6 +14,7 @@ from lab.cli.common import progress, warn
 from lab.cli.shared_options import (
     json_option,
     memory_options,
+    out_option,
     pinning_option,
     schema_command,
     size_options,
@@ -347,7 +348,7 @@ def add_parser(sub) -> None:
         action="store_true",
         help="make the CPU-less nodes a slower memory tier (dax kmem, like CXL memory; see README 'Memory tiers')",
     )
-    q.add_argument("--out", metavar="FILE", help="write the spec here (default: standard output)")
+    out_option(q, "FILE", "write the spec here (default: standard output)")
     json_option(q)
     q.set_defaults(func=cmd_topo_import)
     schema_command(tsub, "topology", "topology specs")

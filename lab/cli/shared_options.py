@@ -24,6 +24,7 @@ from lab.errors import LabError
 from lab.guest.init_plan import TRACE_MODES
 from lab.min_effect import DEFAULT_PCT as DEFAULT_MIN_EFFECT
 from lab.min_effect import parse_pct
+from lab.paths import printable_path
 from lab.placement.pinning import BACKINGS, PINNINGS
 from lab.run.access_matrix import CLOCK_STATUS as ACCESS_CLOCK_STATUS
 from lab.run.access_matrix import STATUS as ACCESS_STATUS
@@ -485,8 +486,17 @@ def make_jobs_option(container) -> None:
 # --- output --------------------------------------------------------------------------------------------------
 
 
+def _out_arg(text: str) -> Path:
+    """--out's path: one printable line (lab.paths.printable_path), for every command that writes one."""
+    try:
+        printable_path(text, "--out")
+    except LabError as err:
+        raise argparse.ArgumentTypeError(str(err).removeprefix("--out ")) from None
+    return Path(text)
+
+
 def out_option(container, metavar: str, help_: str, *, required: bool = False) -> None:
-    container.add_argument("--out", type=Path, metavar=metavar, required=required, help=help_)
+    container.add_argument("--out", type=_out_arg, metavar=metavar, required=required, help=help_)
 
 
 def schema_command(sub, kind: str, files: str) -> None:

@@ -257,3 +257,28 @@ def test_matrix_check_refuses_a_qemu_that_does_not_answer_as_qemu(tmp_path) -> N
                                    "settings: [{name: t, qemu: /bin/true}]\n")  # fmt: skip
     assert_one_line_error(numalab("matrix", "check", str(m)), str(m), "settings t: --qemu /bin/true: '--version'",
                           "not a QEMU")  # fmt: skip
+
+
+def test_an_out_path_that_is_not_one_printable_line_is_refused(tmp_path) -> None:
+    """--out takes one printable line, as --append does: a newline, a tab or another control character in the path
+    is refused, naming --out, before anything is written or booted (run's kernel is left not there, so that a run
+    that took the path would stop at it, not boot)."""
+    from lab.errors import LabError
+    from lab.run.options import RunOptions
+
+    with pytest.raises(LabError, match=r"^--out .*run\\x0axyz: not one printable line"):
+        RunOptions(out=tmp_path / "run\nxyz")
+    with pytest.raises(LabError, match=r"^--runs-dir .*runs\\x1b\[2J: not one printable line"):
+        RunOptions(runs_dir=tmp_path / "runs\x1b[2J")
+    no_kernel = ("--kernel", str(tmp_path / "no-bzImage"))
+    cases = [
+        ("run", "--topology", "ring-2", "--workload", "idle", "--duration", "1", "--accel", "tcg", *no_kernel,
+         "--out", str(tmp_path / "run\nxyz")),
+        ("report", str(REPO / "tests/data/runs/ring2-idle"), "--out", str(tmp_path / "r\tx.html")),
+        ("topo", "import", "--hwloc-synthetic", "pack:1 numa:2 core:2 pu:1", "--out", str(tmp_path / "t\x07.yaml")),
+    ]  # fmt: skip
+    for argv in cases:
+        proc = numalab(*argv, timeout=120)
+        assert_one_line_error(proc, "--out", "not one printable line")
+        assert "\n" not in proc.stderr.rstrip("\n") and "\x07" not in proc.stderr, proc.stderr
+    assert os.listdir(tmp_path) == []
