@@ -404,6 +404,8 @@ def import_spec(
             "topo import: give one of a file (numactl -H output or hwloc XML, - for stdin), --from-sysfs [ROOT] "
             "or --hwloc-synthetic DESC"
         )
+    if name is not None:  # (--name "" is a name given empty, refused, not the file's)
+        check_name(name, "--name")
     mem = parse_mib(mem_per_node, "--mem-per-node")
     source: Machine | GridMachine
     if from_sysfs is not None:
@@ -418,7 +420,7 @@ def import_spec(
             source = parse_hwloc_xml(data, label)
         else:
             source = parse_numactl(_numactl_text(data, label), file)
-    name = name or safe_name(default_name)
+    name = safe_name(default_name) if name is None else name
     if isinstance(source, GridMachine):
         return grid_spec(source, name, cpus_per_node, mem, slow_cpuless)
     cpn = 2 if cpus_per_node is None else cpus_per_node

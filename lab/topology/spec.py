@@ -230,8 +230,9 @@ def load_spec(data: object, where: str, name: str | None = None, schema_checked:
         matrix = _from_rule(data, n, links) if "distance" in data else _explicit(data["distances"], n)
         threads = data.get("threads", 1)
         topo = Topology(
-            # (checked here, where names come from, not in validate(): old run records keep theirs)
-            name=check_name(data.get("name") or name or "custom", "name"),
+            # (checked here, where names come from, not in validate(): old run records keep theirs; a name given
+            # empty is refused, not taken for the file's)
+            name=check_name(data["name"] if "name" in data else name or "custom", "name"),
             nodes=tuple(nodes),
             distances=tuple(tuple(r) for r in matrix),
             threads=threads,
@@ -286,8 +287,9 @@ def load_topology(name_or_path: str, cache: bool = True) -> Topology:
 
 
 # The cache's entries are named with this: a spec an older reader accepted (a duplicate key, say) is read again,
-# and an older reader never takes a newer one's entry (v4: a node's llcs:, which v3's schema refuses).
-_CACHE_VERSION = "v4"
+# and an older reader never takes a newer one's entry (v4: a node's llcs:, which v3's schema refuses; v5: a blank
+# name, which v4's schema took).
+_CACHE_VERSION = "v5"
 
 
 def _parse_yaml(text: str, path: Path, cache: bool = True):

@@ -12,7 +12,8 @@ import pytest
 from common import REPO, assert_one_line_error, numalab
 
 from lab.cli.main import build_parser
-from lab.topology.spec import load_topology, preset_names
+from lab.errors import LabError
+from lab.topology.spec import load_spec, load_topology, preset_names
 
 DATA = REPO / "tests" / "data" / "topologies"
 INVALID = sorted(DATA.glob("invalid-*.yaml"))
@@ -84,6 +85,22 @@ def test_yaml_that_is_not_a_spec(tmp_path, text, field):
     path = tmp_path / "odd.yaml"
     path.write_text(text)
     assert_one_line_error(numalab("topo", "check", str(path)), str(path), field)
+
+
+@pytest.mark.parametrize("name", ['""', "' '", "'\t'"])
+def test_a_blank_name_is_refused_not_taken_for_the_files(tmp_path, name):
+    """``name: ""`` was taken as no name at all, and the file's stem used without a word."""
+    path = tmp_path / "box.yaml"
+    path.write_text(f"name: {name}\nnodes: 2\ncpus_per_node: 1\nmemory_per_node: 256M\nlinks: [[0, 1]]\n"
+                    "distance: {per_hop: 10}\n")  # fmt: skip
+    for cmd in ("check", "show"):
+        assert_one_line_error(numalab("topo", cmd, str(path)), f"{path}: name: expected a non-blank name")
+    data = {"name": "", "nodes": 1, "cpus_per_node": 1, "memory_per_node": "256M", "distances": [[10]]}
+    for checked in (False, True):  # (the loader refuses it even where the schema's check was made before)
+        with pytest.raises(LabError, match=r"^x\.yaml: name: "):
+            load_spec(data, "x.yaml", name="x", schema_checked=checked)
+    assert_one_line_error(numalab("topo", "import", "--hwloc-synthetic", "pack:1 numa:2 core:2 pu:1", "--name", ""),
+                          "--name: '' is not a usable name")  # fmt: skip
 
 
 @pytest.mark.parametrize(
