@@ -25,7 +25,7 @@ from lab.guest.init_plan import KERNEL_CMDLINE
 from lab.paths import json_text, write_text_atomic
 from lab.placement.host_inventory import read_inventory
 from lab.placement.pinning import Backing, plan_placement
-from lab.topology.kernel_view import predict
+from lab.topology.kernel_view import distance_notes, predict
 from lab.topology.tiers import describe
 
 
@@ -142,6 +142,8 @@ def cmd_topo_show(args: argparse.Namespace) -> int:
           "this platform (no LLC of several CPUs has a wider parent)")  # fmt: skip
     for w in predicted_warnings(topo):
         print(f"warning: {w}")
+    for note in distance_notes(topo):
+        print(f"note: {note}")
     if "memory_tiers" in view:
         print()
         print(describe(view["memory_tiers"]))
@@ -159,6 +161,8 @@ def cmd_topo_check(args: argparse.Namespace) -> int:
     )
     for w in predicted_warnings(topo):
         warn(f"{topo.source or topo.name}: {w}")
+    for note in distance_notes(topo):
+        progress(f"note: {topo.source or topo.name}: {note}")
     return 0
 
 
@@ -264,8 +268,8 @@ def add_parser(sub) -> None:
     json_option(q)
     q = topo_cmd("check", cmd_topo_check, "validate a spec (exit 0 if valid, one-line error otherwise)")
     q.epilog = ("A remote SLIT distance is 11..255. 255, ACPI's 'unreachable', is accepted as a distance: QEMU "
-                "passes it on and the Linux kernel takes it as one (the farthest level), which a spec may want. "
-                "A link listed twice is refused.")  # fmt: skip
+                "passes it on and the Linux kernel takes it as one (the farthest level), which a spec may want; "
+                "check and show say so in a note. A link listed twice is refused.")  # fmt: skip
     for name, func, help_ in (
         ("qemu-args", cmd_topo_qemu_args, "print the QEMU command line for a topology"),
         ("libvirt-xml", cmd_topo_libvirt_xml, "print the libvirt domain XML for a topology"),

@@ -25,7 +25,7 @@ domain dump; ``visible`` says, per node, which levels survive.
 from __future__ import annotations
 
 from lab.cpulist import format_cpulist
-from lab.topology.model import RECLAIM_DISTANCE, Topology
+from lab.topology.model import MAX_DISTANCE, RECLAIM_DISTANCE, Topology
 from lab.topology.sched_groups import group_summary
 from lab.topology.tiers import predict_tiers
 
@@ -85,6 +85,24 @@ def predict(topo: Topology) -> dict:
         "level_detail": levels,
         "sched_groups": group_summary(topo),
     } | ({"memory_tiers": predict_tiers(topo)} if topo.tiers else {})
+
+
+def distance_notes(topo: Topology) -> list[str]:
+    """What the guest makes of a SLIT value that means something else elsewhere: 255 (MAX_DISTANCE) is ACPI's
+    'unreachable', and Linux reads it as an ordinary distance: ``sched_init_numa()`` takes every value below
+    ``1 << DISTANCE_BITS`` (256) as a level (6.1, 6.12 and 7.3), and the SRAT code any remote value above 10."""
+    d = topo.distances
+    pairs = [
+        (i, j) for i in range(topo.n_nodes) for j in range(i + 1, topo.n_nodes) if MAX_DISTANCE in (d[i][j], d[j][i])
+    ]
+    if not pairs:
+        return []
+    shown = ", ".join(f"{i}-{j}" for i, j in pairs[:4]) + (f" and {len(pairs) - 4} more" if len(pairs) > 4 else "")
+    return [
+        f"distance {MAX_DISTANCE} (nodes {shown}) is ACPI's 'unreachable', which Linux reads as an ordinary distance, "
+        "the farthest: a NUMA level spans it (between nodes with CPUs) and memory is allocated across it; the guest "
+        "gets the value as written, every node within reach"
+    ]
 
 
 def expected_numa_spans(topo: Topology) -> dict[int, list[str]]:

@@ -103,6 +103,27 @@ def test_a_blank_name_is_refused_not_taken_for_the_files(tmp_path, name):
                           "--name: '' is not a usable name")  # fmt: skip
 
 
+def test_slit_255_is_a_distance_and_said_to_be_one(tmp_path):
+    """255 is ACPI's 'unreachable', which Linux does not read as such: sched_init_numa() takes every distance below
+    1 << DISTANCE_BITS (256) as a level, and its farthest NUMA level spans the nodes at 255 (6.1, 6.12 and 7.3's
+    kernel/sched/topology.c; the SRAT code takes any SLIT entry above 10). numalab keeps it as the distance the
+    guest gets (issue 38) and says so, not without a word (issue 71)."""
+    path = tmp_path / "far.yaml"
+    path.write_text("nodes: 3\ncpus_per_node: 1\nmemory_per_node: 256M\n"
+                    "distances: [[10, 20, 255], [20, 10, 255], [255, 255, 10]]\n")  # fmt: skip
+    check = numalab("topo", "check", str(path))
+    assert check.returncode == 0, check.stderr
+    assert check.stdout.startswith(f"{path}: ok (3 nodes")
+    note = (f"numalab: note: {path}: distance 255 (nodes 0-2, 1-2) is ACPI's 'unreachable', which Linux reads as "
+            "an ordinary distance, the farthest: a NUMA level spans it")  # fmt: skip
+    assert [ln for ln in check.stderr.splitlines() if ln.startswith(note)], check.stderr
+    show = numalab("topo", "show", str(path))
+    assert show.returncode == 0, show.stderr
+    assert "level 2 NUMA distance 255" in " ".join(show.stdout.split())
+    assert "note: distance 255 (nodes 0-2, 1-2) is ACPI's 'unreachable'" in show.stdout
+    assert "distance 255" not in numalab("topo", "check", "ring-4").stderr
+
+
 @pytest.mark.parametrize(
     "options, needles",
     [
