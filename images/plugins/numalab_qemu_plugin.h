@@ -84,7 +84,7 @@ void qemu_plugin_register_atexit_cb(qemu_plugin_id_t id, qemu_plugin_udata_cb_t 
 /* Declared weak: a QEMU that does not have them leaves them NULL, and the plugin still loads.
  * QEMU 9.0+: the right to control the guest's time (one plugin at a time), an opaque handle or NULL. */
 const void *qemu_plugin_request_time_control(void) __attribute__((weak));
-/* Only in a QEMU built with numalab's patch (images/qemu/icount-charge.patch): under -icount, move the
+/* Only in a QEMU built with numalab's patch (images/qemu/0001-plugins-charge-ns-to-the-icount-clock.patch): under -icount, move the
  * virtual clock forward by ns, as a stall of the running vCPU; from a vCPU callback. true if charged. */
 bool qemu_plugin_charge_ns(const void *handle, int64_t ns) __attribute__((weak));
 /* Only in a QEMU built with numalab's patch (images/qemu/0008): under -icount, the guest time (ns) of the vCPU

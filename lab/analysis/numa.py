@@ -192,7 +192,8 @@ ANALYSES = (
     Analysis("migrate_pages", (MIGRATE_PAGES,), migrate_pages,
              fields=("nr_succeeded", "nr_failed", "nr_thp_succeeded", "nr_thp_failed", "nr_thp_split", "reason")),
     # Every task migration (sched_migrate_task) is far more than the NUMA decisions: traced by default for the
-    # residency, with the trace buffer sized for it (lab.run.options.TRACE_BUFFER_KB; its cost: docs/reports.md).
+    # residency, with the trace buffer sized for it (lab.run.options.RunOptions.trace_buffer_kb; its cost:
+    # docs/reports.md).
     Analysis("cross_node_lb", (MIGRATE_TASK,), cross_node_lb, fields=("orig_cpu", "dest_cpu")),
     Analysis("residency", (MIGRATE_TASK, WAKEUP_NEW), residency, fields=("comm", "pid", "orig_cpu", "dest_cpu",
              "target_cpu"), optional=(PROCESS_EXIT, *NUMA_DECISIONS)),

@@ -5,7 +5,7 @@
     name: ci-smoke
     topologies: [ring-2, ring-4, {name: ring-8, cpus_per_node: 1}]
     kernels: [stock, {name: patched, path: /path/to/bzImage},
-              {name: revert, build: {patches: [kernel-configs/patches/x.patch]}}]
+              {name: revert, build: {patches: [kernel-configs/patches/seed003-revert-numa-imbalance-min.patch]}}]
     workloads: [numa01, {name: pairs, duration: 10}, my-repro.yaml]   # a workload file: relative to this one
     settings: [{name: on}, {name: off, numa_balancing: off, knobs: {scan_delay_ms: 100}},
                {name: qemu10, qemu: backports},   # qemu: system (default), backports, charge, or a path

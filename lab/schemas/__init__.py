@@ -3,7 +3,8 @@
 enums and ranges. What needs more than one field or the host (a SLIT's symmetry, node ids 0..n-1, a metric name
 that clashes with a built-in, a file that must exist) stays with each loader.
 
-An editor that reads JSON Schema completes and checks a spec file with the same schema (docs/schemas.md).
+An editor that reads JSON Schema completes and checks a spec file with the same schema (docs/topologies.md,
+"Checking a spec as you write it").
 
 A failed check is one :class:`LabError` line naming the field path (``nodes[2].cpus: expected an integer, got
 'x'``), the loader prefixing the file. A schema may give a subschema an ``errorMessage`` (ajv-errors' keyword,

@@ -2,7 +2,7 @@
 # The access-matrix plugin's slowdown: the same small run plain, sampled (--access-sample 64, the
 # default) and counting every access (--access-sample 1), interleaved, REPEATS times each. Under
 # real-time TCG the workload runs for its duration either way, so the slowdown shows as lost
-# throughput (numa01's GB/s) and a longer boot. The slowdown is the report's (lab.analysis.access.slowdown):
+# throughput (numa01's GB/s) and a longer boot. The slowdown is the report's (lab.analysis.access_counts.slowdown):
 # Hmean GB/s of the plain runs over Hmean GB/s of a configuration's; runs that never finished
 # numa01-thread-alloc's prefault (their GB/s counts page faults) are flagged and left out of both.
 # Prints figures; not a pass/fail test.
@@ -29,11 +29,12 @@ for i in $(seq "$repeats"); do
   done
 done
 "$VENV/bin/python" - "$out" "$repeats" <<'PY'
-# The slowdown as the report computes it (lab.analysis.access.slowdown): Hmean GB/s of the plain runs over
+# The slowdown as the report computes it (lab.analysis.access_counts.slowdown): Hmean GB/s of the plain runs over
 # Hmean GB/s of a configuration's runs; runs that never finished the prefault are flagged and left out.
 import json, statistics, sys
 from pathlib import Path
-from lab.analysis.access import hmean, prefault_unfinished, slowdown
+from lab.analysis.access_counts import prefault_unfinished, slowdown
+from lab.analysis.stats import hmean
 out, repeats = Path(sys.argv[1]), int(sys.argv[2])
 rows = {}
 for cfg in ("plain", "s64", "s1"):

@@ -7,8 +7,8 @@ One outer guest (``numalab nested --libvirt-host``'s: ring-2, 2 CPUs and 3 GiB a
 nested tier's 2-node guest serves) boots on the chosen QEMU (``--qemu``, resolved as ``numalab run --qemu``;
 default the system's). Once it serves, N KVM probe domains are started on it one after another, each the
 probe ``numalab run --accel auto`` starts on a libvirt host (lab.host.accel.probe through
-lab.vm.libvirt.LibvirtBackend over the guest's qemu+ssh URI): a 1-vCPU transient domain of type kvm whose
-init prints a marker and powers off. Each domain's start and end are inner KVM's first VM and last, so KVM
+lab.vm.libvirt.libvirt_backend.LibvirtBackend over the guest's qemu+ssh URI): a 1-vCPU transient domain of type kvm
+whose init prints a marker and powers off. Each domain's start and end are inner KVM's first VM and last, so KVM
 flips its static keys (preempt_notifier_key in finish_task_switch, apic_sw_disabled) twice a domain, by
 text_poke_bp, unless the guest holds a KVM VM of its own while it serves, as it does by default
 (lab.host.nested hold_kvm). ``--hold off`` sets NUMALAB_NESTED_NO_KVM_HOLD=1, the reproduction knob that

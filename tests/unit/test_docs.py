@@ -119,6 +119,67 @@ def test_the_python_api_page_names_what_exists() -> None:
     assert proc.returncode == 0, proc.stderr
 
 
+# Where the tree names its own files and modules: the code and its comments, the guest image, the docs, the tests
+# and the build. Not the CHANGELOG (it keeps the names things had, as history), not tests/data (data), not a .patch
+# (another project's diff, with that project's paths).
+NAMING = ("lab", "images", "docs", "tests", "kernel-configs", "topologies", "Makefile", "README.md", "mkdocs.yml")
+TEXT = {".py", ".md", ".c", ".h", ".sh", ".yaml", ".yml", ".json", ".txt", ".toml", ".config", ".xml", ""}
+# A repository path with a file's extension (a prefix such as seed004-*.patch, or a folder, is not checked).
+NAMED_PATH = re.compile(
+    r"(?<![\w./~$-])((?:lab|images|docs|tests|kernel-configs|topologies)/[\w./+-]*\.(?:py|md|c|h|sh|yaml|json|patch|config|txt|xml))\b"
+)
+NAMED_MODULE = re.compile(r"(?<![\w./-])(lab(?:\.[A-Za-z_]\w*)+)")
+# Names that stand for others (lab/workloads/NAME/scale.py, seedNNN), and tests/unit/test_layers.py's made-up modules.
+NOT_NAMES = re.compile(r"NAME|NNN")
+MADE_UP = {"lab.vm.a", "lab.report.b"}
+
+
+def _naming_files() -> list[Path]:
+    out = []
+    for top in NAMING:
+        root = REPO / top
+        for path in sorted(root.rglob("*")) if root.is_dir() else [root]:
+            parts = path.relative_to(REPO).parts
+            if (path.is_file() and path.suffix in TEXT and parts[:2] != ("tests", "data")
+                    and not {"__pycache__", "build", ".hypothesis"} & set(parts)):  # fmt: skip
+                out.append(path)
+    return out
+
+
+def _module_names_it(name: str) -> bool:
+    """Whether ``lab.a.b.c`` is a module or package of the tree, or a name in the deepest module it starts with."""
+    parts = name.split(".")
+    for k in range(len(parts), 0, -1):
+        base = REPO.joinpath(*parts[:k])
+        module = base.with_suffix(".py")
+        if module.is_file() or base.is_dir():
+            if k == len(parts):
+                return True
+            source = module if module.is_file() else base / "__init__.py"
+            return source.is_file() and re.search(rf"\b{parts[k]}\b", source.read_text()) is not None
+    return False
+
+
+def test_the_tree_names_only_files_and_modules_that_exist() -> None:
+    """A comment, docstring or page that names a repository file (under lab/, images/, docs/, tests/,
+    kernel-configs/ or topologies/, with its extension) or a module (``lab.topology.spec``, or a name in one:
+    ``lab.run.options.RunOptions``) names one that exists: a file renamed or moved fails here, not in a reader's
+    search."""
+    files = _naming_files()
+    assert len(files) > 300 and REPO / "images" / "guest" / "init" in files
+    missing = []
+    for path in files:
+        for n, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            where = f"{path.relative_to(REPO)}:{n}"
+            for m in NAMED_PATH.finditer(line):
+                if not NOT_NAMES.search(m.group(1)) and not (REPO / m.group(1)).exists():
+                    missing.append(f"{where}: {m.group(1)}")
+            for m in NAMED_MODULE.finditer(line):
+                if m.group(1) not in MADE_UP and not _module_names_it(m.group(1)):
+                    missing.append(f"{where}: {m.group(1)}")
+    assert not missing, "\n".join(missing)
+
+
 def test_readme_is_short_and_starts_with_the_two_commands() -> None:
     lines = (REPO / "README.md").read_text().splitlines()
     assert len(lines) <= 160, len(lines)

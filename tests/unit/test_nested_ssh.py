@@ -1,6 +1,6 @@
 """The outer guest as a libvirt host (lab.host.nested_ssh): fresh keys, the pinned host key, the one forward.
 
-The nested tier boots it and runs a matrix over it (tests/nested/test_nested_libvirt_host.py); these check
+The nested tier boots it and runs a matrix over it (tests/nested/test_nested.py); these check
 what is decided before any boot."""
 
 from __future__ import annotations
