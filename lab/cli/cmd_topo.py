@@ -241,6 +241,8 @@ def cmd_topo_import(args: argparse.Namespace) -> int:
         print(json_text({"spec": spec.text, "data": spec.data, "notes": list(spec.notes)} | topology, indent=2))
     else:
         sys.stdout.write(spec.text)
+    for w in spec.warnings:  # (topo check's, of a --cpus-per-node given: the default scale has none it can avoid)
+        warn(f"--cpus-per-node {args.cpus_per_node}: {w}" if args.cpus_per_node is not None else w)
     return 0
 
 
@@ -341,8 +343,9 @@ def add_parser(sub) -> None:
         type=int,
         metavar="N",
         help="vCPUs of every node with CPUs, a multiple of its LLCs x cores a cluster x threads (default 2, or "
-        "the fewest that multiple allows); where nodes hold different numbers of L3s, of the nodes with the "
-        "fewest, the others as many an L3",
+        "the fewest that multiple allows that the kernel reads as the machine: no LLC or module of one core, no "
+        "socket of 3 CPUs; a scale given that it cannot read is taken, with topo check's warning); where nodes hold "
+        "different numbers of L3s, of the nodes with the fewest, the others as many an L3",
     )
     q.add_argument(
         "--mem-per-node", default="512M", metavar="SIZE", help="memory of every node with memory (default 512M)"

@@ -30,6 +30,7 @@ from lab.cpulist import checked_cpulist
 from lab.datafile import MAX_SPEC_BYTES, parse_yaml, read_bytes, text_of
 from lab.errors import LabError
 from lab.topology.hwloc import MAX_XML_BYTES, looks_like_xml, parse_hwloc_xml, parse_synthetic
+from lab.topology.kernel_warnings import layout_warnings
 from lab.topology.machine_grid import CpuGroups, GridMachine, ImportedSpec, grid_spec
 from lab.topology.model import LOCAL_DISTANCE, MAX_DISTANCE, MAX_NODES, Node, Topology, check_name, validate
 from lab.topology.numactl import Machine, MachineNode, check_machine, parse_numactl
@@ -397,7 +398,8 @@ def import_spec(
 
     numactl -H output and a node directory alone give nodes and a SLIT, as before (``cpus_per_node`` None: 2),
     checked to load back (``topology``). hwloc and sysfs with ``cpu/`` give the CPU grid too
-    (lab.topology.machine_grid; ``cpus_per_node`` None: the fewest the grid allows, at least 2)."""
+    (lab.topology.machine_grid; ``cpus_per_node`` None: the fewest the grid allows, at least 2, that the kernel
+    reads as the machine). ``warnings``: what ``topo check`` will warn of the scale (a ``cpus_per_node`` given)."""
     given = [x for x in (file, from_sysfs, hwloc_synthetic) if x is not None]
     if len(given) != 1:
         raise LabError(
@@ -432,4 +434,4 @@ def import_spec(
     assert loaded.distances == topo.distances and loaded.nodes == topo.nodes
     data = yaml_data(spec)
     assert isinstance(data, dict)
-    return ImportedSpec(data=data, text=spec, notes=(), topology=topo)
+    return ImportedSpec(data=data, text=spec, notes=(), topology=topo, warnings=tuple(layout_warnings(topo)))

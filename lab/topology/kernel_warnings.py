@@ -27,6 +27,14 @@ def predicted_warnings(topo: Topology) -> list[str]:
             "symmetric' (with sched_verbose, which numalab boots with) and builds its NUMA sched domains from one "
             'direction only; its sched-domain check may also report "ERROR: groups don\'t span domain->span"'
         )
+    return out + layout_warnings(topo)
+
+
+def layout_warnings(topo: Topology) -> list[str]:
+    """The complaints that come from how many CPUs a node is given (sockets of 3, an LLC or module of one core),
+    which a bigger scale of the same machine avoids: ``topo import`` chooses its default scale by them
+    (lab.topology.machine_grid)."""
+    out = []
     grid = topo.cpu_grid
     if grid is not None:
         sockets, per_socket = grid.packages, grid.cpus_per_package

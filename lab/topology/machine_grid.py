@@ -11,8 +11,9 @@ package, an L3, an L2 and a core. :func:`derive_grid` turns that into the spec's
     cpu_vendor: amd
     cpu_model: {family: 25, model: 17}  # the packages' CPUID family and model, when the source gives them
 
-and :func:`grid_spec` writes the spec, scaled like every import (``--cpus-per-node``, ``--mem-per-node``), as
-data and as YAML text whose comments say what was decided. Nodes that hold different numbers of L3s (2 in one
+and :func:`grid_spec` writes the spec, scaled like every import (``--cpus-per-node``, ``--mem-per-node``; by
+default the fewest CPUs a node the kernel reads as this machine), as data and as YAML text whose comments say
+what was decided. Nodes that hold different numbers of L3s (2 in one
 node and 1 in another: an uneven machine) give each CPU node its own ``llcs:``, every L3 the same CPUs, when the
 packages hold the same number of L3s each (QEMU's one grid); a field the machine does not fill evenly otherwise
 (nodes in packages of different sizes, L2s shared by 1 or 2 cores) is left out, and a comment in the YAML says
@@ -31,6 +32,7 @@ from lab import schemas
 from lab.cpulist import format_cpulist
 from lab.datafile import parse_yaml
 from lab.errors import LabError
+from lab.topology.kernel_warnings import layout_warnings
 from lab.topology.model import MAX_VCPUS, Node, Topology, check_name, validate
 from lab.topology.numactl import Machine
 from lab.topology.spec import load_spec
@@ -120,6 +122,7 @@ class ImportedSpec:
     notes: tuple[str, ...]
     topology: Topology | None = None  # as numalab loads it (numactl -H and node-only imports; grid ones once the
     # schema knows the grid's fields)
+    warnings: tuple[str, ...] = ()  # what topo check will warn of the spec (lab.topology.kernel_warnings' layout ones)
 
     @property
     def total_cpus(self) -> int:
@@ -374,8 +377,8 @@ def _cpu_model(g: CpuGroups, vendor: str | None, comments: dict[str, str]) -> tu
 
 def pick_cpus_per_node(grid: GridFields, cpus_per_node: int | None) -> int:
     """``cpus_per_node`` if the grid divides it (else a one-line error saying what to pick), or by default the
-    smallest multiple of the grid's unit that is at least 2; on an uneven machine, the CPUs of its nodes of the
-    fewest L3s."""
+    smallest multiple of the grid's unit that is at least 2 (:func:`grid_spec` goes on to the fewest the kernel
+    reads as the machine); on an uneven machine, the CPUs of its nodes of the fewest L3s."""
     unit = grid.unit
     if cpus_per_node is None:
         return unit * -(-2 // unit)
@@ -461,18 +464,64 @@ def grid_spec(
     mem_per_node_mib: int,
     slow_cpuless: bool = False,
 ) -> ImportedSpec:
-    """The spec for ``gm``: its nodes renumbered 0.. in order, every CPU node given ``cpus_per_node`` CPUs (by
-    default the fewest the grid allows, at least 2) and every node with memory ``mem_per_node_mib``, the grid fields
-    the machine fills evenly, its SLIT, and ``slow_cpuless``/the machine's own lower tiers as ``tiers:``."""
+    """The spec for ``gm``: its nodes renumbered 0.. in order, every CPU node given ``cpus_per_node`` CPUs and every
+    node with memory ``mem_per_node_mib``, the grid fields the machine fills evenly, its SLIT, and
+    ``slow_cpuless``/the machine's own lower tiers as ``tiers:``. By default a CPU node gets the fewest CPUs the grid
+    allows (at least 2) that the kernel reads as this machine (:func:`lab.topology.kernel_warnings.layout_warnings`
+    says nothing of it), and a note says why when that is more than the grid's fewest; ``warnings`` are what
+    remains (a ``cpus_per_node`` given, or no scale within QEMU's vCPUs)."""
     check_name(name, "--name")
     m = gm.machine
     grid = derive_grid(gm)
-    cpn = pick_cpus_per_node(grid, cpus_per_node)
+    least = pick_cpus_per_node(grid, cpus_per_node)
     for n in m.nodes:
         if not n.cpus and not n.memory_mib:
             raise LabError(f"{m.origin}: node {n.id} has neither CPUs nor memory")
     if not any(n.memory_mib for n in m.nodes):
         raise LabError(f"{m.origin}: no node has memory")
+    cpuless = [i for i, n in enumerate(m.nodes) if not n.cpus]
+    if slow_cpuless and not cpuless:
+        raise LabError("--slow-cpuless: the machine has no CPU-less nodes")
+    slow = cpuless if slow_cpuless else [i for i, n in enumerate(m.nodes) if n.id in m.slow_nodes]
+    data, topo = _scaled_spec(gm, grid, name, least, mem_per_node_mib, slow)
+    comments = dict(grid.comments)
+    warned = layout_warnings(topo) if topo is not None else []
+    if cpus_per_node is None and warned:
+        readable = _readable_scale(gm, grid, name, least, mem_per_node_mib, slow)
+        if readable is not None:
+            cpn, data, topo = readable
+            comments["cpus_per_node"] = (
+                f"cpus_per_node {cpn} (the default): the fewest CPUs a node that the kernel reads as this machine; "
+                f"{least}, the fewest the grid allows, would make topo check warn: {warned[0]}"
+            )
+    text = _yaml(data, comments, m.origin)
+    loaded = parse_yaml(text, "the imported spec")
+    assert loaded == data, "the spec's YAML does not load back as its data"
+    warnings = tuple(layout_warnings(topo)) if topo is not None else ()
+    return ImportedSpec(data=data, text=text, notes=tuple(comments.values()), topology=topo, warnings=warnings)
+
+
+def _readable_scale(
+    gm: GridMachine, grid: GridFields, name: str, least: int, mem_per_node_mib: int, slow: list[int]
+) -> tuple[int, dict, Topology | None] | None:
+    """The fewest CPUs a node above ``least``, in the grid's steps, whose spec the kernel reads as the machine
+    (no layout warning), with that spec; None when none fits in QEMU's vCPUs."""
+    cpn = least
+    while True:
+        cpn += grid.unit
+        try:
+            data, topo = _scaled_spec(gm, grid, name, cpn, mem_per_node_mib, slow)
+        except LabError:  # (more vCPUs than QEMU takes: the fewest the grid allows stays, with its warning)
+            return None
+        if topo is None or not layout_warnings(topo):
+            return cpn, data, topo
+
+
+def _scaled_spec(
+    gm: GridMachine, grid: GridFields, name: str, cpn: int, mem_per_node_mib: int, slow: list[int]
+) -> tuple[dict, Topology | None]:
+    """The spec's data with ``cpn`` CPUs a CPU node (of the fewest L3s), and the topology numalab loads from it."""
+    m = gm.machine
     cpus = iter(grid.node_cpus(cpn))
     nodes = [
         Node(i, next(cpus, cpn) if n.cpus else 0, mem_per_node_mib if n.memory_mib else 0)
@@ -484,10 +533,6 @@ def grid_spec(
             f"--cpus-per-node {cpn}: {total} vCPUs in all, more than QEMU's {MAX_VCPUS}; pick fewer CPUs a node"
         )
     renumbered = [n.id for n in m.nodes] != list(range(len(m.nodes)))
-    cpuless = [i for i, n in enumerate(m.nodes) if not n.cpus]
-    if slow_cpuless and not cpuless:
-        raise LabError("--slow-cpuless: the machine has no CPU-less nodes")
-    slow = cpuless if slow_cpuless else [i for i, n in enumerate(m.nodes) if n.id in m.slow_nodes]
     data: dict = {"name": name, "description": _description(gm, grid, cpn, mem_per_node_mib, renumbered)}
     if len({(n.cpus, n.memory_mib) for n in nodes}) == 1 and not grid.node_llcs:
         data |= {"nodes": len(nodes), "cpus_per_node": cpn, "memory_per_node": _mem_value(mem_per_node_mib)}
@@ -513,11 +558,7 @@ def grid_spec(
         data["tiers"] = {"slow_nodes": slow}
     matrix = [list(r) for r in m.distances]
     data["distances"] = matrix
-    topo = _check_topology(data, nodes, matrix, mem_per_node_mib)
-    text = _yaml(data, grid.comments, m.origin)
-    loaded = parse_yaml(text, "the imported spec")
-    assert loaded == data, "the spec's YAML does not load back as its data"
-    return ImportedSpec(data=data, text=text, notes=tuple(grid.comments.values()), topology=topo)
+    return data, _check_topology(data, nodes, matrix, mem_per_node_mib)
 
 
 _FIELD_ORDER = ("threads", "packages", "llcs_per_node", "cores_per_cluster", "cpu_vendor", "cpu_model")
@@ -531,11 +572,12 @@ def _yaml(data: dict, comments: dict[str, str], origin: str) -> str:
         f"name: {_yaml_name(data['name'])}",
         f"description: {json.dumps(data['description'])}",  # (JSON's string is a YAML double-quoted scalar)
     ]
+    scale = [f"# {comments['cpus_per_node']}"] if "cpus_per_node" in comments else []  # (why this many CPUs a node)
     if isinstance(data["nodes"], int):
-        lines += [f"nodes: {data['nodes']}", f"cpus_per_node: {data['cpus_per_node']}"]
+        lines += [f"nodes: {data['nodes']}", *scale, f"cpus_per_node: {data['cpus_per_node']}"]
         lines.append(f"memory_per_node: {data['memory_per_node']}")
     else:
-        lines.append("nodes:")
+        lines += [*scale, "nodes:"]
         lines += [
             f"  - {{id: {n['id']}, cpus: {n['cpus']}, memory: {n['memory']}"
             + (f", llcs: {n['llcs']}}}" if "llcs" in n else "}")

@@ -54,7 +54,8 @@ def _without_origin(spec, origin: str) -> dict:
 def test_genoa_xml_imports_with_two_llcs_a_node():
     spec = _spec(read_hwloc_xml(GENOA))
     d = spec.data
-    assert (d["nodes"], d["cpus_per_node"], d["memory_per_node"]) == (4, 2, "512M")
+    # 4 CPUs a node, LLCs of 2 cores: 2, the grid's fewest, would be LLCs of one core, which 6.1 misreads
+    assert (d["nodes"], d["cpus_per_node"], d["memory_per_node"]) == (4, 4, "512M")
     assert (d["packages"], d["llcs_per_node"]) == (1, 2)
     assert "threads" not in d and "cores_per_cluster" not in d and "cpu_vendor" not in d
     assert d["distances"] == [[10 if i == j else 20 for j in range(4)] for i in range(4)]
@@ -407,10 +408,53 @@ def test_cli_imports_hwloc_xml_and_synthetic(tmp_path):
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout)
     assert got["data"]["llcs_per_node"] == 2 and got["data"]["name"] == "synthetic"
-    assert "llcs_per_node: 2" in got["spec"] and got["notes"] == [
-        "cores_per_cluster left out: the source has no L2 (each core its own)"
-    ]
+    assert "llcs_per_node: 2" in got["spec"] and got["data"]["cpus_per_node"] == 4
+    assert got["notes"][0] == "cores_per_cluster left out: the source has no L2 (each core its own)"
+    assert got["notes"][1].startswith("cpus_per_node 4 (the default): the fewest CPUs a node that the kernel reads")
+    assert len(got["notes"]) == 2
     assert "examples:" in numalab("topo", "import", "--help").stdout
+
+
+def test_the_default_scale_is_the_fewest_cpus_the_kernel_reads_as_the_machine(tmp_path):
+    """Genoa NPS4-like, 2 L3s a node: 2 CPUs a node, the fewest the grid allows, are LLCs of one core, which 6.1
+    takes for packages of their own (lab.topology.kernel_warnings); the default is 4, LLCs of 2 cores, and the
+    spec, its notes and --out say why. A --cpus-per-node 2 given is taken, with topo check's warning on a line of
+    its own."""
+    desc = "pack:1 numa:4 l3:2 core:4 pu:1"
+    spec = _spec(parse_synthetic(desc))
+    assert (spec.data["cpus_per_node"], spec.data["llcs_per_node"], spec.warnings) == (4, 2, ())
+    why = ("cpus_per_node 4 (the default): the fewest CPUs a node that the kernel reads as this machine; 2, the fewest "
+           "the grid allows, would make topo check warn: a die (LLC) or module of one core: 6.1 takes")  # fmt: skip
+    assert [n for n in spec.notes if n.startswith(why)]
+    assert f"# {why}" in spec.text and spec.text.index(f"# {why}") < spec.text.index("cpus_per_node: 4\n")
+    assert "Scaled to 4 CPUs a CPU node (2 L3s x 2 cores x 1 thread)" in spec.data["description"]
+    assert parse_yaml(spec.text, "x") == spec.data
+    # a cluster of 3 cores a package: 3 CPUs a socket, which 7.2 and 6.1 hang on; 6 by default
+    three = _spec(parse_synthetic("pack:2 numa:1 l3:1 l2:1 core:3 pu:1"))
+    assert three.data["cpus_per_node"] == 6 and three.warnings == ()
+    assert [n for n in three.notes if n.startswith("cpus_per_node 6 (the default): the fewest CPUs a node")]
+    forced = _spec(parse_synthetic(desc), cpus=2)
+    assert forced.data["cpus_per_node"] == 2 and not [n for n in forced.notes if n.startswith("cpus_per_node")]
+    assert len(forced.warnings) == 1 and forced.warnings[0].startswith("a die (LLC) or module of one core")
+
+    out = tmp_path / "genoa.yaml"
+    proc = numalab("topo", "import", "--hwloc-synthetic", desc, "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "warning" not in proc.stderr and f"numalab: note: {why}" in proc.stderr
+    check = numalab("topo", "check", str(out))
+    assert check.returncode == 0 and check.stderr == "", check.stderr
+    proc = numalab("topo", "import", "--hwloc-synthetic", desc, "--cpus-per-node", "2", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    assert lines[0] == f"numalab: {out}: 4 nodes, 8 vCPUs, 2048 MiB" and all(ln.startswith("numalab: ") for ln in lines)
+    warned = [ln for ln in lines if ln.startswith("numalab: warning: ")]
+    assert warned == [
+        "numalab: warning: --cpus-per-node 2: a die (LLC) or module of one core: 6.1 takes each such CPU for a "
+        "package of its own (it reads no module level), so its guest view will not be this machine's; give an LLC "
+        "or module 2 cores or more"
+    ]
+    assert proc.stderr.endswith("2 cores or more\n")
+    assert numalab("topo", "check", str(out)).stderr.startswith(f"numalab: warning: {out}: a die (LLC)")
 
 
 def test_cli_import_errors_are_one_line(tmp_path):
@@ -428,7 +472,7 @@ def test_cli_import_errors_are_one_line(tmp_path):
 
 def test_import_spec_api():
     spec = import_spec(str(GENOA), None, "genoa", None, "1G")
-    assert spec.data["memory_per_node"] == "1G" and spec.n_nodes == 4 and spec.total_cpus == 8
+    assert spec.data["memory_per_node"] == "1G" and spec.n_nodes == 4 and spec.total_cpus == 16
     old = import_spec(str(REPO / "tests/data/numactl/seed000.txt"), None, None, None, "512M")
     assert old.topology is not None and old.data["cpus_per_node"] == 2 and "packages" not in old.data
 
