@@ -1,11 +1,13 @@
-"""The minimum effect: a difference that is significant but smaller than this share of the baseline's central
-value is reported as "same (significant but below X%)", by every verdict numalab gives (compare, ``run
---repeat auto``, the matrix's ``repeats: auto``, bisect's steps; lab.analysis.compare, lab.analysis.verdict,
-lab.bisect.step_rule).
+"""The minimum effect: the least share of the baseline's central value a difference must have to be called
+better or worse, and the margin within which two sides can be shown the same, by every verdict numalab gives
+(compare, ``run --repeat auto``, the matrix's ``repeats: auto``, bisect's steps; lab.analysis.judgement decides
+the word, lab.bisect.step_rule a step's).
 
 Significance says a difference is real; under ``--clock virtual`` runs repeat so closely (CoeffVar under
 0.5%) that a 0.15% difference is significant after 3 pairs. The minimum effect says whether it is large
-enough to count. :data:`DEFAULT_PCT` (1%) is about what the virtual clock's repeats spread over (within 2%,
+enough to count: a significant difference smaller than it is not better or worse, and "same within ±1%" is
+said only where an equivalence test at this margin shows it (lab.analysis.stats.equivalent); otherwise the
+verdict is undecided. :data:`DEFAULT_PCT` (1%) is about what the virtual clock's repeats spread over (within 2%,
 docs/qemu.md) and below any change a scheduler patch is judged by; under the host clock, whose runs spread
 over several percent, Welch's test rarely calls a difference under 1% significant in the first place, so the
 default changes few verdicts there.
@@ -59,8 +61,3 @@ def below(pct_diff: float | None, pct: float) -> bool:
 def text(pct: float) -> str:
     """'1%', '0.5%', '2.25%'."""
     return f"{pct:g}%"
-
-
-def same_text(pct: float) -> str:
-    """What a significant difference below the minimum effect is called everywhere."""
-    return f"same (significant but below {text(pct)})"

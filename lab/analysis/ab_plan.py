@@ -11,7 +11,8 @@ underscores (``auto: {min_pairs: 3}``, ``ABPlan(min_pairs=3)``)::
     max_pairs     at most this many pairs, then no verdict (default 8)
     time_budget   wall seconds (default none)
     significance  the significance rule: welch (default) or ci-overlap (lab.analysis.stats)
-    min_effect    percent of the baseline's mean below which a significant difference is "same"
+    min_effect    percent of the baseline's mean: a significant difference below it is not better or
+                  worse, and the margin of the equivalence test that alone says "same within ±X%"
                   (default none: each metric's own, else lab.min_effect.DEFAULT_PCT)
 
 :meth:`ABPlan.check` is the one check, with one-line errors naming the field as its caller spells it

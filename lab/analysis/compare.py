@@ -11,7 +11,9 @@ names the mean it used (lab.analysis.stats says why).
 
 Significance is marked ``*  1.55%*`` on the mean row, as mmtests does, by one of two rules, ``welch`` (the
 default) or mmtests' ``ci-overlap``; with fewer than 3 runs on a side it is not judged. The statistics
-themselves, the rules included, are :mod:`lab.analysis.stats`'s.
+themselves, the rules and the equivalence test included, are :mod:`lab.analysis.stats`'s; each row's verdict
+word (better, worse, changed, "same within ±1%", undecided) is :func:`lab.analysis.judgement.judge`'s, which
+the renderers here only show.
 
 Runs whose trace lost more than 1% of its records (``trace_incomplete``,
 lab.analysis.lost) are left out, with a note, unless asked for. So are runs whose status is not ``ok``
@@ -27,6 +29,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from lab.analysis.caveats import caveat_note, free_remote, row_caveat
+from lab.analysis.judgement import Judgement, equivalence_rule_text, judge, pct_better, same_text
 from lab.analysis.lost import describe as describe_lost
 from lab.analysis.lost import of_record as lost_of_record
 from lab.analysis.metrics import METRIC_KEYS, NEUTRAL, Metric, metric_values, metrics_of
@@ -35,29 +38,10 @@ from lab.analysis.scheduler_class import ext_names, fair_class_note, pair_labels
 from lab.analysis.stats import ALPHA, DEFAULT_RULE, MIN_REPEATS, RULES, Stats, significant, welch_interval, welch_p
 from lab.errors import LabError
 from lab.min_effect import DEFAULT_PCT as DEFAULT_MIN_EFFECT
-from lab.min_effect import below, effective, same_text
+from lab.min_effect import below, effective
 from lab.min_effect import text as effect_text
 from lab.paths import json_text
 from lab.untrusted import finite_copy
-
-
-def pct_better(base: float, new: float, better: str) -> float | None:
-    """Signed % change, + meaning better (for a neutral metric: + meaning more)."""
-    if base == 0:
-        return 0.0 if new == 0 else None
-    change = (new - base) * 100 / abs(base)
-    return -change if better == "lower" else change
-
-
-def moved(base: float, new: float, better: str) -> str:
-    """Which way the means moved: 'better', 'worse' or 'same', from the sign of the change itself (so an
-    all-zero baseline, whose %diff is n/a, still has a direction); a neutral metric's is 'higher' or 'lower'."""
-    if new == base:
-        return "same"
-    if better == NEUTRAL:
-        return "higher" if new > base else "lower"
-    return "better" if (new > base) == (better == "higher") else "worse"
-
 
 # A baseline mean this small beside the change makes a %diff meaningless (-33331% from a baseline of 0.003):
 # past this many percent, or from a baseline of 0, the absolute change is shown instead.
@@ -119,6 +103,7 @@ class Row:
     # A NUMA-balancing row where a side ran a sched_ext scheduler: whose figure it is (lab.analysis.scheduler_class.
     # fair_class_note); "" for none.
     class_note: str = ""
+    rule: str = DEFAULT_RULE  # the significance rule ``significant`` was judged by (and equivalence is)
 
     @property
     def marked(self) -> str:
@@ -127,26 +112,38 @@ class Row:
 
     @property
     def below_effect(self) -> bool:
-        """Significant, but the mean row's %diff is smaller than the minimum effect: a verdict of "same"."""
+        """Significant, but the mean row's %diff is smaller than the minimum effect: not better or worse (the
+        same only where the equivalence test shows it, else undecided)."""
         return bool(self.significant) and below(self.pct_diff(), self.min_effect)
+
+    @property
+    def judgement(self) -> Judgement:
+        """Its verdict, decided by :func:`lab.analysis.judgement.judge`."""
+        return judge(self.metric.better, self.base, self.new, self.significant, self.rule, self.min_effect,
+                     self.mean_name.lower())  # fmt: skip
 
     def pct_diff(self) -> float | None:
         """The mean row's %diff (+ is better; a neutral metric's: + is more)."""
         return pct_better(self.mean(self.base), self.mean(self.new), self.metric.better)
 
     def verdict_text(self) -> str:
-        """The verdict as shown: :meth:`verdict`, or "same (significant but below 1%)"; with runs not marked ok
-        among its figures, "better † (includes 2 runs marked placement-broken)"."""
-        text = same_text(self.min_effect) if self.below_effect else self.verdict()
+        """The verdict as shown: its judgement's words ("better", "same within ±1%", "undecided (3+3 runs; ~24 a
+        side needed)"); with runs not marked ok among its figures, "better † (includes 2 runs marked
+        placement-broken)"; then its caveat and class note."""
+        text = self.judgement.text
         text = f"{text} {INCLUDED_MARK} ({self.marked})" if self.included else text
         text = f"{text}: {self.caveat}" if self.caveat else text
         return f"{text}; {self.class_note}" if self.class_note else text
 
     @property
     def said(self) -> bool:
-        """Its verdict needs its words beside the figures (below the minimum effect, runs not marked ok among them,
-        a caveat, a row of the fair class's where a sched_ext scheduler ran)."""
-        return bool(self.below_effect or self.included or self.caveat or self.class_note)
+        """Its verdict needs its words beside the figures of the text table: "same within ±1%" (no mark says it),
+        a significant row that is not better or worse (below the minimum effect), runs not marked ok among them,
+        a caveat, a row of the fair class's where a sched_ext scheduler ran. An unmarked row without words is
+        undecided (the header says so)."""
+        j = self.judgement
+        return bool(j.word == "same" or (self.significant and not j.decided) or self.included or self.caveat
+                    or self.class_note)  # fmt: skip
 
     @property
     def mean_name(self) -> str:
@@ -178,15 +175,9 @@ class Row:
         return rows
 
     def verdict(self) -> str:
-        """'better', 'worse', 'changed' (significant, on a neutral metric), 'same' (not significant, or
-        significant but below the minimum effect) or 'unknown'."""
-        if self.significant is None:
-            return "unknown"
-        if not self.significant or self.below_effect:
-            return "same"
-        if self.metric.better == NEUTRAL:
-            return "changed"
-        return moved(self.mean(self.base), self.mean(self.new), self.metric.better)
+        """Its judgement's word: 'better', 'worse', 'changed' (significant, on a neutral metric), 'same' (shown
+        within ±min_effect by the equivalence test), 'undecided' or 'unknown' (fewer than 3 runs a side)."""
+        return self.judgement.word
 
     def p_value(self) -> float | None:
         """Welch's two-sided p for the difference of the arithmetic means (whatever the rule); None with
@@ -414,7 +405,7 @@ def compare_runs(
             bs, ns = Stats.of(b), Stats.of(n)
             sig = significant(bs, ns, rule, _mean_name(m, bs, ns).lower())
             marked = status_counts(base_ok + new_ok, m.key)
-            rows.append(Row(m, bs, ns, sig, effective(min_effect, m.min_effect), marked))
+            rows.append(Row(m, bs, ns, sig, effective(min_effect, m.min_effect), marked, rule=rule))
     if len(base_ok) < MIN_REPEATS or len(new_ok) < MIN_REPEATS:
         notes.append(
             f"significance cannot be judged with fewer than {MIN_REPEATS} runs per side "
@@ -541,11 +532,15 @@ def _rule_text(rule: str) -> str:
 
 
 def _effect_note(c: Comparison) -> str:
-    """The minimum effect the verdicts used: one share for every row, or each metric's where they differ."""
+    """The minimum effect the verdicts used (one share for every row, or each metric's where they differ), and
+    what the words mean."""
     counts = Counter(r.min_effect for r in c.rows)
     # (the share most rows have, the default on a tie)
     common = max(counts, key=lambda p: (counts[p], p == DEFAULT_MIN_EFFECT)) if counts else DEFAULT_MIN_EFFECT
-    note = f"a significant difference below {effect_text(common)} of the baseline is 'same'"
+    pct = effect_text(common)
+    note = (f"better or worse takes a significant difference of at least {pct} of the baseline; "
+            f"'{same_text(common)}' takes an equivalence test ({equivalence_rule_text(c.rule)}); the rest is "
+            "undecided")  # fmt: skip
     own = ", ".join(f"{r.metric.key} {effect_text(r.min_effect)}" for r in c.rows if r.min_effect != common)
     return f"{note} ({own})" if own else note
 
@@ -700,12 +695,18 @@ def to_dict(c: Comparison) -> dict:
                 "fair_class_only": bool(r.class_note),
                 "class_note": r.class_note,
                 # the minimum effect it was judged by (percent of the baseline's mean), and whether a
-                # significant difference was smaller (then the verdict is "same"; lab.min_effect)
+                # significant difference was smaller (then not better or worse: lab.min_effect)
                 "min_effect_pct": r.min_effect,
                 "below_min_effect": r.below_effect,
                 # Welch's, on the arithmetic means, whatever the rule (None with too few runs a side)
                 "p_value": r.p_value(),
                 "ci95_diff": list(ci) if (ci := r.ci95_diff()) is not None else None,
+                # the equivalence test at ±min_effect behind a "same" (lab.analysis.stats.equivalent): its margin,
+                # Welch's TOST p whatever the rule, and the 90% interval of new - baseline that TOST tests
+                "equivalence": r.judgement.to_dict()
+                | {"ci90_diff": list(ci) if (ci := welch_interval(r.base, r.new, 0.90)) is not None else None},
+                # runs a side a decision would need, from the observed spread (None: no estimate)
+                "runs_needed_per_side": r.judgement.needed,
             }
             for r in c.rows
         ],

@@ -5,11 +5,12 @@ is checked in every comparison cell that has values for its metric. The
 outcome names how the measured verdict stands to the expected direction:
 
 * ``reproduced``: significant, in the expected direction (or, expecting
-  ``same``, no significant difference, or one below the minimum effect);
+  ``same``, numalab's verdict is "same within ±X%": the equivalence test at the minimum effect shows it,
+  lab.analysis.judgement);
 * ``same direction, not significant``: the means moved the expected way but
   the runs could not tell it from noise;
 * ``not reproduced``: not significant and the means moved the other way
-  (or did not move);
+  (or did not move); expecting ``same``, undecided (not significant is not the same);
 * ``contradicted``: significant, against the expected direction;
 * ``no data``: a side had no value for the metric (e.g. no hint faults).
 """
@@ -52,10 +53,10 @@ class Check:
 def outcome_of(expected: str, v: Verdict) -> str:
     if not v.n_base or not v.n_new or v.moved == "n/a":
         return "no data"
-    if expected == "same":
-        if v.significant and not v.below_effect:  # (below the minimum effect it is the same: lab.min_effect)
+    if expected == "same":  # numalab's word decides (lab.analysis.judgement): "same" needs the equivalence test
+        if v.direction in ("better", "worse", "changed"):
             return "contradicted"
-        return "reproduced" if v.significant is False or v.below_effect else "not reproduced"
+        return "reproduced" if v.direction == "same" else "not reproduced"
     moved = v.moved  # from the means themselves: an all-zero baseline has a direction too
     if v.significant:
         return "reproduced" if moved == expected else "contradicted"

@@ -31,7 +31,6 @@ from lab.analysis.scheduler_class import fair_class_heading
 from lab.analysis.stats import Stats
 from lab.analysis.verdict import workload_figure
 from lab.events import MOVE_NUMA, SWAP_NUMA
-from lab.min_effect import same_text
 from lab.workloads.registry import WORKLOADS
 
 LOCALITY = "vmstat.hint_local_pct"
@@ -87,14 +86,10 @@ def _stats(s: Stats, mean: float, unit: str) -> str:
 
 
 def _verdict(row: Row) -> str:
-    """numalab's verdict on a row, with its significance said, and its caveat where it has one."""
-    v = row.verdict()
-    if v == "unknown":
-        words = "not judged (fewer than 3 runs a side)"
-    elif v == "same":
-        words = same_text(row.min_effect) if row.below_effect else "same (not significant)"
-    else:
-        words = f"{v} (significant)"
+    """numalab's verdict on a row (its judgement's words, lab.analysis.judgement), "(significant)" after better,
+    worse and changed, and its caveat where it has one."""
+    j = row.judgement
+    words = f"{j.text} (significant)" if j.word in ("better", "worse", "changed") else j.text
     return f"{words}; {row.caveat}" if row.caveat else words
 
 
@@ -211,8 +206,8 @@ def both_sides_sentence(c: Comparison) -> str:
     if loc is None:
         return f"NUMA balancing acted on both sides ({c.base_label}, {c.new_label}); neither had hint-fault locality."
     verdict = loc.verdict()
-    how = {"better": "more local", "worse": "less local"}.get(verdict)
-    said = f"{c.new_label}'s hint faults were {how} than {c.base_label}'s" if how else "their hint-fault locality"
+    how = {"better": "more local than", "worse": "less local than", "same": "as local as"}.get(verdict)
+    said = f"{c.new_label}'s hint faults were {how} {c.base_label}'s" if how else "their hint-fault locality"
     judged = f"({_verdict(loc)})" if how else f"was not told apart: {_verdict(loc)}"
     return f"NUMA balancing acted on both sides; {said} {judged}."
 

@@ -1,6 +1,6 @@
 """numalab's statistics, in one module (as mmtests keeps its own in ``bin/lib/MMTests/Stat.pm``): the summary of
-one side's runs, the means, the two significance rules, confidence intervals, the power estimate and the
-binomial sign test of bisect's step rule. Plain Python: the package does not depend on scipy
+one side's runs, the means, the two significance rules, the equivalence test, confidence intervals, the power
+estimates and the binomial sign test of bisect's step rule. Plain Python: the package does not depend on scipy
 (``tests/unit/test_stats_scipy.py`` checks these against it). The table that shows them is
 :mod:`lab.analysis.compare`'s, the verdicts :mod:`lab.analysis.verdict`'s, the step rule
 :mod:`lab.bisect.step_rule`'s.
@@ -20,6 +20,26 @@ difference about three times the one Welch needs (3.92σ against 1.29σ).
 
 With fewer than :data:`MIN_REPEATS` (3) runs on a side significance is not judged.
 
+**Equivalence.** A difference that is not significant is not shown to be absent: 0 against 35,082 pages
+migrated over 3 runs a side is not significant and not "the same" either. Sameness needs a test of its own, at a
+margin: ±m, the minimum effect's share of the baseline's mean (:mod:`lab.min_effect`). :func:`equivalent`, by
+the rule significance was judged by:
+
+``welch``: two one-sided tests (TOST, Schuirmann 1987) with Welch's t and Welch–Satterthwaite degrees of
+freedom on the arithmetic means, each at :data:`ALPHA`: H0₁ Δ ≤ -m against Δ > -m, H0₂ Δ ≥ m against Δ < m;
+equivalent when both reject, i.e. when :func:`equivalence_p` (the larger of the two one-sided p) is below
+α, which is when the 90% Welch interval of Δ lies inside (-m, m). m is the share of the baseline's Amean.
+
+``ci-overlap``: the rule's own interval, widened the other way: equivalent when |Δmean| + 1.96·(σ_base +
+σ_new) < m, with σ the runs' own (the row's mean and spread, as :func:`significant` takes them; m the share
+of the baseline's row mean). Where the rule calls a difference significant when single runs of the two sides
+do not overlap, it calls them the same when even the rule's whole width stays inside the margin; like the
+rule it does not get easier with more runs.
+
+Both sides without spread know Δ exactly: equivalent when |Δ| < m, or Δ is 0 (identical constant runs are the
+same at any margin, a margin of 0 included). A margin of 0 (a baseline mean of 0, or ``--min-effect 0``)
+shows nothing else the same. Fewer than :data:`MIN_REPEATS` runs a side: not judged (None).
+
 **Which mean.** mmtests uses the harmonic mean for every higher-is-better row. That suits rates (GB/s, round
 trips per second), whose Hmean is the rate of the runs taken together, but not ratios and percentages: one run
 with 0.5% hint-local faults makes the Hmean of (0.5, 60, 90) 1.5, which says nothing about the other two. So a
@@ -33,7 +53,12 @@ about
 runs (the normal approximation of Welch's test; Δ the observed difference of the means, s the observed
 standard deviations). With α = 0.05 and 80 % power the factor is (1.96 + 0.84)² ≈ 7.85. The estimate is only
 as good as the variance it is computed from: with 3 runs a side it can be off by a factor of two either way,
-which is why ``--repeat auto`` recomputes it after every pair. A rule that compares Δ with the standard
+which is why ``--repeat auto`` recomputes it after every pair. Showing equivalence within ±m takes about
+
+    n = (z_{1-α} + z_{1-β})² · (s_base² + s_new²) / (m - |Δ|)²
+
+runs a side (the same approximation for TOST; z_{1-β/2} in place of z_{1-β} when Δ is 0), and none can
+while |Δ| ≥ m: :func:`repeats_for_equivalence`. A rule that compares Δ with the standard
 deviations themselves (the CI-overlap rule) does not get easier with more runs: more runs only measure σ
 better; :func:`ci_overlap_margin` says how far a metric is from passing it.
 
@@ -148,10 +173,14 @@ def t_quantile(dof: float, level: float = 0.95) -> float:
 def _welch(base: Stats, new: Stats) -> tuple[float, float]:
     """Welch's squared standard error of the difference of the means, and its Welch–Satterthwaite degrees
     of freedom (nan when the standard error is 0)."""
-    se2 = base.stddev**2 / base.n + new.stddev**2 / new.n
+    a, b = base.stddev**2 / base.n, new.stddev**2 / new.n
+    se2 = a + b
     if se2 == 0:
         return 0.0, math.nan
-    return se2, se2**2 / ((base.stddev**2 / base.n) ** 2 / (base.n - 1) + (new.stddev**2 / new.n) ** 2 / (new.n - 1))
+    # (se2² / (a²/(n_b-1) + b²/(n_n-1)), written with the shares a/se2 and b/se2: the squares of a tiny spread
+    # underflow to 0, the shares do not)
+    fa, fb = a / se2, b / se2
+    return se2, 1 / (fa * fa / (base.n - 1) + fb * fb / (new.n - 1))
 
 
 def significant(base: Stats, new: Stats, rule: str = DEFAULT_RULE, mean: str = "amean") -> bool | None:
@@ -170,6 +199,56 @@ def significant(base: Stats, new: Stats, rule: str = DEFAULT_RULE, mean: str = "
     if se2 == 0:
         return diff > 0
     return t_two_sided_p(diff / math.sqrt(se2), dof) < ALPHA
+
+
+def t_upper_p(t: float, dof: float) -> float:
+    """Student's one-sided p of ``t``: P(T > t) at ``dof`` degrees of freedom."""
+    half = t_two_sided_p(t, dof) / 2
+    return half if t > 0 else 1 - half
+
+
+def equivalence_p(base: Stats, new: Stats, margin: float) -> float | None:
+    """The p of Welch's two one-sided tests (TOST) that ``new.amean - base.amean`` lies inside
+    (-``margin``, ``margin``): the larger of the two one-sided p, so equivalence at level α is p < α. None with
+    too few runs; with no spread on either side 0.0 when |Δ| < margin or Δ is 0, else 1.0 (the module
+    docstring)."""
+    if base.n < MIN_REPEATS or new.n < MIN_REPEATS:
+        return None
+    if margin < 0 or not math.isfinite(margin):
+        raise ValueError(f"equivalence_p: the margin must be a finite number >= 0, got {margin!r}")
+    diff = new.amean - base.amean
+    se2, dof = _welch(base, new)
+    if se2 == 0:
+        return 0.0 if abs(diff) < margin or diff == 0 else 1.0
+    se = math.sqrt(se2)
+    above = t_upper_p((diff + margin) / se, dof)  # H0: diff <= -margin
+    below = t_upper_p((margin - diff) / se, dof)  # H0: diff >= margin
+    return max(above, below)
+
+
+def equivalence_margin(base: Stats, pct: float, rule: str = DEFAULT_RULE, mean: str = "amean") -> float:
+    """The margin ±m of :func:`equivalent`: ``pct`` percent of the baseline's mean, the Amean under ``welch``
+    (the mean its test compares), the row's ``mean`` under ``ci-overlap``."""
+    if rule == "ci-overlap" and not (mean == "hmean" and base.hmean is None):
+        return abs(base.mean_of(mean)) * pct / 100
+    return abs(base.amean) * pct / 100
+
+
+def equivalent(base: Stats, new: Stats, pct: float, rule: str = DEFAULT_RULE, mean: str = "amean") -> bool | None:
+    """Whether the two sides are shown the same within ±``pct`` percent of the baseline's mean, by ``rule``'s
+    equivalence test (the module docstring: TOST with Welch's t at :data:`ALPHA` for ``welch``, the widened
+    interval for ``ci-overlap``); None with too few runs."""
+    if base.n < MIN_REPEATS or new.n < MIN_REPEATS:
+        return None
+    margin = equivalence_margin(base, pct, rule, mean)
+    if rule == "ci-overlap":
+        if mean == "hmean" and (base.hmean is None or new.hmean is None):
+            mean = "amean"
+        diff = abs(new.mean_of(mean) - base.mean_of(mean))
+        width = Z_975 * (base.stddev_of(mean) + new.stddev_of(mean))
+        return diff + width < margin or (diff == 0 and width == 0)
+    p = equivalence_p(base, new, margin)
+    return p is not None and p < ALPHA
 
 
 def welch_p(base: Stats, new: Stats) -> float | None:
@@ -216,7 +295,7 @@ def z(p: float) -> float:
 
 @dataclass(frozen=True)
 class PowerEstimate:
-    per_side: int | None  # runs per side for the chosen power; None: no difference to detect (Δ = 0)
+    per_side: int | None  # runs per side for the chosen power; None: no difference to detect (Δ = 0), or none finite
     delta: float  # observed difference of the means (new - base)
     sd_base: float
     sd_new: float
@@ -237,15 +316,37 @@ def repeats_needed(base: list[float], new: list[float], alpha: float = ALPHA, po
     than :data:`MIN_REPEATS`, below which nothing is judged)."""
     if not base or not new:
         raise ValueError("repeats_needed: give at least one value a side")
-    delta = fmean(new) - fmean(base)
-    sb, sn = _sd(base), _sd(new)
+    return power_of(Stats.of(base), Stats.of(new), alpha, power)
+
+
+def power_of(base: Stats, new: Stats, alpha: float = ALPHA, power: float = POWER) -> PowerEstimate:
+    """:func:`repeats_needed` from the two sides' summaries."""
+    delta = new.amean - base.amean
+    sb, sn = base.stddev, new.stddev
     pooled = math.sqrt((sb * sb + sn * sn) / 2)
     effect = delta / pooled if pooled > 0 else None
     if delta == 0:
         return PowerEstimate(None, delta, sb, sn, effect)
     factor = (z(1 - alpha / 2) + z(power)) ** 2
-    n = factor * (sb * sb + sn * sn) / (delta * delta)
-    return PowerEstimate(max(MIN_REPEATS, math.ceil(n)), delta, sb, sn, effect)
+    n = factor * (sb * sb + sn * sn) / (delta * delta) if delta * delta > 0 else math.inf
+    return PowerEstimate(max(MIN_REPEATS, math.ceil(n)) if math.isfinite(n) else None, delta, sb, sn, effect)
+
+
+def repeats_for_equivalence(base: Stats, new: Stats, margin: float, alpha: float = ALPHA,
+                            power: float = POWER) -> int | None:  # fmt: skip
+    """Runs per side that showing the two sides the same within ±``margin`` (:func:`equivalence_p`) needs for
+    ``power``, given the observed difference and spread (the module docstring; never fewer than
+    :data:`MIN_REPEATS`); None where no number of runs would: the observed |Δ| is not inside the margin."""
+    delta = abs(new.amean - base.amean)
+    if margin <= delta:
+        return None
+    spread = base.stddev**2 + new.stddev**2
+    if spread == 0:  # no spread: the difference is known, and inside the margin
+        return MIN_REPEATS
+    beta = z(power) if delta > 0 else z(1 - (1 - power) / 2)
+    gap = (margin - delta) ** 2
+    n = (z(1 - alpha) + beta) ** 2 * spread / gap if gap > 0 else math.inf
+    return max(MIN_REPEATS, math.ceil(n)) if math.isfinite(n) else None
 
 
 def ci_overlap_margin(base: list[float], new: list[float]) -> float | None:

@@ -1,16 +1,17 @@
 """A/B verdicts a user can paste, and the stopping rule of ``--repeat auto``.
 
 A verdict is one metric's answer to "is B better or worse than A": its
-direction, %diff (+ is better, as in ``numalab compare``), whether the
-difference is significant (by :func:`lab.analysis.stats.significant`),
-how many runs each side had, the accelerator, and how many runs a side the
-observed variance says it would need (:func:`lab.analysis.stats.repeats_needed`).
+word (:func:`lab.analysis.judgement.judge`: better, worse, changed, "same within ±1%" or undecided), %diff (+ is
+better, as in ``numalab compare``), whether the difference is significant (by
+:func:`lab.analysis.stats.significant`), the equivalence test behind a "same"
+(:func:`lab.analysis.stats.equivalent`), how many runs each side had, the accelerator, and how many runs a side
+the observed variance says a decision would need (:func:`lab.analysis.stats.power_of`,
+:func:`lab.analysis.stats.repeats_for_equivalence`).
 
 The stopping rule (:func:`should_stop`): keep adding A B pairs until every
-chosen metric is decided: significant (better or worse), or significant but
-smaller than its minimum effect ("same (significant but below 1%)",
-:mod:`lab.min_effect`), or the run budget (pairs or seconds) is spent; the
-reason says which. Stopping as soon as a test passes
+chosen metric is decided: significant and at least its minimum effect (better, worse, changed), or shown
+the same within ±its minimum effect by the equivalence test ("same within ±1%", :mod:`lab.min_effect`), or the
+run budget (pairs or seconds) is spent; the reason says which. Stopping as soon as a test passes
 looks at the data repeatedly, which makes a false "significant" more likely
 than the test's own α (about 2-3x for 3..10 looks at α = 0.05); the verdict
 line records the number of runs so a reader can judge, and a result that
@@ -23,14 +24,15 @@ from dataclasses import asdict, dataclass, replace
 
 from lab.analysis.ab_plan import WORKLOAD_FIGURE, ABPlan
 from lab.analysis.caveats import free_remote, row_caveat
-from lab.analysis.compare import Row, diff_text, included_text, pct_better
-from lab.analysis.compare import moved as moved_of
+from lab.analysis.compare import Row, diff_text, included_text
+from lab.analysis.judgement import DECIDED, moved, pct_better
 from lab.analysis.metrics import Metric, declared_rates, get_metric, metric_values, metrics_of
 from lab.analysis.scheduler_class import ext_names, fair_class_note
-from lab.analysis.stats import DEFAULT_RULE, MIN_REPEATS, Stats, ci_overlap_margin, repeats_needed, significant
+from lab.analysis.stats import DEFAULT_RULE, MIN_REPEATS, Stats, ci_overlap_margin, significant
 from lab.errors import LabError
 from lab.min_effect import DEFAULT_PCT as DEFAULT_MIN_EFFECT
-from lab.min_effect import effective, same_text
+from lab.min_effect import effective
+from lab.min_effect import text as effect_text
 from lab.workloads.metric_declarations import MEMORY_FIGURES
 
 # A built-in without a figure of its own decides on its run time as it reports it (lower is better): defined in
@@ -46,7 +48,8 @@ NO_WORK = frozenset({"idle"})
 class Verdict:
     metric: str
     better: str  # which way is better for the metric: "higher", "lower" or "neutral" (not judged)
-    # "better", "worse", "changed" (significant, a neutral metric), "same" (not significant) or "unknown"
+    # lab.analysis.judgement's word: "better", "worse", "changed" (significant, a neutral metric), "same" (shown
+    # within ±min_effect_pct by the equivalence test), "undecided" or "unknown" (fewer than 3 runs a side)
     direction: str
     pct_diff: float | None  # + is better
     significant: bool | None
@@ -56,14 +59,15 @@ class Verdict:
     mean_base: float | None
     mean_new: float | None
     accelerator: str
-    needed_per_side: int | None  # from the observed variance; None: no difference observed
+    needed_per_side: int | None  # runs a side a decision would need, from the observed variance; None: no estimate
     ci_margin: float | None  # |Δ| / (1.96(σb+σn))
     base_label: str = "A"
     new_label: str = "B"
     context: str = ""  # the cell, e.g. "ring-4/pairs/default" (:func:`cell_label`)
     mean_name: str = "Amean"  # the mean %diff compares (compare.Row: the metric's own, Hmean for rates)
     # The minimum effect it was judged by (percent of the baseline's central value, lab.min_effect), and
-    # whether the difference was significant but smaller: then the direction is "same", and decided.
+    # whether the difference was significant but smaller: then it is not better or worse (the same where the
+    # equivalence test shows it, else undecided).
     min_effect_pct: float = DEFAULT_MIN_EFFECT
     below_effect: bool = False
     # Runs counted although not marked ok, by status: (status, runs), e.g. bisect's topology-mismatch runs and
@@ -72,14 +76,20 @@ class Verdict:
     # What the verdict cannot mean in the runs' VM (lab.analysis.caveats.row_caveat), and where a side ran a
     # sched_ext scheduler, that a NUMA-balancing metric is the fair class's (scheduler_class), said in its line; "".
     caveat: str = ""
+    # The equivalence test at ±min_effect_pct (lab.analysis.stats.equivalent, by the rule): its outcome, Welch's
+    # TOST p whatever the rule, and the margin in the metric's units; None where not judged.
+    equivalent: bool | None = None
+    equivalence_p: float | None = None
+    equivalence_margin: float | None = None
+    words: str = ""  # the judgement's words ("same within ±1%", "undecided (3+3 runs; ~24 a side needed)")
 
     @property
     def moved(self) -> str:
-        """Which way the means moved, significant or not: better, worse, same, or n/a (no means). An
-        all-zero baseline has no %diff but still a direction."""
+        """Which way the means moved, significant or not: better, worse, unchanged, or n/a (no means) (higher or
+        lower for a neutral metric). An all-zero baseline has no %diff but still a direction."""
         if self.mean_base is None or self.mean_new is None:
             return "n/a"
-        return moved_of(self.mean_base, self.mean_new, self.better)
+        return moved(self.mean_base, self.mean_new, self.better)
 
     @property
     def diff(self) -> str:
@@ -90,14 +100,13 @@ class Verdict:
 
     @property
     def decided(self) -> bool:
-        """Better, worse, changed, or the same by the minimum effect: a decision (``--repeat auto`` stops)."""
-        return self.direction in ("better", "worse", "changed") or self.below_effect
+        """Better, worse, changed, or the same by the equivalence test: a decision (``--repeat auto`` stops)."""
+        return self.direction in DECIDED
 
     @property
     def decision(self) -> str:
-        """The direction as shown: "same (significant but below 1%)" for a difference below the minimum
-        effect."""
-        return same_text(self.min_effect_pct) if self.below_effect else self.direction
+        """The verdict as shown: the judgement's words ("same within ±1%", "undecided (3+3 runs; ...)")."""
+        return self.words or self.direction
 
     def line(self) -> str:
         """One line to paste: metric, direction, %diff, significance, repeats, accelerator."""
@@ -106,13 +115,17 @@ class Verdict:
             sig = f"not judged (<{MIN_REPEATS} runs a side)" if min(self.n_base, self.n_new) < MIN_REPEATS else "n/a"
         else:
             sig = f"{'significant' if self.significant else 'not significant'} ({self.rule})"
+        if self.direction == "same":  # (the test behind it)
+            how = f"TOST p={self.equivalence_p:.2g}" if self.rule != "ci-overlap" else "ci-overlap"
+            sig += f", equivalent within ±{effect_text(self.min_effect_pct)} ({how})"
         need = "" if self.needed_per_side is None else f", ~{self.needed_per_side}/side needed"
         ctx = f" [{self.context}]" if self.context else ""
         marked = f" ({included_text(dict(self.included))})" if self.included else ""
+        small = f"below {effect_text(self.min_effect_pct)}, not shown within ±{effect_text(self.min_effect_pct)}"
         if self.decided:
             what = self.decision
         elif self.moved in ("better", "worse", "higher", "lower"):
-            what = f"undecided ({self.moved} by the {self.mean_name})"
+            what = f"undecided ({self.moved} by the {self.mean_name}{', ' + small if self.below_effect else ''})"
         else:
             what = "undecided"
         caveat = f"; {self.caveat}" if self.caveat else ""
@@ -196,19 +209,25 @@ def verdict_of(
         return Verdict(metric.key, metric.better, "unknown", None, None, rule, len(base), len(new), None, None,
                        accelerator, None, None, *labels, context, min_effect_pct=effect, included=marked)  # fmt: skip
     bs, ns = Stats.of(base), Stats.of(new)
-    row = Row(metric, bs, ns, significant(bs, ns, rule), effect)
+    row = Row(metric, bs, ns, None, effect, rule=rule)
+    row.significant = significant(bs, ns, rule, row.mean_name.lower())  # (the row's mean, as compare judges it)
     mb, mn = row.mean(bs), row.mean(ns)
-    # A runs-needed estimate from the spread of 1 or 2 runs a side says nothing ("~5860/side" after 1+1):
-    # given only from MIN_REPEATS runs a side, where significance is judged too.
-    power = repeats_needed(base, new) if min(len(base), len(new)) >= MIN_REPEATS else None
+    # The word and the runs a decision needs (lab.analysis.judgement). A runs-needed estimate from the spread of
+    # 1 or 2 runs a side says nothing ("~5860/side" after 1+1): given only from MIN_REPEATS runs a side, where
+    # significance is judged too.
+    j = row.judgement
     return Verdict(
-        metric.key, metric.better, row.verdict(), pct_better(mb, mn, metric.better), row.significant, rule,
-        bs.n, ns.n, mb, mn, accelerator, power.per_side if power else None, ci_overlap_margin(base, new), *labels,
+        metric.key, metric.better, j.word, pct_better(mb, mn, metric.better), row.significant, rule,
+        bs.n, ns.n, mb, mn, accelerator, j.needed, ci_overlap_margin(base, new), *labels,
         context,
         row.mean_name,
         effect,
         row.below_effect,
         marked,
+        equivalent=j.equivalent,
+        equivalence_p=j.equivalence_p,
+        equivalence_margin=j.margin,
+        words=j.text,
     )  # fmt: skip
 
 
@@ -306,8 +325,8 @@ def should_stop(
         return Stop(True, "decided", f"after {pairs} pairs: {which}")
     undecided = ", ".join(v.metric for v in judged if not v.decided)
     if pairs >= max_pairs:
-        return Stop(True, "max-repeats", f"{max_pairs} pairs spent, still not significant: {undecided}")
+        return Stop(True, "max-repeats", f"{max_pairs} pairs spent, still undecided: {undecided}")
     if budget_s is not None and elapsed_s + (pair_s or 0.0) > budget_s:
         return Stop(True, "time-budget", f"{elapsed_s:.0f}s of the {budget_s:g}s budget spent after {pairs} pairs, "
-                    f"still not significant: {undecided}")  # fmt: skip
-    return Stop(False, "", f"after {pairs} pairs not yet significant: {undecided}")
+                    f"still undecided: {undecided}")  # fmt: skip
+    return Stop(False, "", f"after {pairs} pairs still undecided: {undecided}")

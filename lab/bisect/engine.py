@@ -2,13 +2,15 @@
 
 Prefix k is the source with the series' first k patches applied (prefix 0: none). Patch k is blamed when
 prefix k-1 is good and prefix k is bad. The endpoints (prefix 0 and prefix N) are compared first, in A B
-pairs until Welch's test decides (:func:`lab.analysis.verdict.should_stop`, as ``--repeat auto``); if they
-do not differ significantly there is nothing to bisect. Each step then runs prefix k, adding a run of the
-good endpoint to a pair whenever the endpoint would otherwise have fewer runs than the step (its runs are
-pooled across steps), until :func:`lab.bisect.step_rule.decide_step` says good or bad; a step that stays
-undecided within its pairs or its share of the budget, or whose kernel does not build or boot, is skipped
-(as ``git bisect skip``). A step that looks good but cannot yet be told apart from the bad endpoint's runs
-(see :mod:`lab.bisect.step_rule`) gets a run of the bad endpoint in its pairs too; those are pooled as well.
+pairs until their verdict is decided (:func:`lab.analysis.verdict.should_stop`, as ``--repeat auto``); unless
+they differ, in the direction asked and by more than the threshold, there is nothing to bisect (the endpoints'
+verdict says why: "same" only where the equivalence test shows it, lab.analysis.judgement). Each step then
+runs prefix k, adding a run of the good endpoint to a pair whenever the endpoint would otherwise have fewer
+runs than the step (its runs are pooled across steps), until :func:`lab.bisect.step_rule.decide_step` says
+good or bad; a step that stays undecided within its pairs or its share of the budget, or whose kernel does not
+build or boot, is skipped (as ``git bisect skip``). A step that looks good but cannot yet be told apart from
+the bad endpoint's runs (see :mod:`lab.bisect.step_rule`) gets a run of the bad endpoint in its pairs too;
+those are pooled as well.
 
 The state directory (``--out``):
 
@@ -172,7 +174,9 @@ class Step:
 
     name: str  # "endpoints" or "p<k>"
     prefix: int
-    verdict: str  # endpoints: "differ" or "same"; a step: "good", "bad", "skip"
+    # endpoints: "differ", or why not: "same" (shown within ±min_effect), "undecided", "other-direction",
+    # "below-threshold" (a state written before issue 71 says "same" for each of these); a step: "good", "bad", "skip"
+    verdict: str
     reason: str
     good_values: list[float]
     step_values: list[float]
@@ -349,20 +353,24 @@ class Bisect:
                            f"after {pairs} pairs (see {self.out / 'runs'})")  # fmt: skip
         verdict, reason = "differ", f"{v.direction}, {v.diff}"
         rule = None
-        if not v.decided:
-            verdict, reason = "same", f"not significantly different ({stop.detail})"
-        elif v.below_effect:
-            verdict, reason = "same", f"the endpoints moved {v.diff}: {v.decision} (--min-effect)"
+        if v.direction == "same":  # (shown by the equivalence test at the minimum effect: lab.analysis.judgement)
+            verdict, reason = v.direction, f"the endpoints moved {v.diff}: {v.decision} (--min-effect)"
+        elif not v.decided and not v.significant:
+            verdict = "undecided"
+            reason = f"not significantly different, and not shown the same: {v.decision} ({stop.detail})"
+        elif not v.decided:
+            verdict, reason = "undecided", f"the endpoints moved {v.diff}: {v.decision} ({stop.detail})"
         elif self.cfg.direction and self.cfg.direction not in (v.direction, v.moved):
             moved = v.moved if v.direction == "changed" else v.direction
-            verdict, reason = "same", f"the endpoints moved {moved}, not {self.cfg.direction} (--direction)"
+            verdict = "other-direction"
+            reason = f"the endpoints moved {moved}, not {self.cfg.direction} (--direction)"
         else:
             r = rule_from_endpoints(self.cfg.metric, good, bad, self.cfg.threshold_pct, v.min_effect_pct)
             if r.threshold <= 0:
                 raise LabError("--threshold: the good endpoint's mean is 0, so a percentage of it is 0; leave "
                                "--threshold out (half the endpoints' shift)")  # fmt: skip
             if r.threshold >= abs(_shift(good, bad)):
-                verdict = "same"
+                verdict = "below-threshold"
                 reason = f"the endpoints moved {v.diff}, less than the threshold ({r.threshold_pct or 0:.3g}%)"
             rule = r.to_dict()
         lines = [v.line(), *self.mismatch_lines(0, n)]

@@ -14,10 +14,11 @@ shift, or ``--threshold PCT`` percent of the good endpoint's mean.
   bad than the threshold (the one-sided test of TOST that matters here, a non-inferiority test at
   α = 0.025). A step that moved *away* from bad counts as good too. **And** the bad endpoint would
   rarely give runs this much on the good side (:func:`p_like_bad` < 0.05).
-- **same as good**: Welch's test calls the difference from the good endpoint significant, but the shift is
-  smaller than the minimum effect (:mod:`lab.min_effect`, in % of the good endpoint's mean, recorded in the
-  rule); the step counts as good, under the same sign test against the bad endpoint. The threshold is never
-  below the minimum effect, so such a step is never bad.
+- **same as good**: the equivalence test (:func:`lab.analysis.stats.equivalence_p`: Welch's two one-sided
+  tests at α = 0.05) shows the step within ± the minimum effect of the good endpoint (:mod:`lab.min_effect`,
+  in % of the good endpoint's mean, recorded in the rule); the step counts as good, under the same sign test
+  against the bad endpoint. The threshold is never below the minimum effect, so such a step is never bad.
+  (Before issue 71 a significant shift smaller than the minimum effect was called the same without that test.)
 - **undecided** otherwise; **unknown** with fewer than 3 ok runs on a side.
 
 Why the second condition for good: the interval assumes a mean that is roughly normal, and NUMA counts
@@ -56,6 +57,7 @@ from lab.analysis.stats import (
     ALPHA,
     MIN_REPEATS,
     Stats,
+    equivalence_p,
     mean_interval,
     p_at_least,
     significant,
@@ -130,6 +132,9 @@ class StepDecision:
     p_good: float | None = None
     min_effect: float = 0.0  # the rule's, in the metric's units (0: none)
     min_effect_pct: float | None = None
+    # Welch's TOST p that the step is within ±min_effect of the good endpoint (lab.analysis.stats.equivalence_p;
+    # None in a step recorded before issue 71): below ALPHA it is the same as good
+    equivalence_p: float | None = None
 
     @property
     def decided(self) -> bool:
@@ -137,7 +142,10 @@ class StepDecision:
 
     @property
     def below_effect(self) -> bool:
-        """Significantly apart from the good endpoint, but by less than the minimum effect: the same as it."""
+        """Shown the same as the good endpoint within ± the minimum effect by the equivalence test (a step
+        recorded before issue 71, without the test: significantly apart by less than the minimum effect)."""
+        if self.equivalence_p is not None:
+            return self.min_effect > 0 and self.equivalence_p < ALPHA
         return bool(self.significant) and self.shift is not None and abs(self.shift) < self.min_effect
 
     def _pct(self, v: float) -> str:
@@ -157,7 +165,8 @@ class StepDecision:
             like += f"; like the bad endpoint ({self.n_bad} runs) with p={self.p_bad:.2g} (good needs <{ALPHA:g})"
         what = self.verdict
         if self.below_effect and self.min_effect_pct is not None:
-            what += f" (the same as the good endpoint: significant but below {effect_text(self.min_effect_pct)})"
+            how = f"TOST p={self.equivalence_p:.2g}" if self.equivalence_p is not None else "significant but below"
+            what += f" (the same as the good endpoint within ±{effect_text(self.min_effect_pct)}: {how})"
         return (
             f"{what}: moved {self._pct(self.shift)} toward bad (95% CI {self._pct(lo)} .. {self._pct(hi)}), "
             f"threshold {self._pct(self.threshold)}, {sig} (welch), {runs}{like}"
@@ -220,7 +229,8 @@ def decide_step(good: list[float], step: list[float], rule: Rule, bad: list[floa
     sig = significant(gs, ss, "welch")
     p_bad = p_like_bad(gs.amean, bad, step, rule) if bad and len(bad) >= MIN_REPEATS else None
     p_good = p_like_good(good, step, rule)
-    same = bool(sig) and abs(shift) < rule.min_effect  # significant, but below the minimum effect
+    p_same = equivalence_p(gs, ss, rule.min_effect)  # within ±the minimum effect of the good endpoint (TOST)
+    same = rule.min_effect > 0 and p_same is not None and p_same < ALPHA
     if sig and shift >= rule.threshold and p_good < ALPHA:
         verdict = "bad"
     elif (hi < rule.threshold or same) and (p_bad is None or p_bad < ALPHA):
@@ -229,4 +239,4 @@ def decide_step(good: list[float], step: list[float], rule: Rule, bad: list[floa
         verdict = "undecided"
     n_bad = len(bad or [])
     return StepDecision(verdict, gs.n, ss.n, mg, ms, step_ci, shift, (lo, hi), sig, rule.threshold, p_bad, n_bad,
-                        p_good, rule.min_effect, rule.min_effect_pct)  # fmt: skip
+                        p_good, rule.min_effect, rule.min_effect_pct, p_same)  # fmt: skip

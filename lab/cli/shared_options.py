@@ -49,10 +49,10 @@ SIGNIFICANCE_HELP = (
 )
 
 MIN_EFFECT_HELP = (
-    f"the minimum effect: a significant difference smaller than PCT%% of the baseline's mean is 'same (significant "
-    f"but below PCT%%)' in verdicts and tables, and decides as same (default: a metric's own min_effect from its "
-    f"workload file, else {DEFAULT_MIN_EFFECT:g}%%; 0: off). It matters where runs barely spread, as under --clock "
-    "virtual"
+    f"the minimum effect: a significant difference smaller than PCT%% of the baseline's mean is not better or "
+    f"worse, and a verdict of 'same' (within +-PCT%%) needs an equivalence test (TOST) at that margin to show it; "
+    f"otherwise the verdict is undecided (default: a metric's own min_effect from its workload file, else "
+    f"{DEFAULT_MIN_EFFECT:g}%%; 0: off). It matters where runs barely spread, as under --clock virtual"
 )
 
 # The A/B plan's defaults are the library's (lab.analysis.ab_plan): the help texts read them from here.

@@ -3,8 +3,9 @@
 A comparison is a cell (topology, workload and the axis that is not the
 baseline's) with its sides (the kernels, or the settings). The matrix runs
 its ``auto.min_pairs`` repeats first; then, round after round, every cell whose
-``auto.decide`` metrics are not all decided (significant, or significant but
-below the minimum effect: "same") gets one more repeat of each
+``auto.decide`` metrics are not all decided (better, worse or changed: significant by at
+least the minimum effect; or "same within ±X%": the equivalence test at the minimum effect
+shows it, lab.analysis.judgement) gets one more repeat of each
 side (interleaved, A B), until they are, ``auto.max_pairs`` repeats are spent or
 the time budget is. ``decide``'s "workload" (the default) is each cell's
 workload's own figure. Each cell's stop reason and verdicts are returned (and

@@ -21,8 +21,9 @@ With ``repeats: auto`` the matrix starts with ``min_pairs`` repeats of every run
 then adds one more repeat of every kernel (or setting) of a comparison whose
 ``decide`` metrics are not all decided, until they are or ``max_pairs``
 repeats or ``time_budget`` seconds are spent (``lab/matrix/auto_cells.py``).
-A metric is decided when it is significant, or significant but smaller than
-``min_effect`` of the baseline (then "same"; lab.min_effect: the default 1%,
+A metric is decided when it is significant by at least ``min_effect`` of the
+baseline, or when the equivalence test shows it within ±``min_effect`` (then
+"same within ±X%"; lab.analysis.judgement; lab.min_effect: the default 1%,
 or a workload file's metric's own, unless ``min_effect`` or ``numalab matrix
 run --min-effect`` says otherwise).
 """
@@ -69,7 +70,7 @@ def parse_expect(raw: list[dict] | None, workloads: list[str]) -> list[Expectati
             raise LabError(f"expect[{i}].metric: unknown metric {e['metric']!r} (known: {', '.join(METRIC_KEYS)})")
         neutral = METRIC_KEYS[e["metric"]].better == NEUTRAL
         if e["direction"] != "same" and (e["direction"] in ("higher", "lower")) != neutral:
-            want = "higher, lower or same (a mechanism counter has no better)" if neutral else "better, worse or same"
+            want = "higher, lower or same, as a mechanism counter has no better" if neutral else "better, worse or same"
             raise LabError(f"expect[{i}].direction: {e['metric']} takes {want}, got {e['direction']!r}")
         wl = e.get("workloads") or []
         wl = [wl] if isinstance(wl, str) else wl

@@ -2,8 +2,10 @@
 
 Per comparison and expected metric: the seed's figure, ours (baseline mean
 -> new mean, %diff with + better), the expected and measured direction,
-the outcome (lab.analysis.expectations), significance and repeats, and the
-runs a side the observed variance would need.
+numalab's verdict (lab.analysis.judgement: "same within ±1%" only where the
+equivalence test shows it, else undecided), the outcome
+(lab.analysis.expectations), significance and repeats, and the runs a side
+the observed variance says a decision would need.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ def rows(rep: Reproduction) -> list[dict]:
             "ours": f"{v.mean_name} {_num(v.mean_base)} -> {_num(v.mean_new)}",
             "pct": v.diff,
             "measured": v.moved,
+            "verdict": v.decision,
             "outcome": c.outcome,
             "significance": sig,
             "repeats": f"{v.n_base}+{v.n_new}",
@@ -75,13 +78,17 @@ def to_json(rep: Reproduction) -> dict:
 _MEANS = (
     "Means as in `numalab compare` (Hmean for rates such as GB/s and round trips per second, Amean for "
     'everything else); %diff compares them, + is better. "means moved" is the sign of %diff whether '
-    'significant or not; significance is judged on the per-run values by the rule named. "runs/side needed" '
-    "is the power estimate from the observed spread (80% power, α = 0.05)."
+    'significant or not; significance is judged on the per-run values by the rule named. "verdict" is '
+    "numalab's own (lab.analysis.judgement): the sides are called the same, within ±the minimum effect, only where "
+    "the equivalence test shows it (two one-sided Welch tests, α = 0.05); otherwise the verdict is undecided until "
+    'a difference is significant. "runs/side needed" is the estimate from the observed spread (80% power, '
+    "α = 0.05) of the runs a decision needs: to show the difference, or, for one inside the minimum effect, to "
+    "show the sides the same."
 )
 
 _COLS = (("cell", "comparison"), ("comparison", "A/B"), ("metric", "metric"), ("seed", "seed's figure"),
          ("expected", "seed's direction"), ("ours", "ours (A -> B)"), ("pct", "%diff (+ better)"),
-         ("measured", "means moved"), ("outcome", "outcome"), ("significance", "significance"),
+         ("measured", "means moved"), ("verdict", "verdict"), ("outcome", "outcome"), ("significance", "significance"),
          ("repeats", "runs A+B"), ("needed", "runs/side needed"))  # fmt: skip
 
 

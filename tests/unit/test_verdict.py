@@ -71,7 +71,8 @@ def test_seed003_figures_give_a_significant_worse_verdict_for_the_revert() -> No
 
 def test_noisy_tcg_counts_are_not_significant_and_say_what_they_would_need() -> None:
     v = vd.verdict_of("vmstat.numa_pages_migrated", TCG_A, TCG_B, "welch", "tcg")
-    assert v.direction == "same" and v.significant is False and not v.decided
+    # (issue 71: "undecided", not "same": not significant does not show the sides the same)
+    assert v.direction == "undecided" and v.significant is False and not v.decided and v.equivalent is False
     assert v.needed_per_side is not None and v.needed_per_side > 50
     assert f"~{v.needed_per_side}/side needed" in v.line()
     # a mechanism counter has no better: its means moved higher, not worse
@@ -94,15 +95,18 @@ def test_stopping_rule() -> None:
     # every chosen metric significant, either way
     s = vd.should_stop([_v("better"), _v("worse")], 3, plan)
     assert s.stop and s.reason == "decided"
+    # shown the same (the equivalence test) decides too
+    assert vd.should_stop([_v("better"), _v("same")], 3, plan).stop
     # one not yet: go on, then stop at the budget of pairs
-    assert not vd.should_stop([_v("better"), _v("same")], 4, plan).stop
-    s = vd.should_stop([_v("better"), _v("same")], 8, plan)
+    assert not vd.should_stop([_v("better"), _v("undecided")], 4, plan).stop
+    s = vd.should_stop([_v("better"), _v("undecided")], 8, plan)
     assert s.stop and s.reason == "max-repeats" and "vmstat.numa_pages_migrated" in s.detail
+    assert "still undecided" in s.detail
     # a time budget the next pair would overrun
     budget = ABPlan(min_pairs=3, max_pairs=8, time_budget=120)
-    s = vd.should_stop([_v("same")], 4, budget, elapsed_s=100, pair_s=30)
+    s = vd.should_stop([_v("undecided")], 4, budget, elapsed_s=100, pair_s=30)
     assert s.stop and s.reason == "time-budget"
-    assert not vd.should_stop([_v("same")], 4, budget, elapsed_s=50, pair_s=30).stop
+    assert not vd.should_stop([_v("undecided")], 4, budget, elapsed_s=50, pair_s=30).stop
     # a metric with no values on a side does not hold the loop
     absent = vd.Verdict("vmstat.hint_local_pct", "higher", "unknown", None, None, "welch", 0, 3, None, None, "tcg",
                         None, None)  # fmt: skip
@@ -142,7 +146,7 @@ def test_outcomes() -> None:
     noisy = vd.verdict_of("vmstat.numa_pages_migrated", TCG_A, TCG_B)  # B's mean is higher, not significant
     assert outcome_of("higher", noisy) == "same direction, not significant"
     assert outcome_of("lower", noisy) == "not reproduced"
-    assert outcome_of("same", noisy) == "reproduced"
+    assert outcome_of("same", noisy) == "not reproduced"  # undecided is not the same (issue 71)
     assert outcome_of("worse", vd.verdict_of("vmstat.hint_local_pct", [], [1.0])) == "no data"
 
 

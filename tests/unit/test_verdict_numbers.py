@@ -64,7 +64,10 @@ def test_a_verdict_on_an_all_zero_baseline_has_a_direction() -> None:
     # a judged metric's all-zero baseline still has a better/worse direction
     w = vd.verdict_of("tasks.pingpong", [0.0, 0.0, 0.0], [3.0, 4.0, 5.0], accelerator="tcg")
     assert w.moved == "worse" and w.direction == "worse"
-    assert vd.verdict_of("vmstat.numa_pages_migrated", [0.0] * 3, [0.0] * 3).moved == "same"
+    # equal means did not move ("unchanged": a description of the means, not a verdict, issue 71); identical
+    # constant runs are the same within any margin, a baseline of 0 included
+    zeros = vd.verdict_of("vmstat.numa_pages_migrated", [0.0] * 3, [0.0] * 3)
+    assert zeros.moved == "unchanged" and zeros.direction == "same" and zeros.decision == "same within ±1%"
 
 
 def test_a_near_zero_baseline_shows_the_absolute_change_not_minus_33331_percent() -> None:

@@ -96,7 +96,7 @@ def test_residency_node_memory_and_overlays_end_to_end(tmp_path: Path, built_ker
     assert pp["better"] == "lower" and pp["significant"] is not None and pp["p_value"] is not None
     assert pp["ci95_diff"][0] <= pp["abs_diff"] <= pp["ci95_diff"][1]
     migrated = rows["vmstat.numa_pages_migrated"]
-    assert migrated["better"] == "neutral" and migrated["verdict"] in ("changed", "same")
+    assert migrated["better"] == "neutral" and migrated["verdict"] in ("changed", "same", "undecided")
 
     html = tmp_path / "report.html"
     proc = numalab("report", *map(str, off + on), "--out", str(html), timeout=300)

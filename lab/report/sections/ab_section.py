@@ -47,16 +47,16 @@ def _verdict_text(row: Row) -> str:
 
 
 def _verdict_words(row: Row) -> str:
-    if row.below_effect or row.included:  # below the minimum effect (lab.min_effect), or marked (--include-status)
+    """The row's verdict (lab.analysis.judgement) in the HTML's words: better, worse and changed coloured, "same
+    within ±1%", "undecided (...)" and "not judged (...)" as its judgement says them."""
+    if row.included:  # marked (--include-status)
         text = row.verdict_text().removesuffix(f"; {row.class_note}") if row.class_note else row.verdict_text()
         return e(text.removesuffix(f": {row.caveat}") if row.caveat else text)
     return {
         "better": '<span class="verdict-better">significantly better</span>',
         "worse": '<span class="verdict-worse">significantly worse</span>',
         "changed": '<span class="verdict-changed">changed significantly (a mechanism counter: not judged)</span>',
-        "same": "no significant difference",
-        "unknown": "significance cannot be judged (fewer than 3 runs a side)",
-    }[row.verdict()]
+    }.get(row.verdict(), e(row.judgement.text))
 
 
 def compare_plots(c: Comparison, values: dict[str, dict[str, float]]) -> str:
