@@ -319,7 +319,7 @@ def _llc(m: dict) -> dict:
         if isinstance(mig, dict) and n_llcs > n_nodes:
             out |= {f"migrations_{k}": mig.get(k) for k in LLC_MIGRATION_KINDS}
         late = view["residency"].get("one_llc_share_late")
-        if isinstance(late, (int, float)) and n_llcs > 1:  # (one LLC: 100% by construction)
+        if isinstance(late, (int, float)) and n_llcs > n_nodes:  # (an LLC a node: the node residency's already)
             out["one_llc_share_late_pct"] = 100.0 * late
     w = wakeups.get("workload") if isinstance(wakeups, dict) else None
     if isinstance(w, dict) and w.get("wakeups"):

@@ -228,11 +228,13 @@ def test_the_metrics_are_neutral_compare_rows() -> None:
     assert v["llc.wakeups_waker_llc_pct"] == pytest.approx(200 / 3) and v["llc.wakeups_other_node_pct"] == 100 / 3
     assert v["llc.wakeups_waker_node_pct"] == 0.0
     assert v["llc.migrations_between_llcs"] == 1.0 and v["llc.migrations_within_llc"] == 0.0
+    assert 0.0 < v["llc.one_llc_share_late_pct"] <= 100.0
     keys = [k for k in METRIC_KEYS if k.startswith("llc.")]
     assert len(keys) == 6 and all(METRIC_KEYS[k].better == NEUTRAL for k in keys)
     # one LLC a node: no migration rows (between LLCs is 0 by construction), the wakeup rows stay
     v = metric_values(_manifest(RING4, WAKEUPS))
     assert not any(k.startswith("llc.migrations") for k in v) and "llc.wakeups_waker_llc_pct" in v
+    assert "llc.one_llc_share_late_pct" not in v  # (an LLC a node: the node residency says it)
     # ... and no "another LLC of the waker's node" row: with one LLC a node it is 0 by construction, not a share
     assert "llc.wakeups_waker_node_pct" not in v and "llc.wakeups_other_node_pct" in v
     # not traced: no wakeup rows (never 0)
