@@ -45,7 +45,7 @@ class KernelStepRunner:
 
     def build(self, prefix: int) -> str:
         if self._source is None:
-            self._source = resolve_source(self.source_arg)
+            self._source = resolve_source(self.source_arg, self.progress)
         req = BuildRequest(self._source, self.patches[:prefix], self.fragments, self._name(prefix))
         result = build_kernel(req, self.progress)
         how = "cache hit" if result.cached else f"built in {result.seconds:.0f}s"
