@@ -326,5 +326,7 @@ def test_73_numa_balancing_brings_the_memory_and_cache_aware_scheduling_gathers_
             elif not enabled:
                 assert late <= 0.6, said
             else:
+                # (gathered as late as the 6th of 8 seconds here: over the second half 0.909 at the least, so 0.75;
+                # never gathered, 0.5)
                 split = min(nodes) >= 0.15 and moves > 0  # (NUMA balancing's preferred node for one of them)
-                assert late >= 0.85 or (split and late <= 0.6), said
+                assert late >= 0.75 or (split and late <= 0.6), said
