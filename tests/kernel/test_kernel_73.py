@@ -288,12 +288,12 @@ def test_73_numa_balancing_brings_the_memory_and_cache_aware_scheduling_gathers_
     * NUMA balancing off: the memory stays on node 1; with llc_balancing on the threads end on one LLC of node 0
       (0.995-1.0 of the second half), off they stay spread over two LLCs (0.500), on node 0 in 5 of 10 runs, one
       a node in 4, both moved to node 1 by the load balancer in 1.
-    * NUMA balancing on: in 8 runs of 10 with llc_balancing on, it brought the memory to the threads (1,004-1,393
+    * NUMA balancing on: in 12 runs of 14 with llc_balancing on, it brought the memory to the threads (1,004-1,393
       pages migrated, most in the first second) and they were gathered on one LLC (0.909-1.0), later than without
       NUMA balancing (from the 3rd to the 6th second against the 2nd or 3rd); in 2 runs it also moved one thread
       to node 1 and the two stayed apart, one a node (0.500): get_pref_llc() drops a thread's LLC preference
       while its NUMA preferred node is not the LLC's, so the preferred node wins. With llc_balancing off they
-      stayed spread every time (0.500, 9 runs).
+      stayed spread every time (0.500, 13 runs).
 
     The test holds NUMA balancing off as measured, and with it on: off spread; on, gathered unless NUMA balancing
     split the threads over the nodes (each node 15% or more of their time, after a sched_move_numa)."""
