@@ -29,6 +29,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from lab.analysis.caveats import caveat_note, free_remote, row_caveat
+from lab.analysis.cpu_sides import cpu_identity, cpu_identity_warning
 from lab.analysis.judgement import Judgement, equivalence_rule_text, judge, pct_better, same_text
 from lab.analysis.lost import describe as describe_lost
 from lab.analysis.lost import of_record as lost_of_record
@@ -289,32 +290,6 @@ def _settings(r: RunRecord) -> tuple:
               s.get("node_maps") is True)  # fmt: skip
     return (r.numa_balancing, knobs, r.access_matrix is not None, str(s.get("kernel_args")), str(s.get("demotion")),
             _latency_model(r), str(clock), scheduler_of(r.manifest).label, cpu_identity(r), traced)  # fmt: skip
-
-
-def cpu_identity(r: RunRecord) -> tuple[str, tuple[int, int] | None]:
-    """The CPU the run's topology asked its guest to be shown: ``cpu_vendor`` ("" where not given) and
-    ``cpu_model`` (family, model; None where not given: a record made before the field reads so)."""
-    grid = r.topology.cpu_grid
-    return (grid.vendor, grid.cpu_model) if grid is not None else ("", None)
-
-
-def _cpu_identity_text(identity: tuple[str, tuple[int, int] | None]) -> str:
-    vendor, model = identity
-    said_vendor = f"cpu_vendor {vendor}" if vendor else "no cpu_vendor"
-    return f"{said_vendor}, cpu_model {model[0]}/{model[1]}" if model else f"{said_vendor}, no cpu_model"
-
-
-def cpu_identity_warning(base: list[RunRecord], new: list[RunRecord]) -> str | None:
-    """A loud line when the two sides' guests were shown different CPUs (vendor, or family and model, or a model
-    on one side only): a kernel path keyed on the CPU (commit 4d6dd05d07d0's SNC-3 fix) may run on one side only."""
-    sides = [sorted({cpu_identity(r) for r in runs}, key=repr) for runs in (base, new)]
-    if sides[0] == sides[1]:
-        return None
-    b, n = (" and ".join(map(_cpu_identity_text, ids)) for ids in sides)
-    return (
-        f"the sides' guests were shown different CPUs (baseline {b}; new {n}): a kernel path keyed on the CPU's "
-        "vendor or model may be taken on one side only, so a difference below may be the CPU's, not the kernel's"
-    )
 
 
 def same_kernel_warning(base: list[RunRecord], new: list[RunRecord]) -> str | None:

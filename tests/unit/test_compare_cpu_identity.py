@@ -14,6 +14,7 @@ from common import numalab
 from test_analysis import ON
 
 from lab.analysis import compare as cmp
+from lab.analysis.cpu_readback import read_cpus
 from lab.analysis.record import RunRecord
 
 WARNING = "the sides' guests were shown different CPUs"
@@ -90,3 +91,64 @@ def test_the_command_prints_the_line_in_text_and_json(tmp_path: Path) -> None:
     proc = numalab("compare", *sides, "--json")
     assert proc.returncode == 0, proc.stderr
     assert [w for w in json.loads(proc.stdout)["warnings"] if WARNING in w] == [lines[0].removeprefix("  WARNING: ")]
+
+
+# --- what the guests read back (issue 71): one preset, one spec grid, two machines seen ---
+
+VIEWS = Path(__file__).resolve().parent.parent / "data" / "cpu_views"
+
+
+def _with_readback(paths: list[Path], seen: dict) -> list[Path]:
+    for p in paths:
+        m = json.loads((p / "manifest.json").read_text())
+        m.setdefault("guest_topology", {}).setdefault("readback", {})["cpus"] = seen
+        (p / "manifest.json").write_text(json.dumps(m))
+    return paths
+
+
+def _genoa_seen() -> dict:
+    return read_cpus(VIEWS / "genoa-nps2@7.3")
+
+
+def _one_llc_a_package(seen: dict) -> dict:
+    """The same guest with every CPU on one L3 (another grid under the same preset name)."""
+    cpus = {c: v | {"caches": v["caches"] | {"L3": f"0-{len(seen['cpus']) - 1}"}} for c, v in seen["cpus"].items()}
+    return seen | {"cpus": cpus}
+
+
+def _compare_seen(tmp_path: Path, base: dict, new: dict) -> cmp.Comparison:
+    return cmp.compare_runs(
+        [RunRecord.load(p) for p in _with_readback(_copies(tmp_path, "a", GRID), base)],
+        [RunRecord.load(p) for p in _with_readback(_copies(tmp_path, "b", GRID), new)],
+    )
+
+
+def test_another_llc_count_read_back_warns_though_the_specs_agree(tmp_path: Path) -> None:
+    seen = _genoa_seen()
+    [w] = _cpu_warnings(_compare_seen(tmp_path, seen, _one_llc_a_package(seen)))
+    assert "as they read them back" in w and "\n" not in w
+    assert "baseline GenuineIntel 15/107: 8 CPUs, 1 package(s), 4 die(s), 4 LLC(s)" in w
+    assert "new GenuineIntel 15/107: 8 CPUs, 1 package(s), 4 die(s), 1 LLC(s)" in w
+
+
+def test_another_cpuid_read_back_warns_though_the_specs_agree(tmp_path: Path) -> None:
+    seen = _genoa_seen()
+    [w] = _cpu_warnings(_compare_seen(tmp_path, seen, seen | {"vendor": "AuthenticAMD", "family": 25}))
+    assert "new AuthenticAMD 25/107: 8 CPUs" in w
+
+
+def test_the_same_read_back_says_nothing_though_the_specs_differ(tmp_path: Path) -> None:
+    """What the guests saw wins over what the specs asked (under KVM both are shown the host's CPU)."""
+    seen = _genoa_seen()
+    base = _with_readback(_copies(tmp_path, "a", GRID | {"vendor": "intel"}), seen)
+    new = _with_readback(_copies(tmp_path, "b", GRID | {"vendor": "amd"}), seen)
+    c = cmp.compare_runs([RunRecord.load(p) for p in base], [RunRecord.load(p) for p in new])
+    assert not _cpu_warnings(c)
+
+
+def test_a_side_without_read_back_falls_back_to_the_specs(tmp_path: Path) -> None:
+    base = _with_readback(_copies(tmp_path, "a", GRID | {"vendor": "intel"}), _genoa_seen())
+    new = _copies(tmp_path, "b", GRID | {"vendor": "amd"})
+    c = cmp.compare_runs([RunRecord.load(p) for p in base], [RunRecord.load(p) for p in new])
+    [w] = _cpu_warnings(c)
+    assert "baseline cpu_vendor intel, no cpu_model; new cpu_vendor amd, no cpu_model" in w
