@@ -82,6 +82,9 @@ class Verdict:
     equivalence_p: float | None = None
     equivalence_margin: float | None = None
     words: str = ""  # the judgement's words ("same within ±1%", "undecided (3+3 runs; ~24 a side needed)")
+    # Runs of the two sides not counted for their status, by status: (status, runs), e.g. a sched_ext run
+    # ejected or a timeout; the line says "2 runs marked scheduler-ejected left out".
+    left_out: tuple[tuple[str, int], ...] = ()
 
     @property
     def moved(self) -> str:
@@ -120,7 +123,8 @@ class Verdict:
             sig += f", equivalent within ±{effect_text(self.min_effect_pct)} ({how})"
         need = "" if self.needed_per_side is None else f", ~{self.needed_per_side}/side needed"
         ctx = f" [{self.context}]" if self.context else ""
-        marked = f" ({included_text(dict(self.included))})" if self.included else ""
+        notes = [included_text(dict(self.included)), left_out_text(dict(self.left_out))]
+        marked = f" ({'; '.join(n for n in notes if n)})" if any(notes) else ""
         small = f"below {effect_text(self.min_effect_pct)}, not shown within ±{effect_text(self.min_effect_pct)}"
         if self.decided:
             what = self.decision
@@ -136,7 +140,15 @@ class Verdict:
 
     def to_dict(self) -> dict:
         return asdict(self) | {"decided": self.decided, "decision": self.decision, "moved": self.moved,
-                               "diff": self.diff, "line": self.line(), "included": dict(self.included)}  # fmt: skip
+                               "diff": self.diff, "line": self.line(), "included": dict(self.included),
+                               "left_out": dict(self.left_out)}  # fmt: skip
+
+
+def left_out_text(counts: dict[str, int]) -> str:
+    """'2 runs marked scheduler-ejected and 1 run marked timeout left out' ("" for none): the runs a verdict did
+    not count for their status, so a reader sees how many runs a side really made."""
+    parts = [f"{n} run{'s' if n != 1 else ''} marked {status}" for status, n in sorted(counts.items()) if n]
+    return f"{' and '.join(parts)} left out" if parts else ""
 
 
 def workload_figure(workload, clock: str = "host") -> str | None:
@@ -261,6 +273,10 @@ def verdicts_of(
                 out[m["status"]] = out.get(m["status"], 0) + 1
         return out
 
+    left: dict[str, int] = {}
+    for m in base + new:  # (every run not counted for its status, whatever metrics it has)
+        if m.get("status") not in statuses:
+            left[str(m.get("status"))] = left.get(str(m.get("status")), 0) + 1
     why = free_remote([m for m in base + new if m.get("status") in statuses])
     # NUMA balancing's metrics where a side ran a sched_ext scheduler: the fair class's (lab.analysis.scheduler_class)
     fair = fair_class_note(ext_names([m for m in base + new if m.get("status") in statuses]))
@@ -284,6 +300,7 @@ def verdicts_of(
                 marked(k),
             ),
             caveat=caveat(k),
+            left_out=tuple(sorted(left.items())),
         )  # fmt: skip
         for k in metrics
     ]

@@ -38,6 +38,7 @@ from lab.run.manifest import GuestView, ManifestInputs, clocksource_of, workload
 from lab.run.manifest import build as build_manifest
 from lab.run.prepare import Prepared
 from lab.run.request import RunRequest, Trip
+from lab.run.scheduler import at_timeout as scheduler_at_timeout
 from lab.run.scheduler import readback as scheduler_readback
 from lab.topology.cpu_view import ALL_LEVELS, configured_levels
 from lab.topology.snc_fix import FIXING_UP, sched_topology
@@ -169,6 +170,10 @@ def _manifest_inputs(trip: Trip, prep: Prepared, booted: Booted, got: Gathered, 
                                req.scheduler.to_dict(), req.scheduler.ops)  # fmt: skip
     if evidence.guest_done and req.scheduler.sched_ext:
         evidence = replace(evidence, scheduler_problem=sched_problem)
+    if evidence.timed_out and req.scheduler.sched_ext:  # (a timeout names the scheduler it ran under)
+        started = outcome.stage("scheduler")
+        evidence = replace(evidence, scheduler_at_timeout=scheduler_at_timeout(
+            console, req.scheduler.label, started.detail if started else None))  # fmt: skip
     status, reason = classify(evidence)
     return ManifestInputs(
         scheduler=sched,

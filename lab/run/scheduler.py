@@ -174,6 +174,36 @@ def _kernel_reason(record: Path) -> str | None:
     return None
 
 
+def at_timeout(console: str, label: str, started: str | None) -> str:
+    """At a timeout, the run's sched_ext scheduler named with what is known of it: whether the guest saw it
+    enabled at the workload's start (the init's ``scheduler`` stage: its ops, or none), and the kernel's last
+    word on it from the console. The watchdog ejects a scheduler that stalls a task only after its timeout (30 s
+    unless the scheduler asked for less: ``ops.timeout_ms``), so a host --timeout that ends the run first is
+    said to be the cause it may be."""
+    said = None
+    for line in reversed(console.splitlines()[-2000:]):
+        m = _DISABLED.search(line)
+        if m:
+            said = f'BPF scheduler "{m.group(1)}" disabled ({m.group(2)})'
+            break
+        e = _ERROR_LINE.search(line)
+        if e and said is None:
+            said = e.group(1).strip()[:200]
+    if started is None:
+        seen = "not yet started"
+    elif started in ("", "none"):
+        seen = "not enabled at the workload's start"
+    else:
+        seen = f"enabled at the workload's start (ops {started})"
+    out = f"under the sched_ext scheduler {label}, {seen}"
+    if said:
+        return term_safe(f"{out}; kernel: {said}")[:400]
+    if started not in (None, "", "none"):
+        out += ("; the kernel said nothing of it on the console: a scheduler that stalls a task is ejected only "
+                "after its watchdog (up to 30 s), which a shorter --timeout cuts off")  # fmt: skip
+    return term_safe(out)[:400]
+
+
 _KEY_LINE = re.compile(r"load failed|cannot use|invalid|not allowed|unknown func|not supported|EXIT:|error", re.I)
 
 

@@ -50,6 +50,9 @@ class Evidence:
     # --scheduler: why the sched_ext scheduler asked for was not enabled, with its ops, from the workload's start
     # to its end (the kernel's word, or the scheduler's own: lab.run.scheduler); None when it was, or for fair.
     scheduler_problem: str | None = None
+    # At a timeout under a sched_ext scheduler, the scheduler named with what is known of it (lab.run.scheduler
+    # .at_timeout): a scheduler that stalls the guest may outlast the host's timeout before its watchdog speaks.
+    scheduler_at_timeout: str | None = None
 
 
 def panic_line(console: str) -> str | None:
@@ -71,8 +74,9 @@ def classify(ev: Evidence) -> tuple[str, str]:
     if ev.timed_out:
         why = {"emulator-stalled": "QEMU stopped running its vCPUs", "guest-spinning": "the guest was spinning",
                "guest-idle": "the guest was idle, every vCPU halted"}.get(ev.hang_kind or "")  # fmt: skip
-        return "timeout", "the VM did not power off before the timeout" + ("" if ev.booted else " (it never booted)") \
-            + (f"; {why}" if why else "")  # fmt: skip
+        parts = ["the VM did not power off before the timeout" + ("" if ev.booted else " (it never booted)"), why,
+                 ev.scheduler_at_timeout]  # fmt: skip
+        return "timeout", "; ".join(p for p in parts if p)
     if ev.vm_failure:
         return ("boot-failed" if not ev.booted else "workload-failed"), ev.vm_failure
     failed = f"the guest init failed: {ev.init_failure}" if ev.init_failure is not None else ""

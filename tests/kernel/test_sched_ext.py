@@ -104,6 +104,16 @@ def test_a_scheduler_that_misbehaves_is_ejected_and_says_why(tmp_path, v612) -> 
     assert 'BPF scheduler "qmap" disabled (runnable task stall)' in m["reason"], m["reason"]
     assert "failed to run for 5." in m["reason"], m["reason"]
 
+    # a host --timeout before the workload's end: a timeout, naming the scheduler it ran under (issue 71; here the
+    # scheduler is well, so the kernel said nothing of it, and the line says what a watchdog could have cut off)
+    proc = numalab("run", "--kernel", "v6.12", "--scheduler", "scx_simple", *SMALL, "--workload", "spin", "--duration",
+                   "300", "--timeout", "60", "--no-trace", "--out", str(tmp_path / "timeout"), "--json",
+                   timeout=600)  # fmt: skip
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    m = json.loads(proc.stdout)
+    assert m["status"] == "timeout", (m["status"], m["reason"])
+    assert "; under the sched_ext scheduler scx_simple, enabled at the workload's start (ops simple)" in m["reason"]
+
     # compare leaves the ejected run out: against a fair run, nothing is left to compare on its side
     fair = tmp_path / "fair"
     proc = numalab("run", "--kernel", "v6.12", *SMALL, "--workload", "spin", "--duration", "2", "--no-trace", "--out",
