@@ -309,7 +309,14 @@ def _build_locked(req: BuildRequest, key: str, name: str, progress: Progress) ->
     t0 = time.monotonic()
     tree = prepare_tree(req.source, progress)
     reset_tree(tree)
-    apply_patches(tree, req.patches)
+    try:
+        apply_patches(tree, req.patches)
+        return _build_patched(req, key, name, progress, tree, t0)
+    finally:  # the private tree pristine for the next request, a failed build's too (its log keeps the error)
+        reset_tree(tree)
+
+
+def _build_patched(req: BuildRequest, key: str, name: str, progress: Progress, tree: Path, t0: float) -> BuildResult:
     stale = "-stale-test" if _stale_recipe() else ""  # (its own warm directory: CC= differs)
     out = source_root(req.source) / f"build-{fragments_key(req.fragments)}{stale}"
     cold = not (out / "vmlinux").exists()
@@ -372,7 +379,6 @@ def _build_locked(req: BuildRequest, key: str, name: str, progress: Progress) ->
     final = builds_dir() / key
     shutil.rmtree(final, ignore_errors=True)
     os.rename(stage, final)
-    reset_tree(tree)  # leave the private tree pristine for the next request
     return BuildResult(name, key, final, False, seconds, meta)
 
 

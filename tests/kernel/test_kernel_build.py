@@ -21,7 +21,7 @@ from lab.kernel import build as kbuild
 from lab.kernel.cache import find_built, link_name, validate_name
 from lab.kernel.fragments import load_fragment, load_fragments, parse_values, unmet
 from lab.kernel.patches import apply_patches, describe_failure, is_mbox, load_patches, read_series
-from lab.kernel.source import BASE_REF, Source, reset_tree
+from lab.kernel.source import BASE_REF, Source, reset_tree, resolve_source, source_root
 
 PATCHES = REPO / "kernel-configs" / "patches"
 KNOWN_ANSWER = PATCHES / "known-answer-no-numa-migrate.patch"
@@ -423,6 +423,13 @@ def test_build_failure_keeps_the_log_and_names_the_error(tmp_path, baseline) -> 
     log = Path(lines[0].rsplit("(log: ", 1)[1].rstrip(")"))
     assert log.is_file() and "numalab_injected_syntax_error" in log.read_text()
     assert "last lines" in proc.stdout  # the tail of the log is shown
+    # The private tree of the default source is back at its pristine commit, not left at the broken one (issue 71:
+    # the next user of the cache found the tree patched), and nothing of the patch is left in it.
+    tree = source_root(resolve_source(None)) / "tree"
+    head = subprocess.run(["git", "rev-parse", "HEAD", BASE_REF], cwd=tree, capture_output=True, text=True)
+    assert head.returncode == 0 and len(set(head.stdout.split())) == 1, head.stdout
+    assert subprocess.run(["git", "status", "--porcelain"], cwd=tree, capture_output=True, text=True).stdout == ""
+    assert "numalab_injected" not in (tree / "kernel" / "sched" / "fair.c").read_text()
     # The baseline is still a cache hit, and nothing of the broken build is cached under a name.
     assert _build("--name", "baseline")["cached"]
     assert find_built("broken") is None
