@@ -22,8 +22,10 @@ the kernel did, and carry none.
 
 from __future__ import annotations
 
+from lab.vm.tcg.machine_model import DEFAULT_MODEL
+
 FREE_REMOTE = "remote memory costs nothing here"
-MODELLED_FLAGS = "--qemu charge --clock virtual --remote-latency slit"
+MODELLED_FLAGS = f"--model {DEFAULT_MODEL}"
 MODELLED_COMMAND = f"numalab run {MODELLED_FLAGS} (make setup-qemu-charge builds that QEMU)"
 
 
@@ -78,9 +80,16 @@ def caveated(metric_key: str, unit: str) -> bool:
     return metric_key.startswith(CAVEATED_PREFIXES) and speed_unit(unit)
 
 
-def row_caveat(metric_key: str, unit: str, why: str | None) -> str:
-    """The words a row's verdict carries: "remote memory costs nothing here (plain TCG, ...)", or ""."""
-    return f"{FREE_REMOTE} ({why})" if why and caveated(metric_key, unit) else ""
+def row_caveat(metric_key: str, unit: str, why: str | None, model: str = "") -> str:
+    """The words a row's verdict carries: "remote memory costs nothing here (plain TCG, ...)"; on the modelled
+    machine, which one and what validated it ("on the modelled machine m1 (known answers: K1 CPU capacity)", or
+    "on m1 modified (...): not the validated machine": ``model``, :func:`lab.vm.tcg.machine_model.model_words`);
+    or ""."""
+    if not caveated(metric_key, unit):
+        return ""
+    if why:
+        return f"{FREE_REMOTE} ({why})"
+    return f"on {model}" if model else ""
 
 
 def caveat_note(why: str | None) -> str | None:

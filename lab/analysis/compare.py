@@ -43,6 +43,7 @@ from lab.min_effect import below, effective
 from lab.min_effect import text as effect_text
 from lab.paths import json_text
 from lab.untrusted import finite_copy
+from lab.vm.tcg.machine_model import model_words
 
 # A baseline mean this small beside the change makes a %diff meaningless (-33331% from a baseline of 0.003):
 # past this many percent, or from a baseline of 0, the absolute change is shown instead.
@@ -446,8 +447,9 @@ def apply_caveats(rows: list[Row], manifests: list[dict]) -> str | None:
     """Mark each row whose verdict the runs' VM cannot support (lab.analysis.caveats), and return the note that
     says why and which command can; None when no row needs one."""
     why = free_remote(manifests)
+    model = model_words(manifests)
     for r in rows:
-        r.caveat = row_caveat(r.metric.key, r.metric.unit, why)
+        r.caveat = row_caveat(r.metric.key, r.metric.unit, why, model)
     return caveat_note(why) if any(r.caveat for r in rows) else None
 
 

@@ -232,7 +232,7 @@ def finding(c: Comparison) -> Finding | None:
         return None
     line, wrow = workload_line(c)
     cannot = None
-    if wrow is not None and wrow.caveat:
+    if wrow is not None and wrow.caveat.startswith(FREE_REMOTE):  # (not the words naming the modelled machine)
         cannot = (
             f"What these runs cannot show: whether that locality makes {c.workload} faster. {wrow.caveat[0].upper()}"
             f"{wrow.caveat[1:]}, so {wrow.metric.key} measures only what balancing costs in this VM. The modelled "

@@ -33,6 +33,7 @@ from lab.errors import LabError
 from lab.min_effect import DEFAULT_PCT as DEFAULT_MIN_EFFECT
 from lab.min_effect import effective
 from lab.min_effect import text as effect_text
+from lab.vm.tcg.machine_model import model_words
 from lab.workloads.metric_declarations import MEMORY_FIGURES
 
 # A built-in without a figure of its own decides on its run time as it reports it (lower is better): defined in
@@ -278,12 +279,13 @@ def verdicts_of(
         if m.get("status") not in statuses:
             left[str(m.get("status"))] = left.get(str(m.get("status")), 0) + 1
     why = free_remote([m for m in base + new if m.get("status") in statuses])
+    model = model_words([m for m in base + new if m.get("status") in statuses])
     # NUMA balancing's metrics where a side ran a sched_ext scheduler: the fair class's (lab.analysis.scheduler_class)
     fair = fair_class_note(ext_names([m for m in base + new if m.get("status") in statuses]))
 
     def caveat(k: str) -> str:
         metric = known[k] if k in known else get_metric(k)
-        return "; ".join(c for c in (row_caveat(k, metric.unit, why), fair if metric.fair_only else "") if c)
+        return "; ".join(c for c in (row_caveat(k, metric.unit, why, model), fair if metric.fair_only else "") if c)
 
     return [
         replace(

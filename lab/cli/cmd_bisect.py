@@ -183,7 +183,8 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     if plan.decide[0] == WORKLOAD_FIGURE:  # the workload's own figure
         workload = resolve_workload(workload_of(args), getattr(args, "workload_cmd", None) or "",
                                     tuple(getattr(args, "workload_files", None) or ()))  # fmt: skip
-        plan = replace(plan, decide=tuple(resolve_decide(plan.decide, workload, args.clock)))
+        clock = run_settings(args).get("clock", "host")  # (--clock, or --model's)
+        plan = replace(plan, decide=tuple(resolve_decide(plan.decide, workload, clock)))
     from lab.bisect.bisect_report import write_report  # (on use: start-up time)
     from lab.bisect.engine import Bisect  # (on use: start-up time)
     from lab.bisect.kernel_steps import series_patches  # (on use: start-up time)

@@ -71,10 +71,8 @@ def run_options_from_args(args: argparse.Namespace):
         access_matrix=args.access_matrix,
         access_sample=args.access_sample,
         access_address_map=args.access_address_map or "",
-        remote_latency=args.remote_latency,
         remote_latency_ns=args.remote_latency_ns,
         remote_bandwidth_gbs=args.remote_bandwidth_gbs,
-        coherence=args.coherence or "",
         coherence_mib=args.coherence_mib,
     )
 
@@ -251,7 +249,6 @@ def add_run_arguments(r: argparse.ArgumentParser, *, repeat: int | str) -> None:
     g.add_argument(
         "--remote-latency",
         choices=CHOICES["remote_latency"],
-        default="off",
         help="slit: charge each modelled cache miss to a remote node (ratio - 1) x L ns by holding the vCPU, "
         "ratio = SLIT distance / 10; under --clock virtual every miss ratio x L ns of guest time (needs --qemu "
         "charge); table: the ratios of the topology spec's latency_ratio: matrix (TCG plugin: TCG, direct QEMU; "

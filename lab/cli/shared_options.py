@@ -31,6 +31,8 @@ from lab.run.access_matrix import STATUS as ACCESS_STATUS
 from lab.run.options import CHOICES, RunOptions
 from lab.topology.ref import TopologyRef
 from lab.vm.status import STATUSES
+from lab.vm.tcg.machine_model import DEFAULT_MODEL, MODELS
+from lab.vm.tcg.machine_model import fill as fill_model
 from lab.workloads.registry import WORKLOADS
 
 JSON_HELP = "print JSON on stdout instead of text (machine-readable; the text, if any, goes to stderr)"
@@ -305,9 +307,16 @@ def qemu_options(p: argparse.ArgumentParser):
         "TCG if KVM fails)",
     )
     g.add_argument(
+        "--model",
+        choices=tuple(MODELS),
+        help=f"the modelled machine by one name, as numalab's known answers validated it (docs/throughput.md): "
+        f"{DEFAULT_MODEL} is {MODELS[DEFAULT_MODEL].summary} ("
+        + " ".join(f"--{k.replace('_', '-')} {v}" for k, v in MODELS[DEFAULT_MODEL].options)
+        + "); a part given besides is kept and the record says the machine differs (needs make setup-qemu-charge)",
+    )
+    g.add_argument(
         "--clock",
         choices=CHOICES["clock"],
-        default=d.clock,
         help=f"the guest's clock under TCG (default {d.clock}): host, or virtual: it advances with the instructions "
         "the vCPUs execute (QEMU's -icount, 1 G a guest second shared by the vCPUs; QEMU 10: --qemu backports), so "
         "host load cannot change what the guest measures",
@@ -358,10 +367,16 @@ def run_settings(args: argparse.Namespace) -> dict:
         "quantum": "quantum",
         "insns_per_ns": "insns_per_ns",
     }
+    if hasattr(args, "remote_latency"):  # (numalab run's; bisect has none, but its --model sets them)
+        fields |= {"remote_latency": "remote_latency", "coherence": "coherence"}
     out = {f: (tuple(v) if isinstance(v, list) else v) for f, a in fields.items() if (v := getattr(args, a, None))
            is not None}  # fmt: skip
     if hasattr(args, "qemu"):
-        out["qemu"] = args.qemu or ""
+        out["qemu"] = args.qemu
+    if getattr(args, "model", None):
+        out = fill_model(args.model, out)
+    if out.get("qemu") is None and hasattr(args, "qemu"):
+        out["qemu"] = ""
     if hasattr(args, "duration"):
         out["duration"] = args.duration
     return out

@@ -54,6 +54,8 @@ from lab.run.scheduler import label_of as scheduler_label
 from lab.topology.model import check_name
 from lab.topology.ref import SPEC_SIZE_NAMES, TopologyRef
 from lab.vm.libvirt.libvirt_hostspec import HostSpec, parse_hosts
+from lab.vm.tcg.machine_model import fill as fill_model
+from lab.vm.tcg.machine_model import get_model
 from lab.workloads.registry import WORKLOADS
 from lab.workloads.user_workload import is_workload_file, load_workload_file
 
@@ -259,6 +261,9 @@ def _workloads(data: dict, default_duration: float, base: Path, declared: set[st
 def _settings(data: dict) -> list[SettingChoice]:
     out = []
     for item in _list(data, "settings", [{"name": "default"}]):
+        if item.get("model") is not None:  # (the modelled machine by one name: its parts where not given)
+            given = {k: item.get(k) for k, _ in get_model(str(item["model"])).options}
+            item = item | fill_model(str(item["model"]), given)
         bal = item.get("numa_balancing", "on")
         bal = {True: "on", False: "off"}.get(bal, bal)
         knobs = item.get("knobs") or {}  # (the schema: KNOB_NAMES' whole numbers, DIR/NAME words)

@@ -27,6 +27,7 @@ from lab.vm.console import VmOutcome
 from lab.vm.hang import symbolize
 from lab.vm.qemu.firmware import firmware_name
 from lab.vm.status import console_excerpt, panic_line
+from lab.vm.tcg.machine_model import model_record
 
 FORMAT = RUN_FORMAT  # (lab.record_files: the readers check it)
 
@@ -207,6 +208,10 @@ def build(i: ManifestInputs) -> dict:
     }
     _add_problems(manifest, i)
     _add_boot_facts(manifest, i)
+    # the modelled machine the run had, by name, and where it differs from it (lab.vm.tcg.machine_model); a run
+    # with no memory charge under the guest's clock has none
+    if (model := model_record(manifest)) is not None:
+        manifest["model"] = model
     return manifest
 
 

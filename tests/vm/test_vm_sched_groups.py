@@ -102,3 +102,33 @@ def test_grid_2x4_baseline_passes_and_old_construction_is_caught(tmp_path, kerne
     assert {c: [(d["groups"], d["masks"]) for d in doms] for c, doms in guest.items()} == {
         str(c): [(d["groups"], d["masks"]) for d in doms] for c, doms in old.items()
     }
+
+
+def test_known_answer_k1_the_model_gives_each_vcpu_its_capacity(tmp_path, kernels) -> None:
+    """Issue 66's K1, CPU capacity: nodes13 on ring-4, one vCPU a node, the baseline against seed 002's old
+    construction, on the modelled machine m1 (--model m1: parallel guest time). The old construction leaves node 3
+    idle, so its tasks share node 1's one CPU: half the loops a guest second (0.50 +- 0.05). Under the one shared
+    guest clock (m1 with --quantum 0) the busy vCPU gets the idle one's instructions and the loss disappears (1.0):
+    the check can fail, and the record says that machine is not m1. Measured here (2026-11-28, 4 s each): 0.501
+    under m1, 1.000 under the shared clock."""
+    runs = {}
+    for machine, extra in (("m1", ()), ("shared", ("--quantum", "0"))):
+        (tmp_path / machine).mkdir()
+        for kernel in ("baseline", "seed002-groups-from-one-cpu"):
+            runs[machine, kernel] = _run(tmp_path / machine, kernel, "ring-4", "nodes13", "4", *RING4, "--model",
+                                         "m1", "--no-trace", *extra)  # fmt: skip
+    for (machine, kernel), m in runs.items():
+        assert m["status"] == ("ok" if kernel == "baseline" else "topology-mismatch"), (machine, kernel, m["reason"])
+        assert m["workload"]["result"]["gbps"] > 0
+    assert runs["m1", "baseline"]["model"] == {"name": "m1", "differs": [], "known_answers": ["K1 CPU capacity"]}
+    assert runs["shared", "baseline"]["model"]["differs"] == ["quantum 0 (m1: 2000)"]
+    busy = runs["m1", "seed002-groups-from-one-cpu"]["metrics"]["node_cpu"]["busy_s"]
+    assert busy["3"] < 0.2 * busy["1"], busy  # node 3 idle under the old construction
+
+    def ratio(machine: str) -> float:
+        bad, good = (runs[machine, k]["workload"]["result"]["gbps"] for k in ("seed002-groups-from-one-cpu",
+                                                                              "baseline"))  # fmt: skip
+        return bad / good
+
+    assert 0.45 <= ratio("m1") <= 0.55, ratio("m1")
+    assert 0.95 <= ratio("shared") <= 1.05, ratio("shared")
