@@ -80,16 +80,15 @@ def caveated(metric_key: str, unit: str) -> bool:
     return metric_key.startswith(CAVEATED_PREFIXES) and speed_unit(unit)
 
 
-def row_caveat(metric_key: str, unit: str, why: str | None, model: str = "") -> str:
+def row_caveat(metric_key: str, unit: str, why: str | None, model: str = "", phase: str = "") -> str:
     """The words a row's verdict carries: "remote memory costs nothing here (plain TCG, ...)"; on the modelled
     machine, which one and what validated it ("on the modelled machine m1 (known answers: K1 CPU capacity)", or
     "on m1 modified (...): not the validated machine": ``model``, :func:`lab.vm.tcg.machine_model.model_words`);
-    or ""."""
+    then, where runs were still migrating at their end, ``phase`` (lab.analysis.steady_state.phase_words); or ""."""
     if not caveated(metric_key, unit):
         return ""
-    if why:
-        return f"{FREE_REMOTE} ({why})"
-    return f"on {model}" if model else ""
+    machine = f"{FREE_REMOTE} ({why})" if why else (f"on {model}" if model else "")
+    return "; ".join(w for w in (machine, phase) if w)
 
 
 def caveat_note(why: str | None) -> str | None:

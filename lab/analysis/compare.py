@@ -37,6 +37,7 @@ from lab.analysis.metrics import METRIC_KEYS, NEUTRAL, Metric, metric_values, me
 from lab.analysis.record import RunRecord
 from lab.analysis.scheduler_class import ext_names, fair_class_note, pair_labels, scheduler_of, side_schedulers
 from lab.analysis.stats import ALPHA, DEFAULT_RULE, MIN_REPEATS, RULES, Stats, significant, welch_interval, welch_p
+from lab.analysis.steady_state import phase_words
 from lab.errors import LabError
 from lab.min_effect import DEFAULT_PCT as DEFAULT_MIN_EFFECT
 from lab.min_effect import below, effective
@@ -447,9 +448,9 @@ def apply_caveats(rows: list[Row], manifests: list[dict]) -> str | None:
     """Mark each row whose verdict the runs' VM cannot support (lab.analysis.caveats), and return the note that
     says why and which command can; None when no row needs one."""
     why = free_remote(manifests)
-    model = model_words(manifests)
+    model, phase = model_words(manifests), phase_words(manifests)
     for r in rows:
-        r.caveat = row_caveat(r.metric.key, r.metric.unit, why, model)
+        r.caveat = row_caveat(r.metric.key, r.metric.unit, why, model, phase)
     return caveat_note(why) if any(r.caveat for r in rows) else None
 
 

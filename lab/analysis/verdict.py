@@ -29,6 +29,7 @@ from lab.analysis.judgement import DECIDED, moved, pct_better
 from lab.analysis.metrics import Metric, declared_rates, get_metric, metric_values, metrics_of
 from lab.analysis.scheduler_class import ext_names, fair_class_note
 from lab.analysis.stats import DEFAULT_RULE, MIN_REPEATS, Stats, ci_overlap_margin, significant
+from lab.analysis.steady_state import phase_words
 from lab.errors import LabError
 from lab.min_effect import DEFAULT_PCT as DEFAULT_MIN_EFFECT
 from lab.min_effect import effective
@@ -280,12 +281,15 @@ def verdicts_of(
             left[str(m.get("status"))] = left.get(str(m.get("status")), 0) + 1
     why = free_remote([m for m in base + new if m.get("status") in statuses])
     model = model_words([m for m in base + new if m.get("status") in statuses])
+    phase = phase_words([m for m in base + new if m.get("status") in statuses])
     # NUMA balancing's metrics where a side ran a sched_ext scheduler: the fair class's (lab.analysis.scheduler_class)
     fair = fair_class_note(ext_names([m for m in base + new if m.get("status") in statuses]))
 
     def caveat(k: str) -> str:
         metric = known[k] if k in known else get_metric(k)
-        return "; ".join(c for c in (row_caveat(k, metric.unit, why, model), fair if metric.fair_only else "") if c)
+        return "; ".join(
+            c for c in (row_caveat(k, metric.unit, why, model, phase), fair if metric.fair_only else "") if c
+        )
 
     return [
         replace(

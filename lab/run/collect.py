@@ -17,6 +17,7 @@ from lab.analysis.node_cpu import node_cpu_time
 from lab.analysis.readback import build_id, check_topology, read_sched_domains, read_topology
 from lab.analysis.results import Unpacked, unpack_results
 from lab.analysis.sched_cache import sched_cache_view
+from lab.analysis.steady_state import balancing_phase
 from lab.guest.sched_verbose import check_groups, groups_record, read_sched_groups
 from lab.record_files import (
     CONSOLE_LOG,
@@ -358,4 +359,6 @@ def _metrics(req: RunRequest, d: Path, outcome: VmOutcome, result: dict | None, 
     clock = "virtual" if req.clock.virtual else "host"  # (under the virtual clock: none, per_vcpu_second says why)
     if twins := per_vcpu_second(result, outcome.vcpu_time, user["metrics"] if user else None, clock):
         metrics["per_vcpu_s"] = twins  # work per vCPU CPU-second (lab.analysis.metrics.TWINS, a user's rates)
+    if phase := balancing_phase(metrics.get("vmstat_series"), workload_seconds(outcome)):
+        metrics["balancing_phase"] = phase  # start-up or steady state, by pages migrated (lab.analysis.steady_state)
     return metrics
