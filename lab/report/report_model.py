@@ -232,6 +232,8 @@ def build_report(
     outputs[md_path] = render_markdown(report, comparisons)
     outputs[out_html] = render_html(report, comparisons)
     if kcidb is not None:
+        if any(os.path.abspath(kcidb) == os.path.abspath(p) for p in outputs):
+            raise LabError(f"--kcidb {kcidb}: is one of the report's own files; choose another name")
         outputs[kcidb] = json_text(kcidb_data(runs, comparisons), indent=2) + "\n"
     _write_all(outputs, out_html, {kcidb: "--kcidb"} if kcidb is not None else {})
     return ReportPaths(out_html, json_path, md_path, perfetto_paths, report, kcidb)

@@ -188,8 +188,8 @@ def test_a_numalab_build_s_meta_names_its_source_and_fragments(tmp_path) -> None
 
 
 def test_a_bad_kcidb_path_is_a_one_line_error(tmp_path) -> None:
-    """As --out: a path that is not one printable line, a directory, or one that cannot be written is a one-line
-    error naming --kcidb, and no report file is left (all are written, or none)."""
+    """As --out: a path that is not one printable line, a directory, one that cannot be written or one of the
+    report's own files is a one-line error naming --kcidb, and no report file is left (all are written, or none)."""
     run = str(RUNS / "ring2-idle")
     out = tmp_path / "r" / "report.html"
     blocker = tmp_path / "file"
@@ -198,6 +198,7 @@ def test_a_bad_kcidb_path_is_a_one_line_error(tmp_path) -> None:
         (str(tmp_path / "k\nx.json"), "not one printable line"),
         (str(tmp_path), "is a directory"),
         (str(blocker / "k.json"), "cannot write"),
+        (str(out.with_suffix(".json")), "the report's own files"),  # (it would replace report.json)
     ]
     for path, words in cases:
         proc = numalab("report", run, "--out", str(out), "--kcidb", path, timeout=120)
