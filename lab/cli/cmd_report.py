@@ -1,4 +1,4 @@
-"""``numalab report``: HTML, markdown and JSON (and Perfetto timelines) from run records."""
+"""``numalab report``: HTML, markdown and JSON (and Perfetto timelines, and KCIDB's format) from run records."""
 
 from __future__ import annotations
 
@@ -6,7 +6,13 @@ import argparse
 from pathlib import Path
 
 from lab.cli.common import warn
-from lab.cli.shared_options import include_status_option, min_effect_option, out_option, significance_option
+from lab.cli.shared_options import (
+    include_status_option,
+    min_effect_option,
+    out_option,
+    output_path,
+    significance_option,
+)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -14,7 +20,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     out = args.out or (args.runs[0] / "report.html" if len(args.runs) == 1 else Path("report.html"))
     paths = build_report(args.runs, out, args.significance, include_incomplete=args.include_incomplete,
-                         min_effect=args.min_effect, include_statuses=args.include_status)  # fmt: skip
+                         min_effect=args.min_effect, include_statuses=args.include_status,
+                         kcidb=args.kcidb)  # fmt: skip
     damaged = [(r["path"], p) for r in paths.data["runs"] for p in r["metrics"].get("trace_problems", [])]
     for run, problem in damaged:
         warn(f"{run}: {problem} (marked in the report)")
@@ -23,6 +30,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(f"text:   {paths.markdown}")
     for p in paths.perfetto:
         print(f"perfetto: {p}")
+    if paths.kcidb is not None:
+        print(f"kcidb:  {paths.kcidb} (KCIDB I/O data, not submitted: kcidb-submit sends it)")
     return 1 if damaged else 0
 
 
@@ -44,4 +53,12 @@ def add_parser(sub) -> None:
         help="count runs whose trace lost more than 1%% of its records in the A/B tables (left out by default)",
     )
     include_status_option(rep)
+    rep.add_argument(
+        "--kcidb",
+        type=output_path("--kcidb"),
+        metavar="FILE",
+        help="also write the runs and the A/B verdicts to FILE in KCIDB's I/O format (KernelCI's results "
+        "database, schema v5.3): a checkout, a build per kernel, a test per run and metric, one per verdict. "
+        "Nothing is sent; kcidb-submit sends the file (docs/reports.md, 'KCIDB')",
+    )
     rep.set_defaults(func=cmd_report)

@@ -501,17 +501,22 @@ def make_jobs_option(container) -> None:
 # --- output --------------------------------------------------------------------------------------------------
 
 
-def _out_arg(text: str) -> Path:
-    """--out's path: one printable line (lab.paths.printable_path), for every command that writes one."""
-    try:
-        printable_path(text, "--out")
-    except LabError as err:
-        raise argparse.ArgumentTypeError(str(err).removeprefix("--out ")) from None
-    return Path(text)
+def output_path(option: str):
+    """The type of an option that names a file numalab writes (--out, report's --kcidb): one printable line
+    (lab.paths.printable_path), else argparse's one-line error naming the option."""
+
+    def check(text: str) -> Path:
+        try:
+            printable_path(text, option)
+        except LabError as err:
+            raise argparse.ArgumentTypeError(str(err).removeprefix(f"{option} ")) from None
+        return Path(text)
+
+    return check
 
 
 def out_option(container, metavar: str, help_: str, *, required: bool = False) -> None:
-    container.add_argument("--out", type=_out_arg, metavar=metavar, required=required, help=help_)
+    container.add_argument("--out", type=output_path("--out"), metavar=metavar, required=required, help=help_)
 
 
 def schema_command(sub, kind: str, files: str) -> None:

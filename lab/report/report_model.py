@@ -38,6 +38,7 @@ from lab.record_files import (
     WORKLOAD_OUT,
 )
 from lab.report.html import render_html
+from lab.report.kcidb import kcidb_data
 from lab.report.perfetto import perfetto_trace
 from lab.report.sections.access_section import slowdowns
 from lab.untrusted import finite_copy
@@ -52,6 +53,7 @@ class ReportPaths:
     markdown: Path
     perfetto: list[Path]
     data: dict
+    kcidb: Path | None = None
 
 
 def group_key(r: RunRecord) -> tuple:
@@ -177,14 +179,18 @@ def build_report(
     include_incomplete: bool = False,
     min_effect: float | None = None,
     include_statuses: tuple[str, ...] = (),
+    kcidb: Path | None = None,
 ) -> ReportPaths:
-    """Write OUT.html, OUT.json, OUT.md and OUT.perfetto/<run>.json: all rendered first, then written
-    to temporary files and renamed only when every one is written, so a failure leaves none of them."""
+    """Write OUT.html, OUT.json, OUT.md and OUT.perfetto/<run>.json (and with ``kcidb`` that file, in KCIDB's
+    I/O format: lab.report.kcidb): all rendered first, then written to temporary files and renamed only when
+    every one is written, so a failure leaves none of them."""
     if not run_dirs:
         raise LabError("report: give at least one run directory")
     runs = [RunRecord.load(d) for d in run_dirs]
     if out_html.is_dir():
         raise LabError(f"--out {out_html}: is a directory; give the HTML file to write")
+    if kcidb is not None and kcidb.is_dir():
+        raise LabError(f"--kcidb {kcidb}: is a directory; give the JSON file to write")
     out_dir = out_html.parent
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -225,15 +231,21 @@ def build_report(
     outputs[json_path] = json_text(finite_copy(report)[0], indent=2) + "\n"
     outputs[md_path] = render_markdown(report, comparisons)
     outputs[out_html] = render_html(report, comparisons)
-    _write_all(outputs, out_html)
-    return ReportPaths(out_html, json_path, md_path, perfetto_paths, report)
+    if kcidb is not None:
+        if any(os.path.abspath(kcidb) == os.path.abspath(p) for p in outputs):
+            raise LabError(f"--kcidb {kcidb}: is one of the report's own files; choose another name")
+        outputs[kcidb] = json_text(kcidb_data(runs, comparisons), indent=2) + "\n"
+    _write_all(outputs, out_html, {kcidb: "--kcidb"} if kcidb is not None else {})
+    return ReportPaths(out_html, json_path, md_path, perfetto_paths, report, kcidb)
 
 
-def _write_all(outputs: dict[Path, str], out_html: Path) -> None:
+def _write_all(outputs: dict[Path, str], out_html: Path, options: dict[Path, str] | None = None) -> None:
     """Every file to a temporary name beside it, then every rename; on an error, no temporary stays
-    and no output was replaced."""
+    and no output was replaced. ``options``: the option that named a file, where not --out."""
+    options = options or {}
     temps: list[tuple[Path, Path]] = []
     made: list[Path] = []
+    path = out_html
     try:
         for path, text in outputs.items():
             if not path.parent.exists():
@@ -246,10 +258,13 @@ def _write_all(outputs: dict[Path, str], out_html: Path) -> None:
             tmp.write_text(text)
     except OSError as err:
         for tmp, _ in temps:
-            tmp.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # (one whose folder is a file: NotADirectoryError)
+                tmp.unlink()
         for d in reversed(made):
             with contextlib.suppress(OSError):
                 d.rmdir()
+        if path in options:
+            raise LabError(f"{options[path]} {path}: cannot write {err.filename or path} ({err.strerror})") from None
         raise LabError(f"--out {out_html}: cannot write {err.filename or out_html} ({err.strerror})") from None
     for tmp, path in temps:
         os.replace(tmp, path)
