@@ -213,8 +213,8 @@ def write_jobs(spec, out: Path, kernel_args: dict[str, str], accel: str = "tcg",
     order), run-lava.sh (lava-run over the set, in order) and a README."""
     import yaml  # (PyYAML is slow to import)
 
-    from lab.run.batch import requests_from_options  # (on use: start-up time)
     from lab.matrix.definition import run_options_of  # (on use: start-up time)
+    from lab.run.batch import requests_from_options  # (on use: start-up time)
 
     if accel not in ACCELS:
         raise LabError(f"--accel {accel}: one of {', '.join(ACCELS)} (a LAVA device is one or the other)")
@@ -268,7 +268,8 @@ def _runner_script(jobs: list[LavaJob]) -> str:
     lines = [
         "#!/bin/sh",
         "# Every job of the set with lava-run (lava-dispatcher), in the submission order: this host is the worker.",
-        "# Each job's log (lava-run's standard error) goes to its directory's output.yaml (numalab matrix lava-import).",
+        "# Each job's log (lava-run's standard error) goes to its directory's output.yaml (numalab matrix",
+        "# lava-import reads it).",
         'set -u\ncd "$(dirname "$0")"\nrc=0',
     ]
     for n, j in enumerate(jobs, 1):
@@ -310,6 +311,8 @@ def _log_entries(text: str) -> list[dict]:
     """The dispatcher's log, an entry ``{dt, lvl, msg}`` a line: lava-run writes each as a JSON object to its
     standard error, a server keeps them as a YAML list (``- {...}``: ``lavacli jobs logs --raw``). Read line by
     line: a log cut short by a killed dispatcher is read up to its last whole line."""
+    import yaml  # (PyYAML is slow to import)
+
     out = []
     for line in text.splitlines():
         line = line.removeprefix("- ")
@@ -317,8 +320,11 @@ def _log_entries(text: str) -> list[dict]:
             continue
         try:
             entry = json.loads(line)
-        except ValueError:
-            continue
+        except ValueError:  # (a results entry's measurement is YAML: ``! "3.66"``)
+            try:
+                entry = yaml.safe_load(line)
+            except yaml.YAMLError:
+                continue
         if isinstance(entry, dict) and "dt" in entry:
             out.append(entry)
     return out
