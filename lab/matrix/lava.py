@@ -183,13 +183,16 @@ def device_dictionary(accel: str) -> str:
 
 
 def find_device_types(given: Path | None) -> Path | None:
-    """LAVA's device-type templates: the given directory, or a LAVA server's (lava-server's package)."""
+    """LAVA's device-type templates: the given directory, a LAVA server's (lava-server's package), or the ones
+    make setup-lava unpacked into numalab's cache (lab.host.lava_templates)."""
     if given is not None:
         if not (given / "qemu.jinja2").is_file():
-            raise LabError(f"--device-types {given}: no qemu.jinja2 there (LAVA's device-type templates: "
-                           "/etc/lava-server/dispatcher-config/device-types on a LAVA server)")  # fmt: skip
+            raise LabError(f"--device-types {given}: no qemu.jinja2 there (LAVA's device-type templates, "
+                           "a LAVA server's /etc/lava-server/dispatcher-config/device-types; make setup-lava)")  # fmt: skip
         return given
-    return next((d for d in DEVICE_TYPES if (d / "qemu.jinja2").is_file()), None)
+    from lab.host import lava_templates  # (on use)
+
+    return next((d for d in DEVICE_TYPES if (d / "qemu.jinja2").is_file()), None) or lava_templates.find()
 
 
 def render_device(device_types: Path, dictionary_dir: Path, context: dict) -> str:
