@@ -187,8 +187,8 @@ def find_device_types(given: Path | None) -> Path | None:
     make setup-lava unpacked into numalab's cache (lab.host.lava_templates)."""
     if given is not None:
         if not (given / "qemu.jinja2").is_file():
-            raise LabError(f"--device-types {given}: no qemu.jinja2 there (LAVA's device-type templates, "
-                           "a LAVA server's /etc/lava-server/dispatcher-config/device-types; make setup-lava)")  # fmt: skip
+            raise LabError(f"--device-types {given}: no qemu.jinja2 there (LAVA's device-type templates: a LAVA "
+                           "server's /etc/lava-server/dispatcher-config/device-types; make setup-lava)")  # fmt: skip
         return given
     from lab.host import lava_templates  # (on use)
 
