@@ -172,7 +172,7 @@ reproduce: setup
 	for s in $(SEEDS); do $(NUMALAB) reproduce $$s || exit $$?; done
 
 golden: venv
-	UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/unit/test_golden.py tests/unit/test_golden_record.py tests/unit/test_golden_workloads.py
+	UPDATE_GOLDEN=1 $(PY) -m pytest -q tests/unit/test_golden.py tests/unit/test_golden_record.py tests/unit/test_golden_workloads.py tests/unit/test_lava.py
 
 # The documentation: docs/*.md built by mkdocs (mkdocs.yml); completions and the man page come from the
 # CLI's own parser (docs/tools/cli_docs.py). tests/unit/test_docs.py builds all three and runs the documented commands.

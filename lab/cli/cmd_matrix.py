@@ -253,9 +253,10 @@ def cmd_ci(args: argparse.Namespace) -> int:
 
 
 def cmd_lava(args: argparse.Namespace) -> int:
-    from lab.matrix.lava import write_jobs  # (on use: start-up time)
+    from lab.matrix.lava import check_lava_settings, write_jobs  # (on use: start-up time)
 
     spec = load_matrix(args.file)
+    check_lava_settings(spec)  # (before a kernel is built or fetched)
     kernel_args = matrix_kernel_args(spec, progress)
     jobs = write_jobs(spec, args.out, kernel_args, accel=args.accel, devices=args.devices, url_base=args.url_base,
                       device_types=args.device_types, progress=progress)  # fmt: skip

@@ -56,6 +56,10 @@ LOG = "output.yaml"  # the job's log, as lava-run writes it to its standard outp
 DICTIONARY = "numalab-host.jinja2"
 ACCELS = ("tcg", "kvm")
 DEVICE_TYPES = (Path("/etc/lava-server/dispatcher-config/device-types"), Path("/usr/share/lava-server/device-types"))
+NOT_PINNED = (
+    "LAVA: the vCPUs were not pinned and the placement was not watched (LAVA's qemu device type starts "
+    "QEMU itself, without QMP): vcpu_pins are the plan's"
+)
 # Options LAVA's qemu device type gives itself (qemu.jinja2): -nographic makes -display none redundant, and its
 # -m {{ memory }} is the topology's total, from the job context.
 _LAVA_OWN = ("-display", "-m")
@@ -435,8 +439,10 @@ def import_job(job_dir: Path, runs: Path, progress: Callable[[str], None] = lamb
     ws, we = outcome.stage("workload-start"), outcome.stage("workload-end")
     info = {"name": "lava", "version": "", "argv": argv, "exit_code": outcome.exit_code,
             "lava": {"job_status": log.status, "error": log.error,
-                     "monitor": [r for r in log.results if r.get("definition") != "lava"],
-                     "pinned": "no: LAVA's qemu device type starts QEMU itself (no QMP, no vCPU pinning)"}}  # fmt: skip
+                     "monitor": [r for r in log.results if r.get("definition") != "lava"]}}  # fmt: skip
+    plan = placement.to_dict()  # (the manifest's placement: the plan's, with what LAVA did not do)
+    plan["warnings"] = [*plan.get("warnings", []), NOT_PINNED]
+    info["placement"] = plan
     booted = Booted(outcome, info, job_dir / "share", (), None if ws is None else int(ws.host_s * 1e9),
                     None if we is None else int(we.host_s * 1e9))  # fmt: skip
     manifest, nonfinite = finite_copy(collect(trip, prep, booted))
