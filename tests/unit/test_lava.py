@@ -163,8 +163,8 @@ def test_the_job_log_is_the_console_at_the_dispatchers_time(form: str) -> None:
 
 
 def test_a_job_that_ended_before_the_guest_did_is_a_vm_failure() -> None:
-    text = "\n".join([*LOG[:3], _line("59.0", "results", {"case": "job", "definition": "lava", "result": "fail",
-                                                          "extra": {"error_msg": "wait for prompt timed out"}})])  # fmt: skip
+    failed = {"case": "job", "definition": "lava", "result": "fail", "extra": {"error_msg": "timed out"}}
+    text = "\n".join([*LOG[:3], _line("59.0", "results", failed)])
     outcome = lava.outcome_of(lava.read_job_log(text), TOKEN)
     assert outcome.timed_out and outcome.vm_failure is None
     cut = lava.outcome_of(lava.read_job_log("\n".join(LOG[:3])), TOKEN)
