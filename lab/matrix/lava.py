@@ -133,6 +133,9 @@ def _copy_kernel(image: Path, root: Path) -> Path:
 def job_definition(req: RunRequest, run_id: str, prep: Prepared, extra: list[str], kernel_url: str,
                    initrd_url: str, slot: int, pair: str, order: int) -> dict:  # fmt: skip
     """The LAVA job (a dict in the order LAVA's own examples have)."""
+    if any(c in prep.boot.cmdline for c in '"\\'):  # (LAVA's command line is split as a shell would)
+        raise LabError(f"run {run_id}: the kernel command line has a quote or a backslash, which LAVA's "
+                       "-append \"...\" would not keep: leave it out of --append for LAVA")  # fmt: skip
     token = re.escape(prep.boot.stage_token)
     timeout = int(req.timeout()) + 1
     mark = rf"NUMALAB-STAGE {token} "
@@ -306,7 +309,7 @@ slot(s). docs/lava.md has the whole story.
   (what the import needs; the run's stage-mark token is in it and in the job: keep both from the guest).
 - `run-lava.sh`: every job with `lava-run` on this host, in order; each job's log lands in `jobs/NNN-RUN/{LOG}`.
 
-Then `numalab matrix lava-import {Path(".").name or "DIR"} --out RUNS` makes a run record of each job, and
+Then `numalab matrix lava-import DIR --out RUNS` (DIR: this directory) makes a run record of each job, and
 `numalab compare` / `numalab report` take them.
 """
 
