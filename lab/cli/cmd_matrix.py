@@ -259,7 +259,7 @@ def cmd_lava(args: argparse.Namespace) -> int:
     check_lava_settings(spec)  # (before a kernel is built or fetched)
     kernel_args = matrix_kernel_args(spec, progress)
     jobs = write_jobs(spec, args.out, kernel_args, accel=args.accel, devices=args.devices, url_base=args.url_base,
-                      device_types=args.device_types, progress=progress)  # fmt: skip
+                      device_types=args.device_types, results=args.results, progress=progress)  # fmt: skip
     slots = len({j.slot for j in jobs})
     print(f"{len(jobs)} LAVA jobs in {args.out} on {slots} device slot(s): {args.out}/README.md; "
           f"lava-run here: {args.out}/run-lava.sh")  # fmt: skip
@@ -356,6 +356,9 @@ def add_parser(sub) -> None:
     p.add_argument("--device-types", type=Path, metavar="DIR",
                    help="LAVA's device-type templates, to render each job's device.yaml for lava-run "
                    "(default: a LAVA server's, if installed)")  # fmt: skip
+    p.add_argument("--results", choices=("share", "console"), default="share",
+                   help="how the guest's results come back: share (a virtio-9p directory on the worker, default) or "
+                   "console (base64 in the job's log, for a worker elsewhere)")  # fmt: skip
     p.set_defaults(func=cmd_lava)
 
     p = ms.add_parser(

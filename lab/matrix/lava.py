@@ -22,6 +22,7 @@ shared with numalab). docs/lava.md says what a LAVA lab needs.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import hashlib
 import json
@@ -55,6 +56,10 @@ DEVICE = "device.yaml"  # the device configuration lava-run takes (the dictionar
 LOG = "output.yaml"  # the job's log, as lava-run writes it to its standard output
 DICTIONARY = "numalab-host.jinja2"
 ACCELS = ("tcg", "kvm")
+RESULTS = ("share", "console")  # how the guest's results come back: the worker's directory, or the job's log
+CONSOLE_ARG = "numalab.results=console"  # (images/guest/init: /results on tmpfs, its files over the console)
+FILE_MARK, B64_MARK, END_MARK = "NUMALAB-FILE ", "NUMALAB-B64 ", "NUMALAB-FILE-END "
+CONSOLE_SHARE = "console-share"  # the files the console carried, unpacked in the job's directory
 DEVICE_TYPES = (Path("/etc/lava-server/dispatcher-config/device-types"), Path("/usr/share/lava-server/device-types"))
 NOT_PINNED = (
     "LAVA: the vCPUs were not pinned and the placement was not watched (LAVA's qemu device type starts "
@@ -216,7 +221,7 @@ def render_device(device_types: Path, dictionary_dir: Path, context: dict) -> st
 
 
 def write_jobs(spec, out: Path, kernel_args: dict[str, str], accel: str = "tcg", devices: int = 1,
-               url_base: str = "", device_types: Path | None = None,
+               url_base: str = "", device_types: Path | None = None, results: str = "share",
                progress: Callable[[str], None] = lambda _m: None) -> list[LavaJob]:  # fmt: skip
     """The job set of ``spec`` in ``out``: jobs/NNN-<run>/ (job.yaml, the initramfs, the empty share, the
     sidecar, device.yaml if LAVA's templates are at hand), the device dictionary, jobs.txt (the submission
@@ -228,6 +233,8 @@ def write_jobs(spec, out: Path, kernel_args: dict[str, str], accel: str = "tcg",
 
     if accel not in ACCELS:
         raise LabError(f"--accel {accel}: one of {', '.join(ACCELS)} (a LAVA device is one or the other)")
+    if results not in RESULTS:
+        raise LabError(f"--results {results}: one of {', '.join(RESULTS)}")
     if devices < 1:
         raise LabError(f"--devices {devices}: at least 1")
     check_lava_settings(spec)
@@ -251,6 +258,9 @@ def write_jobs(spec, out: Path, kernel_args: dict[str, str], accel: str = "tcg",
         placement = plan_placement(req.topology, inventory, req.backing, pinning=req.pinning)
         trip = Trip(req, run.id, d, d, placement, progress, time.monotonic())
         prep = prepare(trip)  # the initramfs (d/initrd.cpio), the share (d/share), the kernel command line
+        if results == "console":  # (no share device: the init sends its files over the console)
+            prep = dataclasses.replace(prep, boot=dataclasses.replace(
+                prep.boot, results_dir="", cmdline=f"{prep.boot.cmdline} {CONSOLE_ARG}"))  # fmt: skip
         progress(f"job {order}/{len(spec.runs)}: {run.id} (slot {slot})")
         extra = lava_extra_options(req, placement, prep.boot)
         kernel = _copy_kernel(Path(prep.boot.kernel), root)
@@ -261,7 +271,7 @@ def write_jobs(spec, out: Path, kernel_args: dict[str, str], accel: str = "tcg",
             "run_id": run.id, "order": order, "slot": slot, "pair": pair, "options": opts.to_dict(),
             "boot": dataclasses.asdict(prep.boot) | {"clock": None}, "protocol": prep.protocol,
             "firmware": prep.firmware, "tsc_host": prep.tsc_host, "image": dataclasses.asdict(prep.image),
-            "extra_options": extra,
+            "extra_options": extra, "results": results,
         }  # fmt: skip
         write_text_atomic(d / SIDECAR, json_text(sidecar, indent=1) + "\n")
         if types is not None:
@@ -426,7 +436,7 @@ def import_job(job_dir: Path, runs: Path, progress: Callable[[str], None] = lamb
     sidecar = load_json(job_dir / SIDECAR)
     log_path = job_dir / LOG
     if not log_path.is_file():
-        raise LabError(f"{job_dir}: no {LOG} (the job's log: lava-run's standard output, or lavacli jobs logs --raw)")
+        raise LabError(f"{job_dir}: no {LOG} (the job's log: lava-run's standard error, or lavacli jobs logs --raw)")
     log = read_job_log(log_path.read_text(errors="replace"))
     req = _request_of(sidecar, progress)
     run_id = f"lava-{sidecar['order']:03d}-{sidecar['run_id']}"
@@ -435,7 +445,10 @@ def import_job(job_dir: Path, runs: Path, progress: Callable[[str], None] = lamb
     placement = plan_placement(req.topology, read_inventory(), req.backing, pinning=req.pinning)
     trip = Trip(req, run_id, partial, job_dir, placement, progress, time.monotonic() - log.wall_s)
     prep = _prepared_of(sidecar, req, job_dir)
-    (partial / CONSOLE_LOG).write_text("".join(f"{line}\n" for _, line in log.console))
+    if sidecar.get("results") == "console":
+        prep = dataclasses.replace(prep, share=job_dir / CONSOLE_SHARE)
+    # (the results' base64 lines are the share's files, not the console's)
+    (partial / CONSOLE_LOG).write_text("".join(f"{ln}\n" for _, ln in log.console if not ln.startswith(B64_MARK)))
     (partial / QEMU_ARGV).write_text(log.command + "\n")
     outcome = outcome_of(log, prep.boot.stage_token)
     argv = shlex.split(log.command) if log.command else []
@@ -443,10 +456,15 @@ def import_job(job_dir: Path, runs: Path, progress: Callable[[str], None] = lamb
     info = {"name": "lava", "version": "", "argv": argv, "exit_code": outcome.exit_code,
             "lava": {"job_status": log.status, "error": log.error,
                      "monitor": [r for r in log.results if r.get("definition") != "lava"]}}  # fmt: skip
+    share, carried = job_dir / "share", None
+    if sidecar.get("results") == "console":
+        share = job_dir / CONSOLE_SHARE
+        carried = console_files(log, prep.boot.stage_token, share, req.limits().output_bytes)
+        info["lava"]["console_results"] = carried
     plan = placement.to_dict()  # (the manifest's placement: the plan's, with what LAVA did not do)
     plan["warnings"] = [*plan.get("warnings", []), NOT_PINNED]
     info["placement"] = plan
-    booted = Booted(outcome, info, job_dir / "share", (), None if ws is None else int(ws.host_s * 1e9),
+    booted = Booted(outcome, info, share, (), None if ws is None else int(ws.host_s * 1e9),
                     None if we is None else int(we.host_s * 1e9))  # fmt: skip
     manifest, nonfinite = finite_copy(collect(trip, prep, booted))
     if nonfinite:
@@ -454,6 +472,56 @@ def import_job(job_dir: Path, runs: Path, progress: Callable[[str], None] = lamb
     write_text_atomic(partial / MANIFEST, json_text(manifest, indent=2) + "\n")
     os.replace(partial, final)
     return final, manifest
+
+
+def console_files(log: JobLog, token: str, share: Path, limit: int) -> dict:
+    """The files the init sent over the console (``--results console``: images/guest/init's dump), written into
+    ``share`` (made anew) as the guest would have written them to a share: only the share's names, each once,
+    its size as announced, all of them within the guest's output ``limit``. What was refused is named."""
+    from lab.record_files import SHARE_FILES  # (on use)
+
+    shutil.rmtree(share, ignore_errors=True)
+    share.mkdir(mode=0o700)
+    problems: list[str] = []
+    files: dict[str, int] = {}
+    name, size, chunks, total = None, 0, [], 0
+
+    def close() -> None:
+        nonlocal name
+        if name is None:
+            return
+        try:
+            data = base64.b64decode("".join(chunks), validate=True)
+        except ValueError as err:
+            problems.append(f"{name}: not base64 ({err})")
+            data = None
+        if data is not None and len(data) != size:
+            problems.append(f"{name}: {len(data)} bytes came, {size} were announced (a line lost or broken?)")
+        elif data is not None:
+            (share / name).write_bytes(data)
+            files[name] = size
+        name = None
+
+    for _, line in log.console:
+        if line.startswith(B64_MARK) and name is not None:
+            total += len(line)
+            if total > limit * 4 // 3 + 4096:
+                problems.append(f"more than the guest's output limit ({limit} bytes) came over the console")
+                name = None
+                break
+            chunks.append(line[len(B64_MARK) :].strip())
+        elif line.startswith(FILE_MARK) or line.startswith(END_MARK):
+            close()
+            words = line.split()
+            if len(words) < 2 or words[1] != token:
+                problems.append(f"a results line without the run's token, not taken: {line[:80]!r}")
+            elif words[0] == FILE_MARK.strip() and len(words) == 4 and words[3].isdigit():
+                if words[2] not in SHARE_FILES or words[2] in files:
+                    problems.append(f"{words[2][:60]!r}: not a file the init sends (or sent twice), not taken")
+                else:
+                    name, size, chunks = words[2], int(words[3]), []
+    close()
+    return {"files": files, "problems": problems}
 
 
 def job_dirs(root: Path) -> list[Path]:

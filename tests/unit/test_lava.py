@@ -178,3 +178,34 @@ def test_the_device_dictionary_extends_lavas_qemu_type() -> None:
         "{% set no_kvm = no_kvm | default(True) %}",
     ]
     assert "default(False)" in lava.device_dictionary("kvm")
+
+
+def test_results_over_the_console_are_the_shares_files_with_the_runs_token(tmp_path: Path) -> None:
+    """--results console: the init's files from the job's log, each only if it is a share file, with the run's
+    token, whole and as long as announced; a line without the token, an unknown name or a broken file is named."""
+    import base64
+
+    def sent(name: str, data: bytes, token: str = TOKEN) -> list[str]:
+        b64 = base64.b64encode(data).decode()
+        return [f"NUMALAB-FILE {token} {name} {len(data)}", *(f"NUMALAB-B64 {b64[i:i + 76]}"
+                                                               for i in range(0, len(b64), 76))]  # fmt: skip
+
+    tar = bytes(range(256)) * 3
+    lines = [*sent("results.tar", tar), *sent("guest-done", b"done\n"), *sent("evil.sh", b"x"),
+             *sent("readback.tar", b"forged", token="f" * 32), f"NUMALAB-FILE-END {TOKEN}"]  # fmt: skip
+    log = lava.JobLog([(1.0, ln) for ln in lines], "", [], "Complete", "", 1.0)
+    got = lava.console_files(log, TOKEN, tmp_path / "share", 1 << 20)
+    assert got["files"] == {"results.tar": len(tar), "guest-done": 5}
+    assert (tmp_path / "share" / "results.tar").read_bytes() == tar
+    assert sorted(p.name for p in (tmp_path / "share").iterdir()) == ["guest-done", "results.tar"]
+    assert [p.split(":")[0] for p in got["problems"]] == [
+        "'evil.sh'",
+        "a results line without the run's token, not taken",
+    ]
+    cut = lava.JobLog([(1.0, ln) for ln in sent("results.tar", tar)[:-1]], "", [], "", "", 1.0)
+    assert lava.console_files(cut, TOKEN, tmp_path / "share", 1 << 20)["problems"] == [
+        f"results.tar: 741 bytes came, {len(tar)} were announced (a line lost or broken?)"]  # fmt: skip
+    assert not (tmp_path / "share" / "results.tar").exists()
+    flood = lava.JobLog([(1.0, ln) for ln in sent("results.tar", bytes(8000))], "", [], "", "", 1.0)
+    big = lava.console_files(flood, TOKEN, tmp_path / "share", 100)
+    assert big["problems"][0] == "more than the guest's output limit (100 bytes) came over the console"
