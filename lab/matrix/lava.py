@@ -280,7 +280,7 @@ def write_jobs(spec, out: Path, kernel_args: dict[str, str], accel: str = "tcg",
     write_text_atomic(root / "jobs.txt", "".join(f"{j.slot} {j.directory}/{JOB}\n" for j in jobs))
     write_text_atomic(root / "run-lava.sh", _runner_script(jobs))
     (root / "run-lava.sh").chmod(0o755)
-    write_text_atomic(root / "README.md", _readme(spec, jobs, accel, devices, types))
+    write_text_atomic(root / "README.md", _readme(spec, jobs, accel, devices, types, results))
     return jobs
 
 
@@ -300,15 +300,16 @@ def _runner_script(jobs: list[LavaJob]) -> str:
     return "\n".join(lines) + "\nexit $rc\n"
 
 
-def _readme(spec, jobs: list[LavaJob], accel: str, devices: int, types: Path | None) -> str:
+def _readme(spec, jobs: list[LavaJob], accel: str, devices: int, types: Path | None, results: str) -> str:
     rendered = (f"`jobs/*/{DEVICE}`: the dictionary rendered with LAVA's templates ({types}) and each job's "
                 "context, for `lava-run`") if types else (
                 f"no `{DEVICE}`: LAVA's device-type templates were not found (lava-server's "
                 "`/etc/lava-server/dispatcher-config/device-types`; `--device-types DIR`)")  # fmt: skip
+    back = "the job's log (--results console)" if results == "console" else "a share on the worker (--results share)"
     return f"""# {spec.name} as LAVA jobs
 
 Made by `numalab matrix lava {spec.source}`: {len(jobs)} jobs, one a run, {accel.upper()}, on {devices} device
-slot(s). docs/lava.md has the whole story.
+slot(s), the guest's results back through {back}. docs/lava.md has the whole story.
 
 - `{DICTIONARY}`: the device dictionary of a numalab host (LAVA's `qemu` device type); {rendered}.
 - `jobs.txt`: the jobs in their submission order, each with its slot. The A and B of a pair (a topology, workload
