@@ -1,4 +1,4 @@
-"""``numalab matrix list|check|run|merge|ci``."""
+"""``numalab matrix list|check|run|merge|ci|lava|lava-import``."""
 
 from __future__ import annotations
 
@@ -252,6 +252,31 @@ def cmd_ci(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_lava(args: argparse.Namespace) -> int:
+    from lab.matrix.lava import check_lava_settings, write_jobs  # (on use: start-up time)
+
+    spec = load_matrix(args.file)
+    check_lava_settings(spec)  # (before a kernel is built or fetched)
+    kernel_args = matrix_kernel_args(spec, progress)
+    jobs = write_jobs(spec, args.out, kernel_args, accel=args.accel, devices=args.devices, url_base=args.url_base,
+                      device_types=args.device_types, results=args.results, progress=progress)  # fmt: skip
+    slots = len({j.slot for j in jobs})
+    print(f"{len(jobs)} LAVA jobs in {args.out} on {slots} device slot(s): {args.out}/README.md; "
+          f"lava-run here: {args.out}/run-lava.sh")  # fmt: skip
+    return 0
+
+
+def cmd_lava_import(args: argparse.Namespace) -> int:
+    from lab.matrix.lava import import_job, job_dirs  # (on use: start-up time)
+
+    bad = 0
+    for d in job_dirs(args.dir):
+        record, manifest = import_job(d, args.out, progress)
+        bad += manifest["status"] != "ok"
+        print(f"{record}: {manifest['status']} ({manifest.get('reason', '')})")
+    return 1 if bad else 0
+
+
 def add_parser(sub) -> None:
     m = sub.add_parser("matrix", help="CI VM matrices: topologies x kernels x workloads x settings x repeats",
                        description="Declarative VM matrices (YAML): preview, validate, run (resumable, shardable), "
@@ -312,4 +337,37 @@ def add_parser(sub) -> None:
                    help="runner tag for the GitLab shard jobs (e.g. one with /dev/kvm; not empty)")  # fmt: skip
     p.add_argument("--shards", type=int, default=4, metavar="N", help="number of shards (default 4)")
     p.set_defaults(func=cmd_ci)
+
+    p = ms.add_parser(
+        "lava",
+        help="write the matrix as LAVA jobs (one a run) with a numalab host's device dictionary",
+        description="Write one LAVA job a run of the matrix (LAVA's qemu device type: the run's kernel and initramfs "
+        "deployed to tmpfs, numalab's machine in the job context's extra_options, a monitor on the guest's stage "
+        "marks), in the order and on the device slots A/B timing needs, with the device dictionary of a numalab "
+        "host, run-lava.sh (lava-run on this host) and a README. docs/lava.md.",
+    )
+    p.add_argument("file", metavar="FILE", help="matrix spec (or the name of an example in lab/matrix/examples)")
+    out_option(p, "DIR", "the job set's directory (new or empty)", required=True)
+    p.add_argument("--accel", choices=("tcg", "kvm"), default="tcg", help="the LAVA device's accelerator (tcg)")
+    p.add_argument("--devices", type=int, default=1, metavar="N",
+                   help="device slots to spread the pairs over (tags numalab-slot-1..N; default 1)")  # fmt: skip
+    p.add_argument("--url-base", default="", metavar="URL",
+                   help="where the worker downloads DIR's files (default: file:// paths on this host)")  # fmt: skip
+    p.add_argument("--device-types", type=Path, metavar="DIR",
+                   help="LAVA's device-type templates, to render each job's device.yaml for lava-run "
+                   "(default: a LAVA server's, if installed)")  # fmt: skip
+    p.add_argument("--results", choices=("share", "console"), default="share",
+                   help="how the guest's results come back: share (a virtio-9p directory on the worker, default) or "
+                   "console (base64 in the job's log, for a worker elsewhere)")  # fmt: skip
+    p.set_defaults(func=cmd_lava)
+
+    p = ms.add_parser(
+        "lava-import",
+        help="make run records of LAVA jobs' logs and results",
+        description="Make a numalab run record of each job in DIR (made by numalab matrix lava, run by LAVA: each "
+        "job's log in its output.yaml), checked as every record is. Exit 1 if a run is not ok.",
+    )
+    p.add_argument("dir", type=Path, metavar="DIR", help="the job set (or one job's directory)")
+    out_option(p, "RUNS", "where the run records go (one directory a job)", required=True)
+    p.set_defaults(func=cmd_lava_import)
     schema_command(ms, "matrix", "matrix specs")

@@ -39,6 +39,7 @@ DIFFERENT_ON_PURPOSE = {
     ("topo import", "--mem-per-node"): "the sizes of the spec it writes (512M), not an override of a spec's own",
     ("topo qemu-args", "--accel"): "printing a VM definition probes nothing: kvm or tcg, default tcg",
     ("topo libvirt-xml", "--accel"): "printing a VM definition probes nothing: kvm or tcg, default tcg",
+    ("matrix lava", "--accel"): "a LAVA device is one or the other, and no job probes: kvm or tcg, default tcg",
     ("matrix run", "--backend"): "none given: the spec's hosts (libvirt) or qemu",
     ("ab", "--repeat"): "auto: numalab ab ends with a verdict (run's 1: one run unless asked)",
     ("nested", "--topology"): "the outer machine, the inner numalab's host: ring-2, a two-socket workstation",
