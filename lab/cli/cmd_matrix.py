@@ -253,13 +253,14 @@ def cmd_ci(args: argparse.Namespace) -> int:
 
 
 def cmd_lava(args: argparse.Namespace) -> int:
-    from lab.matrix.lava import check_lava_settings, write_jobs  # (on use: start-up time)
+    from lab.matrix.lava import JobSetOptions, check_lava_settings, write_jobs  # (on use: start-up time)
 
     spec = load_matrix(args.file)
     check_lava_settings(spec)  # (before a kernel is built or fetched)
     kernel_args = matrix_kernel_args(spec, progress)
-    jobs = write_jobs(spec, args.out, kernel_args, accel=args.accel, devices=args.devices, url_base=args.url_base,
-                      device_types=args.device_types, results=args.results, progress=progress)  # fmt: skip
+    opts = JobSetOptions(args.accel, args.devices, args.url_base, args.device_types, args.results,
+                         parse_shard(args.shard) if args.shard else None)  # fmt: skip
+    jobs = write_jobs(spec, args.out, kernel_args, opts, progress=progress)
     slots = len({j.slot for j in jobs})
     print(f"{len(jobs)} LAVA jobs in {args.out} on {slots} device slot(s): {args.out}/README.md; "
           f"lava-run here: {args.out}/run-lava.sh")  # fmt: skip
@@ -267,14 +268,20 @@ def cmd_lava(args: argparse.Namespace) -> int:
 
 
 def cmd_lava_import(args: argparse.Namespace) -> int:
-    from lab.matrix.lava import import_job, job_dirs  # (on use: start-up time)
+    from lab.matrix.lava import import_set  # (on use: start-up time)
 
-    bad = 0
-    for d in job_dirs(args.dir):
-        record, manifest = import_job(d, args.out, progress)
-        bad += manifest["status"] != "ok"
-        print(f"{record}: {manifest['status']} ({manifest.get('reason', '')})")
-    return 1 if bad else 0
+    got = import_set(args.dir, args.out, progress)
+    for record, status, reason in got.made:
+        print(f"{record}: {status} ({reason})")
+    if got.already:
+        print(f"{len(got.already)} run(s) imported before: kept")
+    if got.waiting:
+        print(f"{len(got.waiting)} job(s) not done yet (no end in their log): import again when they are "
+              f"({', '.join(got.waiting[:3])}{', ...' if len(got.waiting) > 3 else ''})")  # fmt: skip
+    totals = got.summary.get("totals", {})
+    print(f"{args.out}: " + ", ".join(f"{v} {k}" for k, v in totals.items() if k != "runs"))
+    bad = any(status != "ok" for _, status, _ in got.made) or got.summary.get("gates_failed")
+    return 1 if bad or got.waiting else 0
 
 
 def add_parser(sub) -> None:
@@ -359,15 +366,18 @@ def add_parser(sub) -> None:
     p.add_argument("--results", choices=("share", "console"), default="share",
                    help="how the guest's results come back: share (a virtio-9p directory on the worker, default) or "
                    "console (base64 in the job's log, for a worker elsewhere)")  # fmt: skip
+    p.add_argument("--shard", metavar="i/N", help="only shard i of N's runs (deterministic, whole A/B cells)")
     p.set_defaults(func=cmd_lava)
 
     p = ms.add_parser(
         "lava-import",
         help="make run records of LAVA jobs' logs and results",
         description="Make a numalab run record of each job in DIR (made by numalab matrix lava, run by LAVA: each "
-        "job's log in its output.yaml), checked as every record is. Exit 1 if a run is not ok.",
+        "job's log in its output.yaml), checked as every record is, into OUT as numalab matrix run writes its "
+        "output (runs/<run id>/, summary.json, junit.xml, index.html). Again: the jobs done since (resume); "
+        "numalab matrix merge joins the outputs of a set's shards. Exit 1 if a run is not ok or a job not done.",
     )
     p.add_argument("dir", type=Path, metavar="DIR", help="the job set (or one job's directory)")
-    out_option(p, "RUNS", "where the run records go (one directory a job)", required=True)
+    out_option(p, "OUT", "the matrix output directory (new, or this set's: resume)", required=True)
     p.set_defaults(func=cmd_lava_import)
     schema_command(ms, "matrix", "matrix specs")

@@ -50,6 +50,8 @@ from lab.untrusted import finite_copy
 from lab.vm.console import MAX_FORGED, VmOutcome, parse_stage
 from lab.vm.qemu.qemu_argv import BootSpec, machine_args, share_args
 
+JOBSET = "jobset.json"  # the job set's spec (name, source, fingerprint) and shard
+DONE_MARK = '"case": "job"'  # the dispatcher's last result line of a job (pass or fail): its log is whole
 SIDECAR = "numalab-run.json"  # what the import needs of the run: its options, its boot, its token
 JOB = "job.yaml"
 DEVICE = "device.yaml"  # the device configuration lava-run takes (the dictionary rendered with the job's context)
@@ -220,12 +222,28 @@ def render_device(device_types: Path, dictionary_dir: Path, context: dict) -> st
     return env.get_template(DICTIONARY).render(**context)
 
 
-def write_jobs(spec, out: Path, kernel_args: dict[str, str], accel: str = "tcg", devices: int = 1,
-               url_base: str = "", device_types: Path | None = None, results: str = "share",
+@dataclasses.dataclass(frozen=True)
+class JobSetOptions:
+    """How ``numalab matrix lava`` writes a job set: the device, the slots, where the worker finds the files, LAVA's
+    templates, how the results come back, and the shard (i, N) of the matrix's runs (None: all of them)."""
+
+    accel: str = "tcg"
+    devices: int = 1
+    url_base: str = ""
+    device_types: Path | None = None
+    results: str = "share"
+    shard: tuple[int, int] | None = None
+
+
+def write_jobs(spec, out: Path, kernel_args: dict[str, str], opts: JobSetOptions = JobSetOptions(),
                progress: Callable[[str], None] = lambda _m: None) -> list[LavaJob]:  # fmt: skip
-    """The job set of ``spec`` in ``out``: jobs/NNN-<run>/ (job.yaml, the initramfs, the empty share, the
-    sidecar, device.yaml if LAVA's templates are at hand), the device dictionary, jobs.txt (the submission
-    order), run-lava.sh (lava-run over the set, in order) and a README."""
+    """The job set of ``spec`` (its shard's runs, with ``opts.shard``) in ``out``: jobs/NNN-<run>/ (job.yaml, the
+    initramfs, the empty share, the sidecar, device.yaml if LAVA's templates are at hand), the device dictionary,
+    jobs.txt (the submission order), run-lava.sh (lava-run over the set, in order; again: the jobs not done), a
+    README, and jobset.json (the spec's name, source, fingerprint and the shard: what lava-import checks)."""
+    accel, devices, url_base, results = opts.accel, opts.devices, opts.url_base, opts.results
+    runs = spec.shard(*opts.shard) if opts.shard else spec.runs
+    device_types = opts.device_types
     import yaml  # (PyYAML is slow to import)
 
     from lab.matrix.definition import run_options_of  # (on use: start-up time)
@@ -244,10 +262,13 @@ def write_jobs(spec, out: Path, kernel_args: dict[str, str], accel: str = "tcg",
     out.mkdir(parents=True, exist_ok=True)
     root = out.resolve()
     write_text_atomic(root / DICTIONARY, device_dictionary(accel))
-    cells = list(dict.fromkeys((r.topology.label, r.workload.name, r.repeat) for r in spec.runs))
+    meta = {"spec": spec.name, "source": spec.source, "fingerprint": spec.fingerprint(),
+            "shard": list(opts.shard) if opts.shard else None}  # fmt: skip
+    write_text_atomic(root / JOBSET, json_text(meta, indent=2) + "\n")
+    cells = list(dict.fromkeys((r.topology.label, r.workload.name, r.repeat) for r in runs))
     jobs: list[LavaJob] = []
     inventory = read_inventory()
-    for order, run in enumerate(spec.runs, 1):
+    for order, run in enumerate(runs, 1):
         cell = (run.topology.label, run.workload.name, run.repeat)
         slot = cells.index(cell) % devices + 1
         pair = f"{cell[0]}.{cell[1]}.r{cell[2]}"
@@ -261,7 +282,7 @@ def write_jobs(spec, out: Path, kernel_args: dict[str, str], accel: str = "tcg",
         if results == "console":  # (no share device: the init sends its files over the console)
             prep = dataclasses.replace(prep, boot=dataclasses.replace(
                 prep.boot, results_dir="", cmdline=f"{prep.boot.cmdline} {CONSOLE_ARG}"))  # fmt: skip
-        progress(f"job {order}/{len(spec.runs)}: {run.id} (slot {slot})")
+        progress(f"job {order}/{len(runs)}: {run.id} (slot {slot})")
         extra = lava_extra_options(req, placement, prep.boot)
         kernel = _copy_kernel(Path(prep.boot.kernel), root)
         job = job_definition(req, run.id, prep, extra, _url(kernel, url_base, root),
@@ -289,14 +310,15 @@ def _runner_script(jobs: list[LavaJob]) -> str:
         "#!/bin/sh",
         "# Every job of the set with lava-run (lava-dispatcher), in the submission order: this host is the worker.",
         "# Each job's log (lava-run's standard error) goes to its directory's output.yaml (numalab matrix",
-        "# lava-import reads it).",
+        "# lava-import reads it). Run again, it runs the jobs whose log has no end yet (an interrupted set resumes).",
         'set -u\ncd "$(dirname "$0")"\nrc=0',
+        f'done_job() {{ [ -f "$1/{LOG}" ] && grep -q \'{DONE_MARK}\' "$1/{LOG}"; }}',
     ]
     for n, j in enumerate(jobs, 1):
         d = shlex.quote(j.directory)
-        lines.append(f"rm -rf {d}/lava {d}/share && mkdir {d}/lava && mkdir -m 700 {d}/share && "
+        lines.append(f"done_job {d} || {{ rm -rf {d}/lava {d}/share && mkdir {d}/lava && mkdir -m 700 {d}/share && "
                      f"lava-run --job-id {n} --output-dir {d}/lava --device {d}/{DEVICE} {d}/{JOB} "
-                     f"> {d}/lava-run.out 2> {d}/{LOG} || rc=1")  # fmt: skip
+                     f"> {d}/lava-run.out 2> {d}/{LOG} || rc=1; }}")  # fmt: skip
     return "\n".join(lines) + "\nexit $rc\n"
 
 
@@ -441,7 +463,7 @@ def import_job(job_dir: Path, runs: Path, progress: Callable[[str], None] = lamb
     log = read_job_log(log_path.read_text(errors="replace"))
     req = _request_of(sidecar, progress)
     run_id = f"lava-{sidecar['order']:03d}-{sidecar['run_id']}"
-    final = runs / run_id
+    final = runs / sidecar["run_id"]  # (the matrix's run id, as numalab matrix run names its records)
     partial = _prepare_out(final)
     placement = plan_placement(req.topology, read_inventory(), req.backing, pinning=req.pinning)
     trip = Trip(req, run_id, partial, job_dir, placement, progress, time.monotonic() - log.wall_s)
@@ -523,6 +545,67 @@ def console_files(log: JobLog, token: str, share: Path, limit: int) -> dict:
                     name, size, chunks = words[2], int(words[3]), []
     close()
     return {"files": files, "problems": problems}
+
+
+def job_done(job_dir: Path) -> bool:
+    """Whether a job's log is whole (its dispatcher wrote the job's result): one still running or never run is
+    not, and lava-import leaves it for a later import."""
+    try:
+        with open(job_dir / LOG, "rb") as f:
+            f.seek(max(0, os.path.getsize(job_dir / LOG) - 65536))
+            return DONE_MARK.encode() in f.read()
+    except OSError:
+        return False
+
+
+@dataclasses.dataclass
+class Imported:
+    """What one lava-import did: records made (run id, status), jobs left for later, runs already imported."""
+
+    made: list[tuple[Path, str, str]] = dataclasses.field(default_factory=list)
+    waiting: list[str] = dataclasses.field(default_factory=list)
+    already: list[str] = dataclasses.field(default_factory=list)
+    summary: dict = dataclasses.field(default_factory=dict)
+
+
+def import_set(given: Path, out: Path, progress: Callable[[str], None] = lambda _m: None) -> Imported:
+    """The jobs of a job set (``given``, or one job's directory in it) into ``out`` as a matrix output directory
+    (matrix.json, runs/<run id>/, summary.json, junit.xml, index.html), as numalab matrix run writes one: again,
+    it imports the jobs done since (resume), and numalab matrix merge joins the outputs of a set's shards. The
+    set's spec must still be the one it was made from (its fingerprint)."""
+    from lab.datafile import load_json  # (on use)
+    from lab.matrix.definition import load_matrix  # (on use: start-up time)
+    from lab.matrix.outputs import write_outputs  # (on use: start-up time)
+    from lab.matrix.schedule import check_out_dir, is_done  # (on use: start-up time)
+
+    dirs = job_dirs(given)
+    root = given if (given / JOBSET).is_file() else given.parent.parent
+    meta = load_json(root / JOBSET) if (root / JOBSET).is_file() else None
+    if not isinstance(meta, dict) or not isinstance(meta.get("fingerprint"), str):
+        raise LabError(f"{root}: no {JOBSET} of numalab's (a job set made by numalab matrix lava names its spec there)")
+    spec = load_matrix(str(meta.get("source")))
+    if spec.fingerprint() != meta["fingerprint"]:
+        raise LabError(f"{root}: its spec {meta.get('source')} has changed since the jobs were made (fingerprint "
+                       f"{spec.fingerprint()}, the jobs' {meta['fingerprint']})")  # fmt: skip
+    shard = tuple(meta["shard"]) if isinstance(meta.get("shard"), list) else None
+    check_out_dir(out, spec, shard)  # type: ignore[arg-type]
+    (out / "runs").mkdir(exist_ok=True)
+    by_id = {r.id: r for r in spec.runs}
+    done = Imported()
+    for d in dirs:
+        run_id = str(load_json(d / SIDECAR).get("run_id"))
+        if run_id not in by_id:
+            raise LabError(f"{d}: run {run_id} is not one of {meta.get('source')}'s")
+        if is_done(out, by_id[run_id]):
+            done.already.append(run_id)
+        elif not job_done(d):
+            done.waiting.append(run_id)
+        else:
+            record, manifest = import_job(d, out / "runs", progress)
+            done.made.append((record, manifest["status"], manifest.get("reason", "")))
+    runs = spec.shard(*shard) if shard else spec.runs
+    done.summary = write_outputs(spec, runs, out, None, shard=shard)  # type: ignore[arg-type]
+    return done
 
 
 def job_dirs(root: Path) -> list[Path]:

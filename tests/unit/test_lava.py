@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -63,7 +64,7 @@ def _neutral(text: str, root: Path) -> str:
 def test_a_run_is_a_job_of_lavas_qemu_device_type_with_numalabs_machine(fake_runs, tmp_path: Path) -> None:
     spec = parse_matrix(SPEC, str(tmp_path / "m.yaml"), "m")
     out = tmp_path / "jobs"
-    jobs = lava.write_jobs(spec, out, {}, accel="tcg", device_types=None)
+    jobs = lava.write_jobs(spec, out, {}, lava.JobSetOptions(accel="tcg"))
     first = out / jobs[0].directory / lava.JOB
     text = _neutral(first.read_text(), out)
     if os.environ.get("UPDATE_GOLDEN"):
@@ -85,7 +86,7 @@ def test_a_run_is_a_job_of_lavas_qemu_device_type_with_numalabs_machine(fake_run
 
 def test_a_and_b_of_a_pair_share_a_device_slot_interleaved(fake_runs, tmp_path: Path) -> None:
     spec = parse_matrix(SPEC | {"topologies": ["ring-2", "ring-4"]}, str(tmp_path / "m.yaml"), "m")
-    jobs = lava.write_jobs(spec, tmp_path / "jobs", {}, devices=2)
+    jobs = lava.write_jobs(spec, tmp_path / "jobs", {}, lava.JobSetOptions(devices=2))
     order = [(j.slot, j.run_id) for j in jobs]
     assert order == [
         (1, "ring-2.a.numa01.default.r1"), (1, "ring-2.b.numa01.default.r1"),
@@ -99,6 +100,39 @@ def test_a_and_b_of_a_pair_share_a_device_slot_interleaved(fake_runs, tmp_path: 
     assert tags[0] == tags[1] == ["numalab-slot-1"] and tags[2] == ["numalab-slot-2"]
     script = (tmp_path / "jobs" / "run-lava.sh").read_text()
     assert script.index("001-ring-2.a") < script.index("002-ring-2.b") < script.index("003-ring-2.a")
+
+
+def test_a_shard_is_whole_cells_and_names_its_spec(fake_runs, tmp_path: Path) -> None:
+    spec = parse_matrix(SPEC | {"topologies": ["ring-2", "ring-4"]}, str(tmp_path / "m.yaml"), "m")
+    parts = [lava.write_jobs(spec, tmp_path / f"s{i}", {}, lava.JobSetOptions(shard=(i, 2))) for i in (1, 2)]
+    ids = [[j.run_id for j in p] for p in parts]
+    assert sorted(ids[0] + ids[1]) == sorted(r.id for r in spec.runs) and not set(ids[0]) & set(ids[1])
+    assert ids == [[r.id for r in spec.shard(i, 2)] for i in (1, 2)]  # (matrix run's shards: A and B together)
+    meta = json.loads((tmp_path / "s2" / lava.JOBSET).read_text())
+    assert meta == {"spec": spec.name, "source": spec.source, "fingerprint": spec.fingerprint(), "shard": [2, 2]}
+
+
+def test_run_lava_runs_again_only_the_jobs_whose_log_has_no_end(fake_runs, tmp_path: Path) -> None:
+    """The runner's resume, with a stand-in lava-run on PATH that logs its job and ends it as LAVA does."""
+    spec = parse_matrix(SPEC, str(tmp_path / "m.yaml"), "m")
+    out = tmp_path / "jobs"
+    jobs = lava.write_jobs(spec, out, {})
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "lava-run"
+    fake.write_text('#!/bin/sh\necho "ran $2" >> "$(dirname "$0")/calls"\n'
+                    'echo \'{"lvl": "results", "msg": {"case": "job", "result": "pass"}}\' >&2\n')  # fmt: skip
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    done = out / jobs[0].directory
+    (done / lava.LOG).write_text('{"lvl": "results", "msg": {"case": "job", "result": "fail"}}\n')  # a whole log
+    half = out / jobs[1].directory
+    (half / lava.LOG).write_text('{"lvl": "target", "msg": "booting"}\n')  # interrupted: no end
+    subprocess.run([str(out / "run-lava.sh")], env=env, check=True, timeout=60)
+    # the first job's log was whole: not run again; every other job ran once, in order (lava-run's --job-id N)
+    calls = (bin_dir / "calls").read_text().split()
+    assert calls == [w for n in range(2, len(jobs) + 1) for w in ("ran", str(n))] and len(jobs) >= 2
+    assert lava.job_done(done) and lava.job_done(half) and "fail" in (done / lava.LOG).read_text()
 
 
 def test_what_lava_cannot_run_is_a_one_line_error(tmp_path: Path) -> None:
@@ -125,9 +159,9 @@ def test_write_jobs_refuses_a_used_directory_and_a_wrong_device_types_dir(fake_r
     with pytest.raises(LabError, match=r"^--out .*/used: not empty; give a new directory$"):
         lava.write_jobs(spec, tmp_path / "used", {})
     with pytest.raises(LabError, match=r"^--device-types .*: no qemu.jinja2 there"):
-        lava.write_jobs(spec, tmp_path / "new", {}, device_types=tmp_path)
+        lava.write_jobs(spec, tmp_path / "new", {}, lava.JobSetOptions(device_types=tmp_path))
     with pytest.raises(LabError, match=r"^--devices 0: at least 1$"):
-        lava.write_jobs(spec, tmp_path / "new", {}, devices=0)
+        lava.write_jobs(spec, tmp_path / "new", {}, lava.JobSetOptions(devices=0))
 
 
 def _line(t: str, lvl: str, msg) -> str:
@@ -209,3 +243,23 @@ def test_results_over_the_console_are_the_shares_files_with_the_runs_token(tmp_p
     flood = lava.JobLog([(1.0, ln) for ln in sent("results.tar", bytes(8000))], "", [], "", "", 1.0)
     big = lava.console_files(flood, TOKEN, tmp_path / "share", 100)
     assert big["problems"][0] == "more than the guest's output limit (100 bytes) came over the console"
+
+
+def test_the_import_waits_for_jobs_not_done_and_refuses_a_changed_spec(fake_runs, tmp_path: Path) -> None:
+    """lava-import into a matrix output directory: jobs without an end in their log are left for later (resume),
+    the summary counts them not run; a spec changed since the jobs were made is refused, in one line."""
+    from lab.matrix.definition import load_matrix
+
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump(SPEC))
+    spec = load_matrix(str(path))
+    jobs = lava.write_jobs(spec, tmp_path / "jobs", {})
+    got = lava.import_set(tmp_path / "jobs", tmp_path / "out")
+    assert got.made == [] and got.waiting == [j.run_id for j in jobs] and got.already == []
+    assert got.summary["totals"] == {"not-run": len(jobs), "runs": len(jobs)}
+    assert json.loads((tmp_path / "out" / "matrix.json").read_text())["fingerprint"] == spec.fingerprint()
+    proc = numalab("matrix", "lava-import", str(tmp_path / "jobs"), "--out", str(tmp_path / "out"))
+    assert proc.returncode == 1 and f"{len(jobs)} job(s) not done yet" in proc.stdout, proc.stdout + proc.stderr
+    path.write_text(yaml.safe_dump(SPEC | {"repeats": 3}))
+    assert_one_line_error(numalab("matrix", "lava-import", str(tmp_path / "jobs"), "--out", str(tmp_path / "o2")),
+                          "has changed since the jobs were made")  # fmt: skip

@@ -56,11 +56,15 @@ def test_a_job_set_run_by_lava_run_gives_the_records_numalab_run_gives(tmp_path:
         assert '"case": "workload_end", "definition": "numalab"' in log, log[-2000:]
     imported = numalab("matrix", "lava-import", str(jobs), "--out", str(tmp_path / "lava-runs"))
     assert imported.returncode == 0, imported.stdout + imported.stderr[-2000:]
+    # a matrix output directory, as numalab matrix run writes one; again, nothing new to import (resume)
+    summary = json.loads((tmp_path / "lava-runs" / "summary.json").read_text())
+    assert summary["totals"] == {"ok": 2, "runs": 2}, summary["totals"]
+    again = numalab("matrix", "lava-import", str(jobs), "--out", str(tmp_path / "lava-runs"))
+    assert again.returncode == 0 and "2 run(s) imported before: kept" in again.stdout, again.stdout
     direct = numalab("matrix", "run", str(spec), "--out", str(tmp_path / "direct"), "--max-vms", "1", "--no-reports")
     assert direct.returncode == 0, direct.stderr[-2000:]
     for setting in ("on", "off"):
-        n = {"on": "001", "off": "002"}[setting]
-        lrec = tmp_path / "lava-runs" / f"lava-{n}-ring-2.stock.numa01.{setting}.r1"
+        lrec = tmp_path / "lava-runs" / "runs" / f"ring-2.stock.numa01.{setting}.r1"
         drec = tmp_path / "direct" / "runs" / f"ring-2.stock.numa01.{setting}.r1"
         lm, dm = _manifest(lrec), _manifest(drec)
         assert lm["status"] == dm["status"] == "ok", (lm["reason"], lm.get("data_problems"))
@@ -82,9 +86,9 @@ def test_a_job_set_run_by_lava_run_gives_the_records_numalab_run_gives(tmp_path:
         hint_d = dm["metrics"]["vmstat"]["numa_hint_faults"]
         assert (hint_l == 0) == (hint_d == 0) == (setting == "off"), (hint_l, hint_d)
     cmp = numalab("compare", "--baseline", str(tmp_path / "direct" / "runs" / "ring-2.stock.numa01.on.r1"),
-                  "--new", str(tmp_path / "lava-runs" / "lava-001-ring-2.stock.numa01.on.r1"))  # fmt: skip
+                  "--new", str(tmp_path / "lava-runs" / "runs" / "ring-2.stock.numa01.on.r1"))  # fmt: skip
     assert cmp.returncode == 0 and "workload.gbps" in cmp.stdout, cmp.stderr[-2000:]
-    report = numalab("report", *map(str, sorted((tmp_path / "lava-runs").iterdir())),
+    report = numalab("report", *map(str, sorted((tmp_path / "lava-runs" / "runs").iterdir())),
                      "--out", str(tmp_path / "report.html"))  # fmt: skip
     assert report.returncode == 0 and (tmp_path / "report.html").stat().st_size > 0, report.stderr[-2000:]
     # --results console: no share, the guest's files in the job's log (a LAVA worker elsewhere sends back only that)
@@ -102,7 +106,7 @@ def test_a_job_set_run_by_lava_run_gives_the_records_numalab_run_gives(tmp_path:
     assert not any((job / "share").iterdir())  # (nothing came through a share)
     imported = numalab("matrix", "lava-import", str(job), "--out", str(tmp_path / "console-runs"))
     assert imported.returncode == 0, imported.stdout + imported.stderr[-2000:]
-    cm = _manifest(tmp_path / "console-runs" / "lava-001-ring-2.stock.numa01.on.r1")
+    cm = _manifest(tmp_path / "console-runs" / "runs" / "ring-2.stock.numa01.on.r1")
     dm = _manifest(tmp_path / "direct" / "runs" / "ring-2.stock.numa01.on.r1")
     assert cm["status"] == "ok" and cm["guest_topology"] == dm["guest_topology"], cm["reason"]
     assert cm["kernel"]["build_id"] == dm["kernel"]["build_id"] and cm["kernel"]["identity"] == "verified"
