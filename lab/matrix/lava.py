@@ -50,6 +50,9 @@ from lab.untrusted import finite_copy
 from lab.vm.console import MAX_FORGED, VmOutcome, parse_stage
 from lab.vm.qemu.qemu_argv import BootSpec, machine_args, share_args
 
+# The console's lines in the dispatcher's log: "target" while an action reads the console, "feedback" for what it
+# reads after the action ended (the guest's last lines, its done mark among them, can come so: seen under load)
+CONSOLE_LEVELS = ("target", "feedback")
 JOBSET = "jobset.json"  # the job set's spec (name, source, fingerprint) and shard
 DONE_MARK = '"case": "job"'  # the dispatcher's last result line of a job (pass or fail): its log is whole
 SIDECAR = "numalab-run.json"  # what the import needs of the run: its options, its boot, its token
@@ -401,7 +404,7 @@ def read_job_log(text: str) -> JobLog:
         msg, lvl = e.get("msg"), e.get("lvl")
         if lvl == "info" and isinstance(msg, str) and msg.startswith("Boot command: "):
             command, start = msg.removeprefix("Boot command: "), _when(e)
-        elif lvl == "target" and start is not None and isinstance(msg, str):
+        elif lvl in CONSOLE_LEVELS and start is not None and isinstance(msg, str):
             console.append((_when(e) - start, msg))
         elif lvl == "results" and isinstance(msg, dict):
             results.append(msg)
