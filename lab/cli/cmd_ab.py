@@ -1,4 +1,4 @@
-"""``numalab ab TREE --base REV``: from your kernel tree and patch to an A/B verdict (lab.run.tree_ab)."""
+"""``numalab ab TREE --base REV``: from your kernel tree and patch to an A/B verdict (lab.kernel.tree_ab)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ docs/tutorial.md walks it."""
 
 
 def cmd_ab(args: argparse.Namespace) -> int:
+    from lab.kernel.tree_ab import TreeAB, build_pair, plan_tree  # (on use: start-up time)
     from lab.run.scheduler import check_early, fragments_for  # (on use: start-up time)
-    from lab.run.tree_ab import TreeAB, build_pair, plan_tree  # (on use: start-up time)
 
     (sched,) = schedulers_of(args, one=True)
     check_early(sched)  # (a sched_ext scheduler: both kernels get the sched-ext fragment)

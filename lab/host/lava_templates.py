@@ -20,6 +20,7 @@ from pathlib import Path
 
 from lab.apt import setup_run
 from lab.errors import LabError
+from lab.host.qemu_prefix import print_binary
 from lab.host.sshd_prefix import candidate_version
 from lab.paths import COMPLETE, cache_root, publish_dir
 
@@ -75,13 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--refresh", action="store_true", help="download apt's candidate even if one is unpacked")
     args = p.parse_args(argv)
-    try:
-        path = fetch(args.refresh, say=lambda line: print(line, file=sys.stderr))
-    except LabError as err:
-        print(f"numalab: error: {err}", file=sys.stderr)
-        return 2
-    print(path)
-    return 0
+    return print_binary(lambda say: fetch(args.refresh, say=say), quiet=False)
 
 
 if __name__ == "__main__":

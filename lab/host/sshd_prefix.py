@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 
 from lab.errors import LabError
-from lab.host.qemu_prefix import check_libraries, setup_run
+from lab.host.qemu_prefix import check_libraries, print_binary, setup_run
 from lab.paths import COMPLETE, cache_root, publish_dir
 
 PACKAGES = ("openssh-server", "libwrap0")
@@ -109,13 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--refresh", action="store_true", help="download apt's candidate even if one is unpacked")
     args = p.parse_args(argv)
-    try:
-        prefix = fetch(args.refresh, say=lambda line: print(line, file=sys.stderr))
-    except LabError as err:
-        print(f"numalab: error: {err}", file=sys.stderr)
-        return 2
-    print(prefix / SSHD)
-    return 0
+    return print_binary(lambda say: fetch(args.refresh, say=say) / SSHD, quiet=False)
 
 
 if __name__ == "__main__":

@@ -17,8 +17,8 @@ from lab.analysis.node_cpu import node_cpu_time
 from lab.analysis.readback import build_id, check_topology, read_sched_domains, read_topology
 from lab.analysis.results import Unpacked, unpack_results
 from lab.analysis.sched_cache import sched_cache_view
+from lab.analysis.sched_verbose import check_groups, groups_record, read_sched_groups
 from lab.analysis.steady_state import balancing_phase
-from lab.guest.sched_verbose import check_groups, groups_record, read_sched_groups
 from lab.record_files import (
     CONSOLE_LOG,
     DMESG_BOOT,

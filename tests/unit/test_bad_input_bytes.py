@@ -14,12 +14,12 @@ import pytest
 from common import REPO, assert_one_line_error, numalab
 
 from lab.errors import LabError
+from lab.kernel import tree_ab
 from lab.kernel.git_tree import uncommitted
 from lab.kernel.patches import apply_patches, load_patches
 from lab.kernel.source import BASE_REF, reset_tree
-from lab.run import tree_ab
+from lab.kernel.tree_ab import TreeAB, plan_tree
 from lab.run.execute import _prepare_out
-from lab.run.tree_ab import TreeAB, plan_tree
 from lab.untrusted import escape_surrogates, term_safe
 from lab.workloads import image_layers
 from lab.workloads.registry import FOLDERS, discover

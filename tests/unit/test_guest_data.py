@@ -31,8 +31,8 @@ from lab.analysis.readback import (
 )
 from lab.analysis.record import RunRecord
 from lab.analysis.results import unpack_results
+from lab.analysis.sched_verbose import check_groups, parse_dump
 from lab.errors import LabError
-from lab.guest.sched_verbose import check_groups, parse_dump
 from lab.paths import json_text, write_json_atomic
 from lab.topology.spec import load_topology
 from lab.topology.tiers import check_tiers, read_tiers

@@ -9,9 +9,9 @@ import pytest
 from common import numalab
 
 from lab.analysis.node_cpu import node_cpu_time
+from lab.analysis.sched_verbose import check_groups, groups_record, parse_dump, read_sched_groups
 from lab.cpulist import parse_cpulist
 from lab.errors import LabError
-from lab.guest.sched_verbose import check_groups, groups_record, parse_dump, read_sched_groups
 from lab.record_files import RUN_FORMAT
 from lab.topology.kernel_view import predict
 from lab.topology.model import Topology

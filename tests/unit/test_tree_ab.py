@@ -1,4 +1,4 @@
-"""numalab ab's plan from a git tree (lab.run.tree_ab), on a small repository: what each side is, the one-line
+"""numalab ab's plan from a git tree (lab.kernel.tree_ab), on a small repository: what each side is, the one-line
 refusals, and that the tree is only read (git status, the index and every file's mtime unchanged)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lab.errors import LabError
-from lab.run.tree_ab import TreeAB, plan_tree
+from lab.kernel.tree_ab import TreeAB, plan_tree
 
 
 def _git(repo: Path, *args: str) -> str:
