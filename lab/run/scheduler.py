@@ -207,12 +207,21 @@ def at_timeout(console: str, label: str, started: str | None) -> str:
 _KEY_LINE = re.compile(r"load failed|cannot use|invalid|not allowed|unknown func|not supported|EXIT:|error", re.I)
 
 
+_PANIC = re.compile(r"^thread '[^']{0,64}'(?: \(\d+\))? panicked at ")  # a Rust scheduler's panic (scx's)
+
+
 def _own_words(record: Path) -> str:
-    """The scheduler's own account of its end: its last line, after the first lines that name the failure (a
-    libbpf load failure and the verifier's reason, an exit message), at most three, in its order."""
+    """The scheduler's own account of its end: a Rust scheduler's panic (its 'panicked at FILE:LINE:COL:' line
+    and its message: what scx_layered says on a machine of more nodes than it was built for), else its last line,
+    after the first lines that name the failure (a libbpf load failure and the verifier's reason, an exit
+    message), at most three, in its order."""
     lines = [ln.strip() for ln in _tail(record / SCHEDULER_OUT).splitlines() if ln.strip()]
     if not lines:
         return ""
+    for i, ln in enumerate(lines):
+        if _PANIC.match(ln):
+            message = lines[i + 1][:200] if i + 1 < len(lines) else ""
+            return f"scheduler's output: {ln[:160]} {message}".rstrip()
     key = [ln for ln in lines[:-1] if _KEY_LINE.search(ln)][:2]
     return "scheduler's output: " + "; ".join(ln[:160] for ln in [*key, lines[-1]])
 

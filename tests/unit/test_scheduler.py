@@ -245,3 +245,23 @@ def test_kernel_list_shows_the_sched_ext_schedulers_a_build_carries(tmp_path: Pa
     listed = json.loads(numalab("kernel", "list", "--json", env=env, timeout=60).stdout)
     assert [(b["names"], b["sched_ext_schedulers"]) for b in listed] == [(["v6.12"], ["scx_simple", "scx_qmap"]),
                                                                          (["stock"], [])]  # fmt: skip
+
+
+def test_a_rust_schedulers_panic_is_the_reason(tmp_path) -> None:
+    """scx_layered 1.1.0 with sched-ext/scx PR 3397 reverted (MAX_NUMA_NODES 8) on a 9-node guest, 6.12 (a real
+    guest's scheduler.out, issue 68): it panics before its BPF load, and the reason quotes the panic, not Rust's
+    closing note about RUST_BACKTRACE."""
+    out = (
+        Path(__file__).resolve().parent.parent
+        / "data"
+        / "scheduler_out"
+        / "scx_layered-1.1.0-pr3397-reverted-mesh-9.out"
+    )
+    (tmp_path / "scheduler-state.txt").write_text("waited_ds 100\nstart disabled -\nend disabled -\nend_alive 0\n"
+                                                  "exit 101\n")  # fmt: skip
+    (tmp_path / "scheduler.out").write_bytes(out.read_bytes())
+    _, reason = readback(tmp_path, ASKED, "")
+    assert reason is not None and reason.endswith(
+        "scheduler's output: thread 'main' (131) panicked at src/main.rs:2108:22: index out of bounds: the len is 8 "
+        "but the index is 8"
+    ), reason
