@@ -47,7 +47,7 @@ from lab.run.options import RunOptions
 from lab.run.prepare import Prepared, prepare
 from lab.run.request import RunRequest, Trip
 from lab.untrusted import finite_copy
-from lab.vm.console import MAX_FORGED, VmOutcome, parse_stage
+from lab.vm.console import VmOutcome
 from lab.vm.qemu.qemu_argv import BootSpec, machine_args, share_args
 
 # The console's lines in the dispatcher's log: "target" while an action reads the console, "feedback" for what it
@@ -421,13 +421,7 @@ def outcome_of(log: JobLog, token: str) -> VmOutcome:
     token; others kept aside as forged), each at the dispatcher's time from QEMU's start."""
     outcome = VmOutcome(exit_code=None, timed_out=False, wall_s=log.wall_s)
     for t, line in log.console:
-        st = parse_stage(line, t, token)
-        if st and not st.authentic:
-            outcome.forged_count += 1
-            if len(outcome.forged) < MAX_FORGED:
-                outcome.forged.append(st)
-        elif st:
-            outcome.stages.append(st)
+        outcome.take(line, t, token)
     if log.status == "Complete" or any(s.name in ("done", "failed") for s in outcome.stages):
         outcome.exit_code = 0  # (QEMU ended with the guest's power-off: -no-reboot)
     elif "timed out" in log.error.lower() or "timeout" in log.error.lower():

@@ -57,6 +57,19 @@ class VmOutcome:
     def stage(self, name: str) -> Stage | None:
         return next((s for s in self.stages if s.name == name), None)
 
+    def take(self, line: str, now: float, token: str) -> Stage | None:
+        """A console line's stage mark, kept: the init's (with the run's token) among the stages, and returned;
+        another (guest userspace's) counted as forged, the first MAX_FORGED kept. None for a line without one."""
+        st = parse_stage(line, now, token)
+        if st and not st.authentic:
+            self.forged_count += 1
+            if len(self.forged) < MAX_FORGED:
+                self.forged.append(st)
+            return None
+        if st:
+            self.stages.append(st)
+        return st
+
 
 MAX_FORGED = 20  # forged marks kept (and counted beyond)
 
@@ -191,15 +204,9 @@ def watch(
         code = exited()
         now = time.monotonic() - start
         for line in console.new_lines():
-            st = parse_stage(line, now, token)
-            if st and not st.authentic:
-                outcome.forged_count += 1
-                if len(outcome.forged) < MAX_FORGED:
-                    outcome.forged.append(st)
-            elif st:
-                outcome.stages.append(st)
-                if on_stage:
-                    on_stage(st)
+            st = outcome.take(line, now, token)
+            if st and on_stage:
+                on_stage(st)
         if code is not None:
             outcome.exit_code = code
             if guard is not None and (reason := guard()):  # it went over just before it exited
