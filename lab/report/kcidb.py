@@ -12,8 +12,9 @@ records give the same ids on every rerun):
   the figure as KCIDB's ``number``);
 * a **test** per A/B verdict (``numalab.ab.<metric>``, on the new side's build): better and "same within" PASS,
   worse FAIL, changed DONE, undecided DONE (never PASS), not judged SKIP; a verdict whose row carries a caveat
-  (remote memory costs nothing in that VM) or whose sides ran one binary with the same settings is DONE: it is
-  not about the kernel. ``misc`` has the figures behind it (means, p-value, interval, runs).
+  (remote memory costs nothing in that VM, runs still in balancing's start-up, the modelled machine named: only
+  K1 validates it so far) or whose sides ran one binary with the same settings is DONE: not yet about the
+  kernel. ``misc`` has the figures behind it (means, p-value, interval, runs).
 
 The schema is kcidb-io's (its ``kcidb_io.schema.V5_3``); numalab does not import it (tests/unit/test_kcidb.py
 validates the output with it).

@@ -32,6 +32,7 @@ class Command:
     line: str  # what follows "$ "
     expect: tuple[str, ...]  # output lines that must appear ("..." skips)
     exit: int
+    before: tuple[str, ...] = ()  # the block's earlier commands, which may make the files this one reads
 
 
 def documented_commands() -> list[Command]:
@@ -41,11 +42,13 @@ def documented_commands() -> list[Command]:
         for m in RUNNABLE.finditer(text):
             first = text.count("\n", 0, m.start(2)) + 1
             cmd: list = []
+            earlier: list[str] = []
             for i, line in enumerate(m.group(2).splitlines()):
                 if line.startswith("$ "):
                     if cmd:
                         out.append(Command(*cmd))
-                    cmd = [f"{page.relative_to(REPO)}:{first + i}", line[2:], (), int(m.group(1) or 0)]
+                    cmd = [f"{page.relative_to(REPO)}:{first + i}", line[2:], (), int(m.group(1) or 0), tuple(earlier)]
+                    earlier.append(line[2:])
                 elif cmd:
                     cmd[2] = (*cmd[2], line)
                 else:
@@ -70,19 +73,21 @@ def test_the_docs_mark_commands_runnable() -> None:
         assert f"docs/{page}" in pages
 
 
-@pytest.fixture(scope="module")
-def scratch(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A directory that sees the repository's data, where documented commands may write files."""
-    d = tmp_path_factory.mktemp("documented")
+@pytest.fixture
+def scratch(tmp_path: Path) -> Path:
+    """A directory of the test's own that sees the repository's data, where documented commands may write files
+    (each command's: under xdist a block's commands may run on different workers)."""
     for name in SHARED:
-        (d / name).symlink_to(REPO / name)
-    return d
+        (tmp_path / name).symlink_to(REPO / name)
+    return tmp_path
 
 
 @pytest.mark.parametrize("cmd", COMMANDS, ids=[c.where for c in COMMANDS])
 def test_documented_command_runs(cmd: Command, scratch: Path) -> None:
     env = os.environ | {"PYTHONPATH": str(REPO), "NUMALAB_PY": sys.executable}
-    script = f'numalab() {{ "$NUMALAB_PY" -m lab.cli "$@"; }}\n{cmd.line}\n'
+    # the block's earlier commands first, quietly (each is tested as itself): they make the files this one reads
+    setup = "".join(f"{line} >/dev/null 2>&1\n" for line in cmd.before)
+    script = f'numalab() {{ "$NUMALAB_PY" -m lab.cli "$@"; }}\n{setup}{cmd.line}\n'
     proc = subprocess.run(["bash", "-c", script], cwd=scratch, env=env, capture_output=True, text=True, timeout=120)
     said = proc.stdout + proc.stderr
     assert proc.returncode == cmd.exit, f"{cmd.where}: `{cmd.line}` exited {proc.returncode}:\n{said[-2000:]}"
