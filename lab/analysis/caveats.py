@@ -82,7 +82,7 @@ def caveated(metric_key: str, unit: str) -> bool:
 
 def row_caveat(metric_key: str, unit: str, why: str | None, model: str = "", phase: str = "") -> str:
     """The words a row's verdict carries: "remote memory costs nothing here (plain TCG, ...)"; on the modelled
-    machine, which one and what validated it ("on the modelled machine m1 (known answers: K1 CPU capacity)", or
+    machine, which one and what validated it ("on the modelled machine m1 (known answers: K1 CPU capacity, ...)", or
     "on m1 modified (...): not the validated machine": ``model``, :func:`lab.vm.tcg.machine_model.model_words`);
     then, where runs were still migrating at their end, ``phase`` (lab.analysis.steady_state.phase_words); or ""."""
     if not caveated(metric_key, unit):

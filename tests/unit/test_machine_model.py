@@ -69,7 +69,11 @@ def _manifest(quantum: int = 2000, insns: int = 4, source: str = "slit", coheren
 
 
 def test_a_record_says_which_model_its_machine_was() -> None:
-    assert model_record(_manifest()) == {"name": "m1", "differs": [], "known_answers": ["K1 CPU capacity"]}
+    assert model_record(_manifest()) == {
+        "name": "m1",
+        "differs": [],
+        "known_answers": ["K1 CPU capacity", "K2 locality pays"],
+    }
     old = model_record(_manifest(quantum=0, insns=1))  # the command numalab recommended before m1
     assert old == {"name": "m1", "differs": ["quantum 0 (m1: 2000)", "insns_per_ns 1 (m1: 4)"], "known_answers": []}
     assert model_record(_manifest(coherence=True))["differs"] == ["coherence on (m1: off)"]
@@ -82,7 +86,7 @@ def test_a_record_says_which_model_its_machine_was() -> None:
 
 def test_a_throughput_row_names_the_model_and_its_known_answers() -> None:
     words = model_words([_manifest(), _manifest()])
-    assert words == "the modelled machine m1 (known answers: K1 CPU capacity)"
+    assert words == "the modelled machine m1 (known answers: K1 CPU capacity, K2 locality pays)"
     assert row_caveat("workload.gbps", "GB/s", None, words) == f"on {words}"
     assert row_caveat("vmstat.numa_pages_migrated", "pages", None, words) == ""  # a mechanism row: the kernel's
     modified = model_words([_manifest(), _manifest(quantum=0)])
@@ -95,7 +99,10 @@ def test_the_verdict_line_of_a_throughput_figure_says_the_machine() -> None:
     base = [json.loads((p / "manifest.json").read_text()) | _manifest() for p in ON]
     new = [json.loads((p / "manifest.json").read_text()) | _manifest() for p in ON]
     (v,) = vd.verdicts_of(base, new, ["workload.gbps"])
-    assert "; on the modelled machine m1 (known answers: K1 CPU capacity); 6 of 6 runs still migrating" in v.line()
+    assert (
+        "; on the modelled machine m1 (known answers: K1 CPU capacity, K2 locality pays); 6 of 6 runs still migrating"
+        in v.line()
+    )
 
 
 def test_the_recommended_command_is_the_model() -> None:
@@ -129,7 +136,9 @@ def test_on_the_model_the_finding_does_not_say_what_the_runs_cannot_show(tmp_pat
     f = finding.finding(c)
     assert f is not None and f.cannot_show is None
     row = next(r for r in c.rows if r.metric.key.startswith("workload.") and r.caveat)
-    assert row.caveat.startswith("on the modelled machine m1 (known answers: K1 CPU capacity); 3 of 6 runs still")
+    assert row.caveat.startswith(
+        "on the modelled machine m1 (known answers: K1 CPU capacity, K2 locality pays); 3 of 6 runs still"
+    )
 
 
 def test_a_matrix_setting_names_the_model() -> None:

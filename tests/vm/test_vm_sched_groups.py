@@ -120,7 +120,11 @@ def test_known_answer_k1_the_model_gives_each_vcpu_its_capacity(tmp_path, kernel
     for (machine, kernel), m in runs.items():
         assert m["status"] == ("ok" if kernel == "baseline" else "topology-mismatch"), (machine, kernel, m["reason"])
         assert m["workload"]["result"]["gbps"] > 0
-    assert runs["m1", "baseline"]["model"] == {"name": "m1", "differs": [], "known_answers": ["K1 CPU capacity"]}
+    assert runs["m1", "baseline"]["model"] == {
+        "name": "m1",
+        "differs": [],
+        "known_answers": ["K1 CPU capacity", "K2 locality pays"],
+    }
     assert runs["shared", "baseline"]["model"]["differs"] == ["quantum 0 (m1: 2000)"]
     busy = runs["m1", "seed002-groups-from-one-cpu"]["metrics"]["node_cpu"]["busy_s"]
     assert busy["3"] < 0.2 * busy["1"], busy  # node 3 idle under the old construction

@@ -45,7 +45,7 @@ M1 = MachineModel(
         ("remote_latency", "slit"),
         ("coherence", "off"),
     ),
-    known_answers=("K1 CPU capacity",),
+    known_answers=("K1 CPU capacity", "K2 locality pays"),
 )
 MODELS: dict[str, MachineModel] = {M1.name: M1}
 DEFAULT_MODEL = M1.name
