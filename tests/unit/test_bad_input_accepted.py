@@ -243,6 +243,7 @@ def test_include_status_refuses_an_unknown_status() -> None:
 def test_compare_leaves_non_ok_runs_out_unless_asked_and_marks_them_when_asked(tmp_path) -> None:
     from lab.analysis import compare as cmp
     from lab.analysis.record import RunRecord
+    from lab.report import ab_table
 
     base = [RunRecord.load(d) for d in _copies(tmp_path, ON, {ON[1]: _status("placement-broken")})]
     new = [RunRecord.load(d) for d in _copies(tmp_path, OFF)]
@@ -250,7 +251,7 @@ def test_compare_leaves_non_ok_runs_out_unless_asked_and_marks_them_when_asked(t
     assert default.base_runs == [ON[0], ON[2]] and default.excluded == [f"{ON[1]} (placement-broken)"]
     assert "--include-status placement-broken counts them" in " ".join(default.notes)
     assert not default.included and not any(r.included for r in default.rows)
-    assert MARK not in cmp.to_text(default) + cmp.to_markdown(default) + cmp.to_html(default)
+    assert MARK not in ab_table.to_text(default) + ab_table.to_markdown(default) + ab_table.to_html(default)
 
     c = cmp.compare_runs(base, new, include_statuses=("placement-broken",))
     assert c.base_runs == ON and c.excluded == [] and c.included == [(ON[1], "placement-broken")]
@@ -259,13 +260,13 @@ def test_compare_leaves_non_ok_runs_out_unless_asked_and_marks_them_when_asked(t
     # (these records ran under plain TCG: the row's caveat follows the mark, lab.analysis.caveats)
     caveat = f": {gbps.caveat}"
     assert gbps.caveat and gbps.verdict_text() == f"{gbps.verdict()} † ({MARK}){caveat}"
-    text, md, html = cmp.to_text(c), cmp.to_markdown(c), cmp.to_html(c)
+    text, md, html = ab_table.to_text(c), ab_table.to_markdown(c), ab_table.to_html(c)
     assert f"note: the comparison {MARK} (asked for: --include-status)" in text
     mean_row = next(ln for ln in text.splitlines() if ln.startswith("Hmean    workload.gbps"))
     assert mean_row.endswith(f"† ({MARK}){caveat}"), mean_row
     assert f"| {gbps.verdict()} † ({MARK}){caveat} |" in md
     assert f"<small>{gbps.verdict()} † ({MARK}){caveat}</small>".replace("'", "&#x27;") in html
-    data = json.loads(cmp.to_json(c))
+    data = json.loads(ab_table.to_json(c))
     assert data["included"] == [{"run": ON[1], "status": "placement-broken"}]
     row = next(m for m in data["metrics"] if m["metric"] == "workload.gbps")
     assert row["included_statuses"] == {"placement-broken": 1} and MARK in row["verdict_text"]
