@@ -41,7 +41,7 @@ def _placement_for_emitters(topo, args):
 
 
 def _boot_for_emitters(args):
-    from lab.vm.qemu.qemu_argv import BootSpec  # (on use: start-up time)
+    from lab.vm.backend import BootSpec  # (on use: start-up time)
 
     return BootSpec(
         kernel=args.kernel_path,

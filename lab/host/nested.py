@@ -46,11 +46,10 @@ from lab.placement.host_inventory import read_inventory
 from lab.placement.pinning import plan_placement
 from lab.record_files import CONSOLE_LOG, QEMU_LOG
 from lab.topology.model import Topology
-from lab.vm.backend import VmRequest
+from lab.vm.backend import BootSpec, VmRequest
 from lab.vm.console import LineFollower
 from lab.vm.qemu.emulator import Emulator, qemu_version_tuple
 from lab.vm.qemu.emulator import resolve as resolve_emulator
-from lab.vm.qemu.qemu_argv import BootSpec
 from lab.vm.qemu.qemu_backend import QemuBackend
 from lab.vm.share import ShareLimits, make_share
 from lab.vm.tcg import tcg_boot, tcg_clock

@@ -47,8 +47,9 @@ from lab.run.options import RunOptions
 from lab.run.prepare import Prepared, prepare
 from lab.run.request import RunRequest, Trip
 from lab.untrusted import finite_copy
+from lab.vm.backend import BootSpec
 from lab.vm.console import VmOutcome
-from lab.vm.qemu.qemu_argv import BootSpec, machine_args, share_args
+from lab.vm.qemu.qemu_argv import machine_args, share_args
 
 # The console's lines in the dispatcher's log: "target" while an action reads the console, "feedback" for what it
 # reads after the action ended (the guest's last lines, its done mark among them, can come so: seen under load)

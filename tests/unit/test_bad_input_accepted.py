@@ -3,6 +3,7 @@ never a silent default. No VM boots here: a command that would boot one is refus
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from collections.abc import Callable
@@ -35,6 +36,7 @@ def test_nested_says_its_qemu_failed_and_why_in_one_line(tmp_path, monkeypatch) 
     """The outer guest's QEMU exits at once with an error: the result carries QEMU's own words and exit code,
     and what a person reads is one line saying so, not 'booted (?); the command exited None'."""
     from lab.host import nested
+    from lab.placement.pinning import Backing, Placement
     from lab.topology.ref import TopologyRef
     from lab.vm.qemu.qemu_backend import run_vm
 
@@ -44,8 +46,8 @@ def test_nested_says_its_qemu_failed_and_why_in_one_line(tmp_path, monkeypatch) 
 
         def run(self, req):
             argv = ["sh", "-c", FAILING_QEMU]
-            return run_vm(argv, Path(req.boot.console_log), Path(req.boot.qmp_socket), {}, req.timeout_s,
-                          req.run_dir / QEMU_LOG), {}  # fmt: skip
+            bare = Placement((), (), Backing(), 1)  # (plan_placement is stubbed out below: nothing pinned)
+            return run_vm(dataclasses.replace(req, placement=bare), argv), {}
 
     stock = SimpleNamespace(image=tmp_path / "vmlinuz", modules_dir=None)
     monkeypatch.setattr(nested, "resolve_kernel", lambda _spec: stock)

@@ -45,8 +45,8 @@ def _boot_nothing(tmp_path: Path, monkeypatch) -> dict:
         seen["hold_kvm"] = a[7] if len(a) > 7 else k.get("hold_kvm", True)
         return real_init(*a, **k)
 
-    def run_vm(argv, console_log, *rest):
-        seen["argv"], seen["env"] = argv, rest[9]
+    def run_vm(req, argv, env=None):
+        seen["argv"], seen["env"] = argv, env
         return console.VmOutcome(exit_code=0, timed_out=False, wall_s=0.1)
 
     monkeypatch.setattr(nested, "resolve_kernel", lambda _spec: SimpleNamespace(image=tmp_path / "vmlinuz",

@@ -14,8 +14,9 @@ import pytest
 from lab.host import nested, nested_ssh, sshd_prefix
 from lab.host.nested import outer_init
 from lab.topology.ref import TopologyRef
+from lab.vm.backend import BootSpec
 from lab.vm.libvirt.libvirt_conn import is_local_uri, uri_parts
-from lab.vm.qemu.qemu_argv import BootSpec, qemu_argv
+from lab.vm.qemu.qemu_argv import qemu_argv
 
 
 @pytest.fixture
