@@ -51,12 +51,14 @@ def test_nested_says_its_qemu_failed_and_why_in_one_line(tmp_path, monkeypatch) 
 
     stock = SimpleNamespace(image=tmp_path / "vmlinuz", modules_dir=None)
     monkeypatch.setattr(nested, "resolve_kernel", lambda _spec: stock)
-    monkeypatch.setattr(nested, "_initrd", lambda work, *_a, **_k: work / "initrd")
+    monkeypatch.setattr(nested, "outer_initrd", lambda work, *_a, **_k: work / "initrd")
     monkeypatch.setattr(nested, "read_inventory", lambda: None)
     monkeypatch.setattr(nested, "plan_placement", lambda *_a, **_k: None)
     monkeypatch.setattr(nested, "QemuBackend", FailingQemu)
     topo = TopologyRef("ring-2", 1, "256M").load()
-    res = nested.run_nested(topo, "true\n", tmp_path / "out", cache_from=tmp_path / "no-cache", timeout_s=60)
+    res = nested.run_nested(
+        topo, "true\n", tmp_path / "out", nested.OuterGuest(cache_from=tmp_path / "no-cache"), timeout_s=60
+    )
     assert res.exit_code is None and not res.timed_out
     assert res.vm_failure == "QEMU exited with 1: qemu-system-x86_64: -cpu max: CPU model max is not supported here"
     assert res.qemu_log == tmp_path / "out" / ".outer" / QEMU_LOG
