@@ -268,7 +268,7 @@ def cmd_lava(args: argparse.Namespace) -> int:
 
 
 def cmd_lava_import(args: argparse.Namespace) -> int:
-    from lab.matrix.lava import import_set  # (on use: start-up time)
+    from lab.matrix.lava_import import import_set  # (on use: start-up time)
 
     got = import_set(args.dir, args.out, progress)
     for record, status, reason in got.made:
