@@ -299,7 +299,14 @@ def add_parser(sub) -> None:
     p = ms.add_parser("check", help="validate a matrix spec", description="Validate a matrix spec (one-line errors).")
     p.add_argument("file", metavar="FILE", help="matrix spec")
     p.set_defaults(func=cmd_check)
+    _run_parsers(ms)
+    _ci_parser(ms)
+    _lava_parsers(ms)
+    schema_command(ms, "matrix", "matrix specs")
 
+
+def _run_parsers(ms) -> None:
+    """matrix run and matrix merge."""
     p = ms.add_parser("run", help="run the matrix (again: resume)",
                       description="Run every run not done yet in OUT, packing VMs onto the host's cores and memory. "
                       "Run the same command again to resume after an interruption. Exit 1 if a run is not ok or a "
@@ -329,6 +336,9 @@ def add_parser(sub) -> None:
     include_status_option(p)
     p.set_defaults(func=cmd_merge)
 
+
+def _ci_parser(ms) -> None:
+    """matrix ci: a GitHub Actions workflow and/or a GitLab CI pipeline of the matrix's shards."""
     p = ms.add_parser(
         "ci",
         help="emit a CI workflow/pipeline that runs the matrix in shards",
@@ -345,6 +355,9 @@ def add_parser(sub) -> None:
     p.add_argument("--shards", type=int, default=4, metavar="N", help="number of shards (default 4)")
     p.set_defaults(func=cmd_ci)
 
+
+def _lava_parsers(ms) -> None:
+    """matrix lava (the jobs) and matrix lava-import (their records)."""
     p = ms.add_parser(
         "lava",
         help="write the matrix as LAVA jobs (one a run) with a numalab host's device dictionary",
@@ -380,4 +393,3 @@ def add_parser(sub) -> None:
     p.add_argument("dir", type=Path, metavar="DIR", help="the job set (or one job's directory)")
     out_option(p, "OUT", "the matrix output directory (new, or this set's: resume)", required=True)
     p.set_defaults(func=cmd_lava_import)
-    schema_command(ms, "matrix", "matrix specs")
