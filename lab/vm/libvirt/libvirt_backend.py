@@ -48,7 +48,7 @@ from lab.placement.pinning import Placement, plan_placement
 from lab.record_files import CONSOLE_LOG, DOMAIN_LIVE_XML, DOMAIN_XML, QEMU_LOG
 from lab.topology.model import Topology
 from lab.vm.backend import FIRMWARES, BootSpec, VmRequest
-from lab.vm.console import VmOutcome, watch
+from lab.vm.console import VmOutcome, WatchRules, watch
 from lab.vm.hang import BUSY_WINDOW_S, add_busy, busy_shares, parse_registers
 from lab.vm.libvirt.libvirt_conn import (
     capabilities,
@@ -257,17 +257,8 @@ class _Run:
                     on_tick(now)
 
             try:
-                watch(
-                    self.console_local,
-                    outcome,
-                    timeout_s,
-                    self._exited,
-                    sampler,
-                    tick,
-                    guard=self._guard,
-                    boot_deadline_s=boot_deadline_s,
-                    token=self.boot.stage_token,
-                )
+                rules = WatchRules(timeout_s, self._guard, boot_deadline_s)
+                watch(self.console_local, outcome, rules, self._exited, sampler, tick, token=self.boot.stage_token)
             finally:
                 outcome.vcpu_time = sampler.result()
             if outcome.timed_out:

@@ -27,7 +27,7 @@ from lab.placement.pinning import Placement
 from lab.record_files import QEMU_ARGV, QEMU_LOG
 from lab.topology.model import Topology
 from lab.vm.backend import VmRequest
-from lab.vm.console import Stage, VmOutcome, watch
+from lab.vm.console import Stage, VmOutcome, WatchRules, watch
 from lab.vm.hang import vm_state
 from lab.vm.machine_needs import check_qemu_can_express
 from lab.vm.placement_watch import PlacementWatch
@@ -115,18 +115,16 @@ def run_vm(req: VmRequest, argv: list[str], env: dict[str, str] | None = None) -
             sampler, listener, placed = _pin_and_start(qmp, proc.pid, pins, outcome, req.on_stage, planned)
         start = time.monotonic()
         try:
+            rules = WatchRules(req.timeout_s, guard, req.boot_deadline_s, req.cancel)
             watch(
                 Path(boot.console_log),
                 outcome,
-                req.timeout_s,
+                rules,
                 proc.poll,
                 sampler or req.on_stage,
                 _sampling_tick(sampler, req.on_tick, placed),
                 wait=_exit_waiter(pidfd),
-                guard=guard,
-                boot_deadline_s=req.boot_deadline_s,
                 token=boot.stage_token,
-                cancel=req.cancel,
             )
         finally:
             outcome.vcpu_time = sampler.result() if sampler else None
