@@ -125,7 +125,13 @@ def _hosts(spec: MatrixSpec, args: argparse.Namespace) -> tuple[list, dict]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from lab.matrix.outputs import write_outputs  # (on use: start-up time)
-    from lab.matrix.schedule import check_inputs, check_out_dir, execute_matrix, input_hashes  # (on use: start-up time)
+    from lab.matrix.schedule import (  # (on use: start-up time)
+        Packing,
+        check_inputs,
+        check_out_dir,
+        execute_matrix,
+        input_hashes,
+    )
 
     spec = load_matrix(args.file)
     shard = parse_shard(args.shard) if args.shard else None
@@ -140,20 +146,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     kernel_args = matrix_kernel_args(spec, progress)
     check_inputs(out, input_hashes(spec, kernel_args))
     progress(f"{len(runs)} runs -> {out}" + (f" on {len(hosts)} libvirt hosts" if hosts else ""))
+    packing = Packing(max_vms, args.fail_fast, args.overcommit, backend, hosts)
     if spec.auto is not None and not shard:
         from lab.matrix.auto_cells import merged, run_auto_matrix, write_auto_json  # (on use: start-up time)
 
-        auto = run_auto_matrix(spec, out, kernel_args, progress, args.min_effect, args.include_status, jobs=max_vms,
-                               fail_fast=args.fail_fast, overcommit=args.overcommit, backend=backend,
-                               hosts=hosts)  # fmt: skip
+        auto = run_auto_matrix(spec, out, kernel_args, progress, args.min_effect, args.include_status, packing)
         runs, outcome = auto.runs, merged(auto)
         for c in auto.cells:
             for v in (v for vs in c.verdicts.values() for v in vs):
                 print(f"verdict: {v.line()} ({c.stop.reason})")
         progress(f"auto verdicts: {write_auto_json(out, auto)}")
     else:
-        outcome = execute_matrix(spec, runs, out, kernel_args, max_vms, args.fail_fast, args.overcommit,
-                                 backend=backend, progress=progress, hosts=hosts)  # fmt: skip
+        outcome = execute_matrix(spec, runs, out, kernel_args, packing, progress)
     if not args.no_reports:
         _reports(out, runs)
     summary = write_outputs(spec, runs, out, outcome, shard, min_effect=args.min_effect,
