@@ -53,14 +53,14 @@ help:
 
 setup: apt venv
 	@$(COMPILE_LAB)
-	@$(PY) -m lab.vm.tcg.access_plugin  # the access-matrix TCG plugin, for the installed QEMU (cached)
+	@$(PY) -m lab.host.access_plugin_setup  # the access-matrix TCG plugin, for the installed QEMU (cached)
 
 # What numalab's commands need, without the suite's and the docs' tools (pytest, ruff, mkdocs, scipy, zizmor): the
 # Debian packages, numalab with its libvirt extra, lab's bytecode and the access-matrix plugin. The setup of an
 # emitted CI workflow's shards (lab/matrix/ci.py): 12 s of CPU in a fresh clone where make setup takes 31 s.
 setup-runs: apt $(VENV)/.installed-runs
 	@$(COMPILE_LAB)
-	@$(PY) -m lab.vm.tcg.access_plugin
+	@$(PY) -m lab.host.access_plugin_setup
 
 apt:
 	@missing=$$(for p in $(APT_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q 'install ok installed' || echo $$p; done); \
@@ -86,7 +86,7 @@ venv: $(VENV)/.installed
 # QEMU 10 beside the system's 7.2: apt-get download into a private, versioned prefix (no system change).
 setup-qemu10: setup-runs
 	@$(PY) -m lab.host.qemu_prefix > /dev/null
-	@$(PY) -m lab.vm.tcg.access_plugin backports
+	@$(PY) -m lab.host.access_plugin_setup backports
 
 # The backports QEMU's version (setup-qemu10's) from Debian's source with images/qemu's patches
 # (qemu_plugin_charge_ns), built into the cache; apt finds the source (lab/host/qemu_source.py).

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from lab.placement.host_inventory import HostInventory, HostNode
-from lab.vm.qemu.qemu_argv import BootSpec
+from lab.vm.backend import BootSpec
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -11,7 +11,7 @@ from lab.analysis.stats import Stats, mean_interval
 from lab.bisect.engine import Config, Step, load_steps, ordered, read_config, read_state, result_text
 from lab.bisect.step_rule import RULE_TEXT
 from lab.paths import write_json_atomic, write_text_atomic
-from lab.report.svg import line_chart
+from lab.report.svg import Axes, line_chart
 
 
 def _ci(values: list[float]) -> tuple[float, float] | None:
@@ -92,8 +92,7 @@ def chart(cfg: Config, rows: list[dict], result: dict) -> str:
         "95% CI high": [by_prefix[k]["ci95"][1] if k in by_prefix and by_prefix[k]["ci95"] else None for k in xs],
     }
     marks = [(float(result["first_bad_patch"]), "first bad")] if result.get("status") == "found" else []
-    return line_chart(xs, series, title=cfg.metric, x_label="prefix (patches applied)",
-                      y_label="", marks=marks)  # fmt: skip
+    return line_chart(xs, series, title=cfg.metric, axes=Axes(x_label="prefix (patches applied)", marks=marks))
 
 
 def write_report(out: Path) -> dict[str, Path]:

@@ -8,25 +8,30 @@ from pathlib import Path
 
 from lab.analysis import compare as cmp
 from lab.analysis import finding
+from lab.analysis.ab_plan import ABPlan
 from lab.analysis.record import RunRecord
 from lab.cli.shared_options import include_status_option, json_option, min_effect_option, significance_option
 from lab.errors import LabError
 from lab.paths import json_text
+from lab.report import ab_table
 from lab.untrusted import finite_copy
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     base = [RunRecord.load(d) for d in args.baseline]
     new = [RunRecord.load(d) for d in args.new]
-    c = cmp.compare_runs(base, new, args.significance, include_incomplete=args.include_incomplete,
-                         min_effect=args.min_effect, include_statuses=args.include_status)  # fmt: skip
+    plan = ABPlan.of(significance=args.significance, min_effect=args.min_effect)
+    c = cmp.compare_runs(base, new, plan, include_incomplete=args.include_incomplete,
+                         include_statuses=args.include_status)  # fmt: skip
     _check_sides(base, new)  # (after the setup's own checks: a copy of a run with another topology says that)
     if args.json:
-        sys.stdout.write(json_text(finite_copy(cmp.to_dict(c) | {"finding": finding.to_dict(c)})[0], indent=2) + "\n")
+        data = ab_table.to_dict(c) | {"finding": finding.to_dict(c)}
+        sys.stdout.write(json_text(finite_copy(data)[0], indent=2) + "\n")
         return 0
     # the table, then what it shows about NUMA balancing and what it cannot (lab.analysis.finding)
-    table, close = {"text": (cmp.to_text, finding.to_text), "md": (cmp.to_markdown, finding.to_markdown),
-                    "html": (cmp.to_html, finding.to_html)}[args.format]  # fmt: skip
+    renderers = {"text": (ab_table.to_text, finding.to_text), "md": (ab_table.to_markdown, finding.to_markdown),
+                 "html": (ab_table.to_html, finding.to_html)}  # fmt: skip
+    table, close = renderers[args.format]
     sys.stdout.write(table(c) + close(c))
     return 0
 

@@ -125,7 +125,13 @@ def _hosts(spec: MatrixSpec, args: argparse.Namespace) -> tuple[list, dict]:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from lab.matrix.outputs import write_outputs  # (on use: start-up time)
-    from lab.matrix.schedule import check_inputs, check_out_dir, execute_matrix, input_hashes  # (on use: start-up time)
+    from lab.matrix.schedule import (  # (on use: start-up time)
+        Packing,
+        check_inputs,
+        check_out_dir,
+        execute_matrix,
+        input_hashes,
+    )
 
     spec = load_matrix(args.file)
     shard = parse_shard(args.shard) if args.shard else None
@@ -140,20 +146,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     kernel_args = matrix_kernel_args(spec, progress)
     check_inputs(out, input_hashes(spec, kernel_args))
     progress(f"{len(runs)} runs -> {out}" + (f" on {len(hosts)} libvirt hosts" if hosts else ""))
+    packing = Packing(max_vms, args.fail_fast, args.overcommit, backend, hosts)
     if spec.auto is not None and not shard:
         from lab.matrix.auto_cells import merged, run_auto_matrix, write_auto_json  # (on use: start-up time)
 
-        auto = run_auto_matrix(spec, out, kernel_args, progress, args.min_effect, args.include_status, jobs=max_vms,
-                               fail_fast=args.fail_fast, overcommit=args.overcommit, backend=backend,
-                               hosts=hosts)  # fmt: skip
+        auto = run_auto_matrix(spec, out, kernel_args, progress, args.min_effect, args.include_status, packing)
         runs, outcome = auto.runs, merged(auto)
         for c in auto.cells:
             for v in (v for vs in c.verdicts.values() for v in vs):
                 print(f"verdict: {v.line()} ({c.stop.reason})")
         progress(f"auto verdicts: {write_auto_json(out, auto)}")
     else:
-        outcome = execute_matrix(spec, runs, out, kernel_args, max_vms, args.fail_fast, args.overcommit,
-                                 backend=backend, progress=progress, hosts=hosts)  # fmt: skip
+        outcome = execute_matrix(spec, runs, out, kernel_args, packing, progress)
     if not args.no_reports:
         _reports(out, runs)
     summary = write_outputs(spec, runs, out, outcome, shard, min_effect=args.min_effect,
@@ -268,7 +272,7 @@ def cmd_lava(args: argparse.Namespace) -> int:
 
 
 def cmd_lava_import(args: argparse.Namespace) -> int:
-    from lab.matrix.lava import import_set  # (on use: start-up time)
+    from lab.matrix.lava_import import import_set  # (on use: start-up time)
 
     got = import_set(args.dir, args.out, progress)
     for record, status, reason in got.made:
@@ -299,7 +303,14 @@ def add_parser(sub) -> None:
     p = ms.add_parser("check", help="validate a matrix spec", description="Validate a matrix spec (one-line errors).")
     p.add_argument("file", metavar="FILE", help="matrix spec")
     p.set_defaults(func=cmd_check)
+    _run_parsers(ms)
+    _ci_parser(ms)
+    _lava_parsers(ms)
+    schema_command(ms, "matrix", "matrix specs")
 
+
+def _run_parsers(ms) -> None:
+    """matrix run and matrix merge."""
     p = ms.add_parser("run", help="run the matrix (again: resume)",
                       description="Run every run not done yet in OUT, packing VMs onto the host's cores and memory. "
                       "Run the same command again to resume after an interruption. Exit 1 if a run is not ok or a "
@@ -329,6 +340,9 @@ def add_parser(sub) -> None:
     include_status_option(p)
     p.set_defaults(func=cmd_merge)
 
+
+def _ci_parser(ms) -> None:
+    """matrix ci: a GitHub Actions workflow and/or a GitLab CI pipeline of the matrix's shards."""
     p = ms.add_parser(
         "ci",
         help="emit a CI workflow/pipeline that runs the matrix in shards",
@@ -345,6 +359,9 @@ def add_parser(sub) -> None:
     p.add_argument("--shards", type=int, default=4, metavar="N", help="number of shards (default 4)")
     p.set_defaults(func=cmd_ci)
 
+
+def _lava_parsers(ms) -> None:
+    """matrix lava (the jobs) and matrix lava-import (their records)."""
     p = ms.add_parser(
         "lava",
         help="write the matrix as LAVA jobs (one a run) with a numalab host's device dictionary",
@@ -380,4 +397,3 @@ def add_parser(sub) -> None:
     p.add_argument("dir", type=Path, metavar="DIR", help="the job set (or one job's directory)")
     out_option(p, "OUT", "the matrix output directory (new, or this set's: resume)", required=True)
     p.set_defaults(func=cmd_lava_import)
-    schema_command(ms, "matrix", "matrix specs")

@@ -39,7 +39,7 @@ EXAMPLES = """examples:
 
 
 def cmd_nested(args: argparse.Namespace) -> int:
-    from lab.host.nested import libvirt_host, run_nested  # (on use: start-up time)
+    from lab.host.nested import OuterGuest, libvirt_host, run_nested  # (on use: start-up time)
     from lab.topology.ref import TopologyRef  # (on use: start-up time)
     from lab.vm.qemu.emulator import resolve as resolve_emulator  # (on use: start-up time)
 
@@ -63,12 +63,12 @@ def cmd_nested(args: argparse.Namespace) -> int:
         out.rmdir()  # (the library makes it anew; the default's name stays this one's, free until then)
     say = None if args.json else progress
     echo = None if args.json else lambda line: print(line, flush=True)
+    guest = OuterGuest(user=args.user, emulator=emulator, progress=say, echo=echo)
     uri = None
     if args.libvirt_host:
         host = None
         try:
-            with libvirt_host(topo, out, user=args.user, script=script, timeout_s=args.timeout, progress=say,
-                              echo=echo, emulator=emulator) as host:  # fmt: skip
+            with libvirt_host(topo, out, script, guest, args.timeout) as host:
                 uri = host.uri
                 ready = {"uri": uri, "ready_s": host.ready_s, "qemu": host.qemu}
                 print(json_text(ready) if args.json else f"uri: {uri}", flush=True)
@@ -82,8 +82,7 @@ def cmd_nested(args: argparse.Namespace) -> int:
         if res is None:
             raise LabError(f"nested: the outer guest gave no result (its console: {out / CONSOLE_LOG})")
     else:
-        res = run_nested(topo, script, out, user=args.user, timeout_s=args.timeout, progress=say, echo=echo,
-                         emulator=emulator)  # fmt: skip
+        res = run_nested(topo, script, out, guest, args.timeout)
     log = out / "script.log"
     summary = {
         "exit_code": res.exit_code,

@@ -41,7 +41,7 @@ def _placement_for_emitters(topo, args):
 
 
 def _boot_for_emitters(args):
-    from lab.vm.qemu.qemu_argv import BootSpec  # (on use: start-up time)
+    from lab.vm.backend import BootSpec  # (on use: start-up time)
 
     return BootSpec(
         kernel=args.kernel_path,
@@ -258,25 +258,34 @@ def add_parser(sub) -> None:
                         "SLIT (numalab topo show NAME has the table and the kernel's distance levels).")  # fmt: skip
     json_option(t)
     t.set_defaults(func=cmd_topo_list)
-
-    def topo_cmd(name: str, func, help_: str):
-        q = tsub.add_parser(name, help=help_, description=help_)
-        q.add_argument("topology", metavar="NAME|FILE", help="a preset name (numalab topo list) or a YAML spec")
-        size_options(q.add_argument_group("sizes"))
-        q.set_defaults(func=func)
-        return q
-
-    q = topo_cmd("show", cmd_topo_show, "show the SLIT, the links and the kernel's predicted NUMA view")
+    q = _topo_cmd(tsub, "show", cmd_topo_show, "show the SLIT, the links and the kernel's predicted NUMA view")
     json_option(q)
-    q = topo_cmd("check", cmd_topo_check, "validate a spec (exit 0 if valid, one-line error otherwise)")
+    q = _topo_cmd(tsub, "check", cmd_topo_check, "validate a spec (exit 0 if valid, one-line error otherwise)")
     q.epilog = ("A remote SLIT distance is 11..255. 255, ACPI's 'unreachable', is accepted as a distance: QEMU "
                 "passes it on and the Linux kernel takes it as one (the farthest level), which a spec may want; "
                 "check and show say so in a note. A link listed twice is refused.")  # fmt: skip
+    _emitter_parsers(tsub)
+    _vng_parser(tsub)
+    _import_parser(tsub)
+    schema_command(tsub, "topology", "topology specs")
+
+
+def _topo_cmd(tsub, name: str, func, help_: str) -> argparse.ArgumentParser:
+    """A topo subcommand that reads one topology (a preset or a spec file) and takes the size options."""
+    q = tsub.add_parser(name, help=help_, description=help_)
+    q.add_argument("topology", metavar="NAME|FILE", help="a preset name (numalab topo list) or a YAML spec")
+    size_options(q.add_argument_group("sizes"))
+    q.set_defaults(func=func)
+    return q
+
+
+def _emitter_parsers(tsub) -> None:
+    """topo qemu-args and topo libvirt-xml: the VM on the host and the paths written into the output."""
     for name, func, help_ in (
         ("qemu-args", cmd_topo_qemu_args, "print the QEMU command line for a topology"),
         ("libvirt-xml", cmd_topo_libvirt_xml, "print the libvirt domain XML for a topology"),
     ):
-        q = topo_cmd(name, func, help_)
+        q = _topo_cmd(tsub, name, func, help_)
         g = q.add_argument_group("the VM on the host")
         memory_options(g)
         pinning_option(g)
@@ -292,7 +301,10 @@ def add_parser(sub) -> None:
             g.add_argument("--topology-only", action="store_true", help="only -m/-smp/-object/-numa")
             json_option(g)
 
-    q = topo_cmd("vng-args", cmd_topo_vng_args, "print the virtme-ng (vng) options for a topology")
+
+def _vng_parser(tsub) -> None:
+    """topo vng-args: the options virtme-ng takes for the same VM."""
+    q = _topo_cmd(tsub, "vng-args", cmd_topo_vng_args, "print the virtme-ng (vng) options for a topology")
     q.epilog = ("The options go to stdout alone, for vng $(numalab topo vng-args ...). What they cannot give the guest "
                 "is said on stderr, one line a topology field with its value, and the exit code stays 0: the CPU "
                 "grid (packages, llcs_per_node or a node's llcs, cores_per_cluster: --cpus is numalab's layout "
@@ -305,6 +317,10 @@ def add_parser(sub) -> None:
     pinning_option(q)
     q.add_argument("--no-pin", action="store_true", help="leave out --pin (vCPU pinning)")
     json_option(q)
+
+
+def _import_parser(tsub) -> None:
+    """topo import: a real machine's topology (numactl -H, hwloc, sysfs) as a spec."""
     q = tsub.add_parser(
         "import",
         help="a real machine's topology (numactl -H, hwloc, sysfs) as a spec",
@@ -358,4 +374,3 @@ def add_parser(sub) -> None:
     out_option(q, "FILE", "write the spec here (default: standard output)")
     json_option(q)
     q.set_defaults(func=cmd_topo_import)
-    schema_command(tsub, "topology", "topology specs")

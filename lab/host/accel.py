@@ -25,8 +25,7 @@ from lab.placement.host_inventory import read_inventory
 from lab.placement.pinning import plan_placement
 from lab.record_files import CONSOLE_LOG
 from lab.topology.model import Node, Topology
-from lab.vm.backend import Backend, VmRequest
-from lab.vm.qemu.qemu_argv import BootSpec
+from lab.vm.backend import Backend, BootSpec, VmRequest
 from lab.vm.qemu.qemu_backend import QemuBackend
 
 PROBE_MARK = "NUMALAB-PROBE-OK"

@@ -30,51 +30,32 @@ import tarfile
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from lab.errors import LabError
-from lab.guest import cpio
-from lab.guest.image import minimal_initrd, modules_image
 from lab.host import nested_ssh, sshd_prefix
-from lab.host.accel import ACCEL_DIR
+from lab.host.nested_init import MARK, NESTED_OUT, PARTIAL, STOP, TAR, outer_init, outer_initrd
 from lab.kernel.resolve import resolve_kernel
-from lab.paths import REPO_ROOT, cache_root, json_text
+from lab.paths import cache_root, json_text
 from lab.placement.host_inventory import read_inventory
 from lab.placement.pinning import plan_placement
 from lab.record_files import CONSOLE_LOG, QEMU_LOG
 from lab.topology.model import Topology
-from lab.vm.backend import VmRequest
+from lab.vm.backend import BootSpec, VmRequest
 from lab.vm.console import LineFollower
 from lab.vm.qemu.emulator import Emulator, qemu_version_tuple
 from lab.vm.qemu.emulator import resolve as resolve_emulator
-from lab.vm.qemu.qemu_argv import BootSpec
 from lab.vm.qemu.qemu_backend import QemuBackend
 from lab.vm.share import ShareLimits, make_share
-from lab.vm.tcg import tcg_boot, tcg_clock
 
-# 9p for the host's root (virtio and 9p come with lab.guest.image.NEEDED_MODULES), the overlay over it,
-# and KVM for AMD (its dependencies, irqbypass and ccp, come from modules.dep).
-NESTED_MODULES = ("overlay", "kvm_amd")
-# The libvirt host's one network device (net_failover and failover from modules.dep), and ext4 on a loop
-# device for its pool (crc32c_generic: ext4's soft dependency, which modules.dep does not list).
-SSH_MODULES = ("virtio_net", "loop", "crc32c_generic", "ext4")
-STOP = "stop"  # left in the results share by the host: the libvirt host's script may end
-MARK = "NUMALAB-NESTED"
-NESTED_OUT = "/nested-out"
-TAR = "nested.tar"
-PARTIAL = "nested-partial.tar"  # the records as they were at the last copy (a guest that never said done)
-PARTIAL_S = 60
-ALIVE_S = 30  # the init marks "alive" on the console this often, from its mounts to its end
 # A console silent this long (8 "alive" marks missed) is an outer guest that has stopped: every CPU trapping, or
 # none woken (a freeze of TCG running KVM, docs/tcg.md). It is stopped as at its timeout, its state read first,
 # instead of holding the caller until the timeout (35 min in the nested tests).
 SILENT_S = 240.0
 OUTPUT_LIMIT = 1 << 30  # what the outer guest may send back
-# What in numalab's cache is this host's own (the KVM verdict, TCG's calibrations), not the guest's to reuse
-HOST_OWN = (ACCEL_DIR, tcg_boot.CALIBRATION_FILE, tcg_clock.CALIBRATION_FILE)
 # A reproduction knob, not a user option (tests/bench/nested_kvm_flips.py, docs/tcg.md): set to 1, a libvirt host's
 # outer guest does not hold its KVM VM while it serves (hold_kvm below), so KVM's static keys flip again at each
 # inner domain's first VM and last, as they did before the int3 freeze was found.
@@ -85,109 +66,6 @@ NO_KVM_HOLD_ENV = "NUMALAB_NESTED_NO_KVM_HOLD"
 # reading KVM's preempt_notifier_key), and on QEMU 7.2 every CPU of one then took an int3 at that site for good
 # (docs/tcg.md, "The outer guest's int3 freeze").
 STALE_CODE_FIXED = (8, 1, 0)
-
-_INIT = r"""#!/bin/busybox sh
-/bin/busybox --install -s /bin
-export PATH=/bin
-say() { echo "@MARK@ $*"; }
-R=/newroot
-# The records ($NESTED_OUT) to the results share: all of them at the end (@TAR@), and a copy every
-# @PARTIAL_S@ s while the script runs or the guest serves (@PARTIAL@, renamed into place whole), so that a
-# guest that hangs or is stopped at its timeout still brings back what it had.
-send() { tar -cf /ovl/@TAR@ -C $R/@OUT@ . && dd if=/ovl/@TAR@ of=/results/@TAR@ bs=1M 2>/dev/null || say send-failed; }
-partial() { tar -cf /ovl/p.tar -C $R/@OUT@ . 2>/dev/null; dd if=/ovl/p.tar of=/results/p.tmp bs=1M 2>/dev/null &&
-  mv /results/p.tmp /results/@PARTIAL@; rm -f /ovl/p.tar; }
-fail() { say failed "$*"; [ -n "$SENDER" ] && kill $SENDER; [ -d $R/@OUT@ ] && send; poweroff -f; }
-mount -t proc proc /proc; mount -t sysfs sysfs /sys; mount -t devtmpfs devtmpfs /dev
-while read -r m; do insmod "/lib/modules/$m" || say insmod-failed "$m"; done < /lib/modules/numalab.order
-mkdir -p /results /host /ovl /newroot
-O="trans=virtio,version=9p2000.L,msize=512000"
-mount -t 9p -o "$O,cache=none" results /results || fail results-mount
-mount -t 9p -o "$O,cache=loose,ro" hostroot /host || fail hostroot-mount
-mount -t tmpfs -o mode=755 tmpfs /ovl && mkdir /ovl/upper /ovl/work
-mount -t overlay overlay -o lowerdir=/host,upperdir=/ovl/upper,workdir=/ovl/work /newroot || fail overlay
-mount -t proc proc $R/proc; mount -t sysfs sysfs $R/sys; mount -t devtmpfs devtmpfs $R/dev
-# (no tmpfs over /tmp: the checkout may live there, as a CI's clean one does; the overlay keeps writes in memory)
-mkdir -p $R/dev/shm $R/dev/pts && mount -t tmpfs -o mode=1777 tmpfs $R/dev/shm && mount -t devpts devpts $R/dev/pts
-mount -t debugfs debugfs $R/sys/kernel/debug 2>/dev/null
-( while sleep @ALIVE_S@; do say alive; done ) &
-mkdir -p $R/@OUT@ $R/nested && cp /nested/* $R/nested/
-has() { grep -q -w "$1" /proc/cpuinfo && echo "$1"; }
-# hold_kvm: one KVM VM (an in-kernel LAPIC and one vCPU that never runs) held from here to the guest's end, made
-# while it is quiet: KVM's static keys (preempt_notifier_key, patched into finish_task_switch(); apic_sw_disabled)
-# then never flip again as the inner VMs come and go. Each flip is a text_poke_bp() of code every CPU runs, and
-# under TCG (QEMU 7.2) a vCPU could keep running the poke's int3 after the byte was restored: every CPU trapping
-# there for good, as at an inner libvirt domain's start. Only a libvirt host's guest holds it, once its script has
-# ended: the script's inner VMs never met that freeze, and while it was held from boot two script runs stopped
-# in new ways (docs/tcg.md).
-hold_kvm() {
-  [ -c $R/dev/kvm ] && chroot $R /usr/bin/python3 -c 'import fcntl, os, signal
-vm = fcntl.ioctl(os.open("/dev/kvm", os.O_RDWR), 0xAE01, 0)  # KVM_CREATE_VM
-fcntl.ioctl(vm, 0xAE60, 0)  # KVM_CREATE_IRQCHIP
-fcntl.ioctl(vm, 0xAE41, 0)  # KVM_CREATE_VCPU 0
-print("@MARK@ kvm-held", flush=True)
-if os.fork():
-    os._exit(0)
-signal.pause()'
-}
-say booted "$(grep -c ^processor /proc/cpuinfo)" $(has svm) $(has npt) $(test -c /dev/kvm && echo /dev/kvm)
-chroot $R /bin/sh /nested/prepare.sh > $R/@OUT@/prepare.log 2>&1 || fail prepare "$(tail -1 $R/@OUT@/prepare.log)"
-say prepared
-( while sleep @PARTIAL_S@; do partial; done ) &
-SENDER=$!
-# (the script's output to script.log and, each line behind "| ", to the console: the host sees it as it comes)
-{ chroot $R /usr/bin/setpriv @SETPRIV@ --reset-env /bin/bash -c 'cd @REPO@ && exec bash /nested/script.sh' 2>&1
-  echo $? > /ovl/script.rc; } | tee $R/@OUT@/script.log | while IFS= read -r l; do echo "| $l"; done
-say script-exit "$(cat /ovl/script.rc)"
-@SERVE@@SERVE_WAIT@kill $SENDER; SENDER=
-send
-say done
-poweroff -f
-"""
-
-# Run as root inside the overlay, before the script: the user joins kvm, /dev/kvm is the group's (as udev
-# makes it), the repository's directories can be entered, the cache is laid out.
-_PREPARE = r"""set -e
-U=@USER@
-if [ -e /dev/kvm ]; then chgrp kvm /dev/kvm && chmod 0660 /dev/kvm; fi
-if [ "$U" != root ]; then
-  grep -q "^kvm:" /etc/group || echo "kvm:x:$(( 60000 + $$ % 1000 )):" >> /etc/group
-  sed -i "/^kvm:/{s/:$/:$U/;t;/[:,]$U\(,\|$\)/!s/$/,$U/}" /etc/group
-  d=@REPO@; while [ "$d" != / ]; do chmod o+x "$d"; d=$(dirname "$d"); done
-fi
-H=$(getent passwd "$U" | cut -d: -f6)
-mkdir -p "$H" && chown "$U:" "$H"
-C=@CACHE@
-F=@CACHE_FROM@
-OWN=
-if [ -n "$F" ] && [ "$(readlink -f "$F")" = "$(readlink -f "$C")" ]; then
-  # (root's own cache, the caller's: the overlay shows it as it is and keeps every write in the guest; only this
-  # host's verdicts and calibrations are hidden, for the guest to find its own; no chown, which would copy it up)
-  for e in @HOST_OWN@; do rm -rf "$C/$e"; done
-  F= OWN=1
-fi
-mkdir -p "$C"
-# The kernels and image layers the caller's cache has, each complete entry a link (read-only here): nothing
-# half-made, and no host verdict or calibration (KVM's, TCG's delay loop): those are this machine's to find.
-if [ -n "$F" ] && [ -d "$F" ]; then
-  d=$F; while [ "$d" != / ]; do chmod o+x "$d"; d=$(dirname "$d"); done
-  mkdir -p "$C/kernels/builds" "$C/kernels/built" "$C/images" "$C/workloads"
-  [ -d "$F/kernels/stock" ] && ln -sfn "$F/kernels/stock" "$C/kernels/stock"
-  for e in "$F"/kernels/builds/*; do [ -e "$e/meta.json" ] && ln -sfn "$e" "$C/kernels/builds/"; done
-  for e in "$F"/kernels/built/*; do [ -e "$e/meta.json" ] && ln -sfn "$e" "$C/kernels/built/"; done
-  for e in "$F"/images/*.cpio; do [ -f "$e" ] && ln -sfn "$e" "$C/images/"; done
-  for e in "$F"/workloads/*; do [ -e "$e/.complete" ] && ln -sfn "$e" "$C/workloads/"; done
-  # (readable by the user: a cache entry made through mkdtemp is 0700; the overlay copies up only what changes)
-  for e in "$C"/kernels/stock "$C"/kernels/builds/* "$C"/kernels/built/* "$C"/images/* "$C"/workloads/*; do
-    [ -e "$e" ] || continue
-    find -L "$e" -type d ! -perm -o=rx -exec chmod o+rx {} + ; find -L "$e" -type f ! -perm -o=r -exec chmod o+r {} +
-  done
-fi
-[ -n "$OWN" ] || chown -R "$U:" "$C"
-chown -R "$U:" @OUT@
-id "$U"
-ls -l /dev/kvm 2>&1 || true
-"""
 
 
 @dataclass(frozen=True)
@@ -238,53 +116,6 @@ def _user(name: str | None) -> pwd.struct_passwd:
         return pwd.getpwnam(name) if name else pwd.getpwuid(os.getuid())
     except KeyError:
         raise LabError(f"--user {name}: no such user on this host") from None
-
-
-def outer_init(user: str, setpriv: str, cache: str, cache_from: str, ssh_port: int = 0, sshd: str = "/usr/sbin/sshd",
-               sshd_libs: str = "", hold_kvm: bool = True) -> tuple[str, str]:  # fmt: skip
-    """The outer guest's init and the prepare script (run as root in the overlaid root). With ``ssh_port``
-    the guest also serves as a libvirt host (lab.host.nested_ssh) from the script's end until the host
-    leaves ``stop`` in the results share: its sshd is ``sshd`` (lab.host.sshd_prefix's, with ``sshd_libs``
-    first on its library path), and it holds one KVM VM while it serves unless ``hold_kvm`` is False (only
-    the reproduction knob, NO_KVM_HOLD_ENV, turns it off: the guest then marks ``kvm-not-held``)."""
-    # (the script's records into the share first: the serving that follows cannot lose them)
-    hold = "hold_kvm\n" if hold_kvm else "say kvm-not-held\n"
-    serve = "partial\n" + hold + nested_ssh.SERVE.replace("@PORT@", str(ssh_port)) if ssh_port else ""
-    serve = serve.replace("@POOL_MIB@", str(nested_ssh.POOL_MIB))
-    serve_wait = f"while [ ! -e /results/{STOP} ]; do sleep 1; done\n" if ssh_port else ""
-    subst = {"@SERVE@": serve, "@SERVE_WAIT@": serve_wait, "@HOSTNAME@": nested_ssh.GUEST_HOSTNAME,
-             "@HOST_KEY@": nested_ssh.HOST_KEY, "@SSHD@": shlex.quote(sshd), "@SSHD_LIBS@": shlex.quote(sshd_libs),
-             "@PARTIAL@": PARTIAL, "@PARTIAL_S@": str(PARTIAL_S), "@ALIVE_S@": str(ALIVE_S),
-             "@MARK@": MARK, "@OUT@": NESTED_OUT, "@TAR@": TAR, "@REPO@": shlex.quote(str(REPO_ROOT)),
-             "@SETPRIV@": setpriv, "@USER@": shlex.quote(user), "@CACHE@": shlex.quote(cache),
-             "@CACHE_FROM@": shlex.quote(cache_from), "@HOST_OWN@": " ".join(HOST_OWN)}  # fmt: skip
-    init, prepare = _INIT, _PREPARE + (nested_ssh.PREPARE if ssh_port else "")
-    for key, value in subst.items():
-        init, prepare = init.replace(key, value), prepare.replace(key, value)
-    return init, prepare
-
-
-def _initrd(workdir: Path, init: str, prepare: str, script: str, modules_dir: Path | None,
-            ssh: nested_ssh.SshHost | None = None) -> Path:  # fmt: skip
-    base = minimal_initrd(workdir / "base.cpio", init)
-    extra = workdir / "nested.cpio"
-    entries = [
-        cpio.directory("nested"),
-        cpio.file_entry("nested/prepare.sh", prepare.encode()),
-        cpio.file_entry("nested/script.sh", script.encode()),
-    ]
-    if ssh is not None:
-        entries += nested_ssh.guest_files(ssh, NESTED_OUT)
-    with extra.open("wb") as f:
-        cpio.write_cpio(f, entries)
-    modules = NESTED_MODULES + (SSH_MODULES if ssh is not None else ())
-    parts = [base, modules_image(modules_dir, modules), extra]
-    out = workdir / "initrd"
-    with out.open("wb") as f:
-        for part in parts:
-            if part is not None:
-                f.write(part.read_bytes())
-    return out
 
 
 def parse_marks(console: str) -> dict[str, str]:
@@ -398,68 +229,48 @@ def unpack_records(share: Path, out: Path, progress=None) -> str:
     return records
 
 
+@dataclass(frozen=True)
+class OuterGuest:
+    """Who the outer guest's script runs as and what it is booted with, for :func:`run_nested` and
+    :func:`libvirt_host`: ``user`` (default: the caller), ``cache_from`` (the numalab cache laid under the inner
+    user's, read-only; default: the caller's), ``emulator`` (the outer QEMU; default: as ``numalab run``'s,
+    $NUMALAB_QEMU else the system's: lab.vm.qemu.emulator); ``progress`` hears what a person is told, ``echo``
+    each line of the script's output as the console shows it, and the outer init's marks."""
+
+    user: str | None = None
+    cache_from: Path | None = None
+    emulator: Emulator | None = None
+    progress: Callable[[str], None] | None = None
+    echo: Callable[[str], None] | None = None
+
+
 def run_nested(
     topo: Topology,
     script: str,
     out: Path,
-    user: str | None = None,
-    cache_from: Path | None = None,
+    guest: OuterGuest = OuterGuest(),
     timeout_s: float = 900.0,
-    progress=None,
-    echo=None,
     ssh: nested_ssh.SshHost | None = None,
     cancel: threading.Event | None = None,
-    emulator: Emulator | None = None,
 ) -> NestedResult:
-    """Boot ``topo`` under TCG with SVM, run ``script`` (bash, in the repository) inside it as ``user``,
-    and unpack what it wrote to ``$NESTED_OUT`` into ``out``. ``echo`` hears each line of the script's
-    output as the console shows it, and the outer init's marks. With ``ssh`` (lab.host.nested_ssh, made
-    for the same user) the guest is also a libvirt host, served until ``out/.outer/share/stop`` exists
-    (:func:`libvirt_host` does this). ``cancel``, once set, stops the guest as its timeout would. ``emulator``:
-    the outer QEMU (default: as ``numalab run``'s, $NUMALAB_QEMU else the system's; lab.vm.qemu.emulator);
-    the inner numalab chooses its own among the host's files (its environment is reset: the system QEMU unless the
-    script asks for another).
+    """Boot ``topo`` under TCG with SVM, run ``script`` (bash, in the repository) inside it as ``guest.user``,
+    and unpack what it wrote to ``$NESTED_OUT`` into ``out`` (:class:`OuterGuest` says who hears what). With
+    ``ssh`` (lab.host.nested_ssh, made for the same user) the guest is also a libvirt host, served until
+    ``out/.outer/share/stop`` exists (:func:`libvirt_host` does this). ``cancel``, once set, stops the guest as
+    its timeout would. The inner numalab chooses its own QEMU among the host's files (its environment is reset:
+    the system QEMU unless the script asks for another).
 
     A guest stopped at its timeout (or by ``cancel``) brings back its last copy of the records
     (``records`` "partial"), and the outer QEMU's state at the stop (``hang``: its vCPUs' instruction
     pointers and how busy their threads were, lab.vm.hang)."""
-    who = _user(user)
-    emulator = emulator or resolve_emulator()
+    who = _user(guest.user)
+    emulator = guest.emulator or resolve_emulator()
+    progress = guest.progress
     if ssh is not None and ssh.user != who.pw_name:
         raise LabError(f"nested: the ssh keys are for {ssh.user}, the script runs as {who.pw_name}")
     out.mkdir(parents=True, exist_ok=False)
-    stock = resolve_kernel("stock")
-    inner_cache = f"{who.pw_dir}/.cache/numalab" if who.pw_uid else "/root/.cache/numalab"
-    cache_src = cache_from if cache_from is not None else cache_root()
-    setpriv = f"--reuid={who.pw_uid} --regid={who.pw_gid} --init-groups"  # (root too: setpriv wants a groups option)
-    env = f"export NESTED_OUT={NESTED_OUT} NUMALAB_CACHE={shlex.quote(inner_cache)}\n"
-    sshd = sshd_prefix.find() if ssh else None
-    if ssh and sshd is None:
-        raise LabError("nested --libvirt-host: no sshd in numalab's cache (make setup-sshd)")
-    hold = os.environ.get(NO_KVM_HOLD_ENV, "") != "1"
-    if ssh and not hold and progress:
-        progress(f"outer guest: no KVM VM held while it serves (${NO_KVM_HOLD_ENV}=1, a reproduction knob)")
-    init, prepare = outer_init(who.pw_name, setpriv, inner_cache, str(cache_src) if cache_src.is_dir() else "",
-                               ssh.port if ssh else 0, str(sshd / sshd_prefix.SSHD) if sshd else "",
-                               sshd_prefix.library_path(sshd) if sshd else "", hold)  # fmt: skip
+    boot = _outer_boot(who, script, out, guest.cache_from, ssh, progress)
     work = out / ".outer"
-    work.mkdir(mode=0o700)  # (the initrd holds the guest's ssh host key)
-    initrd = _initrd(work, init, prepare, env + script, stock.modules_dir, ssh)
-    share = make_share(work)
-    boot = BootSpec(
-        kernel=str(stock.image),
-        initrd=str(initrd),
-        # (loglevel=5: warnings and backtraces on the console; a soft lockup there backtraces every CPU)
-        cmdline="console=ttyS0 panic=-1 loglevel=5 softlockup_all_cpu_backtrace=1",
-        results_dir=str(share),
-        console_log=str(out / CONSOLE_LOG),
-        qmp_socket=str(work / "qmp.sock"),
-        accel="tcg",
-        name=outer_name(),
-        cpu="max",
-        host_share="/",
-        ssh_port=ssh.port if ssh else 0,
-    )
     placement = plan_placement(topo, read_inventory(), pinning="node")
     if progress:
         progress(
@@ -469,7 +280,7 @@ def run_nested(
         if note := stale_code_note(emulator):
             progress(note)
     t0 = time.monotonic()
-    tail = _ConsoleTail(Path(boot.console_log), echo) if echo else None
+    tail = _ConsoleTail(Path(boot.console_log), guest.echo) if guest.echo else None
     stop = cancel if cancel is not None else threading.Event()
     silence = _Silence(Path(boot.console_log), stop, progress)
 
@@ -486,13 +297,57 @@ def run_nested(
     wall = time.monotonic() - t0
     console = Path(boot.console_log)
     marks = parse_marks(console.read_text(errors="replace") if console.exists() else "")
-    records = unpack_records(share, out, progress)
+    records = unpack_records(Path(boot.results_dir), out, progress)
     if outcome.hang_state is not None:
         (work / "hang.json").write_text(json_text(outcome.hang_state, indent=2))
     code = marks.get("script-exit")
     return NestedResult(int(code) if code and code.isdigit() else None, marks, round(wall, 1), out, console,
                         outcome.timed_out, records, outcome.hang_state, silence.silent_s, outcome.vm_failure,
                         work / QEMU_LOG, {"binary": emulator.binary, "version": emulator.short_version})  # fmt: skip
+
+
+def _outer_boot(
+    who: pwd.struct_passwd,
+    script: str,
+    out: Path,
+    cache_from: Path | None,
+    ssh: nested_ssh.SshHost | None,
+    progress: Callable[[str], None] | None,
+) -> BootSpec:
+    """The outer guest's boot: Debian's stock kernel, an initrd with the outer init and ``script`` (run as
+    ``who``, its cache over ``cache_from``'s entries), the results share and the console in ``out``, QMP and the
+    initrd in ``out/.outer``; the host's root shared read-only, and with ``ssh`` the loopback forward."""
+    work = out / ".outer"
+    stock = resolve_kernel("stock")
+    inner_cache = f"{who.pw_dir}/.cache/numalab" if who.pw_uid else "/root/.cache/numalab"
+    cache_src = cache_from if cache_from is not None else cache_root()
+    setpriv = f"--reuid={who.pw_uid} --regid={who.pw_gid} --init-groups"  # (root too: setpriv wants a groups option)
+    env = f"export NESTED_OUT={NESTED_OUT} NUMALAB_CACHE={shlex.quote(inner_cache)}\n"
+    sshd = sshd_prefix.find() if ssh else None
+    if ssh and sshd is None:
+        raise LabError("nested --libvirt-host: no sshd in numalab's cache (make setup-sshd)")
+    hold = os.environ.get(NO_KVM_HOLD_ENV, "") != "1"
+    if ssh and not hold and progress:
+        progress(f"outer guest: no KVM VM held while it serves (${NO_KVM_HOLD_ENV}=1, a reproduction knob)")
+    init, prepare = outer_init(who.pw_name, setpriv, inner_cache, str(cache_src) if cache_src.is_dir() else "",
+                               ssh.port if ssh else 0, str(sshd / sshd_prefix.SSHD) if sshd else "",
+                               sshd_prefix.library_path(sshd) if sshd else "", hold)  # fmt: skip
+    work.mkdir(mode=0o700)  # (the initrd holds the guest's ssh host key)
+    initrd = outer_initrd(work, init, prepare, env + script, stock.modules_dir, ssh)
+    return BootSpec(
+        kernel=str(stock.image),
+        initrd=str(initrd),
+        # (loglevel=5: warnings and backtraces on the console; a soft lockup there backtraces every CPU)
+        cmdline="console=ttyS0 panic=-1 loglevel=5 softlockup_all_cpu_backtrace=1",
+        results_dir=str(make_share(work)),
+        console_log=str(out / CONSOLE_LOG),
+        qmp_socket=str(work / "qmp.sock"),
+        accel="tcg",
+        name=outer_name(),
+        cpu="max",
+        host_share="/",
+        ssh_port=ssh.port if ssh else 0,
+    )
 
 
 @dataclass
@@ -538,25 +393,18 @@ def stale_code_note(emulator: Emulator) -> str | None:
 
 @contextmanager
 def libvirt_host(
-    topo: Topology,
-    out: Path,
-    user: str | None = None,
-    script: str = "",
-    cache_from: Path | None = None,
-    timeout_s: float = 3600.0,
-    progress=None,
-    echo=None,
-    emulator: Emulator | None = None,
+    topo: Topology, out: Path, script: str = "", guest: OuterGuest = OuterGuest(), timeout_s: float = 3600.0
 ) -> Iterator[LibvirtHost]:
     """The outer guest booted (as :func:`run_nested`) with sshd and libvirtd inside, yielded once it serves:
     ``uri`` is its ``qemu+ssh://user@127.0.0.1:PORT/system`` with this session's keys and pinned host key
     (lab.host.nested_ssh). ``script`` runs inside as usual first; the guest serves from its end. On
     leaving, the guest is told to stop, its records come back into ``out`` and ``result`` is set; a guest
     that has not ended ``STOP_WAIT_S`` later is stopped, and brings back its last copy of them. The keys
-    are deleted. A guest that never serves is :class:`NotServing`. ``emulator``: the outer QEMU (as
-    :func:`run_nested`'s)."""
-    who = _user(user)
-    emulator = emulator or resolve_emulator()  # (a bad $NUMALAB_QEMU: one line, before any key is made)
+    are deleted. A guest that never serves is :class:`NotServing`. ``guest``: who runs the script and what
+    boots the guest (as :func:`run_nested`'s)."""
+    who = _user(guest.user)
+    emulator = guest.emulator or resolve_emulator()  # (a bad $NUMALAB_QEMU: one line, before any key is made)
+    progress = guest.progress
     nested_ssh.check_guest_tools()
     sshd_prefix.fetch(say=progress or (lambda _line: None))  # (once per machine: make setup-sshd does it too)
     keys = Path(tempfile.mkdtemp(prefix="numalab-nested-ssh-"))  # (0700)
@@ -568,9 +416,8 @@ def libvirt_host(
 
         def boot() -> None:
             try:
-                outcome["result"] = run_nested(topo, script, out, user=who.pw_name, cache_from=cache_from,
-                                               timeout_s=timeout_s, progress=progress, echo=echo, ssh=ssh,
-                                               cancel=cancel, emulator=emulator)  # fmt: skip
+                same = replace(guest, user=who.pw_name, emulator=emulator)
+                outcome["result"] = run_nested(topo, script, out, same, timeout_s, ssh, cancel)
             except BaseException as err:  # (handed to the caller's thread)
                 outcome["error"] = err
             finally:

@@ -25,7 +25,7 @@ from lab.analysis.ab_plan import WORKLOAD_FIGURE
 from lab.analysis.record import load_manifest
 from lab.analysis.verdict import Stop, Verdict, cell_label, resolve_decide, should_stop, verdicts_of
 from lab.matrix.definition import MatrixRun, MatrixSpec
-from lab.matrix.schedule import MatrixOutcome, execute_matrix, run_dir
+from lab.matrix.schedule import MatrixOutcome, Packing, execute_matrix, run_dir
 from lab.paths import json_text, write_text_atomic
 from lab.record_files import DMESG_BOOT, MANIFEST
 from lab.vm.tcg.tcg_clock import clock_problem
@@ -153,10 +153,11 @@ def run_auto_matrix(
     progress: Callable[[str], None],
     min_effect: float | None = None,
     include_statuses: tuple[str, ...] = (),
-    **execute_kw,
+    packing: Packing | None = None,
 ) -> AutoOutcome:
     """Run the spec's runs, then more repeats of the undecided cells; returns every run and each cell's verdict
-    (``min_effect``: --min-effect; ``include_statuses``: --include-status; :func:`judge_cell`)."""
+    (``min_effect``: --min-effect; ``include_statuses``: --include-status; :func:`judge_cell`; ``packing``: how
+    the runs share the host, lab.matrix.schedule.Packing)."""
     assert spec.auto is not None
     runs = list(spec.runs)
     outcome = AutoOutcome(runs, [])
@@ -164,7 +165,7 @@ def run_auto_matrix(
     round_s: float | None = None
     while True:
         r0 = time.monotonic()
-        res = execute_matrix(spec, runs, out, kernel_args, progress=progress, **execute_kw)
+        res = execute_matrix(spec, runs, out, kernel_args, packing=packing or Packing(), progress=progress)
         outcome.outcomes.append(res)
         if res.interrupted:
             break

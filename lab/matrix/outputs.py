@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.analysis import finding
-from lab.analysis.compare import Comparison, compare_runs, pct_better, to_dict, to_html
+from lab.analysis.ab_plan import ABPlan
+from lab.analysis.compare import Comparison, compare_runs, pct_better
 from lab.analysis.metrics import get_metric, metric_values
 from lab.analysis.record import RunRecord
 from lab.errors import LabError
@@ -21,6 +22,7 @@ from lab.matrix.definition import Gate, MatrixRun, MatrixSpec
 from lab.matrix.schedule import MatrixOutcome, RunResult, host_of, run_dir
 from lab.paths import json_text, write_text_atomic
 from lab.record_files import MANIFEST
+from lab.report.ab_table import to_dict, to_html
 
 JUNIT_FAILURES = ("panic", "timeout", "topology-mismatch")
 
@@ -73,12 +75,13 @@ def comparisons(spec: MatrixSpec, runs: list[MatrixRun], recs: dict[str, RunReco
     besides the ok ones (--include-status, marked)."""
     if min_effect is None and spec.auto is not None:
         min_effect = spec.auto.min_effect
+    plan = ABPlan(min_effect=min_effect)
     out = []
     for label, base_side, new_side, base, new in ab_groups(spec, runs):
         b = [recs[r.id] for r in base if r.id in recs]
         n = [recs[r.id] for r in new if r.id in recs]
         try:
-            out.append((label, compare_runs(b, n, labels=(base_side, new_side), min_effect=min_effect,
+            out.append((label, compare_runs(b, n, plan, labels=(base_side, new_side),
                                             include_statuses=include_statuses)))  # fmt: skip
         except LabError:
             continue  # no ok run on a side: the runs' statuses already say why

@@ -242,21 +242,36 @@ class _Child:
     share: tuple[int, ...] | None = None  # the local CPUs it was given
 
 
+@dataclass(frozen=True)
+class Packing:
+    """How a matrix's runs share the host, and where they run: at most ``jobs`` VMs at once (None: as many as
+    fit), none started after the first failure with ``fail_fast``, vCPU threads past the host's cores with
+    ``overcommit`` (packed by memory only); ``backend``: the run options of the backend local runs use (--backend,
+    --connect); ``hosts``: libvirt hosts to spread the runs over instead (:func:`execute_matrix`)."""
+
+    jobs: int | None = None
+    fail_fast: bool = False
+    overcommit: bool = False
+    backend: dict | None = None
+    hosts: list[HostSpec] | None = None
+
+
 class _Packer:
     """The matrix's children: started while they fit, reaped as they end, stopped on a signal."""
 
     def __init__(self, spec: MatrixSpec, runs: list[MatrixRun], out: Path, kernel_args: dict[str, str],
-                 jobs: int | None, overcommit: bool, backend: dict | None, progress: Callable[[str], None],
-                 hosts: list[HostSpec] | None) -> None:  # fmt: skip
+                 packing: Packing, progress: Callable[[str], None]) -> None:  # fmt: skip
         self.spec, self.runs, self.out, self.kernel_args = spec, runs, out, kernel_args
-        self.jobs, self.overcommit, self.backend, self.progress = jobs, overcommit, backend, progress
+        self.jobs, self.overcommit, self.backend = packing.jobs, packing.overcommit, packing.backend
+        self.progress = progress
+        hosts = packing.hosts
         self.picker = HostPicker(hosts) if hosts else None
         inventory = read_inventory()
         self.cores = inventory.n_cpus
         self.mem_budget = max(0, inventory.mem_available_mib - MEM_HEADROOM_MIB)
         # Local runs that fit get host CPUs of their own (the run's affinity, which its vCPU pins
         # stay within), so that concurrent VMs do not all pin to the same first CPUs.
-        self.cpus = CpuShares(inventory.online_cpus) if not self.picker and not overcommit else None
+        self.cpus = CpuShares(inventory.online_cpus) if not self.picker and not self.overcommit else None
         self.results: dict[str, RunResult] = {}
         self.pending: list[MatrixRun] = []
         self.running: dict[int, _Child] = {}
@@ -368,20 +383,16 @@ def execute_matrix(
     runs: list[MatrixRun],
     out: Path,
     kernel_args: dict[str, str],
-    jobs: int | None = None,
-    fail_fast: bool = False,
-    overcommit: bool = False,
-    backend: dict | None = None,
+    packing: Packing = Packing(),
     progress: Callable[[str], None] = lambda _m: None,
-    hosts: list[HostSpec] | None = None,
 ) -> MatrixOutcome:
     """Run what is not done yet, as many at once as the host fits.
 
-    With ``hosts`` (libvirt hosts), each run goes to the least-loaded host with
+    With ``packing.hosts`` (libvirt hosts), each run goes to the least-loaded host with
     a free slot, and a host's ``capacity`` is how many runs it takes at once;
     this machine's cores and memory then do not limit the packing.
     """
-    packer = _Packer(spec, runs, out, kernel_args, jobs, overcommit, backend, progress, hosts)
+    packer = _Packer(spec, runs, out, kernel_args, packing, progress)
     packer.resume()
     own0 = resource.getrusage(resource.RUSAGE_SELF)
     interrupted = False
@@ -394,7 +405,7 @@ def execute_matrix(
         while packer.pending or packer.running:
             packer.launch()
             time.sleep(0.2)
-            packer.reap(fail_fast)
+            packer.reap(packing.fail_fast)
     except KeyboardInterrupt as sig:
         interrupted = True
         packer.stop_all(sig)

@@ -28,10 +28,11 @@ import math
 import re
 from pathlib import Path
 
-from lab.analysis.compare import PCT_SHOWN_MAX, Comparison, Row, to_dict
+from lab.analysis.compare import PCT_SHOWN_MAX, Comparison, Row
 from lab.analysis.metrics import metric_values, metrics_of
 from lab.analysis.record import RunRecord
 from lab.kernel.cache import read_meta
+from lab.report.ab_table import to_dict
 from lab.untrusted import finite_copy
 
 ORIGIN = "numalab"

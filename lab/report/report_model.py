@@ -16,7 +16,8 @@ from pathlib import Path
 
 from lab import __version__
 from lab.analysis import finding
-from lab.analysis.compare import Comparison, compare_runs, to_dict, to_markdown, to_text
+from lab.analysis.ab_plan import ABPlan
+from lab.analysis.compare import Comparison, compare_runs
 from lab.analysis.display import percent
 from lab.analysis.kernel_complaints import read_complaints
 from lab.analysis.kernel_complaints import summary as complaint_line
@@ -37,6 +38,7 @@ from lab.record_files import (
     VMSTAT_SERIES,
     WORKLOAD_OUT,
 )
+from lab.report.ab_table import to_dict, to_markdown, to_text
 from lab.report.html import render_html
 from lab.report.kcidb import kcidb_data
 from lab.report.perfetto import perfetto_trace
@@ -92,14 +94,14 @@ def _groups(runs: list[RunRecord]) -> list[tuple[str, list[RunRecord]]]:
 
 def comparisons_for(
     runs: list[RunRecord],
-    rule: str = DEFAULT_RULE,
+    plan: ABPlan | None = None,
     include_incomplete: bool = False,
-    min_effect: float | None = None,
     include_statuses: tuple[str, ...] = (),
 ) -> tuple[list[Comparison], list[str]]:
     """Each group against the first, per topology and workload; notes on what could not be compared.
-    ``min_effect``: the command line's minimum effect in percent (lab.min_effect), None: each metric's own;
-    ``include_statuses``: the statuses besides ok whose runs count (--include-status, marked)."""
+    ``plan``: how the rows are read, its significance rule and minimum effect (--significance, --min-effect;
+    lab.analysis.compare.compare_runs; None: the defaults); ``include_statuses``: the statuses besides ok whose
+    runs count (--include-status, marked)."""
     notes: list[str] = []
     by_setup: dict[tuple[str, str], list[RunRecord]] = {}
     for r in runs:
@@ -119,10 +121,9 @@ def comparisons_for(
                     compare_runs(
                         groups[0][1],
                         group,
-                        rule,
+                        plan,
                         labels=(groups[0][0], label),
                         include_incomplete=include_incomplete,
-                        min_effect=min_effect,
                         include_statuses=include_statuses,
                     )
                 )
@@ -197,7 +198,8 @@ def build_report(
     except OSError as err:
         raise LabError(f"--out {out_html}: cannot make {out_dir} ({err.strerror})") from None
     outputs: dict[Path, str] = {}
-    comparisons, notes = comparisons_for(runs, rule, include_incomplete, min_effect, include_statuses)
+    plan = ABPlan.of(significance=rule, min_effect=min_effect)
+    comparisons, notes = comparisons_for(runs, plan, include_incomplete, include_statuses)
     entries = [run_entry(r, out_dir) for r in runs]
     groups = _groups(runs)
     if any(r.scheduler.is_ext for r in runs):  # (every run's group names its scheduler, as the groups do)

@@ -241,24 +241,31 @@ def _series_path(runs: Sequence[Sequence[tuple[float, float]]], color: str, dots
     return body
 
 
+@dataclass(frozen=True)
+class Axes:
+    """A line chart's axes: their labels, the y axis's top (None: the data's), the x axis's span (None: the
+    data's; fixed, it lines up several charts) and labelled vertical lines across the plot (x, label)."""
+
+    x_label: str = ""
+    y_label: str = ""
+    y_max: float | None = None
+    x_range: tuple[float, float] | None = None
+    marks: Sequence[tuple[float, str]] = ()
+
+
 def line_chart(
     x: Sequence[float],
     series: dict[str, Sequence[float | None]],
     title: str = "",
-    x_label: str = "",
-    y_label: str = "",
     colors: dict[str, str] | None = None,
-    y_max: float | None = None,
+    axes: Axes = Axes(),
     width: int = 520,
     height: int = 210,
-    x_range: tuple[float, float] | None = None,
-    marks: Sequence[tuple[float, str]] = (),
 ) -> str:
-    """Lines over a shared x axis; None leaves a gap. The legend names each series.
-
-    ``x_range`` fixes the x axis (to line up several charts); ``marks`` draws labelled vertical lines.
-    """
+    """Lines over a shared x axis; None leaves a gap. The legend names each series; ``axes`` labels, bounds
+    and marks the axes."""
     colors = colors or {}
+    x_label, y_label, y_max, x_range, marks = axes.x_label, axes.y_label, axes.y_max, axes.x_range, axes.marks
     left, right, top, bottom = 52, 12, 30 if title else 22, 34
     xs = list(x)
     ys = [v for s in series.values() for v in s if v is not None]

@@ -17,7 +17,7 @@ from lab.run.manifest import GuestImage
 from lab.run.request import Trip
 from lab.topology.model import Topology
 from lab.topology.tiers import kernel_args as tier_kernel_args
-from lab.vm.qemu.qemu_argv import BootSpec
+from lab.vm.backend import BootSpec
 from lab.vm.share import make_share
 from lab.vm.tcg import tcg_boot
 from lab.workloads import image_layers

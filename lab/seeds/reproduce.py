@@ -34,7 +34,7 @@ from lab.matrix.auto_cells import (
 from lab.matrix.definition import MatrixRun, MatrixSpec, load_matrix
 from lab.matrix.kernels import matrix_kernel_args
 from lab.matrix.outputs import write_outputs
-from lab.matrix.schedule import check_out_dir, run_dir
+from lab.matrix.schedule import Packing, check_out_dir, run_dir
 from lab.paths import json_text, write_text_atomic
 from lab.record_files import MANIFEST
 
@@ -248,7 +248,7 @@ def run_reproduction(
     load0 = os.getloadavg()[0]
     t0 = time.monotonic()
     progress(f"seed {seed.id}: {len(spec.runs)} runs to start with, more where undecided -> {out}")
-    auto = run_auto_matrix(spec, out, kernel_args, progress, jobs=jobs)
+    auto = run_auto_matrix(spec, out, kernel_args, progress, packing=Packing(jobs=jobs))
     write_auto_json(out, auto)
 
     write_outputs(spec, auto.runs, out, merged(auto))

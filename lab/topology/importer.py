@@ -30,8 +30,9 @@ from lab.cpulist import checked_cpulist
 from lab.datafile import MAX_SPEC_BYTES, parse_yaml, read_bytes, text_of
 from lab.errors import LabError
 from lab.topology.hwloc import MAX_XML_BYTES, looks_like_xml, parse_hwloc_xml, parse_synthetic
+from lab.topology.imported_spec import ImportedSpec, grid_spec
 from lab.topology.kernel_warnings import layout_warnings
-from lab.topology.machine_grid import CpuGroups, GridMachine, ImportedSpec, grid_spec
+from lab.topology.machine_grid import CpuGroups, GridMachine
 from lab.topology.model import LOCAL_DISTANCE, MAX_DISTANCE, MAX_NODES, Node, Topology, check_name, validate
 from lab.topology.numactl import Machine, MachineNode, check_machine, parse_numactl
 from lab.topology.spec import load_spec, parse_mib

@@ -1,4 +1,6 @@
-"""The seam between a run and whatever starts its VM (direct QEMU, libvirt)."""
+"""The seam between a run and whatever starts its VM (direct QEMU, libvirt): the protocol a backend implements
+(:class:`Backend`) and the types it is handed, what to boot (:class:`BootSpec`) and the VM to run
+(:class:`VmRequest`). Every backend imports them from here; none imports another backend."""
 
 from __future__ import annotations
 
@@ -6,13 +8,40 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from lab.placement.pinning import Placement
 from lab.topology.model import Topology
 from lab.vm.console import Stage, VmOutcome
-from lab.vm.qemu.qemu_argv import BootSpec
 from lab.vm.share import ShareLimits
+from lab.vm.tcg.guest_clock import GuestClock
+
+# --firmware's choices (Backend.firmware_rom): the default, qboot where the QEMU ships it, or SeaBIOS.
+FIRMWARES = ("auto", "qboot", "seabios")
+
+
+@dataclass(frozen=True)
+class BootSpec:
+    """What to boot and where the VM talks to the host (paths on the host)."""
+
+    kernel: str
+    initrd: str
+    cmdline: str
+    results_dir: str  # the guest's drop directory (lab.vm.share): virtio-9p, mount tag "results", mapped-file;
+    # "" for a guest that sends nothing back (the KVM probe): no share device (direct QEMU)
+    console_log: str
+    qmp_socket: str | None = None
+    accel: str = "tcg"
+    name: str = "numalab"
+    start_paused: bool = True  # so vCPUs can be pinned before the guest runs
+    firmware: str = ""  # a -bios ROM (Backend.firmware_rom: qboot); "" for QEMU's default, SeaBIOS
+    plugin: str = ""  # a TCG plugin, the value of -plugin (lab.vm.tcg.access_plugin); "" for none
+    clock: GuestClock = GuestClock()  # TCG: the host's clock, or one that counts instructions (lab.vm.tcg.guest_clock)
+    stage_token: str = ""  # the run's stage-mark token, in the initramfs (lab.vm.console); "": marks unchecked
+    cpu: str = ""  # TCG's -cpu model ("max" exposes AMD SVM with nested paging: lab.host.nested); "": QEMU's default
+    host_share: str = ""  # a host directory shared read-only over virtio-9p, tag "hostroot" (lab.host.nested)
+    ssh_port: int = 0  # the only network: user-mode, restrict=on, 127.0.0.1:ssh_port -> the guest's :22
+    # (lab.host.nested's libvirt host); 0: no network device at all
 
 
 @dataclass(frozen=True)
@@ -48,6 +77,11 @@ class Backend(Protocol):
     # "" when the VMs run on this machine; else which host they run on (a libvirt URI), whose own
     # facts (its TSC frequency: lab.vm.tcg.tcg_clock) must not be mixed with this machine's.
     host_id: str
+    # The QEMU binary on this machine that runs the VMs (lab.vm.qemu.emulator.Emulator), whose build's features
+    # some options need (--quantum's parallel guest time, --clock virtual's pause, the access matrix's and the
+    # remote-latency model's charged time); None when a daemon runs its own QEMU (libvirt), which is asked for
+    # its version only (emulator_version). (Not typed here: the seam sits below the backends that own it.)
+    emulator: Any
 
     def probe_host(self) -> dict:
         """The host the VMs run on, as far as an accelerator verdict depends on it: "key" (a file-name-safe

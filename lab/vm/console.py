@@ -172,32 +172,41 @@ def check_marks(outcome: VmOutcome, host_clock: bool = True, slack_s: float = SL
     return problems
 
 
+@dataclass(frozen=True)
+class WatchRules:
+    """When the console watch (:func:`watch`) ends before the VM exits, and how often it looks.
+
+    ``timeout_s``: the VM's timeout (``cancel``, once set, is the caller's own deadline, taken as the timeout).
+    ``guard`` (if given) is asked at every look: a reason it returns ends the watch, with the reason in
+    ``outcome.limit``; the backend then stops the VM. ``boot_deadline_s`` (if given): a guest whose init has not
+    reported "booted" by then is given up on as a timeout with ``outcome.boot_stalled`` set (lab.run.boot boots
+    it once more). ``poll_s``: the wait between two looks."""
+
+    timeout_s: float
+    guard: Callable[[], str | None] | None = None
+    boot_deadline_s: float | None = None
+    cancel: threading.Event | None = None
+    poll_s: float = 0.1
+
+
 def watch(
     console_log: Path,
     outcome: VmOutcome,
-    timeout_s: float,
+    rules: WatchRules,
     exited: Callable[[], int | None],
     on_stage: Callable[[Stage], None] | None = None,
     on_tick: Callable[[float], None] | None = None,
-    poll_s: float = 0.1,
     wait: Callable[[float], None] = time.sleep,
-    guard: Callable[[], str | None] | None = None,
-    boot_deadline_s: float | None = None,
     token: str = "",
-    cancel: threading.Event | None = None,
 ) -> None:
-    """Follow the console until ``exited()`` returns an exit code or the timeout passes (or ``cancel`` is
-    set: the caller's own deadline, taken as the timeout).
+    """Follow the console until ``exited()`` returns an exit code or ``rules`` end the watch (a timeout, a
+    guest that never booted, the guard's reason). Each stage mark with the run's ``token`` goes to
+    ``on_stage`` (lab.vm.console.VmOutcome.take), the seconds since the start to ``on_tick`` at every look.
 
-    Between looks it calls ``wait(poll_s)``: a backend that can wake up as soon as its VM exits
+    Between looks it calls ``wait(rules.poll_s)``: a backend that can wake up as soon as its VM exits
     passes a wait that does (QemuBackend waits on QEMU's pidfd), so the run does not idle up to
-    ``poll_s`` after the guest powers off.
-
-    ``guard`` (if given) is asked at every look: a reason it returns ends the watch, with the
-    reason in ``outcome.limit``; the backend then stops the VM.
-
-    ``boot_deadline_s`` (if given): a guest whose init has not reported "booted" by then is given up
-    on as a timeout with ``outcome.boot_stalled`` set (lab.run.boot boots it once more)."""
+    ``poll_s`` after the guest powers off."""
+    timeout_s, guard, boot_deadline_s, cancel = rules.timeout_s, rules.guard, rules.boot_deadline_s, rules.cancel
     start = time.monotonic()
     console = LineFollower(console_log)
     while True:
@@ -223,4 +232,4 @@ def watch(
             return
         if on_tick:
             on_tick(now)
-        wait(poll_s)
+        wait(rules.poll_s)

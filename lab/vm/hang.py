@@ -36,7 +36,7 @@ from pathlib import Path
 
 from lab.cpulist import format_cpulist
 from lab.errors import LabError
-from lab.vm.qemu.qmp import QemuGone, Qmp
+from lab.vm.qmp import QemuGone, Qmp
 from lab.vm.vcpu_time import read_schedstat
 
 _CPU = re.compile(r"^CPU#(\d+)", re.MULTILINE)

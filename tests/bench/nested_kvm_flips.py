@@ -172,8 +172,8 @@ def main() -> int:
     def write() -> None:
         (out / "flips.json").write_text(json_text(record, indent=2) + "\n")
 
-    with nested.libvirt_host(topo, out / "outer", user=user, timeout_s=outer_timeout, progress=say,
-                             echo=lambda line: say(f"  {line}"), emulator=emulator) as host:  # fmt: skip
+    guest = nested.OuterGuest(user=user, emulator=emulator, progress=say, echo=lambda line: say(f"  {line}"))
+    with nested.libvirt_host(topo, out / "outer", "", guest, outer_timeout) as host:
         watch = ConsoleWatch(out / "outer" / "console.log")
         watch.poll()
         marks = nested.parse_marks((out / "outer" / "console.log").read_text(errors="replace"))

@@ -25,8 +25,7 @@ from lab.host import libvirtd
 from lab.placement.host_inventory import read_inventory
 from lab.placement.pinning import plan_placement
 from lab.topology.spec import load_topology
-from lab.vm.backend import VmRequest
-from lab.vm.qemu.qemu_argv import BootSpec
+from lab.vm.backend import BootSpec, VmRequest
 
 pytestmark = [pytest.mark.vm, pytest.mark.libvirt, pytest.mark.usefixtures("host_shared")]
 

@@ -33,7 +33,7 @@ from types import SimpleNamespace
 import pytest
 from common import REPO, numalab, ordinary_user
 
-from lab.host.nested import STALE_CODE_FIXED, NotServing, libvirt_host
+from lab.host.nested import STALE_CODE_FIXED, NotServing, OuterGuest, libvirt_host
 from lab.topology.ref import TopologyRef
 from lab.vm.qemu.emulator import qemu_version_tuple
 from lab.vm.qemu.emulator import resolve as resolve_emulator
@@ -100,8 +100,8 @@ def two_nodes(tmp_path_factory, user, baseline_kernel):
     topo = TopologyRef("ring-2", cpus_per_node=2, mem_per_node="3G").load()
     ssh = SimpleNamespace(error=None, host=None, login=None, proc=None, out=base / "matrix")
     try:
-        with libvirt_host(topo, out, user=user, script=SCRIPT_2, timeout_s=OUTER_TIMEOUT_S, echo=print,
-                          emulator=resolve_emulator(OUTER_QEMU)) as host:  # fmt: skip
+        guest = OuterGuest(user=user, emulator=resolve_emulator(OUTER_QEMU), echo=print)
+        with libvirt_host(topo, out, SCRIPT_2, guest, OUTER_TIMEOUT_S) as host:
             ssh.host = host
             print(f"the outer guest serves libvirt after {host.ready_s:.0f}s: {host.uri}")
             try:

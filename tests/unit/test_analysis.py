@@ -23,6 +23,7 @@ from lab.analysis.mmtests import autonuma_cost, derived_rows, hint_local_percent
 from lab.analysis.numa import NUMA_KINDS
 from lab.analysis.record import RunRecord
 from lab.errors import LabError
+from lab.report import ab_table
 from lab.trace.tracedat import check_file, read_trace
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "runs"
@@ -160,10 +161,10 @@ def test_compare_on_against_off_has_the_expected_direction() -> None:
     assert moves.mean(moves.new) >= moves.mean(moves.base) == 0
     migrated = c.row("vmstat.numa_pages_migrated")
     assert migrated.mean(migrated.new) > 0 == migrated.mean(migrated.base)
-    text = cmp.to_text(c)
+    text = ab_table.to_text(c)
     assert "Amean" in text and "vmstat.numa_pages_migrated" in text
-    assert json.loads(cmp.to_json(c))["metrics"]
-    assert "<table" in cmp.to_html(c)
+    assert json.loads(ab_table.to_json(c))["metrics"]
+    assert "<table" in ab_table.to_html(c)
     if len(base) < 3:
         assert any("cannot be judged" in n for n in c.notes)
 

@@ -3,6 +3,7 @@ never a silent default. No VM boots here: a command that would boot one is refus
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from collections.abc import Callable
@@ -35,6 +36,7 @@ def test_nested_says_its_qemu_failed_and_why_in_one_line(tmp_path, monkeypatch) 
     """The outer guest's QEMU exits at once with an error: the result carries QEMU's own words and exit code,
     and what a person reads is one line saying so, not 'booted (?); the command exited None'."""
     from lab.host import nested
+    from lab.placement.pinning import Backing, Placement
     from lab.topology.ref import TopologyRef
     from lab.vm.qemu.qemu_backend import run_vm
 
@@ -44,17 +46,19 @@ def test_nested_says_its_qemu_failed_and_why_in_one_line(tmp_path, monkeypatch) 
 
         def run(self, req):
             argv = ["sh", "-c", FAILING_QEMU]
-            return run_vm(argv, Path(req.boot.console_log), Path(req.boot.qmp_socket), {}, req.timeout_s,
-                          req.run_dir / QEMU_LOG), {}  # fmt: skip
+            bare = Placement((), (), Backing(), 1)  # (plan_placement is stubbed out below: nothing pinned)
+            return run_vm(dataclasses.replace(req, placement=bare), argv), {}
 
     stock = SimpleNamespace(image=tmp_path / "vmlinuz", modules_dir=None)
     monkeypatch.setattr(nested, "resolve_kernel", lambda _spec: stock)
-    monkeypatch.setattr(nested, "_initrd", lambda work, *_a, **_k: work / "initrd")
+    monkeypatch.setattr(nested, "outer_initrd", lambda work, *_a, **_k: work / "initrd")
     monkeypatch.setattr(nested, "read_inventory", lambda: None)
     monkeypatch.setattr(nested, "plan_placement", lambda *_a, **_k: None)
     monkeypatch.setattr(nested, "QemuBackend", FailingQemu)
     topo = TopologyRef("ring-2", 1, "256M").load()
-    res = nested.run_nested(topo, "true\n", tmp_path / "out", cache_from=tmp_path / "no-cache", timeout_s=60)
+    res = nested.run_nested(
+        topo, "true\n", tmp_path / "out", nested.OuterGuest(cache_from=tmp_path / "no-cache"), timeout_s=60
+    )
     assert res.exit_code is None and not res.timed_out
     assert res.vm_failure == "QEMU exited with 1: qemu-system-x86_64: -cpu max: CPU model max is not supported here"
     assert res.qemu_log == tmp_path / "out" / ".outer" / QEMU_LOG
@@ -243,6 +247,7 @@ def test_include_status_refuses_an_unknown_status() -> None:
 def test_compare_leaves_non_ok_runs_out_unless_asked_and_marks_them_when_asked(tmp_path) -> None:
     from lab.analysis import compare as cmp
     from lab.analysis.record import RunRecord
+    from lab.report import ab_table
 
     base = [RunRecord.load(d) for d in _copies(tmp_path, ON, {ON[1]: _status("placement-broken")})]
     new = [RunRecord.load(d) for d in _copies(tmp_path, OFF)]
@@ -250,7 +255,7 @@ def test_compare_leaves_non_ok_runs_out_unless_asked_and_marks_them_when_asked(t
     assert default.base_runs == [ON[0], ON[2]] and default.excluded == [f"{ON[1]} (placement-broken)"]
     assert "--include-status placement-broken counts them" in " ".join(default.notes)
     assert not default.included and not any(r.included for r in default.rows)
-    assert MARK not in cmp.to_text(default) + cmp.to_markdown(default) + cmp.to_html(default)
+    assert MARK not in ab_table.to_text(default) + ab_table.to_markdown(default) + ab_table.to_html(default)
 
     c = cmp.compare_runs(base, new, include_statuses=("placement-broken",))
     assert c.base_runs == ON and c.excluded == [] and c.included == [(ON[1], "placement-broken")]
@@ -259,13 +264,13 @@ def test_compare_leaves_non_ok_runs_out_unless_asked_and_marks_them_when_asked(t
     # (these records ran under plain TCG: the row's caveat follows the mark, lab.analysis.caveats)
     caveat = f": {gbps.caveat}"
     assert gbps.caveat and gbps.verdict_text() == f"{gbps.verdict()} † ({MARK}){caveat}"
-    text, md, html = cmp.to_text(c), cmp.to_markdown(c), cmp.to_html(c)
+    text, md, html = ab_table.to_text(c), ab_table.to_markdown(c), ab_table.to_html(c)
     assert f"note: the comparison {MARK} (asked for: --include-status)" in text
     mean_row = next(ln for ln in text.splitlines() if ln.startswith("Hmean    workload.gbps"))
     assert mean_row.endswith(f"† ({MARK}){caveat}"), mean_row
     assert f"| {gbps.verdict()} † ({MARK}){caveat} |" in md
     assert f"<small>{gbps.verdict()} † ({MARK}){caveat}</small>".replace("'", "&#x27;") in html
-    data = json.loads(cmp.to_json(c))
+    data = json.loads(ab_table.to_json(c))
     assert data["included"] == [{"run": ON[1], "status": "placement-broken"}]
     row = next(m for m in data["metrics"] if m["metric"] == "workload.gbps")
     assert row["included_statuses"] == {"placement-broken": 1} and MARK in row["verdict_text"]

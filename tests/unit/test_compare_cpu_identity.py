@@ -16,6 +16,7 @@ from test_analysis import ON
 from lab.analysis import compare as cmp
 from lab.analysis.cpu_readback import read_cpus
 from lab.analysis.record import RunRecord
+from lab.report import ab_table
 
 WARNING = "the sides' guests were shown different CPUs"
 GRID = {"packages": 4, "dies_per_package": 1, "clusters_per_die": 1, "cores_per_cluster": 2, "threads": 1,
@@ -55,9 +56,9 @@ def test_a_model_on_one_side_only_warns_everywhere(tmp_path: Path) -> None:
     assert "baseline no cpu_vendor, no cpu_model; new cpu_vendor intel, cpu_model 6/173" in w and "\n" not in w
     # one kernel shown two CPUs is not a kernel compared with itself
     assert not c.same_kernel and c.warnings == [w]
-    assert f"  WARNING: {w}" in cmp.to_text(c).splitlines()
-    assert f"WARNING: {w}" in cmp.to_markdown(c) and "WARNING: the sides&#x27; guests" in cmp.to_html(c)
-    assert json.loads(cmp.to_json(c))["warnings"] == [w]
+    assert f"  WARNING: {w}" in ab_table.to_text(c).splitlines()
+    assert f"WARNING: {w}" in ab_table.to_markdown(c) and "WARNING: the sides&#x27; guests" in ab_table.to_html(c)
+    assert json.loads(ab_table.to_json(c))["warnings"] == [w]
 
 
 def test_another_vendor_warns(tmp_path: Path) -> None:

@@ -22,7 +22,8 @@ from lab.topology.kernel_warnings import predicted_warnings
 from lab.topology.model import topology_from_dict
 from lab.topology.snc_fix import FIXING_UP, sched_topology
 from lab.topology.spec import load_spec, load_topology
-from lab.vm.qemu.qemu_argv import check_firmware_can_boot, check_qemu_can_express, qemu_argv
+from lab.vm.machine_needs import check_qemu_can_express
+from lab.vm.qemu.qemu_argv import check_firmware_can_boot, qemu_argv
 
 VIEWS = Path(__file__).resolve().parents[1] / "data" / "cpu_views"
 

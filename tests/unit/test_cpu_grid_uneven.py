@@ -25,7 +25,8 @@ from lab.placement.pinning import plan_placement
 from lab.topology.cpu_grid import grid_from_dict
 from lab.topology.cpu_view import predict_cpus
 from lab.topology.hwloc import read_hwloc_xml
-from lab.topology.machine_grid import CpuGroups, GridMachine, derive_grid, grid_spec
+from lab.topology.imported_spec import grid_spec
+from lab.topology.machine_grid import CpuGroups, GridMachine, derive_grid
 from lab.topology.model import topology_from_dict
 from lab.topology.numactl import Machine, MachineNode
 from lab.topology.ref import topology_with_sizes

@@ -16,6 +16,7 @@ from lab.analysis import finding
 from lab.analysis.caveats import FREE_REMOTE, MODELLED_FLAGS, free_remote, free_remote_why, row_caveat
 from lab.analysis.record import RunRecord
 from lab.analysis.verdict import verdicts_of
+from lab.report import ab_table
 
 MODEL = {"model": {"source": "slit", "local_ns": 100.0, "ratios": [[1.0, 2.0], [2.0, 1.0]]}}
 
@@ -57,15 +58,15 @@ def test_under_plain_tcg_each_throughput_row_says_so_in_every_rendering() -> Non
     assert gbps is not None and gbps.verdict() == "worse"  # what the records say: balancing cost 73% here
     assert FREE_REMOTE in gbps.verdict_text() and gbps.verdict_text().startswith("worse: ")
     assert not c.row("vmstat.numa_pages_migrated").caveat and not c.row("timings.boot_s").caveat
-    text = cmp.to_text(c)
+    text = ab_table.to_text(c)
     line = next(ln for ln in text.splitlines() if ln.startswith("Hmean") and "workload.gbps" in ln)
     assert FREE_REMOTE in line  # in the row itself, not only in a note
     assert any(MODELLED_FLAGS in n for n in c.notes)
-    md = next(ln for ln in cmp.to_markdown(c).splitlines() if ln.startswith("| workload.gbps |"))
+    md = next(ln for ln in ab_table.to_markdown(c).splitlines() if ln.startswith("| workload.gbps |"))
     assert FREE_REMOTE in md
-    html_row = cmp.to_html(c).split("workload.gbps")[1].split("</tr>")[1]
+    html_row = ab_table.to_html(c).split("workload.gbps")[1].split("</tr>")[1]
     assert FREE_REMOTE in html_row
-    rows = {m["metric"]: m for m in cmp.to_dict(c)["metrics"]}
+    rows = {m["metric"]: m for m in ab_table.to_dict(c)["metrics"]}
     assert FREE_REMOTE in rows["workload.gbps"]["caveat"] and rows["vmstat.numa_hint_faults"]["caveat"] == ""
     # the verdict lines of ab, bisect and the matrix's auto cells
     base, new = ([r.manifest for r in side] for side in _ab())
@@ -79,7 +80,7 @@ def test_under_the_model_no_row_carries_it() -> None:
         r.manifest = _modelled(r.manifest)
     c = cmp.compare_runs(base, new)
     assert not any(FREE_REMOTE in r.caveat for r in c.rows) and not any(FREE_REMOTE in n for n in c.notes)
-    assert FREE_REMOTE not in cmp.to_text(c)
+    assert FREE_REMOTE not in ab_table.to_text(c)
     f = finding.finding(c)
     assert f is not None and f.cannot_show is None and FREE_REMOTE not in (f.workload_row or "")
 
@@ -91,10 +92,10 @@ def test_a_metric_undefined_on_one_side_gets_no_verdict() -> None:
     assert c.row("vmstat.hint_local_pct") is None
     ((key, side, stats),) = [u for u in c.undefined if u[0] == "vmstat.hint_local_pct"]
     assert side == "baseline" and stats.n == 3
-    assert any(ln.startswith("n/a") and key in ln for ln in cmp.to_text(c).splitlines())
+    assert any(ln.startswith("n/a") and key in ln for ln in ab_table.to_text(c).splitlines())
     undefined = {"metric": key, "missing_on": "baseline", "verdict": "n/a", "fair_class_only": False}
-    assert undefined in cmp.to_dict(c)["undefined"]
-    assert f"| {key} |" in cmp.to_markdown(c) and key in cmp.to_html(c)
+    assert undefined in ab_table.to_dict(c)["undefined"]
+    assert f"| {key} |" in ab_table.to_markdown(c) and key in ab_table.to_html(c)
 
 
 def test_the_finding_is_computed_from_the_runs() -> None:

@@ -14,6 +14,7 @@ from lab.errors import LabError
 from lab.placement.host_inventory import read_inventory
 from lab.placement.pinning import plan_placement
 from lab.topology.spec import load_topology
+from lab.vm.libvirt.libvirt_backend import LibvirtBackend
 from lab.vm.libvirt.libvirt_xml import domain_xml
 from lab.vm.qemu.emulator import resolve as resolve_emulator
 from lab.vm.qemu.firmware import find_qboot, firmware_name, resolve_firmware
@@ -23,27 +24,30 @@ from lab.vm.qemu.qemu_argv import qemu_argv
 def test_auto_takes_qboot_where_qemu_ships_it(tmp_path) -> None:
     (tmp_path / "qboot.rom").write_bytes(b"\0" * 65536)
     dirs = (str(tmp_path / "nothing-here"), str(tmp_path))
-    assert resolve_firmware("auto", "qemu", dirs) == str(tmp_path / "qboot.rom")
-    assert resolve_firmware("qboot", "qemu", dirs) == str(tmp_path / "qboot.rom")
-    assert resolve_firmware("seabios", "qemu", dirs) == ""
+    assert resolve_firmware("auto", dirs) == str(tmp_path / "qboot.rom")
+    assert resolve_firmware("qboot", dirs) == str(tmp_path / "qboot.rom")
+    assert resolve_firmware("seabios", dirs) == ""
     assert firmware_name(str(tmp_path / "qboot.rom")) == "qboot" and firmware_name("") == "seabios"
 
 
 def test_without_qboot_auto_falls_back_and_qboot_is_an_error(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))  # no qemu binary to look beside either
     dirs = (str(tmp_path),)
-    assert resolve_firmware("auto", "qemu", dirs) == ""
+    assert resolve_firmware("auto", dirs) == ""
     with pytest.raises(LabError, match=r"^--firmware qboot: qboot.rom not found in .*; install qemu-system-data$"):
-        resolve_firmware("qboot", "qemu", dirs)
+        resolve_firmware("qboot", dirs)
 
 
 def test_libvirt_boots_the_hosts_default_firmware(tmp_path) -> None:
     (tmp_path / "qboot.rom").write_bytes(b"\0")
-    assert resolve_firmware("auto", "libvirt", (str(tmp_path),)) == ""
+    libvirt = LibvirtBackend()  # (no connection: the firmware is decided without asking the host)
+    assert libvirt.firmware_rom("auto") == libvirt.firmware_rom("seabios") == ""
     with pytest.raises(LabError, match="only with --backend qemu"):
-        resolve_firmware("qboot", "libvirt", (str(tmp_path),))
+        libvirt.firmware_rom("qboot")
     with pytest.raises(LabError, match="--firmware bogus: expected one of auto, qboot, seabios"):
-        resolve_firmware("bogus", "qemu")
+        libvirt.firmware_rom("bogus")
+    with pytest.raises(LabError, match="--firmware bogus: expected one of auto, qboot, seabios"):
+        resolve_firmware("bogus")
 
 
 def test_the_rom_goes_into_the_argv_and_never_silently_into_a_domain() -> None:
@@ -69,7 +73,7 @@ def test_this_platforms_qemu_ships_qboot_and_auto_boots_it() -> None:
         "qboot.rom not found, but Debian's QEMU ships it (/usr/share/qemu/qboot.rom in qemu-system-data, "
         "which make setup installs): the setup is broken; apt-get install qemu-system-data"
     )
-    assert resolve_firmware("auto", "qemu", dirs) == rom and firmware_name(rom) == "qboot"
+    assert resolve_firmware("auto", dirs) == rom and firmware_name(rom) == "qboot"
 
 
 def test_debian_and_its_derivatives_are_known_to_ship_qboot(tmp_path) -> None:

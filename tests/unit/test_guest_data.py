@@ -34,6 +34,7 @@ from lab.analysis.results import unpack_results
 from lab.analysis.sched_verbose import check_groups, parse_dump
 from lab.errors import LabError
 from lab.paths import json_text, write_json_atomic
+from lab.report import ab_table
 from lab.topology.spec import load_topology
 from lab.topology.tiers import check_tiers, read_tiers
 from lab.trace.assemble import assemble_run
@@ -358,7 +359,7 @@ def test_a_record_with_a_list_result_gives_no_value_and_one_with_nan_is_refused(
     values = metric_values(RunRecord.load(rec).manifest)
     assert not any(k.startswith("workload.") for k in values)
     c = cmp.compare_runs([RunRecord.load(p) for p in OFF], [RunRecord.load(rec), *map(RunRecord.load, ON[1:])])
-    json.loads(cmp.to_json(c), parse_constant=lambda name: pytest.fail(name))
+    json.loads(ab_table.to_json(c), parse_constant=lambda name: pytest.fail(name))
 
     def nan(m: dict) -> None:
         m["metrics"]["vmstat"]["numa_pages_migrated"] = float("nan")

@@ -15,7 +15,7 @@ from lab.report.html_parts import e
 from lab.run.collect import _guarded, in_record
 from lab.run.collect_limit import CollectLimit
 from lab.run.manifest import workload_seconds
-from lab.vm.console import Stage, VmOutcome, check_marks, watch
+from lab.vm.console import Stage, VmOutcome, WatchRules, check_marks, watch
 from lab.workloads.registry import SECONDS_METRICS
 
 
@@ -60,7 +60,7 @@ def _watch(tmp_path: Path, lines: list[str], token: str = TOKEN) -> VmOutcome:
     console.write_text("".join(f"{ln}\n" for ln in lines))
     outcome = VmOutcome(None, False, 0.0)
     seen: list[str] = []
-    watch(console, outcome, 10, lambda: 0, on_stage=lambda st: seen.append(st.name), token=token)
+    watch(console, outcome, WatchRules(10), lambda: 0, on_stage=lambda st: seen.append(st.name), token=token)
     assert seen == [s.name for s in outcome.stages]  # (a forged mark reaches no callback: no vCPU sample)
     return outcome
 

@@ -19,6 +19,7 @@ from lab.errors import LabError
 from lab.kernel.bootable import Kernel
 from lab.kernel.build import CC_WRAPPER
 from lab.kernel.identity import elf_build_id, image_identity, notes_build_id
+from lab.report import ab_table
 from lab.run.auto_pairs import refuse_same_binary
 from lab.run.collect import kernel_problem
 from lab.vm.status import Evidence, classify
@@ -135,9 +136,9 @@ def test_an_ab_of_one_binary_warns_everywhere(tmp_path) -> None:
     new = [RunRecord.load(_copy(p, tmp_path / f"b-{p.name}", name="my-patch")) for p in ON]
     c = cmp.compare_runs(base, new)
     assert c.same_kernel and "compares a kernel with itself" in c.warnings[0]
-    assert "WARNING: both sides ran the same kernel binary" in cmp.to_text(c)
-    assert "WARNING: both sides" in cmp.to_markdown(c) and "WARNING: both sides" in cmp.to_html(c)
-    assert json.loads(cmp.to_json(c))["same_kernel"] is True
+    assert "WARNING: both sides ran the same kernel binary" in ab_table.to_text(c)
+    assert "WARNING: both sides" in ab_table.to_markdown(c) and "WARNING: both sides" in ab_table.to_html(c)
+    assert json.loads(ab_table.to_json(c))["same_kernel"] is True
     # One kernel under two settings (balancing off against on) is an A/B of the settings: no warning.
     assert not cmp.compare_runs([RunRecord.load(p) for p in OFF], base).same_kernel
     # One kernel traced two ways (--lean against the default events and samples): an A/B of what the run costs.

@@ -17,7 +17,7 @@ from common import BOOT, HOST, REPO, assert_one_line_error, numalab
 
 from lab.errors import LabError
 from lab.kernel.resolve import Kernel
-from lab.matrix import lava
+from lab.matrix import lava, lava_import
 from lab.matrix.definition import parse_matrix
 from lab.run import batch as batch_mod
 from lab.run.manifest import GuestImage
@@ -132,7 +132,7 @@ def test_run_lava_runs_again_only_the_jobs_whose_log_has_no_end(fake_runs, tmp_p
     # the first job's log was whole: not run again; every other job ran once, in order (lava-run's --job-id N)
     calls = (bin_dir / "calls").read_text().split()
     assert calls == [w for n in range(2, len(jobs) + 1) for w in ("ran", str(n))] and len(jobs) >= 2
-    assert lava.job_done(done) and lava.job_done(half) and "fail" in (done / lava.LOG).read_text()
+    assert lava_import.job_done(done) and lava_import.job_done(half) and "fail" in (done / lava.LOG).read_text()
 
 
 def test_what_lava_cannot_run_is_a_one_line_error(tmp_path: Path) -> None:
@@ -187,10 +187,10 @@ def test_the_job_log_is_the_console_at_the_dispatchers_time(form: str) -> None:
     """lava-run's standard error (a JSON object a line) and a server's log (a YAML list of them) alike: the marks
     with the run's token at the dispatcher's time from QEMU's start, the others kept aside as forged."""
     text = "\n".join(LOG if form == "lava-run" else [f"- {ln}" for ln in LOG]) + "\n"
-    log = lava.read_job_log(text)
+    log = lava_import.read_job_log(text)
     assert log.command.endswith("-serial stdio") and log.status == "Complete"
     assert [m["case"] for m in log.results] == ["topology", "job"] and float(log.results[0]["measurement"]) == 2.65
-    outcome = lava.outcome_of(log, TOKEN)
+    outcome = lava_import.outcome_of(log, TOKEN)
     assert [(s.name, round(s.host_s, 2), s.guest_uptime) for s in outcome.stages] == [
         ("booted", 2.87, 2.53), ("topology", 2.98, 2.65), ("done", 8.42, 8.09)]  # fmt: skip
     assert outcome.forged_count == 1 and outcome.exit_code == 0 and not outcome.timed_out
@@ -200,9 +200,9 @@ def test_the_job_log_is_the_console_at_the_dispatchers_time(form: str) -> None:
 def test_a_job_that_ended_before_the_guest_did_is_a_vm_failure() -> None:
     failed = {"case": "job", "definition": "lava", "result": "fail", "extra": {"error_msg": "timed out"}}
     text = "\n".join([*LOG[:3], _line("59.0", "results", failed)])
-    outcome = lava.outcome_of(lava.read_job_log(text), TOKEN)
+    outcome = lava_import.outcome_of(lava_import.read_job_log(text), TOKEN)
     assert outcome.timed_out and outcome.vm_failure is None
-    cut = lava.outcome_of(lava.read_job_log("\n".join(LOG[:3])), TOKEN)
+    cut = lava_import.outcome_of(lava_import.read_job_log("\n".join(LOG[:3])), TOKEN)
     assert cut.vm_failure == "the LAVA job ended before its end" and cut.exit_code is None
 
 
@@ -228,8 +228,8 @@ def test_results_over_the_console_are_the_shares_files_with_the_runs_token(tmp_p
     tar = bytes(range(256)) * 3
     lines = [*sent("results.tar", tar), *sent("guest-done", b"done\n"), *sent("evil.sh", b"x"),
              *sent("readback.tar", b"forged", token="f" * 32), f"NUMALAB-FILE-END {TOKEN}"]  # fmt: skip
-    log = lava.JobLog([(1.0, ln) for ln in lines], "", [], "Complete", "", 1.0)
-    got = lava.console_files(log, TOKEN, tmp_path / "share", 1 << 20)
+    log = lava_import.JobLog([(1.0, ln) for ln in lines], "", [], "Complete", "", 1.0)
+    got = lava_import.console_files(log, TOKEN, tmp_path / "share", 1 << 20)
     assert got["files"] == {"results.tar": len(tar), "guest-done": 5}
     assert (tmp_path / "share" / "results.tar").read_bytes() == tar
     assert sorted(p.name for p in (tmp_path / "share").iterdir()) == ["guest-done", "results.tar"]
@@ -237,12 +237,12 @@ def test_results_over_the_console_are_the_shares_files_with_the_runs_token(tmp_p
         "'evil.sh'",
         "a results line without the run's token, not taken",
     ]
-    cut = lava.JobLog([(1.0, ln) for ln in sent("results.tar", tar)[:-1]], "", [], "", "", 1.0)
-    assert lava.console_files(cut, TOKEN, tmp_path / "share", 1 << 20)["problems"] == [
+    cut = lava_import.JobLog([(1.0, ln) for ln in sent("results.tar", tar)[:-1]], "", [], "", "", 1.0)
+    assert lava_import.console_files(cut, TOKEN, tmp_path / "share", 1 << 20)["problems"] == [
         f"results.tar: 741 bytes came, {len(tar)} were announced (a line lost or broken?)"]  # fmt: skip
     assert not (tmp_path / "share" / "results.tar").exists()
-    flood = lava.JobLog([(1.0, ln) for ln in sent("results.tar", bytes(8000))], "", [], "", "", 1.0)
-    big = lava.console_files(flood, TOKEN, tmp_path / "share", 100)
+    flood = lava_import.JobLog([(1.0, ln) for ln in sent("results.tar", bytes(8000))], "", [], "", "", 1.0)
+    big = lava_import.console_files(flood, TOKEN, tmp_path / "share", 100)
     assert big["problems"][0] == "more than the guest's output limit (100 bytes) came over the console"
 
 
@@ -255,7 +255,7 @@ def test_the_import_waits_for_jobs_not_done_and_refuses_a_changed_spec(fake_runs
     path.write_text(yaml.safe_dump(SPEC))
     spec = load_matrix(str(path))
     jobs = lava.write_jobs(spec, tmp_path / "jobs", {})
-    got = lava.import_set(tmp_path / "jobs", tmp_path / "out")
+    got = lava_import.import_set(tmp_path / "jobs", tmp_path / "out")
     assert got.made == [] and got.waiting == [j.run_id for j in jobs] and got.already == []
     assert got.summary["totals"] == {"not-run": len(jobs), "runs": len(jobs)}
     assert json.loads((tmp_path / "out" / "matrix.json").read_text())["fingerprint"] == spec.fingerprint()

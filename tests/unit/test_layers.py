@@ -1,6 +1,7 @@
 """The package reads one way: topology -> placement -> VM -> guest -> trace -> workloads -> analysis -> report,
 with the front end on top, every package on a layer of its own. No module imports one of a higher layer, and
-no import cycle exists, even through imports made inside functions (the ones that hide cycles)."""
+no import cycle exists, even through imports made inside functions (the ones that hide cycles). Inside lab/vm/
+and lab/topology/ their parts are layered too (VM_PARTS, TOPOLOGY_PARTS)."""
 
 from __future__ import annotations
 
@@ -68,6 +69,80 @@ def test_a_workload_import_in_the_guest_would_be_upward() -> None:
     graph = _graph()
     graph["lab.guest.image"] = graph["lab.guest.image"] | {"lab.workloads.registry"}
     assert _upward(graph) == ["lab.guest.image -> lab.workloads.registry"]
+
+
+# Inside lab/vm/ and lab/topology/, their parts in layers, bottom first: a module may import its own part and the
+# parts of a lower layer, never one of its own layer or above, so that two parts on one layer know nothing of each
+# other. lab/vm/: TCG's instrumentation (tcg/, the guest clock BootSpec carries), below the seam every backend
+# implements and shares (the package's own modules: backend.py, the console, the share, the hang diagnosis, QMP),
+# below the backends, direct QEMU (qemu/) and libvirt (libvirt/), neither of which imports the other.
+VM_PARTS = {"tcg": 0, "": 1, "qemu": 2, "libvirt": 2}
+# lab/topology/ is one folder today; its modules by what they are, the folders a split would make: the model (what
+# a spec says, and the machines read into one) below what the kernel will make of it (predictions) and the
+# pictures, below the importers of real machines, which check what they write against the predictions.
+TOPOLOGY_PARTS = {
+    "model": ("__init__", "cpu_grid", "tiers", "model", "numactl", "spec", "ref"),
+    "predictions": ("cpu_view", "sched_groups", "kernel_view", "kernel_warnings", "cache_aware", "snc_fix"),
+    "pictures": ("render",),
+    "importers": ("machine_grid", "imported_spec", "hwloc", "importer"),
+}
+TOPOLOGY_LAYERS = {"model": 0, "predictions": 1, "pictures": 1, "importers": 2}
+
+
+def _vm_part(module: str) -> str | None:
+    """lab.vm.qemu.emulator -> "qemu", lab.vm.backend -> "" (the package's own); None outside lab/vm/."""
+    parts = module.split(".")
+    if parts[:2] != ["lab", "vm"]:
+        return None
+    return parts[2] if len(parts) > 2 and (LAB / "vm" / parts[2]).is_dir() else ""
+
+
+def _topology_part(module: str) -> str | None:
+    """lab.topology.hwloc -> "importers"; "?" for a module of no part; None outside lab/topology/."""
+    parts = module.split(".")
+    if parts[:2] != ["lab", "topology"]:
+        return None
+    name = parts[2] if len(parts) > 2 else "__init__"
+    return next((part for part, names in TOPOLOGY_PARTS.items() if name in names), "?")
+
+
+def _inner_upward(graph: dict[str, set[str]], part_of, layers: dict[str, int]) -> list[str]:
+    """The imports inside one package from a part to one of its own layer or above (``part_of``: a module's part,
+    None outside the package)."""
+    bad = []
+    for m, deps in graph.items():
+        for d in deps:
+            pm, pd = part_of(m), part_of(d)
+            if pm is not None and pd is not None and pm != pd and layers[pd] >= layers[pm]:
+                bad.append(f"{m} -> {d}")
+    return sorted(bad)
+
+
+def test_every_module_of_vm_and_topology_has_a_part() -> None:
+    graph = _graph()
+    assert {_vm_part(m) for m in graph} - {None} <= set(VM_PARTS)
+    assert [m for m in graph if _topology_part(m) == "?"] == []
+    assert set(TOPOLOGY_PARTS) == set(TOPOLOGY_LAYERS)
+
+
+def test_the_parts_of_vm_and_topology_import_downward_only() -> None:
+    graph = _graph()
+    assert _inner_upward(graph, _vm_part, VM_PARTS) == []
+    assert _inner_upward(graph, _topology_part, TOPOLOGY_LAYERS) == []
+
+
+def test_a_backend_reaching_into_another_would_be_seen() -> None:
+    """The libvirt backend took BootSpec and smp_layout from the QEMU backend's argv (issue 69): were it back,
+    the test above would fail, as would an importer's model imported by the model."""
+    graph = _graph()
+    graph["lab.vm.libvirt.libvirt_xml"] = graph["lab.vm.libvirt.libvirt_xml"] | {"lab.vm.qemu.qemu_argv"}
+    graph["lab.vm.backend"] = graph["lab.vm.backend"] | {"lab.vm.qemu.qemu_argv"}
+    assert _inner_upward(graph, _vm_part, VM_PARTS) == [
+        "lab.vm.backend -> lab.vm.qemu.qemu_argv",
+        "lab.vm.libvirt.libvirt_xml -> lab.vm.qemu.qemu_argv",
+    ]
+    graph["lab.topology.spec"] = graph["lab.topology.spec"] | {"lab.topology.machine_grid"}
+    assert _inner_upward(graph, _topology_part, TOPOLOGY_LAYERS) == ["lab.topology.spec -> lab.topology.machine_grid"]
 
 
 def test_no_import_cycles() -> None:

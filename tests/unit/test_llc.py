@@ -305,6 +305,7 @@ def test_migrations_between_nodes_are_one_row_the_tasks_one(tmp_path: Path) -> N
 
     from lab.analysis import compare as cmp
     from lab.analysis.record import RunRecord
+    from lab.report import ab_table
 
     ev = [new(0.0, 10, 0), new(0.0, 11, 4), mig(1.0, 10, 0, 1), mig(1.5, 10, 1, 2), mig(3.0, 10, 2, 6),
           mig(3.5, 11, 4, 0), end(4.0, 10), end(4.0, 11)]  # fmt: skip
@@ -328,6 +329,6 @@ def test_migrations_between_nodes_are_one_row_the_tasks_one(tmp_path: Path) -> N
         }
         (d / "manifest.json").write_text(json.dumps(mf))
         runs.append(RunRecord.load(d))
-    text = cmp.to_text(cmp.compare_runs(runs[:1], runs[1:]))
+    text = ab_table.to_text(cmp.compare_runs(runs[:1], runs[1:]))
     assert "llc.migrations_between_llcs" in text and "tasks.migrations_between_nodes" in text
     assert {w for w in text.split() if w.endswith("migrations_between_nodes")} == {"tasks.migrations_between_nodes"}

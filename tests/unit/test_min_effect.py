@@ -22,6 +22,7 @@ from lab.matrix import auto_cells as mauto
 from lab.matrix.definition import parse_matrix
 from lab.min_effect import DEFAULT_PCT, below, effective, parse_pct
 from lab.record_files import RUN_FORMAT
+from lab.report import ab_table
 from lab.run.auto_pairs import check_auto
 from lab.run.options import RunOptions
 from lab.topology.spec import load_topology
@@ -81,14 +82,14 @@ def test_compare_calls_a_tight_difference_below_the_minimum_effect_same_within_i
     # (these records ran under TCG without a remote-latency model: the row's verdict says so, lab.analysis.caveats)
     assert lat.caveat.startswith("remote memory costs nothing here")
     same = f"same within ±1%: {lat.caveat}"
-    text_line = next(ln for ln in cmp.to_text(c).splitlines() if ln.startswith("Amean") and "workload.lat" in ln)
+    text_line = next(ln for ln in ab_table.to_text(c).splitlines() if ln.startswith("Amean") and "workload.lat" in ln)
     assert text_line.endswith(same) and "*" in text_line  # still starred: it is significant
-    assert "(workload.ops 0.1%)" in cmp.to_text(c)  # the header names the metric with its own share
-    md_line = next(ln for ln in cmp.to_markdown(c).splitlines() if ln.startswith("| workload.lat |"))
+    assert "(workload.ops 0.1%)" in ab_table.to_text(c)  # the header names the metric with its own share
+    md_line = next(ln for ln in ab_table.to_markdown(c).splitlines() if ln.startswith("| workload.lat |"))
     assert md_line.rstrip(" |").endswith(same) and "**" in md_line
-    html = cmp.to_html(c)
+    html = ab_table.to_html(c)
     assert f"<small>{same}</small>" in html and 'class="better"' in html  # ops is still green
-    rows = {r["metric"]: r for r in json.loads(cmp.to_json(c))["metrics"]}
+    rows = {r["metric"]: r for r in json.loads(ab_table.to_json(c))["metrics"]}
     assert (
         rows["workload.lat"]["verdict"],
         rows["workload.lat"]["min_effect_pct"],
@@ -101,11 +102,11 @@ def test_compare_calls_a_tight_difference_below_the_minimum_effect_same_within_i
     assert eq["margin"] == pytest.approx(0.1001) and -eq["margin"] < lo < hi < eq["margin"]
     assert rows["workload.ops"]["below_min_effect"] is False and rows["workload.ops"]["verdict"] == "better"
     # the command line's --min-effect is every metric's: 0 turns it off, 5 makes ops the same too
-    off = cmp.compare_runs(base, new, min_effect=0)
+    off = cmp.compare_runs(base, new, ABPlan(min_effect=0))
     assert [r.verdict() for r in (off.row("workload.ops"), off.row("workload.lat"))] == ["better", "better"]
-    five = cmp.compare_runs(base, new, min_effect=5)
+    five = cmp.compare_runs(base, new, ABPlan(min_effect=5))
     assert all(r.below_effect for r in five.rows if r.significant)
-    assert "same within ±5%" in cmp.to_text(five)
+    assert "same within ±5%" in ab_table.to_text(five)
 
 
 def test_compare_cli_takes_min_effect_on_recorded_runs() -> None:

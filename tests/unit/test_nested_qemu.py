@@ -45,13 +45,13 @@ def _boot_nothing(tmp_path: Path, monkeypatch) -> dict:
         seen["hold_kvm"] = a[7] if len(a) > 7 else k.get("hold_kvm", True)
         return real_init(*a, **k)
 
-    def run_vm(argv, console_log, *rest):
-        seen["argv"], seen["env"] = argv, rest[9]
+    def run_vm(req, argv, env=None):
+        seen["argv"], seen["env"] = argv, env
         return console.VmOutcome(exit_code=0, timed_out=False, wall_s=0.1)
 
     monkeypatch.setattr(nested, "resolve_kernel", lambda _spec: SimpleNamespace(image=tmp_path / "vmlinuz",
                                                                                modules_dir=None))  # fmt: skip
-    monkeypatch.setattr(nested, "_initrd", lambda work, *_a, **_k: work / "initrd")
+    monkeypatch.setattr(nested, "outer_initrd", lambda work, *_a, **_k: work / "initrd")
     monkeypatch.setattr(nested, "outer_init", outer_init)
     monkeypatch.setattr(qemu_backend, "run_vm", run_vm)
     return seen
@@ -70,8 +70,8 @@ def test_the_outer_guest_runs_on_the_qemu_chosen_as_runs_is(tmp_path: Path, monk
     # As the real backports QEMU answers: its built-in path is the system's, so its own directories go with -L.
     builtin = ("/usr/share/qemu", "/usr/share/seabios")
     chosen = emulator.Emulator(binary, found.version, builtin, emulator.prefix_data_dirs(binary, builtin))
-    res = nested.run_nested(topo, "true\n", tmp_path / "q10", cache_from=tmp_path / "none", timeout_s=60,
-                            emulator=chosen)  # fmt: skip
+    guest = nested.OuterGuest(cache_from=tmp_path / "none", emulator=chosen)
+    res = nested.run_nested(topo, "true\n", tmp_path / "q10", guest, timeout_s=60)
     # Its binary first, its own firmware directories ahead of the system QEMU's, its own modules; TCG, -cpu max.
     assert seen["argv"][:5] == [binary, "-L", str(prefix / "share/qemu"), "-L", str(prefix / "share/seabios")]
     assert seen["env"] == {"QEMU_MODULE_DIR": str(prefix / "lib/x86_64-linux-gnu/qemu")}
@@ -81,11 +81,15 @@ def test_the_outer_guest_runs_on_the_qemu_chosen_as_runs_is(tmp_path: Path, monk
     assert res.qemu == {"binary": binary, "version": chosen.short_version}
     assert res.lines("ring-2")[0].startswith(f"outer guest: ring-2 (QEMU {chosen.short_version}), booted")
     # No choice: the default stays run's, $NUMALAB_QEMU else the PATH's QEMU.
-    res = nested.run_nested(topo, "true\n", tmp_path / "q72", cache_from=tmp_path / "none", timeout_s=60)
+    res = nested.run_nested(
+        topo, "true\n", tmp_path / "q72", nested.OuterGuest(cache_from=tmp_path / "none"), timeout_s=60
+    )
     assert seen["argv"][0] == os.path.realpath(SYSTEM) and seen["env"] == {}
     assert res.qemu == {"binary": os.path.realpath(SYSTEM), "version": emulator.resolve().short_version}
     monkeypatch.setenv("NUMALAB_QEMU", "backports")
-    res = nested.run_nested(topo, "true\n", tmp_path / "env", cache_from=tmp_path / "none", timeout_s=60)
+    res = nested.run_nested(
+        topo, "true\n", tmp_path / "env", nested.OuterGuest(cache_from=tmp_path / "none"), timeout_s=60
+    )
     assert seen["argv"][0] == binary and res.qemu["binary"] == binary
 
 
@@ -94,11 +98,13 @@ def test_the_kvm_hold_is_skipped_only_by_the_reproduction_knob(tmp_path: Path, m
     monkeypatch.delenv(nested.NO_KVM_HOLD_ENV, raising=False)
     seen = _boot_nothing(tmp_path, monkeypatch)
     topo = TopologyRef("ring-2", 1, "256M").load()
-    nested.run_nested(topo, "true\n", tmp_path / "held", cache_from=tmp_path / "none", timeout_s=60)
+    nested.run_nested(topo, "true\n", tmp_path / "held", nested.OuterGuest(cache_from=tmp_path / "none"), timeout_s=60)
     assert seen["hold_kvm"] is True
     for value, held in (("0", True), ("", True), ("1", False)):
         monkeypatch.setenv(nested.NO_KVM_HOLD_ENV, value)
-        nested.run_nested(topo, "true\n", tmp_path / f"knob{value}", cache_from=tmp_path / "none", timeout_s=60)
+        nested.run_nested(
+            topo, "true\n", tmp_path / f"knob{value}", nested.OuterGuest(cache_from=tmp_path / "none"), timeout_s=60
+        )
         assert seen["hold_kvm"] is held, value
     # What the init does with it: the serving guest holds its VM, or says it does not; a plain guest neither.
     served = {hold: nested.outer_init("numalab-test", "--reuid=1001", "/c", "", ssh_port=40123, hold_kvm=hold)[0]
@@ -139,11 +145,11 @@ def test_the_summary_names_the_outer_qemu(tmp_path: Path, monkeypatch, capsys) -
     prefix = _backports(tmp_path / "cache")
     seen = {}
 
-    def fake_run_nested(topo, script, out, **kw):
-        seen["emulator"] = kw["emulator"]
+    def fake_run_nested(topo, script, out, guest, *_rest):
+        seen["emulator"] = guest.emulator
         out.mkdir(parents=True)
         (out / "console.log").touch()
-        e = kw["emulator"]
+        e = guest.emulator
         return nested.NestedResult(0, {"booted": "2", "done": ""}, 1.0, out, out / "console.log", False,
                                    qemu={"binary": e.binary, "version": e.short_version})  # fmt: skip
 

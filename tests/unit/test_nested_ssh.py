@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from lab.host import nested, nested_ssh, sshd_prefix
-from lab.host.nested import outer_init
+from lab.host import nested, nested_init, nested_ssh, sshd_prefix
+from lab.host.nested_init import outer_init
 from lab.topology.ref import TopologyRef
+from lab.vm.backend import BootSpec
 from lab.vm.libvirt.libvirt_conn import is_local_uri, uri_parts
-from lab.vm.qemu.qemu_argv import BootSpec, qemu_argv
+from lab.vm.qemu.qemu_argv import qemu_argv
 
 
 @pytest.fixture
@@ -116,7 +117,10 @@ def test_the_outer_init_serves_only_when_asked() -> None:
     assert "libvirt" not in plain_prepare
     # Either way: a copy of the records every PARTIAL_S while the guest runs, and a failure sends them.
     for text in (init, plain_init):
-        assert f"while sleep {nested.PARTIAL_S}; do partial; done" in text and f"/results/{nested.PARTIAL}" in text
+        assert (
+            f"while sleep {nested_init.PARTIAL_S}; do partial; done" in text
+            and f"/results/{nested_init.PARTIAL}" in text
+        )
         assert "fail() { say failed" in text and "send; poweroff -f; }" in text
 
 
@@ -169,14 +173,14 @@ def test_the_records_come_back_whole_or_as_the_last_copy(tmp_path: Path) -> None
     share.mkdir()
     out.mkdir()
     assert nested.unpack_records(share, out) == "none"
-    tar(share / nested.PARTIAL, {"./script.log": b"half"})
+    tar(share / nested_init.PARTIAL, {"./script.log": b"half"})
     assert nested.unpack_records(share, out) == "partial" and (out / "script.log").read_bytes() == b"half"
-    tar(share / nested.PARTIAL, {"./script.log": b"half"})
-    tar(share / nested.TAR, {"./script.log": b"all", "./sshd.log": b"x"})
+    tar(share / nested_init.PARTIAL, {"./script.log": b"half"})
+    tar(share / nested_init.TAR, {"./script.log": b"all", "./sshd.log": b"x"})
     assert nested.unpack_records(share, out) == "all" and (out / "script.log").read_bytes() == b"all"
     assert not list(share.iterdir())  # (both copies taken away)
-    (share / nested.TAR).write_bytes(b"cut short")  # a final tar cut short: the last copy does
-    tar(share / nested.PARTIAL, {"./libvirtd.log": b"y"})
+    (share / nested_init.TAR).write_bytes(b"cut short")  # a final tar cut short: the last copy does
+    tar(share / nested_init.PARTIAL, {"./libvirtd.log": b"y"})
     assert nested.unpack_records(share, out) == "partial" and (out / "libvirtd.log").read_bytes() == b"y"
 
 
@@ -222,7 +226,7 @@ def test_nested_without_out_leaves_its_default_directory_to_the_library(tmp_path
 
     seen = {}
 
-    def fake_run_nested(topo, script, out, **kw):
+    def fake_run_nested(topo, script, out, *_rest):
         seen["existed"] = out.exists()
         out.mkdir(parents=True, exist_ok=False)  # (as the real one does)
         (out / "console.log").touch()
@@ -248,7 +252,7 @@ def test_a_silent_outer_console_stops_the_guest_once(tmp_path: Path) -> None:
     watch(149.0)
     assert not stop.is_set() and watch.silent_s is None
     with console.open("a") as f:
-        f.write(f"{nested.MARK} alive\n")
+        f.write(f"{nested_init.MARK} alive\n")
     watch(160.0)
     watch(259.0)
     assert not stop.is_set()
@@ -260,9 +264,9 @@ def test_a_silent_outer_console_stops_the_guest_once(tmp_path: Path) -> None:
 
 def test_the_outer_init_marks_it_is_alive_and_the_tail_leaves_that_out(tmp_path: Path) -> None:
     init, _prepare = outer_init("u", "--reuid=1000", "/c", "")
-    assert f"while sleep {nested.ALIVE_S}; do say alive; done" in init
+    assert f"while sleep {nested_init.ALIVE_S}; do say alive; done" in init
     console = tmp_path / "console.log"
-    console.write_text(f"{nested.MARK} booted 2\n{nested.MARK} alive\n| hello\n{nested.MARK} done\n")
+    console.write_text(f"{nested_init.MARK} booted 2\n{nested_init.MARK} alive\n| hello\n{nested_init.MARK} done\n")
     heard: list[str] = []
     nested._ConsoleTail(console, heard.append)(0.0)
     assert heard == ["[outer] booted 2", "hello", "[outer] done"]
@@ -270,6 +274,6 @@ def test_the_outer_init_marks_it_is_alive_and_the_tail_leaves_that_out(tmp_path:
 
 def test_root_in_its_own_cache_hides_only_this_hosts_verdicts_and_calibrations() -> None:
     _init, prepare = outer_init("root", "--reuid=0", "/root/.cache/numalab", "/root/.cache/numalab")
-    assert nested.HOST_OWN == ("accel", "tcg-lpj.json", "tcg-tsc.json")
+    assert nested_init.HOST_OWN == ("accel", "tcg-lpj.json", "tcg-tsc.json")
     assert 'for e in accel tcg-lpj.json tcg-tsc.json; do rm -rf "$C/$e"; done' in prepare
     assert '[ -n "$OWN" ] || chown -R "$U:" "$C"' in prepare  # (no copy-up of root's whole cache)

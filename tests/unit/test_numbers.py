@@ -20,10 +20,12 @@ from common import REPO, numalab
 
 from lab.analysis import compare as cmp
 from lab.analysis import stats
+from lab.analysis.ab_plan import ABPlan
 from lab.analysis.display import percent
 from lab.analysis.kernel_complaints import complaints, read_complaints
 from lab.analysis.metrics import run_metrics
 from lab.analysis.record import RunRecord
+from lab.report import ab_table
 from lab.report.report_model import build_report
 from lab.run.summary import print_summary
 from lab.topology.kernel_warnings import predicted_warnings
@@ -146,7 +148,9 @@ def test_compare_leaves_incomplete_runs_out_unless_asked() -> None:
     assert c.new_runs == [ON[2].name]
     assert any("ring4-numa01-tinybuf (trace incomplete: 2,020 of 4,771" in x for x in c.excluded)
     assert any("--include-incomplete" in n for n in c.notes)
-    assert "excluded: ring4-numa01-tinybuf" in cmp.to_text(c) and "excluded: ring4-numa01-tinybuf" in cmp.to_markdown(c)
+    assert "excluded: ring4-numa01-tinybuf" in ab_table.to_text(
+        c
+    ) and "excluded: ring4-numa01-tinybuf" in ab_table.to_markdown(c)
     c2 = cmp.compare_runs(base, new, include_incomplete=True)
     assert c2.new_runs == [ON[2].name, TINY.name]
     assert c2.row("events.mm_migrate_pages").new.n == 2
@@ -226,7 +230,7 @@ def test_one_near_zero_run_does_not_dominate_a_percentage() -> None:
 
 def test_every_rendering_names_its_mean_and_markdown_has_coeffvar() -> None:
     c = cmp.compare_runs([RunRecord.load(p) for p in ON[:2]], [RunRecord.load(ON[2])])
-    text, md, html = cmp.to_text(c), cmp.to_markdown(c), cmp.to_html(c)
+    text, md, html = ab_table.to_text(c), ab_table.to_markdown(c), ab_table.to_html(c)
     assert re.search(r"^Amean\s+vmstat\.hint_local_pct", text, re.M)
     assert re.search(r"^Hmean\s+workload\.gbps", text, re.M)
     assert not re.search(r"\bmean\b", md.split("| metric |")[1].splitlines()[0])  # no bare "mean" column
@@ -263,7 +267,9 @@ def _values(runs: list[Path], key: str) -> list[float]:
 
 
 def test_ci_overlap_is_what_mmtests_computes() -> None:
-    c = cmp.compare_runs([RunRecord.load(p) for p in OFF], [RunRecord.load(p) for p in ON], "ci-overlap")
+    c = cmp.compare_runs(
+        [RunRecord.load(p) for p in OFF], [RunRecord.load(p) for p in ON], ABPlan(significance="ci-overlap")
+    )
     assert len(c.rows) > 8
     for row in c.rows:
         b, n = _values(OFF, row.metric.key), _values(ON, row.metric.key)
@@ -412,7 +418,7 @@ def test_real_ab_hint_local_uses_the_arithmetic_mean() -> None:
     row = c.row("vmstat.hint_local_pct")
     assert row.mean_name == "Amean"
     assert row.mean(row.base) == pytest.approx(sum(a) / 4) and row.mean(row.new) == pytest.approx(sum(b) / 4)
-    pct = cmp.to_dict(c)["metrics"][[r.metric.key for r in c.rows].index("vmstat.hint_local_pct")]["pct_diff"]
+    pct = ab_table.to_dict(c)["metrics"][[r.metric.key for r in c.rows].index("vmstat.hint_local_pct")]["pct_diff"]
     assert pct == pytest.approx((sum(b) - sum(a)) * 100 / sum(a))
     assert round(pct, 1) == -62.8
     assert row.new.hmean == pytest.approx(1.14, abs=0.01)  # what the table showed before
@@ -423,7 +429,9 @@ def test_real_ab_hint_local_uses_the_arithmetic_mean() -> None:
 
 
 def test_real_ab_ci_overlap_is_what_mmtests_computes() -> None:
-    c = cmp.compare_runs([RunRecord.load(p) for p in AB_A], [RunRecord.load(p) for p in AB_B], "ci-overlap")
+    c = cmp.compare_runs(
+        [RunRecord.load(p) for p in AB_A], [RunRecord.load(p) for p in AB_B], ABPlan(significance="ci-overlap")
+    )
     for row in c.rows:
         b, n = _values(AB_A, row.metric.key), _values(AB_B, row.metric.key)
         assert row.significant == _mmtests_cidiff_significant(b, n, row.mean_name == "Hmean"), row.metric.key

@@ -19,6 +19,7 @@ from lab.analysis import finding
 from lab.analysis.record import RunRecord
 from lab.analysis.scheduler_class import SchedulerInfo, ext_names, scheduler_of, side_schedulers
 from lab.errors import LabError
+from lab.report import ab_table
 
 SCX = {"asked": "scx_simple", "kind": "sched_ext", "start": {"state": "enabled", "ops": "simple"},
        "end": {"state": "enabled", "ops": "simple"}, "ejected": False, "reason": None}  # fmt: skip
@@ -107,15 +108,15 @@ def test_fair_against_sched_ext_on_one_kernel(tmp_path: Path) -> None:
     row = c.row("vmstat.numa_pages_migrated")
     assert "the fair class's" in row.verdict_text() and "scx_simple (sched_ext)" in row.verdict_text()
     # in every rendering
-    text = cmp.to_text(c)
+    text = ab_table.to_text(c)
     assert next(ln for ln in text.splitlines() if ln.startswith("Amean    vmstat.numa_pages_migrated")).endswith(
         row.class_note
     )
     assert any("(sched_ext) ran the workload on a side" in n for n in c.notes)
-    md = next(ln for ln in cmp.to_markdown(c).splitlines() if ln.startswith("| vmstat.numa_pages_migrated |"))
+    md = next(ln for ln in ab_table.to_markdown(c).splitlines() if ln.startswith("| vmstat.numa_pages_migrated |"))
     assert "the fair class's" in md
-    assert "the fair class&#x27;s" in cmp.to_html(c)
-    d = cmp.to_dict(c)
+    assert "the fair class&#x27;s" in ab_table.to_html(c)
+    d = ab_table.to_dict(c)
     rows = {m["metric"]: m for m in d["metrics"]}
     assert rows["vmstat.numa_pages_migrated"]["fair_class_only"] and not rows["timings.boot_s"]["fair_class_only"]
     assert d["schedulers"] == {"baseline": "fair", "new": "scx_simple", "sched_ext": ["scx_simple"]}
@@ -128,8 +129,8 @@ def test_a_fair_class_ab_is_as_it_was(tmp_path: Path) -> None:
         base, new = ([RunRecord.load(p) for p in _copies(tmp_path / f"{field is None}{s}", field, s)] for s in "ab")
         c = cmp.compare_runs(base, new)
         assert c.base_label == "stock" and not c.ext and not any(r.class_note for r in c.rows)
-        assert c.same_kernel and "the fair class's" not in cmp.to_text(c) + finding.to_text(c)
-        assert cmp.to_dict(c)["schedulers"]["sched_ext"] == []
+        assert c.same_kernel and "the fair class's" not in ab_table.to_text(c) + finding.to_text(c)
+        assert ab_table.to_dict(c)["schedulers"]["sched_ext"] == []
 
 
 def test_the_finding_never_calls_balancing_idle_a_verdict_on_the_bpf_scheduler(tmp_path: Path) -> None:

@@ -24,8 +24,9 @@ from lab.topology.tiers import (
     read_tiers,
     usable_mib,
 )
+from lab.vm.backend import BootSpec
 from lab.vm.libvirt.libvirt_xml import domain_xml
-from lab.vm.qemu.qemu_argv import BootSpec, qemu_argv
+from lab.vm.qemu.qemu_argv import qemu_argv
 from lab.workloads.registry import get_workload
 
 BOOT = BootSpec(

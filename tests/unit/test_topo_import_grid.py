@@ -26,8 +26,9 @@ from lab import schemas
 from lab.datafile import parse_yaml
 from lab.errors import LabError
 from lab.topology.hwloc import parse_hwloc_xml, parse_synthetic, read_hwloc_xml
+from lab.topology.imported_spec import grid_spec
 from lab.topology.importer import import_spec, read_sysfs_grid
-from lab.topology.machine_grid import CpuGroups, GridMachine, derive_grid, grid_spec
+from lab.topology.machine_grid import CpuGroups, GridMachine, derive_grid
 from lab.topology.numactl import Machine, MachineNode
 
 DATA = REPO / "tests" / "data" / "topologies"

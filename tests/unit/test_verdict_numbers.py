@@ -21,6 +21,7 @@ from lab.analysis.record import RunRecord
 from lab.matrix import auto_cells as mauto
 from lab.matrix.definition import parse_matrix
 from lab.record_files import VMSTAT_END, VMSTAT_START
+from lab.report import ab_table
 from lab.run import auto_pairs as ab_auto
 from lab.run.options import RunOptions
 from lab.topology.spec import load_topology
@@ -38,21 +39,23 @@ def test_an_all_zero_baseline_has_one_verdict_in_text_markdown_and_html() -> Non
     # a mechanism counter went up: changed (not judged), though the %diff of a 0 baseline is n/a
     assert row.verdict() == "changed"
     assert row.diff_text() == f"Δ{row.new.amean:+.4g}"
-    text_line = next(ln for ln in cmp.to_text(c).splitlines() if ln.startswith("Amean") and "numa_pages_migrated" in ln)
-    md_line = next(ln for ln in cmp.to_markdown(c).splitlines() if ln.startswith("| vmstat.numa_pages_migrated "))
+    text_line = next(
+        ln for ln in ab_table.to_text(c).splitlines() if ln.startswith("Amean") and "numa_pages_migrated" in ln
+    )
+    md_line = next(ln for ln in ab_table.to_markdown(c).splitlines() if ln.startswith("| vmstat.numa_pages_migrated "))
     assert text_line.rstrip().endswith("*") and f"*{row.diff_text():>8}*" in text_line  # starred, with the Δ
     assert f"**{row.diff_text()}**" in md_line and md_line.rstrip(" |").endswith("changed")
-    html = cmp.to_html(c)
+    html = ab_table.to_html(c)
     assert f'class="changed">{row.diff_text()} *</td>' in html and "shown, not judged" in html
-    assert "Δ: the absolute change" in cmp.to_text(c) and "Δ: the absolute change" in cmp.to_markdown(c)
+    assert "Δ: the absolute change" in ab_table.to_text(c) and "Δ: the absolute change" in ab_table.to_markdown(c)
     # no row of any stat reads a %diff past PCT_SHOWN_MAX (Min, Max, Stddev of a 0 baseline included)
-    pcts = [float(x) for x in re.findall(r"(-?\d+\.\d+)%[*)]", cmp.to_text(c))]
+    pcts = [float(x) for x in re.findall(r"(-?\d+\.\d+)%[*)]", ab_table.to_text(c))]
     assert pcts and max(map(abs, pcts)) <= cmp.PCT_SHOWN_MAX
     # and a row that is not significant is neither starred nor bold, in either
-    text = cmp.to_text(c).splitlines()
+    text = ab_table.to_text(c).splitlines()
     for r in c.rows:
         tl = next(ln for ln in text if re.match(rf"(Amean|Hmean)\s+{re.escape(r.metric.key)}\s", ln))
-        ml = next(ln for ln in cmp.to_markdown(c).splitlines() if ln.startswith(f"| {r.metric.key} |"))
+        ml = next(ln for ln in ab_table.to_markdown(c).splitlines() if ln.startswith(f"| {r.metric.key} |"))
         tl = tl.removesuffix(f"  {r.verdict_text()}") if r.caveat else tl  # (a row's caveat follows its mark)
         assert tl.rstrip().endswith("*") == bool(r.significant) == ("**" in ml), (r.metric.key, tl, ml)
 

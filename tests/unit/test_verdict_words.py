@@ -22,6 +22,7 @@ from lab.analysis import verdict as vd
 from lab.analysis.judgement import judge
 from lab.analysis.metrics import get_metric
 from lab.analysis.stats import Stats, significant
+from lab.report import ab_table
 from lab.report.sections.ab_section import _verdict_words
 
 LAB = REPO / "lab"
@@ -174,13 +175,13 @@ def test_two_tight_equal_samples_are_the_same_within_one_percent_everywhere() ->
     assert v.direction == "same" and v.decided and v.decision == "same within ±1%"
     assert "b vs a: same within ±1%, +0.00%, not significant (welch), equivalent within ±1% (TOST p=" in v.line()
     c = _comparison([row])
-    data = {m["metric"]: m for m in cmp.to_dict(c)["metrics"]}["workload.gbps"]
+    data = {m["metric"]: m for m in ab_table.to_dict(c)["metrics"]}["workload.gbps"]
     assert data["verdict"] == "same" and data["verdict_text"] == "same within ±1%"
     assert data["equivalence"]["equivalent"] is True and data["equivalence"]["p_value"] < 0.05
     assert data["equivalence"]["margin_pct"] == 1.0 and data["equivalence"]["margin"] == pytest.approx(0.1)
     assert data["p_value"] == pytest.approx(1.0) and data["ci95_diff"] is not None  # the p and interval it had
-    assert "same within ±1%" in cmp.to_text(c) and "same within ±1%" in cmp.to_markdown(c)
-    assert "same within ±1%" in cmp.to_html(c) and _verdict_words(row) == "same within ±1%"
+    assert "same within ±1%" in ab_table.to_text(c) and "same within ±1%" in ab_table.to_markdown(c)
+    assert "same within ±1%" in ab_table.to_html(c) and _verdict_words(row) == "same within ±1%"
     # the same pair as a mechanism row of the finding
     loc = _row("vmstat.hint_local_pct", [80.0, 80.1, 79.9], [80.0, 80.1, 79.9])
     both = finding.both_sides_sentence(_comparison([loc]))

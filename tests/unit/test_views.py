@@ -17,6 +17,7 @@ from lab.analysis import compare as cmp
 from lab.analysis.metrics import METRIC_KEYS, NEUTRAL, metric_values, run_metrics
 from lab.analysis.node_memory import node_memory
 from lab.analysis.record import RunRecord
+from lab.report import ab_table
 from lab.report.report_model import build_report
 from lab.report.sections.views_section import _binned, run_views
 from lab.topology.spec import load_topology
@@ -131,13 +132,13 @@ def test_mechanism_counters_are_neutral_and_outcomes_are_judged() -> None:
     for key in ("vmstat.hint_local_pct", "tasks.convergence_s", "workload.gbps_per_vcpu_s"):
         assert METRIC_KEYS[key].better in ("higher", "lower"), key
     c = cmp.compare_runs([RunRecord.load(p) for p in OFF], [RunRecord.load(p) for p in ON])
-    html = cmp.to_html(c)
+    html = ab_table.to_html(c)
     for key in ("vmstat.numa_pages_migrated", "vmstat.numa_hint_faults", "events.sched_stick_numa"):
         row = c.row(key)
         assert row is not None and row.verdict() in ("changed", "same", "undecided", "unknown"), (key, row.verdict())
     # no green or red for a counter: every coloured cell is a judged metric's
     assert 'class="better"' not in html.split("vmstat.numa_pages_migrated")[1].split("</tr>")[0]
-    assert "shown, not judged" in html and "neutral" in cmp.to_text(c)
+    assert "shown, not judged" in html and "neutral" in ab_table.to_text(c)
 
 
 def test_compare_json_has_p_values_and_intervals() -> None:

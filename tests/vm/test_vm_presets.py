@@ -19,7 +19,7 @@ from lab.topology.cpu_view import predict_cpus
 from lab.topology.kernel_view import expected_numa_spans, predict
 from lab.topology.spec import load_topology, preset_names
 from lab.topology.tiers import usable_mib
-from lab.vm.qemu.qemu_argv import required_qemu
+from lab.vm.machine_needs import required_qemu
 
 pytestmark = pytest.mark.vm
 

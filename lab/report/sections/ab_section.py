@@ -4,10 +4,11 @@ the key metrics per run (and of every metric a user's workload declares)."""
 from __future__ import annotations
 
 from lab.analysis import finding
-from lab.analysis.compare import Comparison, Row, to_html
+from lab.analysis.compare import Comparison, Row
 from lab.analysis.metrics import METRIC_KEYS, NEUTRAL, metric_values
 from lab.events import MOVE_NUMA, SWAP_NUMA
 from lab.report import svg
+from lab.report.ab_table import to_html
 from lab.report.colors import BASE_COLOR, NEW_COLOR
 from lab.report.html_parts import e, figure
 from lab.report.sections.views_section import ab_overlays

@@ -117,8 +117,7 @@ def access_section(r: dict) -> str:
             t,
             lines,
             title="local % over time",
-            x_label="s since workload start",
-            y_max=100,
+            axes=svg.Axes(x_label="s since workload start", y_max=100),
             colors={"access local %": ACCESS_LOCAL_COLOR, "hint local %": HINT_LOCAL_COLOR},
         )
         figs.append(

@@ -7,6 +7,8 @@ migrated pages, and how it went over time.
 
 from __future__ import annotations
 
+import dataclasses
+
 from lab.analysis.display import percent
 from lab.events import MIGRATE_PAGES, MIGRATE_TASK, NUMA_DECISIONS, STICK_NUMA
 from lab.report import svg
@@ -217,12 +219,12 @@ def _over_time(r: dict, m: dict, numa: dict) -> str:
     x_range = (0.0, max([*rx, *(vs.get("t") or []), 1]))
     duration = get(r, "workload", "duration_s")
     marks = [(float(duration), "workload end")] if isinstance(duration, (int, float)) else []
-    common = {"x_label": "s since workload start", "x_range": x_range, "marks": marks}
+    axes = svg.Axes(x_label="s since workload start", x_range=x_range, marks=marks)
     if series:
         sched = {k: series[k] for k in KINDS if k in series}
         charts.append(
             figure(
-                svg.line_chart(rx, sched, title="NUMA scheduler events per second", colors=EVENT_COLORS, **common),
+                svg.line_chart(rx, sched, title="NUMA scheduler events per second", colors=EVENT_COLORS, axes=axes),
                 " / ".join(ev.name for ev in NUMA_DECISIONS) + " per second.",
             )
         )
@@ -234,7 +236,7 @@ def _over_time(r: dict, m: dict, numa: dict) -> str:
                         {"calls": series[MIGRATE_PAGES_KEY]},
                         title=f"{MIGRATE_PAGES.name} calls per second",
                         colors={"calls": EVENT_COLORS[MIGRATE_PAGES.short]},
-                        **common,
+                        axes=axes,
                     ),
                     "Page-migration calls (each moves one page or one THP).",
                 )
@@ -246,9 +248,8 @@ def _over_time(r: dict, m: dict, numa: dict) -> str:
                     vs["t"],
                     {"hint local %": vs.get("hint_local_pct", [])},
                     title="NUMA hint-local % per interval",
-                    y_max=100,
                     colors={"hint local %": HINT_LOCAL_COLOR},
-                    **common,
+                    axes=dataclasses.replace(axes, y_max=100),
                 ),
                 "numa_hint_faults_local / numa_hint_faults in each vmstat sample interval (gaps: no faults).",
             )
@@ -260,7 +261,7 @@ def _over_time(r: dict, m: dict, numa: dict) -> str:
                     {"pages": vs.get("numa_pages_migrated", [])},
                     title="NUMA pages migrated (cumulative)",
                     colors={"pages": EVENT_COLORS[MIGRATE_PAGES.short]},
-                    **common,
+                    axes=axes,
                 ),
                 "numa_pages_migrated from /proc/vmstat, since the workload started.",
             )

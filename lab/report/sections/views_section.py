@@ -265,12 +265,12 @@ def _node_memory(r: dict) -> str:
     colors = {f"node {i}": NODE_COLORS[i % len(NODE_COLORS)] for i in range(n)}
     used = {f"node {i}": [row[i] if row else None for row in nm.get("used_mib", [])] for i in range(n)}
     figs = [figure(svg.line_chart(t, used, title="Used memory per node (MiB)", colors=colors,
-                                  x_label="s since workload start", width=640),
+                                  axes=svg.Axes(x_label="s since workload start"), width=640),
                    "MemUsed of /sys/devices/system/node/nodeN/meminfo at each vmstat sample.")]  # fmt: skip
     if any(row for row in nm.get("workload_mib") or []):
         mine = {f"node {i}": [row[i] if row else None for row in nm["workload_mib"]] for i in range(n)}
         figs.append(figure(svg.line_chart(t, mine, title="The workload's memory per node (MiB)", colors=colors,
-                                          x_label="s since workload start", width=640),
+                                          axes=svg.Axes(x_label="s since workload start"), width=640),
                            "The N&lt;node&gt;= pages of /proc/PID/numa_maps of the workload's processes."))  # fmt: skip
         figs += process_memory(nm, n, colors)
     else:
@@ -323,7 +323,8 @@ def process_memory(nm: dict, n: int, colors: dict[str, str]) -> list[str]:
         rows = [row if isinstance(row, list) else [] for row in series.get("mib") or []]
         lines = {f"node {i}": [row[i] if i < len(row) else None for row in rows] for i in range(n)}
         chart = svg.line_chart(series.get("t") or [], lines, title=f"Process {pid}: its memory per node (MiB)",
-                               colors=colors, x_label="s since workload start", width=640, x_range=span)  # fmt: skip
+                               colors=colors, axes=svg.Axes(x_label="s since workload start", x_range=span),
+                               width=640)  # fmt: skip
         figs.append(figure(chart, f"The N&lt;node&gt;= pages of /proc/{e(pid)}/numa_maps at each sample (its "
                                   "threads share them)."))  # fmt: skip
     if len(ranked) > PROCESS_CHARTS:

@@ -47,8 +47,8 @@ from lab.errors import LabError
 from lab.placement.pinning import Placement, plan_placement
 from lab.record_files import CONSOLE_LOG, DOMAIN_LIVE_XML, DOMAIN_XML, QEMU_LOG
 from lab.topology.model import Topology
-from lab.vm.backend import VmRequest
-from lab.vm.console import VmOutcome, watch
+from lab.vm.backend import FIRMWARES, BootSpec, VmRequest
+from lab.vm.console import VmOutcome, WatchRules, watch
 from lab.vm.hang import BUSY_WINDOW_S, add_busy, busy_shares, parse_registers
 from lab.vm.libvirt.libvirt_conn import (
     capabilities,
@@ -61,14 +61,13 @@ from lab.vm.libvirt.libvirt_conn import (
     qemu_dac_label,
     short_error,
     version_string,
+    version_tuple,
 )
 from lab.vm.libvirt.libvirt_hostspec import HostSpec, check_host
 from lab.vm.libvirt.libvirt_leftovers import clean_hint, with_metadata
 from lab.vm.libvirt.libvirt_storage import ImageStore, download, ensure_pool
 from lab.vm.libvirt.libvirt_xml import check_expressible, domain_xml
-from lab.vm.qemu.emulator import qemu_version_tuple
-from lab.vm.qemu.firmware import resolve_firmware
-from lab.vm.qemu.qemu_argv import BootSpec, check_qemu_can_express
+from lab.vm.machine_needs import check_qemu_can_express
 from lab.vm.share import SHARE_FILES, ShareLimits, fmt_bytes, over_limit
 from lab.vm.tcg.access_plugin import relocate, split_argument
 from lab.vm.vcpu_time import Sample, StageSampler, libvirt_stats_sample
@@ -104,6 +103,7 @@ class LibvirtBackend:
     """A libvirt daemon (``uri``) runs the VM; everything else is as for :class:`QemuBackend`."""
 
     name = "libvirt"
+    emulator = None  # the host's QEMU is the daemon's: asked for its version only (emulator_version)
 
     def __init__(self, uri: str = "qemu:///system", host: HostSpec | None = None) -> None:
         self.host = host or HostSpec(uri)
@@ -145,23 +145,32 @@ class LibvirtBackend:
             return ""
         return f"the libvirt host {self.uri} offers no KVM domains (x86_64 domain types: {', '.join(sorted(types))})"
 
-    def emulator_version(self) -> str:
-        """The host's QEMU as a ``--version`` line (what the daemon reports: libvirt runs its own emulator)."""
+    def _qemu_version(self) -> int:
+        """The host's QEMU version as the daemon reports it (libvirt runs its own emulator): 10000002."""
         conn = connect(self.uri)
         try:
-            return f"QEMU emulator version {version_string(conn.getVersion())}"
+            return conn.getVersion()
         finally:
             close_quietly(conn)
 
+    def emulator_version(self) -> str:
+        """The host's QEMU as a ``--version`` line."""
+        return f"QEMU emulator version {version_string(self._qemu_version())}"
+
     def firmware_rom(self, choice: str) -> str:
-        """libvirt hosts boot their default firmware ("": --firmware qboot is a one-line error)."""
-        return resolve_firmware(choice, self.name)
+        """libvirt hosts boot their default firmware ("": --firmware qboot is a one-line error; a ROM path on a
+        remote host cannot be checked from here)."""
+        if choice not in FIRMWARES:
+            raise LabError(f"--firmware {choice}: expected one of {', '.join(FIRMWARES)}")
+        if choice == "qboot":
+            raise LabError("--firmware qboot: only with --backend qemu (libvirt hosts boot their default firmware)")
+        return ""
 
     def check_machine(self, topo: Topology) -> None:
         """What libvirt 9.0 cannot say or start (lab.vm.libvirt.libvirt_xml.check_expressible), and what the
         host's QEMU cannot express."""
         check_expressible(topo)
-        check_qemu_can_express(topo, qemu_version_tuple(self.emulator_version()), f"{self.host}'s QEMU")
+        check_qemu_can_express(topo, version_tuple(self._qemu_version()), f"{self.host}'s QEMU")
 
     def check(self) -> dict:
         """Fail early, with a one-line error, when the host cannot be reached (before building images)."""
@@ -248,17 +257,8 @@ class _Run:
                     on_tick(now)
 
             try:
-                watch(
-                    self.console_local,
-                    outcome,
-                    timeout_s,
-                    self._exited,
-                    sampler,
-                    tick,
-                    guard=self._guard,
-                    boot_deadline_s=boot_deadline_s,
-                    token=self.boot.stage_token,
-                )
+                rules = WatchRules(timeout_s, self._guard, boot_deadline_s)
+                watch(self.console_local, outcome, rules, self._exited, sampler, tick, token=self.boot.stage_token)
             finally:
                 outcome.vcpu_time = sampler.result()
             if outcome.timed_out:

@@ -157,5 +157,10 @@ def host_inventory(conn) -> HostInventory:
     return HostInventory(tuple(nodes), online, sum(n.mem_available_mib for n in nodes), distances)
 
 
+def version_tuple(v: int) -> tuple[int, int, int]:
+    """libvirt's version number of a program (``conn.getVersion()``: 10000002) -> (10, 0, 2)."""
+    return v // 1000000, v // 1000 % 1000, v % 1000
+
+
 def version_string(v: int) -> str:
-    return f"{v // 1000000}.{v // 1000 % 1000}.{v % 1000}"
+    return ".".join(map(str, version_tuple(v)))

@@ -67,8 +67,10 @@ import xml.etree.ElementTree as ET
 from lab.cpulist import format_cpulist
 from lab.errors import LabError
 from lab.placement.pinning import Placement
+from lab.topology.cpu_grid import CPUID_VENDOR_IDS
+from lab.topology.cpu_view import smp_layout
 from lab.topology.model import Topology
-from lab.vm.qemu.qemu_argv import CPUID_VENDORS, BootSpec, smp_layout
+from lab.vm.backend import BootSpec
 
 QEMU_NS = "http://libvirt.org/schemas/domain/qemu/1.0"
 ET.register_namespace("qemu", QEMU_NS)
@@ -151,7 +153,7 @@ def _cpu(root: ET.Element, topo: Topology, domain_type: str) -> None:
         cpu = _sub(root, "cpu", mode="host-passthrough")
     elif grid is not None:  # (the argv's -cpu qemu64,vendor=...: lab.vm.qemu.qemu_argv.cpu_model)
         cpu = _sub(root, "cpu", mode="custom", match="exact", check="none")
-        _sub(cpu, "model", "qemu64", fallback="forbid", vendor_id=CPUID_VENDORS[grid.vendor or "intel"])
+        _sub(cpu, "model", "qemu64", fallback="forbid", vendor_id=CPUID_VENDOR_IDS[grid.vendor or "intel"])
     else:
         cpu = _sub(root, "cpu")
     if grid is None:

@@ -10,7 +10,8 @@ The guest's DMI line in ``dmesg-boot.txt`` names the firmware it booted
 (qboot says "BIOS 0.1").
 
 ``--firmware seabios`` keeps QEMU's default. libvirt hosts always boot their
-default firmware: a ROM path on a remote host cannot be checked from here.
+default firmware: a ROM path on a remote host cannot be checked from here
+(lab.vm.libvirt.libvirt_backend.LibvirtBackend.firmware_rom).
 
 qboot is looked up where the run's QEMU itself looks for ROMs, in its order
 (lab.vm.qemu.emulator.Emulator.firmware_dirs: the -L directories of a private
@@ -23,8 +24,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from lab.errors import LabError
+from lab.vm.backend import FIRMWARES
 
-FIRMWARES = ("auto", "qboot", "seabios")
 QBOOT = "qboot.rom"
 
 
@@ -36,16 +37,12 @@ def find_qboot(data_dirs: tuple[str, ...]) -> str | None:
     return None
 
 
-def resolve_firmware(choice: str, backend: str, data_dirs: tuple[str, ...] = ()) -> str:
+def resolve_firmware(choice: str, data_dirs: tuple[str, ...] = ()) -> str:
     """The ``-bios`` ROM for this run, or "" for QEMU's default (SeaBIOS); ``data_dirs``: where the run's
     QEMU looks for ROMs (lab.vm.qemu.emulator.Emulator.firmware_dirs)."""
     if choice not in FIRMWARES:
         raise LabError(f"--firmware {choice}: expected one of {', '.join(FIRMWARES)}")
     if choice == "seabios":
-        return ""
-    if backend != "qemu":
-        if choice == "qboot":
-            raise LabError("--firmware qboot: only with --backend qemu (libvirt hosts boot their default firmware)")
         return ""
     rom = find_qboot(data_dirs)
     if rom is None and choice == "qboot":

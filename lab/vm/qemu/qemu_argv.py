@@ -7,40 +7,15 @@ builds, and golden files under ``tests/golden/qemu`` pin it down.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from lab.errors import LabError
 from lab.placement.pinning import Placement
-from lab.topology.cpu_view import SmpLayout, smp_layout
+from lab.topology.cpu_grid import CPUID_VENDOR_IDS
+from lab.topology.cpu_view import smp_layout
 from lab.topology.model import Topology
-from lab.vm.tcg.guest_clock import GuestClock
+from lab.vm.backend import BootSpec
 
 ACCELS = ("kvm", "tcg")
-__all__ = ["SmpLayout", "smp_layout"]  # (their home is lab.topology.cpu_view; importers of old keep this name)
-
-
-@dataclass(frozen=True)
-class BootSpec:
-    """What to boot and where the VM talks to the host (paths on the host)."""
-
-    kernel: str
-    initrd: str
-    cmdline: str
-    results_dir: str  # the guest's drop directory (lab.vm.share): virtio-9p, mount tag "results", mapped-file;
-    # "" for a guest that sends nothing back (the KVM probe): no share device (direct QEMU)
-    console_log: str
-    qmp_socket: str | None = None
-    accel: str = "tcg"
-    name: str = "numalab"
-    start_paused: bool = True  # so vCPUs can be pinned before the guest runs
-    firmware: str = ""  # a -bios ROM (lab.vm.qemu.firmware: qboot); "" for QEMU's default, SeaBIOS
-    plugin: str = ""  # a TCG plugin, the value of -plugin (lab.vm.tcg.access_plugin); "" for none
-    clock: GuestClock = GuestClock()  # TCG: the host's clock, or one that counts instructions (lab.vm.tcg.guest_clock)
-    stage_token: str = ""  # the run's stage-mark token, in the initramfs (lab.vm.console); "": marks unchecked
-    cpu: str = ""  # TCG's -cpu model ("max" exposes AMD SVM with nested paging: lab.host.nested); "": QEMU's default
-    host_share: str = ""  # a host directory shared read-only over virtio-9p, tag "hostroot" (lab.host.nested)
-    ssh_port: int = 0  # the only network: user-mode, restrict=on, 127.0.0.1:ssh_port -> the guest's :22
-    # (lab.host.nested's libvirt host); 0: no network device at all
 
 
 def opt_value(value: str) -> str:
@@ -63,34 +38,6 @@ def _backend_object(topo: Topology, placement: Placement, node: int) -> str:
     if b.prealloc or b.kind == "hugepages":
         obj += ",prealloc=on"
     return obj
-
-
-# The QEMU that first expresses each part of a machine (lab.topology.cpu_grid): -smp modules= and the
-# -machine smp-cache property that shares an L2 among a module's cores came in 9.0 and 9.2.
-CLUSTERS_QEMU = (9, 2)
-
-
-def required_qemu(topo: Topology) -> tuple[tuple[int, int], str] | None:
-    """The oldest QEMU that can boot ``topo`` as specified, and what needs it; None: any numalab runs."""
-    grid = topo.cpu_grid
-    if grid is not None and grid.has_clusters:
-        return CLUSTERS_QEMU, f"cores_per_cluster: {grid.cores_per_cluster} cores sharing an L2 (-smp modules=)"
-    return None
-
-
-def check_qemu_can_express(topo: Topology, version: tuple[int, ...] | None, where: str = "QEMU") -> None:
-    """A one-line error when the QEMU at hand (``version``, None: unknown) would boot a flatter machine than
-    ``topo`` says, naming the QEMU that can."""
-    need = required_qemu(topo)
-    if need is None or version is None:
-        return
-    (major, minor), what = need
-    if tuple(version[:2]) < (major, minor):
-        have = ".".join(str(v) for v in version[:3])
-        raise LabError(
-            f"topology {topo.name}: {what} needs QEMU {major}.{minor} or later; {where} is {have} "
-            "(numalab run --qemu backports: QEMU 10 from Debian's backports, make setup-qemu10)"
-        )
 
 
 def check_firmware_can_boot(topo: Topology, rom: str, version: tuple[int, ...] | None) -> None:
@@ -182,9 +129,6 @@ def machine_option(topo: Topology) -> str:
     return opt
 
 
-CPUID_VENDORS = {"intel": "GenuineIntel", "amd": "AuthenticAMD"}
-
-
 def cpu_model(topo: Topology, boot: BootSpec) -> list[str]:
     """TCG's -cpu: the boot's model (the nested tier's ``max``) as it is; on a machine with a CPU grid, QEMU's
     default model shown with the grid's vendor (Intel unless the spec says amd: the guest then reads its LLC from
@@ -201,7 +145,7 @@ def cpu_model(topo: Topology, boot: BootSpec) -> list[str]:
     if grid is None:
         return []
     model = f",family={grid.cpu_model[0]},model={grid.cpu_model[1]}" if grid.cpu_model else ""
-    return ["-cpu", f"qemu64,vendor={CPUID_VENDORS[grid.vendor or 'intel']}{model}"]
+    return ["-cpu", f"qemu64,vendor={CPUID_VENDOR_IDS[grid.vendor or 'intel']}{model}"]
 
 
 def _ioeventfd(boot: BootSpec) -> str:

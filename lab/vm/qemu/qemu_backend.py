@@ -27,14 +27,15 @@ from lab.placement.pinning import Placement
 from lab.record_files import QEMU_ARGV, QEMU_LOG
 from lab.topology.model import Topology
 from lab.vm.backend import VmRequest
-from lab.vm.console import Stage, VmOutcome, watch
+from lab.vm.console import Stage, VmOutcome, WatchRules, watch
 from lab.vm.hang import vm_state
+from lab.vm.machine_needs import check_qemu_can_express
 from lab.vm.placement_watch import PlacementWatch
 from lab.vm.qemu.emulator import Emulator, qemu_version_tuple
 from lab.vm.qemu.emulator import resolve as resolve_emulator
 from lab.vm.qemu.firmware import resolve_firmware
-from lab.vm.qemu.qemu_argv import check_qemu_can_express, qemu_argv
-from lab.vm.qemu.qmp import QemuGone, Qmp
+from lab.vm.qemu.qemu_argv import qemu_argv
+from lab.vm.qmp import QemuGone, Qmp
 from lab.vm.share import ShareGuard
 from lab.vm.vcpu_time import StageSampler, schedstat_sampler
 
@@ -70,32 +71,25 @@ def _exit_waiter(pidfd: int | None) -> Callable[[float], None]:
     return lambda seconds: poller.poll(seconds * 1000)
 
 
-def run_vm(
-    argv: list[str],
-    console_log: Path,
-    qmp_socket: Path | None,
-    pins: dict[int, tuple[int, ...]],
-    timeout_s: float,
-    qemu_log: Path,
-    on_stage: Callable[[Stage], None] | None = None,
-    on_tick: Callable[[float], None] | None = None,
-    guard: Callable[[], str | None] | None = None,
-    max_file_bytes: int | None = None,
-    boot_deadline_s: float | None = None,
-    env: dict[str, str] | None = None,
-    token: str = "",
-    planned_memory: dict[int, int] | None = None,
-    cancel: threading.Event | None = None,
-) -> VmOutcome:
-    """Boot, pin, and wait for QEMU to exit, the timeout to pass or ``guard`` to object.
+def run_vm(req: VmRequest, argv: list[str], env: dict[str, str] | None = None) -> VmOutcome:
+    """Start QEMU with ``argv`` (and ``env``) for ``req``, pin its vCPUs as ``req.placement`` says, and wait for
+    it to exit, ``req.timeout_s`` to pass or the share's guard (``req.limits``) to object.
 
     QEMU's own failures are a result (``outcome.vm_failure``), not an exception: one that exits
-    before its monitor opens (a bad option, too many vCPUs) with what it said in ``qemu_log``;
+    before its monitor opens (a bad option, too many vCPUs) with what it said in the run directory's QEMU log;
     one killed by a signal with the signal's name.
 
-    ``planned_memory`` (host node -> bytes of guest memory bound there): the placement is watched from
-    outside QEMU over the workload window (lab.vm.placement_watch) and the result is
+    The placement's memory (host node -> bytes of guest memory bound there: :func:`planned_memory`) is watched
+    from outside QEMU over the workload window (lab.vm.placement_watch) and the result is
     ``outcome.placement_check``."""
+    boot, limits = req.boot, req.limits
+    qemu_log = req.run_dir / QEMU_LOG
+    qmp_socket = Path(boot.qmp_socket) if boot.qmp_socket else None
+    pins = dict(enumerate(req.placement.vcpu_pins))
+    guard = ShareGuard(Path(boot.results_dir) if boot.results_dir else None, Path(boot.console_log), limits)
+    # (memfd and hugepage backings are files QEMU sizes itself: no file-size limit there)
+    ram = req.placement.backing.kind == "ram"
+    max_file_bytes = max(limits.output_bytes, limits.console_bytes) + (1 << 20) if ram else None
     proc = _start_qemu(argv, qemu_log, max_file_bytes, env)
     start = time.monotonic()
     outcome = VmOutcome(None, False, 0.0)
@@ -117,21 +111,20 @@ def run_vm(
                 outcome.exit_code = proc.poll()
                 outcome.vm_failure = _qemu_failure(outcome.exit_code, qemu_log) or f"QEMU did not start: {err}"
                 return outcome
-            sampler, listener, placed = _pin_and_start(qmp, proc.pid, pins, outcome, on_stage, planned_memory)
+            planned = planned_memory(req.topo, req.placement) or None  # (None: no memory placed, nothing to watch)
+            sampler, listener, placed = _pin_and_start(qmp, proc.pid, pins, outcome, req.on_stage, planned)
         start = time.monotonic()
         try:
+            rules = WatchRules(req.timeout_s, guard, req.boot_deadline_s, req.cancel)
             watch(
-                console_log,
+                Path(boot.console_log),
                 outcome,
-                timeout_s,
+                rules,
                 proc.poll,
-                sampler or on_stage,
-                _sampling_tick(sampler, on_tick, placed),
+                sampler or req.on_stage,
+                _sampling_tick(sampler, req.on_tick, placed),
                 wait=_exit_waiter(pidfd),
-                guard=guard,
-                boot_deadline_s=boot_deadline_s,
-                token=token,
-                cancel=cancel,
+                token=boot.stage_token,
             )
         finally:
             outcome.vcpu_time = sampler.result() if sampler else None
@@ -274,14 +267,14 @@ class QemuBackend:
         return self.emulator.version
 
     def check_machine(self, topo: Topology) -> None:
-        """What the chosen QEMU cannot express (clusters before 9.2: lab.vm.qemu.qemu_argv.required_qemu)."""
+        """What the chosen QEMU cannot express (clusters before 9.2: lab.vm.machine_needs.required_qemu)."""
         check_qemu_can_express(
             topo, qemu_version_tuple(self.emulator.version), f"the chosen QEMU ({self.emulator.binary})"
         )
 
     def firmware_rom(self, choice: str) -> str:
         """--firmware auto|qboot|seabios -> the -bios ROM from this QEMU's own data directories ("" default)."""
-        return resolve_firmware(choice, self.name, self.emulator.firmware_dirs)
+        return resolve_firmware(choice, self.emulator.firmware_dirs)
 
     def kvm_missing(self) -> str:
         """Why a KVM boot cannot even be tried here ("" when /dev/kvm is there for us to open)."""
@@ -293,28 +286,8 @@ class QemuBackend:
 
     def run(self, req: VmRequest) -> tuple[VmOutcome, dict]:
         """Run QEMU for ``req`` (lab.vm.backend.Backend.run)."""
-        topo, placement, boot, run_dir, limits = req.topo, req.placement, req.boot, req.run_dir, req.limits
-        argv = qemu_argv(topo, placement, boot, self.emulator.argv_prefix())
-        # (memfd and hugepage backings are files QEMU sizes itself: no file-size limit there)
-        ram = placement.backing.kind == "ram"
-        max_file = max(limits.output_bytes, limits.console_bytes) + (1 << 20) if ram else None
-        (run_dir / QEMU_ARGV).write_text(shlex.join(argv) + "\n")
-        outcome = run_vm(
-            argv,
-            Path(boot.console_log),
-            Path(boot.qmp_socket) if boot.qmp_socket else None,
-            dict(enumerate(placement.vcpu_pins)),
-            req.timeout_s,
-            run_dir / QEMU_LOG,
-            req.on_stage,
-            req.on_tick,
-            ShareGuard(Path(boot.results_dir) if boot.results_dir else None, Path(boot.console_log), limits),
-            max_file,
-            req.boot_deadline_s,
-            self.emulator.env(),
-            boot.stage_token,
-            planned_memory(topo, placement),
-            req.cancel,
-        )
+        argv = qemu_argv(req.topo, req.placement, req.boot, self.emulator.argv_prefix())
+        (req.run_dir / QEMU_ARGV).write_text(shlex.join(argv) + "\n")
+        outcome = run_vm(req, argv, self.emulator.env())
         info = {"name": self.name, "version": self.emulator.version, "qemu": self.emulator.to_dict()}
         return outcome, info | {"argv": argv, "exit_code": outcome.exit_code}

@@ -22,7 +22,6 @@ import hashlib
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -233,27 +232,3 @@ def prepare(
         tuple(ranges),
         lat_out,
     )
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m lab.vm.tcg.access_plugin [QEMU]``: build the plugin for that QEMU (default: the system's; make setup
-    does this)."""
-    from lab.vm.qemu.emulator import resolve  # (python -m only; numalab's start loads this module)
-
-    args = sys.argv[1:] if argv is None else argv
-    try:
-        text = resolve(args[0] if args else "").version
-    except LabError as err:
-        print(f"numalab: {err}; the access-matrix plugin is built when QEMU is installed")
-        return 0
-    try:
-        so = build_plugin(parse_qemu_version(text))
-    except LabError as err:
-        print(f"numalab: error: {err}", file=sys.stderr)
-        return 2
-    print(f"numalab: access-matrix plugin for {text}: {so}")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
