@@ -131,8 +131,8 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
     kvm_probe_s = 0.0
     if clock.virtual:
         check_clock(opts.clock, backend.name, opts.accel, qemu_version_tuple(backend.emulator_version()))
-        check_parallel_time(opts.quantum, getattr(backend, "emulator", None), opts.insns_per_ns)
-        clock = replace(clock, pause_ns=pause_ns_for(getattr(backend, "emulator", None)))
+        check_parallel_time(opts.quantum, backend.emulator, opts.insns_per_ns)
+        clock = replace(clock, pause_ns=pause_ns_for(backend.emulator))
         # KVM cannot count instructions: no probe
         accel, reason = "tcg", "--clock virtual (QEMU's instruction counter is the guest's clock: TCG only)"
     elif opts.accel == "auto":
@@ -144,8 +144,8 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
             progress(f"warning: {reason}")  # once: when the probe ran (numalab doctor shows the cached verdict)
     else:
         accel, reason = opts.accel, "chosen with --accel"
-    access_sample = access_sample_of(opts, accel, getattr(backend, "emulator", None))
-    latency = latency_of(opts, accel, topo, getattr(backend, "emulator", None))
+    access_sample = access_sample_of(opts, accel, backend.emulator)
+    latency = latency_of(opts, accel, topo, backend.emulator)
     if latency and latency.from_workload:
         plan = replace(plan, model_start=True)
     backing = Backing(opts.backing, opts.prealloc)
