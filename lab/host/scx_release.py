@@ -165,7 +165,7 @@ def _tool_out(cmd: list[str]) -> str:
 
 def _find_clang() -> tuple[str, str, int] | None:
     """The BPF compiler: $BPF_CLANG if set, else the newest clang-NN (or clang) on the PATH: (path, version
-    line, major)."""
+    line, major). The first clang-NN found from the top is the newest: one ``--version`` (a cache hit's time)."""
     names = [os.environ["BPF_CLANG"]] if os.environ.get("BPF_CLANG") else [
         *(f"clang-{n}" for n in range(30, 13, -1)), "clang"]  # fmt: skip
     best = None
@@ -177,6 +177,8 @@ def _find_clang() -> tuple[str, str, int] | None:
         m = re.search(r"version (\d+)\.", line)
         if m and (best is None or int(m.group(1)) > best[2]):
             best = (path, line, int(m.group(1)))
+        if best and best[2] >= MIN_CLANG:
+            break
     return best
 
 
@@ -197,8 +199,8 @@ def toolchain() -> Toolchain:
     if clang is None or clang[2] < MIN_CLANG:
         have = f"the newest found is {clang[1]}" if clang else "none found"
         raise LabError(f"scx schedulers: clang >= {MIN_CLANG} missing for the BPF code ({have}; {SETUP_HINT})")
-    return Toolchain(cargo, _tool_out([rustc, "-V"]).strip(), tuple(int(x) for x in release.groups()),
-                     host.group(1), clang[0], clang[1], clang[2])  # fmt: skip
+    return Toolchain(cargo, vv.partition("\n")[0].strip(), tuple(int(x) for x in release.groups()), host.group(1),
+                     clang[0], clang[1], clang[2])  # fmt: skip
 
 
 def check_rust(crate: str, release: Release, tools: Toolchain) -> None:
