@@ -11,9 +11,9 @@ patches in order (``patch -p1``: paths relative to the crate's root), and runs `
 ``--locked`` when the crate ships its Cargo.lock. The BPF side is compiled by clang 18 or later (``BPF_CLANG``:
 Debian has no plain ``clang``; 1.1.4's build refuses an older one), the Rust side by the local rustc. CARGO_HOME
 is numalab's (``<cache>/scx/cargo-home``) and the target directory is shared by every build of one crate
-(``<cache>/scx/target/<crate>``), so a patched variant recompiles only the crate itself (about a minute here
-where a cold build takes 6 to 9). The BPF objects are CO-RE, relocated against the running kernel's BTF at
-load: one binary serves every kernel, and the kernel is not in the key.
+(``<cache>/scx/target/<crate>``), so a patched variant recompiles only the crate itself (3 minutes here
+where a cold build took 8 to 20 on two busy cores). The BPF objects are CO-RE, relocated against the running
+kernel's BTF at load: one binary serves every kernel, and the kernel is not in the key.
 
 A finished build is ``<cache>/scx/bin/<crate>-<version>-<key>/`` (the binary, ``meta.json``, ``build.log``):
 the key hashes the crate, the version, the patches' contents, ``rustc -V`` and the BPF clang's version, all
@@ -282,7 +282,7 @@ def _crate_file(crate: str, release: Release, say: Say, fetch: Callable[[str, st
         data = path.read_bytes()
         if hashlib.sha256(data).hexdigest() == release.cksum:
             return data
-    say(f"numalab: downloading {crate} {release.version} from static.crates.io")
+    say(f"downloading {crate} {release.version} from static.crates.io")
     data = fetch(CRATE_URL.format(name=crate, version=release.version), f"{crate}@{release.version}")
     got = hashlib.sha256(data).hexdigest()
     if got != release.cksum:
@@ -339,7 +339,7 @@ def _cargo(cmd: list[str], cwd: Path, env: dict, log: Path, label: str, say: Say
                 n += 1
                 if time.monotonic() - last >= 30:
                     last = time.monotonic()
-                    say(f"numalab: building {label}: {n} crates compiled, {time.monotonic() - t0:.0f}s "
+                    say(f"building {label}: {n} crates compiled, {time.monotonic() - t0:.0f}s "
                         f"(now {line.split()[1]})")  # fmt: skip
         rc = proc.wait()
     if rc != 0:
@@ -373,7 +373,7 @@ def _build_locked(crate: str, release: Release, pdata: list[tuple[str, bytes]], 
         if libclang.is_dir():
             env.setdefault("LIBCLANG_PATH", str(libclang))  # (bindgen's libclang: the same LLVM)
         cold = not (target / "release" / crate).exists()
-        say(f"numalab: building {label} with cargo ({'cold: 6-9 min' if cold else 'warm target directory'}, "
+        say(f"building {label} with cargo ({'cold: 8 to 20 min on 2 busy cores' if cold else 'warm target directory'}, "
             f"BPF_CLANG={Path(tools.clang).name}; log {log})")  # fmt: skip
         t0 = time.monotonic()
         cmd = [tools.cargo, "build", "--release", *(["--locked"] if locked else []), "--bin", crate]
@@ -404,7 +404,7 @@ def _build_locked(crate: str, release: Release, pdata: list[tuple[str, bytes]], 
         shutil.rmtree(out, ignore_errors=True)  # (a half-made one: the lock is held)
         tmp.rename(out)
         tmp = None
-        say(f"numalab: built {label} in {seconds:.0f}s: {out / crate}")
+        say(f"built {label} in {seconds:.0f}s: {out / crate}")
         return meta
     finally:
         shutil.rmtree(work, ignore_errors=True)
