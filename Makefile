@@ -126,8 +126,8 @@ setup-scx: setup-runs
 # or bounds are the host's own time, by themselves. A pass that PYTEST_ARGS narrows to nothing is skipped
 # (pytest's exit 5); without PYTEST_ARGS it is a failure. docs/benchmarks.md has the suite's time.
 NOT_SLOW := not vm and not kernel_build and not libvirt
-# The scx tier (tests/scx, marker scx) is make test-scx's only: its first run builds scx_layered three times (cargo,
-# 6 to 9 minutes each here) and it needs make setup-scx's clang-19 and a rustup toolchain.
+# The scx tier (tests/scx, marker scx) is make test-scx's only: its first run builds scx_layered four times (cargo,
+# 8 to 20 minutes each here on two busy cores) and it needs make setup-scx's clang-19 and a rustup toolchain.
 NOT_SCX := not scx
 # Twice the CPUs, up to 4: a quarter of the first pass's time is its tests waiting on subprocesses and sockets
 # (2 cores: 4 min 36 s with 2 workers, 4 min 12 s with 4; 2026-11-27).

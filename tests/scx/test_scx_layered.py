@@ -13,8 +13,8 @@ EPYC), PR 3397 raised it to 32. No release has 8: 1.0.23 (64) is the last before
 On 6.12 (v6.12-scx). On 7.3.4 (v7.3-scx) 1.0.23 and 1.1.0 do not load (EINVAL from the skeleton's load, libbpf silent
 even at --log-level debug) where 1.1.4 runs: the second test records it.
 
-make test-scx; not in make test: the first run builds v7.3-scx (--fragment sched-ext --fragment scx) and scx_layered
-three times (cargo: 8 to 20 minutes each cold here, the patched one 3 in the same target directory). Its
+make test-scx; not in make test: the first run builds v6.12-scx and v7.3-scx (--fragment sched-ext --fragment scx) and
+scx_layered four times (cargo: 8 to 20 minutes each cold here, the patched one 3 in the same target directory). Its
 figures are in docs/sched-ext.md.
 """
 
