@@ -330,18 +330,19 @@ def _cargo(cmd: list[str], cwd: Path, env: dict, log: Path, label: str, say: Say
                                     stdin=subprocess.DEVNULL, **TOOL_TEXT)  # fmt: skip
         except OSError as err:
             raise LabError(f"{label}: cannot run cargo: {err}") from None
-        assert proc.stdout is not None
         tail: list[str] = []
-        for line in proc.stdout:
-            f.write(line)
-            tail = [*tail[-40:], line.rstrip()]
-            if line.lstrip().startswith("Compiling "):
-                n += 1
-                if time.monotonic() - last >= 30:
-                    last = time.monotonic()
-                    say(f"building {label}: {n} crates compiled, {time.monotonic() - t0:.0f}s "
-                        f"(now {line.split()[1]})")  # fmt: skip
-        rc = proc.wait()
+        with proc:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                f.write(line)
+                tail = [*tail[-40:], line.rstrip()]
+                if line.lstrip().startswith("Compiling "):
+                    n += 1
+                    if time.monotonic() - last >= 30:
+                        last = time.monotonic()
+                        say(f"building {label}: {n} crates compiled, {time.monotonic() - t0:.0f}s "
+                            f"(now {line.split()[1]})")  # fmt: skip
+        rc = proc.returncode
     if rc != 0:
         errors = [t for t in tail if t.lstrip().startswith("error") or "Error:" in t or "error:" in t]
         why = errors[0] if errors else (tail[-1] if tail else "no output")

@@ -179,3 +179,16 @@ def test_the_cli_says_bad_input_in_one_line() -> None:
     for sub in ("build", "versions"):
         proc = numalab("scheduler", sub, "--help")
         assert proc.returncode == 0 and "NAME" in proc.stdout
+
+
+def test_a_cargo_failure_is_one_line_naming_its_log(tmp_path) -> None:
+    cargo = tmp_path / "cargo"
+    cargo.write_text("#!/bin/sh\necho '   Compiling scx_utils v1.1.0'\necho 'error: could not compile `scx_utils`'\n"
+                     "exit 101\n")  # fmt: skip
+    cargo.chmod(0o755)
+    log = tmp_path / "build.log"
+    with pytest.raises(LabError, match=r"^scx_layered 1\.1\.0: cargo build failed: error: could not compile "
+                       rf"`scx_utils` \(log: {log}\)$"):  # fmt: skip
+        scx_release._cargo([str(cargo), "build"], tmp_path, {"PATH": "/usr/bin:/bin"}, log, "scx_layered 1.1.0",
+                           lambda _m: None)  # fmt: skip
+    assert "Compiling scx_utils" in log.read_text()  # (kept: the whole output)
