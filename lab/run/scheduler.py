@@ -143,8 +143,9 @@ def resolve(spec: str, kernel: Kernel, say=None) -> Scheduler:
         _check_scx_kernel(word, kernel)
         try:
             built = scx_release.build(crate, version, say=say or (lambda _m: None))
-        except LabError as err:
-            raise LabError(f"--scheduler {word}: {err}") from None
+        except LabError as err:  # (named once: "--scheduler scx_layered@1.0.99: no such version ...")
+            msg = str(err)
+            raise LabError(f"--scheduler {word}: {msg.split(': ', 1)[1] if msg.startswith(crate) else msg}") from None
         return Scheduler(spec, "sched_ext", crate, args, built.binary, built.meta["source"], built.meta["ops"],
                          CRATE_WAIT_S)  # fmt: skip
     if is_path(word):
