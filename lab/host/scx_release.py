@@ -232,15 +232,6 @@ def _bin_dir(crate: str, version: str, key: str) -> Path:
     return cache_dir("scx", "bin") / f"{crate}-{version}-{key}"
 
 
-def cached(crate: str, version: str | None = None, patches: list[str | Path] | None = None) -> Built | None:
-    """The finished build of this crate, version, patches and toolchain, if the cache has it (no network)."""
-    t0 = time.monotonic()
-    tools = toolchain()
-    version = version or PINNED
-    key = build_key(crate, version, _read_patches(patches or []), tools)
-    return _hit(_bin_dir(crate, version, key), crate, t0)
-
-
 def _hit(d: Path, crate: str, t0: float) -> Built | None:
     if not (d / COMPLETE).exists() or not (d / crate).is_file():
         return None
