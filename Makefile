@@ -26,7 +26,7 @@ PYTEST_ARGS ?=
 unexport PYTHONDONTWRITEBYTECODE
 COMPILE_LAB = $(PY) -m compileall -q lab > /dev/null
 
-.PHONY: setup setup-runs setup-demo setup-qemu10 setup-qemu-charge setup-sshd setup-lava apt venv test test-fast test-nested demo lint golden bench bench-kernel clean help reproduce \
+.PHONY: setup setup-runs setup-demo setup-qemu10 setup-qemu-charge setup-sshd setup-lava setup-scx apt venv test test-fast test-nested test-scx demo lint golden bench bench-kernel clean help reproduce \
 	reproduce-seed002 docs completions man
 
 help:
@@ -50,6 +50,8 @@ help:
 	@echo "make setup-sshd - an sshd unpacked into numalab's cache for numalab nested --libvirt-host (nothing installed)"
 	@echo "make setup-lava - LAVA's dispatcher (lava-run) and its device-type templates, for numalab matrix lava and its test"
 	@echo "make setup-qemu-charge - QEMU 10 built with numalab's patch, for --clock virtual --remote-latency (--qemu charge)"
+	@echo "make setup-scx - clang-19 for the scx schedulers from crates.io (--scheduler scx_bpfland@1.1.4; numalab scheduler build), and a check for cargo"
+	@echo "make test-scx - the scx tier (not in make test): scx_layered releases on a 9-node guest (builds them the first time: minutes each)"
 
 setup: apt venv
 	@$(COMPILE_LAB)
@@ -108,12 +110,25 @@ setup-lava: setup-runs
 setup-sshd: setup
 	@$(PY) -m lab.host.sshd_prefix > /dev/null
 
+# The sched-ext/scx project's schedulers from crates.io (lab/host/scx_release.py; docs/sched-ext.md): clang-19 from
+# bookworm main for their BPF code (1.1.4 asks for clang >= 18; bookworm's clang-16 is too old) with its libclang for
+# bindgen (libclang1-19: clang-sys loads its .so.1), libelf and zlib (their binaries link them); cargo and rustc are
+# rustup's (Debian 12's rustc is 1.63; 1.1.4 asks for 1.91).
+SCX_APT := clang-19 llvm-19 libclang1-19 libelf-dev zlib1g-dev pkg-config patch
+setup-scx: setup-runs
+	@$(MAKE) --no-print-directory apt APT_PACKAGES="$(SCX_APT)"
+	@command -v cargo > /dev/null || [ -x "$$HOME/.cargo/bin/cargo" ] || { echo "numalab: setup-scx: cargo not found:" \
+		"install Rust with rustup (https://rustup.rs; scx 1.1.4 needs rustc 1.91 or later)"; exit 1; }
+
 # Three passes: the tests that boot, build and start nothing, two workers a CPU up to 4 (pytest-xdist; 3 min instead of 6 on
 # 2 cores); the VM, kernel-build and libvirt tests VM_JOBS at a time, a module to a worker (the libvirtd and
 # test-user modules hold tests/conftest.py's host_shared lock, so never two at once); then the few marked `alone`, whose figures
 # or bounds are the host's own time, by themselves. A pass that PYTEST_ARGS narrows to nothing is skipped
 # (pytest's exit 5); without PYTEST_ARGS it is a failure. docs/benchmarks.md has the suite's time.
 NOT_SLOW := not vm and not kernel_build and not libvirt
+# The scx tier (tests/scx, marker scx) is make test-scx's only: its first run builds scx_layered four times (cargo,
+# 8 to 20 minutes each here on two busy cores) and it needs make setup-scx's clang-19 and a rustup toolchain.
+NOT_SCX := not scx
 # Twice the CPUs, up to 4: a quarter of the first pass's time is its tests waiting on subprocesses and sockets
 # (2 cores: 4 min 36 s with 2 workers, 4 min 12 s with 4; 2026-11-27).
 TEST_JOBS ?= $(shell n=$$((2 * $$(nproc))); [ $$n -gt 4 ] && n=4; echo $$n)
@@ -123,14 +138,19 @@ test: setup setup-qemu10 setup-qemu-charge setup-sshd setup-lava
 	@echo "numalab: the tests that boot nothing, $(TEST_JOBS) at a time"
 	$(call pytest_pass,-n $(TEST_JOBS) -m '$(NOT_SLOW)')
 	@echo "numalab: the VM, kernel-build and libvirt tests, $(VM_JOBS) at a time"
-	$(call pytest_pass,-n $(VM_JOBS) --dist loadfile --durations=25 -m 'not ($(NOT_SLOW)) and not alone')
+	$(call pytest_pass,-n $(VM_JOBS) --dist loadfile --durations=25 -m 'not ($(NOT_SLOW)) and not alone and $(NOT_SCX)')
 	@echo "numalab: the tests that time the host, one at a time"
-	$(call pytest_pass,--durations=10 -m 'not ($(NOT_SLOW)) and alone')
+	$(call pytest_pass,--durations=10 -m 'not ($(NOT_SLOW)) and alone and $(NOT_SCX)')
 
 # The nested tier alone: numalab inside TCG guests with KVM and 2 and 4 NUMA nodes, as an ordinary user
 # (tests/nested; part of make test too).
 test-nested: setup setup-sshd
 	$(PY) -m pytest -ra tests/nested $(PYTEST_ARGS)
+
+# The scx tier alone (not in make test): issue 68's known answer 1, scx_layered's releases around its NUMA-node limit on
+# a 9-node guest, on v7.3-scx (built with --fragment sched-ext --fragment scx the first time).
+test-scx: setup setup-scx
+	$(PY) -m pytest -ra -m scx tests/scx $(PYTEST_ARGS)
 
 test-fast: setup  ## the unit tier without its few VM tests (tests/unit)
 	$(PY) -m pytest -ra -n $(TEST_JOBS) -m '$(NOT_SLOW)' tests/unit $(PYTEST_ARGS)

@@ -15,6 +15,7 @@ import lab.cli.cmd_nested as cmd_nested
 import lab.cli.cmd_report as cmd_report
 import lab.cli.cmd_reproduce as cmd_reproduce
 import lab.cli.cmd_run as cmd_run
+import lab.cli.cmd_scheduler as cmd_scheduler
 import lab.cli.cmd_topo as cmd_topo
 import lab.cli.cmd_workload as cmd_workload
 from lab import __version__
@@ -35,6 +36,7 @@ COMMANDS = (
     cmd_ab,
     cmd_matrix,
     cmd_kernel,
+    cmd_scheduler,
     cmd_bisect,
     cmd_reproduce,
     cmd_report,

@@ -91,6 +91,7 @@ def plan_tree(ab: TreeAB) -> TreePlan:
     source = f"{repo}@{base}"
     frags = list(ab.fragments)
     scx = "-scx" if "sched-ext" in frags else ""  # (its own names: the same base without sched_ext is another build)
+    scx += "-crates" if "scx" in frags else ""  # (and with scx.config, for the scx project's schedulers, another)
     baseline = make_request(source, None, None, frags, f"ab-{base[:12]}{scx}", ab.jobs)
     patched = make_request(source, patches, series, frags, None, ab.jobs)
     digest = hashlib.sha256("".join(p.sha256() for p in patched.patches).encode()).hexdigest()[:10]

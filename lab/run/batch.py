@@ -117,7 +117,7 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
         raise LabError(f"--kernel: the kernels must have distinct names, got {', '.join(names)}")
     check_llc_knobs(opts.knob_values(), kernels)
     # The A/B's sides: the kernels, each with the one scheduler; or the schedulers, each on the one kernel.
-    sides = [(k, resolve_scheduler(s, k)) for k in kernels for s in opts.schedulers]
+    sides = [(k, resolve_scheduler(s, k, progress)) for k in kernels for s in opts.schedulers]
     if opts.numa_balancing == "tiering" and not (topo.tiers and topo.tiers.slow_nodes):
         progress(f"warning: --numa-balancing tiering on {topo.name}, which has no slow memory tier: nothing to promote")
     plan = plan_of(opts, workload, topo)
@@ -164,7 +164,8 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
             shown = kernel.name if not sched.sched_ext else f"{kernel.name} {sched.label}"
             label = f"{shown} repeat {i + 1}/{opts.repeat}"
             seeded = replace(clock, seed=opts.seed_of(i)) if clock.virtual else clock
-            side_plan = replace(plan, scheduler_cmd=sched.guest_command(), scheduler_ops=sched.ops)
+            side_plan = replace(plan, scheduler_cmd=sched.guest_command(), scheduler_ops=sched.ops,
+                                scheduler_wait_s=sched.wait_s)  # fmt: skip
             reqs.append(
                 RunRequest(
                     topo,

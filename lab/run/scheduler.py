@@ -1,10 +1,11 @@
 """The scheduler under test (``--scheduler NAME|PATH``): the kernel's own classes (``fair``: nothing is loaded)
-or a sched_ext scheduler, one of the examples built with the kernel (lab.kernel.sched_ext) or a user's
-binary, whose shared libraries travel with it into the guest. Resolved against the run's kernel before any
-boot (one-line errors naming --scheduler); after the run, what the guest read back of
-/sys/kernel/sched_ext (scheduler-state.txt) is the manifest's ``scheduler`` and, when the scheduler did not
-run with its ops from the workload's start to its end, the run's status ``scheduler-ejected`` with the
-kernel's reason (docs/sched-ext.md)."""
+or a sched_ext scheduler, one of the examples built with the kernel (lab.kernel.sched_ext), one of the scx
+project's schedulers from its crates.io release (``scx_bpfland``, ``scx_layered@1.0.23``: lab.host.scx_release,
+built or found in numalab's cache) or a user's binary, whose shared libraries travel with it into the guest.
+Resolved against the run's kernel before any boot (one-line errors naming --scheduler); after the run, what the
+guest read back of /sys/kernel/sched_ext (scheduler-state.txt) is the manifest's ``scheduler`` and, when the
+scheduler did not run with its ops from the workload's start to its end, the run's status ``scheduler-ejected``
+with the kernel's reason (docs/sched-ext.md)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,9 @@ from pathlib import Path
 
 from lab.errors import LabError
 from lab.guest import image
+from lab.host import scx_release
 from lab.kernel.bootable import Kernel
+from lab.kernel.fragments import parse_config
 from lab.kernel.sched_ext import EXAMPLES, config_has_sched_ext, shipped
 from lab.record_files import DMESG, SCHEDULER_OUT, SCHEDULER_STATE
 from lab.untrusted import term_safe, to_int
@@ -27,6 +30,13 @@ FAIR = "fair"
 STATUS = "scheduler-ejected"  # a run whose sched_ext scheduler was not enabled, with its ops, throughout
 BUILD_HINT = ("numalab kernel build --source /usr/src/linux-source-6.12.tar.xz --fragment sched-ext --name v6.12 "
               "(docs/sched-ext.md)")  # fmt: skip
+# kernel-configs/scx.config's symbols that a scheduler's load needs (the others serve some of them, or 7.3's examples)
+SCX_NEEDS = ("CONFIG_IKCONFIG_PROC", "CONFIG_CGROUPS", "CONFIG_FUNCTION_TRACER", "CONFIG_DYNAMIC_FTRACE",
+             "CONFIG_KALLSYMS_ALL")  # fmt: skip
+WAIT_S = 10.0  # how long the guest's init waits for a scheduler to be enabled (guest seconds): the examples' 0.5-0.8 s
+# An scx scheduler's: scx_layered's load and verification took 7-12 s under TCG on 9 vCPUs (more under load). The init
+# stops waiting as soon as it is enabled or its program exits, so only a scheduler still loading waits this long.
+CRATE_WAIT_S = 60.0
 
 
 def split(spec: str) -> tuple[str, tuple[str, ...]]:
@@ -39,6 +49,8 @@ def split(spec: str) -> tuple[str, tuple[str, ...]]:
         raise LabError(f"--scheduler {spec}: {err}") from None
     if words[0] == FAIR and len(words) > 1:
         raise LabError(f"--scheduler {spec}: fair takes no arguments (it is the kernel's own classes)")
+    if is_crate(words[0]):
+        scx_release.parse(words[0])  # (NAME@VERSION's words: one line now, not after a kernel build)
     return words[0], tuple(words[1:])
 
 
@@ -59,8 +71,9 @@ class Scheduler:
     name: str = FAIR  # the binary's name (the guest's /scheduler/NAME); "fair"
     args: tuple[str, ...] = ()
     binary: Path | None = None
-    source: str = ""  # "kernel:<kernel>" (an example built with it) or "path:<host path>"
+    source: str = ""  # "kernel:<kernel>" (an example), "crate:<crate>@<version>[+patch:<sha12>...]" or "path:<path>"
     ops: str = ""  # the ops name /sys/kernel/sched_ext/root/ops must show ("" for a user's binary: any)
+    wait_s: float = WAIT_S  # the guest init's wait for it to be enabled
 
     @property
     def sched_ext(self) -> bool:
@@ -93,19 +106,57 @@ def _interp(path: Path) -> str | None:
         return elf_interpreter(f.read(1 << 20))
 
 
-def resolve(spec: str, kernel: Kernel) -> Scheduler:
-    """``--scheduler`` on ``kernel``: fair; an example scheduler built with it; or a user's executable ELF."""
+def _check_scx_kernel(word: str, kernel: Kernel) -> None:
+    """What the scx schedulers need of a kernel beyond sched_ext (kernel-configs/scx.config), checked in its
+    saved .config before any build or boot: without it each fails at load in its own words."""
+    config = parse_config(kernel.config.read_text(errors="replace")) if kernel.config else {}
+    missing = [s for s in SCX_NEEDS if config.get(s) != "y"]
+    if missing:
+        raise LabError(f"--scheduler {word}: kernel {kernel.name} lacks {', '.join(missing)}, which the scx "
+                       "schedulers need (build it with --fragment sched-ext --fragment scx: "
+                       "docs/sched-ext.md)")  # fmt: skip
+
+
+def is_path(word: str) -> bool:
+    return "/" in word or Path(word).exists()
+
+
+def is_crate(word: str) -> bool:
+    """``scx_bpfland``, ``scx_layered@1.0.23``: one of the scx project's schedulers from crates.io. The names are
+    not the kernel's examples' (scx_simple, scx_qmap, scx_central), so a bare name is never ambiguous; ``@`` is the
+    crate's own version (scx_layered's 1.0.23, not the project's tag v1.0.20)."""
+    return not is_path(word) and ("@" in word or word in scx_release.CRATES)
+
+
+def resolve(spec: str, kernel: Kernel, say=None) -> Scheduler:
+    """``--scheduler`` on ``kernel``: fair; an example scheduler built with it; an scx scheduler's release (built
+    now, with progress through ``say``, or found in the cache); or a user's executable ELF (one numalab built
+    into its scx cache, ``numalab scheduler build --patch``, is recorded as the crate it was built from)."""
     word, args = split(spec)
     if word == FAIR:
         return Scheduler(FAIR, FAIR)
     if not config_has_sched_ext(kernel.config):
         raise LabError(f"--scheduler {spec}: kernel {kernel.name} has no CONFIG_SCHED_CLASS_EXT (sched_ext came in "
                        f"6.12; build one with the sched-ext fragment: {BUILD_HINT})")  # fmt: skip
-    if "/" in word or Path(word).exists():
+    if is_crate(word):
+        crate, version = scx_release.parse(word)
+        _check_scx_kernel(word, kernel)
+        try:
+            built = scx_release.build(crate, version, say=say or (lambda _m: None))
+        except LabError as err:  # (named once: "--scheduler scx_layered@1.0.99: no such version ...")
+            msg = str(err)
+            raise LabError(f"--scheduler {word}: {msg.split(': ', 1)[1] if msg.startswith(crate) else msg}") from None
+        return Scheduler(spec, "sched_ext", crate, args, built.binary, built.meta["source"], built.meta["ops"],
+                         CRATE_WAIT_S)  # fmt: skip
+    if is_path(word):
         check_early(spec)
         path = Path(word).expanduser()
         if _interp(path):
             ldd_closure(str(path))  # a library missing on the host: one line, now
+        meta = scx_release.meta_of_binary(path)
+        if meta:  # (built by numalab from a crate, patched perhaps: recorded as such, its ops name checked)
+            return Scheduler(spec, "sched_ext", meta["crate"], args, path.resolve(), meta["source"], meta["ops"],
+                             CRATE_WAIT_S)  # fmt: skip
         name = re.sub(r"[^A-Za-z0-9._+-]", "-", path.name)[:64] or "scheduler"
         return Scheduler(spec, "sched_ext", name, args, path.resolve(), f"path:{path.resolve()}")
     have = shipped(kernel.config)
@@ -281,7 +332,10 @@ def check_early(spec: str) -> None:
     word, _args = split(spec)
     if word == FAIR:
         return
-    if "/" in word or Path(word).exists():
+    if is_crate(word):
+        scx_release.parse(word)
+        return
+    if is_path(word):
         path = Path(word).expanduser()
         if not path.is_file() or not os.access(path, os.X_OK):
             raise LabError(f"--scheduler {word}: not an executable file")
@@ -289,11 +343,17 @@ def check_early(spec: str) -> None:
             if f.read(4) != b"\x7fELF":
                 raise LabError(f"--scheduler {word}: not an ELF program")
     elif word not in EXAMPLES:
-        raise LabError(f"--scheduler {word}: not fair, an example scheduler ({', '.join(EXAMPLES)}) or a path")
+        raise LabError(f"--scheduler {word}: not fair, an example scheduler ({', '.join(EXAMPLES)}), an scx "
+                       f"scheduler from crates.io ({', '.join(scx_release.CRATES)}, NAME@VERSION) "
+                       "or a path")  # fmt: skip
 
 
 def fragments_for(spec: str, fragments: tuple[str, ...]) -> tuple[str, ...]:
-    """The fragments of a kernel that must run ``spec``: ``fragments``, with sched-ext for a sched_ext scheduler."""
-    if split(spec)[0] == FAIR or any(Path(f).name in ("sched-ext", "sched-ext.config") for f in fragments):
+    """The fragments of a kernel that must run ``spec``: ``fragments``, with sched-ext for a sched_ext scheduler,
+    and scx too for one of the scx project's from crates.io."""
+    word = split(spec)[0]
+    if word == FAIR:
         return fragments
-    return (*fragments, "sched-ext")
+    names = {Path(f).name.removesuffix(".config") for f in fragments}
+    out = fragments if "sched-ext" in names else (*fragments, "sched-ext")
+    return out if not is_crate(word) or "scx" in names else (*out, "scx")

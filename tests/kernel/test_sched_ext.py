@@ -72,8 +72,8 @@ def test_the_scheduler_that_ran_is_the_one_asked_for_on_both_sides(tmp_path, v61
     assert_one_line_error(numalab("run", "--kernel", "stock", "--scheduler", "scx_simple", *SMALL),
                           "--scheduler scx_simple: kernel stock has no CONFIG_SCHED_CLASS_EXT")  # fmt: skip
     assert_one_line_error(
-        numalab("run", "--kernel", "v6.12", "--scheduler", "scx_rusty", *SMALL),
-        "--scheduler scx_rusty: not a scheduler of kernel v6.12 (it has: fair, scx_simple, scx_qmap",
+        numalab("run", "--kernel", "v6.12", "--scheduler", "scx_flatcg", *SMALL),
+        "--scheduler scx_flatcg: not a scheduler of kernel v6.12 (it has: fair, scx_simple, scx_qmap",
     )
     (tmp_path / "x.sh").write_text("#!/bin/sh\n")
     (tmp_path / "x.sh").chmod(0o755)

@@ -129,8 +129,8 @@ def test_refusals_name_the_option(tmp_path) -> None:
     with pytest.raises(LabError, match=r"^--scheduler scx_simple: kernel k has no CONFIG_SCHED_CLASS_EXT"):
         resolve("scx_simple", _kernel(tmp_path, False))
     k = _kernel(tmp_path, True, ("scx_simple",))
-    with pytest.raises(LabError, match=r"^--scheduler scx_rusty: not a scheduler of kernel k \(it has: fair, scx_"):
-        resolve("scx_rusty", k)
+    with pytest.raises(LabError, match=r"^--scheduler scx_flatcg: not a scheduler of kernel k \(it has: fair, scx_"):
+        resolve("scx_flatcg", k)
     text = tmp_path / "notelf"
     text.write_text("#!/bin/sh\n")
     os.chmod(text, 0o755)
