@@ -37,7 +37,7 @@ help:
 	@echo "make lint   - ruff"
 	@echo "make reproduce [SEEDS='003 004 000'] - run the seed reproductions, reports in reports/reproduce/"
 	@echo "make golden - regenerate tests/golden (QEMU argv and libvirt XML of every preset, guest plans, manifest shape, built-in workloads)"
-	@echo "make bench  - benchmarks: boot overhead vs virtme-ng, trace parsing, matrix packing, GB/s vs GB per vCPU-second under a CPU hog, --remote-latency's overhead, each workload tool's image layer and boot cost, parallel guest time's cost, the whole model's against plain TCG (prints figures)"
+	@echo "make bench  - benchmarks: boot overhead vs virtme-ng, trace parsing, matrix packing, GB/s vs GB per vCPU-second under a CPU hog, --remote-latency's overhead, each workload tool's image layer and boot cost, parallel guest time's cost, the whole model's against plain TCG, a hand-off's cost on one node and across two (prints figures)"
 	@echo "make bench-kernel - kernel build benchmark: cold, one-line rebuild, cache hit (prints figures)"
 	@echo "make reproduce-seed002 - seed 002's sched-group bug: baseline vs old construction on ring-4 and grid-2x4, report in reports/"
 	@echo "make libvirt-up - start libvirt's daemons by hand (no systemd needed) for --backend libvirt"
@@ -148,7 +148,7 @@ test-nested: setup setup-sshd
 	$(PY) -m pytest -ra tests/nested $(PYTEST_ARGS)
 
 # The scx tier alone (not in make test): issue 68's known answer 1, scx_layered's releases around its NUMA-node limit on
-# a 9-node guest, on v7.3-scx (built with --fragment sched-ext --fragment scx the first time).
+# a 9-node guest, on v6.12-scx, and what 7.3.4 does with them on v7.3-scx (built with --fragment sched-ext --fragment scx the first time).
 test-scx: setup setup-scx
 	$(PY) -m pytest -ra -m scx tests/scx $(PYTEST_ARGS)
 
@@ -225,6 +225,7 @@ bench: setup setup-qemu10 setup-qemu-charge
 	tests/bench/trace_extras.sh
 	$(PY) tests/bench/parallel_time.py
 	$(PY) tests/bench/model_cost.py
+	$(PY) tests/bench/handoffs.py
 
 bench-kernel: setup
 	tests/bench/kernel_build.sh
