@@ -158,12 +158,20 @@ def add_parser(sub) -> None:
 def add_run_arguments(r: argparse.ArgumentParser, *, repeat: int | str) -> None:
     """Everything ``run`` takes but its kernels (``numalab ab`` builds those): the workload, the settings, the
     repeats and the A/B budget (``repeat``: the default of --repeat), the VM, libvirt, TCG's instruments and
-    the output."""
+    the output, one argument group a function."""
     d = RunOptions()
     workload_options(r, one_off=True)
     balancing_options(r)
     tracing_options(r)
+    _repeat_arguments(r, repeat)
+    _qemu_arguments(r, d)
+    _vm_arguments(r)
+    _libvirt_arguments(r, d)
+    _tcg_model_arguments(r)
+    _output_arguments(r, d)
 
+
+def _repeat_arguments(r: argparse.ArgumentParser, repeat: int | str) -> None:
     g = r.add_argument_group("repeats and A/B (--repeat auto: A B pairs until the verdict is significant or the "
                              "budget is spent)")  # fmt: skip
     g.add_argument(
@@ -180,6 +188,8 @@ def add_run_arguments(r: argparse.ArgumentParser, *, repeat: int | str) -> None:
                budget="no pair is started that would end after it (judged by the last pair's time)",
                old=("--min-repeats", "--max-repeats"))  # fmt: skip
 
+
+def _qemu_arguments(r: argparse.ArgumentParser, d: RunOptions) -> None:
     g = qemu_options(r)
     g.add_argument(
         "--firmware",
@@ -189,6 +199,8 @@ def add_run_arguments(r: argparse.ArgumentParser, *, repeat: int | str) -> None:
         "faster) or seabios (QEMU's default); auto: qboot when QEMU ships it (the default)",
     )
 
+
+def _vm_arguments(r: argparse.ArgumentParser) -> None:
     g = r.add_argument_group("the VM on the host")
     memory_options(g)
     pinning_option(g)
@@ -209,6 +221,8 @@ def add_run_arguments(r: argparse.ArgumentParser, *, repeat: int | str) -> None:
     )
     g.add_argument("--test-fault", help=argparse.SUPPRESS)  # panic, hang, hostile=/host/path (the tests)
 
+
+def _libvirt_arguments(r: argparse.ArgumentParser, d: RunOptions) -> None:
     g = r.add_argument_group("libvirt (docs/libvirt.md)")
     g.add_argument(
         "--backend",
@@ -230,6 +244,8 @@ def add_run_arguments(r: argparse.ArgumentParser, *, repeat: int | str) -> None:
         "already hold it in --pool-dir (shared storage)",
     )
 
+
+def _tcg_model_arguments(r: argparse.ArgumentParser) -> None:
     g = r.add_argument_group("memory accesses and remote latency under TCG (docs/throughput.md)")
     g.add_argument(
         "--access-matrix",
@@ -285,6 +301,8 @@ def add_run_arguments(r: argparse.ArgumentParser, *, repeat: int | str) -> None:
         "(default 32, one LLC of a current server's node; 0: no limit; docs/throughput.md)",
     )
 
+
+def _output_arguments(r: argparse.ArgumentParser, d: RunOptions) -> None:
     g = r.add_argument_group("output")
     out_option(g, "DIR", "run record directory (with --repeat: a parent of the runs)")
     g.add_argument(

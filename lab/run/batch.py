@@ -18,6 +18,7 @@ from lab.analysis.stats import DEFAULT_RULE
 from lab.errors import LabError
 from lab.guest.init_plan import GuestPlan
 from lab.host.accel import accel_verdict
+from lab.kernel.bootable import Kernel
 from lab.kernel.resolve import resolve_kernel
 from lab.paths import read_text_file
 from lab.placement.pinning import Backing
@@ -29,6 +30,7 @@ from lab.run.request import RunRequest
 from lab.run.scheduler import resolve as resolve_scheduler
 from lab.run.summary import print_summary
 from lab.topology.model import Topology
+from lab.vm.backend import Backend
 from lab.vm.libvirt.libvirt_backend import LibvirtBackend
 from lab.vm.libvirt.libvirt_hostspec import HostSpec
 from lab.vm.qemu.emulator import Emulator, qemu_version_tuple
@@ -127,23 +129,7 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
     rom = backend.firmware_rom(opts.firmware)  # a firmware this backend cannot boot: say so first
     backend.check_machine(topo)  # a machine this backend's QEMU (or libvirt) cannot boot as specified
     check_firmware_can_boot(topo, rom, qemu_version_tuple(backend.emulator_version()))
-    clock = GuestClock(opts.clock, quantum_ns=opts.quantum, insns_per_ns=opts.insns_per_ns)
-    kvm_probe_s = 0.0
-    if clock.virtual:
-        check_clock(opts.clock, backend.name, opts.accel, qemu_version_tuple(backend.emulator_version()))
-        check_parallel_time(opts.quantum, backend.emulator, opts.insns_per_ns)
-        clock = replace(clock, pause_ns=pause_ns_for(backend.emulator))
-        # KVM cannot count instructions: no probe
-        accel, reason = "tcg", "--clock virtual (QEMU's instruction counter is the guest's clock: TCG only)"
-    elif opts.accel == "auto":
-        verdict = accel_verdict(kernels[0].image, backend)  # on the host the backend runs VMs on
-        accel = verdict["accel"]
-        kvm_probe_s = float(verdict["kvm"].get("seconds") or 0.0) if accel == "kvm" else 0.0
-        reason = verdict.get("warning") or f"KVM probe{verdict.get('where', '')}: {verdict['kvm']['detail']}"
-        if accel == "tcg" and not verdict.get("cached"):
-            progress(f"warning: {reason}")  # once: when the probe ran (numalab doctor shows the cached verdict)
-    else:
-        accel, reason = opts.accel, "chosen with --accel"
+    clock, accel, reason, kvm_probe_s = _clock_and_accel(opts, kernels[0], backend, progress)
     access_sample = access_sample_of(opts, accel, backend.emulator)
     latency = latency_of(opts, accel, topo, backend.emulator)
     if latency and latency.from_workload:
@@ -155,12 +141,7 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
     for i in range(opts.repeat):
         for kernel, sched in sides:
             side = sched.label if len(opts.schedulers) > 1 else kernel.name
-            if batch is None:
-                out = None
-            elif len(sides) == 1:
-                out = batch if opts.repeat == 1 else batch / f"r{i + 1}"
-            else:
-                out = batch / f"{side}-r{i + 1}"
+            out = _run_dir(batch, len(sides), opts.repeat, side, i)
             shown = kernel.name if not sched.sched_ext else f"{kernel.name} {sched.label}"
             label = f"{shown} repeat {i + 1}/{opts.repeat}"
             seeded = replace(clock, seed=opts.seed_of(i)) if clock.virtual else clock
@@ -193,6 +174,39 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
                 )
             )
     return reqs
+
+
+def _clock_and_accel(
+    opts: RunOptions, kernel: Kernel, backend: Backend, progress: Callable[[str], None]
+) -> tuple[GuestClock, str, str, float]:
+    """The guest clock, the accelerator, why it was chosen and the KVM probe's seconds: TCG under --clock virtual
+    (QEMU's instruction counter cannot run under KVM), the probe's verdict for --accel auto (``kernel`` boots it,
+    on the host the backend runs VMs on), else --accel."""
+    clock = GuestClock(opts.clock, quantum_ns=opts.quantum, insns_per_ns=opts.insns_per_ns)
+    if clock.virtual:
+        check_clock(opts.clock, backend.name, opts.accel, qemu_version_tuple(backend.emulator_version()))
+        check_parallel_time(opts.quantum, backend.emulator, opts.insns_per_ns)
+        clock = replace(clock, pause_ns=pause_ns_for(backend.emulator))
+        return clock, "tcg", "--clock virtual (QEMU's instruction counter is the guest's clock: TCG only)", 0.0
+    if opts.accel != "auto":
+        return clock, opts.accel, "chosen with --accel", 0.0
+    verdict = accel_verdict(kernel.image, backend)
+    accel = verdict["accel"]
+    kvm_probe_s = float(verdict["kvm"].get("seconds") or 0.0) if accel == "kvm" else 0.0
+    reason = verdict.get("warning") or f"KVM probe{verdict.get('where', '')}: {verdict['kvm']['detail']}"
+    if accel == "tcg" and not verdict.get("cached"):
+        progress(f"warning: {reason}")  # once: when the probe ran (numalab doctor shows the cached verdict)
+    return clock, accel, reason, kvm_probe_s
+
+
+def _run_dir(batch: Path | None, sides: int, repeat: int, side: str, i: int) -> Path | None:
+    """Repeat ``i``'s record directory in the batch's: the batch's own for one run, r<N> for one side's repeats,
+    <side>-r<N> for an A/B's."""
+    if batch is None:
+        return None
+    if sides == 1:
+        return batch if repeat == 1 else batch / f"r{i + 1}"
+    return batch / f"{side}-r{i + 1}"
 
 
 def access_sample_of(opts: RunOptions, accel: str | None, emulator: Emulator | None = None) -> int:

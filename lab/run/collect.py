@@ -167,14 +167,7 @@ def _manifest_inputs(trip: Trip, prep: Prepared, booted: Booted, got: Gathered, 
     evidence = replace(evidence, data_problems=tuple(data_problems), unpack_problems=tuple(unpacked.problems),
                        implausible=tuple(implausible),
                        placement_problems=tuple(check.get("problems") or ()))  # fmt: skip
-    sched, sched_problem = net("scheduler state", scheduler_readback, (req.scheduler.to_dict(), None), d,
-                               req.scheduler.to_dict(), req.scheduler.ops)  # fmt: skip
-    if evidence.guest_done and req.scheduler.sched_ext:
-        evidence = replace(evidence, scheduler_problem=sched_problem)
-    if evidence.timed_out and req.scheduler.sched_ext:  # (a timeout names the scheduler it ran under)
-        started = outcome.stage("scheduler")
-        evidence = replace(evidence, scheduler_at_timeout=scheduler_at_timeout(
-            console, req.scheduler.label, started.detail if started else None))  # fmt: skip
+    sched, evidence = _scheduler_evidence(trip, outcome, console, evidence, net)
     status, reason = classify(evidence)
     return ManifestInputs(
         scheduler=sched,
@@ -225,6 +218,23 @@ def _manifest_inputs(trip: Trip, prep: Prepared, booted: Booted, got: Gathered, 
         data_problems=(*data_problems, *implausible),
         guest_clocksource=clocksource_of(_read(d / DMESG_BOOT)),
     )
+
+
+def _scheduler_evidence(
+    trip: Trip, outcome: VmOutcome, console: str, evidence: Evidence, net: Net
+) -> tuple[dict, Evidence]:
+    """The manifest's ``scheduler`` (what the guest read back of sched_ext) and the evidence with what it says: a
+    sched_ext scheduler not enabled throughout, or the scheduler a timeout ran under."""
+    req = trip.req
+    sched, problem = net("scheduler state", scheduler_readback, (req.scheduler.to_dict(), None), trip.record,
+                         req.scheduler.to_dict(), req.scheduler.ops)  # fmt: skip
+    if evidence.guest_done and req.scheduler.sched_ext:
+        evidence = replace(evidence, scheduler_problem=problem)
+    if evidence.timed_out and req.scheduler.sched_ext:  # (a timeout names the scheduler it ran under)
+        started = outcome.stage("scheduler")
+        evidence = replace(evidence, scheduler_at_timeout=scheduler_at_timeout(
+            console, req.scheduler.label, started.detail if started else None))  # fmt: skip
+    return sched, evidence
 
 
 def kernel_problem(kernel, guest_build_id: str | None, booted: bool) -> str | None:
