@@ -26,7 +26,7 @@ PYTEST_ARGS ?=
 unexport PYTHONDONTWRITEBYTECODE
 COMPILE_LAB = $(PY) -m compileall -q lab > /dev/null
 
-.PHONY: setup setup-runs setup-demo setup-qemu10 setup-qemu-charge setup-sshd setup-lava setup-scx apt venv test test-fast test-nested test-scx demo lint golden bench bench-kernel clean help reproduce \
+.PHONY: setup setup-runs setup-demo setup-qemu10 setup-qemu-charge setup-sshd setup-lava setup-scx apt venv test test-fast test-nested test-scx test-fidelity demo lint golden bench bench-kernel clean help reproduce \
 	reproduce-seed002 docs completions man
 
 help:
@@ -51,6 +51,7 @@ help:
 	@echo "make setup-lava - LAVA's dispatcher (lava-run) and its device-type templates, for numalab matrix lava and its test"
 	@echo "make setup-qemu-charge - QEMU 10 built with numalab's patch, for --clock virtual --remote-latency (--qemu charge)"
 	@echo "make setup-scx - clang-19 for the scx schedulers from crates.io (--scheduler scx_bpfland@1.1.4; numalab scheduler build), and a check for cargo"
+	@echo "make test-fidelity - the modelled machine's long known answers (not in make test): K5, seed 003 in guest time, about 30-45 min"
 	@echo "make test-scx - the scx tier (not in make test): scx_layered releases on a 9-node guest (builds them the first time: minutes each)"
 
 setup: apt venv
@@ -127,8 +128,9 @@ setup-scx: setup-runs
 # (pytest's exit 5); without PYTEST_ARGS it is a failure. docs/benchmarks.md has the suite's time.
 NOT_SLOW := not vm and not kernel_build and not libvirt
 # The scx tier (tests/scx, marker scx) is make test-scx's only: its first run builds scx_layered four times (cargo,
-# 8 to 20 minutes each here on two busy cores) and it needs make setup-scx's clang-19 and a rustup toolchain.
-NOT_SCX := not scx
+# 8 to 20 minutes each here on two busy cores) and it needs make setup-scx's clang-19 and a rustup toolchain. The
+# fidelity tier (tests/fidelity, marker fidelity) is make test-fidelity's only: the modelled machine's long known answers.
+NOT_SCX := not scx and not fidelity
 # Twice the CPUs, up to 4: a quarter of the first pass's time is its tests waiting on subprocesses and sockets
 # (2 cores: 4 min 36 s with 2 workers, 4 min 12 s with 4; 2026-11-27).
 TEST_JOBS ?= $(shell n=$$((2 * $$(nproc))); [ $$n -gt 4 ] && n=4; echo $$n)
@@ -151,6 +153,11 @@ test-nested: setup setup-sshd
 # a 9-node guest, on v6.12-scx, and what 7.3.4 does with them on v7.3-scx (built with --fragment sched-ext --fragment scx the first time).
 test-scx: setup setup-scx
 	$(PY) -m pytest -ra -m scx tests/scx $(PYTEST_ARGS)
+
+# The fidelity tier alone (not in make test): issue 66's long known answers under the modelled machine m1, each
+# printing its figures (K5, seed 003's decisions in guest time: 6-8 runs of 10 guest s, 4-6 host min each).
+test-fidelity: setup setup-qemu-charge
+	$(PY) -m pytest -ra -s -m fidelity tests/fidelity $(PYTEST_ARGS)
 
 test-fast: setup  ## the unit tier without its few VM tests (tests/unit)
 	$(PY) -m pytest -ra -n $(TEST_JOBS) -m '$(NOT_SLOW)' tests/unit $(PYTEST_ARGS)
