@@ -45,7 +45,7 @@ def _repeat_arg(text: str) -> int | str:
 
 def run_options_from_args(args: argparse.Namespace):
     """``numalab run``'s flags -> the library's RunOptions (lab.run.options); the only place that reads them."""
-    return RunOptions(
+    return RunOptions.of(
         topology=topology_ref(args),
         kernels=tuple(args.kernel or ("stock",)),
         schedulers=schedulers_of(args),
@@ -71,9 +71,6 @@ def run_options_from_args(args: argparse.Namespace):
         access_matrix=args.access_matrix,
         access_sample=args.access_sample,
         access_address_map=args.access_address_map or "",
-        remote_latency_ns=args.remote_latency_ns,
-        remote_bandwidth_gbs=args.remote_bandwidth_gbs,
-        coherence_mib=args.coherence_mib,
     )
 
 

@@ -164,9 +164,9 @@ def test_a_tiny_tight_difference_decides_same_and_stops_the_repeats() -> None:
 
 
 def test_repeat_auto_decides_on_the_rate_itself_under_the_virtual_clock() -> None:
-    host = RunOptions(kernels=("a", "b"), workload="numa01")
+    host = RunOptions.of(kernels=("a", "b"), workload="numa01")
     assert check_auto(host, ABPlan()).decide == ("workload.gbps_per_vcpu_s",)
-    virtual = RunOptions(kernels=("a", "b"), workload="numa01", clock="virtual")
+    virtual = RunOptions.of(kernels=("a", "b"), workload="numa01", clock="virtual")
     assert check_auto(virtual, ABPlan()).decide == ("workload.gbps",)
 
 
