@@ -130,11 +130,11 @@ def _check_before_building(template) -> None:
     from lab.vm.qemu.emulator import qemu_version_tuple  # (on use: start-up time)
 
     template.topology.load()
-    check_clock(template.guest_time.clock, template.backend, template.accel, None)
+    check_clock(template.guest_time.clock, template.vm.backend, template.vm.accel, None)
     backend = backend_of(template)
     if template.guest_time.virtual:
         version = qemu_version_tuple(backend.emulator_version())
-        check_clock(template.guest_time.clock, backend.name, template.accel, version)
+        check_clock(template.guest_time.clock, backend.name, template.vm.accel, version)
 
 
 def _print_answer(result: dict, out: Path, human) -> None:

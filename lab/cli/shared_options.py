@@ -307,8 +307,8 @@ def qemu_options(p: argparse.ArgumentParser):
     g.add_argument(
         "--accel",
         choices=CHOICES["accel"],
-        default=d.accel,
-        help=f"accelerator (default {d.accel}); auto: a real KVM boot probed on the host that runs the VM (cached; "
+        default=d.vm.accel,
+        help=f"accelerator (default {d.vm.accel}); auto: a real KVM boot probed on the host that runs the VM (cached; "
         "TCG if KVM fails)",
     )
     g.add_argument(
@@ -356,7 +356,7 @@ def qemu_options(p: argparse.ArgumentParser):
 RENAMED = {"knobs": "knob", "events": "event"}
 # The run options of the groups above that run_settings reads by name: RunOptions' own, then every piece's field
 # (lab.run.options.PIECES), so that an option added to a piece and to its group here reaches the run unnamed here.
-SETTINGS = ("numa_balancing", "knobs", "kernel_default_knobs", "append", "accel",
+SETTINGS = ("numa_balancing", "knobs", "kernel_default_knobs", "append",
             *(f.name for piece in PIECES.values() for f in dataclasses.fields(piece)))  # fmt: skip
 
 

@@ -114,10 +114,10 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
     if opts.numa_balancing == "tiering" and not (topo.tiers and topo.tiers.slow_nodes):
         progress(f"warning: --numa-balancing tiering on {topo.name}, which has no slow memory tier: nothing to promote")
     plan = plan_of(opts, workload, topo)
-    access_sample_of(opts, None if opts.accel == "auto" else opts.accel)  # before a libvirt host is asked
-    check_clock(opts.guest_time.clock, opts.backend, opts.accel, None)  # before a libvirt host is asked
+    access_sample_of(opts, opts.vm.asked_accel)  # before a libvirt host is asked
+    check_clock(opts.guest_time.clock, opts.vm.backend, opts.vm.accel, None)  # before a libvirt host is asked
     backend = backend_of(opts)
-    rom = backend.firmware_rom(opts.firmware)  # a firmware this backend cannot boot: say so first
+    rom = backend.firmware_rom(opts.vm.firmware)  # a firmware this backend cannot boot: say so first
     backend.check_machine(topo)  # a machine this backend's QEMU (or libvirt) cannot boot as specified
     check_firmware_can_boot(topo, rom, qemu_version_tuple(backend.emulator_version()))
     clock, accel, reason, kvm_probe_s = _clock_and_accel(opts, kernels[0], backend, progress)
@@ -153,7 +153,7 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
                     label,
                     backend=backend,
                     pinning=opts.pinning,
-                    firmware=opts.firmware,
+                    firmware=opts.vm.firmware,
                     guest_output_limit=output_limit,
                     access_sample=access_sample,
                     access_map=opts.access_address_map,
@@ -176,12 +176,12 @@ def _clock_and_accel(
     asked = opts.guest_time
     clock = asked.guest_clock()
     if clock.virtual:
-        check_clock(asked.clock, backend.name, opts.accel, qemu_version_tuple(backend.emulator_version()))
+        check_clock(asked.clock, backend.name, opts.vm.accel, qemu_version_tuple(backend.emulator_version()))
         check_parallel_time(asked.quantum, backend.emulator, asked.insns_per_ns)
         clock = replace(clock, pause_ns=pause_ns_for(backend.emulator))
         return clock, "tcg", "--clock virtual (QEMU's instruction counter is the guest's clock: TCG only)", 0.0
-    if opts.accel != "auto":
-        return clock, opts.accel, "chosen with --accel", 0.0
+    if opts.vm.asked_accel is not None:
+        return clock, opts.vm.asked_accel, "chosen with --accel", 0.0
     verdict = accel_verdict(kernel.image, backend)
     accel = verdict["accel"]
     kvm_probe_s = float(verdict["kvm"].get("seconds") or 0.0) if accel == "kvm" else 0.0
@@ -208,7 +208,7 @@ def access_sample_of(opts: RunOptions, accel: str | None, emulator: Emulator | N
         return 0  # (with --access-sample: RunOptions.check refuses it)
 
     sample = DEFAULT_SAMPLE if sample is None else sample
-    access_run.check_request(sample, accel, opts.backend, opts.connect or "", opts.guest_time.clock, emulator)
+    access_run.check_request(sample, accel, opts.vm.backend, opts.vm.connect or "", opts.guest_time.clock, emulator)
     return sample
 
 
@@ -218,24 +218,25 @@ def latency_of(opts: RunOptions, accel: str, topo: Topology, emulator: Emulator 
     if not asked.on:
         return None
 
-    latency_run.check_request(accel, opts.backend, clock, emulator)
+    latency_run.check_request(accel, opts.vm.backend, clock, emulator)
     latency_run.check_shared_bandwidth(clock, asked.local_gbs(clock), emulator)
     return asked.model(topo, clock, opts.guest_time.quantum)
 
 
 def backend_of(opts: RunOptions):
     """--backend qemu|libvirt [--connect URI]; a libvirt host is checked now (one-line error), before any build."""
-    if opts.backend != "libvirt":
-        return QemuBackend(resolve_emulator(opts.qemu))
-    if opts.qemu:
+    asked = opts.vm  # (lab.vm.backend_options.BackendOptions, checked)
+    if asked.backend != "libvirt":
+        return QemuBackend(resolve_emulator(asked.qemu))
+    if asked.qemu:
         raise LabError("--qemu: only with --backend qemu (a libvirt host runs the emulator its domains name)")
 
-    uri = opts.connect or "qemu:///system"
+    uri = asked.connect or "qemu:///system"
     if "://" not in uri:
         raise LabError(f"--connect {uri}: not a libvirt URI (e.g. qemu:///system, qemu+ssh://user@host/system)")
-    if opts.pool_dir and not opts.pool_dir.startswith("/"):
-        raise LabError(f"--pool-dir {opts.pool_dir}: must be an absolute path on the libvirt host")
-    backend = LibvirtBackend(uri, HostSpec(uri, 1, opts.pool_dir or "", not opts.no_upload))
+    if asked.pool_dir and not asked.pool_dir.startswith("/"):
+        raise LabError(f"--pool-dir {asked.pool_dir}: must be an absolute path on the libvirt host")
+    backend = LibvirtBackend(uri, HostSpec(uri, 1, asked.pool_dir or "", not asked.no_upload))
     backend.check()
     return backend
 

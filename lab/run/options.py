@@ -34,7 +34,7 @@ from lab.paths import json_text, utf8_path
 from lab.placement.pinning import BACKINGS, PINNINGS
 from lab.run.scheduler import split as split_scheduler
 from lab.topology.ref import TopologyRef
-from lab.vm.qemu.firmware import FIRMWARES
+from lab.vm.backend_options import BackendOptions
 from lab.vm.tcg.access_plugin import ADDRESS_MODES
 from lab.vm.tcg.clock_options import ClockOptions
 from lab.vm.tcg.latency_options import LatencyOptions
@@ -43,21 +43,21 @@ from lab.workloads.user_workload import resolve_workload
 MAX_REPEAT = 1000
 MAX_TIMEOUT_S = 7 * 86400.0
 NUMA_BALANCING = ("on", "off", "default", "tiering")
-ACCELS = ("auto", "kvm", "tcg")
-BACKENDS = ("qemu", "libvirt")
 # The pieces: the run options that configure one module each, a typed value beside that module with its own
 # check, by the name RunOptions holds it under. Their fields are run options like the others on the command
 # line and in a saved options file (flat: ``{"clock": "virtual", "events": [...]}``); RunOptions.of builds them
 # from those names, and to_dict writes them so.
-PIECES: dict[str, type] = {"guest_time": ClockOptions, "latency": LatencyOptions, "tracing": TraceOptions}
+PIECES: dict[str, type] = {
+    "vm": BackendOptions,
+    "guest_time": ClockOptions,
+    "latency": LatencyOptions,
+    "tracing": TraceOptions,
+}
 # The options whose value is one of a few words: the command line offers these as its choices.
 CHOICES: dict[str, tuple[str, ...]] = {
     "numa_balancing": NUMA_BALANCING,
     "backing": BACKINGS,
     "pinning": PINNINGS,
-    "firmware": FIRMWARES,
-    "accel": ACCELS,
-    "backend": BACKENDS,
     "access_address_map": ("", *ADDRESS_MODES),
 }
 OWN_CHOICES = tuple(CHOICES)  # (RunOptions' own; the pieces check theirs)
@@ -92,22 +92,17 @@ class RunOptions:
     backing: str = "ram"
     prealloc: bool = False
     pinning: str = "auto"
-    firmware: str = "auto"
-    accel: str = "auto"
     timeout: float | None = None
     boot_deadline: float | None = None  # TCG: re-boot once if init has not started by then; None default, 0 never
     guest_output_limit: str | None = None  # a size, e.g. 2G
     test_fault: str = ""  # panic, hang, hostile=/host/path (the tests)
-    backend: str = "qemu"
-    qemu: str = ""  # the QEMU binary (path or command); "" is $NUMALAB_QEMU, else the PATH's qemu-system-x86_64
-    connect: str | None = None  # libvirt URI
-    pool_dir: str | None = None
-    no_upload: bool = False
     access_matrix: bool = False
     access_sample: int | None = None
     access_address_map: str = ""  # ram-block or guest-physical; "" chooses by QEMU version
-    # The pieces (PIECES), each of the options that configure one module: the guest clock (lab.vm.tcg.guest_clock),
-    # the memory charge (lab.vm.tcg.latency_model) and the tracing (lab.guest.init_plan).
+    # The pieces (PIECES), each of the options that configure one module: the VM's backend (lab.vm.backend), the
+    # guest clock (lab.vm.tcg.guest_clock), the memory charge (lab.vm.tcg.latency_model) and the tracing
+    # (lab.guest.init_plan).
+    vm: BackendOptions = field(default_factory=BackendOptions)
     guest_time: ClockOptions = field(default_factory=ClockOptions)
     latency: LatencyOptions = field(default_factory=LatencyOptions)
     tracing: TraceOptions = field(default_factory=TraceOptions)
@@ -131,13 +126,7 @@ class RunOptions:
             check_seconds(self.boot_deadline, "--boot-deadline", MAX_TIMEOUT_S)
         if self.access_sample is not None and not self.access_matrix:
             raise LabError("--access-sample: only with --access-matrix")
-        if self.backend != "qemu" and self.firmware == "qboot":  # (before any connection to a libvirt host)
-            raise LabError("--firmware qboot: only with --backend qemu (libvirt hosts boot their default firmware)")
         self.check_pieces()
-        if self.backend != "libvirt":
-            for opt in ("connect", "pool_dir", "no_upload"):
-                if getattr(self, opt):
-                    raise LabError(f"--{opt.replace('_', '-')}: only with --backend libvirt")
         if self.guest_output_limit is not None:
             self.output_limit_bytes()
         # (before anything is made: a record's path is in its UTF-8 files, the QEMU command line first)
@@ -176,13 +165,14 @@ class RunOptions:
             if not isinstance(piece, PIECES[name]):
                 raise LabError(f"{name}: expected a {PIECES[name].__name__}, got {piece!r} (RunOptions.of takes the "
                                "options by their flat names)")  # fmt: skip
+        self.vm.check()
         self.guest_time.check(self.repeat)
         self.latency.check()
         self.tracing.check()
         if self.latency.on:
             from lab.run.remote_latency import check_request  # (on use: numalab's start loads this module)
 
-            check_request(None if self.accel == "auto" else self.accel, self.backend, self.guest_time.clock)
+            check_request(self.vm.asked_accel, self.vm.backend, self.guest_time.clock)
 
     def knob_values(self) -> dict[str, str]:
         """The debugfs knobs a run sets: numalab's short-scan ones (unless --kernel-default-knobs), then --knob's."""

@@ -30,7 +30,7 @@ def test_m1_is_its_parts_on_the_command_line() -> None:
                    "remote_latency": "slit", "coherence": "off"}  # fmt: skip
     # without it, numalab run's defaults, as before
     plain = _opts()
-    assert (plain.qemu, plain.guest_time, plain.latency) == ("", ClockOptions(), LatencyOptions())
+    assert (plain.vm.qemu, plain.guest_time, plain.latency) == ("", ClockOptions(), LatencyOptions())
 
 
 def test_a_part_given_besides_the_model_is_kept() -> None:

@@ -143,7 +143,8 @@ def test_matrix_children_get_typed_options_not_flags(tmp_path: Path) -> None:
     assert back == opts
     assert back.topology == TopologyRef("ring-4", 1) and back.workload == "idle" and back.duration == 2.0
     assert back.numa_balancing == "off" and back.knobs == ("scan_delay_ms=500",)
-    assert (back.backend, back.connect, back.pool_dir, back.no_upload) == ("libvirt", "qemu:///session", "/pool", True)
+    assert (back.vm.backend, back.vm.connect, back.vm.pool_dir, back.vm.no_upload) == ("libvirt", "qemu:///session",
+                                                                                         "/pool", True)  # fmt: skip
     assert back.out == tmp_path / "runs" / run.id and back.timeout == 60.0
 
 
