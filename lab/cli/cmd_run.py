@@ -63,9 +63,6 @@ def run_options_from_args(args: argparse.Namespace):
         boot_deadline=args.boot_deadline,
         guest_output_limit=args.guest_output_limit,
         test_fault=args.test_fault or "",
-        access_matrix=args.access_matrix,
-        access_sample=args.access_sample,
-        access_address_map=args.access_address_map or "",
     )
 
 

@@ -37,7 +37,6 @@ from lab.vm.qemu.emulator import Emulator, qemu_version_tuple
 from lab.vm.qemu.emulator import resolve as resolve_emulator
 from lab.vm.qemu.qemu_argv import check_firmware_can_boot
 from lab.vm.qemu.qemu_backend import QemuBackend
-from lab.vm.tcg.access_plugin import DEFAULT_SAMPLE
 from lab.vm.tcg.guest_clock import GuestClock, check_parallel_time, pause_ns_for
 from lab.vm.tcg.guest_clock import check as check_clock
 from lab.vm.tcg.latency_model import LatencyModel
@@ -156,7 +155,7 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
                     firmware=opts.vm.firmware,
                     guest_output_limit=output_limit,
                     access_sample=access_sample,
-                    access_map=opts.access_address_map,
+                    access_map=opts.access.access_address_map,
                     latency=latency,
                     boot_deadline_s=opts.boot_deadline,
                     clock=seeded,
@@ -202,12 +201,12 @@ def _run_dir(batch: Path | None, sides: int, repeat: int, side: str, i: int) -> 
 
 
 def access_sample_of(opts: RunOptions, accel: str | None, emulator: Emulator | None = None) -> int:
-    """--access-matrix [--access-sample N] -> the plugin's sampling period (0: no plugin)."""
-    sample = opts.access_sample
-    if not opts.access_matrix:
-        return 0  # (with --access-sample: RunOptions.check refuses it)
+    """--access-matrix [--access-sample N] -> the plugin's sampling period (0: no plugin), once this run can have
+    it."""
+    if not opts.access.access_matrix:
+        return 0  # (with --access-sample: the piece's check refuses it)
 
-    sample = DEFAULT_SAMPLE if sample is None else sample
+    sample = opts.access.sample()
     access_run.check_request(sample, accel, opts.vm.backend, opts.vm.connect or "", opts.guest_time.clock, emulator)
     return sample
 

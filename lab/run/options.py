@@ -35,7 +35,7 @@ from lab.placement.pinning import BACKINGS, PINNINGS
 from lab.run.scheduler import split as split_scheduler
 from lab.topology.ref import TopologyRef
 from lab.vm.backend_options import BackendOptions
-from lab.vm.tcg.access_plugin import ADDRESS_MODES
+from lab.vm.tcg.access_options import AccessOptions
 from lab.vm.tcg.clock_options import ClockOptions
 from lab.vm.tcg.latency_options import LatencyOptions
 from lab.workloads.user_workload import resolve_workload
@@ -51,6 +51,7 @@ PIECES: dict[str, type] = {
     "vm": BackendOptions,
     "guest_time": ClockOptions,
     "latency": LatencyOptions,
+    "access": AccessOptions,
     "tracing": TraceOptions,
 }
 # The options whose value is one of a few words: the command line offers these as its choices.
@@ -58,7 +59,6 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "numa_balancing": NUMA_BALANCING,
     "backing": BACKINGS,
     "pinning": PINNINGS,
-    "access_address_map": ("", *ADDRESS_MODES),
 }
 OWN_CHOICES = tuple(CHOICES)  # (RunOptions' own; the pieces check theirs)
 for _piece in PIECES.values():
@@ -96,15 +96,13 @@ class RunOptions:
     boot_deadline: float | None = None  # TCG: re-boot once if init has not started by then; None default, 0 never
     guest_output_limit: str | None = None  # a size, e.g. 2G
     test_fault: str = ""  # panic, hang, hostile=/host/path (the tests)
-    access_matrix: bool = False
-    access_sample: int | None = None
-    access_address_map: str = ""  # ram-block or guest-physical; "" chooses by QEMU version
     # The pieces (PIECES), each of the options that configure one module: the VM's backend (lab.vm.backend), the
-    # guest clock (lab.vm.tcg.guest_clock), the memory charge (lab.vm.tcg.latency_model) and the tracing
-    # (lab.guest.init_plan).
+    # guest clock (lab.vm.tcg.guest_clock), the memory charge (lab.vm.tcg.latency_model), the access matrix
+    # (lab.vm.tcg.access_plugin) and the tracing (lab.guest.init_plan).
     vm: BackendOptions = field(default_factory=BackendOptions)
     guest_time: ClockOptions = field(default_factory=ClockOptions)
     latency: LatencyOptions = field(default_factory=LatencyOptions)
+    access: AccessOptions = field(default_factory=AccessOptions)
     tracing: TraceOptions = field(default_factory=TraceOptions)
 
     def __post_init__(self) -> None:
@@ -124,8 +122,6 @@ class RunOptions:
             check_seconds(self.timeout, "--timeout", MAX_TIMEOUT_S)
         if self.boot_deadline is not None and self.boot_deadline != 0:  # (0: never re-boot)
             check_seconds(self.boot_deadline, "--boot-deadline", MAX_TIMEOUT_S)
-        if self.access_sample is not None and not self.access_matrix:
-            raise LabError("--access-sample: only with --access-matrix")
         self.check_pieces()
         if self.guest_output_limit is not None:
             self.output_limit_bytes()
@@ -168,6 +164,7 @@ class RunOptions:
         self.vm.check()
         self.guest_time.check(self.repeat)
         self.latency.check()
+        self.access.check()
         self.tracing.check()
         if self.latency.on:
             from lab.run.remote_latency import check_request  # (on use: numalab's start loads this module)
