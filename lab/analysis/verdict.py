@@ -200,22 +200,34 @@ def cell_label(topology: str, workload: str, other: str) -> str:
     return f"{topology}/{workload}/{other}"
 
 
+@dataclass(frozen=True)
+class Sides:
+    """What a verdict says of the runs beside the numbers: the accelerator they ran under, the two sides' names
+    (base, new) and the cell they belong to (:func:`cell_label`); one value, so a verdict's caller passes them
+    together and ``verdict_of`` keeps to a few parameters."""
+
+    accelerator: str = "?"
+    labels: tuple[str, str] = ("A", "B")
+    context: str = ""
+
+
 def verdict_of(
     metric_key: str,
     base: list[float],
     new: list[float],
-    rule: str = DEFAULT_RULE,
-    accelerator: str = "?",
-    labels: tuple[str, str] = ("A", "B"),
-    context: str = "",
+    plan: ABPlan | None = None,
+    sides: Sides | None = None,
     metric: Metric | None = None,
-    min_effect: float | None = None,
     included: dict[str, int] | None = None,
 ) -> Verdict:
-    """The verdict for one metric from its values on each side (runs without the metric left out); ``metric``
-    for one a user's workload declared (lab.analysis.metrics.declared_metrics), else a built-in by its key;
-    ``min_effect`` (percent, --min-effect) overrides the metric's own minimum effect (lab.min_effect);
-    ``included``: the runs among the values whose status is not ok, by status (the line names them)."""
+    """The verdict for one metric from its values on each side (runs without the metric left out); ``plan``
+    (None: the default) gives the significance rule and the minimum effect (percent, --min-effect, overriding the
+    metric's own: lab.min_effect); ``sides`` the accelerator, the sides' labels and the cell; ``metric`` for one a
+    user's workload declared (lab.analysis.metrics.declared_metrics), else a built-in by its key; ``included``:
+    the runs among the values whose status is not ok, by status (the line names them)."""
+    plan, sides = plan or ABPlan(), sides or Sides()
+    rule, min_effect = plan.significance, plan.min_effect
+    accelerator, labels, context = sides.accelerator, sides.labels, sides.context
     metric = metric if metric is not None and metric.key == metric_key else get_metric(metric_key)
     effect = effective(min_effect, metric.min_effect)
     marked = tuple(sorted((s, n) for s, n in (included or {}).items() if n))
@@ -265,7 +277,8 @@ def verdicts_of(
     line names those counted whose status is not ok); ``min_effect``: the command line's minimum effect
     (percent), None: each metric's own or the default."""
     accels = sorted({(m.get("accelerator") or {}).get("name", "?") for m in base + new if m.get("status") in statuses})
-    accel = "+".join(accels) or "?"
+    plan = ABPlan(significance=rule, min_effect=min_effect)
+    sides = Sides("+".join(accels) or "?", labels, context)
     known = {m.key: m for m in metrics_of(base + new)}  # (with the metrics the runs' user workloads declared)
 
     def marked(key: str) -> dict[str, int]:  # the counted runs not marked ok that have the metric, by status
@@ -297,12 +310,9 @@ def verdicts_of(
                 k,
                 values(base, k, statuses),
                 values(new, k, statuses),
-                rule,
-                accel,
-                labels,
-                context,
+                plan,
+                sides,
                 known.get(k),
-                min_effect,
                 marked(k),
             ),
             caveat=caveat(k),

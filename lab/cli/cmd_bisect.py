@@ -97,10 +97,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def _settings(args: argparse.Namespace) -> dict:
     """The run settings given that differ from numalab run's defaults, beyond balancing and --no-trace (which
     the context names): recorded with the bisect, so a resume must give the same."""
-    d = RunOptions()
+    d = RunOptions().flat()
     out = {}
     for k, v in run_settings(args).items():
-        if k not in ("duration", "numa_balancing", "no_trace") and v != getattr(d, k):
+        if k not in ("duration", "numa_balancing", "no_trace") and v != d[k]:
             out[k] = list(v) if isinstance(v, tuple) else v
     return out
 
@@ -130,10 +130,11 @@ def _check_before_building(template) -> None:
     from lab.vm.qemu.emulator import qemu_version_tuple  # (on use: start-up time)
 
     template.topology.load()
-    check_clock(template.clock, template.backend, template.accel, None)
+    check_clock(template.guest_time.clock, template.vm.backend, template.vm.accel, None)
     backend = backend_of(template)
-    if template.clock != "host":
-        check_clock(template.clock, backend.name, template.accel, qemu_version_tuple(backend.emulator_version()))
+    if template.guest_time.virtual:
+        version = qemu_version_tuple(backend.emulator_version())
+        check_clock(template.guest_time.clock, backend.name, template.vm.accel, version)
 
 
 def _print_answer(result: dict, out: Path, human) -> None:
@@ -199,8 +200,8 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     from lab.bisect.kernel_steps import KernelStepRunner  # (on use: start-up time)
 
     # Every run the bisect makes has these settings (kernel_steps replaces the kernel and the record's place).
-    template = RunOptions(topology=topology_ref(args), workload=workload_of(args),
-                          schedulers=schedulers_of(args, one=True), **run_settings(args))  # fmt: skip
+    template = RunOptions.of(topology=topology_ref(args), workload=workload_of(args),
+                             schedulers=schedulers_of(args, one=True), **run_settings(args))  # fmt: skip
     debug(f"bisect config: {json_text(cfg.to_dict(), sort_keys=True)}")
     debug(f"every run (options not at their defaults, kernel and out aside): {options_line(template)}")
     _check_before_building(template)

@@ -16,10 +16,10 @@ def _seconds(s: float) -> str:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
-    from lab.kernel.build import build_kernel, make_request  # (on use: start-up time)
+    from lab.kernel.build import BuildInputs, build_kernel, make_request  # (on use: start-up time)
 
-    req = make_request(args.source, args.patch, args.series, args.fragment, args.name, args.make_jobs,
-                       not args.no_default_fragments, args.rebuild, progress)  # fmt: skip
+    inputs = BuildInputs(args.source, args.patch, args.series, args.fragment, not args.no_default_fragments)
+    req = make_request(inputs, args.name, args.make_jobs, args.rebuild, progress)
     debug(f"kernel build: {len(req.patches)} patches, {len(req.fragments)} fragments, make -j "
           f"{args.make_jobs or 'the host CPUs'}, name {req.name or '(default)'}")  # fmt: skip
     result = build_kernel(req, progress)

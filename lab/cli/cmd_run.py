@@ -45,7 +45,7 @@ def _repeat_arg(text: str) -> int | str:
 
 def run_options_from_args(args: argparse.Namespace):
     """``numalab run``'s flags -> the library's RunOptions (lab.run.options); the only place that reads them."""
-    return RunOptions(
+    return RunOptions.of(
         topology=topology_ref(args),
         kernels=tuple(args.kernel or ("stock",)),
         schedulers=schedulers_of(args),
@@ -59,21 +59,10 @@ def run_options_from_args(args: argparse.Namespace):
         backing=args.backing,
         prealloc=args.prealloc,
         pinning=args.pinning,
-        firmware=args.firmware,
         timeout=args.timeout,
         boot_deadline=args.boot_deadline,
         guest_output_limit=args.guest_output_limit,
         test_fault=args.test_fault or "",
-        backend=args.backend,
-        connect=args.connect,
-        pool_dir=args.pool_dir,
-        no_upload=args.no_upload,
-        access_matrix=args.access_matrix,
-        access_sample=args.access_sample,
-        access_address_map=args.access_address_map or "",
-        remote_latency_ns=args.remote_latency_ns,
-        remote_bandwidth_gbs=args.remote_bandwidth_gbs,
-        coherence_mib=args.coherence_mib,
     )
 
 
@@ -194,7 +183,7 @@ def _qemu_arguments(r: argparse.ArgumentParser, d: RunOptions) -> None:
     g.add_argument(
         "--firmware",
         choices=CHOICES["firmware"],
-        default=d.firmware,
+        default=d.vm.firmware,
         help="guest firmware with --backend qemu: qboot (QEMU's minimal firmware for direct kernel boots, "
         "faster) or seabios (QEMU's default); auto: qboot when QEMU ships it (the default)",
     )
@@ -227,8 +216,8 @@ def _libvirt_arguments(r: argparse.ArgumentParser, d: RunOptions) -> None:
     g.add_argument(
         "--backend",
         choices=CHOICES["backend"],
-        default=d.backend,
-        help=f"(default {d.backend}) qemu: start QEMU directly; libvirt: a libvirt daemon runs the VM",
+        default=d.vm.backend,
+        help=f"(default {d.vm.backend}) qemu: start QEMU directly; libvirt: a libvirt daemon runs the VM",
     )
     connect_option(g)
     g.add_argument(

@@ -14,6 +14,7 @@ which numalab's start loads anyway: building the parser stays cheap for every co
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 from lab import schemas
@@ -22,15 +23,17 @@ from lab.analysis.numa import default_events
 from lab.analysis.stats import RULES
 from lab.errors import LabError
 from lab.guest.init_plan import TRACE_MODES
+from lab.guest.trace_options import TraceOptions
 from lab.min_effect import DEFAULT_PCT as DEFAULT_MIN_EFFECT
 from lab.min_effect import parse_pct
 from lab.paths import printable_path
 from lab.placement.pinning import BACKINGS, PINNINGS
 from lab.run.access_matrix import CLOCK_STATUS as ACCESS_CLOCK_STATUS
 from lab.run.access_matrix import STATUS as ACCESS_STATUS
-from lab.run.options import CHOICES, RunOptions
+from lab.run.options import CHOICES, PIECES, RunOptions
 from lab.topology.ref import TopologyRef
 from lab.vm.status import STATUSES
+from lab.vm.tcg.clock_options import ClockOptions
 from lab.vm.tcg.machine_model import DEFAULT_MODEL, MODELS
 from lab.vm.tcg.machine_model import fill as fill_model
 from lab.workloads.registry import WORKLOADS
@@ -259,8 +262,9 @@ def balancing_options(p: argparse.ArgumentParser):
 
 
 def tracing_options(p: argparse.ArgumentParser):
-    """--event, --no-trace, --trace-buffer-kb and --trace-mode."""
-    d = RunOptions()
+    """--event, --no-trace, --lean, --trace-buffer-kb, --node-maps and --trace-mode: the tracing piece's
+    (lab.guest.trace_options.TraceOptions), each flag's dest its field's name (but --event's, ``events``)."""
+    d = TraceOptions()
     g = p.add_argument_group("tracing")
     g.add_argument("--event", action="append", default=[], metavar="SYS:EVENT",
                    help=f"extra trace event (default set: {', '.join(e.full for e in default_events())})")  # fmt: skip
@@ -295,15 +299,16 @@ def qemu_option(container) -> None:
 
 
 def qemu_options(p: argparse.ArgumentParser):
-    """--qemu, --accel and --clock: which emulator, which accelerator, whose time."""
+    """--qemu, --accel, --model, --clock, --seed, --quantum and --insns-per-ns: which emulator, which accelerator,
+    whose time (the clock's flags: the clock piece's, lab.vm.tcg.clock_options.ClockOptions)."""
     d = RunOptions()
     g = p.add_argument_group("QEMU, accelerator and clock")
     qemu_option(g)
     g.add_argument(
         "--accel",
         choices=CHOICES["accel"],
-        default=d.accel,
-        help=f"accelerator (default {d.accel}); auto: a real KVM boot probed on the host that runs the VM (cached; "
+        default=d.vm.accel,
+        help=f"accelerator (default {d.vm.accel}); auto: a real KVM boot probed on the host that runs the VM (cached; "
         "TCG if KVM fails)",
     )
     g.add_argument(
@@ -317,9 +322,9 @@ def qemu_options(p: argparse.ArgumentParser):
     g.add_argument(
         "--clock",
         choices=CHOICES["clock"],
-        help=f"the guest's clock under TCG (default {d.clock}): host, or virtual: it advances with the instructions "
-        "the vCPUs execute (QEMU's -icount, 1 G a guest second shared by the vCPUs; QEMU 10: --qemu backports), so "
-        "host load cannot change what the guest measures",
+        help=f"the guest's clock under TCG (default {ClockOptions().clock}): host, or virtual: it advances with the "
+        "instructions the vCPUs execute (QEMU's -icount, 1 G a guest second shared by the vCPUs; QEMU 10: --qemu "
+        "backports), so host load cannot change what the guest measures",
     )
     g.add_argument(
         "--seed",
@@ -347,30 +352,20 @@ def qemu_options(p: argparse.ArgumentParser):
     return g
 
 
+# The run options whose flag's dest is not their name (a new option's is: argparse makes --foo-bar foo_bar).
+RENAMED = {"knobs": "knob", "events": "event"}
+# The run options of the groups above that run_settings reads by name: RunOptions' own, then every piece's field
+# (lab.run.options.PIECES), so that an option added to a piece and to its group here reaches the run unnamed here.
+SETTINGS = ("numa_balancing", "knobs", "kernel_default_knobs", "append",
+            *(f.name for piece in PIECES.values() for f in dataclasses.fields(piece)))  # fmt: skip
+
+
 def run_settings(args: argparse.Namespace) -> dict:
-    """The RunOptions fields of the groups above that ``args`` has (run and bisect): workload, balancing, knobs,
-    --append, tracing, QEMU, accelerator and clock."""
-    fields = {
-        "numa_balancing": "numa_balancing",
-        "knobs": "knob",
-        "kernel_default_knobs": "kernel_default_knobs",
-        "append": "append",
-        "events": "event",
-        "no_trace": "no_trace",
-        "lean": "lean",
-        "trace_buffer_kb": "trace_buffer_kb",
-        "node_maps": "node_maps",
-        "trace_mode": "trace_mode",
-        "accel": "accel",
-        "clock": "clock",
-        "seed": "seed",
-        "quantum": "quantum",
-        "insns_per_ns": "insns_per_ns",
-    }
-    if hasattr(args, "remote_latency"):  # (numalab run's; bisect has none, but its --model sets them)
-        fields |= {"remote_latency": "remote_latency", "coherence": "coherence"}
-    out = {f: (tuple(v) if isinstance(v, list) else v) for f, a in fields.items() if (v := getattr(args, a, None))
-           is not None}  # fmt: skip
+    """The RunOptions fields of the groups above that ``args`` has (run and bisect), by their flat names (the flag's
+    dest, :data:`RENAMED` aside): workload, balancing, knobs, --append, tracing, QEMU, accelerator, clock and
+    (run's) the memory charge; those not given (None) are left at their defaults."""
+    out = {f: (tuple(v) if isinstance(v, list) else v) for f in SETTINGS
+           if (v := getattr(args, RENAMED.get(f, f), None)) is not None}  # fmt: skip
     if hasattr(args, "qemu"):
         out["qemu"] = args.qemu
     if getattr(args, "model", None):

@@ -415,19 +415,34 @@ def build_kernel(req: BuildRequest, progress: Progress) -> BuildResult:
     return BuildResult(name, key, builds_dir() / key, True, round(time.monotonic() - t0, 2), meta)
 
 
-def make_request(source: str | None, patches: list[str] | None, series: str | None, fragments: list[str] | None,
-                 name: str | None = None, jobs: int = 0, default_fragments: bool = True,
-                 rebuild: bool = False, progress: Progress | None = None) -> BuildRequest:  # fmt: skip
+@dataclass(frozen=True)
+class BuildInputs:
+    """What a kernel is built from, as the user names it (files and words, not yet read): the source (None: the
+    default), patches and a quilt series, config fragments and whether numalab's default fragments come first.
+    :func:`make_request` reads and checks them; ``numalab kernel build``, a tree A/B and a matrix's ``build:``
+    each fill one."""
+
+    source: str | None = None
+    patches: list[str] | None = None
+    series: str | None = None
+    fragments: list[str] | None = None
+    default_fragments: bool = True
+
+
+def make_request(inputs: BuildInputs, name: str | None = None, jobs: int = 0, rebuild: bool = False,
+                 progress: Progress | None = None) -> BuildRequest:  # fmt: skip
+    """``inputs`` read and checked (one-line errors) into a request: built as ``name`` (None: the default) with
+    ``make -j jobs`` (0: the host's CPUs), ``rebuild`` even when cached."""
     # Cheap checks first, so bad input fails before anything is hashed or extracted.
-    loaded_patches = load_patches(patches, series)
-    loaded_fragments = load_fragments(fragments, default_fragments)
+    loaded_patches = load_patches(inputs.patches, inputs.series)
+    loaded_fragments = load_fragments(inputs.fragments, inputs.default_fragments)
     if not loaded_fragments:
         raise LabError("--no-default-fragments: give at least one --fragment")
     if name is not None:
         validate_name(name)
     if jobs < 0 or jobs > 4096:  # (0: the host's CPUs, the default)
         raise LabError(f"--make-jobs: must be 1..4096, or 0 for the host's CPUs, got {jobs}")
-    found = resolve_source(source) if progress is None else resolve_source(source, progress)
+    found = resolve_source(inputs.source) if progress is None else resolve_source(inputs.source, progress)
     return BuildRequest(found, loaded_patches, loaded_fragments, name, jobs, rebuild)
 
 
@@ -447,13 +462,13 @@ def recipe_request(name: str, recipe: dict, base_dir: Path) -> BuildRequest:
             raise LabError(f"kernels: {name}: build.{key}: expected a list of files")
     src = recipe.get("source")
     try:
-        return make_request(
+        inputs = BuildInputs(
             rel(str(src)) if src and "@" not in str(src) else (None if src is None else str(src)),
             [rel(str(p)) for p in recipe.get("patches") or []],
             rel(str(recipe["series"])) if recipe.get("series") else None,
             [rel(str(f)) for f in recipe.get("fragments") or []],
-            name,
         )
+        return make_request(inputs, name)
     except LabError as err:
         raise LabError(f"kernels: {name}: build: {err}") from None
 

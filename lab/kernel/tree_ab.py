@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.errors import LabError
-from lab.kernel.build import BuildRequest, BuildResult, build_kernel, check_patches, make_request
+from lab.kernel.build import BuildInputs, BuildRequest, BuildResult, build_kernel, check_patches, make_request
 from lab.kernel.git_tree import commit_of, is_git_tree, range_series, uncommitted, uncommitted_patch
 from lab.paths import cache_dir
 
@@ -92,8 +92,8 @@ def plan_tree(ab: TreeAB) -> TreePlan:
     frags = list(ab.fragments)
     scx = "-scx" if "sched-ext" in frags else ""  # (its own names: the same base without sched_ext is another build)
     scx += "-crates" if "scx" in frags else ""  # (and with scx.config, for the scx project's schedulers, another)
-    baseline = make_request(source, None, None, frags, f"ab-{base[:12]}{scx}", ab.jobs)
-    patched = make_request(source, patches, series, frags, None, ab.jobs)
+    baseline = make_request(BuildInputs(source, None, None, frags), f"ab-{base[:12]}{scx}", ab.jobs)
+    patched = make_request(BuildInputs(source, patches, series, frags), None, ab.jobs)
     digest = hashlib.sha256("".join(p.sha256() for p in patched.patches).encode()).hexdigest()[:10]
     patched.name = f"ab-{base[:12]}-{digest}{scx}"
     return TreePlan(baseline, patched, tuple(notes))

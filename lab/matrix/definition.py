@@ -320,7 +320,7 @@ def _seconds(value: object) -> bool:
 def run_options_of(run: MatrixRun, kernel_arg: str, timeout: float | None, **more: object) -> RunOptions:
     """The options of the child that runs ``run`` (checked on construction: what numalab run refuses, a
     matrix refuses)."""
-    return RunOptions(
+    return RunOptions.of(
         topology=run.topology,
         kernels=(kernel_arg,),
         workload=run.workload.spec,

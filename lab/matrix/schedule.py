@@ -40,7 +40,6 @@ from lab.topology.ref import SPEC_SIZE_NAMES
 from lab.topology.spec import spec_path
 from lab.vm.libvirt.libvirt_hostspec import HostSpec
 from lab.vm.qemu.qemu_backend import _die_with_parent
-from lab.vm.tcg.guest_clock import GuestClock
 
 MEM_HEADROOM_MIB = 1024
 GUARD_S = 180.0  # beyond a run's own limits (its VM's timeout, then its collection's), before the runner kills it
@@ -156,8 +155,8 @@ def child_limit_s(run: MatrixRun, vcpus: int, timeout: float | None) -> float:
     It was the spec's timeout (or 0) plus 300 s and twice the workload's seconds, whatever the run: a 4-vCPU run of
     the modelled machine under parallel guest time, whose own timeout was 436 s, was killed at 310 s (2026-11-28)."""
     opts = run_options_of(run, run.kernel.spec, timeout)
-    clock = GuestClock(opts.clock, quantum_ns=opts.quantum, insns_per_ns=opts.insns_per_ns)
-    own = timeout or default_timeout_s(vcpus, opts.duration, "tcg", clock, coherence=opts.coherence == "on")
+    clock = opts.guest_time.guest_clock()
+    own = timeout or default_timeout_s(vcpus, opts.duration, "tcg", clock, coherence=opts.latency.coherence == "on")
     return own + max(COLLECT_LIMIT_S, own) + GUARD_S
 
 

@@ -37,7 +37,7 @@ def check_auto(opts: RunOptions, plan: ABPlan) -> ABPlan:
                        "(--scheduler A --scheduler B), to compare")  # fmt: skip
     plan.check()
     workload = opts.workload_of()
-    decide = resolve_decide(plan.decide, workload, opts.clock)
+    decide = resolve_decide(plan.decide, workload, opts.guest_time.clock)
     user = workload.user
     declared = [{"workload": {"metrics": user.declarations(None)}}] if user is not None else []
     for key in decide:
@@ -124,8 +124,8 @@ def run_auto(opts: RunOptions, plan: ABPlan, progress: Callable[[str], None], js
             for name, req in zip(labels, protos):
                 label = f"{name} pair {pairs} (auto, at most {plan.max_pairs})"
                 r = replace(req, out=batch / f"{dirs[name]}-r{pairs}", label=label)
-                if req.clock.virtual:  # pair N: seed + N - 1 on both sides (lab.run.options.RunOptions.seed_of)
-                    r = replace(r, clock=replace(req.clock, seed=opts.seed_of(pairs - 1)))
+                if req.clock.virtual:  # pair N: seed + N - 1 on both sides (ClockOptions.seed_of)
+                    r = replace(r, clock=replace(req.clock, seed=opts.guest_time.seed_of(pairs - 1)))
                 path, manifest = execute(r, lambda msg, n=pairs: progress(f"[pair {n}] {msg}"))
                 print_summary(manifest, out=human)
                 print(f"  record: {path}", file=human)

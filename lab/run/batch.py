@@ -37,27 +37,21 @@ from lab.vm.qemu.emulator import Emulator, qemu_version_tuple
 from lab.vm.qemu.emulator import resolve as resolve_emulator
 from lab.vm.qemu.qemu_argv import check_firmware_can_boot
 from lab.vm.qemu.qemu_backend import QemuBackend
-from lab.vm.tcg.access_plugin import DEFAULT_SAMPLE
 from lab.vm.tcg.guest_clock import GuestClock, check_parallel_time, pause_ns_for
 from lab.vm.tcg.guest_clock import check as check_clock
-from lab.vm.tcg.latency_model import (
-    DEFAULT_COHERENCE_MIB,
-    LatencyModel,
-    default_local_gbs,
-    default_local_ns,
-    model_for,
-    share_window_ns,
-)
+from lab.vm.tcg.latency_model import LatencyModel
 from lab.workloads.workload_type import Workload
 
 
 def trace_events_of(opts: RunOptions) -> tuple[str, ...]:
     """What a run traces: the events the default analyses need (lab.analysis.numa), with --lean only those of
     NUMA balancing's own analyses, then the --event ones, each once; nothing with --no-trace."""
-    if opts.no_trace:
-        return ()
-    events = lean_events() if opts.lean else default_events()
-    return tuple(dict.fromkeys([*(e.full for e in events), *opts.events]))
+    return opts.tracing.trace_events(*_event_sets())
+
+
+def _event_sets() -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The analyses' default events and --lean's (lab.analysis.numa), by their full names."""
+    return tuple(e.full for e in default_events()), tuple(e.full for e in lean_events())
 
 
 def plan_of(opts: RunOptions, workload: Workload, topo: Topology) -> GuestPlan:
@@ -70,11 +64,7 @@ def plan_of(opts: RunOptions, workload: Workload, topo: Topology) -> GuestPlan:
         duration_s=opts.duration,
         numa_balancing=balancing,
         knobs=opts.knob_values(),
-        trace_events=trace_events_of(opts),
-        trace_buffer_kb=opts.trace_buffer_kb,
-        node_maps=opts.node_maps,
-        node_samples=not opts.lean,
-        trace_mode=opts.trace_mode,
+        **opts.tracing.plan_fields(*_event_sets()),
         test_fault="mutate" if opts.test_fault.startswith("mutate=") else opts.test_fault,
         test_script=_test_script(opts.test_fault),
         kernel_args=" ".join(opts.append),
@@ -123,10 +113,10 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
     if opts.numa_balancing == "tiering" and not (topo.tiers and topo.tiers.slow_nodes):
         progress(f"warning: --numa-balancing tiering on {topo.name}, which has no slow memory tier: nothing to promote")
     plan = plan_of(opts, workload, topo)
-    access_sample_of(opts, None if opts.accel == "auto" else opts.accel)  # before a libvirt host is asked
-    check_clock(opts.clock, opts.backend, opts.accel, None)  # before a libvirt host is asked
+    access_sample_of(opts, opts.vm.asked_accel)  # before a libvirt host is asked
+    check_clock(opts.guest_time.clock, opts.vm.backend, opts.vm.accel, None)  # before a libvirt host is asked
     backend = backend_of(opts)
-    rom = backend.firmware_rom(opts.firmware)  # a firmware this backend cannot boot: say so first
+    rom = backend.firmware_rom(opts.vm.firmware)  # a firmware this backend cannot boot: say so first
     backend.check_machine(topo)  # a machine this backend's QEMU (or libvirt) cannot boot as specified
     check_firmware_can_boot(topo, rom, qemu_version_tuple(backend.emulator_version()))
     clock, accel, reason, kvm_probe_s = _clock_and_accel(opts, kernels[0], backend, progress)
@@ -144,7 +134,7 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
             out = _run_dir(batch, len(sides), opts.repeat, side, i)
             shown = kernel.name if not sched.sched_ext else f"{kernel.name} {sched.label}"
             label = f"{shown} repeat {i + 1}/{opts.repeat}"
-            seeded = replace(clock, seed=opts.seed_of(i)) if clock.virtual else clock
+            seeded = replace(clock, seed=opts.guest_time.seed_of(i)) if clock.virtual else clock
             side_plan = replace(plan, scheduler_cmd=sched.guest_command(), scheduler_ops=sched.ops,
                                 scheduler_wait_s=sched.wait_s)  # fmt: skip
             reqs.append(
@@ -162,10 +152,10 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
                     label,
                     backend=backend,
                     pinning=opts.pinning,
-                    firmware=opts.firmware,
+                    firmware=opts.vm.firmware,
                     guest_output_limit=output_limit,
                     access_sample=access_sample,
-                    access_map=opts.access_address_map,
+                    access_map=opts.access.access_address_map,
                     latency=latency,
                     boot_deadline_s=opts.boot_deadline,
                     clock=seeded,
@@ -182,14 +172,15 @@ def _clock_and_accel(
     """The guest clock, the accelerator, why it was chosen and the KVM probe's seconds: TCG under --clock virtual
     (QEMU's instruction counter cannot run under KVM), the probe's verdict for --accel auto (``kernel`` boots it,
     on the host the backend runs VMs on), else --accel."""
-    clock = GuestClock(opts.clock, quantum_ns=opts.quantum, insns_per_ns=opts.insns_per_ns)
+    asked = opts.guest_time
+    clock = asked.guest_clock()
     if clock.virtual:
-        check_clock(opts.clock, backend.name, opts.accel, qemu_version_tuple(backend.emulator_version()))
-        check_parallel_time(opts.quantum, backend.emulator, opts.insns_per_ns)
+        check_clock(asked.clock, backend.name, opts.vm.accel, qemu_version_tuple(backend.emulator_version()))
+        check_parallel_time(asked.quantum, backend.emulator, asked.insns_per_ns)
         clock = replace(clock, pause_ns=pause_ns_for(backend.emulator))
         return clock, "tcg", "--clock virtual (QEMU's instruction counter is the guest's clock: TCG only)", 0.0
-    if opts.accel != "auto":
-        return clock, opts.accel, "chosen with --accel", 0.0
+    if opts.vm.asked_accel is not None:
+        return clock, opts.vm.asked_accel, "chosen with --accel", 0.0
     verdict = accel_verdict(kernel.image, backend)
     accel = verdict["accel"]
     kvm_probe_s = float(verdict["kvm"].get("seconds") or 0.0) if accel == "kvm" else 0.0
@@ -210,51 +201,41 @@ def _run_dir(batch: Path | None, sides: int, repeat: int, side: str, i: int) -> 
 
 
 def access_sample_of(opts: RunOptions, accel: str | None, emulator: Emulator | None = None) -> int:
-    """--access-matrix [--access-sample N] -> the plugin's sampling period (0: no plugin)."""
-    sample = opts.access_sample
-    if not opts.access_matrix:
-        return 0  # (with --access-sample: RunOptions.check refuses it)
+    """--access-matrix [--access-sample N] -> the plugin's sampling period (0: no plugin), once this run can have
+    it."""
+    if not opts.access.access_matrix:
+        return 0  # (with --access-sample: the piece's check refuses it)
 
-    sample = DEFAULT_SAMPLE if sample is None else sample
-    access_run.check_request(sample, accel, opts.backend, opts.connect or "", opts.clock, emulator)
+    sample = opts.access.sample()
+    access_run.check_request(sample, accel, opts.vm.backend, opts.vm.connect or "", opts.guest_time.clock, emulator)
     return sample
 
 
 def latency_of(opts: RunOptions, accel: str, topo: Topology, emulator: Emulator | None) -> LatencyModel | None:
-    """--remote-latency slit [--remote-latency-ns L] -> the plugin's latency model (None: off)."""
-    if opts.remote_latency == "off":
+    """--remote-latency slit|table [...] -> the plugin's latency model (None: off), once this run can have it."""
+    asked, clock = opts.latency, opts.guest_time.clock
+    if not asked.on:
         return None
 
-    latency_run.check_request(accel, opts.backend, opts.clock, emulator)
-    local_ns = default_local_ns(opts.clock) if opts.remote_latency_ns is None else opts.remote_latency_ns
-    gbs = default_local_gbs(opts.clock) if opts.remote_bandwidth_gbs is None else opts.remote_bandwidth_gbs
-    latency_run.check_shared_bandwidth(opts.clock, gbs, emulator)
-    cache_mib = DEFAULT_COHERENCE_MIB if opts.coherence_mib is None else opts.coherence_mib
-    return model_for(
-        topo,
-        opts.remote_latency,
-        local_ns,
-        opts.clock,
-        gbs,
-        share_window_ns(opts.quantum),
-        opts.coherence == "on",
-        cache_mib,
-    )  # ("": the default, off)
+    latency_run.check_request(accel, opts.vm.backend, clock, emulator)
+    latency_run.check_shared_bandwidth(clock, asked.local_gbs(clock), emulator)
+    return asked.model(topo, clock, opts.guest_time.quantum)
 
 
 def backend_of(opts: RunOptions):
     """--backend qemu|libvirt [--connect URI]; a libvirt host is checked now (one-line error), before any build."""
-    if opts.backend != "libvirt":
-        return QemuBackend(resolve_emulator(opts.qemu))
-    if opts.qemu:
+    asked = opts.vm  # (lab.vm.backend_options.BackendOptions, checked)
+    if asked.backend != "libvirt":
+        return QemuBackend(resolve_emulator(asked.qemu))
+    if asked.qemu:
         raise LabError("--qemu: only with --backend qemu (a libvirt host runs the emulator its domains name)")
 
-    uri = opts.connect or "qemu:///system"
+    uri = asked.connect or "qemu:///system"
     if "://" not in uri:
         raise LabError(f"--connect {uri}: not a libvirt URI (e.g. qemu:///system, qemu+ssh://user@host/system)")
-    if opts.pool_dir and not opts.pool_dir.startswith("/"):
-        raise LabError(f"--pool-dir {opts.pool_dir}: must be an absolute path on the libvirt host")
-    backend = LibvirtBackend(uri, HostSpec(uri, 1, opts.pool_dir or "", not opts.no_upload))
+    if asked.pool_dir and not asked.pool_dir.startswith("/"):
+        raise LabError(f"--pool-dir {asked.pool_dir}: must be an absolute path on the libvirt host")
+    backend = LibvirtBackend(uri, HostSpec(uri, 1, asked.pool_dir or "", not asked.no_upload))
     backend.check()
     return backend
 

@@ -27,37 +27,42 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab.datafile import load_json
-from lab.errors import LabError
-from lab.guest.init_plan import SHORT_SCAN_KNOBS, TRACE_MODES, GuestPlan, check_duration
+from lab.errors import LabError, check_choice
+from lab.guest.init_plan import SHORT_SCAN_KNOBS, GuestPlan, check_duration
+from lab.guest.trace_options import TraceOptions
 from lab.paths import json_text, utf8_path
 from lab.placement.pinning import BACKINGS, PINNINGS
 from lab.run.scheduler import split as split_scheduler
 from lab.topology.ref import TopologyRef
-from lab.vm.qemu.firmware import FIRMWARES
-from lab.vm.tcg.access_plugin import ADDRESS_MODES
-from lab.vm.tcg.guest_clock import CLOCKS, MAX_SEED, check_insns_per_ns, check_quantum
-from lab.vm.tcg.latency_model import REMOTE_LATENCY, check_coherence_mib, check_local_gbs, check_local_ns
+from lab.vm.backend_options import BackendOptions
+from lab.vm.tcg.access_options import AccessOptions
+from lab.vm.tcg.clock_options import ClockOptions
+from lab.vm.tcg.latency_options import LatencyOptions
 from lab.workloads.user_workload import resolve_workload
 
 MAX_REPEAT = 1000
 MAX_TIMEOUT_S = 7 * 86400.0
 NUMA_BALANCING = ("on", "off", "default", "tiering")
-ACCELS = ("auto", "kvm", "tcg")
-BACKENDS = ("qemu", "libvirt")
+# The pieces: the run options that configure one module each, a typed value beside that module with its own
+# check, by the name RunOptions holds it under. Their fields are run options like the others on the command
+# line and in a saved options file (flat: ``{"clock": "virtual", "events": [...]}``); RunOptions.of builds them
+# from those names, and to_dict writes them so.
+PIECES: dict[str, type] = {
+    "vm": BackendOptions,
+    "guest_time": ClockOptions,
+    "latency": LatencyOptions,
+    "access": AccessOptions,
+    "tracing": TraceOptions,
+}
 # The options whose value is one of a few words: the command line offers these as its choices.
 CHOICES: dict[str, tuple[str, ...]] = {
     "numa_balancing": NUMA_BALANCING,
-    "trace_mode": TRACE_MODES,
     "backing": BACKINGS,
     "pinning": PINNINGS,
-    "firmware": FIRMWARES,
-    "accel": ACCELS,
-    "clock": CLOCKS,
-    "backend": BACKENDS,
-    "access_address_map": ("", *ADDRESS_MODES),
-    "remote_latency": REMOTE_LATENCY,
-    "coherence": ("", "on", "off"),
 }
+OWN_CHOICES = tuple(CHOICES)  # (RunOptions' own; the pieces check theirs)
+for _piece in PIECES.values():
+    CHOICES |= _piece.CHOICES  # type: ignore[attr-defined]
 
 
 def check_seconds(value: float, option: str, maximum: float) -> None:
@@ -83,40 +88,22 @@ class RunOptions:
     numa_balancing: str = "on"  # on, off, default, tiering
     knobs: tuple[str, ...] = ()  # NAME=VALUE debugfs sched/numa_balancing knobs
     kernel_default_knobs: bool = False  # leave out numalab's short-scan knobs
-    events: tuple[str, ...] = ()  # extra trace events (SYS:EVENT), beyond the default set
-    trace_buffer_kb: int = 4096
-    node_maps: bool = False  # the workload's pages per node, from numa_maps with every vmstat sample (--node-maps)
-    no_trace: bool = False
-    # --lean: only NUMA balancing's own events (no per-task residency events) and no per-node memory samples
-    lean: bool = False
-    trace_mode: str = "raw"
     append: tuple[str, ...] = ()  # extra guest kernel arguments
     backing: str = "ram"
     prealloc: bool = False
     pinning: str = "auto"
-    firmware: str = "auto"
-    accel: str = "auto"
-    clock: str = "host"  # the guest's clock: host, or virtual (it counts instructions: lab.vm.tcg.guest_clock)
-    seed: int | None = None  # --clock virtual: the first repeat's seed (repeat i gets seed + i); None: 0
-    quantum: int = 0  # --clock virtual: each vCPU its own guest time, at most this many ns ahead; 0: one shared
-    insns_per_ns: int = 1  # --clock virtual: instructions a vCPU executes in a guest ns
     timeout: float | None = None
     boot_deadline: float | None = None  # TCG: re-boot once if init has not started by then; None default, 0 never
     guest_output_limit: str | None = None  # a size, e.g. 2G
     test_fault: str = ""  # panic, hang, hostile=/host/path (the tests)
-    backend: str = "qemu"
-    qemu: str = ""  # the QEMU binary (path or command); "" is $NUMALAB_QEMU, else the PATH's qemu-system-x86_64
-    connect: str | None = None  # libvirt URI
-    pool_dir: str | None = None
-    no_upload: bool = False
-    access_matrix: bool = False
-    access_sample: int | None = None
-    access_address_map: str = ""  # ram-block or guest-physical; "" chooses by QEMU version
-    remote_latency: str = "off"  # off, slit, table: remote misses cost (lab.vm.tcg.latency_model)
-    remote_latency_ns: float | None = None  # L, the local miss latency; None: the default
-    remote_bandwidth_gbs: float | None = None  # a stream miss's local bandwidth (0: no streams); None: the default
-    coherence: str = ""  # on, off: lines moving between nodes charged; "": the default (off)
-    coherence_mib: int | None = None  # an LLC's share of a node's caches with coherence on (0: no limit); None: 32
+    # The pieces (PIECES), each of the options that configure one module: the VM's backend (lab.vm.backend), the
+    # guest clock (lab.vm.tcg.guest_clock), the memory charge (lab.vm.tcg.latency_model), the access matrix
+    # (lab.vm.tcg.access_plugin) and the tracing (lab.guest.init_plan).
+    vm: BackendOptions = field(default_factory=BackendOptions)
+    guest_time: ClockOptions = field(default_factory=ClockOptions)
+    latency: LatencyOptions = field(default_factory=LatencyOptions)
+    access: AccessOptions = field(default_factory=AccessOptions)
+    tracing: TraceOptions = field(default_factory=TraceOptions)
 
     def __post_init__(self) -> None:
         self.check()
@@ -135,35 +122,16 @@ class RunOptions:
             check_seconds(self.timeout, "--timeout", MAX_TIMEOUT_S)
         if self.boot_deadline is not None and self.boot_deadline != 0:  # (0: never re-boot)
             check_seconds(self.boot_deadline, "--boot-deadline", MAX_TIMEOUT_S)
-        if self.no_trace:
-            if self.events:
-                raise LabError(f"--event {self.events[0]}: not with --no-trace (nothing is traced)")
-            if self.trace_mode != "raw":
-                raise LabError(f"--trace-mode {self.trace_mode}: not with --no-trace (nothing is traced)")
-        if self.lean and self.node_maps:
-            raise LabError("--node-maps: not with --lean (a lean run takes no node memory samples)")
-        if self.access_sample is not None and not self.access_matrix:
-            raise LabError("--access-sample: only with --access-matrix")
-        if self.backend != "qemu" and self.firmware == "qboot":  # (before any connection to a libvirt host)
-            raise LabError("--firmware qboot: only with --backend qemu (libvirt hosts boot their default firmware)")
-        self.check_remote_latency()
-        self.check_seed()
-        check_quantum(self.quantum, self.clock)
-        check_insns_per_ns(self.insns_per_ns, self.clock)
-        if self.backend != "libvirt":
-            for opt in ("connect", "pool_dir", "no_upload"):
-                if getattr(self, opt):
-                    raise LabError(f"--{opt.replace('_', '-')}: only with --backend libvirt")
+        self.check_pieces()
         if self.guest_output_limit is not None:
             self.output_limit_bytes()
         # (before anything is made: a record's path is in its UTF-8 files, the QEMU command line first)
         utf8_path(*((self.out, "--out") if self.out is not None else (self.runs_dir, "--runs-dir")))
         self.workload_of()
-        # The guest plan's own checks (knobs, events, trace buffer, kernel arguments), on a plan of these options
-        # (--test-fault mutate=SCRIPT: the plan gets the script's text, read when the run is planned).
+        # The guest plan's own checks (knobs, kernel arguments; the tracing's are its piece's), on a plan of these
+        # options (--test-fault mutate=SCRIPT: the plan gets the script's text, read when the run is planned).
         mutate = self.test_fault.startswith("mutate=")
-        GuestPlan("true", self.duration, knobs=self.knob_values(), trace_events=self.events,
-                  trace_buffer_kb=self.trace_buffer_kb, trace_mode=self.trace_mode,
+        GuestPlan("true", self.duration, knobs=self.knob_values(), trace_events=(),
                   test_fault="mutate" if mutate else self.test_fault, test_script=":" if mutate else "",
                   kernel_args=" ".join(self.append))  # fmt: skip
 
@@ -185,43 +153,23 @@ class RunOptions:
         # (one validator: numalab workload show, matrix check and bisect read a workload file the same way)
         return resolve_workload(self.workload, self.workload_cmd, self.workload_files)
 
-    def check_remote_latency(self) -> None:
-        """--remote-latency: TCG (when chosen), direct QEMU, the host's clock; --remote-latency-ns only with it."""
-        if self.coherence_mib is not None and self.coherence != "on":
-            raise LabError("--coherence-mib: only with --coherence on")
-        if self.remote_latency == "off":
-            if self.remote_latency_ns is not None:
-                raise LabError("--remote-latency-ns: only with --remote-latency slit")
-            if self.remote_bandwidth_gbs is not None:
-                raise LabError("--remote-bandwidth-gbs: only with --remote-latency slit or table")
-            if self.coherence:
-                raise LabError("--coherence: only with --remote-latency slit or table")
-            return
-        if self.remote_latency_ns is not None:
-            check_local_ns(self.remote_latency_ns)
-        if self.remote_bandwidth_gbs is not None:
-            check_local_gbs(self.remote_bandwidth_gbs)
-        if self.coherence_mib is not None:
-            check_coherence_mib(self.coherence_mib)
-        from lab.run.remote_latency import check_request  # (on use: numalab's start loads this module)
+    def check_pieces(self) -> None:
+        """Each piece's own check (PIECES), then what a piece cannot know alone: the seed's range by the repeats,
+        and the memory charge's needs (TCG when chosen, direct QEMU, the clock: lab.run.remote_latency)."""
+        for name in PIECES:
+            piece = getattr(self, name)
+            if not isinstance(piece, PIECES[name]):
+                raise LabError(f"{name}: expected a {PIECES[name].__name__}, got {piece!r} (RunOptions.of takes the "
+                               "options by their flat names)")  # fmt: skip
+        self.vm.check()
+        self.guest_time.check(self.repeat)
+        self.latency.check()
+        self.access.check()
+        self.tracing.check()
+        if self.latency.on:
+            from lab.run.remote_latency import check_request  # (on use: numalab's start loads this module)
 
-        check_request(None if self.accel == "auto" else self.accel, self.backend, self.clock)
-
-    def check_seed(self) -> None:
-        """--seed: a whole number 0..MAX_SEED - repeats, and only under the virtual clock (the host's clock does
-        not repeat a run, so a seed would choose nothing)."""
-        if self.seed is None:
-            return
-        if self.clock != "virtual":
-            raise LabError("--seed: only with --clock virtual (under the host's clock no run repeats another)")
-        top = MAX_SEED - self.repeat
-        if not 0 <= self.seed <= top:
-            raise LabError(f"--seed: must be 0..{top} (with --repeat {self.repeat}), got {self.seed}")
-
-    def seed_of(self, repeat: int) -> int:
-        """The seed of repeat ``repeat`` (0-based): --seed (default 0) plus the repeat. Both kernels of an A/B
-        get the same seeds, so a difference between them is the kernels', not the seeds'."""
-        return (self.seed or 0) + repeat
+            check_request(self.vm.asked_accel, self.vm.backend, self.guest_time.clock)
 
     def knob_values(self) -> dict[str, str]:
         """The debugfs knobs a run sets: numalab's short-scan ones (unless --kernel-default-knobs), then --knob's."""
@@ -246,20 +194,49 @@ class RunOptions:
 
     def check_choices(self) -> None:
         """A one-line error for a word option that is none of its choices (the command line's argparse
-        checks these too; options built in code or read from JSON come through here)."""
-        for name, choices in CHOICES.items():
-            value = getattr(self, name)
-            if value not in choices:
-                flag = "--" + name.replace("_", "-")
-                raise LabError(f"{flag}: {value!r} is not one of {', '.join(c for c in choices if c)}")
+        checks these too; options built in code or read from JSON come through here). The pieces check theirs."""
+        for name in OWN_CHOICES:
+            check_choice("--" + name.replace("_", "-"), getattr(self, name), CHOICES[name])
+
+    @classmethod
+    def of(cls, **flat: object) -> RunOptions:
+        """Options from their flat names, as the command line, a saved options file and the matrix give them
+        (``RunOptions.of(clock="virtual", events=(...,))``): the pieces' fields made into their pieces (PIECES),
+        the rest RunOptions' own; checked. A name that is neither is a TypeError, as a constructor's."""
+        pieces = {}
+        for name, piece in PIECES.items():
+            own = {f.name for f in dataclasses.fields(piece)}
+            pieces[name] = piece(**{k: flat.pop(k) for k in list(flat) if k in own})
+        return cls(**flat, **pieces)  # type: ignore[arg-type]
+
+    def flat(self) -> dict[str, object]:
+        """Every option by its flat name (the pieces' fields among the others), as :meth:`of` takes them."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in PIECES}
+        for name in PIECES:
+            piece = getattr(self, name)
+            out |= {f.name: getattr(piece, f.name) for f in dataclasses.fields(piece)}
+        return out
+
+    def replaced(self, **flat: object) -> RunOptions:
+        """These options with some changed, by their flat names (dataclasses.replace for the pieces' fields too)."""
+        return RunOptions.of(**(self.flat() | flat))
+
+    @classmethod
+    def option_names(cls) -> tuple[str, ...]:
+        """The flat names: RunOptions' own fields and the pieces' (what a saved options file may hold)."""
+        return tuple(RunOptions().flat())
 
     def to_dict(self) -> dict:
-        data = dataclasses.asdict(self)
+        """Flat, as earlier releases wrote it: the pieces' fields among the others (saved options files, the
+        matrix's children, the debug line)."""
+        data = self.flat()
         for k, v in data.items():
             if isinstance(v, Path):
                 data[k] = str(v)
             elif isinstance(v, tuple):
                 data[k] = list(v)
+            elif isinstance(v, TopologyRef):
+                data[k] = dataclasses.asdict(v)
         return data
 
     def to_json(self) -> str:
@@ -270,8 +247,8 @@ class RunOptions:
         """Options from JSON data; an unknown field or a value of the wrong type is a one-line error."""
         if not isinstance(data, dict):
             raise LabError(f"{source}: expected an object of run options")
-        hints = typing.get_type_hints(cls)
-        known = {f.name for f in dataclasses.fields(cls)}
+        hints = {k: v for c in (cls, *PIECES.values()) for k, v in typing.get_type_hints(c).items()}
+        known = set(cls.option_names())
         unknown = sorted(set(data) - known)
         if unknown:
             raise LabError(f"{source}: {unknown[0]}: not a run option (known: {', '.join(sorted(known))})")
@@ -282,7 +259,7 @@ class RunOptions:
             except (TypeError, ValueError) as err:
                 raise LabError(f"{source}: {name}: {err}") from None
         try:
-            return cls(**values)
+            return cls.of(**values)
         except LabError as err:
             raise LabError(f"{source}: {err}") from None
 

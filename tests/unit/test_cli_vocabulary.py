@@ -213,8 +213,9 @@ def test_bisect_makes_its_runs_with_the_run_settings_given(monkeypatch, tmp_path
         args.func(args)
     t = seen["template"]
     assert (t.topology.name, t.workload, t.duration) == ("ring-4", "numa01", 20.0)  # run's defaults
-    assert t.knobs == ("scan_delay_ms=100",) and t.append == ("initcall_debug",) and t.events == ("sched:sched_switch",)
-    assert (t.numa_balancing, t.accel, t.clock, t.qemu) == ("tiering", "tcg", "virtual", "backports")
+    assert t.knobs == ("scan_delay_ms=100",) and t.append == ("initcall_debug",)
+    assert t.tracing.events == ("sched:sched_switch",)
+    assert (t.numa_balancing, t.vm.accel, t.guest_time.clock, t.vm.qemu) == ("tiering", "tcg", "virtual", "backports")
     cfg = seen["cfg"]
     assert cfg.plan == ABPlan(("timings.boot_s",), 3, 8, 60.0) and cfg.metric == "timings.boot_s"
     assert cfg.what["run_settings"] == {"accel": "tcg", "append": ["initcall_debug"], "clock": "virtual",

@@ -175,7 +175,7 @@ def test_run_options_reader(data: dict) -> None:
         _one_line(err)
         return
     assert math.isfinite(opts.duration) and opts.duration > 0 and 1 <= opts.repeat <= 1000
-    assert not (opts.no_trace and opts.events)
+    assert not (opts.tracing.no_trace and opts.tracing.events)
 
 
 @SETTINGS

@@ -14,6 +14,8 @@ from lab.analysis.caveats import FREE_REMOTE, MODELLED_FLAGS, row_caveat
 from lab.cli.main import build_parser, run_options_from_args
 from lab.errors import LabError
 from lab.run.options import RunOptions
+from lab.vm.tcg.clock_options import ClockOptions
+from lab.vm.tcg.latency_options import LatencyOptions
 from lab.vm.tcg.machine_model import M1, fill, get_model, model_of, model_record, model_words
 
 
@@ -23,24 +25,18 @@ def _opts(*argv: str) -> RunOptions:
 
 def test_m1_is_its_parts_on_the_command_line() -> None:
     o = _opts("--model", "m1")
-    got = {k: getattr(o, k) for k, _ in M1.options}
+    got = {k: o.flat()[k] for k, _ in M1.options}
     assert got == {"qemu": "charge", "clock": "virtual", "quantum": 2000, "insns_per_ns": 4,
                    "remote_latency": "slit", "coherence": "off"}  # fmt: skip
     # without it, numalab run's defaults, as before
     plain = _opts()
-    assert (plain.qemu, plain.clock, plain.quantum, plain.insns_per_ns, plain.remote_latency, plain.coherence) == (
-        "",
-        "host",
-        0,
-        1,
-        "off",
-        "",
-    )
+    assert (plain.vm.qemu, plain.guest_time, plain.latency) == ("", ClockOptions(), LatencyOptions())
 
 
 def test_a_part_given_besides_the_model_is_kept() -> None:
     o = _opts("--model", "m1", "--quantum", "0", "--clock", "virtual", "--coherence", "on")
-    assert (o.quantum, o.coherence, o.insns_per_ns, o.remote_latency) == (0, "on", 4, "slit")
+    assert (o.guest_time.quantum, o.latency.coherence, o.guest_time.insns_per_ns, o.latency.remote_latency) == (
+        0, "on", 4, "slit")  # fmt: skip
     assert fill("m1", {"quantum": None, "clock": "host"})["clock"] == "host"
 
 

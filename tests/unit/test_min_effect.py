@@ -164,9 +164,9 @@ def test_a_tiny_tight_difference_decides_same_and_stops_the_repeats() -> None:
 
 
 def test_repeat_auto_decides_on_the_rate_itself_under_the_virtual_clock() -> None:
-    host = RunOptions(kernels=("a", "b"), workload="numa01")
+    host = RunOptions.of(kernels=("a", "b"), workload="numa01")
     assert check_auto(host, ABPlan()).decide == ("workload.gbps_per_vcpu_s",)
-    virtual = RunOptions(kernels=("a", "b"), workload="numa01", clock="virtual")
+    virtual = RunOptions.of(kernels=("a", "b"), workload="numa01", clock="virtual")
     assert check_auto(virtual, ABPlan()).decide == ("workload.gbps",)
 
 
@@ -388,7 +388,7 @@ def test_an_expected_same_is_reproduced_by_a_difference_shown_within_the_minimum
     assert tiny.direction == "same" and outcome_of("same", tiny) == "reproduced"
     # not significant is not the same (issue 71): noise does not reproduce an expected same
     assert outcome_of("same", vd.verdict_of("vmstat.numa_pages_migrated", TCG_A, TCG_B)) == "not reproduced"
-    assert outcome_of("same", vd.verdict_of("workload.gbps", TINY_A, TINY_B, min_effect=0)) == "contradicted"
+    assert outcome_of("same", vd.verdict_of("workload.gbps", TINY_A, TINY_B, ABPlan(min_effect=0))) == "contradicted"
     assert outcome_of("same", vd.verdict_of("workload.gbps", TINY_A, LARGE_B)) == "contradicted"
 
 
@@ -417,4 +417,4 @@ def test_seed000_under_the_virtual_clock_as_docs_qemu_tells_it() -> None:
     numa02 = ([0.663, 0.663, 0.663], [0.662, 0.662, 0.662])
     assert vd.verdict_of("workload.gbps", *numa01).decision == "worse"
     assert vd.verdict_of("workload.gbps", *numa02).decision == "same within ±1%"
-    assert vd.verdict_of("workload.gbps", *numa02, min_effect=0).decision == "worse"
+    assert vd.verdict_of("workload.gbps", *numa02, plan=ABPlan(min_effect=0)).decision == "worse"

@@ -12,6 +12,7 @@ from common import assert_one_line_error, numalab
 from lab.errors import LabError
 from lab.matrix.definition import parse_matrix, run_options_of
 from lab.run.options import RunOptions
+from lab.vm.tcg.clock_options import ClockOptions
 from lab.vm.tcg.guest_clock import PAUSE_NS, GuestClock, check_parallel_time, pause_ns_for
 
 
@@ -31,12 +32,13 @@ def test_the_quantum_is_an_icount_option_and_in_the_record() -> None:
 
 def test_quantum_is_refused_where_it_means_nothing_or_cannot_be_had() -> None:
     with pytest.raises(LabError, match=r"^--quantum: only with --clock virtual"):
-        RunOptions(quantum=2000)
+        RunOptions.of(quantum=2000)
     for bad in (-1, 1, 99, 100_000_001):
         with pytest.raises(LabError, match=rf"^--quantum: must be 0 \(one shared clock\) or 100\.\.100000000 ns, "
                            rf"got {bad}$"):  # fmt: skip
-            RunOptions(clock="virtual", quantum=bad)
-    assert RunOptions(clock="virtual", quantum=0).quantum == 0 and RunOptions(clock="virtual", quantum=100).quantum
+            RunOptions.of(clock="virtual", quantum=bad)
+    assert RunOptions.of(clock="virtual", quantum=0).guest_time.quantum == 0
+    assert RunOptions.of(clock="virtual", quantum=100).guest_time.quantum
     stock = SimpleNamespace(parallel_time=False, short_version="10.0.2", binary="/q/qemu-system-x86_64")
     with pytest.raises(LabError, match=r"^--quantum: QEMU 10\.0\.2 at /q/qemu-system-x86_64 has no parallel guest "
                        r"time \(numalab's patched QEMU: --qemu charge"):  # fmt: skip
@@ -56,8 +58,8 @@ def test_a_matrix_setting_takes_a_quantum_and_the_runs_check_it() -> None:
 
     spec = matrix({"clock": "virtual", "qemu": "charge", "quantum": 2000, "insns_per_ns": 4})
     (run,) = spec.runs
-    assert run_options_of(run, "a", None).quantum == 2000 and run_options_of(run, "a", None).insns_per_ns == 4
-    assert run_options_of(matrix({"clock": "virtual"}).runs[0], "a", None).quantum == 0
+    assert run_options_of(run, "a", None).guest_time == ClockOptions("virtual", 0, 2000, 4)
+    assert run_options_of(matrix({"clock": "virtual"}).runs[0], "a", None).guest_time.quantum == 0
     with pytest.raises(LabError, match=r"--quantum: only with --clock virtual"):
         matrix({"quantum": 2000})
     with pytest.raises(LabError, match=r"settings\[0\]\.quantum"):
@@ -74,10 +76,10 @@ def test_insns_per_ns_is_an_icount_option_refused_where_it_means_nothing() -> No
     assert fast.insn_per_guest_s == 4e9 and fast.to_dict()["insns_per_ns"] == 4
     assert "insns_per_ns" not in GuestClock("virtual").to_dict()
     with pytest.raises(LabError, match=r"^--insns-per-ns: only with --clock virtual"):
-        RunOptions(insns_per_ns=4)
+        RunOptions.of(insns_per_ns=4)
     for bad in (0, -2, 65):
         with pytest.raises(LabError, match=rf"^--insns-per-ns: must be 1\.\.64, got {bad}$"):
-            RunOptions(clock="virtual", insns_per_ns=bad)
+            RunOptions.of(clock="virtual", insns_per_ns=bad)
     slow = SimpleNamespace(parallel_time=True, fast_cpu=False, short_version="10.0.2", binary="/q/qemu")
     with pytest.raises(LabError, match=r"^--insns-per-ns: QEMU 10\.0\.2 at /q/qemu runs one instruction a guest ns"):
         check_parallel_time(0, slow, 4)

@@ -132,11 +132,11 @@ def test_a_matrix_setting_chooses_the_qemu(tmp_path) -> None:
     spec = parse_matrix({"topologies": ["ring-2"], "workloads": ["idle"],
                          "settings": [{"name": "q72"}, {"name": "q10", "qemu": "backports"}],
                          "baseline": {"setting": "q72"}}, "inline", "qemus")  # fmt: skip
-    assert [run_options(r, "stock", tmp_path, None, {}).qemu for r in spec.runs] == ["", "backports"]
+    assert [run_options(r, "stock", tmp_path, None, {}).vm.qemu for r in spec.runs] == ["", "backports"]
     settings = [{"name": "host"}, {"name": "virtual", "qemu": "backports", "clock": "virtual"}]
     clocked = parse_matrix({"topologies": ["ring-2"], "workloads": ["idle"], "settings": settings,
                             "baseline": {"setting": "host"}}, "inline", "clocks")  # fmt: skip
-    assert [run_options(r, "stock", tmp_path, None, {}).clock for r in clocked.runs] == ["host", "virtual"]
+    assert [run_options(r, "stock", tmp_path, None, {}).guest_time.clock for r in clocked.runs] == ["host", "virtual"]
     with pytest.raises(LabError, match=r"settings\[0\]\.clock: expected one of host, virtual, got 'icount'"):
         parse_matrix({"topologies": ["ring-2"], "workloads": ["idle"], "settings": [{"name": "x", "clock": "icount"}]},
                      "inline", "bad")  # fmt: skip

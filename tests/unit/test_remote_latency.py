@@ -422,12 +422,12 @@ def test_coherence_is_off_by_default_and_on_when_asked() -> None:
     ring = load_topology("ring-2")
     for word, on in (("", False), ("on", True), ("off", False)):
         for clock in ("virtual", "host"):
-            opts = RunOptions(remote_latency="slit", clock=clock, accel="tcg", coherence=word)
+            opts = RunOptions.of(remote_latency="slit", clock=clock, accel="tcg", coherence=word)
             assert latency_of(opts, "tcg", ring, None).coherence is on  # type: ignore[union-attr]
     with pytest.raises(LabError, match=r"^--coherence: only with --remote-latency slit or table$"):
-        RunOptions(coherence="on")
+        RunOptions.of(coherence="on")
     with pytest.raises(LabError, match=r"^--coherence: 'yes' is not one of on, off$"):
-        RunOptions(remote_latency="slit", accel="tcg", coherence="yes")
+        RunOptions.of(remote_latency="slit", accel="tcg", coherence="yes")
 
 
 def test_the_node_caches_size_is_an_option_of_coherence() -> None:
@@ -437,26 +437,26 @@ def test_the_node_caches_size_is_an_option_of_coherence() -> None:
 
     ring = load_topology("ring-2")
     for mib, lines in ((None, 524288), (1, 16384), (0, 0)):  # (0: no limit, the plugin's coh_lines=0)
-        opts = RunOptions(remote_latency="slit", clock="virtual", accel="tcg", coherence="on", coherence_mib=mib)
+        opts = RunOptions.of(remote_latency="slit", clock="virtual", accel="tcg", coherence="on", coherence_mib=mib)
         m = latency_of(opts, "tcg", ring, None)
         assert m is not None and m.plugin_args(Path("o"))[-1] == f"coh_lines={lines}"
         assert m.to_dict()["coherence"]["node_cache_mib"] == [32 if mib is None else (mib or None)] * 2
     uneven = load_topology("nps2-uneven-llc")  # node 0: 2 LLCs, node 1: 1
-    opts = RunOptions(remote_latency="slit", clock="virtual", accel="tcg", coherence="on", coherence_mib=4)
+    opts = RunOptions.of(remote_latency="slit", clock="virtual", accel="tcg", coherence="on", coherence_mib=4)
     m = latency_of(opts, "tcg", uneven, None)
     assert m is not None and m.to_dict()["coherence"]["node_cache_mib"] == [8, 4]
     assert m.plugin_args(Path("o"))[-2:] == ["coh_lines=65536", "coh_node=0:131072"]
-    big = RunOptions(remote_latency="slit", clock="virtual", accel="tcg", coherence="on", coherence_mib=65536)
+    big = RunOptions.of(remote_latency="slit", clock="virtual", accel="tcg", coherence="on", coherence_mib=65536)
     assert latency_of(big, "tcg", ring, None) is not None  # (one LLC a node: 64 GiB, the plugin's 2^30 lines)
     with pytest.raises(LabError, match=r"^--coherence-mib: 65536 MiB an LLC is more than 65536 MiB for a node of 2 "
                                        r"LLCs in nps2-uneven-llc$"):  # fmt: skip
         latency_of(big, "tcg", uneven, None)
     for bad in (-1, 65537):
         with pytest.raises(LabError, match=r"^--coherence-mib: .* is not a whole number of MiB from 0 \(no limit\)"):
-            RunOptions(remote_latency="slit", accel="tcg", coherence="on", coherence_mib=bad)
+            RunOptions.of(remote_latency="slit", accel="tcg", coherence="on", coherence_mib=bad)
     for coherence, latency in (("off", "slit"), ("", "slit"), ("", "off")):
         with pytest.raises(LabError, match=r"^--coherence-mib: only with --coherence on$"):
-            RunOptions(remote_latency=latency, accel="tcg", coherence=coherence, coherence_mib=8)
+            RunOptions.of(remote_latency=latency, accel="tcg", coherence=coherence, coherence_mib=8)
 
 
 def test_a_shared_node_needs_a_qemu_that_tells_a_vcpus_time(harness, tmp_path) -> None:
@@ -537,13 +537,13 @@ def test_a_matrix_setting_asks_for_remote_latency(tmp_path) -> None:
     base = {"topologies": ["ring-2"], "workloads": ["idle"], "baseline": {"setting": "free"}}
     spec = parse_matrix(base | {"settings": [{"name": "free"}, {"name": "costly", "remote_latency": "slit"}]},
                         "inline", "latency")  # fmt: skip
-    assert [run_options(r, "stock", tmp_path, None, {}).remote_latency for r in spec.runs] == ["off", "slit"]
+    assert [run_options(r, "stock", tmp_path, None, {}).latency.remote_latency for r in spec.runs] == ["off", "slit"]
     with pytest.raises(LabError, match=r"settings\[0\]\.remote_latency: expected one of off, slit, table, got 'hmat'"):
         parse_matrix(base | {"settings": [{"name": "free", "remote_latency": "hmat"}]}, "inline", "bad")
     # with the virtual clock: whether the QEMU can charge it is the run's to find out, on the host that runs it
     spec = parse_matrix(base | {"settings": [{"name": "free", "remote_latency": "slit", "qemu": "charge",
                                               "clock": "virtual"}]}, "inline", "virtual")  # fmt: skip
-    assert run_options(spec.runs[0], "stock", tmp_path, None, {}).clock == "virtual"
+    assert run_options(spec.runs[0], "stock", tmp_path, None, {}).guest_time.clock == "virtual"
 
 
 def test_the_virtual_clock_needs_a_qemu_that_charges_time() -> None:
@@ -689,15 +689,15 @@ def test_the_run_defaults_and_the_option_without_the_charge() -> None:
     from lab.topology.spec import load_topology
 
     ring = load_topology("ring-2")
-    virtual = latency_of(RunOptions(remote_latency="slit", clock="virtual", accel="tcg"), "tcg", ring, None)
-    host = latency_of(RunOptions(remote_latency="slit", accel="tcg"), "tcg", ring, None)
+    virtual = latency_of(RunOptions.of(remote_latency="slit", clock="virtual", accel="tcg"), "tcg", ring, None)
+    host = latency_of(RunOptions.of(remote_latency="slit", accel="tcg"), "tcg", ring, None)
     assert virtual is not None and host is not None and (virtual.local_gbs, host.local_gbs) == (10.0, 2.0)
-    given = latency_of(RunOptions(remote_latency="slit", accel="tcg", remote_bandwidth_gbs=0), "tcg", ring, None)
+    given = latency_of(RunOptions.of(remote_latency="slit", accel="tcg", remote_bandwidth_gbs=0), "tcg", ring, None)
     assert given is not None and not given.streams
     with pytest.raises(LabError, match=r"^--remote-bandwidth-gbs: only with --remote-latency slit or table$"):
-        RunOptions(remote_bandwidth_gbs=5.0)
+        RunOptions.of(remote_bandwidth_gbs=5.0)
     with pytest.raises(LabError, match=r"^--remote-bandwidth-gbs: must be 0 \(off\) or more than 0"):
-        RunOptions(remote_latency="slit", accel="tcg", remote_bandwidth_gbs=float("nan"))
+        RunOptions.of(remote_latency="slit", accel="tcg", remote_bandwidth_gbs=float("nan"))
 
 
 @pytest.mark.parametrize(
@@ -722,10 +722,10 @@ def test_a_matrix_setting_takes_coherence_and_the_runs_check_it() -> None:
                              "settings": [{"name": "c", **setting}], "repeats": 1}, "m.yaml", "m")  # fmt: skip
 
     on = matrix({"clock": "virtual", "qemu": "charge", "remote_latency": "slit", "coherence": "on"})
-    assert run_options_of(on.runs[0], "a", None).coherence == "on"
-    assert run_options_of(matrix({"remote_latency": "slit", "coherence": True}).runs[0], "a", None).coherence == "on"
-    assert run_options_of(matrix({"remote_latency": "slit", "coherence": False}).runs[0], "a", None).coherence == "off"
-    assert run_options_of(matrix({"remote_latency": "slit"}).runs[0], "a", None).coherence == ""
+    assert run_options_of(on.runs[0], "a", None).latency.coherence == "on"
+    for given, word in ((True, "on"), (False, "off"), (None, "")):
+        setting = {"remote_latency": "slit"} | ({} if given is None else {"coherence": given})
+        assert run_options_of(matrix(setting).runs[0], "a", None).latency.coherence == word
     with pytest.raises(LabError, match=r"--coherence: only with --remote-latency slit or table"):
         matrix({"coherence": "on"})
     with pytest.raises(LabError, match=r"settings\[0\]\.coherence"):

@@ -60,13 +60,14 @@ def test_the_9p_queue_is_served_in_the_vcpus_thread_under_the_virtual_clock() ->
 
 def test_seed_is_refused_where_it_would_choose_nothing() -> None:
     with pytest.raises(LabError, match=r"^--seed: only with --clock virtual"):
-        RunOptions(seed=1)
+        RunOptions.of(seed=1)
     with pytest.raises(LabError, match=r"^--seed: must be 0\.\.999999999 \(with --repeat 1\), got -1$"):
-        RunOptions(clock="virtual", seed=-1)
+        RunOptions.of(clock="virtual", seed=-1)
     with pytest.raises(LabError, match=r"^--seed: must be 0\.\.999999997 \(with --repeat 3\), got 999999998$"):
-        RunOptions(clock="virtual", seed=MAX_SEED - 2, repeat=3)
+        RunOptions.of(clock="virtual", seed=MAX_SEED - 2, repeat=3)
     assert_one_line_error(numalab("run", "--seed", "3", "--topology", "ring-2"), "--seed: only with --clock virtual")
-    assert RunOptions(clock="virtual").seed_of(2) == 2 and RunOptions(clock="virtual", seed=40).seed_of(2) == 42
+    assert RunOptions.of(clock="virtual").guest_time.seed_of(2) == 2
+    assert RunOptions.of(clock="virtual", seed=40).guest_time.seed_of(2) == 42
 
 
 def test_repeats_get_consecutive_seeds_and_both_kernels_the_same(monkeypatch, tmp_path: Path) -> None:
@@ -77,12 +78,12 @@ def test_repeats_get_consecutive_seeds_and_both_kernels_the_same(monkeypatch, tm
     fake = SimpleNamespace(name="qemu", emulator=None, firmware_rom=lambda _f: "", check_machine=lambda _t: None,
                            emulator_version=lambda: "QEMU emulator version 10.0.2")  # fmt: skip
     monkeypatch.setattr(batch_mod, "backend_of", lambda _opts: fake)
-    opts = RunOptions(topology=TopologyRef("ring-2"), kernels=("a", "b"), workload="idle", repeat=2,
+    opts = RunOptions.of(topology=TopologyRef("ring-2"), kernels=("a", "b"), workload="idle", repeat=2,
                       clock="virtual", seed=5, out=tmp_path / "ab")  # fmt: skip
     reqs = batch_mod.requests_from_options(opts, lambda _m: None)
     assert [(r.kernel.name, r.clock.seed) for r in reqs] == [("a", 5), ("b", 5), ("a", 6), ("b", 6)]
     assert all(r.clock.virtual for r in reqs)
-    default = batch_mod.requests_from_options(replace(opts, seed=None, out=tmp_path / "ab2"), lambda _m: None)
+    default = batch_mod.requests_from_options(opts.replaced(seed=None, out=tmp_path / "ab2"), lambda _m: None)
     assert [r.clock.seed for r in default] == [0, 0, 1, 1]
 
 
@@ -92,7 +93,10 @@ def test_a_matrix_repeat_is_its_seed_in_every_cell() -> None:
          "settings": [{"name": "v", "clock": "virtual", "qemu": "backports"}, {"name": "h"}], "repeats": 2},
         "m.yaml", "m",
     )  # fmt: skip
-    seeds = {(r.kernel.name, r.setting.name, r.repeat): run_options_of(r, r.kernel.name, None).seed for r in spec.runs}
+    seeds = {
+        (r.kernel.name, r.setting.name, r.repeat): run_options_of(r, r.kernel.name, None).guest_time.seed
+        for r in spec.runs
+    }
     assert seeds == {("a", "v", 1): 0, ("b", "v", 1): 0, ("a", "v", 2): 1, ("b", "v", 2): 1,
                      ("a", "h", 1): None, ("b", "h", 1): None, ("a", "h", 2): None, ("b", "h", 2): None}  # fmt: skip
 

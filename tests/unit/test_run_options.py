@@ -3,7 +3,6 @@ matrix child reads it back from JSON exactly (no command-line flags in between).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 
@@ -12,11 +11,14 @@ from common import REPO, assert_one_line_error, numalab
 
 from lab.cli.main import build_parser, run_options_from_args
 from lab.errors import LabError
+from lab.guest.trace_options import TraceOptions
 from lab.matrix.definition import parse_matrix
 from lab.matrix.schedule import child_command, host_options, run_options
 from lab.run.options import CHOICES, RunOptions
 from lab.topology.ref import TopologyRef
 from lab.vm.libvirt.libvirt_hostspec import HostSpec
+from lab.vm.tcg.clock_options import ClockOptions
+from lab.vm.tcg.latency_options import LatencyOptions
 
 
 def _cli(*argv: str) -> RunOptions:
@@ -44,21 +46,20 @@ def test_every_run_flag_reaches_its_option() -> None:
         "--test-fault", "panic", "--backend", "libvirt", "--connect", "qemu:///session", "--pool-dir", "/p",
         "--no-upload", "--access-matrix", "--access-sample", "8", "--access-address-map", "guest-physical",
     )  # fmt: skip
-    default = RunOptions()
-    unchanged = [f.name for f in dataclasses.fields(RunOptions) if getattr(opts, f.name) == getattr(default, f.name)]
+    given, default = opts.flat(), RunOptions().flat()  # (by the flat names: RunOptions' own and its pieces' fields)
+    unchanged = [name for name in RunOptions.option_names() if given[name] == default[name]]
     # (--no-trace conflicts with --event and --trace-mode, --lean with --node-maps, --workload-cmd with
     # --workload, --remote-latency with libvirt and --clock virtual: given alone)
-    assert unchanged == ["workload_cmd", "workload_files", "no_trace", "lean", "remote_latency", "remote_latency_ns",
-                         "remote_bandwidth_gbs", "coherence", "coherence_mib"]  # fmt: skip
+    assert unchanged == ["workload_cmd", "workload_files", "remote_latency", "remote_latency_ns",
+                         "remote_bandwidth_gbs", "coherence", "coherence_mib", "no_trace", "lean"]  # fmt: skip
     one_off = _cli("--workload-cmd", "true", "--workload-file", __file__, "--workload-file", str(REPO / "README.md"))
     assert (one_off.workload_cmd, one_off.workload_files) == ("true", (__file__, str(REPO / "README.md")))
-    assert _cli("--no-trace").no_trace is True
-    assert _cli("--lean").lean is True  # (--lean conflicts with --node-maps)
+    assert _cli("--no-trace").tracing.no_trace is True
+    assert _cli("--lean").tracing.lean is True  # (--lean conflicts with --node-maps)
     lat = _cli("--remote-latency", "slit", "--remote-latency-ns", "120", "--remote-bandwidth-gbs", "5", "--coherence",
                "off")  # fmt: skip
-    assert (lat.remote_latency, lat.remote_latency_ns, lat.remote_bandwidth_gbs) == ("slit", 120.0, 5.0)
-    assert lat.coherence == "off"
-    assert _cli("--remote-latency", "slit", "--coherence", "on", "--coherence-mib", "0").coherence_mib == 0
+    assert lat.latency == LatencyOptions("slit", 120.0, 5.0, "off")
+    assert _cli("--remote-latency", "slit", "--coherence", "on", "--coherence-mib", "0").latency.coherence_mib == 0
     assert opts.topology == TopologyRef("mesh-4", 3, "1G", 1)
     assert opts.kernels == ("a", "b") and opts.knobs == ("scan_delay_ms=5",) and opts.out == Path("/tmp/x")
 
@@ -67,6 +68,43 @@ def test_json_round_trip_is_exact() -> None:
     opts = _cli("--topology", "ring-2", "--mem-per-node", "256M", "--kernel", "stock", "--knob", "scan_delay_ms=5",
                 "--out", "/tmp/o", "--timeout", "30")  # fmt: skip
     assert RunOptions.from_dict(json.loads(opts.to_json())) == opts
+
+
+# A saved options file as numalab wrote it before the options had pieces (a matrix child's, flat): every field of
+# the clock, the memory charge and the tracing set away from its default.
+EARLIER_RELEASE = {
+    "access_address_map": "", "access_matrix": False, "access_sample": None, "accel": "tcg", "append": [],
+    "backend": "qemu", "backing": "ram", "boot_deadline": None, "clock": "virtual", "coherence": "on",
+    "coherence_mib": 8, "connect": None, "duration": 20.0, "events": ["sched:sched_waking"], "firmware": "auto",
+    "guest_output_limit": None, "insns_per_ns": 4, "kernel_default_knobs": False, "kernels": ["a", "b"], "knobs": [],
+    "lean": False, "no_trace": False, "no_upload": False, "node_maps": False, "numa_balancing": "on",
+    "out": "/tmp/x", "pinning": "auto", "pool_dir": None, "prealloc": False, "qemu": "x", "quantum": 2000,
+    "remote_bandwidth_gbs": 5.0, "remote_latency": "slit", "remote_latency_ns": 120.0, "repeat": 1,
+    "runs_dir": "runs", "schedulers": ["fair"], "seed": 4, "test_fault": "", "timeout": None,
+    "topology": {"cpus_per_node": 1, "mem_per_node": None, "name": "ring-2", "threads": None},
+    "trace_buffer_kb": 64, "trace_mode": "record", "workload": "numa01", "workload_cmd": "", "workload_files": [],
+}  # fmt: skip
+
+
+def test_an_earlier_releases_flat_file_reads_into_the_pieces_and_writes_back_the_same(tmp_path: Path) -> None:
+    """Options files and sidecars already on disk are flat: they read into the pieces (each field to its piece,
+    none lost) and write back the same (byte for byte while no option is added; a later option adds its key at
+    its default, and the earlier keys keep their values)."""
+    (tmp_path / "o.json").write_text(json.dumps(EARLIER_RELEASE, indent=1, sort_keys=True) + "\n")
+    opts = RunOptions.load(tmp_path / "o.json")
+    assert opts.guest_time == ClockOptions("virtual", 4, 2000, 4)
+    assert opts.latency == LatencyOptions("slit", 120.0, 5.0, "on", 8)
+    assert opts.tracing == TraceOptions(events=("sched:sched_waking",), trace_buffer_kb=64, trace_mode="record")
+    written = json.loads(opts.to_json())
+    assert {k: written[k] for k in EARLIER_RELEASE} == EARLIER_RELEASE
+    assert {k: v for k, v in written.items() if k not in EARLIER_RELEASE} == {
+        k: v for k, v in RunOptions().to_dict().items() if k not in EARLIER_RELEASE
+    }
+    if set(RunOptions.option_names()) == set(EARLIER_RELEASE):  # (the pieces' names are not options)
+        assert opts.to_json() == (tmp_path / "o.json").read_text()
+    assert opts == RunOptions.of(**opts.flat()) and opts.replaced(seed=5).guest_time.seed == 5
+    with pytest.raises(LabError, match="^o.json: tracing: not a run option"):
+        RunOptions.from_dict(EARLIER_RELEASE | {"tracing": {}}, "o.json")
 
 
 @pytest.mark.parametrize(
@@ -90,7 +128,7 @@ def test_bad_json_is_a_one_line_error(data, needle: str) -> None:
 def test_a_word_option_out_of_its_choices_is_refused_before_anything_runs() -> None:
     for name in CHOICES:
         with pytest.raises(LabError, match=rf"^--{name.replace('_', '-')}: 'nonsense' is not one of "):
-            dataclasses.replace(RunOptions(), **{name: "nonsense"})  # (the value checks itself)
+            RunOptions().replaced(**{name: "nonsense"})  # (the value checks itself)
 
 
 def test_matrix_children_get_typed_options_not_flags(tmp_path: Path) -> None:
@@ -111,7 +149,8 @@ def test_matrix_children_get_typed_options_not_flags(tmp_path: Path) -> None:
     assert back == opts
     assert back.topology == TopologyRef("ring-4", 1) and back.workload == "idle" and back.duration == 2.0
     assert back.numa_balancing == "off" and back.knobs == ("scan_delay_ms=500",)
-    assert (back.backend, back.connect, back.pool_dir, back.no_upload) == ("libvirt", "qemu:///session", "/pool", True)
+    assert (back.vm.backend, back.vm.connect, back.vm.pool_dir, back.vm.no_upload) == ("libvirt", "qemu:///session",
+                                                                                         "/pool", True)  # fmt: skip
     assert back.out == tmp_path / "runs" / run.id and back.timeout == 60.0
 
 

@@ -59,7 +59,13 @@ def test_ci_overlap_margin() -> None:
 def test_seed003_figures_give_a_significant_worse_verdict_for_the_revert() -> None:
     # hint local percent, baseline (with the allowance) vs the revert, from runs shaped like the seed's figures
     base, new = [99.3, 98.7, 99.6, 99.1], [52.2, 61.0, 47.5, 55.9]
-    v = vd.verdict_of("vmstat.hint_local_pct", base, new, "welch", "tcg", ("baseline", "seed003-revert"), "ring-2")
+    v = vd.verdict_of(
+        "vmstat.hint_local_pct",
+        base,
+        new,
+        ABPlan(significance="welch"),
+        vd.Sides("tcg", ("baseline", "seed003-revert"), "ring-2"),
+    )
     assert v.direction == "worse" and v.significant is True and v.decided
     assert v.pct_diff == pytest.approx((sum(new) / 4 - len(base) / sum(1 / x for x in base)) * 100 /
                                        (len(base) / sum(1 / x for x in base)), rel=0.02)  # fmt: skip
@@ -70,16 +76,18 @@ def test_seed003_figures_give_a_significant_worse_verdict_for_the_revert() -> No
 
 
 def test_noisy_tcg_counts_are_not_significant_and_say_what_they_would_need() -> None:
-    v = vd.verdict_of("vmstat.numa_pages_migrated", TCG_A, TCG_B, "welch", "tcg")
+    v = vd.verdict_of("vmstat.numa_pages_migrated", TCG_A, TCG_B, ABPlan(significance="welch"), vd.Sides("tcg"))
     # (issue 71: "undecided", not "same": not significant does not show the sides the same)
     assert v.direction == "undecided" and v.significant is False and not v.decided and v.equivalent is False
     assert v.needed_per_side is not None and v.needed_per_side > 50
     assert f"~{v.needed_per_side}/side needed" in v.line()
     # a mechanism counter has no better: its means moved higher, not worse
     assert ": undecided (higher by the Amean), " in v.line() and v.moved == "higher"
-    few = vd.verdict_of("vmstat.numa_pages_migrated", TCG_A[:2], TCG_B[:2], "welch", "tcg")
+    few = vd.verdict_of(
+        "vmstat.numa_pages_migrated", TCG_A[:2], TCG_B[:2], ABPlan(significance="welch"), vd.Sides("tcg")
+    )
     assert few.direction == "unknown" and "not judged" in few.line()
-    none = vd.verdict_of("vmstat.hint_local_pct", [], [50.0], "welch", "tcg")
+    none = vd.verdict_of("vmstat.hint_local_pct", [], [50.0], ABPlan(significance="welch"), vd.Sides("tcg"))
     assert none.direction == "unknown" and none.pct_diff is None
 
 

@@ -61,11 +61,11 @@ def test_an_all_zero_baseline_has_one_verdict_in_text_markdown_and_html() -> Non
 
 
 def test_a_verdict_on_an_all_zero_baseline_has_a_direction() -> None:
-    v = vd.verdict_of("vmstat.numa_pages_migrated", [0.0, 0.0, 0.0], [120.0, 95.0, 140.0], accelerator="tcg")
+    v = vd.verdict_of("vmstat.numa_pages_migrated", [0.0, 0.0, 0.0], [120.0, 95.0, 140.0], sides=vd.Sides("tcg"))
     assert v.pct_diff is None and v.moved == "higher" and v.direction == "changed"
     assert "B vs A: changed, Δ+118.3, significant (welch)" in v.line()
     # a judged metric's all-zero baseline still has a better/worse direction
-    w = vd.verdict_of("tasks.pingpong", [0.0, 0.0, 0.0], [3.0, 4.0, 5.0], accelerator="tcg")
+    w = vd.verdict_of("tasks.pingpong", [0.0, 0.0, 0.0], [3.0, 4.0, 5.0], sides=vd.Sides("tcg"))
     assert w.moved == "worse" and w.direction == "worse"
     # equal means did not move ("unchanged": a description of the means, not a verdict, issue 71); identical
     # constant runs are the same within any margin, a baseline of 0 included
@@ -86,9 +86,9 @@ def test_a_near_zero_baseline_shows_the_absolute_change_not_minus_33331_percent(
 def test_no_runs_needed_estimate_from_fewer_than_three_runs_a_side() -> None:
     # "~5860/side" after 1+1 runs: no spread to estimate from
     for n in (1, 2):
-        v = vd.verdict_of("workload.gbps", [1.0, 1.2][:n], [1.05, 1.22][:n], accelerator="tcg")
+        v = vd.verdict_of("workload.gbps", [1.0, 1.2][:n], [1.05, 1.22][:n], sides=vd.Sides("tcg"))
         assert v.needed_per_side is None and "needed" not in v.line(), v.line()
-    v = vd.verdict_of("workload.gbps", [1.0, 1.2, 1.1], [1.05, 1.22, 1.12], accelerator="tcg")
+    v = vd.verdict_of("workload.gbps", [1.0, 1.2, 1.1], [1.05, 1.22, 1.12], sides=vd.Sides("tcg"))
     assert v.needed_per_side is not None and f"~{v.needed_per_side}/side needed" in v.line()
 
 
@@ -101,7 +101,7 @@ def test_one_cell_label_from_run_repeat_auto_and_from_a_matrix() -> None:
     assert vd.cell_label("ring-2", "pairs", ab_auto.settings_name(opts)) == "ring-2/pairs/default"
     off = RunOptions(kernels=("a", "b"), numa_balancing="off", knobs=("scan_delay_ms=10",))
     assert ab_auto.settings_name(off) == "balancing-off+knobs"
-    v = vd.verdict_of("workload.gbps", [1.0] * 3, [1.0] * 3, context=mauto.cell_key(spec, run))
+    v = vd.verdict_of("workload.gbps", [1.0] * 3, [1.0] * 3, sides=vd.Sides(context=mauto.cell_key(spec, run)))
     assert v.line().endswith("[ring-2/pairs/default]")
 
 

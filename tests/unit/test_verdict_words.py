@@ -140,7 +140,7 @@ def test_zero_against_35082_over_three_runs_is_undecided_not_same() -> None:
     # a baseline of 0 has a margin of 0: no number of runs shows it the same; ~24 a side would show the difference
     assert j.margin == 0 and j.needed == 24
     assert j.text == "undecided (3+3 runs; ~24 a side needed)" == row.verdict_text()
-    v = vd.verdict_of(MIGRATED, OFF_PAGES, ON_PAGES, labels=("off", "on"))
+    v = vd.verdict_of(MIGRATED, OFF_PAGES, ON_PAGES, sides=vd.Sides(labels=("off", "on")))
     assert v.direction == "undecided" and not v.decided and v.needed_per_side == 24
     assert "on vs off: undecided (higher by the Amean), Δ+3.508e+04, not significant (welch), 3+3 runs" in v.line()
     assert "same" not in v.line() and "same" not in json.dumps(v.to_dict())
@@ -171,7 +171,7 @@ def test_two_tight_equal_samples_are_the_same_within_one_percent_everywhere() ->
     base, new = [10.0, 10.01, 9.99], [10.0, 10.01, 9.99]
     row = _row("workload.gbps", base, new)
     assert row.verdict() == "same" and row.verdict_text() == "same within ±1%" and row.judgement.equivalent
-    v = vd.verdict_of("workload.gbps", base, new, labels=("a", "b"))
+    v = vd.verdict_of("workload.gbps", base, new, sides=vd.Sides(labels=("a", "b")))
     assert v.direction == "same" and v.decided and v.decision == "same within ±1%"
     assert "b vs a: same within ±1%, +0.00%, not significant (welch), equivalent within ±1% (TOST p=" in v.line()
     c = _comparison([row])
