@@ -244,8 +244,8 @@ class ReleaseBisect:
             build_s = self.runner.build(version)
         except LabError as err:
             self.progress(f"{version}: skip: does not build: {err}")
-            return self._save(ReleaseStep(version, index, "skip", f"does not build: {err}", [], [], 0.0,
-                                          round(self.clock() - t0, 1)))  # fmt: skip
+            spent = round(self.clock() - t0, 1)  # (a failed cargo build's minutes count as building)
+            return self._save(ReleaseStep(version, index, "skip", f"does not build: {err}", [], [], spent, spent))
         runs = self.runs_of(version)
         while len(runs) < self.cfg.step_runs and not any(m.get("status") == EJECTED for m in runs):
             n = len(list((self.out / "runs").glob(f"{version}-r*")))
@@ -292,8 +292,8 @@ class ReleaseBisect:
                 result = outcome(versions, old.verdict, verdicts)
                 if result["status"] != "unfinished":
                     break
-                self.progress(f"bisecting: {result['last_old']} as {versions[0]}, {result['first_new']} as "
-                              f"{versions[n]}: testing {result['next']}")  # fmt: skip
+                self.progress(f"bisecting: {result['last_old']} {old.verdict}, {result['first_new']} {new.verdict}: "
+                              f"testing {result['next']}")  # fmt: skip
                 self.step(versions.index(result["next"]))
         steps = self.steps()
         result |= {"crate": self.cfg.range.crate, "kernel": self.cfg.kernel,
