@@ -200,11 +200,14 @@ def cmd_releases(args: argparse.Namespace) -> int:
                            "throughout, bad when it was ejected; the kernel is --kernel's)")  # fmt: skip
     if not args.kernel:
         raise LabError("--kernel: required with --scheduler-releases (the one kernel every release runs on)")
+    if len(args.kernel) > 1:
+        raise LabError(f"--kernel: one with --scheduler-releases (every release runs on it), got {len(args.kernel)}")
+    kernel = args.kernel[0]
     rng = parse_range(args.scheduler_releases)
     from lab.kernel.cache import find_built  # (on use: start-up time)
 
-    if find_built(args.kernel) is None:
-        raise LabError(f"--kernel {args.kernel}: no such built kernel (numalab kernel list; numalab kernel build "
+    if find_built(kernel) is None:
+        raise LabError(f"--kernel {kernel}: no such built kernel (numalab kernel list; numalab kernel build "
                        "--fragment sched-ext --fragment scx)")  # fmt: skip
     versions = versions_in(rng, scx_release.releases(rng.crate))
     progress(f"{rng.crate}: {len(versions)} releases from {rng.old} to {rng.new}: {', '.join(versions)}")
@@ -213,7 +216,7 @@ def cmd_releases(args: argparse.Namespace) -> int:
             "numa_balancing": args.numa_balancing}  # fmt: skip
     if extra := _settings(args):
         what["run_settings"] = extra
-    cfg = ReleaseConfig(rng, tuple(versions), args.kernel, args.step_runs, what)
+    cfg = ReleaseConfig(rng, tuple(versions), kernel, args.step_runs, what)
     cfg.check()
     template = RunOptions(topology=topo, workload=workload, **run_settings(args))
     _check_before_building(template)
@@ -221,7 +224,7 @@ def cmd_releases(args: argparse.Namespace) -> int:
     from lab.run.execute import Interrupted  # (on use: start-up time)
 
     try:
-        result = ReleaseBisect(Path(args.out), cfg, ReleaseStepRunner(rng, args.kernel, template, progress),
+        result = ReleaseBisect(Path(args.out), cfg, ReleaseStepRunner(rng, kernel, template, progress),
                                progress).run()  # fmt: skip
     except Interrupted as sig:
         warn(f"interrupted by {sig}: the finished steps and runs are kept; run the same command to resume", bare=True)
@@ -335,7 +338,8 @@ def add_parser(sub) -> None:
                    "and run; good when its scheduler ran throughout, bad when it was ejected (a panic, the "
                    "verifier, the watchdog), else skipped. Names the first bad release, or the first that runs "
                    "when OLD is the bad one")  # fmt: skip
-    g.add_argument("--kernel", metavar="NAME", help="with --scheduler-releases: the built kernel every release runs on")
+    g.add_argument("--kernel", action="append", metavar="NAME",
+                   help="with --scheduler-releases: the built kernel every release runs on (one)")  # fmt: skip
     g.add_argument("--step-runs", type=int, default=1, metavar="N",
                    help="with --scheduler-releases: runs of each release (default 1): bad when one is ejected, good "
                    "when all ran")  # fmt: skip

@@ -187,7 +187,8 @@ def test_cli_refuses_what_a_release_bisect_does_not_take(tmp_path: Path) -> None
     cases = [((), "--kernel: required with --scheduler-releases"),
              (("--kernel", "v6.12-scx", "--decide", "workload"), "--decide: not with --scheduler-releases"),
              (("--kernel", "v6.12-scx", "--series", "x"), "--series: not with --scheduler-releases"),
-             (("--kernel", "no-such-kernel-here"), "--kernel no-such-kernel-here: no such built kernel")]  # fmt: skip
+             (("--kernel", "no-such-kernel-here"), "--kernel no-such-kernel-here: no such built kernel"),
+             (("--kernel", "a", "--kernel", "b"), "--kernel: one with --scheduler-releases")]  # fmt: skip
     for extra, says in cases:
         proc = numalab("bisect", "--scheduler-releases", "scx_layered@1.0.23..1.1.0", "--out", out, *extra)
         assert proc.returncode == 2 and proc.stderr.startswith(f"numalab: error: {says}"), proc.stderr
