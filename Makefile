@@ -52,7 +52,7 @@ help:
 	@echo "make setup-qemu-charge - QEMU 10 built with numalab's patch, for --clock virtual --remote-latency (--qemu charge)"
 	@echo "make setup-scx - clang-19 for the scx schedulers from crates.io (--scheduler scx_bpfland@1.1.4; numalab scheduler build), and a check for cargo"
 	@echo "make test-fidelity - the modelled machine's long known answers (not in make test): K5, seed 003 in guest time, about 30-45 min"
-	@echo "make test-scx - the scx tier (not in make test): scx_layered releases on a 9-node guest (builds them the first time: minutes each)"
+	@echo "make test-scx - the scx tier (not in make test): scx_layered releases on a 9-node guest, their bisect, bpfland against simple, numa01 under rusty (builds them the first time: minutes each)"
 
 setup: apt venv
 	@$(COMPILE_LAB)
@@ -150,7 +150,8 @@ test-nested: setup setup-sshd
 	$(PY) -m pytest -ra tests/nested $(PYTEST_ARGS)
 
 # The scx tier alone (not in make test): issue 68's known answer 1, scx_layered's releases around its NUMA-node limit on
-# a 9-node guest, on v6.12-scx, and what 7.3.4 does with them on v7.3-scx (built with --fragment sched-ext --fragment scx the first time).
+# a 9-node guest, on v6.12-scx, and what 7.3.4 does with them on v7.3-scx (built with --fragment sched-ext --fragment scx the first time);
+# bisect --scheduler-releases over scx_layered's releases on both; known answer 2, scx_bpfland against scx_simple on genoa-nps2.
 test-scx: setup setup-scx
 	$(PY) -m pytest -ra -m scx tests/scx $(PYTEST_ARGS)
 

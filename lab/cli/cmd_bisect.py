@@ -40,6 +40,7 @@ from lab.workloads.user_workload import resolve_workload
 USAGE = (
     "numalab bisect --series DIR|FILE --decide METRIC --out DIR [options]\n"
     "       numalab bisect --source GIT --good REV --bad REV --decide METRIC --out DIR [options]\n"
+    "       numalab bisect --scheduler-releases 'CRATE@OLD..NEW [ARGS]' --kernel NAME --out DIR [options]\n"
     "       numalab bisect log DIR\n"
     "       numalab bisect replay DIR"
 )
@@ -56,14 +57,16 @@ def _state_dir(args: argparse.Namespace) -> Path:
 
 def cmd_log(args: argparse.Namespace) -> int:
     from lab.bisect.engine import log_text  # (on use: start-up time)
+    from lab.bisect.releases import is_release_state, release_log_text  # (on use: start-up time)
 
     out = _state_dir(args)
     path = out / "log.jsonl"
     entries = _log_entries(path) if path.exists() else []
+    text = release_log_text if is_release_state(out) else log_text
     if args.json:
         print(json_text(entries, indent=2))
     else:
-        print(log_text(entries) if entries else f"# numalab bisect in {out}: nothing logged yet")
+        print(text(entries) if entries else f"# numalab bisect in {out}: nothing logged yet")
     return 0
 
 
@@ -82,8 +85,12 @@ def _log_entries(path: Path) -> list[dict]:
 
 def cmd_replay(args: argparse.Namespace) -> int:
     from lab.bisect.engine import replay, result_text  # (on use: start-up time)
+    from lab.bisect.releases import is_release_state  # (on use: start-up time)
 
     out = _state_dir(args)
+    if is_release_state(out):
+        raise LabError(f"bisect replay {out}: a bisect over releases has no statistics to re-derive (each step is "
+                       "its runs' status); numalab bisect log DIR shows its steps")  # fmt: skip
     result, problems = replay(out)
     if args.json:
         print(json_text({"result": result, "disagreements": problems}, indent=2))
@@ -167,6 +174,71 @@ def _source_and_series(args: argparse.Namespace) -> tuple[str | None, str]:
     return f"{Path(args.source).expanduser().resolve()}@{good}", str(series_dir)
 
 
+# The options of a bisect over kernels that mean nothing over a scheduler's releases (no kernel is built, and a
+# release's verdict is its runs' status, not a statistic): refused by name.
+_NOT_FOR_RELEASES = (("series", "--series"), ("source", "--source"), ("good", "--good"), ("bad", "--bad"),
+                     ("fragment", "--fragment"), ("scheduler", "--scheduler"), ("decide", "--decide"),
+                     ("min_pairs", "--min-pairs"), ("max_pairs", "--max-pairs"), ("time_budget", "--time-budget"),
+                     ("direction", "--direction"), ("threshold", "--threshold"), ("min_effect", "--min-effect"),
+                     ("include_status", "--include-status"))  # fmt: skip
+
+
+def cmd_releases(args: argparse.Namespace) -> int:
+    """--scheduler-releases: which release of an scx scheduler first stopped (or started) running on --kernel
+    (lab.bisect.releases)."""
+    from lab.bisect.releases import (  # (on use: start-up time)
+        ReleaseBisect,
+        ReleaseConfig,
+        parse_range,
+        release_result_text,
+        versions_in,
+    )
+    from lab.host import scx_release  # (on use: start-up time)
+
+    for attr, flag in _NOT_FOR_RELEASES:
+        if getattr(args, attr, None):
+            raise LabError(f"{flag}: not with --scheduler-releases (a release is good when its scheduler ran "
+                           "throughout, bad when it was ejected; the kernel is --kernel's)")  # fmt: skip
+    if not args.kernel:
+        raise LabError("--kernel: required with --scheduler-releases (the one kernel every release runs on)")
+    if len(args.kernel) > 1:
+        raise LabError(f"--kernel: one with --scheduler-releases (every release runs on it), got {len(args.kernel)}")
+    kernel = args.kernel[0]
+    rng = parse_range(args.scheduler_releases)
+    from lab.kernel.cache import find_built  # (on use: start-up time)
+
+    if find_built(kernel) is None:
+        raise LabError(f"--kernel {kernel}: no such built kernel (numalab kernel list; numalab kernel build "
+                       "--fragment sched-ext --fragment scx)")  # fmt: skip
+    versions = versions_in(rng, scx_release.releases(rng.crate))
+    progress(f"{rng.crate}: {len(versions)} releases from {rng.old} to {rng.new}: {', '.join(versions)}")
+    topo, workload = topology_ref(args), workload_of(args)
+    what = {"topology": topo.label, "workload": workload, "duration_s": args.duration,
+            "numa_balancing": args.numa_balancing}  # fmt: skip
+    if extra := _settings(args):
+        what["run_settings"] = extra
+    cfg = ReleaseConfig(rng, tuple(versions), kernel, args.step_runs, what)
+    cfg.check()
+    template = RunOptions(topology=topo, workload=workload, **run_settings(args))
+    _check_before_building(template)
+    from lab.bisect.release_steps import ReleaseStepRunner  # (on use: start-up time)
+    from lab.run.execute import Interrupted  # (on use: start-up time)
+
+    try:
+        result = ReleaseBisect(Path(args.out), cfg, ReleaseStepRunner(rng, kernel, template, progress),
+                               progress).run()  # fmt: skip
+    except Interrupted as sig:
+        warn(f"interrupted by {sig}: the finished steps and runs are kept; run the same command to resume", bare=True)
+        return 143 if str(sig) == "SIGTERM" else 130
+    human = sys.stderr if args.json else sys.stdout
+    print(release_result_text(result).lstrip("# "), file=human)
+    print(f"wall time {result['wall_s']:.0f}s ({result['builds_s']:.0f}s of it building), {result['runs']} runs, "
+          f"{result['tested']} releases tested; log: numalab bisect log {args.out}", file=human)  # fmt: skip
+    if args.json:
+        print(json_text(result, indent=2))
+    return 0
+
+
 def cmd_bisect(args: argparse.Namespace) -> int:
     if args.what:
         if args.what[0] == "log":
@@ -177,6 +249,11 @@ def cmd_bisect(args: argparse.Namespace) -> int:
     if args.out is None:
         raise LabError("--out: required to start or resume a bisect")
     utf8_path(args.out, "--out")  # (its runs' records name it in their UTF-8 files)
+    if args.scheduler_releases:
+        return cmd_releases(args)
+    for flag, value in (("--kernel", args.kernel), ("--step-runs", args.step_runs != 1)):
+        if value:
+            raise LabError(f"{flag}: only with --scheduler-releases (a bisect over kernels builds its own)")
     plan = ab_plan_of(args, least=MIN_REPEATS)
     if len(plan.decide) > 1:
         raise LabError(f"--decide: a bisect decides on one metric, got {len(plan.decide)}: {', '.join(plan.decide)}")
@@ -255,6 +332,18 @@ def add_parser(sub) -> None:
     tracing_options(b)
     qemu_options(b)
     scheduler_option(b.add_argument_group("the scheduler under test"), several=False)
+    g = b.add_argument_group("a scheduler's releases instead of kernels (docs/sched-ext.md)")
+    g.add_argument("--scheduler-releases", metavar="'CRATE@OLD..NEW [ARGS]'",
+                   help="bisect an scx scheduler's crates.io releases from OLD to NEW (e.g. 'scx_layered@1.0.23..1.1.0 "
+                   "--run-example': its arguments in the same word) on one --kernel: each release built (cached) "
+                   "and run; good when its scheduler ran throughout, bad when it was ejected (a panic, the "
+                   "verifier, the watchdog), else skipped. Names the first bad release, or the first that runs "
+                   "when OLD is the bad one")  # fmt: skip
+    g.add_argument("--kernel", action="append", metavar="NAME",
+                   help="with --scheduler-releases: the built kernel every release runs on (one)")  # fmt: skip
+    g.add_argument("--step-runs", type=int, default=1, metavar="N",
+                   help="with --scheduler-releases: runs of each release (default 1): bad when one is ejected, good "
+                   "when all ran")  # fmt: skip
     g = b.add_argument_group("the decision of every step")
     ab_options(g, several=False, runs="runs of a step", old=("--metric", "--budget"),
                budget="each step gets its share of what is left, and is skipped when it is spent")  # fmt: skip

@@ -114,6 +114,11 @@ def _vkey(v: str) -> tuple:
     return (*(int(x) for x in nums.split(".")), pre == "", pre)
 
 
+def version_key(version: str) -> tuple:
+    """A release's version as a sort key (1.0.23 < 1.1.0-rc1 < 1.1.0 < 1.1.4)."""
+    return _vkey(version)
+
+
 def _get(url: str, what: str) -> bytes:
     try:
         with urllib.request.urlopen(url, timeout=_NET_TIMEOUT) as resp:  # noqa: S310 (a fixed https URL)
