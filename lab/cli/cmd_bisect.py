@@ -219,7 +219,7 @@ def cmd_releases(args: argparse.Namespace) -> int:
         what["run_settings"] = extra
     cfg = ReleaseConfig(rng, tuple(versions), kernel, args.step_runs, what)
     cfg.check()
-    template = RunOptions(topology=topo, workload=workload, **run_settings(args))
+    template = RunOptions.of(topology=topo, workload=workload, **run_settings(args))
     _check_before_building(template)
     from lab.bisect.release_steps import ReleaseStepRunner  # (on use: start-up time)
     from lab.run.execute import Interrupted  # (on use: start-up time)
