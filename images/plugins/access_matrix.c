@@ -67,7 +67,14 @@
  *                     of a line's state. Exact and in the one thread's order under -icount; under MTTCG the
  *                     directory's entries change by compare-and-swap, in whatever order the threads run
  *   coh_node=NODE:N   (with coherence=1) NODE's caches hold N lines instead of coh_lines= (a node of several LLCs:
- *                     their total); repeatable
+ *                     their total); repeatable; not with vllc=
+ *   vllc=FIRST:LAST:LLC   (with coherence=1) vCPUs FIRST..LAST share last-level cache LLC (numbered from 0 over the
+ *                     machine, at most 24, each within one node); repeatable. Then a line's owner and holders are
+ *                     LLCs, not nodes: a line one LLC wrote, used by another LLC of the same node, is a transfer
+ *                     charged that node's llc_cost= (with stream=1 a sweep's the node's own bw=), by an LLC of
+ *                     another node the pair's cost= as before; coh_lines= is each LLC's caches, coh_llc= one's own
+ *   llc_cost=NODE:PS  (with vllc=) picoseconds a line moved between two LLCs of NODE; repeatable (default 0)
+ *   coh_llc=LLC:N     (with vllc=) LLC's caches hold N lines instead of coh_lines=; repeatable
  *   coh_lines=N       (with coherence=1) each node's caches hold N lines (0, the default: no limit). A node counts
  *                     the lines it brings in (a line it writes that it held no current copy of, a copy of a line
  *                     another node owns, its own line again once aged out); a line's entry keeps that count as
@@ -97,15 +104,17 @@
  * A miss to a node with a cost adds cost * N to the vCPU's debt; past chunk_ns the vCPU's own thread spins
  * on its CPU clock (CLOCK_THREAD_CPUTIME_ID) until the debt is paid (an overshoot is credited); with
  * lat_clock=virtual the debt is charged to the virtual clock instead, and "held" counts what was charged.
- *   numalab-remote-latency 5 / lines L / lat_sample N / chunk_ns C / stream S / line_cb F / share_ns W /
- *                       coherence H / coh_lines C / arm_mark A / vcpus V / nodes K (header)
- *   snap MONO_NS c... / end MONO_NS c...   cumulative, V rows of K+10 numbers: looked-up accesses, hits,
+ *   numalab-remote-latency 6 / lines L / lat_sample N / chunk_ns C / stream S / line_cb F / share_ns W /
+ *                       coherence H / coh_lines C / arm_mark A / vcpus V / nodes K / llcs D (0: owners are nodes)
+ *                       (header; then vnode, vllc, cost, bw, node_bw, coh_node, llc_cost and coh_llc lines)
+ *   snap MONO_NS c... / end MONO_NS c...   cumulative, V rows of K+12 numbers: looked-up accesses, hits,
  *                       misses by memory node (K), misses to RAM outside every node or unresolved, debt
  *                       charged (ns), ns spent holding the vCPU, MMIO accesses (not cached, not charged:
  *                       a LAPIC write for every IPI under TCG's xAPIC counts here), stream misses (charged
  *                       bw=, among the misses by node), shared stream misses (among those: charged the
  *                       node's share, slower than the pair's bw=), coherence transfers (exact: every line,
- *                       not sampled), their charge (ns; among the debt charged)
+ *                       not sampled), their charge (ns; among the debt charged), the transfers between two LLCs
+ *                       of one node (among the transfers; 0 without vllc=), their charge (ns; among theirs)
  */
 #define _GNU_SOURCE
 #include <inttypes.h>
@@ -147,8 +156,9 @@ static int outside_seen;
 
 /* Remote latency (lat_out=): off unless lat_out is given. */
 #define LAT_MAX_SETS (1u << 20)
-#define LAT_FIXED 10 /* columns besides the K per-node misses: accesses, hits, other, charged ns, held ns, io,
-                      * stream misses, shared stream misses, coherence transfers, their charge */
+#define LAT_FIXED 12 /* columns besides the K per-node misses: accesses, hits, other, charged ns, held ns, io,
+                      * stream misses, shared stream misses, coherence transfers, their charge, those between
+                      * two LLCs of one node, their charge */
 #define STREAM_RECENT 8 /* lines a vCPU touched last (a power of two) */
 #define COH_RECENT 4    /* lines of a vCPU's last transfers (a power of two) */
 struct lat_vcpu { /* one cache line each: vCPU threads write their own only */
@@ -156,6 +166,7 @@ struct lat_vcpu { /* one cache line each: vCPU threads write their own only */
     int64_t debt_ps;  /* charged but not yet paid (negative: an overshoot, credited) */
     uint64_t *cols;   /* accesses, hits, misses per node (K), other misses, charged ns, held ns, MMIO, streams */
     int node;
+    int dom;                         /* coherence's unit: its LLC (vllc=), else its node; -1: none */
     uint32_t recent_pos;
     uint64_t line;                   /* the virtual line of the last access */
     uint64_t recent[STREAM_RECENT];  /* the lines before it, each time the line changed */
@@ -190,18 +201,25 @@ static int n_vnodes;
 static int lat_width;
 static int lat_virtual;             /* lat_clock=virtual */
 static const void *time_handle; /* qemu_plugin_request_time_control's */
-/* Coherence (coherence=1): per line of the ranges, the node that wrote it last + 1 (0: none since the start) in
- * the low byte, a bit per node that holds a current copy above it (bits 8-31), and in the high 32 bits the owner
- * node's count of lines brought in when it took the line (coh_lines=). */
+/* Coherence (coherence=1): per line of the ranges, the unit (a node, or an LLC with vllc=) that wrote it last + 1
+ * (0: none since the start) in the low byte, a bit per unit that holds a current copy above it (bits 8-31), and in
+ * the high 32 bits the owner's count of lines brought in when it took the line (coh_lines=). */
 #define COH_OWNER 0xffull
 #define COH_HOLDERS 0xffffff00ull
 #define COH_MAX_NODES 24
 static uint64_t *coh_dir;
-static uint32_t coh_lines;               /* coh_lines=: a node's caches, in lines (0: no limit) */
-static uint32_t coh_cap[COH_MAX_NODES];  /* per node: coh_lines, or its own coh_node= */
-static int coh_capped;                   /* some node's caches have a limit */
+static uint32_t coh_lines;               /* coh_lines=: a unit's caches, in lines (0: no limit) */
+static uint32_t coh_cap[COH_MAX_NODES];  /* per unit: coh_lines, or its own coh_node= / coh_llc= */
+static int coh_capped;                   /* some unit's caches have a limit */
 static int coh_node_set[COH_MAX_NODES];  /* coh_node= gave the node's own */
-static uint32_t coh_fill[COH_MAX_NODES]; /* per node: lines brought in (with coh_lines) */
+static int coh_llc_set[COH_MAX_NODES];   /* coh_llc= gave the LLC's own */
+static uint32_t coh_llc_cap[COH_MAX_NODES];
+static uint32_t coh_fill[COH_MAX_NODES]; /* per unit: lines brought in (with coh_lines) */
+static int vllc_first[MAX_RANGES], vllc_last[MAX_RANGES], vllc_llc[MAX_RANGES];
+static int n_vllcs;                      /* vllc= lines */
+static int n_llcs;                       /* LLCs (the largest vllc= LLC + 1); 0: coherence's units are nodes */
+static int dom_node[COH_MAX_NODES];      /* a unit's node */
+static uint64_t llc_cost_ps[MAX_RANGES]; /* per node: a line moved between two of its LLCs (llc_cost=) */
 static uint64_t coh_base[MAX_RANGES]; /* per range: the index of its first line */
 static int lat_coherence;             /* coherence=1 */
 static int lat_line_cb = 1;     /* line_cb= (wanted) */
@@ -365,9 +383,9 @@ static int coh_sweep(struct lat_vcpu *l, uint64_t line)
  * node wrote: the transfers overlap as a stream's misses do), paid at once under the virtual clock. */
 static void coherent(unsigned int vcpu, struct lat_vcpu *l, uint64_t *e, int store, uint64_t line)
 {
-    uint64_t bit = 1ull << (8 + l->node), me = (uint64_t)l->node + 1;
+    uint64_t bit = 1ull << (8 + l->dom), me = (uint64_t)l->dom + 1;
     uint64_t old = __atomic_load_n(e, __ATOMIC_RELAXED), nw;
-    uint32_t fill = coh_capped ? __atomic_load_n(&coh_fill[l->node], __ATOMIC_RELAXED) : 0;
+    uint32_t fill = coh_capped ? __atomic_load_n(&coh_fill[l->dom], __ATOMIC_RELAXED) : 0;
     int from, fills;
     for (;;) { /* until the entry changes as this access finds it (compare-and-swap: MTTCG's vCPU threads) */
         uint64_t cur = old, owner = cur & COH_OWNER;
@@ -399,13 +417,21 @@ static void coherent(unsigned int vcpu, struct lat_vcpu *l, uint64_t *e, int sto
             break;
     }
     if (coh_capped && fills)
-        __atomic_fetch_add(&coh_fill[l->node], 1, __ATOMIC_RELAXED);
+        __atomic_fetch_add(&coh_fill[l->dom], 1, __ATOMIC_RELAXED);
     recall_others(vcpu);
     if (!store)
         recall(vcpu);
     if (from < 0)
         return;
-    uint64_t cost = coh_sweep(l, line) && lat_stream ? bw_ps[l->node][from] : cost_ps[l->node][from];
+    int node = dom_node[from], sweep = coh_sweep(l, line) && lat_stream;
+    uint64_t cost;
+    if (node == l->node) { /* another LLC of this node (vllc=): the node's own price */
+        cost = sweep ? bw_ps[node][node] : llc_cost_ps[node];
+        l->cols[10 + n_nodes]++;
+        l->cols[11 + n_nodes] += cost;
+    } else {
+        cost = sweep ? bw_ps[l->node][node] : cost_ps[l->node][node];
+    }
     l->cols[8 + n_nodes]++;
     l->cols[9 + n_nodes] += cost;
     if (!cost)
@@ -431,7 +457,7 @@ static void latency_access(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64
             __atomic_store_n(&l->live, 1, __ATOMIC_RELAXED);
         hw = qemu_plugin_get_hwaddr(info, vaddr);
         uint64_t *e;
-        if (hw && l->node >= 0 && !qemu_plugin_hwaddr_is_io(hw) &&
+        if (hw && l->dom >= 0 && !qemu_plugin_hwaddr_is_io(hw) &&
             (e = coh_entry(qemu_plugin_hwaddr_phys_addr(hw))))
             coherent(vcpu, l, e, qemu_plugin_mem_is_store(info), line);
     }
@@ -568,7 +594,8 @@ static void write_latency(const char *tag)
     for (int v = 0; v < n_vcpus; v++)
         for (int c = 0; c < lat_width; c++) {
             uint64_t x = __atomic_load_n(&lat[v].cols[c], __ATOMIC_RELAXED);
-            fprintf(lat_out, " %" PRIu64, c == 3 + n_nodes || c == 9 + n_nodes ? x / 1000 : x); /* ps -> ns */
+            int ps = c == 3 + n_nodes || c == 9 + n_nodes || c == 11 + n_nodes;
+            fprintf(lat_out, " %" PRIu64, ps ? x / 1000 : x); /* ps -> ns */
         }
     fputc('\n', lat_out);
     fflush(lat_out);
@@ -711,6 +738,27 @@ static int latency_arg(const char *a, const char **lat_path)
             return fail("bad coh_node (want NODE:LINES, LINES 0..2147483647)", a);
         coh_node_set[node] = 1;
         coh_cap[node] = (uint32_t)v;
+    } else if (!strncmp(a, "vllc=", 5)) {
+        int f, l, n;
+        if (n_vllcs == MAX_RANGES || sscanf(a + 5, "%d:%d:%d%c", &f, &l, &n, &tail) != 3 || f < 0 || l < f || n < 0 ||
+            n >= COH_MAX_NODES)
+            return fail("bad vllc (want FIRST:LAST:LLC, LLC 0..23)", a);
+        vllc_first[n_vllcs] = f, vllc_last[n_vllcs] = l, vllc_llc[n_vllcs++] = n;
+        if (n + 1 > n_llcs)
+            n_llcs = n + 1;
+    } else if (!strncmp(a, "llc_cost=", 9)) {
+        int j;
+        uint64_t ps;
+        if (sscanf(a + 9, "%d:%" SCNu64 "%c", &j, &ps, &tail) != 2 || j < 0 || j >= MAX_RANGES || ps > 1000000000ull)
+            return fail("bad llc_cost (want NODE:PICOSECONDS, at most 1 ms)", a);
+        llc_cost_ps[j] = ps;
+    } else if (!strncmp(a, "coh_llc=", 8)) {
+        unsigned llc;
+        uint64_t v;
+        if (sscanf(a + 8, "%u:%" SCNu64 "%c", &llc, &v, &tail) != 2 || llc >= COH_MAX_NODES || v > 0x7fffffffull)
+            return fail("bad coh_llc (want LLC:LINES, LLC 0..23, LINES 0..2147483647)", a);
+        coh_llc_set[llc] = 1;
+        coh_llc_cap[llc] = (uint32_t)v;
     } else if (!strncmp(a, "line_cb=", 8)) {
         if (strcmp(a + 8, "0") && strcmp(a + 8, "1"))
             return fail("bad line_cb (want 0 or 1)", a);
@@ -730,15 +778,26 @@ static int latency_setup(const char *path, int every_access)
 {
     if (lat_sample > lat_lines)
         return fail("lat_sample is more than lines", path);
-    if (lat_coherence && n_nodes > COH_MAX_NODES)
+    if (lat_coherence && !n_llcs && n_nodes > COH_MAX_NODES)
         return fail("coherence: at most 24 nodes", path);
+    if (n_llcs && !lat_coherence)
+        return fail("vllc needs coherence=1", path);
     for (int i = 0; i < COH_MAX_NODES; i++) {
         if (coh_node_set[i] && !lat_coherence)
             return fail("coh_node needs coherence=1", path);
-        if (!coh_node_set[i])
+        if (coh_node_set[i] && n_llcs)
+            return fail("coh_node with vllc: give an LLC's own size with coh_llc", path);
+        if (coh_llc_set[i] && !n_llcs)
+            return fail("coh_llc needs vllc", path);
+        if (n_llcs)
+            coh_cap[i] = coh_llc_set[i] ? coh_llc_cap[i] : coh_lines;
+        else if (!coh_node_set[i])
             coh_cap[i] = coh_lines;
         coh_capped |= coh_cap[i] != 0;
     }
+    for (int j = 0; j < MAX_RANGES; j++)
+        if (llc_cost_ps[j] && !n_llcs)
+            return fail("llc_cost needs vllc", path);
     if (coh_lines && !lat_coherence)
         return fail("coh_lines needs coherence=1", path);
     /* coherence with the line callback needs to reset a vCPU's entry (QEMU 9.0+'s qemu_plugin_u64_set) */
@@ -805,18 +864,38 @@ static int latency_setup(const char *path, int every_access)
         for (int i = 0; i < n_vnodes; i++)
             if (v >= vnode_first[i] && v <= vnode_last[i])
                 lat[v].node = vnode_node[i];
+        lat[v].dom = n_llcs ? -1 : lat[v].node;
+        for (int i = 0; i < n_vllcs; i++)
+            if (v >= vllc_first[i] && v <= vllc_last[i])
+                lat[v].dom = vllc_llc[i];
+        if (lat[v].dom >= COH_MAX_NODES)
+            lat[v].dom = -1; /* (a node past 24 without vllc=: refused above when coherence is on) */
+        if (n_llcs && lat[v].dom >= 0 && lat[v].node < 0)
+            return fail("vllc: a vCPU with an LLC and no node (vnode=)", path);
+    }
+    for (int d = 0; d < COH_MAX_NODES; d++)
+        dom_node[d] = n_llcs ? -1 : d;
+    for (int v = 0; n_llcs && v < n_vcpus; v++) {
+        int d = lat[v].dom;
+        if (d < 0)
+            continue;
+        if (dom_node[d] >= 0 && dom_node[d] != lat[v].node)
+            return fail("vllc: an LLC's vCPUs on two nodes", path);
+        dom_node[d] = lat[v].node;
     }
     lat_out = fopen(path, "w");
     if (!lat_out)
         return fail("cannot write", path);
     fprintf(lat_out,
-            "numalab-remote-latency 5\napi %d\nlines %u\nmodelled_sets %u\nlat_sample %u\nchunk_ns %" PRIu64
+            "numalab-remote-latency 6\napi %d\nlines %u\nmodelled_sets %u\nlat_sample %u\nchunk_ns %" PRIu64
             "\nlat_virtual %d\nstream %d\nline_cb %d\nshare_ns %" PRIu64
-            "\ncoherence %d\ncoh_lines %u\narm_mark %d\nvcpus %d\nnodes %d\n",
+            "\ncoherence %d\ncoh_lines %u\narm_mark %d\nvcpus %d\nnodes %d\nllcs %d\n",
             NUMALAB_PLUGIN_API, lat_lines, k, lat_sample, chunk_ps / 1000, lat_virtual, lat_stream, line_cb,
-            share_ns, lat_coherence, coh_lines, arm_at_mark, n_vcpus, n_nodes);
+            share_ns, lat_coherence, coh_lines, arm_at_mark, n_vcpus, n_nodes, n_llcs);
     for (int v = 0; v < n_vcpus; v++)
         fprintf(lat_out, "vnode %d %d\n", v, lat[v].node);
+    for (int v = 0; n_llcs && v < n_vcpus; v++)
+        fprintf(lat_out, "vllc %d %d\n", v, lat[v].dom);
     for (int i = 0; i < n_nodes; i++)
         for (int j = 0; j < n_nodes; j++)
             if (cost_ps[i][j])
@@ -831,6 +910,12 @@ static int latency_setup(const char *path, int every_access)
     for (int j = 0; j < n_nodes && j < COH_MAX_NODES; j++)
         if (coh_node_set[j])
             fprintf(lat_out, "coh_node %d %u\n", j, coh_cap[j]);
+    for (int j = 0; j < n_nodes; j++)
+        if (llc_cost_ps[j])
+            fprintf(lat_out, "llc_cost %d %" PRIu64 "\n", j, llc_cost_ps[j]);
+    for (int d = 0; d < n_llcs; d++)
+        if (coh_llc_set[d])
+            fprintf(lat_out, "coh_llc %d %u\n", d, coh_cap[d]);
     return 0;
 }
 

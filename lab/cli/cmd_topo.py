@@ -105,8 +105,10 @@ def cmd_topo_show(args: argparse.Namespace) -> int:
     cpus_view = predict_cpus(topo)
     sched_cache = predict_sched_cache(topo)
     if args.json:
-        print(json_text(topo.to_dict() | {"kernel_view": view, "cpu_view": cpus_view, "sched_cache": sched_cache},
-                        indent=2))  # fmt: skip
+        costs = topo.llc_costs  # (the memory model's, --coherence on: the spec's llc:, else the defaults)
+        llc_model = {"size_mib": costs.size, "transfer_ns": costs.transfer, "given": topo.llc is not None}
+        print(json_text(topo.to_dict() | {"kernel_view": view, "cpu_view": cpus_view, "sched_cache": sched_cache,
+                                          "llc_model": llc_model}, indent=2))  # fmt: skip
         return 0
     from lab.topology.kernel_warnings import predicted_warnings  # (on use: start-up time)
 

@@ -21,8 +21,9 @@ from lab.vm.tcg.latency_model import LatencyModel
 
 RAW_FILE = REMOTE_LATENCY_TXT
 JSON_FILE = REMOTE_LATENCY_JSON
-# A row's columns: these, then misses by node, then other misses, charged, held, io, streams, shared streams, and
-# coherence's transfers and their charge (read_log's width: nodes + 10)
+# A row's columns: these, then misses by node, then other misses, charged, held, io, streams, shared streams,
+# coherence's transfers and their charge, and (version 6) those between two LLCs of one node and their charge
+# (read_log's width: nodes + 10 in version 5, nodes + 12 in 6)
 FIXED = ("looked_up", "hits")
 # A correct address map leaves only MMIO and firmware accesses outside the nodes; a wrong one leaves
 # whole nodes' misses uncharged. More than this share of the modelled misses fails the run.
@@ -61,30 +62,46 @@ def plugin_latency(model: LatencyModel, workdir: Path) -> tuple[tuple[str, ...],
     return tuple(model.plugin_args(out)), out
 
 
+MAGIC = "numalab-remote-latency "
+VERSIONS = (5, 6)  # 6: the columns of transfers between LLCs of one node (earlier records are 5)
+
+
 @dataclass
 class LatencyLog:
     head: dict[str, int]
     vcpu_nodes: list[int]
     snaps: list[tuple[int, list[int]]] = field(default_factory=list)
     ended: bool = False
+    version: int = 6
+    vcpu_llcs: list[int] = field(default_factory=list)  # (version 6, coherence by LLC) each vCPU's LLC
 
     @property
     def width(self) -> int:
-        return self.head["nodes"] + 10
+        return self.head["nodes"] + (12 if self.version >= 6 else 10)
 
 
 def read_log(path: Path) -> LatencyLog:
     """The plugin's latency file; a missing or malformed one is a LabError naming it."""
     log = LatencyLog({}, [])
+    try:
+        with path.open() as f:
+            first = f.readline().strip()
+    except OSError:
+        first = ""  # (read_plugin_file names the file and why)
+    version = first.removeprefix(MAGIC)
+    if first.startswith(MAGIC) and version.isdigit() and int(version) in VERSIONS:
+        log.version = int(version)
 
     def header(words: list[str]) -> None:
         if words[0] == "vnode":
             log.vcpu_nodes.append(int(words[2]))
-        elif words[0] not in ("cost", "bw", "node_bw", "coh_node"):
+        elif words[0] == "vllc":
+            log.vcpu_llcs.append(int(words[2]))
+        elif words[0] not in ("cost", "bw", "node_bw", "coh_node", "llc_cost", "coh_llc"):
             log.head[words[0]] = int(words[1])
 
     log.snaps, log.ended = read_plugin_file(
-        path, "numalab-remote-latency 5", "remote-latency", header, lambda: log.head["vcpus"] * log.width
+        path, f"{MAGIC}{log.version}", "remote-latency", header, lambda: log.head["vcpus"] * log.width
     )
     return log
 
@@ -100,6 +117,7 @@ def _rows(log: LatencyLog, a: list[int], b: list[int]) -> list[dict]:
             "looked_up": d[0], "hits": d[1], "misses": d[2:2 + k], "other_misses": d[2 + k],
             "charged_ns": d[3 + k], "held_ns": d[4 + k], "io_accesses": d[5 + k], "stream_misses": d[6 + k],
             "shared_misses": d[7 + k], "transfers": d[8 + k], "transfer_ns": d[9 + k],
+            "llc_transfers": d[10 + k] if w > 10 + k else 0, "llc_transfer_ns": d[11 + k] if w > 11 + k else 0,
         })  # fmt: skip
     return out
 
@@ -121,6 +139,9 @@ def _totals(rows: list[dict], sample: int) -> dict:
         # among charged_s
         "transfers": sum(r["transfers"] for r in rows),
         "transfer_s": round(sum(r["transfer_ns"] for r in rows) / 1e9, 6),
+        # among them, lines moved between two LLCs of one node (coherence by LLC), and their charge
+        "llc_transfers": sum(r["llc_transfers"] for r in rows),
+        "llc_transfer_s": round(sum(r["llc_transfer_ns"] for r in rows) / 1e9, 6),
         "per_vcpu": rows,
     }
 
@@ -187,12 +208,14 @@ def summary_lines(manifest: dict) -> list[str]:
     def line(s: dict) -> str:
         part = s.get("window") or s.get("whole_run") or {}
         m = s["model"]
+        llc = part.get("llc_transfers") or 0
         paid = "to the guest's clock" if m.get("clock") == "virtual" else "held"
         return (
             f"  remote latency ({m['source']}, L={m['local_ns']:g} ns): charged {part.get('charged_s')}s, {paid} "
             f"{part.get('held_s')}s; {part.get('remote_miss_pct')}% of modelled misses remote"
             + (f", {part['stream_miss_pct']}% streams" if part.get("stream_miss_pct") else "")
-            + (f", {part['transfers']} line transfers between nodes" if part.get("transfers") else "")
+            + (f", {part['transfers'] - llc} line transfers between nodes" if part.get("transfers", 0) > llc else "")
+            + (f", {llc} between LLCs of a node" if llc else "")
         )
 
     return section_lines(manifest, "remote_latency", "remote latency", line)

@@ -132,3 +132,10 @@ def predict_cpus(topo: Topology, release: str | None = None, levels: frozenset[s
         **({"cpu_model": {"family": grid.cpu_model[0], "model": grid.cpu_model[1]}} if grid and grid.cpu_model else {}),
         "cpus": cpus,
     }
+
+
+def vcpu_llcs(topo: Topology) -> tuple[int, ...]:
+    """Per vCPU, the index of its LLC: a die cut at its node (as the kernel's MC level is: the SNC exception), the
+    LLCs numbered in order of their first vCPU. A topology without a grid has one LLC a CPU node."""
+    index: dict[tuple[int, int, int], int] = {}
+    return tuple(index.setdefault((i["package"], i["die"], i["node"]), len(index)) for i in vcpu_ids(topo))

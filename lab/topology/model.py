@@ -47,6 +47,42 @@ class Node:
     memory_mib: int  # 0: a memoryless node (CPUs, no memory)
 
 
+# A machine's LLCs as the memory model prices them (--coherence on; lab.vm.tcg.latency_model), when its spec gives
+# no ``llc:``. The size is one LLC of a current server's node (an AMD CCD's L3, a sub-NUMA cluster's share of an Intel
+# L3). The transfer is a line moved between two LLCs of one node: AMD Zen 4 across core complexes, up to about 80 ns
+# (inside one complex about 15-19 ns: the model leaves a move inside an LLC free); docs/throughput.md.
+DEFAULT_LLC_MIB = 32
+DEFAULT_LLC_TRANSFER_NS = 80.0
+
+
+@dataclass(frozen=True)
+class LlcCosts:
+    """The spec's ``llc:``: each LLC's size (MiB) and a line's move between two LLCs of one node (ns of guest time);
+    None where the spec leaves it to the default."""
+
+    size_mib: int | None = None
+    transfer_ns: float | None = None
+
+    @property
+    def size(self) -> int:
+        return DEFAULT_LLC_MIB if self.size_mib is None else self.size_mib
+
+    @property
+    def transfer(self) -> float:
+        return DEFAULT_LLC_TRANSFER_NS if self.transfer_ns is None else self.transfer_ns
+
+    def to_dict(self) -> dict:
+        return {k: v for k, v in (("size_mib", self.size_mib), ("transfer_ns", self.transfer_ns)) if v is not None}
+
+
+def llc_costs_from_dict(d: dict | None) -> LlcCosts | None:
+    """A spec's or a manifest's ``llc:`` (None: not given)."""
+    if not d:
+        return None
+    transfer = d.get("transfer_ns")
+    return LlcCosts(d.get("size_mib"), None if transfer is None else float(transfer))
+
+
 @dataclass(frozen=True)
 class Topology:
     name: str
@@ -67,6 +103,13 @@ class Topology:
     # packages, LLCs (dies), clusters, cores and threads (lab.topology.cpu_grid); None: one package and one LLC
     # per node, numalab's layout before the grid (lab.vm.qemu.qemu_argv.smp_layout)
     cpu_grid: CpuGrid | None = None
+    # the LLCs' size and a line's move between two of one node, for the memory model (None: the defaults)
+    llc: LlcCosts | None = None
+
+    @property
+    def llc_costs(self) -> LlcCosts:
+        """The spec's ``llc:``, or the defaults."""
+        return self.llc or LlcCosts()
 
     @property
     def n_nodes(self) -> int:
@@ -170,6 +213,7 @@ class Topology:
             | ({"latency_ratio": [list(r) for r in self.latency_ratio]} if self.latency_ratio else {})
             | ({"bandwidth_ratio": [list(r) for r in self.bandwidth_ratio]} if self.bandwidth_ratio else {})
             | ({"cpu_grid": self.cpu_grid.to_dict()} if self.cpu_grid else {})
+            | ({"llc": self.llc.to_dict()} if self.llc else {})
         )
 
 
@@ -204,6 +248,7 @@ def topology_from_dict(d: dict) -> Topology:
             tuple(tuple(float(x) for x in r) for r in d["bandwidth_ratio"]) if d.get("bandwidth_ratio") else None
         ),
         cpu_grid=grid_from_dict(d.get("cpu_grid")),
+        llc=llc_costs_from_dict(d.get("llc")),
     )
     validate(topo)
     return topo

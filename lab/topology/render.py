@@ -134,6 +134,13 @@ def cpu_lines(topo: Topology, cpus_view: dict) -> list[str]:
         lines.append(f"  package {package}  LLC cpus {span}")
     if cpus_view["memoryless_nodes"]:
         lines.append(f"  memoryless nodes {cpus_view['memoryless_nodes']}: their CPUs' memory comes from other nodes")
+    costs = topo.llc_costs
+    if topo.llc is not None or max(topo.node_llcs(), default=1) > 1:
+        given = "the spec's llc:" if topo.llc is not None else "the defaults; a spec's llc: sets them"
+        lines.append(
+            f"  memory model (--coherence on): {costs.size} MiB an LLC, a line {costs.transfer:g} ns between two LLCs "
+            f"of a node ({given})"
+        )
     seen: set[str] = set()
     lines.append("sched domains below NUMA (cpu: name span, ...):")
     for v, c in enumerate(cpus):

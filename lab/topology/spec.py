@@ -36,7 +36,7 @@ from lab import datafile, schemas
 from lab.errors import LabError
 from lab.paths import cache_dir, read_text_file, write_text_atomic
 from lab.topology.cpu_grid import build_grid
-from lab.topology.model import LOCAL_DISTANCE, Node, Topology, check_name, hop_matrix, validate
+from lab.topology.model import LOCAL_DISTANCE, Node, Topology, check_name, hop_matrix, llc_costs_from_dict, validate
 from lab.topology.numactl import looks_like_numactl
 from lab.topology.tiers import parse_tiers
 
@@ -246,6 +246,7 @@ def load_spec(data: object, where: str, name: str | None = None, schema_checked:
                 _latency_ratio(data["bandwidth_ratio"], n, "bandwidth_ratio") if "bandwidth_ratio" in data else None
             ),
             cpu_grid=_grid(data, nodes, threads),
+            llc=llc_costs_from_dict(data.get("llc")),
         )
         if "total_cpus" in data:
             total = data["total_cpus"]

@@ -35,6 +35,7 @@ from common import REPO, numalab, ordinary_user
 
 from lab.host.nested import STALE_CODE_FIXED, NotServing, OuterGuest, libvirt_host
 from lab.topology.ref import TopologyRef
+from lab.vm.hang import describe
 from lab.vm.qemu.emulator import qemu_version_tuple
 from lab.vm.qemu.emulator import resolve as resolve_emulator
 
@@ -113,8 +114,15 @@ def two_nodes(tmp_path_factory, user, baseline_kernel):
         res, ssh.error = err.result, err
     assert res is not None, ssh.error
     log = (out / "script.log").read_text() if (out / "script.log").exists() else ""
-    assert res.marks.get("script-exit") is not None, (res, log, res.console.read_text()[-3000:])
+    assert res.marks.get("script-exit") is not None, _why(res, log)
     return SimpleNamespace(out=res.out, result=res, ssh=ssh), log
+
+
+def _why(res, log: str) -> str:
+    """A failed outer guest, for the test's message: what became of it and where its vCPUs were first (pytest cuts
+    a long message, and the stop 75 CI's showed only the result's repr), then its script's log and console."""
+    head = [*res.lines("ring-2"), f"its vCPUs when stopped: {describe(res.hang)}", f"marks: {res.marks}"]
+    return "\n".join([*head, "script log (end):", log[-1500:], "console (end):", res.console.read_text()[-3000:]])
 
 
 @pytest.fixture(scope="module")

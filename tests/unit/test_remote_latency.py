@@ -445,12 +445,14 @@ def test_the_node_caches_size_is_an_option_of_coherence() -> None:
     opts = RunOptions.of(remote_latency="slit", clock="virtual", accel="tcg", coherence="on", coherence_mib=4)
     m = latency_of(opts, "tcg", uneven, None)
     assert m is not None and m.to_dict()["coherence"]["node_cache_mib"] == [8, 4]
-    assert m.plugin_args(Path("o"))[-2:] == ["coh_lines=65536", "coh_node=0:131072"]
+    # (coherence by LLC: each LLC its 4 MiB, a move between node 0's two LLCs charged; node 1 has one)
+    assert m.plugin_args(Path("o"))[-5:] == ["coh_lines=65536", "vllc=0:1:0", "vllc=2:3:1", "vllc=4:5:2",
+                                             "llc_cost=0:80000"]  # fmt: skip
     big = RunOptions.of(remote_latency="slit", clock="virtual", accel="tcg", coherence="on", coherence_mib=65536)
     assert latency_of(big, "tcg", ring, None) is not None  # (one LLC a node: 64 GiB, the plugin's 2^30 lines)
-    with pytest.raises(LabError, match=r"^--coherence-mib: 65536 MiB an LLC is more than 65536 MiB for a node of 2 "
-                                       r"LLCs in nps2-uneven-llc$"):  # fmt: skip
-        latency_of(big, "tcg", uneven, None)
+    # (by LLC the plugin counts each LLC's lines, not a node's total: 64 GiB an LLC on a node of two is its 2^30)
+    m = latency_of(big, "tcg", uneven, None)
+    assert m is not None and "coh_lines=1073741824" in m.plugin_args(Path("o"))
     for bad in (-1, 65537):
         with pytest.raises(LabError, match=r"^--coherence-mib: .* is not a whole number of MiB from 0 \(no limit\)"):
             RunOptions.of(remote_latency="slit", accel="tcg", coherence="on", coherence_mib=bad)

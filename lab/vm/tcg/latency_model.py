@@ -45,6 +45,13 @@ guest memory (not sampled): the node that wrote it last and the nodes that hold 
 caches are its LLCs' total (the topology's LLCs a node: several on the machines of 2026): a
 line its owner has not brought back since it brought in that much more has left them, memory holds it, and the
 next node to use it is charged no transfer (only the miss model's memory access).
+
+On a machine with several LLCs a node (genoa-nps2, spr-2s-2llc, nps2-uneven-llc), a line's owner is an LLC instead
+(``vcpu_llcs``; the plugin's ``vllc=``): a line one LLC wrote and another LLC of the same node then uses is a
+transfer charged ``llc_transfer_ns`` (the spec's ``llc: transfer_ns:``, default 80 ns of guest time), by an LLC of
+another node the pair's miss cost as before; each LLC holds ``coherence_mib`` (the spec's ``llc: size_mib:``,
+default 32; --coherence-mib wins). A move inside one LLC stays free. A machine of one LLC a node is modelled by
+node, exactly as before.
 """
 
 from __future__ import annotations
@@ -53,7 +60,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.errors import LabError
-from lab.topology.model import LOCAL_DISTANCE, Topology
+from lab.topology.cpu_view import vcpu_llcs
+from lab.topology.model import DEFAULT_LLC_MIB, DEFAULT_LLC_TRANSFER_NS, LOCAL_DISTANCE, Topology
 
 REMOTE_LATENCY = ("off", "slit", "table")
 LINE_BYTES = 64  # the plugin's line (a constant there: the tag is the address >> 6)
@@ -85,7 +93,10 @@ SHARE_WINDOW_NS = 5000
 # CCD's L3, a sub-NUMA cluster's share of an Intel L3). Without a limit, a line stayed its last writer's for ever,
 # and two nodes sweeping one 358 MiB array (numa01) paid a transfer for nearly every line: 27.4-28.7 of ~30 s of
 # guest time on ring-4 (docs/throughput.md).
-DEFAULT_COHERENCE_MIB = 32
+DEFAULT_COHERENCE_MIB = DEFAULT_LLC_MIB
+# The plugin's directory keeps a bit a current holder: at most this many owners (nodes, or LLCs on a machine of
+# several a node).
+MAX_COHERENCE_OWNERS = 24
 
 
 def share_window_ns(quantum_ns: int) -> int:
@@ -136,6 +147,10 @@ class LatencyModel:
     coherence: bool = False  # a line written on one node and then used on another: a transfer between the two
     coherence_mib: int = DEFAULT_COHERENCE_MIB  # each LLC's share of a node's caches: out of them, no transfer; 0: none
     node_llcs: tuple[int, ...] = ()  # each node's LLCs (the topology's; () or 0: one): a node's caches are their total
+    # each vCPU's LLC (lab.topology.cpu_view.vcpu_llcs): with coherence on a machine of several LLCs a node, a line's
+    # owner is an LLC; () (or one LLC a node): a node
+    vcpu_llcs: tuple[int, ...] = ()
+    llc_transfer_ns: float = DEFAULT_LLC_TRANSFER_NS  # a line moved between two LLCs of one node (guest time)
 
     @property
     def streams(self) -> bool:
@@ -189,8 +204,26 @@ class LatencyModel:
 
     def transfer_ps(self, cpu_node: int, from_node: int) -> int:
         """Picoseconds charged for a line that ``from_node`` wrote and a vCPU of ``cpu_node`` then uses (coherence):
-        the pair's miss cost; nothing within a node."""
+        the pair's miss cost; nothing within a node (between two LLCs of one: :meth:`llc_transfer_ps`)."""
         return self.cost_ps(cpu_node, from_node) if self.coherence and cpu_node != from_node else 0
+
+    @property
+    def llc_owners(self) -> bool:
+        """Whether coherence follows lines by LLC: it is on, and some node has several LLCs."""
+        return self.coherence and bool(self.vcpu_llcs) and any(self.node_llc_count(j) > 1 for j in self.nodes)
+
+    @property
+    def nodes(self) -> range:
+        return range(len(self.ratios))
+
+    def llc_transfer_ps(self, node: int) -> int:
+        """Picoseconds charged for a line moved between two LLCs of ``node`` (coherence by LLC): the spec's
+        transfer on the virtual clock; on the host's its extra over a local miss (which TCG already takes), so
+        usually nothing; 0 on a node of one LLC or without LLC owners."""
+        if not self.llc_owners or self.node_llc_count(node) < 2:
+            return 0
+        extra = 0.0 if self.virtual else self.local_ns
+        return max(0, round((self.llc_transfer_ns - extra) * 1000))
 
     def plugin_args(self, output: Path) -> list[str]:
         """The plugin's latency arguments (KEY=VALUE, before ``,,`` quoting), counts going to ``output``."""
@@ -212,7 +245,12 @@ class LatencyModel:
             args += [f"node_bw={j}:{self.node_line_ps(j)}" for j in range(n)]
         if self.coherence:
             args += ["coherence=1", f"coh_lines={self.coherence_lines}"]
-            args += [f"coh_node={j}:{self.coherence_lines * k}" for j in range(n) if (k := self.node_llc_count(j)) > 1]
+            if self.llc_owners:
+                args += [f"vllc={first}:{last}:{llc}" for first, last, llc in _runs(self.vcpu_llcs)]
+                args += [f"llc_cost={j}:{c}" for j in range(n) if (c := self.llc_transfer_ps(j))]
+            else:
+                lines = self.coherence_lines
+                args += [f"coh_node={j}:{lines * k}" for j in range(n) if (k := self.node_llc_count(j)) > 1]
         return args
 
     @property
@@ -258,14 +296,29 @@ class LatencyModel:
         if not self.coherence:
             return {"modelled": False, "why": "off (--coherence on models it)"}
         n = range(len(self.ratios))
+        by_llc = (
+            {"llc_transfer_ns": [self.llc_transfer_ps(j) / 1000 if self.node_llc_count(j) > 1 else None for j in n],
+             "vcpu_llcs": list(self.vcpu_llcs)} if self.llc_owners else {}
+        )  # fmt: skip
         return {
             "modelled": True,
-            "model": "a directory of every line by node: a line another node wrote last, read or written by a node "
-            "without a current copy, is a transfer charged the pair's miss cost, unless it has left the owner's "
-            "caches (their size in lines brought in since); a line only read stays shared",
+            "model": (
+                "a directory of every line by LLC: a line another LLC wrote last, read or written by an LLC without a "
+                "current copy, is a transfer charged the node's LLC-to-LLC cost within a node and the pair's miss cost "
+                "between nodes, unless it has left the owner's caches (their size in lines brought in since); a line "
+                "only read stays shared"
+                if self.llc_owners
+                else "a directory of every line by node: a line another node wrote last, read or written by a node "
+                "without a current copy, is a transfer charged the pair's miss cost, unless it has left the owner's "
+                "caches (their size in lines brought in since); a line only read stays shared"
+            ),
             "transfer_ns": [[self.transfer_ps(i, j) / 1000 for j in n] for i in n],
             "llc_mib": self.coherence_mib or None,  # None: no limit
             "node_cache_mib": [self.node_cache_mib(j) or None for j in n],  # each node's LLCs' total
+            # a line's owner: "llc" on a machine of several LLCs a node (a move between two LLCs of one node charged
+            # llc_transfer_ns, per node: None on a node of one LLC), else "node"
+            "owners": "llc" if self.llc_owners else "node",
+            **by_llc,
         }
 
     def stream_dict(self) -> dict:
@@ -302,7 +355,7 @@ class LatencyModel:
         }
 
 
-MAX_COHERENCE_MIB = 65536  # 64 GiB a node: the plugin counts a node's lines in 32 bits (coh_lines < 2^31)
+MAX_COHERENCE_MIB = 65536  # 64 GiB an owner: the plugin counts an owner's lines in 32 bits (coh_lines < 2^31)
 
 
 def check_coherence_mib(value: int) -> None:
@@ -310,6 +363,17 @@ def check_coherence_mib(value: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_COHERENCE_MIB:
         raise LabError(f"--coherence-mib: {value!r} is not a whole number of MiB from 0 (no limit) to "
                        f"{MAX_COHERENCE_MIB}")  # fmt: skip
+
+
+def _runs(values: tuple[int, ...]) -> list[tuple[int, int, int]]:
+    """Runs of equal values: (first index, last index, value)."""
+    out: list[tuple[int, int, int]] = []
+    for i, v in enumerate(values):
+        if out and out[-1][2] == v and out[-1][1] == i - 1:
+            out[-1] = (out[-1][0], i, v)
+        else:
+            out.append((i, i, v))
+    return out
 
 
 def slit_ratios(topo: Topology) -> tuple[tuple[float, ...], ...]:
@@ -325,24 +389,31 @@ def model_for(
     local_gbs: float = 0.0,
     share_window: int = 0,
     coherence: bool = False,
-    coherence_mib: int = DEFAULT_COHERENCE_MIB,
+    coherence_mib: int | None = None,
 ) -> LatencyModel | None:
     """The model ``--remote-latency mode`` asks for on ``topo`` under ``--clock clock`` (None for off), stream
     misses at ``local_gbs`` (0: none) over the spec's ``bandwidth_ratio:`` or else the latency ratios, a node's
     stream bandwidth shared in windows of ``share_window`` ns of guest time (0: not shared), lines moving between
-    nodes charged (``coherence``; off by default), each node's caches ``coherence_mib`` an LLC (0: no limit)."""
+    nodes charged (``coherence``; off by default), each LLC ``coherence_mib`` (0: no limit; None: the spec's
+    ``llc: size_mib:``, else 32), lines moving between two LLCs of one node charged the spec's ``llc: transfer_ns:``."""
     if mode not in REMOTE_LATENCY:
         raise LabError(f"--remote-latency: {mode!r} is not one of {', '.join(REMOTE_LATENCY)}")
     if mode == "off":
         return None
     check_local_ns(local_ns)
     check_local_gbs(local_gbs)
+    if coherence_mib is None:
+        coherence_mib = topo.llc_costs.size
     check_coherence_mib(coherence_mib)
-    llcs = tuple(topo.node_llcs())
-    if coherence_mib * max(llcs, default=1) > MAX_COHERENCE_MIB:
-        raise LabError(f"--coherence-mib: {coherence_mib} MiB an LLC is more than {MAX_COHERENCE_MIB} MiB for a node "
-                       f"of {max(llcs)} LLCs in {topo.name}")  # fmt: skip
+    llcs = tuple(topo.node_llcs())  # (by LLC on a node of several, so the plugin's 32-bit count is one LLC's)
     vcpu_nodes = tuple(n for n, cpus in enumerate(topo.node_cpus()) for _ in cpus)
+    owners = vcpu_llcs(topo) if coherence and max(llcs, default=1) > 1 else ()
+    if len(set(owners)) > MAX_COHERENCE_OWNERS:
+        raise LabError(f"--coherence on: {topo.name} has {len(set(owners))} LLCs; the model follows lines among at "
+                       f"most {MAX_COHERENCE_OWNERS}")  # fmt: skip
+    if coherence and not owners and len(llcs) > MAX_COHERENCE_OWNERS:
+        raise LabError(f"--coherence on: {topo.name} has {len(llcs)} nodes; the model follows lines among at most "
+                       f"{MAX_COHERENCE_OWNERS}")  # fmt: skip
     if mode == "table":
         if topo.latency_ratio is None:
             raise LabError(f"--remote-latency table: topology {topo.name} has no latency_ratio: matrix (give one in "
@@ -356,4 +427,4 @@ def model_for(
                         local_gbs=local_gbs, bandwidth_ratios=bw, bandwidth_source=bw_source,
                         share_window_ns=share_window if clock == "virtual" and local_gbs > 0 else 0,
                         coherence=coherence, coherence_mib=coherence_mib,
-                        node_llcs=llcs)  # fmt: skip
+                        node_llcs=llcs, vcpu_llcs=owners, llc_transfer_ns=topo.llc_costs.transfer)  # fmt: skip

@@ -14,7 +14,6 @@ from typing import ClassVar
 from lab.errors import LabError, check_choice
 from lab.topology.model import Topology
 from lab.vm.tcg.latency_model import (
-    DEFAULT_COHERENCE_MIB,
     REMOTE_LATENCY,
     LatencyModel,
     check_coherence_mib,
@@ -35,7 +34,7 @@ class LatencyOptions:
     remote_latency_ns: float | None = None  # L, the local miss latency; None: the default
     remote_bandwidth_gbs: float | None = None  # a stream miss's local bandwidth (0: no streams); None: the default
     coherence: str = ""  # on, off: lines moving between nodes charged; "": the default (off)
-    coherence_mib: int | None = None  # an LLC's share of a node's caches with coherence on (0: no limit); None: 32
+    coherence_mib: int | None = None  # an LLC's size with coherence on (0: no limit); None: the spec's llc:, else 32
 
     # (not a field: the choices of its word options, which the command line offers)
     CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"remote_latency": REMOTE_LATENCY, "coherence": COHERENCE}
@@ -78,6 +77,6 @@ class LatencyOptions:
         if not self.on:
             return None
         local_ns = default_local_ns(clock) if self.remote_latency_ns is None else self.remote_latency_ns
-        cache_mib = DEFAULT_COHERENCE_MIB if self.coherence_mib is None else self.coherence_mib
+        # (coherence "": the default, off; the LLC's size None: the spec's llc: size_mib:, else the default)
         return model_for(topo, self.remote_latency, local_ns, clock, self.local_gbs(clock), share_window_ns(quantum),
-                         self.coherence == "on", cache_mib)  # ("": the default, off)  # fmt: skip
+                         self.coherence == "on", self.coherence_mib)  # fmt: skip
