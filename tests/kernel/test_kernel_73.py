@@ -17,7 +17,7 @@ import json
 from pathlib import Path
 
 import pytest
-from common import numalab, static_workload
+from common import REPO, numalab, static_workload
 
 ONE_NODE = """name: one-node
 description: One node of four CPUs that share one LLC.
@@ -41,89 +41,12 @@ metrics:
 # One node of two LLCs of 4 CPUs: the kernel gives no LLC preference to a process whose running threads, times the
 # SMT threads a core, do not fit 80% of the LLC's CPUs (invalid_llc_nr: fits_capacity(nr_running_avg * smt,
 # llc_size)), so two busy threads need LLCs of 3 CPUs or more.
-ONE_NODE_2LLC = """name: one-node-2llc
-description: One node of 8 CPUs in two LLCs of 4.
-nodes: 1
-cpus_per_node: 8
-memory_per_node: 1G
-packages: 1
-llcs_per_node: 2
-distances: [[10]]
-"""
+ONE_NODE_2LLC = (REPO / "tests" / "data" / "one-node-2llc.yaml").read_text()
 
 
-# The process of known answers 2 to 4: threads that share memory, started on the CPUs named and then free.
-THREADS_C = r"""
-/* threads SECONDS KIB MEMCPU CPU... : the main thread first touches KIB KiB on MEMCPU (so the memory is on its
- * node), then one thread per CPU named (the main thread is the first: no idle waiter) is held 0.3 s on its CPU
- * (so the process starts where asked) and is then free, all passing over that memory until SECONDS have passed;
- * prints "loops N". */
-#define _GNU_SOURCE
-#include <pthread.h>
-#include <sched.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
-
-static volatile unsigned char *mem;
-static size_t size;
-static double end_at;
-static long loops[64];
-static int cpus[64];
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec / 1e9;
-}
-
-static void pin(int cpu) {
-    cpu_set_t s;
-    CPU_ZERO(&s);
-    if (cpu < 0)
-        for (int c = 0; c < CPU_SETSIZE; c++) CPU_SET(c, &s);
-    else
-        CPU_SET(cpu, &s);
-    sched_setaffinity(0, sizeof(s), &s);
-}
-
-static void *worker(void *arg) {
-    long i = (long)arg;
-    pin(cpus[i]);
-    double held = now() + 0.3;
-    while (now() < held)
-        ;
-    pin(-1);
-    while (now() < end_at) {
-        for (size_t k = 0; k < size; k += 64) mem[k]++;
-        loops[i]++;
-    }
-    return NULL;
-}
-
-int main(int argc, char **argv) {
-    if (argc < 5) return 2;
-    size = (size_t)atoi(argv[2]) << 10;
-    pin(atoi(argv[3]));
-    mem = malloc(size);
-    if (!mem) return 1;
-    for (size_t k = 0; k < size; k += 4096) mem[k] = 1;
-    int n = argc - 4;
-    for (int i = 0; i < n && i < 64; i++) cpus[i] = atoi(argv[4 + i]);
-    end_at = now() + atof(argv[1]);
-    pthread_t t[64];
-    for (long i = 1; i < n && i < 64; i++)
-        if (pthread_create(&t[i], NULL, worker, (void *)i)) return 1;
-    worker((void *)0);
-    long total = loops[0];
-    for (int i = 1; i < n && i < 64; i++) {
-        pthread_join(t[i], NULL);
-        total += loops[i];
-    }
-    printf("loops %ld\n", total);
-    return 0;
-}
-"""
+# The process of known answers 2 to 4: threads that share memory, started on the CPUs named and then free
+# (tests/fidelity/test_fidelity_llc.py runs it too).
+THREADS_C = (REPO / "tests" / "data" / "workloads" / "threads.c").read_text()
 NUMALLC = """\
 name: numallc
 description: two threads started on node 0's two LLCs, over 4 MiB first touched on node 1
