@@ -28,16 +28,7 @@ distances: [[10]]
 """
 
 
-GATHER = """\
-name: gather
-description: two threads that share 256 KiB, started on CPUs 0 and 4 (two LLCs of a node), then free
-command: ./threads {duration} 256 0 0 4
-files: [threads]
-results:
-  regex: {loops: '^loops (\\d+)$'}
-metrics:
-  - {name: loops, unit: passes, higher_is_better: true}
-"""
+GATHER = (REPO / "tests" / "data" / "gather.yaml").read_text()  # (the fidelity tier's LLC answer runs it too)
 # One node of two LLCs of 4 CPUs: the kernel gives no LLC preference to a process whose running threads, times the
 # SMT threads a core, do not fit 80% of the LLC's CPUs (invalid_llc_nr: fits_capacity(nr_running_avg * smt,
 # llc_size)), so two busy threads need LLCs of 3 CPUs or more.
