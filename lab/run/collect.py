@@ -35,7 +35,18 @@ from lab.run import remote_latency as latency_run
 from lab.run.access_matrix import AccessResult
 from lab.run.boot import Booted
 from lab.run.collect_limit import NO_LIMIT, CollectLimit, CollectOverrun
-from lab.run.manifest import GuestView, ManifestInputs, clocksource_of, workload_seconds
+from lab.run.manifest import (
+    GuestSaid,
+    GuestView,
+    Instruments,
+    ManifestInputs,
+    RecordFiles,
+    RunAsked,
+    RunEnd,
+    RunMachine,
+    clocksource_of,
+    workload_seconds,
+)
 from lab.run.manifest import build as build_manifest
 from lab.run.prepare import Prepared
 from lab.run.request import RunRequest, Trip
@@ -169,54 +180,44 @@ def _manifest_inputs(trip: Trip, prep: Prepared, booted: Booted, got: Gathered, 
                        placement_problems=tuple(check.get("problems") or ()))  # fmt: skip
     sched, evidence = _scheduler_evidence(trip, outcome, console, evidence, net)
     status, reason = classify(evidence)
-    return ManifestInputs(
-        scheduler=sched,
-        run_id=trip.run_id,
-        label=req.label,
-        topology=req.topology,
-        kernel=req.kernel,
-        workload_name=req.workload.name,
+    # (the last reader: its problem, if it has one, is in the record's data problems as any other reader's is)
+    complaints = net("kernel complaints", read_complaints, [], d)
+    guest = GuestSaid(
+        release=release,
+        build_id=guest_build_id,
+        knobs_readback=_read(d / KNOBS).splitlines()[:256],
+        topology=GuestView(readback, domains, problems, complaints, groups, sched_cache),
+        workload_result=result,
+        workload_rc=evidence.workload_rc,
         workload_user=_user_record(req.workload, result),
-        plan=req.plan,
+        clocksource=clocksource_of(_read(d / DMESG_BOOT)),
+        scheduler=sched,
+    )
+    return ManifestInputs(
+        asked=RunAsked(trip.run_id, req.label, req.topology, req.kernel, req.workload.name, req.plan),
+        machine=_machine(trip, prep, booted),
+        end=RunEnd(outcome, status, reason, got.total_s, req.timeout(), booted.stalled),
+        guest=guest,
+        record=RecordFiles(got.files, inventory(booted.share), asdict(req.limits()), unpacked, console,
+                           (*data_problems, *implausible)),
+        instruments=Instruments(metrics, got.access, got.latency),
+    )  # fmt: skip
+
+
+def _machine(trip: Trip, prep: Prepared, booted: Booted) -> RunMachine:
+    """The machine as the run had it: the accelerator, the clock, the placement, the backend and the boot."""
+    req = trip.req
+    return RunMachine(
         accel=req.accel,
         accel_reason=req.accel_reason,
         clock=req.clock.to_dict(),
         # (a remote libvirt host pins and binds by its own inventory: that plan is the run's, lab.vm.libvirt)
         placement=booted.backend_info.get("placement") or trip.placement.to_dict(),
         backend_info=booted.backend_info,
-        outcome=outcome,
-        status=status,
-        reason=reason,
-        total_s=got.total_s,
-        timeout_s=req.timeout(),
-        workload_result=result,
-        workload_rc=evidence.workload_rc,
-        guest_release=release,
-        build_id=guest_build_id,
-        knobs_readback=_read(d / KNOBS).splitlines()[:256],
-        guest=GuestView(
-            readback,
-            domains,
-            problems,
-            net("kernel complaints", read_complaints, [], d),
-            groups,
-            sched_cache,
-        ),  # fmt: skip
-        metrics=metrics,
-        files=got.files,
-        share=inventory(booted.share),
-        limits=asdict(req.limits()),
-        unpacked=unpacked,
-        console=console,
         boot_protocol=prep.protocol,
         firmware_rom=prep.firmware,
         firmware_choice=req.firmware,
         guest_image=prep.image,
-        access=got.access,
-        latency=got.latency,
-        stalled_boots=booted.stalled,
-        data_problems=(*data_problems, *implausible),
-        guest_clocksource=clocksource_of(_read(d / DMESG_BOOT)),
     )
 
 

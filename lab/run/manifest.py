@@ -1,10 +1,12 @@
 """A run's manifest.json, built in one place.
 
 What a run found out comes from many parts: the request, the VM backend's outcome, the guest's own
-files, the trace, the access-matrix plugin. :mod:`lab.run.collect` gathers it into :class:`ManifestInputs`
-and :func:`build` turns that into the manifest, whole, with its keys in the order records have always
-had (``tests/golden/record/manifest.shape`` pins the layout down; :class:`lab.analysis.record.RunRecord`
-reads it back). Nothing else adds or changes a key of a manifest before it is written.
+files, the trace, the access-matrix plugin. :mod:`lab.run.collect` gathers it into :class:`ManifestInputs`, in
+pieces by what they describe (what was asked, the machine as it ran, how the run ended, what the guest said, the
+record's files, the instruments' counts), and :func:`build` turns that into the manifest, whole, with its keys in
+the order records have always had (``tests/golden/record/manifest.shape`` pins the layout down;
+:class:`lab.analysis.record.RunRecord` reads it back). Nothing else adds or changes a key of a manifest before it
+is written.
 """
 
 from __future__ import annotations
@@ -55,46 +57,96 @@ class GuestView:
 
 
 @dataclass(frozen=True)
-class ManifestInputs:
+class RunAsked:
+    """What the run was asked for (lab.run.request.RunRequest): its name and label, the machine, the kernel, the
+    workload and the guest's plan."""
+
     run_id: str
     label: str
     topology: Topology
     kernel: Kernel
     workload_name: str
     plan: GuestPlan
+
+
+@dataclass(frozen=True)
+class RunMachine:
+    """The machine as it ran: the accelerator and the guest's clock, where its vCPUs and memory were placed, what
+    the backend said, and how it booted (the boot protocol, the firmware, the guest image)."""
+
     accel: str
     accel_reason: str
     clock: dict  # lab.vm.tcg.guest_clock.GuestClock.to_dict()
     placement: dict  # lab.placement.pinning.Placement.to_dict()
     backend_info: dict
+    boot_protocol: str
+    firmware_rom: str  # "" for QEMU's default firmware
+    firmware_choice: str
+    guest_image: GuestImage
+
+
+@dataclass(frozen=True)
+class RunEnd:
+    """How the run ended: the VM's outcome, the run's status and reason (lab.vm.status.classify), its time against
+    its timeout, and the boots given up before the one that counted."""
+
     outcome: VmOutcome
     status: str  # lab.vm.status.classify
     reason: str
     total_s: float
     timeout_s: float
-    workload_result: dict | None
-    workload_rc: int | None
-    guest_release: str | None
+    stalled_boots: tuple[dict, ...] = ()  # earlier boots of this run given up at the boot deadline (lab.run.boot)
+
+
+@dataclass(frozen=True)
+class GuestSaid:
+    """What the guest said: its kernel's release and build-id, the knobs it read back, its view of the topology,
+    the clocksource it settled on, the workload's result and exit code, and the scheduler it ran under."""
+
+    release: str | None
     build_id: str | None
     knobs_readback: list[str]
-    guest: GuestView
-    metrics: dict
+    topology: GuestView
+    workload_result: dict | None
+    workload_rc: int | None
+    workload_user: dict | None = None  # a user's workload: {"spec": ..., "metrics": [declarations]} (lab.run.collect)
+    clocksource: str | None = None  # the clocksource the guest kernel settled on (dmesg-boot.txt)
+    scheduler: dict | None = None  # --scheduler: asked, kind, binary, and the guest's word (lab.run.scheduler)
+
+
+@dataclass(frozen=True)
+class RecordFiles:
+    """The run record's files: their names, the share the guest sent them through and its limits, the unpacked
+    tars, the console, and the guest's files that could not be read."""
+
     files: list[str]  # the record's files when it was collected
     share: dict  # lab.vm.share.inventory
     limits: dict  # lab.vm.share.ShareLimits, as a dict
     unpacked: Unpacked
     console: str
-    boot_protocol: str
-    firmware_rom: str  # "" for QEMU's default firmware
-    firmware_choice: str
-    guest_image: GuestImage
+    data_problems: tuple[str, ...] = ()  # the guest's files that could not be read (lab.run.collect._guarded)
+
+
+@dataclass(frozen=True)
+class Instruments:
+    """What the instruments measured: the trace's and vmstat's metrics (lab.analysis.metrics) and the TCG plugin's
+    counts."""
+
+    metrics: dict
     access: AccessResult | None = None  # --access-matrix
     latency: AccessResult | None = None  # --remote-latency (lab.run.remote_latency)
-    stalled_boots: tuple[dict, ...] = ()  # earlier boots of this run given up at the boot deadline (lab.run.boot)
-    data_problems: tuple[str, ...] = ()  # the guest's files that could not be read (lab.run.collect._guarded)
-    workload_user: dict | None = None  # a user's workload: {"spec": ..., "metrics": [declarations]} (lab.run.collect)
-    guest_clocksource: str | None = None  # the clocksource the guest kernel settled on (dmesg-boot.txt)
-    scheduler: dict | None = None  # --scheduler: asked, kind, binary, and the guest's word (lab.run.scheduler)
+
+
+@dataclass(frozen=True)
+class ManifestInputs:
+    """Everything a run's manifest is built from (:func:`build`), in pieces by what they describe."""
+
+    asked: RunAsked
+    machine: RunMachine
+    end: RunEnd
+    guest: GuestSaid
+    record: RecordFiles
+    instruments: Instruments
 
 
 def workload_seconds(outcome: VmOutcome, host: bool = False) -> float | None:
@@ -119,13 +171,14 @@ def _kernel_entry(i: ManifestInputs) -> dict:
     """The kernel asked for, what the guest said it runs, and whether the two are one binary: ``identity`` is
     verified (the guest's build-id is the build's), mismatch (status kernel-mismatch) or unverified (the
     image has no readable build-id, or the guest never booted)."""
-    entry = i.kernel.to_dict()
+    entry = i.asked.kernel.to_dict()
     expected = entry["expected_build_id"]
     identity = "unverified"  # the image's or the guest's build-id could not be read (the latter: a data problem)
-    if expected and i.build_id:
-        identity = "verified" if i.build_id == expected else "mismatch"
-    return entry | {"guest_release": i.guest_release, "build_id": i.build_id, "identity": identity,
-                    "boot_protocol": i.boot_protocol}  # fmt: skip
+    guest = i.guest
+    if expected and guest.build_id:
+        identity = "verified" if guest.build_id == expected else "mismatch"
+    return entry | {"guest_release": guest.release, "build_id": guest.build_id, "identity": identity,
+                    "boot_protocol": i.machine.boot_protocol}  # fmt: skip
 
 
 def accel_differences(argv: list[str], clocksource: str | None) -> dict:
@@ -146,65 +199,66 @@ def clocksource_of(dmesg: str) -> str | None:
 
 def build(i: ManifestInputs) -> dict:
     """The manifest of one run, as written to manifest.json."""
-    booted = i.outcome.stage("booted")
-    workload_s = workload_seconds(i.outcome)
+    asked, machine, end, guest, record = i.asked, i.machine, i.end, i.guest, i.record
+    booted = end.outcome.stage("booted")
+    workload_s = workload_seconds(end.outcome)
     manifest = {
         "format": FORMAT,
-        "run_id": i.run_id,
-        "label": i.label,
-        "status": i.status,
-        "reason": i.reason,
+        "run_id": asked.run_id,
+        "label": asked.label,
+        "status": end.status,
+        "reason": end.reason,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "numalab": __version__,
-        "topology": i.topology.to_dict() | {"kernel_view": predict(i.topology)},
+        "topology": asked.topology.to_dict() | {"kernel_view": predict(asked.topology)},
         "kernel": _kernel_entry(i),
         "workload": {
-            "name": i.workload_name,
-            "command": i.plan.workload_cmd,
-            "duration_s": i.plan.duration_s,
-            "result": i.workload_result,
-            "exit_code": i.workload_rc,
+            "name": asked.workload_name,
+            "command": asked.plan.workload_cmd,
+            "duration_s": asked.plan.duration_s,
+            "result": guest.workload_result,
+            "exit_code": guest.workload_rc,
         }
-        | (i.workload_user or {}),
-        "settings": i.plan.to_dict() | {"readback": i.knobs_readback},
-        "scheduler": i.scheduler or fair_record(),
-        "accelerator": {"name": i.accel, "reason": i.accel_reason, "clock": i.clock}
-        | accel_differences(i.backend_info.get("argv") or [], i.guest_clocksource),
+        | (guest.workload_user or {}),
+        "settings": asked.plan.to_dict() | {"readback": guest.knobs_readback},
+        "scheduler": guest.scheduler or fair_record(),
+        "accelerator": {"name": machine.accel, "reason": machine.accel_reason, "clock": machine.clock}
+        | accel_differences(machine.backend_info.get("argv") or [], guest.clocksource),
         # (check: whether the plan held over the workload window, read from outside QEMU: lab.vm.placement_watch)
-        "placement": i.placement
-        | {"pinned": i.outcome.pinned, "pin_error": i.outcome.pin_error, "check": i.outcome.placement_check},
-        "backend": i.backend_info,
+        "placement": machine.placement
+        | {"pinned": end.outcome.pinned, "pin_error": end.outcome.pin_error, "check": end.outcome.placement_check},
+        "backend": machine.backend_info,
         "timings": {
             "boot_s": round(booted.host_s, 2) if booted else None,
             "boot_guest_uptime_s": booted.guest_uptime if booted else None,
             "workload_s": round(workload_s, 2) if workload_s is not None else None,
             "workload_host_s": round(host_s, 2)
-            if (host_s := workload_seconds(i.outcome, host=True)) is not None
+            if (host_s := workload_seconds(end.outcome, host=True)) is not None
             else None,  # the same window by the host's clock (the marks' arrival), which bounds it
-            "vm_s": round(i.outcome.wall_s, 2),
-            "total_s": round(i.total_s, 2),
-            "timeout_s": i.timeout_s,
+            "vm_s": round(end.outcome.wall_s, 2),
+            "total_s": round(end.total_s, 2),
+            "timeout_s": end.timeout_s,
         },
         # The vCPU threads' CPU time and wait to run over the workload window (lab.vm.vcpu_time); the
         # ``*_per_vcpu_s`` metrics divide the workload's work by its run_s (lab.analysis.metrics).
-        "vcpu_time": i.outcome.vcpu_time,
-        "guest_topology_ok": i.status != "topology-mismatch" and booted is not None and not i.guest.problems,
+        "vcpu_time": end.outcome.vcpu_time,
+        "guest_topology_ok": end.status != "topology-mismatch" and booted is not None and not guest.topology.problems,
         "guest_topology": {
-            "readback": i.guest.readback,
-            "problems": i.guest.problems,
-            "sched_domains": i.guest.sched_domains,
-            "kernel_complaints": i.guest.kernel_complaints,  # what the guest kernel logged against its topology
-            "sched_groups": i.guest.sched_groups,
-            "sched_cache": i.guest.sched_cache,  # what the kernel said of cache-aware scheduling, and its knobs
+            "readback": guest.topology.readback,
+            "problems": guest.topology.problems,
+            "sched_domains": guest.topology.sched_domains,
+            "kernel_complaints": guest.topology.kernel_complaints,  # what the guest kernel logged against its topology
+            "sched_groups": guest.topology.sched_groups,
+            "sched_cache": guest.topology.sched_cache,  # what the kernel said of cache-aware scheduling, and its knobs
         },
         "stages": [
             {"name": s.name, "detail": s.detail, "host_s": round(s.host_s, 2), "uptime": s.guest_uptime}
             | ({"contradicted": True} if s.contradicted else {})
-            for s in i.outcome.stages
+            for s in end.outcome.stages
         ],
-        "metrics": i.metrics,
-        "files": sorted(i.files),
-        "guest_share": i.share | {"limits": i.limits, "unpacked_bytes": i.unpacked.bytes},
+        "metrics": i.instruments.metrics,
+        "files": sorted(record.files),
+        "guest_share": record.share | {"limits": record.limits, "unpacked_bytes": record.unpacked.bytes},
     }
     _add_problems(manifest, i)
     _add_boot_facts(manifest, i)
@@ -217,45 +271,47 @@ def build(i: ManifestInputs) -> dict:
 
 def _add_problems(manifest: dict, i: ManifestInputs) -> None:
     """The keys only a run with something to say about itself has: damage, stalls, a hang, a panic."""
-    if i.metrics.get("trace_incomplete"):
+    end, record = i.end, i.record
+    if i.instruments.metrics.get("trace_incomplete"):
         manifest["trace_incomplete"] = True  # compare leaves the run out unless asked (lab.analysis.lost)
-    if i.unpacked.problems:
-        manifest["unpack_problems"] = i.unpacked.problems
-    if i.data_problems:
-        manifest["guest_data_problems"] = list(i.data_problems)
-    smap = system_map(i.kernel)
-    if i.stalled_boots:
+    if record.unpacked.problems:
+        manifest["unpack_problems"] = record.unpacked.problems
+    if record.data_problems:
+        manifest["guest_data_problems"] = list(record.data_problems)
+    smap = system_map(i.asked.kernel)
+    if end.stalled_boots:
         manifest["stalled_boots"] = [
             sb | {"vm_at_timeout": symbolize(sb["vm_at_timeout"], smap) if sb.get("vm_at_timeout") else None}
-            for sb in i.stalled_boots
+            for sb in end.stalled_boots
         ]
-    if i.outcome.hang_state:
-        manifest["vm_at_timeout"] = symbolize(i.outcome.hang_state, smap)
-    if i.status != "ok":
-        manifest["console_tail"] = console_excerpt(i.console, i.status)
-    if i.status != "panic" and (hint := panic_line(i.console)):
+    if end.outcome.hang_state:
+        manifest["vm_at_timeout"] = symbolize(end.outcome.hang_state, smap)
+    if end.status != "ok":
+        manifest["console_tail"] = console_excerpt(record.console, end.status)
+    if end.status != "panic" and (hint := panic_line(record.console)):
         # A panic line the kernel did not confirm through pvpanic: guest userspace can print one.
         manifest["panic_hint"] = {"console": hint, "pvpanic": False}
 
 
 def _add_boot_facts(manifest: dict, i: ManifestInputs) -> None:
     """The plugins' counts, the firmware and what the guest image carried."""
-    if i.access is not None:
-        add_access(manifest, i.access)
-    if i.latency is not None:
-        add_access(manifest, i.latency, "remote_latency")
+    machine, image = i.machine, i.machine.guest_image
+    if i.instruments.access is not None:
+        add_access(manifest, i.instruments.access)
+    if i.instruments.latency is not None:
+        add_access(manifest, i.instruments.latency, "remote_latency")
     manifest["firmware"] = {
-        "name": firmware_name(i.firmware_rom),
-        "rom": i.firmware_rom or None,
-        "choice": i.firmware_choice,
+        "name": firmware_name(machine.firmware_rom),
+        "rom": machine.firmware_rom or None,
+        "choice": machine.firmware_choice,
     }
     manifest["guest_image"] = {
-        "tools": list(i.guest_image.tools),
-        "programs": list(i.guest_image.programs),
-        "initrd_bytes": i.guest_image.initrd_bytes,
+        "tools": list(image.tools),
+        "programs": list(image.programs),
+        "initrd_bytes": image.initrd_bytes,
     }
-    if i.guest_image.user is not None:
-        manifest["guest_image"]["user"] = i.guest_image.user
+    if image.user is not None:
+        manifest["guest_image"]["user"] = image.user
 
 
 def add_access(manifest: dict, access: AccessResult, key: str = "access_matrix") -> None:

@@ -16,7 +16,19 @@ from lab.guest.init_plan import GuestPlan
 from lab.kernel.bootable import Kernel
 from lab.record_files import CONSOLE_LOG, MANIFEST
 from lab.run.access_matrix import AccessResult
-from lab.run.manifest import GuestImage, GuestView, ManifestInputs, add_access, build
+from lab.run.manifest import (
+    GuestImage,
+    GuestSaid,
+    GuestView,
+    Instruments,
+    ManifestInputs,
+    RecordFiles,
+    RunAsked,
+    RunEnd,
+    RunMachine,
+    add_access,
+    build,
+)
 from lab.vm.console import Stage, VmOutcome
 
 RECORD = REPO / "tests" / "data" / "runs" / "ring2-idle"
@@ -36,20 +48,19 @@ def _inputs(tmp_path: Path, m: dict) -> ManifestInputs:
     outcome = VmOutcome(m["backend"]["exit_code"], False, m["timings"]["vm_s"], stages,
                         m["placement"]["pinned"], m["placement"]["pin_error"], vcpu_time=m["vcpu_time"])  # fmt: skip
     share = {key: v for key, v in m["guest_share"].items() if key not in ("limits", "unpacked_bytes")}
+    guest_image = GuestImage(tuple(m["guest_image"]["tools"]), tuple(m["guest_image"]["programs"]),
+                             m["guest_image"]["initrd_bytes"])  # fmt: skip
     return ManifestInputs(
-        run_id=m["run_id"], label=m["label"], topology=RunRecord.load(RECORD).topology, kernel=kernel,
-        workload_name=m["workload"]["name"], plan=plan, accel=m["accelerator"]["name"],
-        accel_reason=m["accelerator"]["reason"], clock=m["accelerator"]["clock"], placement=placement,
-        backend_info=m["backend"], outcome=outcome,
-        status=m["status"], reason=m["reason"], total_s=m["timings"]["total_s"], timeout_s=m["timings"]["timeout_s"],
-        workload_result=m["workload"]["result"], workload_rc=m["workload"]["exit_code"],
-        guest_release=k["guest_release"], build_id=k["build_id"], knobs_readback=m["settings"]["readback"],
-        guest=GuestView(**m["guest_topology"]), metrics=m["metrics"], files=m["files"], share=share,
-        limits=m["guest_share"]["limits"], unpacked=Unpacked(bytes=m["guest_share"]["unpacked_bytes"]),
-        console=(RECORD / CONSOLE_LOG).read_text(), boot_protocol=k["boot_protocol"],
-        firmware_rom=m["firmware"]["rom"] or "", firmware_choice=m["firmware"]["choice"],
-        guest_image=GuestImage(tuple(m["guest_image"]["tools"]), tuple(m["guest_image"]["programs"]),
-                               m["guest_image"]["initrd_bytes"]),
+        asked=RunAsked(m["run_id"], m["label"], RunRecord.load(RECORD).topology, kernel, m["workload"]["name"], plan),
+        machine=RunMachine(m["accelerator"]["name"], m["accelerator"]["reason"], m["accelerator"]["clock"], placement,
+                           m["backend"], k["boot_protocol"], m["firmware"]["rom"] or "", m["firmware"]["choice"],
+                           guest_image),
+        end=RunEnd(outcome, m["status"], m["reason"], m["timings"]["total_s"], m["timings"]["timeout_s"]),
+        guest=GuestSaid(k["guest_release"], k["build_id"], m["settings"]["readback"], GuestView(**m["guest_topology"]),
+                        m["workload"]["result"], m["workload"]["exit_code"]),
+        record=RecordFiles(m["files"], share, m["guest_share"]["limits"],
+                           Unpacked(bytes=m["guest_share"]["unpacked_bytes"]), (RECORD / CONSOLE_LOG).read_text()),
+        instruments=Instruments(m["metrics"]),
     )  # fmt: skip
 
 
@@ -79,10 +90,11 @@ def test_a_failed_run_gets_its_console_tail_and_no_access_failure(tmp_path) -> N
     inputs = _inputs(tmp_path, recorded)
     access = AccessResult({"problem": "access matrix: 27% outside"}, ("access-matrix.json",),
                           ("access-map-mismatch", "access matrix: 27% outside"))  # fmt: skip
-    ok = build(replace(inputs, access=access))
+    ok = build(replace(inputs, instruments=replace(inputs.instruments, access=access)))
     assert (ok["status"], ok["reason"]) == access.failure and "access-matrix.json" in ok["files"]
     assert "console_tail" not in ok and list(ok)[-3:] == ["access_matrix", "firmware", "guest_image"]
-    timed_out = build(replace(inputs, status="timeout", reason="no end", access=access))
+    timed_out = build(replace(inputs, end=replace(inputs.end, status="timeout", reason="no end"),
+                              instruments=replace(inputs.instruments, access=access)))  # fmt: skip
     assert timed_out["status"] == "timeout" and "console_tail" in timed_out
     manifest = {"status": "ok", "files": ["b", "a"]}
     add_access(manifest, AccessResult({"problem": None}, ("access-matrix.txt",), None))
@@ -95,13 +107,13 @@ def test_the_records_accessors_read_what_the_builder_wrote(tmp_path) -> None:
     inputs = _inputs(tmp_path, recorded)
     run = tmp_path / "run"
     run.mkdir()
-    (run / MANIFEST).write_text(json.dumps(build(replace(inputs, label="A repeat 1/3"))))
+    (run / MANIFEST).write_text(json.dumps(build(replace(inputs, asked=replace(inputs.asked, label="A repeat 1/3")))))
     r = RunRecord.load(run)
-    assert (r.run_id, r.status, r.reason, r.label) == (inputs.run_id, "ok", inputs.reason, "A repeat 1/3")
+    assert (r.run_id, r.status, r.reason, r.label) == (inputs.asked.run_id, "ok", inputs.end.reason, "A repeat 1/3")
     assert (r.kernel_name, r.workload_name, r.accelerator) == ("stock", "idle", "tcg")
     assert r.workload_duration_s == 1 and r.workload_result == recorded["workload"]["result"]
     assert r.numa_balancing == "1" and r.knobs == recorded["settings"]["knobs"]
-    assert r.trace_events == inputs.plan.trace_events and r.topology.name == "ring-2"
+    assert r.trace_events == inputs.asked.plan.trace_events and r.topology.name == "ring-2"
     assert r.timings["boot_s"] == recorded["timings"]["boot_s"] and r.metrics == recorded["metrics"]
     start = next(s["uptime"] for s in recorded["stages"] if s["name"] == "workload-start")
     assert r.workload_start_uptime == r.stage_uptime("workload-start") == start and r.stage_uptime("nope") is None
