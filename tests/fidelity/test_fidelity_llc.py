@@ -83,7 +83,8 @@ def test_cache_aware_scheduling_gathers_a_sharing_process_and_the_model_prices_w
     proc = numalab("compare", "--baseline", *off_dirs, "--new", *on_dirs, "--json")
     assert proc.returncode == 0, proc.stderr[-3000:]
     loops = {r["metric"]: r for r in json.loads(proc.stdout)["metrics"]}["workload.loops"]
-    print(f"workload.loops: {json.dumps({k: loops.get(k) for k in ('diff_text', 'significant', 'p_value', 'verdict')})}")
+    said = {k: loops.get(k) for k in ("diff_text", "significant", "p_value", "verdict")}
+    print(f"workload.loops: {json.dumps(said)}")
     assert loops["significant"] and statistics.mean(on["loops"]) > statistics.mean(off["loops"]), loops
     # the size: a pass's guest time (the threads' busy time over the passes) on each side, and the difference
     # against the model's charge for the lines moved between the LLCs a pass
