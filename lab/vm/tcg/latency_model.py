@@ -230,11 +230,7 @@ class LatencyModel:
         args = [f"lat_out={output}", f"lines={self.lines}", f"lat_sample={self.sample}", f"chunk_ns={self.chunk_ns}"]
         if self.virtual:
             args += ["lat_clock=virtual", "arm=mark"]
-        first = 0
-        for v in range(1, len(self.vcpu_nodes) + 1):
-            if v == len(self.vcpu_nodes) or self.vcpu_nodes[v] != self.vcpu_nodes[first]:
-                args.append(f"vnode={first}:{v - 1}:{self.vcpu_nodes[first]}")
-                first = v
+        args += [f"vnode={first}:{last}:{node}" for first, last, node in _runs(self.vcpu_nodes)]
         n = len(self.ratios)
         args += [f"cost={i}:{j}:{c}" for i in range(n) for j in range(n) if (c := self.cost_ps(i, j))]
         if self.streams:
