@@ -25,6 +25,8 @@
  *   vnode=FIRST:LAST:NODE   vCPUs FIRST..LAST belong to NODE; repeatable
  *   cost=CPU_NODE:MEM_NODE:PS   picoseconds charged for one line miss of a CPU_NODE vCPU to MEM_NODE; repeatable
  *   lines=N           lines of the modelled per-vCPU cache (power of two; default 4096: 256 KiB of 64 B lines)
+ *   ways=W            its associativity (power of two, default 1: direct-mapped; numalab passes 8): a set holds W
+ *                     lines, the least recently used one leaves on a miss
  *   lat_sample=N      model 1 set in N (power of two, default 16) and charge N misses for each miss seen
  *   chunk_ns=NS       hold the vCPU once its debt passes this (default 20000)
  *   lat_clock=virtual pay the debt in the guest's time instead (under -icount, with a QEMU that has
@@ -35,7 +37,7 @@
  *                     costs its transfer at the pair's bandwidth, not the latency). Every access, sampled set
  *                     or not, moves the vCPU's recent lines; a page copy's lines after its first are streams.
  *                     A miss to a line that is itself among those recent lines counts as a hit (it would be in
- *                     any real cache; the direct-mapped model's conflicts, e.g. a copy's source and destination
+ *                     any real cache; the model's conflicts, e.g. direct-mapped, a copy's source and destination
  *                     a multiple of the cache's size apart, would otherwise miss on every access)
  *   bw=CPU_NODE:MEM_NODE:PS   picoseconds charged for one stream miss (with stream=1); repeatable
  *   share_ns=NS       (with stream=1 and lat_clock=virtual, a QEMU with numalab's qemu_plugin_vcpu_clock_ns:
@@ -98,14 +100,18 @@
  *                     rest. The model sees the same lines in the same order (a repeated access to the line
  *                     just touched is a hit either way), so misses and charges are the same; looked-up
  *                     accesses and hits then count changes of line only. The header says line_cb 1 when on
- * The modelled cache is direct-mapped, indexed by the virtual address's line number and tagged with the
- * physical address (as the address map reports it). Set sampling: only accesses to a fixed pseudo-random
+ * The modelled cache has lines/ways sets of ways lines each (least recently used out), its set chosen by the
+ * virtual address's line number and its lines tagged with the physical address (as the address map reports
+ * it). With one way (direct-mapped), two processes' buffers at the same virtual address (as forked workers'
+ * often are) or a hot line whose set a buffer shares (the vDSO's data) evict each other on every pass: a
+ * chance of the guest's address-space layout decided the run's misses (issue 66's K1). Set sampling: only accesses to a fixed pseudo-random
  * 1/N of the sets are looked up, but every access to those sets is, so their hits and misses are exact.
  * A miss to a node with a cost adds cost * N to the vCPU's debt; past chunk_ns the vCPU's own thread spins
  * on its CPU clock (CLOCK_THREAD_CPUTIME_ID) until the debt is paid (an overshoot is credited); with
  * lat_clock=virtual the debt is charged to the virtual clock instead, and "held" counts what was charged.
- *   numalab-remote-latency 6 / lines L / lat_sample N / chunk_ns C / stream S / line_cb F / share_ns W /
- *                       coherence H / coh_lines C / arm_mark A / vcpus V / nodes K / llcs D (0: owners are nodes)
+ *   numalab-remote-latency 6 / lines L / ways Y / modelled_sets M / lat_sample N / chunk_ns C / stream S /
+ *                       line_cb F / share_ns W / coherence H / coh_lines C / arm_mark A / vcpus V / nodes K /
+ *                       llcs D (0: owners are nodes)
  *                       (header; then vnode, vllc, cost, bw, node_bw, coh_node, llc_cost and coh_llc lines)
  *   snap MONO_NS c... / end MONO_NS c...   cumulative, V rows of K+12 numbers: looked-up accesses, hits,
  *                       misses by memory node (K), misses to RAM outside every node or unresolved, debt
@@ -178,6 +184,8 @@ static FILE *lat_out;
 static struct lat_vcpu *lat;
 static int32_t *lat_slot; /* per set of the whole cache: its index among the modelled sets, or -1 */
 static uint32_t lat_lines = 4096;
+static uint32_t lat_ways = 1;
+static uint32_t lat_sets = 4096; /* lat_lines / lat_ways */
 static uint32_t lat_sample = 16;
 static uint64_t chunk_ps = 20000ull * 1000;
 static uint64_t cost_ps[MAX_RANGES][MAX_RANGES];
@@ -288,7 +296,7 @@ static void pay(struct lat_vcpu *l)
 }
 
 /* A miss to line: 2 if the line itself is among the lines this vCPU touched last (it would be in any real
- * cache: a conflict of the direct-mapped model, such as a copy's source and destination 256 KiB apart, costs
+ * cache: a conflict of the model, such as direct-mapped a copy's source and destination 256 KiB apart, costs
  * nothing), 1 if it continues a stream (its neighbour below, an ascending stream, or above, a descending one,
  * is among them), 0 if neither. */
 static int recent_kind(const struct lat_vcpu *l, uint64_t line)
@@ -450,7 +458,7 @@ static void latency_access(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64
         l->recent[l->recent_pos++ & (STREAM_RECENT - 1)] = l->line;
         l->line = line;
     }
-    int32_t slot = lat_slot[line & (lat_lines - 1)];
+    int32_t slot = lat_slot[line & (lat_sets - 1)];
     struct qemu_plugin_hwaddr *hw = NULL;
     if (coh_dir) { /* every line, sampled set or not */
         if (!l->live)
@@ -476,11 +484,19 @@ static void latency_access(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64
         return;
     }
     uint64_t tag = (qemu_plugin_hwaddr_phys_addr(hw) >> 6) + 1;
-    if (l->tags[slot] == tag) {
+    uint64_t *set = l->tags + (size_t)slot * lat_ways; /* most recently used first */
+    uint32_t w = 0;
+    while (w < lat_ways && set[w] != tag)
+        w++;
+    int hit = w < lat_ways;
+    if (!hit)
+        w = lat_ways - 1; /* the least recently used leaves */
+    memmove(set + 1, set, w * sizeof(*set));
+    set[0] = tag;
+    if (hit) {
         c[1]++;
         return;
     }
-    l->tags[slot] = tag;
     int kind = lat_stream ? recent_kind(l, line) : 0;
     if (kind == 2) { /* just touched: a hit in any real cache */
         c[1]++;
@@ -712,6 +728,11 @@ static int latency_arg(const char *a, const char **lat_path)
         if (*end || !pow2(v) || v > LAT_MAX_SETS)
             return fail("bad lines (want a power of two up to 1048576)", a);
         lat_lines = (uint32_t)v;
+    } else if (!strncmp(a, "ways=", 5)) {
+        uint64_t v = strtoull(a + 5, &end, 10);
+        if (*end || !pow2(v) || v > 64)
+            return fail("bad ways (want a power of two up to 64)", a);
+        lat_ways = (uint32_t)v;
     } else if (!strncmp(a, "lat_sample=", 11)) {
         uint64_t v = strtoull(a + 11, &end, 10);
         if (*end || !pow2(v) || v > 4096)
@@ -776,8 +797,9 @@ static int latency_arg(const char *a, const char **lat_path)
 
 static int latency_setup(const char *path, int every_access)
 {
-    if (lat_sample > lat_lines)
-        return fail("lat_sample is more than lines", path);
+    if (lat_ways > lat_lines || lat_sample > lat_lines / lat_ways)
+        return fail("lat_sample times ways is more than lines", path);
+    lat_sets = lat_lines / lat_ways;
     if (lat_coherence && !n_llcs && n_nodes > COH_MAX_NODES)
         return fail("coherence: at most 24 nodes", path);
     if (n_llcs && !lat_coherence)
@@ -836,15 +858,15 @@ static int latency_setup(const char *path, int every_access)
         if (!coh_dir)
             return fail("out of memory", "coherence directory");
     }
-    uint32_t modelled = lat_lines / lat_sample;
-    lat_slot = malloc(lat_lines * sizeof(*lat_slot));
+    uint32_t modelled = lat_sets / lat_sample;
+    lat_slot = malloc(lat_sets * sizeof(*lat_slot));
     if (!lat_slot || posix_memalign((void **)&lat, 64, (size_t)n_vcpus * sizeof(*lat)))
         return fail("out of memory", "latency");
     memset(lat, 0, (size_t)n_vcpus * sizeof(*lat));
-    /* A fixed pseudo-random choice of exactly lines/lat_sample sets (so each modelled miss stands for exactly
+    /* A fixed pseudo-random choice of exactly sets/lat_sample sets (so each modelled miss stands for exactly
      * lat_sample): the set's number permuted, taken when it lands below that; numbered as they come. */
-    uint32_t k = 0, mask = lat_lines - 1, half = (uint32_t)__builtin_ctz(lat_lines) / 2 + 1;
-    for (uint32_t s = 0; s < lat_lines; s++) {
+    uint32_t k = 0, mask = lat_sets - 1, half = (uint32_t)__builtin_ctz(lat_sets) / 2 + 1;
+    for (uint32_t s = 0; s < lat_sets; s++) {
         uint32_t z = (s * 0x9e3779b1u) & mask; /* odd multiplies and xor-shifts: a permutation of the sets */
         z ^= z >> half;
         z = (z * 0x85ebca6bu) & mask;
@@ -855,7 +877,7 @@ static int latency_setup(const char *path, int every_access)
         return fail("set sampling went wrong", path);
     lat_width = n_nodes + LAT_FIXED;
     for (int v = 0; v < n_vcpus; v++) {
-        lat[v].tags = calloc(k, sizeof(uint64_t));
+        lat[v].tags = calloc((size_t)k * lat_ways, sizeof(uint64_t));
         size_t cols = ((size_t)lat_width + ROW_ALIGN - 1) / ROW_ALIGN * ROW_ALIGN; /* whole cache lines */
         if (!lat[v].tags || posix_memalign((void **)&lat[v].cols, 64, cols * sizeof(uint64_t)))
             return fail("out of memory", "latency tags");
@@ -887,10 +909,10 @@ static int latency_setup(const char *path, int every_access)
     if (!lat_out)
         return fail("cannot write", path);
     fprintf(lat_out,
-            "numalab-remote-latency 6\napi %d\nlines %u\nmodelled_sets %u\nlat_sample %u\nchunk_ns %" PRIu64
+            "numalab-remote-latency 6\napi %d\nlines %u\nways %u\nmodelled_sets %u\nlat_sample %u\nchunk_ns %" PRIu64
             "\nlat_virtual %d\nstream %d\nline_cb %d\nshare_ns %" PRIu64
             "\ncoherence %d\ncoh_lines %u\narm_mark %d\nvcpus %d\nnodes %d\nllcs %d\n",
-            NUMALAB_PLUGIN_API, lat_lines, k, lat_sample, chunk_ps / 1000, lat_virtual, lat_stream, line_cb,
+            NUMALAB_PLUGIN_API, lat_lines, lat_ways, k, lat_sample, chunk_ps / 1000, lat_virtual, lat_stream, line_cb,
             share_ns, lat_coherence, coh_lines, arm_at_mark, n_vcpus, n_nodes, n_llcs);
     for (int v = 0; v < n_vcpus; v++)
         fprintf(lat_out, "vnode %d %d\n", v, lat[v].node);

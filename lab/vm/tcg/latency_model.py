@@ -2,8 +2,8 @@
 
 Under TCG every guest node is the same host memory, so a remote access costs what
 a local one does. The access-matrix plugin (``images/plugins/access_matrix.c``)
-can charge for it: it keeps a per-vCPU model of a cache (direct-mapped,
-``lines`` lines of 64 bytes: 256 KiB by default), looks up a fixed
+can charge for it: it keeps a per-vCPU model of a cache (``ways``-way set-associative, least
+recently used out, ``lines`` lines of 64 bytes: 256 KiB, 8 ways by default), looks up a fixed
 pseudo-random ``1/sample`` of its sets (set sampling: every access to those sets
 is looked up, so their hits and misses are exact), and charges each miss to a
 node remote from the vCPU's own ``(ratio - 1) * local_ns`` nanoseconds, times
@@ -67,6 +67,11 @@ REMOTE_LATENCY = ("off", "slit", "table")
 LINE_BYTES = 64  # the plugin's line (a constant there: the tag is the address >> 6)
 DEFAULT_LINES = 4096  # 256 KiB per vCPU
 DEFAULT_SAMPLE = 16  # 1 set in 16 modelled
+# The modelled cache's ways. One (direct-mapped, as before 2026-11-29) let the guest's address-space layout decide
+# a run's misses: lines a pass touches that share a set (forked workers' buffers at one virtual address, a buffer and
+# whatever else the loop touches) evict each other on every pass. Issue 66's K1 under the shared clock came out 1.953
+# with seed 0's layout and 1.000 with seeds 1-3 or norandmaps (docs/throughput.md). A current core's L2 has 8 to 16.
+DEFAULT_WAYS = 8
 DEFAULT_CHUNK_NS = 20000
 # L: a local miss in the emulated machine. The default is about what a local step of the latency-matrix
 # pointer chase took here under TCG with the plugin loaded, by its least disturbed rounds (156-313 ns in
@@ -137,6 +142,7 @@ class LatencyModel:
     vcpu_nodes: tuple[int, ...]  # vCPU index -> its node
     lines: int = DEFAULT_LINES
     sample: int = DEFAULT_SAMPLE
+    ways: int = DEFAULT_WAYS
     chunk_ns: int = DEFAULT_CHUNK_NS
     source: str = "slit"
     clock: str = "host"  # host: hold the vCPU for (ratio - 1) * L; virtual: charge the guest's clock ratio * L
@@ -227,7 +233,13 @@ class LatencyModel:
 
     def plugin_args(self, output: Path) -> list[str]:
         """The plugin's latency arguments (KEY=VALUE, before ``,,`` quoting), counts going to ``output``."""
-        args = [f"lat_out={output}", f"lines={self.lines}", f"lat_sample={self.sample}", f"chunk_ns={self.chunk_ns}"]
+        args = [
+            f"lat_out={output}",
+            f"lines={self.lines}",
+            f"ways={self.ways}",
+            f"lat_sample={self.sample}",
+            f"chunk_ns={self.chunk_ns}",
+        ]
         if self.virtual:
             args += ["lat_clock=virtual", "arm=mark"]
         args += [f"vnode={first}:{last}:{node}" for first, last, node in _runs(self.vcpu_nodes)]
@@ -270,13 +282,14 @@ class LatencyModel:
             else ("remote misses charged (ratio - 1) * L, the vCPU held")
         )
         return {
-            "model": f"per-vCPU direct-mapped line cache, set-sampled; {charged}",
+            "model": f"per-vCPU {self.ways}-way set-associative line cache (LRU), set-sampled; {charged}",
             "clock": self.clock,
             "source": self.source,
             "ratios": [list(r) for r in self.ratios],
             "local_ns": self.local_ns,
             "line_bytes": LINE_BYTES,
             "lines": self.lines,
+            "ways": self.ways,
             "cache_kib": self.lines * LINE_BYTES // 1024,
             "set_sample": self.sample,
             "chunk_ns": self.chunk_ns,
