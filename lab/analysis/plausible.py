@@ -13,7 +13,7 @@ does not make it possible. Here each figure a run keeps is checked against the h
   2^64 in size.
 
 Each failed check is a named problem; lab.run.collect puts them in ``guest_data_problems`` and the run is
-``implausible`` (lab.vm.status), which compare, the matrix and bisect leave out as every status but ok.
+``implausible`` (lab.run.status), which compare, the matrix and bisect leave out as every status but ok.
 
 A record read back is held to the same checks (:func:`record_problems`, which lab.analysis.record's reader
 applies to every record marked ok): one edited by hand or written by another tool has not been through them.

@@ -31,8 +31,8 @@ from lab.placement.pinning import BACKINGS, PINNINGS
 from lab.run.access_matrix import CLOCK_STATUS as ACCESS_CLOCK_STATUS
 from lab.run.access_matrix import STATUS as ACCESS_STATUS
 from lab.run.options import CHOICES, PIECES, RunOptions
+from lab.run.status import STATUSES
 from lab.topology.ref import TopologyRef
-from lab.vm.status import STATUSES
 from lab.vm.tcg.clock_options import ClockOptions
 from lab.vm.tcg.machine_model import DEFAULT_MODEL, MODELS
 from lab.vm.tcg.machine_model import fill as fill_model
@@ -397,7 +397,7 @@ def min_effect_option(container) -> None:
     container.add_argument("--min-effect", type=_effect_arg, metavar="PCT", help=MIN_EFFECT_HELP)
 
 
-# Every status a run record can have but ok (lab.vm.status, and --access-matrix's own: lab.run.access_matrix).
+# Every status a run record can have but ok (lab.run.status, and --access-matrix's own: lab.run.access_matrix).
 NOT_OK_STATUSES = (*(s for s in STATUSES if s != "ok"), ACCESS_STATUS, ACCESS_CLOCK_STATUS)
 
 

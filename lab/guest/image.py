@@ -62,7 +62,7 @@ tracefs /sys/kernel/tracing tracefs defaults 0 0
 tmpfs /tmp tmpfs defaults 0 0
 """
 # Modules a modular (distro) kernel needs: for the results share, and pvpanic's driver (the ISA device is
-# ACPI's QEMU0001), through which the guest kernel tells the host it panicked (lab.vm.status).
+# ACPI's QEMU0001), through which the guest kernel tells the host it panicked (lab.run.status).
 NEEDED_MODULES = ("virtio_pci", "9pnet_virtio", "9p", "pvpanic_mmio")
 
 

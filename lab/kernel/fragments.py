@@ -110,7 +110,7 @@ ESSENTIAL: frozenset[str] = frozenset(
         # the guest boots: 64-bit SMP, PVH entry, ACPI, PCI + virtio-pci, serial console, initramfs
         "64BIT", "SMP", "PVH", "ACPI", "PCI", "VIRTIO_PCI", "TTY", "SERIAL_8250", "SERIAL_8250_CONSOLE",
         "PRINTK", "BLK_DEV_INITRD", "BINFMT_ELF", "BINFMT_SCRIPT", "PROC_FS", "SYSCTL", "SYSFS", "DEVTMPFS", "TMPFS",
-        # the results share: virtio-9p; pvpanic, which a run's panic status is decided on (lab.vm.status)
+        # the results share: virtio-9p; pvpanic, which a run's panic status is decided on (lab.run.status)
         "NET", "NET_9P", "NET_9P_VIRTIO", "9P_FS", "PVPANIC",
         # what is measured: NUMA (ACPI SRAT/SLIT) and NUMA balancing, the sched-domain levels, /proc/vmstat's
         # counters, /proc/schedstat, the tracepoints and tracefs, debugfs (sched domains, knobs), perf bench

@@ -1,6 +1,6 @@
 """Stage 3 of a run (lab.run.execute): the guest's files unpacked and read, each reader under one net
 (:class:`Net`: a reader's failure is a named problem, and none runs past the collection's limit), the run
-classified (lab.vm.status) and its manifest built (lab.run.manifest)."""
+classified (lab.run.status) and its manifest built (lab.run.manifest)."""
 
 from __future__ import annotations
 
@@ -52,13 +52,13 @@ from lab.run.prepare import Prepared
 from lab.run.request import RunRequest, Trip
 from lab.run.scheduler import at_timeout as scheduler_at_timeout
 from lab.run.scheduler import readback as scheduler_readback
+from lab.run.status import Evidence, classify
 from lab.topology.cpu_view import ALL_LEVELS, configured_levels
 from lab.topology.snc_fix import FIXING_UP, sched_topology
 from lab.trace.assemble import assemble_run
 from lab.untrusted import read_guest_text, term_safe, to_int
 from lab.vm.console import VmOutcome, check_marks
 from lab.vm.share import guest_done, inventory
-from lab.vm.status import Evidence, classify
 from lab.vm.tcg import tcg_boot
 from lab.workloads.registry import SECONDS_METRICS
 from lab.workloads.workload_output import parse_output
@@ -289,7 +289,7 @@ def _user_record(workload: Workload, result: dict | None) -> dict | None:
 def _evidence(
     trip: Trip, booted: Booted, unpacked: Unpacked, console: str, topology_problems: list[str], net: Net
 ) -> tuple[Evidence, dict | None]:
-    """What the run's status is decided on (lab.vm.status.classify), and the workload's own result."""
+    """What the run's status is decided on (lab.run.status.classify), and the workload's own result."""
     d, outcome, data_problems = trip.record, booted.outcome, net.problems
     evidence = Evidence(
         console_tail=console[-20000:],

@@ -23,12 +23,12 @@ from lab.kernel.resolve import Kernel
 from lab.record_files import RUN_FORMAT
 from lab.run.access_matrix import AccessResult
 from lab.run.scheduler import fair_record
+from lab.run.status import console_excerpt, panic_line
 from lab.topology.kernel_view import predict
 from lab.topology.model import Topology
 from lab.vm.console import VmOutcome
 from lab.vm.hang import symbolize
 from lab.vm.qemu.firmware import firmware_name
-from lab.vm.status import console_excerpt, panic_line
 from lab.vm.tcg.machine_model import model_record
 
 FORMAT = RUN_FORMAT  # (lab.record_files: the readers check it)
@@ -87,11 +87,11 @@ class RunMachine:
 
 @dataclass(frozen=True)
 class RunEnd:
-    """How the run ended: the VM's outcome, the run's status and reason (lab.vm.status.classify), its time against
+    """How the run ended: the VM's outcome, the run's status and reason (lab.run.status.classify), its time against
     its timeout, and the boots given up before the one that counted."""
 
     outcome: VmOutcome
-    status: str  # lab.vm.status.classify
+    status: str  # lab.run.status.classify
     reason: str
     total_s: float
     timeout_s: float

@@ -92,7 +92,7 @@ def test_without_the_threads_cpu_time_the_hang_is_not_sorted() -> None:
 
 
 def test_a_timeout_says_what_the_vcpus_were_doing() -> None:
-    from lab.vm.status import Evidence, classify
+    from lab.run.status import Evidence, classify
 
     base = {"console_tail": "", "timed_out": True, "booted": True, "guest_done": False, "workload_rc": None,
             "trace_rc": None, "topology_problems": ()}  # fmt: skip

@@ -22,7 +22,7 @@ from lab.kernel.identity import elf_build_id, image_identity, notes_build_id
 from lab.report import ab_table
 from lab.run.auto_pairs import refuse_same_binary
 from lab.run.collect import kernel_problem
-from lab.vm.status import Evidence, classify
+from lab.run.status import Evidence, classify
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "runs"
 ON = sorted(DATA.glob("ring4-numa01-on-*"))

@@ -10,7 +10,7 @@ from test_analysis import OFF, ON
 
 from lab.analysis import verdict as vd
 from lab.run.scheduler import at_timeout
-from lab.vm.status import Evidence, classify
+from lab.run.status import Evidence, classify
 
 STALL = (
     '[   31.2] sched_ext: BPF scheduler "qmap" disabled (runnable task stall)\n'

@@ -18,7 +18,7 @@ from lab.kernel.sched_ext import key_part, wants_schedulers
 from lab.matrix.definition import parse_matrix
 from lab.run.options import RunOptions
 from lab.run.scheduler import Scheduler, check_early, fragments_for, readback, resolve, split
-from lab.vm.status import STATUSES, Evidence, classify
+from lab.run.status import STATUSES, Evidence, classify
 
 ENABLED = """before disabled -
 before_enable_seq 0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lab.vm.status import STATUSES, Evidence, classify, console_excerpt
+from lab.run.status import STATUSES, Evidence, classify, console_excerpt
 
 
 def _console(before: int, after: int) -> str:

@@ -17,7 +17,7 @@ from common import numalab
 from guest_fuzz import put, readback_script, results_script, script, tar_bytes, tar_script
 
 from lab.record_files import CONSOLE_LOG, MANIFEST, QEMU_ARGV
-from lab.vm.status import STATUSES
+from lab.run.status import STATUSES
 
 pytestmark = pytest.mark.vm
 

@@ -222,7 +222,7 @@ def _devices(root: ET.Element, boot: BootSpec) -> None:
     _sub(console, "target", type="serial", port="0")
     _sub(dev, "memballoon", model="none")
     # pvpanic (QEMU's -device pvpanic): the guest kernel reports its panic, and libvirt the domain as crashed
-    # (on_crash preserve keeps it so for the backend to see: lab.vm.libvirt.libvirt_backend, lab.vm.status).
+    # (on_crash preserve keeps it so for the backend to see: lab.vm.libvirt.libvirt_backend, lab.run.status).
     _sub(dev, "panic", model="isa")
 
 

@@ -182,7 +182,7 @@ def qemu_argv(
     if boot.plugin:
         argv += ["-plugin", boot.plugin]
     if boot.qmp_socket:
-        # The guest kernel reports its panics to pvpanic, and QMP tells us (GUEST_PANICKED: lab.vm.status).
+        # The guest kernel reports its panics to pvpanic, and QMP tells us (GUEST_PANICKED: lab.run.status).
         # QEMU does nothing more: the guest's own panic path (panic=-1 reboots, -no-reboot ends QEMU) runs.
         argv += ["-device", "pvpanic", "-action", "panic=none"]
         argv += ["-qmp", f"unix:{opt_value(boot.qmp_socket)},server=on,wait=off"]

@@ -1,4 +1,5 @@
-"""One classification of a finished VM run, shared by every backend."""
+"""One classification of a finished run, whichever backend ran its VM: the run's, from what the backend observed
+and what the run's collection read (:class:`Evidence`, gathered by lab.run.collect)."""
 
 from __future__ import annotations
 
