@@ -109,7 +109,7 @@ def finish(batch, json_out: bool, report: bool = False, min_effect: float | None
     if batch.interrupted:
         return batch.status
     human = sys.stderr if json_out else sys.stdout
-    if report or len(batch.kernels) > 1:
+    if report or len(batch.sides) > 1:
         paths = build_report(batch.paths, batch.report_path(), batch.rule, min_effect=min_effect)
         print(f"report: {paths.html}", file=human)
     if batch.verdict is not None:

@@ -240,28 +240,28 @@ def backend_of(opts: RunOptions):
     return backend
 
 
-def batch_dir(opts: RunOptions, n_kernels: int) -> Path | None:
+def batch_dir(opts: RunOptions, n_sides: int) -> Path | None:
     """Where a batch of runs goes: --out, or runs/ab-<time> for an A/B batch, or None (runs/<id> each)."""
     if opts.out is not None:
-        if opts.out.exists() and (opts.repeat > 1 or n_kernels > 1):
+        if opts.out.exists() and (opts.repeat > 1 or n_sides > 1):
             raise LabError(f"--out {opts.out}: already exists; give a new directory")
         return opts.out
-    if n_kernels > 1:
+    if n_sides > 1:
         return opts.runs_dir / time.strftime("ab-%Y%m%d-%H%M%S", time.gmtime())
     return None
 
 
 def print_side_by_side(manifests: list[dict], out) -> None:
-    """Per-kernel tracepoint counts (mean over repeats), side by side."""
-    by_kernel: dict[str, list[dict]] = {}
+    """Each side's tracepoint counts (mean over repeats), side by side."""
+    by_side: dict[str, list[dict]] = {}
     for side, m in zip(side_names(manifests), manifests):
-        by_kernel.setdefault(side, []).append(m)
+        by_side.setdefault(side, []).append(m)
     events = sorted({e for m in manifests for e in m.get("metrics", {}).get("events", {})})
-    print("\nper-kernel mean over repeats:", file=out)
-    print(f"  {'':<22}" + "".join(f"{k[:18]:>20}" for k in by_kernel), file=out)
+    print("\nper-kernel mean over repeats:", file=out)  # (the words printed since before a side could be a scheduler)
+    print(f"  {'':<22}" + "".join(f"{k[:18]:>20}" for k in by_side), file=out)
     for ev in [*events, "numa_pages_migrated"]:
         cells = []
-        for ms in by_kernel.values():
+        for ms in by_side.values():
             vals = [
                 (m["metrics"].get("vmstat", {}) if ev == "numa_pages_migrated" else m["metrics"].get("events", {})).get(
                     ev
@@ -293,9 +293,9 @@ class Batch:
         return 0 if all(m["status"] == "ok" for m in self.manifests) else 1
 
     @property
-    def kernels(self) -> set[str]:
+    def sides(self) -> set[str]:
         """The sides the batch ran: its kernels, each with its scheduler where one ran a sched_ext scheduler
-        (lab.analysis.scheduler_class.side_names)."""
+        (lab.analysis.scheduler_class.side_names); more than one is an A/B."""
         return set(side_names(self.manifests))
 
     def report_path(self) -> Path:
@@ -305,7 +305,7 @@ class Batch:
 
 def run_options(opts: RunOptions, progress: Callable[[str], None], json_out: bool = False) -> Batch:
     """Run everything ``opts`` asks for and print each run's summary (on stderr with ``json_out``, where
-    stdout is the caller's for JSON), then, for an A/B batch, the kernels' tracepoint counts side by side.
+    stdout is the caller's for JSON), then, for an A/B batch, the sides' tracepoint counts side by side.
     A signal stops the batch (``Batch.interrupted``) with QEMU stopped."""
     reqs = requests_from_options(opts, progress)
     batch = Batch()
@@ -322,7 +322,7 @@ def run_options(opts: RunOptions, progress: Callable[[str], None], json_out: boo
         progress(f"interrupted by {sig}: QEMU stopped; the unfinished run was left as a hidden .partial directory")
         batch.interrupted = 143 if str(sig) == "SIGTERM" else 130
         return batch
-    if len(batch.kernels) > 1:
+    if len(batch.sides) > 1:
         print_side_by_side(batch.manifests, human)
     return batch
 
