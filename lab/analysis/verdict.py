@@ -28,7 +28,7 @@ from lab.analysis.compare import Row, diff_text, included_text
 from lab.analysis.judgement import DECIDED, moved, pct_better
 from lab.analysis.metrics import Metric, declared_rates, get_metric, metric_values, metrics_of
 from lab.analysis.scheduler_class import ext_names, fair_class_note
-from lab.analysis.stats import DEFAULT_RULE, MIN_REPEATS, Stats, ci_overlap_margin, significant
+from lab.analysis.stats import MIN_REPEATS, Stats, ci_overlap_margin, significant
 from lab.analysis.steady_state import phase_words
 from lab.errors import LabError
 from lab.min_effect import DEFAULT_PCT as DEFAULT_MIN_EFFECT
@@ -267,17 +267,16 @@ def verdicts_of(
     base: list[dict],
     new: list[dict],
     metrics: list[str] | tuple[str, ...],
-    rule: str = DEFAULT_RULE,
+    plan: ABPlan | None = None,
     labels: tuple[str, str] = ("A", "B"),
     context: str = "",
     statuses: tuple[str, ...] = ("ok",),
-    min_effect: float | None = None,
 ) -> list[Verdict]:
     """Verdicts for each metric from two lists of run manifests (the runs whose status is in ``statuses``; each
-    line names those counted whose status is not ok); ``min_effect``: the command line's minimum effect
-    (percent), None: each metric's own or the default."""
+    line names those counted whose status is not ok), read by ``plan`` as :func:`verdict_of` reads them: its
+    significance rule and its minimum effect (percent, the command line's; None: each metric's own or the
+    default); its other fields are not read here (None: the defaults)."""
     accels = sorted({(m.get("accelerator") or {}).get("name", "?") for m in base + new if m.get("status") in statuses})
-    plan = ABPlan(significance=rule, min_effect=min_effect)
     sides = Sides("+".join(accels) or "?", labels, context)
     known = {m.key: m for m in metrics_of(base + new)}  # (with the metrics the runs' user workloads declared)
 

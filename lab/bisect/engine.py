@@ -270,9 +270,8 @@ class Bisect:
         """Welch's verdict line of prefix ``b`` against prefix ``a`` on the runs made so far."""
         labels = (f"prefix {a}", f"prefix {b}")
         runs_a, runs_b = self.runs_of(a), self.runs_of(b)
-        plan = self.cfg.plan
-        return verdicts_of(runs_a, runs_b, [self.cfg.metric], plan.significance, labels, self.cfg.context,
-                           self.cfg.counted, plan.min_effect)[0]  # fmt: skip
+        return verdicts_of(runs_a, runs_b, [self.cfg.metric], self.cfg.plan, labels, self.cfg.context,
+                           self.cfg.counted)[0]  # fmt: skip
 
     def mismatch_lines(self, *prefixes: int) -> list[str]:
         """A line for each counted status but ok a prefix has runs of (topology-mismatch, --include-status's)."""

@@ -16,12 +16,13 @@ from lab.cli.shared_options import (
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from lab.analysis.ab_plan import ABPlan  # (on use: start-up time)
     from lab.report.report_model import build_report  # (on use: start-up time)
 
     out = args.out or (args.runs[0] / "report.html" if len(args.runs) == 1 else Path("report.html"))
-    paths = build_report(args.runs, out, args.significance, include_incomplete=args.include_incomplete,
-                         min_effect=args.min_effect, include_statuses=args.include_status,
-                         kcidb=args.kcidb)  # fmt: skip
+    plan = ABPlan.of(significance=args.significance, min_effect=args.min_effect)  # how the A/B tables are read
+    paths = build_report(args.runs, out, plan, include_incomplete=args.include_incomplete,
+                         include_statuses=args.include_status, kcidb=args.kcidb)  # fmt: skip
     damaged = [(r["path"], p) for r in paths.data["runs"] for p in r["metrics"].get("trace_problems", [])]
     for run, problem in damaged:
         warn(f"{run}: {problem} (marked in the report)")

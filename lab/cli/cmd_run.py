@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from lab.analysis.ab_plan import ABPlan
 from lab.cli.cmd_topo import topology_ref
 from lab.cli.common import Parser, debug, options_line, progress
 from lab.cli.shared_options import (
@@ -86,11 +87,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         plan = ab_plan_of(args)
         debug(f"--repeat auto: {plan.min_pairs}..{plan.max_pairs} pairs, time budget {plan.time_budget}, "
               f"deciding on {', '.join(plan.decide)} by {plan.significance}")  # fmt: skip
-        return finish(run_auto(opts, plan, progress, json_out=args.json), json_out=args.json, report=True,
-                      min_effect=plan.min_effect)  # fmt: skip
+        return finish(run_auto(opts, plan, progress, json_out=args.json), json_out=args.json, report=True, plan=plan)
     reject_without_auto(args)
+    # (without --repeat auto the report's A/B tables are read by the default significance rule, as they always were)
+    reading = ABPlan.of(min_effect=args.min_effect)
     return finish(run_options(opts, progress, json_out=args.json), json_out=args.json, report=args.report,
-                  min_effect=args.min_effect)  # fmt: skip
+                  plan=reading)  # fmt: skip
 
 
 def cmd_run_options(args: argparse.Namespace) -> int:
@@ -100,17 +102,17 @@ def cmd_run_options(args: argparse.Namespace) -> int:
     return finish(run_options(RunOptions.load(args.file), progress, json_out=args.json), json_out=args.json)
 
 
-def finish(batch, json_out: bool, report: bool = False, min_effect: float | None = None) -> int:
-    """After a batch (lab.run.batch.Batch): its HTML report, for an A/B batch or with ``report`` (its verdicts
-    by ``min_effect``, --min-effect), and with ``json_out`` its manifests (--repeat auto: its verdict data) on
-    stdout. Returns the exit status."""
+def finish(batch, json_out: bool, report: bool = False, plan: ABPlan | None = None) -> int:
+    """After a batch (lab.run.batch.Batch): its HTML report, for an A/B batch or with ``report`` (its A/B tables
+    read by ``plan``: its significance rule and minimum effect, --min-effect; None: the defaults), and with
+    ``json_out`` its manifests (--repeat auto: its verdict data) on stdout. Returns the exit status."""
     from lab.report.report_model import build_report  # (on use: start-up time)
 
     if batch.interrupted:
         return batch.status
     human = sys.stderr if json_out else sys.stdout
     if report or len(batch.sides) > 1:
-        paths = build_report(batch.paths, batch.report_path(), batch.rule, min_effect=min_effect)
+        paths = build_report(batch.paths, batch.report_path(), plan)
         print(f"report: {paths.html}", file=human)
     if batch.verdict is not None:
         print(f"verdict data: {batch.report_path().parent / 'verdict.json'}", file=human)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
@@ -117,7 +117,7 @@ def judge_cell(spec: MatrixSpec, out: Path, runs: list[MatrixRun], elapsed_s: fl
     ``include_statuses`` count besides the ok ones (--include-status; each verdict line names them)."""
     auto = spec.auto
     assert auto is not None
-    effect = min_effect if min_effect is not None else auto.min_effect
+    plan = auto if min_effect is None else replace(auto, min_effect=min_effect)  # (the verdicts' reading)
     base_name = next(iter(spec.baseline.values()))
     by_side: dict[str, list[dict]] = {}
     for r in runs:
@@ -133,11 +133,10 @@ def judge_cell(spec: MatrixSpec, out: Path, runs: list[MatrixRun], elapsed_s: fl
             by_side.get(base_name, []),
             by_side[s],
             cell_decide(auto.decide, runs),
-            auto.significance,
+            plan,
             (base_name, s),
             key,
             ("ok", *include_statuses),
-            min_effect=effect,
         )  # fmt: skip
         for s in sides[1:]
     }

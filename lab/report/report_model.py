@@ -24,7 +24,6 @@ from lab.analysis.kernel_complaints import summary as complaint_line
 from lab.analysis.lost import describe as describe_lost
 from lab.analysis.metrics import clock_mode, per_vcpu_second, run_metrics
 from lab.analysis.record import RunRecord
-from lab.analysis.stats import DEFAULT_RULE
 from lab.errors import LabError
 from lab.events import NUMA_DECISIONS
 from lab.paths import json_text
@@ -176,15 +175,15 @@ def run_entry(r: RunRecord, out_dir: Path) -> dict:
 def build_report(
     run_dirs: list[Path],
     out_html: Path,
-    rule: str = DEFAULT_RULE,
+    plan: ABPlan | None = None,
     include_incomplete: bool = False,
-    min_effect: float | None = None,
     include_statuses: tuple[str, ...] = (),
     kcidb: Path | None = None,
 ) -> ReportPaths:
     """Write OUT.html, OUT.json, OUT.md and OUT.perfetto/<run>.json (and with ``kcidb`` that file, in KCIDB's
     I/O format: lab.report.kcidb): all rendered first, then written to temporary files and renamed only when
-    every one is written, so a failure leaves none of them."""
+    every one is written, so a failure leaves none of them. ``plan``: how the A/B tables are read, its
+    significance rule and minimum effect (:func:`comparisons_for`; None: the defaults)."""
     if not run_dirs:
         raise LabError("report: give at least one run directory")
     runs = [RunRecord.load(d) for d in run_dirs]
@@ -198,7 +197,6 @@ def build_report(
     except OSError as err:
         raise LabError(f"--out {out_html}: cannot make {out_dir} ({err.strerror})") from None
     outputs: dict[Path, str] = {}
-    plan = ABPlan.of(significance=rule, min_effect=min_effect)
     comparisons, notes = comparisons_for(runs, plan, include_incomplete, include_statuses)
     entries = [run_entry(r, out_dir) for r in runs]
     groups = _groups(runs)

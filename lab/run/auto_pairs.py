@@ -100,7 +100,7 @@ def run_auto(opts: RunOptions, plan: ABPlan, progress: Callable[[str], None], js
     spent; with ``json_out`` the human lines go to stderr. The batch directory gets verdict.json
     (``Batch.verdict``); the report is the caller's to ask for."""
     plan = check_auto(opts, plan)
-    decide, rule, min_effect = list(plan.decide), plan.significance, plan.min_effect
+    decide = list(plan.decide)
     if len(opts.kernels) == 2:
         refuse_same_binary(*(resolve_kernel(k) for k in opts.kernels))
     batch = auto_batch(opts)
@@ -110,7 +110,7 @@ def run_auto(opts: RunOptions, plan: ABPlan, progress: Callable[[str], None], js
     dirs = {n: (r.scheduler.label if len(opts.schedulers) > 1 else r.kernel.name) for n, r in zip(labels, protos)}
     human = sys.stderr if json_out else sys.stdout
     sides: dict[str, list[dict]] = {labels[0]: [], labels[1]: []}
-    batch_runs = Batch(rule=rule)
+    batch_runs = Batch()
     paths = batch_runs.paths
     t0 = time.monotonic()
     pairs = 0
@@ -132,8 +132,7 @@ def run_auto(opts: RunOptions, plan: ABPlan, progress: Callable[[str], None], js
                 sides[name].append(manifest)
                 batch_runs.manifests.append(manifest)
                 paths.append(path)
-            verdicts = verdicts_of(sides[labels[0]], sides[labels[1]], decide, rule, labels, context,
-                                   min_effect=min_effect)  # fmt: skip
+            verdicts = verdicts_of(sides[labels[0]], sides[labels[1]], decide, plan, labels, context)
             stop = should_stop(verdicts, pairs, plan, time.monotonic() - t0, time.monotonic() - pair_t0)
             for v in verdicts:
                 progress(f"after pair {pairs}: {v.line()}")
@@ -150,8 +149,8 @@ def run_auto(opts: RunOptions, plan: ABPlan, progress: Callable[[str], None], js
         "pairs": pairs,
         "baseline": labels[0],
         "new": labels[1],
-        "significance_rule": rule,
-        "min_effect_pct": min_effect,  # the command line's; each verdict has the one it was judged by
+        "significance_rule": plan.significance,
+        "min_effect_pct": plan.min_effect,  # the command line's; each verdict has the one it was judged by
         "decide": decide,
         "min_pairs": plan.min_pairs,
         "max_pairs": plan.max_pairs,

@@ -14,7 +14,6 @@ from pathlib import Path
 from lab.analysis.numa import default_events, lean_events
 from lab.analysis.sched_cache import configured
 from lab.analysis.scheduler_class import side_names
-from lab.analysis.stats import DEFAULT_RULE
 from lab.errors import LabError
 from lab.guest.init_plan import GuestPlan
 from lab.host.accel import accel_verdict
@@ -282,7 +281,6 @@ class Batch:
     paths: list[Path] = field(default_factory=list)  # the run records, in the order they ran
     manifests: list[dict] = field(default_factory=list)
     interrupted: int = 0  # 130 (SIGINT) or 143 (SIGTERM) when a signal stopped the batch
-    rule: str = DEFAULT_RULE  # the significance rule its A/B verdicts are read by
     verdict: dict | None = None  # --repeat auto: what verdict.json holds
 
     @property

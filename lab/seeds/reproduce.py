@@ -201,7 +201,7 @@ def evaluate(seed: Seed, spec: MatrixSpec, out: Path, context: dict | None = Non
             for e in spec.expect:
                 if e.workloads and workload not in e.workloads:
                     continue
-                (v,) = verdicts_of(ms.get(base, []), ms[side], [e.metric], auto.significance, (base, side), key)
+                (v,) = verdicts_of(ms.get(base, []), ms[side], [e.metric], auto, (base, side), key)
                 checks.append((key, check(e, v)))
     ctx = {
         "generated_utc": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),

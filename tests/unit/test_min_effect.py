@@ -153,7 +153,7 @@ def test_a_tiny_tight_difference_decides_same_and_stops_the_repeats() -> None:
     stop = vd.should_stop([v], 3)  # (the default plan: at least 3 pairs)
     assert stop.stop and stop.reason == "decided" and "workload.gbps same within ±1%" in stop.detail
     # without the minimum effect it is "better", which stops too; a large difference is better either way
-    (off,) = vd.verdicts_of(_manifests(TINY_A), _manifests(TINY_B), ["workload.gbps"], min_effect=0)
+    (off,) = vd.verdicts_of(_manifests(TINY_A), _manifests(TINY_B), ["workload.gbps"], ABPlan(min_effect=0))
     assert off.direction == "better" and not off.below_effect
     (large,) = vd.verdicts_of(_manifests(TINY_A), _manifests(LARGE_B), ["workload.gbps"])
     assert large.direction == "better" and not large.below_effect
