@@ -26,7 +26,7 @@ import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
 
-from lab.analysis.stats import DEFAULT_RULE, MIN_REPEATS, RULES
+from lab.analysis.stats import DEFAULT_SIGNIFICANCE, MIN_REPEATS, SIGNIFICANCES
 from lab.errors import LabError
 from lab.min_effect import parse_pct
 
@@ -49,7 +49,7 @@ class ABPlan:
     min_pairs: int = MIN_REPEATS
     max_pairs: int = DEFAULT_MAX_PAIRS
     time_budget: float | None = None  # seconds
-    significance: str = DEFAULT_RULE
+    significance: str = DEFAULT_SIGNIFICANCE
     min_effect: float | None = None  # percent (lab.min_effect); None: each metric's own, else the default
 
     def __post_init__(self) -> None:
@@ -95,8 +95,8 @@ class ABPlan:
         if budget is not None and not (number and math.isfinite(budget) and budget > 0):
             shown = f"{budget:g}" if number else repr(budget)
             raise LabError(f"{name('time_budget')}: must be > 0 seconds, got {shown}")
-        if self.significance not in RULES:
-            raise LabError(f"{name('significance')}: {self.significance!r} is not one of {', '.join(RULES)}")
+        if self.significance not in SIGNIFICANCES:
+            raise LabError(f"{name('significance')}: {self.significance!r} is not one of {', '.join(SIGNIFICANCES)}")
         if self.min_effect is not None:
             parse_pct(self.min_effect, name("min_effect"))
         return self

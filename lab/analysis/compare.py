@@ -13,8 +13,8 @@ Significance is marked ``*  1.55%*`` on the mean row, as mmtests does, by one of
 default) or mmtests' ``ci-overlap``; with fewer than 3 runs on a side it is not judged. The statistics
 themselves, the rules and the equivalence test included, are :mod:`lab.analysis.stats`'s; each row's verdict
 word (better, worse, changed, "same within ±1%", undecided) is :func:`lab.analysis.judgement.judge`'s. The
-reading settings (the rule and the minimum effect) come as one :class:`lab.analysis.ab_plan.ABPlan`. The table is
-rendered (text, markdown, HTML, JSON) by :mod:`lab.report.ab_table`.
+reading settings (the significance rule and the minimum effect) come as one :class:`lab.analysis.ab_plan.ABPlan`.
+The table is rendered (text, markdown, HTML, JSON) by :mod:`lab.report.ab_table`.
 
 Runs whose trace lost more than 1% of its records (``trace_incomplete``,
 lab.analysis.lost) are left out, with a note, unless asked for. So are runs whose status is not ``ok``
@@ -36,7 +36,15 @@ from lab.analysis.lost import of_record as lost_of_record
 from lab.analysis.metrics import METRIC_KEYS, Metric, metric_values, metrics_of
 from lab.analysis.record import RunRecord
 from lab.analysis.scheduler_class import ext_names, fair_class_note, pair_labels, scheduler_of, side_schedulers
-from lab.analysis.stats import DEFAULT_RULE, MIN_REPEATS, RULES, Stats, significant, welch_interval, welch_p
+from lab.analysis.stats import (
+    DEFAULT_SIGNIFICANCE,
+    MIN_REPEATS,
+    SIGNIFICANCES,
+    Stats,
+    significant,
+    welch_interval,
+    welch_p,
+)
 from lab.analysis.steady_state import phase_words
 from lab.errors import LabError
 from lab.min_effect import DEFAULT_PCT as DEFAULT_MIN_EFFECT
@@ -97,7 +105,7 @@ class Row:
     # A NUMA-balancing row where a side ran a sched_ext scheduler: whose figure it is (lab.analysis.scheduler_class.
     # fair_class_note); "" for none.
     class_note: str = ""
-    rule: str = DEFAULT_RULE  # the significance rule ``significant`` was judged by (and equivalence is)
+    significance: str = DEFAULT_SIGNIFICANCE  # the significance rule ``significant`` was judged by (and equivalence is)
 
     @property
     def marked(self) -> str:
@@ -113,7 +121,7 @@ class Row:
     @property
     def judgement(self) -> Judgement:
         """Its verdict, decided by :func:`lab.analysis.judgement.judge`."""
-        return judge(self.metric.better, self.base, self.new, self.significant, self.rule, self.min_effect,
+        return judge(self.metric.better, self.base, self.new, self.significant, self.significance, self.min_effect,
                      self.mean_name.lower())  # fmt: skip
 
     def pct_diff(self) -> float | None:
@@ -193,7 +201,7 @@ class Comparison:
     new_label: str
     topology: str
     workload: str
-    rule: str
+    significance: str  # the significance rule its rows were judged by
     rows: list[Row]
     base_runs: list[str]
     new_runs: list[str]
@@ -329,9 +337,9 @@ def compare_runs(
     minimum effect (lab.min_effect; None: each metric's own, else the default); its other fields are not
     read here (None: the defaults)."""
     plan = plan or ABPlan()
-    rule = plan.significance
-    if rule not in RULES:
-        raise LabError(f"--significance {rule}: not one of {', '.join(RULES)}")
+    significance = plan.significance
+    if significance not in SIGNIFICANCES:
+        raise LabError(f"--significance {significance}: not one of {', '.join(SIGNIFICANCES)}")
     if not base or not new:
         raise LabError("compare: give at least one baseline run and one new run")
     topology, workload = _check_same_setup(base + new)
@@ -351,7 +359,7 @@ def compare_runs(
         nl,
         topology,
         workload,
-        rule,
+        significance,
         rows,
         [r.path.name for r in base_ok],
         [r.path.name for r in new_ok],
@@ -424,7 +432,7 @@ def _rows(
             sig = significant(bs, ns, plan.significance, _mean_name(m, bs, ns).lower())
             marked = status_counts(base_ok + new_ok, m.key)
             rows.append(Row(m, bs, ns, sig, effective(plan.min_effect, m.min_effect), marked,
-                            rule=plan.significance))  # fmt: skip
+                            significance=plan.significance))  # fmt: skip
     return rows, undefined
 
 

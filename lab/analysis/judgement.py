@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from lab.analysis.metrics import NEUTRAL
 from lab.analysis.stats import (
     ALPHA,
-    DEFAULT_RULE,
+    DEFAULT_SIGNIFICANCE,
     MIN_REPEATS,
     Stats,
     equivalence_margin,
@@ -68,9 +68,10 @@ def same_text(pct: float) -> str:
     return f"same within ±{effect_text(pct)}"
 
 
-def equivalence_rule_text(rule: str) -> str:
-    """How ``rule`` shows two sides the same (lab.analysis.stats.equivalent), in a few words."""
-    if rule == "ci-overlap":
+def equivalence_test_text(significance: str) -> str:
+    """How the significance rule ``significance`` shows two sides the same (lab.analysis.stats.equivalent), in a
+    few words."""
+    if significance == "ci-overlap":
         return "|Δmean| + 1.96·(σ_base + σ_new) inside the margin"
     return f"two one-sided Welch t-tests (TOST), α = {ALPHA:g}"
 
@@ -83,7 +84,7 @@ class Judgement:
     n_base: int
     n_new: int
     min_effect: float  # percent: the margin of "same", the least difference "better" or "worse" takes
-    rule: str = DEFAULT_RULE
+    significance: str = DEFAULT_SIGNIFICANCE  # the significance rule (lab.analysis.stats)
     equivalent: bool | None = None  # by the rule's equivalence test; None: not judged
     equivalence_p: float | None = None  # Welch's TOST p, whatever the rule (None: not judged)
     margin: float | None = None  # the margin ±m in the metric's units (None: not judged)
@@ -117,7 +118,7 @@ class Judgement:
     def to_dict(self) -> dict:
         """The equivalence test behind it, for the JSON."""
         return {
-            "test": "tost-welch" if self.rule != "ci-overlap" else "ci-overlap",
+            "test": "tost-welch" if self.significance != "ci-overlap" else "ci-overlap",
             "alpha": ALPHA,
             "margin_pct": self.min_effect,
             "margin": self.margin,
@@ -131,19 +132,19 @@ def judge(
     base: Stats,
     new: Stats,
     significant: bool | None,
-    rule: str = DEFAULT_RULE,
+    significance: str = DEFAULT_SIGNIFICANCE,
     min_effect: float = 1.0,
     mean: str = "amean",
 ) -> Judgement:
     """The verdict on a metric whose ``better`` is "higher", "lower" or "neutral", from each side's runs,
-    the rule's ``significant`` (None: too few runs), the minimum effect in percent (the margin of "same") and
-    the row's ``mean`` ("amean" or "hmean", as :class:`lab.analysis.compare.Row` names it). The module
-    docstring has the words."""
+    ``significant`` by the significance rule ``significance`` (None: too few runs), the minimum effect in percent
+    (the margin of "same") and the row's ``mean`` ("amean" or "hmean", as :class:`lab.analysis.compare.Row` names
+    it). The module docstring has the words."""
     if significant is None or min(base.n, new.n) < MIN_REPEATS:
-        return Judgement("unknown", base.n, new.n, min_effect, rule)
+        return Judgement("unknown", base.n, new.n, min_effect, significance)
     mb, mn = base.mean_of(mean), new.mean_of(mean)
     small = bool(significant) and below(pct_better(mb, mn, better), min_effect)
-    same = bool(equivalent(base, new, min_effect, rule, mean))
+    same = bool(equivalent(base, new, min_effect, significance, mean))
     margin = equivalence_margin(base, min_effect)  # (the Welch test's: what equivalence_p and the estimates use)
     p = equivalence_p(base, new, margin)
     direction = "changed" if better == NEUTRAL else moved(mb, mn, better)
@@ -155,5 +156,5 @@ def judge(
         word = "undecided"
     inside = abs(new.amean - base.amean) < margin
     needed = repeats_for_equivalence(base, new, margin) if inside else power_of(base, new).per_side
-    shown_margin = equivalence_margin(base, min_effect, rule, mean)
-    return Judgement(word, base.n, new.n, min_effect, rule, same, p, shown_margin, needed, small)
+    shown_margin = equivalence_margin(base, min_effect, significance, mean)
+    return Judgement(word, base.n, new.n, min_effect, significance, same, p, shown_margin, needed, small)

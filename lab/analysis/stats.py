@@ -76,8 +76,8 @@ from statistics import NormalDist, fmean, stdev
 ALPHA = 0.05  # the level of every test numalab makes: Welch's, the power estimate's, bisect's sign tests
 MIN_REPEATS = 3  # fewer runs a side are never judged
 POWER = 0.8  # the power the runs-needed estimate is for
-RULES = ("welch", "ci-overlap")
-DEFAULT_RULE = "welch"  # the CI-overlap rule does not get easier with more runs (see Power above)
+SIGNIFICANCES = ("welch", "ci-overlap")  # the significance rules, by the names --significance and auto: take
+DEFAULT_SIGNIFICANCE = "welch"  # the CI-overlap rule does not get easier with more runs (see Power above)
 Z_975 = 1.959963984540054  # qnorm(0.975), as mmtests asks R for it
 
 
@@ -183,12 +183,12 @@ def _welch(base: Stats, new: Stats) -> tuple[float, float]:
     return se2, 1 / (fa * fa / (base.n - 1) + fb * fb / (new.n - 1))
 
 
-def significant(base: Stats, new: Stats, rule: str = DEFAULT_RULE, mean: str = "amean") -> bool | None:
-    """Whether the means differ, by ``rule`` (see the module docstring); None with too few runs.
+def significant(base: Stats, new: Stats, significance: str = DEFAULT_SIGNIFICANCE, mean: str = "amean") -> bool | None:
+    """Whether the means differ, by ``significance`` (see the module docstring); None with too few runs.
     ``mean`` ("amean"/"hmean") is the row's mean, which the ci-overlap rule compares (as mmtests does)."""
     if base.n < MIN_REPEATS or new.n < MIN_REPEATS:
         return None
-    if rule == "ci-overlap":
+    if significance == "ci-overlap":
         if mean == "hmean" and (base.hmean is None or new.hmean is None):
             mean = "amean"
         diff = abs(new.mean_of(mean) - base.mean_of(mean))
@@ -226,22 +226,24 @@ def equivalence_p(base: Stats, new: Stats, margin: float) -> float | None:
     return max(above, below)
 
 
-def equivalence_margin(base: Stats, pct: float, rule: str = DEFAULT_RULE, mean: str = "amean") -> float:
+def equivalence_margin(base: Stats, pct: float, significance: str = DEFAULT_SIGNIFICANCE, mean: str = "amean") -> float:
     """The margin ±m of :func:`equivalent`: ``pct`` percent of the baseline's mean, the Amean under ``welch``
     (the mean its test compares), the row's ``mean`` under ``ci-overlap``."""
-    if rule == "ci-overlap" and not (mean == "hmean" and base.hmean is None):
+    if significance == "ci-overlap" and not (mean == "hmean" and base.hmean is None):
         return abs(base.mean_of(mean)) * pct / 100
     return abs(base.amean) * pct / 100
 
 
-def equivalent(base: Stats, new: Stats, pct: float, rule: str = DEFAULT_RULE, mean: str = "amean") -> bool | None:
-    """Whether the two sides are shown the same within ±``pct`` percent of the baseline's mean, by ``rule``'s
+def equivalent(
+    base: Stats, new: Stats, pct: float, significance: str = DEFAULT_SIGNIFICANCE, mean: str = "amean"
+) -> bool | None:
+    """Whether the two sides are shown the same within ±``pct`` percent of the baseline's mean, by ``significance``'s
     equivalence test (the module docstring: TOST with Welch's t at :data:`ALPHA` for ``welch``, the widened
     interval for ``ci-overlap``); None with too few runs."""
     if base.n < MIN_REPEATS or new.n < MIN_REPEATS:
         return None
-    margin = equivalence_margin(base, pct, rule, mean)
-    if rule == "ci-overlap":
+    margin = equivalence_margin(base, pct, significance, mean)
+    if significance == "ci-overlap":
         if mean == "hmean" and (base.hmean is None or new.hmean is None):
             mean = "amean"
         diff = abs(new.mean_of(mean) - base.mean_of(mean))

@@ -55,7 +55,7 @@ class Verdict:
     direction: str
     pct_diff: float | None  # + is better
     significant: bool | None
-    rule: str
+    significance: str  # the significance rule it was judged by (its JSON's "rule")
     n_base: int
     n_new: int
     mean_base: float | None
@@ -119,9 +119,9 @@ class Verdict:
         if self.significant is None:
             sig = f"not judged (<{MIN_REPEATS} runs a side)" if min(self.n_base, self.n_new) < MIN_REPEATS else "n/a"
         else:
-            sig = f"{'significant' if self.significant else 'not significant'} ({self.rule})"
+            sig = f"{'significant' if self.significant else 'not significant'} ({self.significance})"
         if self.direction == "same":  # (the test behind it)
-            how = f"TOST p={self.equivalence_p:.2g}" if self.rule != "ci-overlap" else "ci-overlap"
+            how = f"TOST p={self.equivalence_p:.2g}" if self.significance != "ci-overlap" else "ci-overlap"
             sig += f", equivalent within ±{effect_text(self.min_effect_pct)} ({how})"
         need = "" if self.needed_per_side is None else f", ~{self.needed_per_side}/side needed"
         ctx = f" [{self.context}]" if self.context else ""
@@ -141,9 +141,12 @@ class Verdict:
         )
 
     def to_dict(self) -> dict:
-        return asdict(self) | {"decided": self.decided, "decision": self.decision, "moved": self.moved,
-                               "diff": self.diff, "line": self.line(), "included": dict(self.included),
-                               "left_out": dict(self.left_out)}  # fmt: skip
+        """Its fields, the significance rule under "rule" (as verdict.json, auto.json and bisect's state have always
+        named it), and what is shown of it."""
+        fields = {("rule" if k == "significance" else k): v for k, v in asdict(self).items()}
+        return fields | {"decided": self.decided, "decision": self.decision, "moved": self.moved,
+                         "diff": self.diff, "line": self.line(), "included": dict(self.included),
+                         "left_out": dict(self.left_out)}  # fmt: skip
 
 
 def left_out_text(counts: dict[str, int]) -> str:
@@ -226,24 +229,24 @@ def verdict_of(
     user's workload declared (lab.analysis.metrics.declared_metrics), else a built-in by its key; ``included``:
     the runs among the values whose status is not ok, by status (the line names them)."""
     plan, sides = plan or ABPlan(), sides or Sides()
-    rule, min_effect = plan.significance, plan.min_effect
+    significance, min_effect = plan.significance, plan.min_effect
     accelerator, labels, context = sides.accelerator, sides.labels, sides.context
     metric = metric if metric is not None and metric.key == metric_key else get_metric(metric_key)
     effect = effective(min_effect, metric.min_effect)
     marked = tuple(sorted((s, n) for s, n in (included or {}).items() if n))
     if not base or not new:
-        return Verdict(metric.key, metric.better, "unknown", None, None, rule, len(base), len(new), None, None,
+        return Verdict(metric.key, metric.better, "unknown", None, None, significance, len(base), len(new), None, None,
                        accelerator, None, None, *labels, context, min_effect_pct=effect, included=marked)  # fmt: skip
     bs, ns = Stats.of(base), Stats.of(new)
-    row = Row(metric, bs, ns, None, effect, rule=rule)
-    row.significant = significant(bs, ns, rule, row.mean_name.lower())  # (the row's mean, as compare judges it)
+    row = Row(metric, bs, ns, None, effect, significance=significance)
+    row.significant = significant(bs, ns, significance, row.mean_name.lower())  # (the row's mean, as compare judges it)
     mb, mn = row.mean(bs), row.mean(ns)
     # The word and the runs a decision needs (lab.analysis.judgement). A runs-needed estimate from the spread of
     # 1 or 2 runs a side says nothing ("~5860/side" after 1+1): given only from MIN_REPEATS runs a side, where
     # significance is judged too.
     j = row.judgement
     return Verdict(
-        metric.key, metric.better, j.word, pct_better(mb, mn, metric.better), row.significant, rule,
+        metric.key, metric.better, j.word, pct_better(mb, mn, metric.better), row.significant, significance,
         bs.n, ns.n, mb, mn, accelerator, j.needed, ci_overlap_margin(base, new), *labels,
         context,
         row.mean_name,

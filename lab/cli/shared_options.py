@@ -20,7 +20,7 @@ from pathlib import Path
 from lab import schemas
 from lab.analysis.ab_plan import ABPlan
 from lab.analysis.numa import default_events
-from lab.analysis.stats import RULES
+from lab.analysis.stats import SIGNIFICANCES
 from lab.errors import LabError
 from lab.guest.init_plan import TRACE_MODES
 from lab.guest.trace_options import TraceOptions
@@ -381,7 +381,7 @@ def run_settings(args: argparse.Namespace) -> dict:
 
 
 def significance_option(container) -> None:
-    container.add_argument("--significance", choices=RULES, default=PLAN.significance, help=SIGNIFICANCE_HELP)
+    container.add_argument("--significance", choices=SIGNIFICANCES, default=PLAN.significance, help=SIGNIFICANCE_HELP)
 
 
 def _effect_arg(text: str) -> float:

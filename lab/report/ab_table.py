@@ -12,7 +12,7 @@ import html
 from collections import Counter
 
 from lab.analysis.compare import PCT_SHOWN_MAX, Comparison, near_zero_text
-from lab.analysis.judgement import equivalence_rule_text, pct_better, same_text
+from lab.analysis.judgement import equivalence_test_text, pct_better, same_text
 from lab.analysis.metrics import NEUTRAL
 from lab.analysis.stats import ALPHA, Stats, welch_interval
 from lab.min_effect import DEFAULT_PCT as DEFAULT_MIN_EFFECT
@@ -59,10 +59,10 @@ def _has_delta(c: Comparison) -> bool:
     return any(near_zero_text(b, n, p) for r in c.rows for _stat, b, n, p, _m in r.lines())
 
 
-def _rule_text(rule: str) -> str:
+def _significance_text(significance: str) -> str:
     return (
         "mmtests' CI-overlap rule |Δmean| > 1.96·(σ_base + σ_new), σ of the runs"
-        if rule == "ci-overlap"
+        if significance == "ci-overlap"
         else f"Welch's t-test, two-sided, α = {ALPHA:g}"
     )
 
@@ -75,7 +75,7 @@ def _effect_note(c: Comparison) -> str:
     common = max(counts, key=lambda p: (counts[p], p == DEFAULT_MIN_EFFECT)) if counts else DEFAULT_MIN_EFFECT
     pct = effect_text(common)
     note = (f"better or worse takes a significant difference of at least {pct} of the baseline; "
-            f"'{same_text(common)}' takes an equivalence test ({equivalence_rule_text(c.rule)}); the rest is "
+            f"'{same_text(common)}' takes an equivalence test ({equivalence_test_text(c.significance)}); the rest is "
             "undecided")  # fmt: skip
     own = ", ".join(f"{r.metric.key} {effect_text(r.min_effect)}" for r in c.rows if r.min_effect != common)
     return f"{note} ({own})" if own else note
@@ -88,7 +88,7 @@ def to_text(c: Comparison) -> str:
         f"numalab compare: {c.topology} / {c.workload}",
         *(f"  WARNING: {w}" for w in c.warnings),
         f"  baseline: {c.base_label} ({len(c.base_runs)} runs)   new: {c.new_label} ({len(c.new_runs)} runs)",
-        f"  + means better; * marks significance ({_rule_text(c.rule)}); {_effect_note(c)}",
+        f"  + means better; * marks significance ({_significance_text(c.significance)}); {_effect_note(c)}",
         *([f"  {NEUTRAL_NOTE}"] if _has_neutral(c) else []),
         *([f"  {NEAR_ZERO_NOTE}"] if _has_delta(c) else []),
         *(f"  note: {n}" for n in c.notes),
@@ -120,7 +120,7 @@ def to_markdown(c: Comparison) -> str:
         f"### {c.topology} / {c.workload}: {c.base_label} vs {c.new_label}",
         "",
         *(f"> **WARNING: {w}**\n" for w in c.warnings),
-        f"+ means better; **bold** = significant ({_rule_text(c.rule)}); {_effect_note(c)}. "
+        f"+ means better; **bold** = significant ({_significance_text(c.significance)}); {_effect_note(c)}. "
         f"Baseline {len(c.base_runs)} runs, new {len(c.new_runs)} runs.",
         *([f"\n> {NEAR_ZERO_NOTE}"] if _has_delta(c) else []),
         *([f"\n> {NEUTRAL_NOTE}"] if _has_neutral(c) else []),
@@ -175,7 +175,7 @@ def to_html(c: Comparison) -> str:
     notes += "".join(f'<p class="note">excluded: {e(x)}</p>' for x in c.excluded)
     return (
         f'<div class="compare"><h3>{e(c.topology)} / {e(c.workload)}: {e(c.base_label)} vs {e(c.new_label)}</h3>'
-        f"<p>+ means better; * = significant ({e(_rule_text(c.rule))}); {e(_effect_note(c))}. "
+        f"<p>+ means better; * = significant ({e(_significance_text(c.significance))}); {e(_effect_note(c))}. "
         f"Baseline {len(c.base_runs)} runs, "
         f"new {len(c.new_runs)} runs.</p>{notes}"
         f'<table class="ab"><thead><tr><th>metric</th><th>stat</th><th>{e(c.base_label)}</th><th>{e(c.new_label)}</th>'
@@ -192,7 +192,7 @@ def to_dict(c: Comparison) -> dict:
         "workload": c.workload,
         "baseline": c.base_label,
         "new": c.new_label,
-        "significance_rule": c.rule,
+        "significance_rule": c.significance,
         "baseline_runs": c.base_runs,
         "new_runs": c.new_runs,
         "excluded": c.excluded,

@@ -224,7 +224,7 @@ def _ab_tests(c: Comparison, build_of: dict[str, str]) -> list[dict]:
     for row, figures in zip(c.rows, data["metrics"], strict=True):
         status = _verdict_status(row, c)
         test: dict = {
-            "id": kcidb_id("ab", sorted(c.base_ids), sorted(c.new_ids), row.metric.key, c.rule, row.min_effect),
+            "id": kcidb_id("ab", sorted(c.base_ids), sorted(c.new_ids), row.metric.key, c.significance, row.min_effect),
             "build_id": build_of[c.new_ids[0]],
             "origin": ORIGIN,
             "path": kcidb_path("numalab.ab", row.metric.key),

@@ -33,7 +33,7 @@ def rows(rep: Reproduction) -> list[dict]:
         if v.significant is None:
             sig = "not judged"
         else:
-            sig = f"{'significant' if v.significant else 'not significant'} ({v.rule})"
+            sig = f"{'significant' if v.significant else 'not significant'} ({v.significance})"
         out.append({
             "cell": cell,
             "comparison": f"{v.new_label} vs {v.base_label}",

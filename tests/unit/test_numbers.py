@@ -277,9 +277,9 @@ def test_ci_overlap_is_what_mmtests_computes() -> None:
 
 
 def test_welch_is_the_default_and_ci_overlap_is_stricter() -> None:
-    assert stats.DEFAULT_RULE == "welch"
+    assert stats.DEFAULT_SIGNIFICANCE == "welch"
     base, new = [RunRecord.load(p) for p in OFF], [RunRecord.load(p) for p in ON]
-    assert cmp.compare_runs(base, new).rule == "welch"
+    assert cmp.compare_runs(base, new).significance == "welch"
     # Equal spread, 6 a side: Welch marks a 2-sigma shift, mmtests' rule (3.92 sigma) does not.
     a = stats.Stats.of([10.0, 11.0, 12.0, 10.0, 11.0, 12.0])
     b = stats.Stats.of([v + 2 * a.stddev for v in (10.0, 11.0, 12.0, 10.0, 11.0, 12.0)])

@@ -11,7 +11,7 @@ import pytest
 from common import REPO, assert_one_line_error, numalab
 
 from lab import schemas
-from lab.analysis.compare import RULES
+from lab.analysis.compare import SIGNIFICANCES
 from lab.analysis.expectations import DIRECTIONS
 from lab.datafile import load_yaml
 from lab.errors import LabError
@@ -72,7 +72,7 @@ def test_the_schemas_bounds_and_choices_are_the_codes() -> None:
     assert tuple(setting["knobs"]["properties"]) == KNOB_NAMES
     assert tuple(setting["clock"]["enum"]) == CLOCKS
     assert tuple(setting["remote_latency"]["enum"]) == REMOTE_LATENCY
-    assert tuple(_at(matrix, "properties", "auto", "properties", "significance")["enum"]) == RULES
+    assert tuple(_at(matrix, "properties", "auto", "properties", "significance")["enum"]) == SIGNIFICANCES
     assert tuple(_at(matrix, "properties", "expect", "items", "properties", "direction")["enum"]) == DIRECTIONS
     assert _at(matrix, "properties", "repeats")["anyOf"][0]["maximum"] == MAX_REPEAT
     name = _at(work, "properties", "metrics", "items", "properties", "name")["pattern"]

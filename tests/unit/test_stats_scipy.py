@@ -210,11 +210,13 @@ def test_the_ci_overlap_rules_equivalence_is_its_interval_inside_the_margin() ->
 
 @SETTINGS
 @given(samples, samples, margins, st.sampled_from(["welch", "ci-overlap"]))
-def test_the_equivalence_test_never_says_nan(base: list[float], new: list[float], margin: float, rule: str) -> None:
+def test_the_equivalence_test_never_says_nan(
+    base: list[float], new: list[float], margin: float, significance: str
+) -> None:
     b, n = Stats.of(base), Stats.of(new)
     p = equivalence_p(b, n, margin)
     assert p is not None and not math.isnan(p) and 0.0 <= p <= 1.0
-    assert equivalent(b, n, 1.0, rule) in (True, False)
+    assert equivalent(b, n, 1.0, significance) in (True, False)
     need = repeats_for_equivalence(b, n, margin)
     assert need is None or (need >= 3 and isinstance(need, int))
 

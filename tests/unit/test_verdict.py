@@ -91,6 +91,16 @@ def test_noisy_tcg_counts_are_not_significant_and_say_what_they_would_need() -> 
     assert none.direction == "unknown" and none.pct_diff is None
 
 
+def test_the_significance_rule_keeps_its_json_name_and_place() -> None:
+    """Verdict.significance is "rule" in the JSON (verdict.json, auto.json, bisect's state), where it always was:
+    right after "significant"."""
+    plan = ABPlan(significance="ci-overlap")
+    v = vd.verdict_of("vmstat.hint_local_pct", [99.3, 98.7, 99.6], [52.2, 61.0, 47.5], plan)
+    keys = list(v.to_dict())
+    assert v.to_dict()["rule"] == v.significance == "ci-overlap" and "significance" not in keys
+    assert keys[keys.index("significant") + 1] == "rule"
+
+
 def _v(direction: str, n: int = 3) -> vd.Verdict:
     return vd.Verdict("vmstat.numa_pages_migrated", "lower", direction, 1.0, direction in ("better", "worse"),
                       "welch", n, n, 1.0, 1.0, "tcg", 9, 0.5)  # fmt: skip

@@ -121,10 +121,12 @@ MIGRATED = "vmstat.numa_pages_migrated"
 OFF_PAGES, ON_PAGES = [0.0, 0.0, 0.0], [1.0, 2.0, 105243.0]
 
 
-def _row(key: str, base: list[float], new: list[float], rule: str = "welch", min_effect: float = 1.0) -> cmp.Row:
+def _row(
+    key: str, base: list[float], new: list[float], significance: str = "welch", min_effect: float = 1.0
+) -> cmp.Row:
     m, bs, ns = get_metric(key), Stats.of(base), Stats.of(new)
-    row = cmp.Row(m, bs, ns, None, min_effect, rule=rule)
-    row.significant = significant(bs, ns, rule, row.mean_name.lower())
+    row = cmp.Row(m, bs, ns, None, min_effect, significance=significance)
+    row.significant = significant(bs, ns, significance, row.mean_name.lower())
     return row
 
 
@@ -231,9 +233,9 @@ def test_too_few_runs_are_not_judged() -> None:
 def test_the_ci_overlap_rule_has_its_own_equivalence() -> None:
     """Under ci-overlap "same" is the rule's interval inside the margin: tight equal runs are, noisy equal runs
     (whose Welch TOST would need many more) are not; the JSON keeps Welch's TOST p whatever the rule."""
-    tight = _row("workload.gbps", [10.0, 10.01, 9.99], [10.0, 10.01, 9.99], rule="ci-overlap")
+    tight = _row("workload.gbps", [10.0, 10.01, 9.99], [10.0, 10.01, 9.99], significance="ci-overlap")
     assert tight.verdict() == "same" and tight.judgement.to_dict()["test"] == "ci-overlap"
-    noisy = _row("workload.gbps", [10.0, 10.5, 9.5], [10.0, 10.5, 9.5], rule="ci-overlap")
+    noisy = _row("workload.gbps", [10.0, 10.5, 9.5], [10.0, 10.5, 9.5], significance="ci-overlap")
     assert noisy.verdict() == "undecided" and noisy.judgement.equivalence_p is not None
 
 
