@@ -1,5 +1,5 @@
 """Hostile guest data for the fuzz tests: shell scripts for the guest init's mutation hook (test fault
-``mutate``, lab/guest/init_plan.py), made here from a seed.
+``mutate``, lab/guest/settings.py), made here from a seed.
 
 The script's ``numalab_mutate PHASE DIR`` runs in the guest after the real work of each phase: ``readback``
 (DIR is the readback directory, before readback.tar is sent), ``results`` (the results directory, before

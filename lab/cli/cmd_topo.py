@@ -21,7 +21,7 @@ from lab.cli.shared_options import (
     topology_ref,
 )
 from lab.errors import LabError
-from lab.guest.init_plan import KERNEL_CMDLINE
+from lab.guest.settings import KERNEL_CMDLINE
 from lab.paths import json_text, write_text_atomic
 from lab.placement.host_inventory import read_inventory
 from lab.placement.pinning import Backing, plan_placement

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 
 from lab.cli.shared_options import duration_option, json_option, schema_command, topology_options, topology_ref
-from lab.guest.init_plan import check_duration
+from lab.guest.settings import check_duration
 from lab.paths import json_text
 from lab.untrusted import escape_surrogates, term_safe
 from lab.workloads.metric_declarations import twin_unit_of

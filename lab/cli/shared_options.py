@@ -22,7 +22,7 @@ from lab.analysis.ab_plan import ABPlan
 from lab.analysis.numa import default_events
 from lab.analysis.stats import SIGNIFICANCES
 from lab.errors import LabError
-from lab.guest.init_plan import TRACE_MODES
+from lab.guest.settings import TRACE_MODES
 from lab.guest.trace_options import TraceOptions
 from lab.min_effect import DEFAULT_PCT as DEFAULT_MIN_EFFECT
 from lab.min_effect import parse_pct

@@ -1,6 +1,6 @@
 """The tracing as a run asks for it (:class:`TraceOptions`, a piece of lab.run.options.RunOptions): extra events,
-the trace buffer, the trace's mode, --no-trace, --lean and --node-maps, checked here beside the guest plan they
-configure (lab.guest.init_plan) and made into its fields (:meth:`plan_fields`).
+the trace buffer, the trace's mode, --no-trace, --lean and --node-maps, checked here beside the guest settings they
+configure (lab.guest.settings) and made into its fields (:meth:`settings_fields`).
 
 The field names are the run options' (``--event`` is ``events``, ``--no-trace`` ``no_trace``; the same keys in a
 saved options file). The default set of events is the analyses' (lab.analysis.numa), a layer above this one: the
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from lab.errors import LabError, check_choice
-from lab.guest.init_plan import TRACE_MODES, GuestPlan
+from lab.guest.settings import TRACE_MODES, GuestSettings
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ class TraceOptions:
 
     def check(self) -> None:
         """One-line errors naming the flag: the mode's word, options that conflict (--no-trace with --event or
-        --trace-mode, --lean with --node-maps), and the guest plan's own checks of the events and the buffer."""
+        --trace-mode, --lean with --node-maps), and the guest settings' own checks of the events and the buffer."""
         check_choice("--trace-mode", self.trace_mode, TRACE_MODES)
         if self.no_trace:
             if self.events:
@@ -40,7 +40,7 @@ class TraceOptions:
                 raise LabError(f"--trace-mode {self.trace_mode}: not with --no-trace (nothing is traced)")
         if self.lean and self.node_maps:
             raise LabError("--node-maps: not with --lean (a lean run takes no node memory samples)")
-        GuestPlan("true", 1.0, **self.plan_fields((), ()))
+        GuestSettings("true", 1.0, **self.settings_fields((), ()))
 
     def trace_events(self, default: Sequence[str], lean: Sequence[str]) -> tuple[str, ...]:
         """What a run traces: the ``default`` events (the analyses'; with --lean the ``lean`` ones), then the
@@ -49,7 +49,8 @@ class TraceOptions:
             return ()
         return tuple(dict.fromkeys([*(lean if self.lean else default), *self.events]))
 
-    def plan_fields(self, default: Sequence[str], lean: Sequence[str]) -> dict:
-        """The guest plan's (lab.guest.init_plan.GuestPlan) tracing fields, the events as :meth:`trace_events`."""
+    def settings_fields(self, default: Sequence[str], lean: Sequence[str]) -> dict:
+        """The tracing fields of the guest settings (lab.guest.settings.GuestSettings), the events as
+        :meth:`trace_events`."""
         return {"trace_events": self.trace_events(default, lean), "trace_buffer_kb": self.trace_buffer_kb,
                 "node_maps": self.node_maps, "node_samples": not self.lean, "trace_mode": self.trace_mode}  # fmt: skip

@@ -46,7 +46,7 @@ from lab.analysis.expectations import Expectation
 from lab.analysis.metrics import METRIC_KEYS
 from lab.datafile import load_yaml
 from lab.errors import LabError
-from lab.guest.init_plan import check_duration
+from lab.guest.settings import check_duration
 from lab.matrix.spec_parts import parse_auto, parse_expect
 from lab.paths import resolved
 from lab.run.options import RunOptions

@@ -15,7 +15,7 @@ from lab.analysis.numa import default_events, lean_events
 from lab.analysis.sched_cache import configured
 from lab.analysis.scheduler_class import side_names
 from lab.errors import LabError
-from lab.guest.init_plan import GuestPlan
+from lab.guest.settings import GuestSettings
 from lab.host.accel import accel_verdict
 from lab.kernel.bootable import Kernel
 from lab.kernel.resolve import resolve_kernel
@@ -53,17 +53,17 @@ def _event_sets() -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(e.full for e in default_events()), tuple(e.full for e in lean_events())
 
 
-def plan_of(opts: RunOptions, workload: Workload, topo: Topology) -> GuestPlan:
-    """The guest plan of ``opts``, the same for every kernel and repeat (its /plan/plan.sh and kernel command
+def settings_of(opts: RunOptions, workload: Workload, topo: Topology) -> GuestSettings:
+    """The guest settings of ``opts``, the same for every kernel and repeat (its /plan/plan.sh and kernel command
     line; the golden files in tests/golden/guest/ pin both down for a few runs)."""
     # tiering: NUMA_BALANCING_MEMORY_TIERING (2), promotion from lower memory tiers, with demotion on
     balancing = {"on": "1", "off": "0", "default": None, "tiering": "2"}[opts.numa_balancing]
-    return GuestPlan(
+    return GuestSettings(
         workload_cmd=workload.command(topo, opts.duration),
         duration_s=opts.duration,
         numa_balancing=balancing,
         knobs=opts.knob_values(),
-        **opts.tracing.plan_fields(*_event_sets()),
+        **opts.tracing.settings_fields(*_event_sets()),
         test_fault="mutate" if opts.test_fault.startswith("mutate=") else opts.test_fault,
         test_script=_test_script(opts.test_fault),
         kernel_args=" ".join(opts.append),
@@ -72,7 +72,7 @@ def plan_of(opts: RunOptions, workload: Workload, topo: Topology) -> GuestPlan:
 
 
 def _test_script(test_fault: str) -> str:
-    """--test-fault mutate=SCRIPT (the tests): the script's text, for the guest plan."""
+    """--test-fault mutate=SCRIPT (the tests): the script's text, for the guest settings."""
     if not test_fault.startswith("mutate="):
         return ""
     path = Path(test_fault.partition("=")[2])
@@ -111,7 +111,7 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
     sides = [(k, resolve_scheduler(s, k, progress)) for k in kernels for s in opts.schedulers]
     if opts.numa_balancing == "tiering" and not (topo.tiers and topo.tiers.slow_nodes):
         progress(f"warning: --numa-balancing tiering on {topo.name}, which has no slow memory tier: nothing to promote")
-    plan = plan_of(opts, workload, topo)
+    settings = settings_of(opts, workload, topo)
     access_sample_of(opts, opts.vm.asked_accel)  # before a libvirt host is asked
     check_clock(opts.guest_time.clock, opts.vm.backend, opts.vm.accel, None)  # before a libvirt host is asked
     backend = backend_of(opts)
@@ -122,7 +122,7 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
     access_sample = access_sample_of(opts, accel, backend.emulator)
     latency = latency_of(opts, accel, topo, backend.emulator)
     if latency and latency.from_workload:
-        plan = replace(plan, model_start=True)
+        settings = replace(settings, model_start=True)
     backing = Backing(opts.backing, opts.prealloc)
     batch = batch_dir(opts, len(sides))
     reqs = []
@@ -134,14 +134,14 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
             shown = kernel.name if not sched.sched_ext else f"{kernel.name} {sched.label}"
             label = f"{shown} repeat {i + 1}/{opts.repeat}"
             seeded = replace(clock, seed=opts.guest_time.seed_of(i)) if clock.virtual else clock
-            side_plan = replace(plan, scheduler_cmd=sched.guest_command(), scheduler_ops=sched.ops,
-                                scheduler_wait_s=sched.wait_s)  # fmt: skip
+            side_settings = replace(settings, scheduler_cmd=sched.guest_command(), scheduler_ops=sched.ops,
+                                    scheduler_wait_s=sched.wait_s)  # fmt: skip
             reqs.append(
                 RunRequest(
                     topo,
                     kernel,
                     workload,
-                    side_plan,
+                    side_settings,
                     accel,
                     reason,
                     backing,

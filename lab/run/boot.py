@@ -1,5 +1,5 @@
-"""Stage 2 of a run (lab.run.execute): the VM runs the plan; a boot that stalls before init (TCG) is booted once
-more. What happened is handed to the collect stage as one :class:`Booted`."""
+"""Stage 2 of a run (lab.run.execute): the VM runs the guest's settings; a boot that stalls before init (TCG) is
+booted once more. What happened is handed to the collect stage as one :class:`Booted`."""
 
 from __future__ import annotations
 
@@ -33,10 +33,10 @@ class Booted:
 
 
 def boot(trip: Trip, prep: Prepared) -> Booted:
-    """The VM runs the plan; a boot that stalls before init (TCG) is booted once more."""
+    """The VM runs the guest's settings; a boot that stalls before init (TCG) is booted once more."""
     req, say = trip.req, trip.say
     say(f"booting {req.topology.name} ({req.topology.total_cpus} vCPUs, {req.accel})")
-    duration = req.plan.duration_s
+    duration = req.settings.duration_s
     state = {"workload_start": None, "last_tick": 0.0}
 
     def on_stage(st: Stage) -> None:

@@ -194,7 +194,7 @@ def _manifest_inputs(trip: Trip, prep: Prepared, booted: Booted, got: Gathered, 
         scheduler=sched,
     )
     return ManifestInputs(
-        asked=RunAsked(trip.run_id, req.label, req.topology, req.kernel, req.workload.name, req.plan),
+        asked=RunAsked(trip.run_id, req.label, req.topology, req.kernel, req.workload.name, req.settings),
         machine=_machine(trip, prep, booted),
         end=RunEnd(outcome, status, reason, got.total_s, req.timeout(), booted.stalled),
         guest=guest,
@@ -363,7 +363,7 @@ def _metrics(req: RunRequest, d: Path, outcome: VmOutcome, result: dict | None, 
     booted = outcome.stage("booted") is not None
     ws = outcome.stage("workload-start")
     t0 = ws.guest_uptime if ws and not ws.contradicted else None
-    metrics = net("metrics", run_metrics, {}, d, req.topology, req.plan.trace_events, t0) if booted else {}
+    metrics = net("metrics", run_metrics, {}, d, req.topology, req.settings.trace_events, t0) if booted else {}
     if booted and (cpu_time := net("/proc/stat snapshots", node_cpu_time, {}, d, req.topology)):
         metrics["node_cpu"] = cpu_time
     user = _user_record(req.workload, result)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from lab import __version__
 from lab.analysis.results import Unpacked
-from lab.guest.init_plan import GuestPlan
+from lab.guest.settings import GuestSettings
 from lab.kernel.resolve import Kernel
 from lab.record_files import RUN_FORMAT
 from lab.run.access_matrix import AccessResult
@@ -59,14 +59,14 @@ class GuestView:
 @dataclass(frozen=True)
 class RunAsked:
     """What the run was asked for (lab.run.request.RunRequest): its name and label, the machine, the kernel, the
-    workload and the guest's plan."""
+    workload and the guest's settings."""
 
     run_id: str
     label: str
     topology: Topology
     kernel: Kernel
     workload_name: str
-    plan: GuestPlan
+    settings: GuestSettings
 
 
 @dataclass(frozen=True)
@@ -214,13 +214,13 @@ def build(i: ManifestInputs) -> dict:
         "kernel": _kernel_entry(i),
         "workload": {
             "name": asked.workload_name,
-            "command": asked.plan.workload_cmd,
-            "duration_s": asked.plan.duration_s,
+            "command": asked.settings.workload_cmd,
+            "duration_s": asked.settings.duration_s,
             "result": guest.workload_result,
             "exit_code": guest.workload_rc,
         }
         | (guest.workload_user or {}),
-        "settings": asked.plan.to_dict() | {"readback": guest.knobs_readback},
+        "settings": asked.settings.to_dict() | {"readback": guest.knobs_readback},
         "scheduler": guest.scheduler or fair_record(),
         "accelerator": {"name": machine.accel, "reason": machine.accel_reason, "clock": machine.clock}
         | accel_differences(machine.backend_info.get("argv") or [], guest.clocksource),

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from lab.datafile import load_json
 from lab.errors import LabError, check_choice
-from lab.guest.init_plan import SHORT_SCAN_KNOBS, GuestPlan, check_duration
+from lab.guest.settings import SHORT_SCAN_KNOBS, GuestSettings, check_duration
 from lab.guest.trace_options import TraceOptions
 from lab.paths import json_text, utf8_path
 from lab.placement.pinning import BACKINGS, PINNINGS
@@ -98,7 +98,7 @@ class RunOptions:
     test_fault: str = ""  # panic, hang, hostile=/host/path (the tests)
     # The pieces (PIECES), each of the options that configure one module: the VM's backend (lab.vm.backend), the
     # guest clock (lab.vm.tcg.guest_clock), the memory charge (lab.vm.tcg.latency_model), the access matrix
-    # (lab.vm.tcg.access_plugin) and the tracing (lab.guest.init_plan).
+    # (lab.vm.tcg.access_plugin) and the tracing (lab.guest.settings).
     vm: BackendOptions = field(default_factory=BackendOptions)
     guest_time: ClockOptions = field(default_factory=ClockOptions)
     latency: LatencyOptions = field(default_factory=LatencyOptions)
@@ -128,12 +128,12 @@ class RunOptions:
         # (before anything is made: a record's path is in its UTF-8 files, the QEMU command line first)
         utf8_path(*((self.out, "--out") if self.out is not None else (self.runs_dir, "--runs-dir")))
         self.workload_of()
-        # The guest plan's own checks (knobs, kernel arguments; the tracing's are its piece's), on a plan of these
-        # options (--test-fault mutate=SCRIPT: the plan gets the script's text, read when the run is planned).
+        # The guest settings' own checks (knobs, kernel arguments; the tracing's are its piece's), on settings of
+        # these options (--test-fault mutate=SCRIPT: they get the script's text, read when the run is planned).
         mutate = self.test_fault.startswith("mutate=")
-        GuestPlan("true", self.duration, knobs=self.knob_values(), trace_events=(),
-                  test_fault="mutate" if mutate else self.test_fault, test_script=":" if mutate else "",
-                  kernel_args=" ".join(self.append))  # fmt: skip
+        GuestSettings("true", self.duration, knobs=self.knob_values(), trace_events=(),
+                      test_fault="mutate" if mutate else self.test_fault, test_script=":" if mutate else "",
+                      kernel_args=" ".join(self.append))  # fmt: skip
 
     def check_schedulers(self) -> None:
         """--scheduler's words (what needs the kernel is lab.run.batch's), and one A/B axis at a time."""

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.guest import image
-from lab.guest.init_plan import GuestPlan
+from lab.guest.settings import GuestSettings
 from lab.kernel.pvh import boot_image
 from lab.record_files import CONSOLE_LOG
 from lab.run import access_matrix as access_run
@@ -24,10 +24,10 @@ from lab.workloads import image_layers
 from lab.workloads.workload_type import Workload
 
 
-def kernel_cmdline(plan: GuestPlan, topo: Topology, tcg_args: str = "") -> str:
-    """The guest kernel's whole command line: the plan's, the memory tiers' (lab.topology.tiers), then the
+def kernel_cmdline(settings: GuestSettings, topo: Topology, tcg_args: str = "") -> str:
+    """The guest kernel's whole command line: the settings', the memory tiers' (lab.topology.tiers), then the
     TCG arguments (lab.vm.tcg.tcg_boot; they depend on the host, so the golden files leave them out)."""
-    return " ".join([plan.cmdline(), *tier_kernel_args(topo), *([tcg_args] if tcg_args else [])])
+    return " ".join([settings.cmdline(), *tier_kernel_args(topo), *([tcg_args] if tcg_args else [])])
 
 
 @dataclass(frozen=True)
@@ -51,9 +51,9 @@ def prepare(trip: Trip) -> Prepared:
     boot_kernel, protocol = boot_image(req.kernel.image)
     tsc_host = req.backend.host_id  # a remote libvirt host has its own TSC frequency
     tcg_args = tcg_boot.boot_args(req.kernel.image, req.accel, tsc_host, req.clock.virtual, req.kernel.config)
-    cmdline = kernel_cmdline(req.plan, req.topology, " ".join(filter(None, (tcg_args, req.clock.kernel_args()))))
+    cmdline = kernel_cmdline(req.settings, req.topology, " ".join(filter(None, (tcg_args, req.clock.kernel_args()))))
     firmware = req.backend.firmware_rom(req.firmware)
-    tools = image_layers.tools_for(req.workload, req.plan.trace_mode, bool(req.plan.trace_events))
+    tools = image_layers.tools_for(req.workload, req.settings.trace_mode, bool(req.settings.trace_events))
     programs = image_layers.programs_for(req.workload)
     layers = [
         image.base_image(),
@@ -64,7 +64,7 @@ def prepare(trip: Trip) -> Prepared:
         req.scheduler.layer(),  # --scheduler: a sched_ext scheduler and its libraries (lab.run.scheduler)
     ]
     token = secrets.token_hex(16)  # this boot's stage-mark token (lab.vm.console; docs/security.md)
-    initrd = image.assemble_initrd(tmp / "initrd.cpio", layers, req.plan.to_shell(), token)
+    initrd = image.assemble_initrd(tmp / "initrd.cpio", layers, req.settings.to_shell(), token)
     access = None
     if req.access_sample or req.latency:
         qemu = req.backend.emulator_version()

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lab.guest.init_plan import GuestPlan
+from lab.guest.settings import GuestSettings
 from lab.kernel.resolve import Kernel
 from lab.placement.pinning import Backing, Placement
 from lab.run.collect_limit import COLLECT_LIMIT_S
@@ -32,7 +32,7 @@ class RunRequest:
     topology: Topology
     kernel: Kernel
     workload: Workload
-    plan: GuestPlan
+    settings: GuestSettings  # what the guest runs by (its /plan/plan.sh, its kernel command line)
     accel: str
     accel_reason: str = ""
     backing: Backing = field(default_factory=Backing)
@@ -62,7 +62,7 @@ class RunRequest:
         members = 1024 + 4 * self.topology.total_cpus
         if self.guest_output_limit is not None:
             return ShareLimits(output_bytes=self.guest_output_limit, tar_members=members)
-        trace = 2 * self.topology.total_cpus * self.plan.trace_buffer_kb * 1024 if self.plan.trace_events else 0
+        trace = 2 * self.topology.total_cpus * self.settings.trace_buffer_kb * 1024 if self.settings.trace_events else 0
         return ShareLimits(output_bytes=max(DEFAULT_OUTPUT_LIMIT, trace + (256 << 20)), tar_members=members)
 
     def boot_deadline(self) -> float | None:
@@ -99,7 +99,7 @@ class RunRequest:
         if self.timeout_s is not None:
             return self.timeout_s
         coherence = self.latency is not None and self.latency.coherence
-        return default_timeout_s(self.topology.total_cpus, self.plan.duration_s, self.accel, self.clock,
+        return default_timeout_s(self.topology.total_cpus, self.settings.duration_s, self.accel, self.clock,
                                  self.kvm_probe_s, coherence)  # fmt: skip
 
 

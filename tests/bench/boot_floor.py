@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from lab.analysis.numa import default_events  # noqa: E402
 from lab.guest import image  # noqa: E402
-from lab.guest.init_plan import GuestPlan  # noqa: E402
+from lab.guest.settings import GuestSettings  # noqa: E402
 from lab.workloads.image_layers import programs_for  # noqa: E402
 from lab.workloads.registry import get_workload  # noqa: E402
 
@@ -77,7 +77,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="numalab-floor-") as tmp_s:
         tmp = Path(tmp_s)
         floor_initrd = image.minimal_initrd(tmp / "floor.cpio", POWEROFF_INIT)
-        plan = GuestPlan(
+        plan = GuestSettings(
             workload_cmd="idle --duration 0.1", duration_s=0.1, trace_events=tuple(e.full for e in default_events())
         )
         layers = [image.base_image(), image.workload_image(programs_for(get_workload("idle")))]

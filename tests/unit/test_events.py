@@ -1,7 +1,7 @@
 """One vocabulary of trace events (lab.events), and a default trace set that follows the analyses.
 
 The events a run traces by default are derived from the analyses that need them
-(lab.analysis.numa.default_events); the run's plan and ``numalab run --help``
+(lab.analysis.numa.default_events); the run's guest settings and ``numalab run --help``
 take them from there, so an analysis whose ``requires`` changes changes what a
 run records. And no module of lab/ spells an event's name itself.
 """
@@ -20,7 +20,7 @@ from lab.analysis.numa import ANALYSES, Analysis, analyse_trace, default_events
 from lab.cli.main import build_parser, run_options_from_args
 from lab.events import BY_NAME, KNOWN, MIGRATE_PAGES, MIGRATE_TASK, NUMA_DECISIONS, STICK_NUMA
 from lab.report import perfetto
-from lab.run.batch import plan_of
+from lab.run.batch import settings_of
 from lab.topology.spec import load_topology
 from lab.trace.tracedat import TraceData
 from lab.workloads.registry import get_workload
@@ -28,9 +28,9 @@ from lab.workloads.registry import get_workload
 DATA = REPO / "tests" / "data" / "runs"
 
 
-def _plan(*extra: str):
+def _settings(*extra: str):
     args = build_parser().parse_args(["run", "--topology", "ring-4", "--workload", "numa01", *extra])
-    return plan_of(run_options_from_args(args), get_workload("numa01"), load_topology("ring-4"))
+    return settings_of(run_options_from_args(args), get_workload("numa01"), load_topology("ring-4"))
 
 
 def _run_help() -> str:
@@ -58,17 +58,17 @@ def test_the_default_set_is_the_one_numalab_has_always_traced() -> None:
 
 
 def test_a_run_traces_every_event_its_default_analyses_need() -> None:
-    """The plan of ``numalab run`` (and so of every matrix run) and the --help text take the derived set: every
+    """The settings of ``numalab run`` (and so of every matrix run) and the --help text take the derived set: every
     default analysis runs on a default trace, and an opt-in one not asked for is neither run nor skipped. A
     default set written out anywhere instead would fall behind an analysis whose requires changed, and fail
     here."""
-    plan = _plan()
-    assert plan.trace_events == tuple(e.full for e in default_events())
-    recorded = {e.split(":")[1] for e in plan.trace_events}
+    settings = _settings()
+    assert settings.trace_events == tuple(e.full for e in default_events())
+    recorded = {e.split(":")[1] for e in settings.trace_events}
     out = analyse_trace(TraceData([]), load_topology("ring-4"), recorded, 0.0)
     assert out["skipped"] == {}  # (an opt-in analysis whose events were not asked for is not "skipped")
     assert not any(a.name in out for a in ANALYSES if not a.default)
-    assert f"default set: {', '.join(plan.trace_events)})" in _run_help()
+    assert f"default set: {', '.join(settings.trace_events)})" in _run_help()
 
 
 def test_the_perfetto_timeline_has_its_events_in_a_default_trace() -> None:
@@ -77,10 +77,10 @@ def test_the_perfetto_timeline_has_its_events_in_a_default_trace() -> None:
 
 
 def test_extra_events_come_after_the_default_set_once_and_no_trace_traces_nothing() -> None:
-    plan = _plan("--event", "sched:sched_switch", "--event", STICK_NUMA.full, "--event", "sched:sched_switch")
-    assert plan.trace_events == (*(e.full for e in default_events()), "sched:sched_switch")
-    assert _plan("--event", MIGRATE_TASK.full).trace_events == tuple(e.full for e in default_events())  # once
-    assert _plan("--no-trace").trace_events == ()
+    settings = _settings("--event", "sched:sched_switch", "--event", STICK_NUMA.full, "--event", "sched:sched_switch")
+    assert settings.trace_events == (*(e.full for e in default_events()), "sched:sched_switch")
+    assert _settings("--event", MIGRATE_TASK.full).trace_events == tuple(e.full for e in default_events())  # once
+    assert _settings("--no-trace").trace_events == ()
 
 
 def test_the_derivation_follows_a_changed_analysis() -> None:

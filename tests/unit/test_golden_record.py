@@ -17,7 +17,7 @@ from test_golden import GOLDEN, _check
 from lab.analysis.record import RunRecord
 from lab.cli.main import build_parser, run_options_from_args
 from lab.record_files import MANIFEST
-from lab.run.batch import plan_of
+from lab.run.batch import settings_of
 from lab.run.prepare import kernel_cmdline
 from lab.workloads.registry import get_workload
 
@@ -33,26 +33,26 @@ RUNS = {
 SHAPE_RECORD = REPO / "tests" / "data" / "runs" / "ring2-idle"
 
 
-def _plan(options: list[str]):
+def _settings(options: list[str]):
     opts = run_options_from_args(build_parser().parse_args(["run", *options]))
     topo = opts.topology.load()
-    return plan_of(opts, get_workload(opts.workload), topo), topo
+    return settings_of(opts, get_workload(opts.workload), topo), topo
 
 
 @pytest.mark.parametrize("name", RUNS)
 def test_guest_plan_and_kernel_cmdline_golden(name: str) -> None:
-    plan, topo = _plan(RUNS[name])
-    _check(GOLDEN / "guest" / f"{name}.cmdline", kernel_cmdline(plan, topo) + "\n")
-    _check(GOLDEN / "guest" / f"{name}.plan.sh", plan.to_shell())
+    settings, topo = _settings(RUNS[name])
+    _check(GOLDEN / "guest" / f"{name}.cmdline", kernel_cmdline(settings, topo) + "\n")
+    _check(GOLDEN / "guest" / f"{name}.plan.sh", settings.to_shell())
 
 
-def test_the_access_matrix_changes_neither_plan_nor_cmdline() -> None:
+def test_the_access_matrix_changes_neither_settings_nor_cmdline() -> None:
     """--access-matrix is QEMU's (a TCG plugin on the host): the guest is told the same as without it."""
-    plain, topo = _plan(RUNS["ring4-numa01"])
-    counted, _ = _plan([*RUNS["ring4-numa01"], "--access-matrix", "--accel", "tcg"])
+    plain, topo = _settings(RUNS["ring4-numa01"])
+    counted, _ = _settings([*RUNS["ring4-numa01"], "--access-matrix", "--accel", "tcg"])
     assert counted == plain and kernel_cmdline(counted, topo) == kernel_cmdline(plain, topo)
-    # (and a plan that does change shows up: the comparison can fail)
-    assert _plan([*RUNS["ring4-numa01"], "--no-trace"])[0] != plain
+    # (and settings that do change show up: the comparison can fail)
+    assert _settings([*RUNS["ring4-numa01"], "--no-trace"])[0] != plain
 
 
 def _shape(value, path: str, out: dict[str, set[str]]) -> None:

@@ -85,19 +85,20 @@ def test_assemble_skips_missing_layers_and_ends_with_the_plan(tmp_path, monkeypa
 
 
 def test_kernel_command_line_sets_up_the_trace_at_boot_unless_trace_cmd_records() -> None:
-    from lab.guest.init_plan import KERNEL_CMDLINE, GuestPlan
+    from lab.guest.settings import KERNEL_CMDLINE, GuestSettings
 
-    raw = GuestPlan("idle", 1, trace_events=("sched:sched_move_numa", "sched:sched_switch"), trace_buffer_kb=2048)
+    raw = GuestSettings("idle", 1, trace_events=("sched:sched_move_numa", "sched:sched_switch"), trace_buffer_kb=2048)
     events = "trace_event=sched:sched_move_numa,sched:sched_switch"
     assert raw.cmdline() == f"{KERNEL_CMDLINE} {events} trace_buf_size=2048K"
     numa = ("sched:sched_move_numa",)
-    extract = GuestPlan("idle", 1, trace_events=numa, trace_mode="extract")
+    extract = GuestSettings("idle", 1, trace_events=numa, trace_mode="extract")
     assert "trace_event=sched:sched_move_numa " in extract.cmdline()
-    assert GuestPlan("idle", 1, trace_events=numa, trace_mode="record").cmdline() == KERNEL_CMDLINE
-    assert GuestPlan("idle", 1, trace_events=()).cmdline() == KERNEL_CMDLINE
-    assert GuestPlan("idle", 1, trace_events=(), kernel_args=" initcall_debug ").cmdline().endswith(" initcall_debug")
+    assert GuestSettings("idle", 1, trace_events=numa, trace_mode="record").cmdline() == KERNEL_CMDLINE
+    assert GuestSettings("idle", 1, trace_events=()).cmdline() == KERNEL_CMDLINE
+    appended = GuestSettings("idle", 1, trace_events=(), kernel_args=" initcall_debug ")
+    assert appended.cmdline().endswith(" initcall_debug")
     with pytest.raises(LabError, match="--append"):
-        GuestPlan("idle", 1, trace_events=(), kernel_args="a\nb")
+        GuestSettings("idle", 1, trace_events=(), kernel_args="a\nb")
 
 
 def test_base_is_found_again_by_fingerprint_and_rebuilt_when_the_init_changes(tmp_path, monkeypatch) -> None:

@@ -12,7 +12,7 @@ from common import REPO
 
 from lab.analysis.record import RunRecord
 from lab.analysis.results import Unpacked
-from lab.guest.init_plan import GuestPlan
+from lab.guest.settings import GuestSettings
 from lab.kernel.bootable import Kernel
 from lab.record_files import CONSOLE_LOG, MANIFEST
 from lab.run.access_matrix import AccessResult
@@ -41,8 +41,8 @@ def _inputs(tmp_path: Path, m: dict) -> ManifestInputs:
     k = m["kernel"]
     kernel = Kernel(k["name"], image, Path("/modules") if k["modular"] else None,
                     Path(k["config"]) if k["config"] else None, k["release"])  # fmt: skip
-    settings = {key: v for key, v in m["settings"].items() if key != "readback"}
-    plan = GuestPlan(**settings | {"trace_events": tuple(settings["trace_events"])})
+    fields = {key: v for key, v in m["settings"].items() if key != "readback"}
+    settings = GuestSettings(**fields | {"trace_events": tuple(fields["trace_events"])})
     stages = [Stage(s["name"], s["detail"], s["host_s"], s["uptime"]) for s in m["stages"]]
     placement = {key: v for key, v in m["placement"].items() if key not in ("pinned", "pin_error")}
     outcome = VmOutcome(m["backend"]["exit_code"], False, m["timings"]["vm_s"], stages,
@@ -51,7 +51,8 @@ def _inputs(tmp_path: Path, m: dict) -> ManifestInputs:
     guest_image = GuestImage(tuple(m["guest_image"]["tools"]), tuple(m["guest_image"]["programs"]),
                              m["guest_image"]["initrd_bytes"])  # fmt: skip
     return ManifestInputs(
-        asked=RunAsked(m["run_id"], m["label"], RunRecord.load(RECORD).topology, kernel, m["workload"]["name"], plan),
+        asked=RunAsked(m["run_id"], m["label"], RunRecord.load(RECORD).topology, kernel, m["workload"]["name"],
+                       settings),
         machine=RunMachine(m["accelerator"]["name"], m["accelerator"]["reason"], m["accelerator"]["clock"], placement,
                            m["backend"], k["boot_protocol"], m["firmware"]["rom"] or "", m["firmware"]["choice"],
                            guest_image),
@@ -113,7 +114,7 @@ def test_the_records_accessors_read_what_the_builder_wrote(tmp_path) -> None:
     assert (r.kernel_name, r.workload_name, r.accelerator) == ("stock", "idle", "tcg")
     assert r.workload_duration_s == 1 and r.workload_result == recorded["workload"]["result"]
     assert r.numa_balancing == "1" and r.knobs == recorded["settings"]["knobs"]
-    assert r.trace_events == inputs.asked.plan.trace_events and r.topology.name == "ring-2"
+    assert r.trace_events == inputs.asked.settings.trace_events and r.topology.name == "ring-2"
     assert r.timings["boot_s"] == recorded["timings"]["boot_s"] and r.metrics == recorded["metrics"]
     start = next(s["uptime"] for s in recorded["stages"] if s["name"] == "workload-start")
     assert r.workload_start_uptime == r.stage_uptime("workload-start") == start and r.stage_uptime("nope") is None

@@ -205,15 +205,15 @@ def test_bad_knobs_are_one_line(knob: str, needle: str) -> None:
     assert_one_line_error(proc, needle)
 
 
-def test_debugfs_knobs_reach_the_plan() -> None:
-    from lab.guest.init_plan import GuestPlan
+def test_debugfs_knobs_reach_the_guest_settings() -> None:
+    from lab.guest.settings import GuestSettings
 
-    plan = GuestPlan("true", 1, knobs={"llc_balancing/enabled": "1", "scan_delay_ms": "50"}, trace_events=())
-    assert "KNOBS='llc_balancing/enabled=1 scan_delay_ms=50'" in plan.to_shell()
+    settings = GuestSettings("true", 1, knobs={"llc_balancing/enabled": "1", "scan_delay_ms": "50"}, trace_events=())
+    assert "KNOBS='llc_balancing/enabled=1 scan_delay_ms=50'" in settings.to_shell()
 
 
 def test_lean_traces_balancings_own_events_and_takes_no_node_samples() -> None:
-    from lab.run.batch import plan_of, trace_events_of
+    from lab.run.batch import settings_of, trace_events_of
     from lab.workloads.registry import get_workload
 
     default, lean = RunOptions(), _cli("--lean", "--event", "sched:sched_waking")
@@ -221,8 +221,8 @@ def test_lean_traces_balancings_own_events_and_takes_no_node_samples() -> None:
     assert trace_events_of(lean) == ("sched:sched_move_numa", "sched:sched_swap_numa", "sched:sched_stick_numa",
                                      "migrate:mm_migrate_pages", "sched:sched_waking")  # fmt: skip
     topo = lean.topology.load()
-    plan, lean_plan = (plan_of(o, get_workload("numa01"), topo) for o in (default, lean))
-    assert "NODE_SAMPLES" not in plan.to_shell() and "node_samples" not in plan.to_dict()
-    assert "export NODE_SAMPLES=0" in lean_plan.to_shell() and lean_plan.to_dict()["node_samples"] is False
+    settings, lean_settings = (settings_of(o, get_workload("numa01"), topo) for o in (default, lean))
+    assert "NODE_SAMPLES" not in settings.to_shell() and "node_samples" not in settings.to_dict()
+    assert "export NODE_SAMPLES=0" in lean_settings.to_shell() and lean_settings.to_dict()["node_samples"] is False
     with pytest.raises(LabError, match="^--node-maps: not with --lean"):
         _cli("--lean", "--node-maps")

@@ -21,7 +21,7 @@ from lab.vm.tcg.latency_model import LatencyModel
 def _req(clock: GuestClock) -> RunRequest:
     """A request with only what the limit reads (the kernel and workload are not)."""
     return RunRequest(topology=load_topology("ring-4"), kernel=None, workload=None,  # type: ignore[arg-type]
-                      plan=SimpleNamespace(duration_s=5.0), accel="tcg", clock=clock)  # type: ignore[arg-type]  # fmt: skip
+                      settings=SimpleNamespace(duration_s=5.0), accel="tcg", clock=clock)  # type: ignore[arg-type]  # fmt: skip
 
 
 def test_the_timeout_follows_the_instructions_a_guest_second_holds() -> None:

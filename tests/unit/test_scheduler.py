@@ -11,7 +11,7 @@ import pytest
 
 from lab.analysis.scheduler_class import side_names
 from lab.errors import LabError
-from lab.guest.init_plan import GuestPlan
+from lab.guest.settings import GuestSettings
 from lab.kernel.bootable import Kernel
 from lab.kernel.fragments import load_fragments
 from lab.kernel.sched_ext import key_part, wants_schedulers
@@ -158,12 +158,13 @@ def test_run_options_take_one_ab_axis_at_a_time() -> None:
         RunOptions(schedulers=("scx_simple", "scx_simple"))
 
 
-def test_the_plan_says_nothing_of_a_scheduler_unless_one_is_asked_for() -> None:
-    plain = GuestPlan("true", 1.0, trace_events=())
+def test_the_guest_settings_say_nothing_of_a_scheduler_unless_one_is_asked_for() -> None:
+    plain = GuestSettings("true", 1.0, trace_events=())
     assert "SCHEDULER" not in plain.to_shell() and "scheduler_cmd" not in plain.to_dict()
-    plan = GuestPlan("true", 1.0, trace_events=(), scheduler_cmd="/scheduler/scx_qmap -e 100", scheduler_ops="qmap")
-    assert "export SCHEDULER='/scheduler/scx_qmap -e 100'" in plan.to_shell()
-    assert "export SCHEDULER_OPS=qmap" in plan.to_shell() and "export SCHEDULER_WAIT=100" in plan.to_shell()
+    settings = GuestSettings("true", 1.0, trace_events=(), scheduler_cmd="/scheduler/scx_qmap -e 100",
+                             scheduler_ops="qmap")  # fmt: skip
+    assert "export SCHEDULER='/scheduler/scx_qmap -e 100'" in settings.to_shell()
+    assert "export SCHEDULER_OPS=qmap" in settings.to_shell() and "export SCHEDULER_WAIT=100" in settings.to_shell()
 
 
 def test_the_fragment_asks_for_the_examples_and_only_it_changes_the_key() -> None:

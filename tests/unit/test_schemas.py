@@ -15,7 +15,7 @@ from lab.analysis.compare import SIGNIFICANCES
 from lab.analysis.expectations import DIRECTIONS
 from lab.datafile import load_yaml
 from lab.errors import LabError
-from lab.guest.init_plan import KNOB_NAMES
+from lab.guest.settings import KNOB_NAMES
 from lab.run.options import MAX_REPEAT
 from lab.topology.model import MAX_NODES
 from lab.vm.tcg.guest_clock import CLOCKS

@@ -1,4 +1,5 @@
-"""The plan a guest runs: workload, NUMA-balancing settings, tracing. Rendered as /plan/plan.sh.
+"""The settings a guest runs by: workload, NUMA-balancing settings, tracing. Rendered as /plan/plan.sh (the guest's
+name for them, as the init reads it), and recorded as the manifest's ``settings``.
 
 Which events to trace is the caller's to say (``trace_events``): the default set comes from the
 analyses that need it (``lab.analysis.numa.default_events``), a layer above this one.
@@ -63,7 +64,7 @@ def check_knob(name: str, value: str) -> None:
 
 
 @dataclass(frozen=True)
-class GuestPlan:
+class GuestSettings:
     workload_cmd: str
     duration_s: float
     numa_balancing: str | None = "1"  # "1", "0", or None to leave the kernel's default
@@ -146,11 +147,11 @@ class GuestPlan:
             "FAULT_TARGET": self.test_fault.partition("=")[2],
             "DEMOTION": self.demotion,
         }
-        if not self.node_samples:  # (only then: the plans of other runs stay as they were)
+        if not self.node_samples:  # (only then: the plan.sh of other runs stays as it was)
             env["NODE_SAMPLES"] = "0"
         if self.model_start:  # (the same)
             env["MODEL_START"] = "1"
-        if self.scheduler_cmd:  # (only then: the plans of fair-class runs stay as they were)
+        if self.scheduler_cmd:  # (only then: the plan.sh of fair-class runs stays as it was)
             env |= {"SCHEDULER": self.scheduler_cmd, "SCHEDULER_OPS": self.scheduler_ops,
                     "SCHEDULER_WAIT": str(max(1, round(self.scheduler_wait_s * 10)))}  # fmt: skip
         lines = ["# numalab guest plan (generated)"]
