@@ -21,14 +21,14 @@ docs/tutorial.md walks it."""
 
 
 def cmd_ab(args: argparse.Namespace) -> int:
-    from lab.kernel.tree_ab import TreeAB, build_pair, plan_tree  # (on use: start-up time)
+    from lab.kernel.tree_ab import TreeAB, build_pair, tree_builds  # (on use: start-up time)
     from lab.run.scheduler import check_early, fragments_for  # (on use: start-up time)
 
     (sched,) = schedulers_of(args, one=True)
     check_early(sched)  # (a sched_ext scheduler: both kernels get the sched-ext fragment)
     ab = TreeAB(args.tree, args.base, args.head, tuple(args.patch), args.series, args.include_uncommitted,
                 fragments_for(sched, tuple(args.fragment)), args.make_jobs)  # fmt: skip
-    plan = plan_tree(ab)  # every input of the builds checked first
+    builds = tree_builds(ab)  # every input of the builds checked first
     args.kernel = ["stock", "stock"]
     opts = run_options_from_args(args)  # and the run's options, before anything is built
     opts.topology.load()
@@ -42,9 +42,9 @@ def cmd_ab(args: argparse.Namespace) -> int:
         check_auto(opts, ab_plan_of(args))
     else:
         reject_without_auto(args)
-    for note in plan.notes:
+    for note in builds.notes:
         progress(note)
-    base, patched = build_pair(plan, progress)
+    base, patched = build_pair(builds, progress)
     args.kernel = [base.name, patched.name]
     return cmd_run(args)
 

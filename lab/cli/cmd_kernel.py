@@ -62,20 +62,20 @@ def _mib(n: int) -> str:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    from lab.kernel.cache import prune, prune_plan  # (on use: start-up time)
+    from lab.kernel.cache import prunable, prune  # (on use: start-up time)
 
     if args.log_age_days < 0:
         raise LabError(f"--log-age-days: must be >= 0, got {args.log_age_days:g}")
-    plan = prune_plan(sources=args.sources, log_age_s=args.log_age_days * 86400)
+    items = prunable(sources=args.sources, log_age_s=args.log_age_days * 86400)
     if not args.dry_run:
-        prune(plan)
-    total = sum(item["bytes"] for item in plan)
+        prune(items)
+    total = sum(item["bytes"] for item in items)
     if args.json:
-        print(json_text({"dry_run": args.dry_run, "removed": plan, "bytes": total}, indent=2))
+        print(json_text({"dry_run": args.dry_run, "removed": items, "bytes": total}, indent=2))
         return 0
-    for item in plan:
+    for item in items:
         print(f"{'would remove' if args.dry_run else 'removed'} {item['what']}: {item['path']} ({_mib(item['bytes'])})")
-    print(f"{'would free' if args.dry_run else 'freed'} {_mib(total)}" if plan else "nothing to prune")
+    print(f"{'would free' if args.dry_run else 'freed'} {_mib(total)}" if items else "nothing to prune")
     return 0
 
 

@@ -130,7 +130,7 @@ def _tree_bytes(path: Path) -> int:
     return total
 
 
-def prune_plan(sources: bool = False, log_age_s: float = 86400.0) -> list[dict]:
+def prunable(sources: bool = False, log_age_s: float = 86400.0) -> list[dict]:
     """What ``numalab kernel prune`` removes: builds no name points at, logs of builds that are gone
     (older than ``log_age_s``, so a failed build's log survives a while), and with ``sources`` the
     private source trees and warm build directories (the next build of that source is cold)."""
@@ -153,9 +153,9 @@ def prune_plan(sources: bool = False, log_age_s: float = 86400.0) -> list[dict]:
     return out
 
 
-def prune(plan: list[dict]) -> None:
-    """Remove what ``prune_plan`` listed, each source tree under its build lock."""
-    for item in plan:
+def prune(items: list[dict]) -> None:
+    """Remove what :func:`prunable` listed, each source tree under its build lock."""
+    for item in items:
         path = Path(item["path"])
         if item["what"] == "source tree":
             with open(path / ".lock", "a") as lock:

@@ -37,7 +37,9 @@ class TreeAB:
 
 
 @dataclass(frozen=True)
-class TreePlan:
+class TreeBuilds:
+    """The two builds of a tree A/B: the baseline's request and the patched kernel's."""
+
     baseline: BuildRequest
     patched: BuildRequest
     notes: tuple[str, ...]  # what the A/B is of, in words (printed before the builds)
@@ -77,7 +79,7 @@ def _uncommitted(ab: TreeAB, repo: Path, notes: list[str]) -> list[str]:
     return [str(named)]
 
 
-def plan_tree(ab: TreeAB) -> TreePlan:
+def tree_builds(ab: TreeAB) -> TreeBuilds:
     """The two build requests of a tree A/B, every input checked first (one-line errors)."""
     repo = ab.tree.expanduser()
     if not is_git_tree(repo):
@@ -96,15 +98,15 @@ def plan_tree(ab: TreeAB) -> TreePlan:
     patched = make_request(BuildInputs(source, patches, series, frags), None, ab.jobs)
     digest = hashlib.sha256("".join(p.sha256() for p in patched.patches).encode()).hexdigest()[:10]
     patched.name = f"ab-{base[:12]}-{digest}{scx}"
-    return TreePlan(baseline, patched, tuple(notes))
+    return TreeBuilds(baseline, patched, tuple(notes))
 
 
-def build_pair(plan: TreePlan, progress: Progress) -> tuple[BuildResult, BuildResult]:
+def build_pair(builds: TreeBuilds, progress: Progress) -> tuple[BuildResult, BuildResult]:
     """Both kernels, built (or found in the cache), each said as it starts and ends; the patched side's patches
     checked first, so one that does not apply is said before the baseline's build, not after it."""
-    check_patches(plan.patched, progress)
+    check_patches(builds.patched, progress)
     out = []
-    for side, req in (("baseline", plan.baseline), ("patched", plan.patched)):
+    for side, req in (("baseline", builds.baseline), ("patched", builds.patched)):
         progress(f"{side} kernel {req.name}: building (or from the cache)")
         res = build_kernel(req, progress)
         how = "cache hit" if res.cached else f"built in {res.seconds:.0f}s"

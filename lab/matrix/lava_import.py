@@ -178,9 +178,9 @@ def import_job(job_dir: Path, runs: Path, progress: Callable[[str], None] = lamb
         share = job_dir / CONSOLE_SHARE
         carried = console_files(log, prep.boot.stage_token, share, req.limits().output_bytes)
         info["lava"]["console_results"] = carried
-    plan = placement.to_dict()  # (the manifest's placement: the plan's, with what LAVA did not do)
-    plan["warnings"] = [*plan.get("warnings", []), NOT_PINNED]
-    info["placement"] = plan
+    recorded = placement.to_dict()  # (the manifest's placement: as planned, with what LAVA did not do)
+    recorded["warnings"] = [*recorded.get("warnings", []), NOT_PINNED]
+    info["placement"] = recorded
     booted = Booted(outcome, info, share, (), None if ws is None else int(ws.host_s * 1e9),
                     None if we is None else int(we.host_s * 1e9))  # fmt: skip
     manifest, nonfinite = finite_copy(collect(trip, prep, booted))

@@ -18,7 +18,7 @@ from lab.kernel import tree_ab
 from lab.kernel.git_tree import uncommitted
 from lab.kernel.patches import apply_patches, load_patches
 from lab.kernel.source import BASE_REF, reset_tree
-from lab.kernel.tree_ab import TreeAB, plan_tree
+from lab.kernel.tree_ab import TreeAB, tree_builds
 from lab.run.execute import _prepare_out
 from lab.untrusted import escape_surrogates, term_safe
 from lab.workloads import image_layers
@@ -90,8 +90,8 @@ def test_an_uncommitted_edit_that_is_not_utf8_becomes_a_byte_exact_patch(tmp_pat
     (repo / "kernel" / "a.c").write_bytes(edited)
     (repo / os.fsdecode(CAFE)).write_bytes(b"int y; /* \xff */\n")
     assert len(uncommitted(repo)) == 2
-    plan = plan_tree(TreeAB(repo, "HEAD", include_uncommitted=True))
-    (patch,) = plan.patched.patches
+    builds = tree_builds(TreeAB(repo, "HEAD", include_uncommitted=True))
+    (patch,) = builds.patched.patches
     assert b"caf\xe9" in patch.data and b"\xff" in patch.data
     # Applied as a build applies it, the edits come back byte for byte.
     copy = _tree(tmp_path / "copy", {b"Makefile": b"all:\n", b"kernel/a.c": b"int x;\n", CAFE: b"int y;\n"})
@@ -227,18 +227,18 @@ def test_ab_refuses_a_patch_that_does_not_apply_or_an_empty_series_before_any_bu
     series.mkdir()
     (series / "series").write_text("# nothing yet\n")
     with pytest.raises(LabError, match=rf"^--series {series}/series: lists no patch$"):
-        plan_tree(TreeAB(repo, "HEAD", series=str(series)))
+        tree_builds(TreeAB(repo, "HEAD", series=str(series)))
     good, second = tmp_path / "good.diff", tmp_path / "second.diff"
     good.write_text("--- a/kernel/a.c\n+++ b/kernel/a.c\n@@ -1 +1 @@\n-int a;\n+int b;\n")
     second.write_text("--- a/kernel/a.c\n+++ b/kernel/a.c\n@@ -1 +1 @@\n-int a;\n+int c;\n")  # (on a, not b)
-    plan = plan_tree(TreeAB(repo, "HEAD", patches=(str(good), str(second))))
+    builds = tree_builds(TreeAB(repo, "HEAD", patches=(str(good), str(second))))
     with pytest.raises(LabError, match=rf"^patch {second} does not apply: kernel/a.c: hunk #1 FAILED at line 1$"):
-        tree_ab.build_pair(plan, lambda _msg: None)
+        tree_ab.build_pair(builds, lambda _msg: None)
     # Patches that apply are checked, the source's private tree left pristine, and then the baseline is built.
     second.write_text("--- a/kernel/a.c\n+++ b/kernel/a.c\n@@ -1 +1 @@\n-int b;\n+int c;\n")
-    plan = plan_tree(TreeAB(repo, "HEAD", patches=(str(good), str(second))))
+    builds = tree_builds(TreeAB(repo, "HEAD", patches=(str(good), str(second))))
     with pytest.raises(_BuildStarted):
-        tree_ab.build_pair(plan, lambda _msg: None)
+        tree_ab.build_pair(builds, lambda _msg: None)
     (private,) = (tmp_path / "cache" / "kernels" / "src").glob("*/tree")
     assert (private / "kernel" / "a.c").read_bytes() == b"int a;\n"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.kernel.cache import prune, prune_plan
+from lab.kernel.cache import prunable, prune
 from lab.kernel.source import prepare_tree, resolve_source, source_root
 
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
@@ -101,7 +101,7 @@ def test_a_second_commit_of_the_same_files_shares_the_first_git_sources_tree(cac
 def test_a_pruned_tree_is_not_shared_and_the_next_one_is(cache, tarball, tmp_path) -> None:
     tar = resolve_source(str(tarball))
     prepare_tree(tar, lambda _m: None)
-    prune([item for item in prune_plan(sources=True) if item["what"] == "source tree"])
+    prune([item for item in prunable(sources=True) if item["what"] == "source tree"])
     git = resolve_source(f"{_repo(tmp_path)}@HEAD")
     assert source_root(git).name == git.key  # the index names a tree that is gone: checked, not trusted
     prepare_tree(git, lambda _m: None)

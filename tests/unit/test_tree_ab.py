@@ -1,4 +1,4 @@
-"""numalab ab's plan from a git tree (lab.kernel.tree_ab), on a small repository: what each side is, the one-line
+"""numalab ab's two builds from a git tree (lab.kernel.tree_ab), on a small repository: what each side is, the one-line
 refusals, and that the tree is only read (git status, the index and every file's mtime unchanged)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lab.errors import LabError
-from lab.kernel.tree_ab import TreeAB, plan_tree
+from lab.kernel.tree_ab import TreeAB, tree_builds
 
 
 def _git(repo: Path, *args: str) -> str:
@@ -47,14 +47,14 @@ def _state(repo: Path) -> tuple:
 
 def test_a_branch_on_a_tag_is_baseline_and_patched(repo) -> None:
     before = _state(repo)
-    plan = plan_tree(TreeAB(repo, "v6.99"))
+    builds = tree_builds(TreeAB(repo, "v6.99"))
     base = _git(repo, "rev-parse", "v6.99").strip()
-    assert plan.baseline.source.rev == base and not plan.baseline.patches
-    assert plan.patched.source.rev == base and len(plan.patched.patches) == 2
-    assert plan.baseline.name == f"ab-{base[:12]}" and plan.patched.name.startswith(f"ab-{base[:12]}-")
-    assert any("2 commit(s)" in n for n in plan.notes)
-    # The same request twice is the same plan (so both kernels are cache hits the second time).
-    assert plan_tree(TreeAB(repo, "v6.99")).patched.name == plan.patched.name
+    assert builds.baseline.source.rev == base and not builds.baseline.patches
+    assert builds.patched.source.rev == base and len(builds.patched.patches) == 2
+    assert builds.baseline.name == f"ab-{base[:12]}" and builds.patched.name.startswith(f"ab-{base[:12]}-")
+    assert any("2 commit(s)" in n for n in builds.notes)
+    # The same request twice gives the same builds (so both kernels are cache hits the second time).
+    assert tree_builds(TreeAB(repo, "v6.99")).patched.name == builds.patched.name
     assert _state(repo) == before
 
 
@@ -63,22 +63,22 @@ def test_uncommitted_edits_are_refused_or_included_as_said(repo) -> None:
     fair.write_text(fair.read_text() + "int extra;\n")
     before = _state(repo)
     with pytest.raises(LabError, match=r"1 file\(s\) with uncommitted changes \(e.g. kernel/sched/fair.c\)"):
-        plan_tree(TreeAB(repo, "v6.99"))
-    plan = plan_tree(TreeAB(repo, "v6.99", include_uncommitted=True))
-    assert len(plan.patched.patches) == 3 and "int extra;" in Path(plan.patched.patches[-1].name).read_text()
-    assert any("uncommitted edits to 1 file(s)" in n for n in plan.notes)
+        tree_builds(TreeAB(repo, "v6.99"))
+    builds = tree_builds(TreeAB(repo, "v6.99", include_uncommitted=True))
+    assert len(builds.patched.patches) == 3 and "int extra;" in Path(builds.patched.patches[-1].name).read_text()
+    assert any("uncommitted edits to 1 file(s)" in n for n in builds.notes)
     assert _state(repo) == before
     (repo / "untracked.txt").write_text("not a change\n")  # untracked files are never part of the patch
-    assert len(plan_tree(TreeAB(repo, "v6.99", include_uncommitted=True)).patched.patches) == 3
+    assert len(tree_builds(TreeAB(repo, "v6.99", include_uncommitted=True)).patched.patches) == 3
 
 
 def test_patch_files_instead_of_commits(repo, tmp_path) -> None:
     patch = tmp_path / "0001-x.patch"
     patch.write_text(_git(repo, "format-patch", "--stdout", "-1", "HEAD"))
-    plan = plan_tree(TreeAB(repo, "master", patches=(str(patch),)))
-    assert [Path(p.name).name for p in plan.patched.patches] == ["0001-x.patch"]
+    builds = tree_builds(TreeAB(repo, "master", patches=(str(patch),)))
+    assert [Path(p.name).name for p in builds.patched.patches] == ["0001-x.patch"]
     with pytest.raises(LabError, match="--head: give either commits"):
-        plan_tree(TreeAB(repo, "master", head="my-fix", patches=(str(patch),)))
+        tree_builds(TreeAB(repo, "master", head="my-fix", patches=(str(patch),)))
 
 
 @pytest.mark.parametrize(
@@ -93,7 +93,7 @@ def test_patch_files_instead_of_commits(repo, tmp_path) -> None:
 )
 def test_one_line_refusals(repo, ab, message) -> None:
     with pytest.raises(LabError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        plan_tree(ab(repo))
+        tree_builds(ab(repo))
 
 
 def test_git_reads_take_no_index_lock(repo) -> None:
@@ -102,5 +102,5 @@ def test_git_reads_take_no_index_lock(repo) -> None:
     os.utime(fair, None)  # same content, new mtime: a stat-dirty index entry
     index = repo / ".git" / "index"
     before = index.stat().st_mtime_ns, index.read_bytes()
-    plan_tree(TreeAB(repo, "v6.99"))
+    tree_builds(TreeAB(repo, "v6.99"))
     assert (index.stat().st_mtime_ns, index.read_bytes()) == before
