@@ -89,8 +89,8 @@ def cmd_run(args: argparse.Namespace) -> int:
               f"deciding on {', '.join(plan.decide)} by {plan.significance}")  # fmt: skip
         return finish(run_auto(opts, plan, progress, json_out=args.json), json_out=args.json, report=True, plan=plan)
     reject_without_auto(args)
-    # (without --repeat auto the report's A/B tables are read by the default significance rule, as they always were)
-    reading = ABPlan.of(min_effect=args.min_effect)
+    # (the report's A/B tables read by --significance and --min-effect, as --repeat auto's are)
+    reading = ABPlan.of(significance=args.significance, min_effect=args.min_effect)
     return finish(run_options(opts, progress, json_out=args.json), json_out=args.json, report=args.report,
                   plan=reading)  # fmt: skip
 
