@@ -51,7 +51,7 @@ help:
 	@echo "make setup-lava - LAVA's dispatcher (lava-run) and its device-type templates, for numalab matrix lava and its test"
 	@echo "make setup-qemu-charge - QEMU 10 built with numalab's patch, for --clock virtual --remote-latency (--qemu charge)"
 	@echo "make setup-scx - clang-19 for the scx schedulers from crates.io (--scheduler scx_bpfland@1.1.4; numalab scheduler build), and a check for cargo"
-	@echo "make test-fidelity - the modelled machine's long known answers (not in make test): K5, seed 003 in guest time, about 30-45 min"
+	@echo "make test-fidelity - the modelled machine's long known answers (not in make test): K2, K5 (seed 003 in guest time), the cache-aware A/B under the model, about 40-60 min"
 	@echo "make test-scx - the scx tier (not in make test): scx_layered releases on a 9-node guest, their bisect, bpfland against simple, numa01 under rusty (builds them the first time: minutes each)"
 
 setup: apt venv
@@ -156,7 +156,8 @@ test-scx: setup setup-scx
 	$(PY) -m pytest -ra -m scx tests/scx $(PYTEST_ARGS)
 
 # The fidelity tier alone (not in make test): issue 66's long known answers under the modelled machine m1, each
-# printing its figures (K5, seed 003's decisions in guest time: 6-8 runs of 10 guest s, 4-6 host min each).
+# printing its figures (K2, locality pays: 4 runs of 30 guest s, about 5 host min; K5, seed 003's decisions in guest
+# time: 6-8 runs of 10 guest s, 4-6 host min each; issue 67's cache-aware A/B under the model, about 30 min).
 test-fidelity: setup setup-qemu-charge
 	$(PY) -m pytest -ra -s -m fidelity tests/fidelity $(PYTEST_ARGS)
 

@@ -1,6 +1,6 @@
 """The arithmetic of issue 66's known answers: what each predicts from the runs it measures.
 
-The VM tests (tests/vm/test_vm_known_answers.py) hold the modelled machine to these predictions, and
+The fidelity tier (tests/fidelity/test_fidelity_k2.py) holds the modelled machine to these predictions, and
 docs/throughput.md gives their figures. A plain module: pytest puts tests/ on sys.path.
 """
 
