@@ -6,34 +6,17 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from lab.cpulist import MAX_CPU_ID, checked_cpulist, format_cpulist
+from lab.cpulist import format_cpulist
 from lab.record_files import CPUS
 from lab.topology.cpu_grid import CPUID_VENDOR_IDS
 from lab.topology.cpu_view import ALL_LEVELS, predict_cpus
 from lab.topology.model import Topology
-from lab.untrusted import read_guest_text, shown, to_int
+from lab.topology.sysfs import CpuFacts, SysfsReader, Trust, grep_files, read_cpu
+from lab.untrusted import read_guest_text, shown
 
-_LINE = re.compile(
-    r".*/cpu(\d{1,5})/(?:topology/(physical_package_id|die_id|cluster_id|core_id|thread_siblings_list)"
-    r"|cache/index(\d{1,2})/(level|type|shared_cpu_list|id|size)):(.*)$"
-)
-_IDS = {"physical_package_id": "package", "die_id": "die", "cluster_id": "cluster", "core_id": "core"}
-_CACHE_TYPES = {"Data": "d", "Instruction": "i", "Unified": ""}
 _CPUID = re.compile(r"(cpu family|model)\s*:\s*(\d{1,3})\s*$")  # /proc/cpuinfo's first CPU, as the init greps it
 _CPUID_KEYS = {"cpu family": "family", "model": "model"}
 DOMAIN_LEVELS = ("SMT", "CLS", "MC", "DIE", "PKG")  # the sched domains below NUMA (lab.topology.cpu_view)
-
-
-def _value(key: str, value: str) -> object:
-    if key in ("thread_siblings_list", "shared_cpu_list"):
-        cpus = checked_cpulist(value)
-        return format_cpulist(cpus) if cpus is not None else None
-    if key == "type":
-        return value.strip() if value.strip() in _CACHE_TYPES else None
-    if key == "size":  # cacheinfo's "32768K"
-        return value.strip() if re.fullmatch(r"\d{1,10}K", value.strip()) else None
-    n = to_int(value)  # (an id the kernel does not know is -1: left out)
-    return n if n is not None else (None if value.strip() != "-1" else -1)
 
 
 def read_cpus(run_dir: Path, problems: list[str] | None = None) -> dict | None:
@@ -46,44 +29,47 @@ def read_cpus(run_dir: Path, problems: list[str] | None = None) -> dict | None:
     text = read_guest_text(run_dir / CPUS, problems)
     if text is None:
         return None
-    cpus: dict[int, dict] = {}
-    caches: dict[tuple[int, int], dict] = {}
     vendor = ""
     cpuid: dict[str, int] = {}
+    sysfs_lines = []
+    found: list[str] = []  # (each "cpus.txt line N: ...", put in the order of the lines at the end)
     for n, line in enumerate(text.splitlines(), 1):
         if line.startswith("vendor_id"):
             vendor = line.partition(":")[2].strip()[:32]
-            continue
-        if line.startswith(("cpu family", "model")):
+        elif line.startswith(("cpu family", "model")):
             m = _CPUID.match(line)
             if m:
                 cpuid[_CPUID_KEYS[m.group(1)]] = int(m.group(2))
             else:
-                problems.append(f"{CPUS} line {n}: {shown(line)} is not a CPU family or model")
-            continue
-        m = _LINE.match(line)
-        if not m:
-            continue
-        cpu = int(m.group(1))
-        if cpu > MAX_CPU_ID:
-            problems.append(f"{CPUS} line {n}: cpu {cpu} is not a CPU")
-            continue
-        key = m.group(2) or m.group(4)
-        value = _value(key, m.group(5))
-        if value is None:
-            problems.append(f"{CPUS} line {n}: {shown(m.group(5))} is not a {key}")
-            continue
-        if m.group(2):
-            cpus.setdefault(cpu, {})["thread_siblings" if key == "thread_siblings_list" else _IDS[key]] = value
+                found.append(f"{CPUS} line {n}: {shown(line)} is not a CPU family or model")
         else:
-            caches.setdefault((cpu, int(m.group(3))), {})[key] = value
-    for (cpu, _), c in sorted(caches.items()):
-        if isinstance(c.get("level"), int) and "shared_cpu_list" in c:
-            name = f"L{c['level']}{_CACHE_TYPES.get(str(c.get('type')), '')}"
-            cpus.setdefault(cpu, {}).setdefault("caches", {})[name] = c["shared_cpu_list"]
-            if "size" in c:  # (since 7.x's cache-aware scheduling, which sizes a process against its LLC)
-                cpus[cpu].setdefault("cache_sizes", {})[name] = c["size"]
-    return {"vendor": vendor, **cpuid, "cpus": {str(k): cpus[k] for k in sorted(cpus)}}
+            sysfs_lines.append((n, line))
+    files = grep_files(sysfs_lines, CPUS, found)
+    reader = SysfsReader(files, Trust.UNTRUSTED, found)
+    cpus = {}
+    for cpu in files.numbered("", "cpu"):
+        seen = _cpu_view(read_cpu(reader, cpu))
+        if seen:
+            cpus[str(cpu)] = seen
+    problems += sorted(found, key=_line_number)
+    return {"vendor": vendor, **cpuid, "cpus": cpus}
+
+
+def _line_number(problem: str) -> int:
+    m = re.match(rf"{re.escape(CPUS)} line (\d+):", problem)
+    return int(m.group(1)) if m else 0
+
+
+def _cpu_view(facts: CpuFacts) -> dict:
+    """One CPU as :func:`read_cpus` records it: the ids it has, its thread siblings and, of its caches with a
+    level and a shared_cpu_list, those lists and the sizes ({} when the guest said nothing believable of it)."""
+    view = {k: format_cpulist(v) if k == "thread_siblings" else v for k, v in facts.ids.items()}
+    for cache in facts.caches or ():
+        if cache.level is not None and cache.shared_cpus is not None:
+            view.setdefault("caches", {})[cache.name] = format_cpulist(cache.shared_cpus)
+            if cache.size is not None:  # (since 7.x's cache-aware scheduling, which sizes a process against its LLC)
+                view.setdefault("cache_sizes", {})[cache.name] = cache.size
+    return view
 
 
 def _groups(cpus: dict[str, dict], keys: tuple[str, ...]) -> dict[str, str]:

@@ -10,27 +10,23 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lab.cpulist import checked_cpulist, format_cpulist
+from lab.cpulist import format_cpulist
 from lab.topology.cpu_view import predict_cpus
 from lab.topology.model import Topology
+from lab.topology.sysfs import SysfsFiles, SysfsReader, Trust, read_caches
 
 SYS_CPU = Path("/sys/devices/system/cpu")
 
 
 def read_host_llcs(online: tuple[int, ...], sys_cpu: Path = SYS_CPU) -> tuple[tuple[int, ...], ...]:
     """The host's L3s as groups of the CPUs this process may use (each CPU's cache/index*/ of level 3); () when
-    sysfs does not say. Never raises: an unreadable file leaves that CPU out."""
+    sysfs does not say. Never raises: an unreadable file leaves that CPU out (lab.topology.sysfs, BEST_EFFORT)."""
+    reader = SysfsReader(SysfsFiles(sys_cpu), Trust.BEST_EFFORT)
     groups: set[tuple[int, ...]] = set()
     for cpu in online:
-        for index in sorted((sys_cpu / f"cpu{cpu}" / "cache").glob("index[0-9]*")):
-            try:
-                if (index / "level").read_text().strip() != "3":
-                    continue
-                shared = checked_cpulist((index / "shared_cpu_list").read_text().strip())
-            except OSError:
-                continue
-            if shared:
-                groups.add(tuple(c for c in shared if c in online))
+        for cache in read_caches(reader, cpu, files=("shared_cpu_list",)) or ():
+            if cache.level == 3 and cache.shared_cpus:
+                groups.add(tuple(c for c in cache.shared_cpus if c in online))
     return tuple(sorted(g for g in groups if g))
 
 

@@ -16,7 +16,7 @@ imports go through lab.topology.machine_grid, which adds the CPU grid's fields
 memoryless nodes (``memory: 0``).
 
 Bad or partial input is a one-line :class:`LabError` naming the line (numactl)
-or the file (sysfs, hwloc XML).
+or the file (sysfs, read by lab.topology.sysfs under its STRICT trust; hwloc XML).
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from lab.cpulist import checked_cpulist
 from lab.datafile import MAX_SPEC_BYTES, parse_yaml, read_bytes, text_of
 from lab.errors import LabError
 from lab.topology.hwloc import MAX_XML_BYTES, looks_like_xml, parse_hwloc_xml, parse_synthetic
@@ -36,31 +35,26 @@ from lab.topology.machine_grid import CpuGroups, GridMachine
 from lab.topology.model import LOCAL_DISTANCE, MAX_DISTANCE, MAX_NODES, Node, Topology, check_name, validate
 from lab.topology.numactl import Machine, MachineNode, check_machine, parse_numactl
 from lab.topology.spec import load_spec, parse_mib
+from lab.topology.sysfs import CpuFacts, NodeFacts, SysfsFiles, SysfsReader, Trust, read_cpu, read_node
 from lab.topology.tiers import parse_tiers
 
 SYSFS_NODE_ROOT = Path("/sys/devices/system/node")
 
 
-def _read(path: Path) -> str:
-    try:
-        return path.read_text()
-    except OSError as err:
-        raise LabError(f"{path}: cannot read ({err.strerror or err})") from None
-    except UnicodeDecodeError:
-        raise LabError(f"{path}: not text") from None
+def _strict(root: Path) -> SysfsReader:
+    return SysfsReader(SysfsFiles(root), Trust.STRICT)
 
 
-def _sysfs_node_ids(root: Path) -> list[int]:
-    """The node ids under ``root``: its ``online`` list, else its ``nodeN`` directories; each must be there."""
+def _sysfs_node_ids(reader: SysfsReader) -> list[int]:
+    """The node ids under the reader's root: its ``online`` list, else its ``nodeN`` directories; each must be
+    there."""
+    root = reader.files.root
+    assert root is not None
     online_file = root / "online"
     if online_file.exists():
-        text = _read(online_file).strip()
-        try:
-            ids = _bounded_list(text)
-        except (LabError, ValueError):
-            raise LabError(f"{online_file}: cannot read the node list {text!r}") from None
+        ids = list(reader.value("online", "nodelist"))
     else:
-        ids = sorted(int(p.name[4:]) for p in root.glob("node[0-9]*") if p.name[4:].isdigit())
+        ids = reader.files.numbered("", "node")
     if not ids:
         raise LabError(f"{root}: no node directories (node0, node1, ...)")
     if len(ids) > MAX_NODES:
@@ -71,39 +65,28 @@ def _sysfs_node_ids(root: Path) -> list[int]:
     return ids
 
 
-def _sysfs_cpus(d: Path) -> tuple[int, ...]:
-    """The CPUs in ``d/cpulist`` (none if it is empty)."""
-    cpulist = _read(d / "cpulist").strip()
-    try:
-        return tuple(_bounded_list(cpulist)) if cpulist else ()
-    except (LabError, ValueError):
-        raise LabError(f"{d / 'cpulist'}: cannot read the CPU list {cpulist!r}") from None
-
-
-def _sysfs_mib(d: Path, node: int, memoryless: bool = False) -> int:
-    """Node ``node``'s MemTotal in MiB from ``d/meminfo``; it must have memory unless ``memoryless``."""
-    mem = re.search(r"MemTotal:\s*(\d+)\s*kB", _read(d / "meminfo"))
-    if not mem:
-        raise LabError(f"{d / 'meminfo'}: no 'MemTotal: N kB' line")
-    mib = int(mem.group(1)) // 1024
+def _sysfs_mib(reader: SysfsReader, facts: NodeFacts, memoryless: bool = False) -> int:
+    """The node's MemTotal in MiB from its ``meminfo``; it must have memory unless ``memoryless``."""
+    meminfo = reader.files.where(f"node{facts.node}/meminfo")
+    if facts.meminfo_kb is None or "MemTotal" not in facts.meminfo_kb:
+        raise LabError(f"{meminfo}: no 'MemTotal: N kB' line")
+    mib = facts.meminfo_kb["MemTotal"] // 1024
     if mib <= 0 and not memoryless:
-        raise LabError(f"{d / 'meminfo'}: node {node} has no memory; memoryless nodes cannot be emulated")
+        raise LabError(f"{meminfo}: node {facts.node} has no memory; memoryless nodes cannot be emulated")
     return mib
 
 
-def _sysfs_distances(d: Path, node: int, ids: list[int]) -> tuple[int, ...]:
-    """Node ``node``'s SLIT row from ``d/distance``: one valid distance to each of ``ids``."""
-    dist_text = _read(d / "distance").split()
-    try:
-        row = tuple(int(x) for x in dist_text)
-    except ValueError:
-        raise LabError(f"{d / 'distance'}: not a row of numbers: {' '.join(dist_text)!r}") from None
+def _sysfs_distances(reader: SysfsReader, facts: NodeFacts, ids: list[int]) -> tuple[int, ...]:
+    """The node's SLIT row from its ``distance``: one valid distance to each of ``ids``."""
+    where = reader.files.where(f"node{facts.node}/distance")
+    row = facts.distances
+    assert row is not None  # (STRICT)
     if len(row) != len(ids):
-        raise LabError(f"{d / 'distance'}: {len(row)} distances for {len(ids)} nodes")
+        raise LabError(f"{where}: {len(row)} distances for {len(ids)} nodes")
     for col, v in zip(ids, row):
-        ok = v == LOCAL_DISTANCE if col == node else LOCAL_DISTANCE < v <= MAX_DISTANCE
+        ok = v == LOCAL_DISTANCE if col == facts.node else LOCAL_DISTANCE < v <= MAX_DISTANCE
         if not ok:
-            raise LabError(f"{d / 'distance'}: distance {node}->{col} is {v}")
+            raise LabError(f"{where}: distance {facts.node}->{col} is {v}")
     return row
 
 
@@ -113,14 +96,16 @@ def read_sysfs(root: Path = SYSFS_NODE_ROOT, memoryless: bool = True) -> Machine
     ``memoryless``: a node with CPUs and no memory is read as one (0 MiB), not refused."""
     if not root.is_dir():
         raise LabError(f"{root}: not a directory (expected a copy of /sys/devices/system/node)")
-    ids = _sysfs_node_ids(root)
+    reader = _strict(root)
+    ids = _sysfs_node_ids(reader)
     nodes = []
     rows = []
     for node in ids:
-        d = root / f"node{node}"
-        cpus = _sysfs_cpus(d)
-        mib = _sysfs_mib(d, node, memoryless and bool(cpus))
-        rows.append(_sysfs_distances(d, node, ids))
+        facts = read_node(reader, node)
+        cpus = facts.cpus
+        assert cpus is not None  # (STRICT)
+        mib = _sysfs_mib(reader, facts, memoryless and bool(cpus))
+        rows.append(_sysfs_distances(reader, facts, ids))
         nodes.append(MachineNode(node, cpus, mib))
     machine = Machine(
         nodes=tuple(nodes), distances=tuple(rows), origin=f"sysfs ({root})", slow_nodes=_sysfs_slow_nodes(root, nodes)
@@ -136,13 +121,9 @@ def _sysfs_slow_nodes(root: Path, nodes: list[MachineNode]) -> tuple[int, ...]:
     if not tiering.is_dir():
         return ()
     with_cpus = {n.id for n in nodes if n.cpus}
-    tiers: list[tuple[int, list[int]]] = []
-    for d in tiering.glob("memory_tier[0-9]*"):
-        text = _read(d / "nodelist").strip()
-        try:
-            tiers.append((int(d.name.removeprefix("memory_tier")), _bounded_list(text)))
-        except (LabError, ValueError):
-            raise LabError(f"{d / 'nodelist'}: cannot read the node list {text!r}") from None
+    reader = _strict(tiering)
+    numbers = reader.files.numbered("", "memory_tier")
+    tiers = [(t, list(reader.value(f"memory_tier{t}/nodelist", "nodelist"))) for t in numbers]
     top = max((tier for tier, members in tiers if with_cpus & set(members)), default=None)
     if top is None:
         return ()
@@ -168,55 +149,34 @@ def sysfs_dirs(root: Path) -> tuple[Path, Path | None]:
     return root, None
 
 
-def _sysfs_int(path: Path) -> int:
-    text = _read(path).strip()
-    if not re.fullmatch(r"-?\d{1,9}", text):
-        raise LabError(f"{path}: not a whole number: {text[:40]!r}")
-    return int(text)
-
-
-def _sysfs_list(path: Path) -> frozenset[int]:
-    text = _read(path).strip()
-    cpus = checked_cpulist(text)
-    if cpus is None or not cpus:
-        raise LabError(f"{path}: cannot read the CPU list {text[:40]!r}")
-    return frozenset(cpus)
-
-
-def _sysfs_caches(d: Path, cpu: int, levels: dict[int, set[frozenset[int]]]) -> bool:
-    """Add CPU ``cpu``'s unified or data L2 and L3 (``d/cache/index*``) to ``levels``; False without ``cache/``."""
-    cache = d / "cache"
-    if not cache.is_dir():
+def _sysfs_caches(reader: SysfsReader, facts: CpuFacts, levels: dict[int, set[frozenset[int]]]) -> bool:
+    """Add the CPU's unified or data L2 and L3 to ``levels``; False without ``cache/``."""
+    if facts.caches is None:
         return False
-    for index in sorted(cache.glob("index[0-9]*")):
-        level = _sysfs_int(index / "level")
-        kind = _read(index / "type").strip()
-        if level in levels and kind in ("Unified", "Data"):
-            shared = _sysfs_list(index / "shared_cpu_list")
-            if cpu not in shared:
-                raise LabError(f"{index / 'shared_cpu_list'}: does not list CPU {cpu} itself")
-            levels[level].add(shared)
+    for cache in facts.caches:
+        if cache.level in levels and cache.type in ("Unified", "Data"):
+            assert cache.shared_cpus is not None  # (STRICT)
+            shared = frozenset(cache.shared_cpus)
+            if facts.cpu not in shared:
+                where = reader.files.where(f"cpu{facts.cpu}/cache/index{cache.index}/shared_cpu_list")
+                raise LabError(f"{where}: does not list CPU {facts.cpu} itself")
+            levels[cache.level].add(shared)
     return True
 
 
-def _sysfs_vendor(cpu_root: Path) -> str:
+def _sysfs_vendor(reader: SysfsReader) -> str:
     """The CPU vendor from ``cpu/modalias`` (x86: ``cpu:type:x86,venNNNN...``), "" if it does not say."""
-    modalias = cpu_root / "modalias"
-    if not modalias.is_file():
-        return ""
-    m = re.match(r"cpu:type:x86,ven(\d{4})", _read(modalias))
+    m = re.match(r"cpu:type:x86,ven(\d{4})", reader.text("modalias", required=False) or "")
     if not m:
         return ""
     return _X86_VENDORS.get(int(m.group(1)), f"x86 vendor {int(m.group(1))}")
 
 
-def _sysfs_cpu_models(cpu_root: Path) -> tuple[tuple[int, int], ...]:
+def _sysfs_cpu_models(reader: SysfsReader) -> tuple[tuple[int, int], ...]:
     """The CPU family and model from ``cpu/modalias`` (x86: ``...famFFFFmodMMMM:``, hex, as the kernel reads
     them), () if it does not say."""
-    modalias = cpu_root / "modalias"
-    if not modalias.is_file():
-        return ()
-    m = re.match(r"cpu:type:x86,ven[0-9A-Fa-f]{4}fam([0-9A-Fa-f]{4})mod([0-9A-Fa-f]{4})", _read(modalias))
+    modalias = reader.text("modalias", required=False) or ""
+    m = re.match(r"cpu:type:x86,ven[0-9A-Fa-f]{4}fam([0-9A-Fa-f]{4})mod([0-9A-Fa-f]{4})", modalias)
     return ((int(m.group(1), 16), int(m.group(2), 16)),) if m else ()
 
 
@@ -230,23 +190,22 @@ def read_sysfs_cpus(cpu_root: Path, cpus: list[int]) -> CpuGroups:
     clusters: dict[tuple[int, int, int], set[int]] = {}
     levels: dict[int, set[frozenset[int]]] = {2: set(), 3: set()}
     with_caches = 0
+    reader = _strict(cpu_root)
     for cpu in cpus:
-        d = cpu_root / f"cpu{cpu}"
-        top = d / "topology"
+        top = cpu_root / f"cpu{cpu}" / "topology"
         if not top.is_dir():
             raise LabError(f"{top}: missing (a node lists CPU {cpu})")
-        pkg = _sysfs_int(top / "physical_package_id")
-        die = _sysfs_int(top / "die_id") if (top / "die_id").exists() else 0
+        facts = read_cpu(reader, cpu, cache_files=("shared_cpu_list",))
+        pkg, die = facts.package, 0 if facts.die is None else facts.die
         packages.setdefault(pkg, set()).add(cpu)
         dies.setdefault((pkg, die), set()).add(cpu)
-        siblings = top / "thread_siblings_list"
-        if siblings.exists():
-            cores.add(_sysfs_list(siblings))
+        if facts.thread_siblings is not None:
+            cores.add(frozenset(facts.thread_siblings))
         else:  # (an older kernel: the core by its ids)
-            by_id.setdefault((pkg, die, _sysfs_int(top / "core_id")), set()).add(cpu)
-        if (top / "cluster_id").exists() and (cluster := _sysfs_int(top / "cluster_id")) >= 0:
-            clusters.setdefault((pkg, die, cluster), set()).add(cpu)
-        with_caches += _sysfs_caches(d, cpu, levels)
+            by_id.setdefault((pkg, die, facts.core), set()).add(cpu)
+        if facts.cluster is not None and facts.cluster >= 0:
+            clusters.setdefault((pkg, die, facts.cluster), set()).add(cpu)
+        with_caches += _sysfs_caches(reader, facts, levels)
     l2s = tuple(levels[2]) if with_caches else tuple(frozenset(c) for c in clusters.values())
     return CpuGroups(
         packages=tuple(frozenset(p) for p in packages.values()),
@@ -254,8 +213,8 @@ def read_sysfs_cpus(cpu_root: Path, cpus: list[int]) -> CpuGroups:
         llcs=tuple(levels[3]),
         l2s=l2s,
         dies=tuple(frozenset(d) for d in dies.values()),
-        vendor=_sysfs_vendor(cpu_root),
-        cpu_models=_sysfs_cpu_models(cpu_root),
+        vendor=_sysfs_vendor(reader),
+        cpu_models=_sysfs_cpu_models(reader),
     )
 
 
@@ -315,15 +274,6 @@ def scaled_topology(
     except LabError as err:
         raise LabError(f"{machine.origin} scaled to {cpus_per_node} CPUs per node: {err}") from None
     return topo
-
-
-def _bounded_list(text: str) -> list[int]:
-    """A sysfs cpulist or nodelist of a copy the user hands us: ``0-99999999`` is refused (ValueError), not
-    expanded into a list of a hundred million numbers (lab.cpulist.checked_cpulist's bound)."""
-    ids = checked_cpulist(text.strip())
-    if ids is None:
-        raise ValueError(text)
-    return ids
 
 
 def to_spec_yaml(topo: Topology) -> str:

@@ -81,7 +81,7 @@ VM_PARTS = {"tcg": 0, "": 1, "qemu": 2, "libvirt": 2}
 # a spec says, and the machines read into one) below what the kernel will make of it (predictions) and the
 # pictures, below the importers of real machines, which check what they write against the predictions.
 TOPOLOGY_PARTS = {
-    "model": ("__init__", "cpu_grid", "tiers", "model", "numactl", "spec", "ref"),
+    "model": ("__init__", "cpu_grid", "tiers", "model", "numactl", "spec", "ref", "sysfs"),
     "predictions": ("cpu_view", "sched_groups", "kernel_view", "kernel_warnings", "cache_aware", "snc_fix"),
     "pictures": ("render",),
     "importers": ("machine_grid", "imported_spec", "hwloc", "importer"),
