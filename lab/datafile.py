@@ -14,7 +14,7 @@ here returns plain data (dicts, lists, strings, numbers, booleans, None) or rais
 - NaN and infinities (YAML ``.nan``/``.inf``, JSON ``NaN``/``Infinity``/``1e999``) are refused;
 - numbers too long for Python (over 4,300 digits) and invalid UTF-8 are one-line errors.
 
-The readers of a particular format (lab.topology.spec, lab.matrix.definition, lab.run.options,
+The readers of a particular format (lab.topology.model.spec, lab.matrix.definition, lab.run.options,
 lab.analysis.record) check the shape and values of what these return.
 """
 

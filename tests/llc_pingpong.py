@@ -11,7 +11,7 @@ from common import numalab, static_workload
 
 from lab.analysis.llc import llc_of
 from lab.events import WAKEUP, WAKING
-from lab.topology.spec import load_topology
+from lab.topology.model.spec import load_topology
 
 TWO_LLC_MIN = 0.85  # measured 0.949-0.957 (0.991)
 MARGIN = 0.3  # two LLCs a node over one: measured 0.51 to 0.60

@@ -71,7 +71,7 @@ def _write(path: Path, text: str) -> None:
 def dynamic_names() -> dict[str, list[str]]:
     """The names each completion function offers besides files: presets, built-in workloads, seeds."""
     from lab.seeds.reproduce import SEEDS
-    from lab.topology.spec import preset_names
+    from lab.topology.model.spec import preset_names
     from lab.workloads.registry import WORKLOADS
 
     return {"topologies": list(preset_names()), "workloads": list(WORKLOADS), "seeds": list(SEEDS)}

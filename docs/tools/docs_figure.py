@@ -3,7 +3,7 @@
     python docs/tools/docs_figure.py tests/data/runs/ring4-numa01-on-1 docs/img/ring-4-topology.svg
 
 The graph is ``lab.report.sections.topology_section.topology_svg`` (the HTML report's figure); the SLIT is
-shaded as the report's distance table is (``lab.topology.render.distance_grid`` and the report's
+shaded as the report's distance table is (``lab.topology.pictures.render.distance_grid`` and the report's
 ``DISTANCE_NEAR``/``DISTANCE_FAR`` colours), drawn as SVG so that the picture is one file.
 """
 
@@ -18,7 +18,7 @@ from lab.report import svg
 from lab.report.colors import DISTANCE_FAR, DISTANCE_NEAR
 from lab.report.report_model import run_entry
 from lab.report.sections.topology_section import topology_svg
-from lab.topology import render
+from lab.topology.pictures import render
 
 CELL = 34
 

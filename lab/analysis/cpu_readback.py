@@ -1,5 +1,5 @@
 """The guest's view of its CPUs (``cpus.txt``: sysfs topology ids and caches) read back and checked against
-the prediction of ``lab.topology.cpu_view``."""
+the prediction of ``lab.topology.predictions.cpu_view``."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ from pathlib import Path
 
 from lab.cpulist import format_cpulist
 from lab.record_files import CPUS
-from lab.topology.cpu_grid import CPUID_VENDOR_IDS
-from lab.topology.cpu_view import ALL_LEVELS, predict_cpus
-from lab.topology.model import Topology
-from lab.topology.sysfs import CpuFacts, SysfsReader, Trust, grep_files, read_cpu
+from lab.topology.model.cpu_grid import CPUID_VENDOR_IDS
+from lab.topology.model.sysfs import CpuFacts, SysfsReader, Trust, grep_files, read_cpu
+from lab.topology.model.topology import Topology
+from lab.topology.predictions.cpu_view import ALL_LEVELS, predict_cpus
 from lab.untrusted import read_guest_text, shown
 
 _CPUID = re.compile(r"(cpu family|model)\s*:\s*(\d{1,3})\s*$")  # /proc/cpuinfo's first CPU, as the init greps it
 _CPUID_KEYS = {"cpu family": "family", "model": "model"}
-DOMAIN_LEVELS = ("SMT", "CLS", "MC", "DIE", "PKG")  # the sched domains below NUMA (lab.topology.cpu_view)
+DOMAIN_LEVELS = ("SMT", "CLS", "MC", "DIE", "PKG")  # the sched domains below NUMA (lab.topology.predictions.cpu_view)
 
 
 def read_cpus(run_dir: Path, problems: list[str] | None = None) -> dict | None:
@@ -88,7 +88,7 @@ def check_cpus(
     levels: frozenset[str] = ALL_LEVELS,
 ) -> list[str]:
     """Every way the guest's view of its CPUs differs from the prediction; [] means it matches (``levels``: those
-    the kernel's config builds, lab.topology.cpu_view.configured_levels). Only a topology with a CPU grid is
+    the kernel's config builds, lab.topology.predictions.cpu_view.configured_levels). Only a topology with a CPU grid is
     checked (one without keeps QEMU's default CPU model, whose AMD leaves the kernels read
     differently: its view is recorded, not predicted)."""
     if topo.cpu_grid is None or seen is None:

@@ -2,9 +2,9 @@
 where a wakeup puts the woken task against the waker's LLC.
 
 An LLC here is the kernel's: the CPUs that share a CPU's L3 on its node, its ``MC`` span
-(:func:`lab.topology.cpu_view.predict_cpus`' ``l3_cpus``, cut at the node as ``match_llc`` cuts it), which is
-what ``select_idle_sibling`` searches. Every topology has them: a machine with a CPU grid
-(lab.topology.cpu_grid) has ``llcs_per_node`` a node (or each node its own ``llcs``); one without has an
+(:func:`lab.topology.predictions.cpu_view.predict_cpus`' ``l3_cpus``, cut at the node as ``match_llc`` cuts it),
+which is what ``select_idle_sibling`` searches. Every topology has them: a machine with a CPU grid
+(lab.topology.model.cpu_grid) has ``llcs_per_node`` a node (or each node its own ``llcs``); one without has an
 LLC a node, or an LLC a CPU where its nodes differ in size (QEMU's L3 is the socket's, and such a machine
 has a socket a core).
 
@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING
 from lab.analysis.residency import BIN_S, MAX_TASKS, interval_seconds, stays
 from lab.cpulist import format_cpulist, parse_cpulist
 from lab.events import MIGRATE_TASK, PROCESS_EXIT, WAKEUP, WAKEUP_NEW, WAKING
-from lab.topology.cpu_view import predict_cpus
-from lab.topology.model import Topology
+from lab.topology.model.topology import Topology
+from lab.topology.predictions.cpu_view import predict_cpus
 
 if TYPE_CHECKING:
     from lab.trace.tracedat import TraceData

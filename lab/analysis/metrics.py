@@ -18,7 +18,7 @@ from lab.errors import LabError
 from lab.events import MIGRATE_PAGES, NUMA_DECISIONS
 from lab.min_effect import parse_pct
 from lab.record_files import TRACE_DAT, TRACE_STATS, VMSTAT_END, VMSTAT_SERIES, VMSTAT_START, WORKLOAD_OUT
-from lab.topology.model import Topology
+from lab.topology.model.topology import Topology
 from lab.trace.tracedat import read_trace, stats_lost, stats_per_cpu
 from lab.workloads.metric_declarations import WorkloadMetric, is_rate_unit, twin_name, twin_unit_of
 from lab.workloads.registry import WORKLOADS
@@ -402,7 +402,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("access_local_pct", "access-local percent (plugin)", "%", "higher"),
 )
 METRIC_KEYS = {m.key: m for m in METRICS}
-# Promotion and demotion: compared only for runs on topologies with a slow memory tier (lab.topology.tiers);
+# Promotion and demotion: compared only for runs on topologies with a slow memory tier (lab.topology.model.tiers);
 # elsewhere they are always 0.
 TIERING_METRIC_KEYS = {
     "vmstat.pgpromote_success",

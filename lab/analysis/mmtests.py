@@ -20,7 +20,7 @@ VMSTAT_NUMA_KEYS = (
     "pgmajfault",
     "thp_migration_success",
     "thp_migration_fail",
-    # memory tiering (kernel.numa_balancing=2, demotion_enabled): lab.topology.tiers
+    # memory tiering (kernel.numa_balancing=2, demotion_enabled): lab.topology.model.tiers
     "pgpromote_success",
     "pgpromote_candidate",
     "pgdemote_kswapd",

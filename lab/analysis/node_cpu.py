@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from lab.record_files import STAT_END, STAT_START
-from lab.topology.model import Topology
+from lab.topology.model.topology import Topology
 from lab.untrusted import read_guest_text, to_int
 
 USER_HZ = 100

@@ -24,7 +24,7 @@ import re
 from pathlib import Path
 
 from lab.record_files import NUMA_NODES_SERIES
-from lab.topology.model import Topology
+from lab.topology.model.topology import Topology
 from lab.untrusted import read_guest_text
 
 _MEMINFO = re.compile(r"^Node (\d{1,4}) (MemTotal|MemFree|MemUsed|FilePages|AnonPages):\s+(\d{1,15}) kB$")

@@ -33,7 +33,7 @@ from lab.events import (
     WAKING,
     TraceEvent,
 )
-from lab.topology.model import Topology
+from lab.topology.model.topology import Topology
 
 if TYPE_CHECKING:  # (annotations only: the CLI imports this module for its --event help, at every start)
     from lab.trace.tracedat import Event, TraceData

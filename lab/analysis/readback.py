@@ -8,9 +8,9 @@ from pathlib import Path
 from lab.cpulist import MAX_CPU_ID, checked_cpulist, format_cpulist
 from lab.kernel.identity import notes_build_id
 from lab.record_files import SCHED_DOMAINS, SCHEDSTAT, TIERS, TOPOLOGY
-from lab.topology.kernel_view import expected_numa_spans
-from lab.topology.model import Topology
-from lab.topology.tiers import check_tiers, predict_tiers, read_tiers, usable_mib
+from lab.topology.model.tiers import check_tiers, predict_tiers, read_tiers, usable_mib
+from lab.topology.model.topology import Topology
+from lab.topology.predictions.kernel_view import expected_numa_spans
 from lab.untrusted import read_guest_text, shown, to_float, to_int
 
 # The guest's per-node MemTotal is below the configured size: the kernel
@@ -95,7 +95,7 @@ def read_topology(run_dir: Path, problems: list[str] | None = None) -> dict | No
             problems.append(f"{TOPOLOGY} line {n}: {wrong}")
     out = {"nodes": {k: nodes[k] for k in sorted(nodes)}, "online": online}
     tiers = read_guest_text(run_dir / TIERS, problems)
-    if tiers is not None:  # memory tiers, demotion_enabled and HMAT access0 (lab.topology.tiers)
+    if tiers is not None:  # memory tiers, demotion_enabled and HMAT access0 (lab.topology.model.tiers)
         out["memory_tiers"] = read_tiers(tiers)
     return out
 
@@ -173,7 +173,7 @@ def read_sched_domains(run_dir: Path, problems: list[str] | None = None) -> dict
 def check_topology(topo: Topology, readback: dict | None, domains: dict[int, list[dict]],
                    sched: Topology | None = None) -> list[str]:  # fmt: skip
     """Every way the guest's view differs from the spec; [] means it matches. ``sched``: the topology as the
-    kernel's scheduler sees its distances, when they are not the SLIT's (lab.topology.snc_fix)."""
+    kernel's scheduler sees its distances, when they are not the SLIT's (lab.topology.predictions.snc_fix)."""
     if readback is None:
         return ["the guest wrote no topology readback"]
     problems: list[str] = []

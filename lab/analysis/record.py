@@ -12,7 +12,7 @@ from lab.analysis.scheduler_class import SchedulerInfo, scheduler_of
 from lab.datafile import load_json
 from lab.errors import LabError
 from lab.record_files import MANIFEST, RUN_FORMAT
-from lab.topology.model import Topology, topology_from_dict
+from lab.topology.model.topology import Topology, topology_from_dict
 
 # The fields the analyses and reports read, and their types (None: may be null).
 _SHAPE: dict[str, tuple[type, ...]] = {

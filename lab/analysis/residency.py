@@ -51,7 +51,7 @@ from collections import Counter, defaultdict
 from typing import TYPE_CHECKING
 
 from lab.events import MIGRATE_TASK, MOVE_NUMA, PROCESS_EXIT, STICK_NUMA, SWAP_NUMA, WAKEUP_NEW
-from lab.topology.model import Topology
+from lab.topology.model.topology import Topology
 
 if TYPE_CHECKING:
     from lab.trace.tracedat import TraceData

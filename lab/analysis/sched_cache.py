@@ -1,5 +1,6 @@
 """7.x's cache-aware scheduling in a run's record: what the kernel said at boot, its ``llc_balancing`` knobs at the
-workload's start and end, each LLC's size as cacheinfo gives it, and the prediction (lab.topology.cache_aware).
+workload's start and end, each LLC's size as cacheinfo gives it, and the prediction
+(lab.topology.predictions.cache_aware).
 
 The prediction is of the hardware switch: ``enabling`` and ``disabling`` (a kernel whose user switch defaults to 0)
 both say the machine has it. The kernel's line comes from the boot log (``sched_verbose``, on every numalab
@@ -16,9 +17,9 @@ import re
 from pathlib import Path
 
 from lab.record_files import DMESG_BOOT, KNOBS, LLC_BALANCING_END
-from lab.topology.cache_aware import DISABLING, ENABLING, NOT_SUPPORTED, predict_sched_cache
-from lab.topology.cpu_view import ALL_LEVELS
-from lab.topology.model import Topology
+from lab.topology.model.topology import Topology
+from lab.topology.predictions.cache_aware import DISABLING, ENABLING, NOT_SUPPORTED, predict_sched_cache
+from lab.topology.predictions.cpu_view import ALL_LEVELS
 from lab.untrusted import read_guest_text, shown, to_int
 
 _SAYS = re.compile(r"(?:(enabling|disabling) cache aware scheduling|cache aware scheduling (not supported) on this "

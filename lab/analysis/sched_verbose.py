@@ -24,8 +24,8 @@ from pathlib import Path
 
 from lab.cpulist import checked_cpulist, format_cpulist
 from lab.record_files import DMESG_BOOT
-from lab.topology.model import Topology
-from lab.topology.sched_groups import predict_groups
+from lab.topology.model.topology import Topology
+from lab.topology.predictions.sched_groups import predict_groups
 from lab.untrusted import read_guest_text
 
 _TS = re.compile(r"^\[\s*\d+\.\d+\]\s?")

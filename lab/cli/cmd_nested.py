@@ -40,7 +40,7 @@ EXAMPLES = """examples:
 
 def cmd_nested(args: argparse.Namespace) -> int:
     from lab.host.nested import OuterGuest, libvirt_host, run_nested  # (on use: start-up time)
-    from lab.topology.ref import TopologyRef  # (on use: start-up time)
+    from lab.topology.model.ref import TopologyRef  # (on use: start-up time)
     from lab.vm.qemu.emulator import resolve as resolve_emulator  # (on use: start-up time)
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command

@@ -25,8 +25,8 @@ from lab.guest.settings import KERNEL_CMDLINE
 from lab.paths import json_text, write_text_atomic
 from lab.placement.host_inventory import read_inventory
 from lab.placement.pinning import Backing, plan_placement
-from lab.topology.kernel_view import distance_notes, predict
-from lab.topology.tiers import describe
+from lab.topology.model.tiers import describe
+from lab.topology.predictions.kernel_view import distance_notes, predict
 
 
 def _topology(args: argparse.Namespace):
@@ -58,7 +58,7 @@ def _boot_for_emitters(args):
 
 
 def cmd_topo_list(args: argparse.Namespace) -> int:
-    from lab.topology.spec import load_topology, preset_names  # (on use: start-up time)
+    from lab.topology.model.spec import load_topology, preset_names  # (on use: start-up time)
 
     rows = []
     for name in preset_names():
@@ -96,9 +96,14 @@ def cmd_topo_list(args: argparse.Namespace) -> int:
 
 
 def cmd_topo_show(args: argparse.Namespace) -> int:
-    from lab.topology.cache_aware import predict_sched_cache  # (on use: start-up time)
-    from lab.topology.cpu_view import predict_cpus  # (on use: start-up time)
-    from lab.topology.render import cpu_lines, distance_table, group_lines, link_picture  # (on use: start-up time)
+    from lab.topology.pictures.render import (  # (on use: start-up time)
+        cpu_lines,
+        distance_table,
+        group_lines,
+        link_picture,
+    )
+    from lab.topology.predictions.cache_aware import predict_sched_cache  # (on use: start-up time)
+    from lab.topology.predictions.cpu_view import predict_cpus  # (on use: start-up time)
 
     topo = _topology(args)
     view = predict(topo)
@@ -110,7 +115,7 @@ def cmd_topo_show(args: argparse.Namespace) -> int:
         print(json_text(topo.to_dict() | {"kernel_view": view, "cpu_view": cpus_view, "sched_cache": sched_cache,
                                           "llc_model": llc_model}, indent=2))  # fmt: skip
         return 0
-    from lab.topology.kernel_warnings import predicted_warnings  # (on use: start-up time)
+    from lab.topology.predictions.kernel_warnings import predicted_warnings  # (on use: start-up time)
 
     print(f"{topo.name}: {topo.description}" if topo.description else topo.name)
     print(f"  {topo.n_nodes} nodes, {topo.total_cpus} vCPUs (threads/core {topo.threads}), {topo.total_memory_mib} MiB")
@@ -153,7 +158,7 @@ def cmd_topo_show(args: argparse.Namespace) -> int:
 
 
 def cmd_topo_check(args: argparse.Namespace) -> int:
-    from lab.topology.kernel_warnings import predicted_warnings  # (on use: start-up time)
+    from lab.topology.predictions.kernel_warnings import predicted_warnings  # (on use: start-up time)
 
     topo = topology_ref(args).load(cache=False)  # a check writes nothing, not even the parsed-spec cache
     v = predict(topo)
@@ -219,7 +224,7 @@ docs/topologies.md, "Importing a machine with its caches"."""
 def cmd_topo_import(args: argparse.Namespace) -> int:
     """numactl -H output or hwloc XML (FILE or -), a sysfs directory or an hwloc synthetic description -> a spec
     file (stdout or --out)."""
-    from lab.topology.importer import import_spec  # (on use: start-up time)
+    from lab.topology.importers.topo_import import import_spec  # (on use: start-up time)
 
     spec = import_spec(
         args.file,

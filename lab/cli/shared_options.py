@@ -32,7 +32,7 @@ from lab.run.access_matrix import CLOCK_STATUS as ACCESS_CLOCK_STATUS
 from lab.run.access_matrix import STATUS as ACCESS_STATUS
 from lab.run.options import CHOICES, PIECES, RunOptions
 from lab.run.status import STATUSES
-from lab.topology.ref import TopologyRef
+from lab.topology.model.ref import TopologyRef
 from lab.vm.tcg.clock_options import ClockOptions
 from lab.vm.tcg.machine_model import DEFAULT_MODEL, MODELS
 from lab.vm.tcg.machine_model import fill as fill_model

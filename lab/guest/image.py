@@ -249,7 +249,7 @@ def scheduler_image(binary: Path, name: str, host_files: tuple[str, ...]) -> Pat
     return _cached_archive("scheduler", cpio.parents(list(entries)) + list(entries.values()))
 
 
-# dax kmem for the CPU-less slow nodes of a tiered topology (lab.topology.tiers): the HMEM driver
+# dax kmem for the CPU-less slow nodes of a tiered topology (lab.topology.model.tiers): the HMEM driver
 # makes their soft-reserved memory a dax device, the init binds it to kmem.
 TIER_MODULES = ("dax_hmem", "kmem")
 

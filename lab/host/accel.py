@@ -24,7 +24,7 @@ from lab.paths import cache_dir, json_text, write_text_atomic
 from lab.placement.host_inventory import read_inventory
 from lab.placement.pinning import plan_placement
 from lab.record_files import CONSOLE_LOG
-from lab.topology.model import Node, Topology
+from lab.topology.model.topology import Node, Topology
 from lab.vm.backend import Backend, BootSpec, VmRequest
 from lab.vm.qemu.qemu_backend import QemuBackend
 

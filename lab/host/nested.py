@@ -43,7 +43,7 @@ from lab.paths import cache_root, json_text
 from lab.placement.host_inventory import read_inventory
 from lab.placement.pinning import plan_placement
 from lab.record_files import CONSOLE_LOG, QEMU_LOG
-from lab.topology.model import Topology
+from lab.topology.model.topology import Topology
 from lab.vm.backend import BootSpec, VmRequest
 from lab.vm.console import LineFollower
 from lab.vm.qemu.emulator import Emulator, qemu_version_tuple

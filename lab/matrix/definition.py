@@ -51,8 +51,8 @@ from lab.matrix.spec_parts import parse_auto, parse_expect
 from lab.paths import resolved
 from lab.run.options import RunOptions
 from lab.run.scheduler import label_of as scheduler_label
-from lab.topology.model import check_name
-from lab.topology.ref import SPEC_SIZE_NAMES, TopologyRef
+from lab.topology.model.ref import SPEC_SIZE_NAMES, TopologyRef
+from lab.topology.model.topology import check_name
 from lab.vm.libvirt.libvirt_hostspec import HostSpec, parse_hosts
 from lab.vm.tcg.machine_model import fill as fill_model
 from lab.vm.tcg.machine_model import get_model

@@ -36,8 +36,8 @@ from lab.record_files import MANIFEST
 from lab.run.collect_limit import COLLECT_LIMIT_S
 from lab.run.options import RunOptions
 from lab.run.request import default_timeout_s
-from lab.topology.ref import SPEC_SIZE_NAMES
-from lab.topology.spec import spec_path
+from lab.topology.model.ref import SPEC_SIZE_NAMES
+from lab.topology.model.spec import spec_path
 from lab.vm.libvirt.libvirt_hostspec import HostSpec
 from lab.vm.qemu.qemu_backend import _die_with_parent
 

@@ -11,16 +11,16 @@ from __future__ import annotations
 from pathlib import Path
 
 from lab.cpulist import format_cpulist
-from lab.topology.cpu_view import predict_cpus
-from lab.topology.model import Topology
-from lab.topology.sysfs import SysfsFiles, SysfsReader, Trust, read_caches
+from lab.topology.model.sysfs import SysfsFiles, SysfsReader, Trust, read_caches
+from lab.topology.model.topology import Topology
+from lab.topology.predictions.cpu_view import predict_cpus
 
 SYS_CPU = Path("/sys/devices/system/cpu")
 
 
 def read_host_llcs(online: tuple[int, ...], sys_cpu: Path = SYS_CPU) -> tuple[tuple[int, ...], ...]:
     """The host's L3s as groups of the CPUs this process may use (each CPU's cache/index*/ of level 3); () when
-    sysfs does not say. Never raises: an unreadable file leaves that CPU out (lab.topology.sysfs, BEST_EFFORT)."""
+    sysfs does not say. Never raises: an unreadable file leaves that CPU out (lab.topology.model.sysfs, BEST_EFFORT)."""
     reader = SysfsReader(SysfsFiles(sys_cpu), Trust.BEST_EFFORT)
     groups: set[tuple[int, ...]] = set()
     for cpu in online:
@@ -31,7 +31,7 @@ def read_host_llcs(online: tuple[int, ...], sys_cpu: Path = SYS_CPU) -> tuple[tu
 
 
 def guest_llcs(topo: Topology) -> list[list[int]]:
-    """The guest's LLCs as lists of vCPUs, in vCPU order (lab.topology.cpu_view)."""
+    """The guest's LLCs as lists of vCPUs, in vCPU order (lab.topology.predictions.cpu_view)."""
     out: dict[str, list[int]] = {}
     for v, c in enumerate(predict_cpus(topo)["cpus"]):
         out.setdefault(c["l3_cpus"], []).append(v)

@@ -30,7 +30,7 @@ from lab.cpulist import format_cpulist
 from lab.errors import LabError
 from lab.placement.host_inventory import HostInventory
 from lab.placement.llc_backing import llc_map, llc_pins, unbacked_llc_notes
-from lab.topology.model import Topology
+from lab.topology.model.topology import Topology
 
 BACKINGS = ("ram", "memfd", "hugepages")
 PINNINGS = ("auto", "cpu", "node")

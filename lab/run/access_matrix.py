@@ -11,7 +11,7 @@ from lab.analysis.access_counts import read_log, self_check, summarize
 from lab.errors import LabError
 from lab.paths import json_text
 from lab.record_files import ACCESS_MATRIX_JSON, ACCESS_MATRIX_TXT
-from lab.topology.model import Topology
+from lab.topology.model.topology import Topology
 from lab.vm.libvirt.libvirt_conn import is_local_uri
 from lab.vm.qemu.emulator import Emulator
 from lab.vm.tcg.access_plugin import AccessPlugin, prepare

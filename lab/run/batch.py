@@ -28,7 +28,7 @@ from lab.run.options import RunOptions
 from lab.run.request import RunRequest
 from lab.run.scheduler import resolve as resolve_scheduler
 from lab.run.summary import print_summary
-from lab.topology.model import Topology
+from lab.topology.model.topology import Topology
 from lab.vm.backend import Backend
 from lab.vm.libvirt.libvirt_backend import LibvirtBackend
 from lab.vm.libvirt.libvirt_hostspec import HostSpec

@@ -53,8 +53,8 @@ from lab.run.request import RunRequest, Trip
 from lab.run.scheduler import at_timeout as scheduler_at_timeout
 from lab.run.scheduler import readback as scheduler_readback
 from lab.run.status import Evidence, classify
-from lab.topology.cpu_view import ALL_LEVELS, configured_levels
-from lab.topology.snc_fix import FIXING_UP, sched_topology
+from lab.topology.predictions.cpu_view import ALL_LEVELS, configured_levels
+from lab.topology.predictions.snc_fix import FIXING_UP, sched_topology
 from lab.trace.assemble import assemble_run
 from lab.untrusted import read_guest_text, term_safe, to_int
 from lab.vm.console import VmOutcome, check_marks
@@ -319,7 +319,7 @@ def _guest_view(req: RunRequest, d: Path, outcome: VmOutcome, unpacked: Unpacked
     """The guest's own view read back (topology, sched domains, sched groups) and what does not match the
     topology asked for: (readback, domains, the sched groups' record, problems, the cache-aware scheduling view).
     The NUMA levels and groups are predicted from the distances the kernel's scheduler uses: the SLIT's, or the
-    SNC-3 fix's where the kernel said it took it (lab.topology.snc_fix)."""
+    SNC-3 fix's where the kernel said it took it (lab.topology.predictions.snc_fix)."""
     readback_problems: list[str] = []
     readback = net("topology readback", read_topology, None, d, readback_problems)
     domains = net("sched domains", read_sched_domains, {}, d, readback_problems)

@@ -24,8 +24,8 @@ from lab.record_files import RUN_FORMAT
 from lab.run.access_matrix import AccessResult
 from lab.run.scheduler import fair_record
 from lab.run.status import console_excerpt, panic_line
-from lab.topology.kernel_view import predict
-from lab.topology.model import Topology
+from lab.topology.model.topology import Topology
+from lab.topology.predictions.kernel_view import predict
 from lab.vm.console import VmOutcome
 from lab.vm.hang import symbolize
 from lab.vm.qemu.firmware import firmware_name

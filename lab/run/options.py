@@ -33,7 +33,7 @@ from lab.guest.trace_options import TraceOptions
 from lab.paths import json_text, utf8_path
 from lab.placement.pinning import BACKINGS, PINNINGS
 from lab.run.scheduler import split as split_scheduler
-from lab.topology.ref import TopologyRef
+from lab.topology.model.ref import TopologyRef
 from lab.vm.backend_options import BackendOptions
 from lab.vm.tcg.access_options import AccessOptions
 from lab.vm.tcg.clock_options import ClockOptions
@@ -185,7 +185,7 @@ class RunOptions:
         """--guest-output-limit in bytes (None: the default)."""
         if self.guest_output_limit is None:
             return None
-        from lab.topology.spec import parse_mib  # (on use: numalab's start loads this module)
+        from lab.topology.model.spec import parse_mib  # (on use: numalab's start loads this module)
         from lab.vm.share import ShareLimits  # (on use: numalab's start loads this module)
 
         limit = parse_mib(self.guest_output_limit, "--guest-output-limit") << 20

@@ -15,8 +15,8 @@ from lab.run import access_matrix as access_run
 from lab.run import remote_latency as latency_run
 from lab.run.manifest import GuestImage
 from lab.run.request import Trip
-from lab.topology.model import Topology
-from lab.topology.tiers import kernel_args as tier_kernel_args
+from lab.topology.model.tiers import kernel_args as tier_kernel_args
+from lab.topology.model.topology import Topology
 from lab.vm.backend import BootSpec
 from lab.vm.share import make_share
 from lab.vm.tcg import tcg_boot
@@ -25,7 +25,7 @@ from lab.workloads.workload_type import Workload
 
 
 def kernel_cmdline(settings: GuestSettings, topo: Topology, tcg_args: str = "") -> str:
-    """The guest kernel's whole command line: the settings', the memory tiers' (lab.topology.tiers), then the
+    """The guest kernel's whole command line: the settings', the memory tiers' (lab.topology.model.tiers), then the
     TCG arguments (lab.vm.tcg.tcg_boot; they depend on the host, so the golden files leave them out)."""
     return " ".join([settings.cmdline(), *tier_kernel_args(topo), *([tcg_args] if tcg_args else [])])
 

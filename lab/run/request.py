@@ -12,7 +12,7 @@ from lab.kernel.resolve import Kernel
 from lab.placement.pinning import Backing, Placement
 from lab.run.collect_limit import COLLECT_LIMIT_S
 from lab.run.scheduler import FAIR, Scheduler
-from lab.topology.model import Topology
+from lab.topology.model.topology import Topology
 from lab.vm.backend import Backend
 from lab.vm.console import SLACK_S
 from lab.vm.qemu.qemu_backend import QemuBackend

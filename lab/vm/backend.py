@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from lab.placement.pinning import Placement
-from lab.topology.model import Topology
+from lab.topology.model.topology import Topology
 from lab.vm.console import Stage, VmOutcome
 from lab.vm.share import ShareLimits
 from lab.vm.tcg.guest_clock import GuestClock

@@ -4,9 +4,9 @@ daemon's): each backend's ``check_machine`` (lab.vm.backend.Backend) holds its Q
 from __future__ import annotations
 
 from lab.errors import LabError
-from lab.topology.model import Topology
+from lab.topology.model.topology import Topology
 
-# The QEMU that first expresses each part of a machine (lab.topology.cpu_grid): -smp modules= and the
+# The QEMU that first expresses each part of a machine (lab.topology.model.cpu_grid): -smp modules= and the
 # -machine smp-cache property that shares an L2 among a module's cores came in 9.0 and 9.2.
 CLUSTERS_QEMU = (9, 2)
 

@@ -40,7 +40,7 @@ from lab import schemas
 from lab.datafile import load_yaml
 from lab.errors import LabError
 from lab.paths import REPO_ROOT
-from lab.topology.model import Topology
+from lab.topology.model.topology import Topology
 from lab.workloads.metric_declarations import TwinOf, WorkloadMetric
 from lab.workloads.output_readers import READERS
 from lab.workloads.workload_type import MEM_SHARE, RESULT_KEY, Workload

@@ -3,7 +3,7 @@ numa mem's processes, threads and memory (seed 000's lines)."""
 
 from __future__ import annotations
 
-from lab.topology.model import Topology
+from lab.topology.model.topology import Topology
 from lab.workloads.workload_type import MEM_SHARE
 
 

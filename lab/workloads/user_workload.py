@@ -40,7 +40,7 @@ from lab.errors import LabError
 from lab.guest.image import GUEST_DIR
 from lab.min_effect import parse_pct
 from lab.paths import TOOL_TEXT, resolved
-from lab.topology.model import Topology
+from lab.topology.model.topology import Topology
 from lab.untrusted import shown
 from lab.workloads.elf import elf_interpreter, ldd_closure
 from lab.workloads.registry import builtin_metric, get_workload

@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from lab.topology.model import Topology
+from lab.topology.model.topology import Topology
 from lab.workloads import metric_declarations as wm
 
 # Share of guest memory a workload may touch: TCG is slow and the guest

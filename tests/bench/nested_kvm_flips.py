@@ -150,7 +150,7 @@ def main() -> int:
     from lab.host import nested
     from lab.kernel.resolve import resolve_kernel
     from lab.paths import json_text
-    from lab.topology.ref import TopologyRef
+    from lab.topology.model.ref import TopologyRef
     from lab.vm.qemu.emulator import resolve
 
     if args.hold == "off":

@@ -24,7 +24,7 @@ from common import REPO, assert_one_line_error, numalab
 from lab.host import libvirtd
 from lab.placement.host_inventory import read_inventory
 from lab.placement.pinning import plan_placement
-from lab.topology.spec import load_topology
+from lab.topology.model.spec import load_topology
 from lab.vm.backend import BootSpec, VmRequest
 
 pytestmark = [pytest.mark.vm, pytest.mark.libvirt, pytest.mark.usefixtures("host_shared")]

@@ -34,7 +34,7 @@ import pytest
 from common import REPO, numalab, ordinary_user
 
 from lab.host.nested import STALE_CODE_FIXED, NotServing, OuterGuest, libvirt_host
-from lab.topology.ref import TopologyRef
+from lab.topology.model.ref import TopologyRef
 from lab.vm.hang import describe
 from lab.vm.qemu.emulator import qemu_version_tuple
 from lab.vm.qemu.emulator import resolve as resolve_emulator

@@ -14,7 +14,7 @@ from common import assert_one_line_error, numalab
 from lab.analysis.access_counts import OUTSIDE_LIMIT, read_log, self_check, summarize
 from lab.analysis.metrics import metric_values
 from lab.errors import LabError
-from lab.topology.model import Node, Topology
+from lab.topology.model.topology import Node, Topology
 from lab.vm.tcg import access_plugin as ap
 
 MIB = 1 << 20

@@ -37,7 +37,7 @@ def test_nested_says_its_qemu_failed_and_why_in_one_line(tmp_path, monkeypatch) 
     and what a person reads is one line saying so, not 'booted (?); the command exited None'."""
     from lab.host import nested
     from lab.placement.pinning import Backing, Placement
-    from lab.topology.ref import TopologyRef
+    from lab.topology.model.ref import TopologyRef
     from lab.vm.qemu.qemu_backend import run_vm
 
     class FailingQemu:  # the real QEMU runner (lab.vm.qemu.qemu_backend.run_vm) on a "QEMU" that fails

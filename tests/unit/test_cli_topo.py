@@ -13,7 +13,7 @@ from common import REPO, assert_one_line_error, numalab
 
 from lab.cli.main import build_parser
 from lab.errors import LabError
-from lab.topology.spec import load_spec, load_topology, preset_names
+from lab.topology.model.spec import load_spec, load_topology, preset_names
 
 DATA = REPO / "tests" / "data" / "topologies"
 INVALID = sorted(DATA.glob("invalid-*.yaml"))
@@ -206,7 +206,7 @@ def test_show_text_has_the_slit_and_the_type(name):
 
 def test_show_text_joins_a_cpuless_node_to_its_nearest_nodes():
     """The SLIT has no links: node 2 (CPU-less, 40 from both others) is drawn joined to both, as the HTML
-    report draws it (one implementation: lab.topology.render.edges)."""
+    report draws it (one implementation: lab.topology.pictures.render.edges)."""
     proc = numalab("topo", "show", str(DATA / "valid-cpuless.yaml"))
     assert proc.returncode == 0, proc.stderr
     node2 = r"^\s*\[2\] \(no cpus, 256M\)\s+--40-- \[0\]\s+--40-- \[1\]$"

@@ -16,12 +16,12 @@ from lab.analysis.readback import check_topology, read_sched_domains, read_topol
 from lab.analysis.sched_cache import kernel_says
 from lab.errors import LabError
 from lab.placement.pinning import plan_placement
-from lab.topology.cache_aware import predict_sched_cache
-from lab.topology.cpu_view import configured_levels, pkg_level_name, predict_cpus
-from lab.topology.kernel_warnings import predicted_warnings
-from lab.topology.model import topology_from_dict
-from lab.topology.snc_fix import FIXING_UP, sched_topology
-from lab.topology.spec import load_spec, load_topology
+from lab.topology.model.spec import load_spec, load_topology
+from lab.topology.model.topology import topology_from_dict
+from lab.topology.predictions.cache_aware import predict_sched_cache
+from lab.topology.predictions.cpu_view import configured_levels, pkg_level_name, predict_cpus
+from lab.topology.predictions.kernel_warnings import predicted_warnings
+from lab.topology.predictions.snc_fix import FIXING_UP, sched_topology
 from lab.vm.machine_needs import check_qemu_can_express
 from lab.vm.qemu.qemu_argv import check_firmware_can_boot, qemu_argv
 

@@ -22,15 +22,15 @@ from lab.analysis.llc import llc_of, llcs
 from lab.errors import LabError
 from lab.placement.host_inventory import HostInventory, HostNode
 from lab.placement.pinning import plan_placement
-from lab.topology.cpu_grid import grid_from_dict
-from lab.topology.cpu_view import predict_cpus
-from lab.topology.hwloc import read_hwloc_xml
-from lab.topology.imported_spec import grid_spec
-from lab.topology.machine_grid import CpuGroups, GridMachine, derive_grid
-from lab.topology.model import topology_from_dict
-from lab.topology.numactl import Machine, MachineNode
-from lab.topology.ref import topology_with_sizes
-from lab.topology.spec import load_spec, load_topology, preset_names
+from lab.topology.importers.hwloc import read_hwloc_xml
+from lab.topology.importers.imported_spec import grid_spec
+from lab.topology.importers.machine_grid import CpuGroups, GridMachine, derive_grid
+from lab.topology.model.cpu_grid import grid_from_dict
+from lab.topology.model.numactl import Machine, MachineNode
+from lab.topology.model.ref import topology_with_sizes
+from lab.topology.model.spec import load_spec, load_topology, preset_names
+from lab.topology.model.topology import topology_from_dict
+from lab.topology.predictions.cpu_view import predict_cpus
 from lab.vm.libvirt.libvirt_xml import domain_xml
 from lab.vm.qemu.qemu_argv import qemu_argv
 

@@ -21,7 +21,7 @@ from lab.datafile import MAX_DEPTH, parse_json, parse_yaml
 from lab.errors import LabError
 from lab.matrix.definition import parse_matrix
 from lab.run.options import RunOptions
-from lab.topology.spec import load_spec
+from lab.topology.model.spec import load_spec
 
 # Generous: the machine running the tests is shared; a hang is minutes, not seconds.
 SETTINGS = settings(max_examples=150, deadline=timedelta(seconds=5), suppress_health_check=[HealthCheck.too_slow])

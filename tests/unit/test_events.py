@@ -21,7 +21,7 @@ from lab.cli.main import build_parser, run_options_from_args
 from lab.events import BY_NAME, KNOWN, MIGRATE_PAGES, MIGRATE_TASK, NUMA_DECISIONS, STICK_NUMA
 from lab.report import perfetto
 from lab.run.batch import settings_of
-from lab.topology.spec import load_topology
+from lab.topology.model.spec import load_topology
 from lab.trace.tracedat import TraceData
 from lab.workloads.registry import get_workload
 

@@ -13,7 +13,7 @@ from common import BOOT, debian_like, os_release, platform_ships_qboot, require_
 from lab.errors import LabError
 from lab.placement.host_inventory import read_inventory
 from lab.placement.pinning import plan_placement
-from lab.topology.spec import load_topology
+from lab.topology.model.spec import load_topology
 from lab.vm.libvirt.libvirt_backend import LibvirtBackend
 from lab.vm.libvirt.libvirt_xml import domain_xml
 from lab.vm.qemu.emulator import resolve as resolve_emulator

@@ -17,7 +17,7 @@ from common import BOOT, HOST
 
 from lab.errors import LabError
 from lab.placement.pinning import plan_placement
-from lab.topology.spec import load_topology, preset_names
+from lab.topology.model.spec import load_topology, preset_names
 from lab.vm.libvirt.libvirt_xml import domain_xml
 from lab.vm.qemu.emulator import Emulator
 from lab.vm.qemu.qemu_argv import qemu_argv

@@ -17,7 +17,7 @@ from common import REPO
 from test_golden import GOLDEN, _check
 
 from lab.errors import LabError
-from lab.topology.spec import load_topology, preset_names
+from lab.topology.model.spec import load_topology, preset_names
 from lab.workloads.registry import WORKLOADS
 from lab.workloads.workload_output import parse_output
 

@@ -35,8 +35,8 @@ from lab.analysis.sched_verbose import check_groups, parse_dump
 from lab.errors import LabError
 from lab.paths import json_text, write_json_atomic
 from lab.report import ab_table
-from lab.topology.spec import load_topology
-from lab.topology.tiers import check_tiers, read_tiers
+from lab.topology.model.spec import load_topology
+from lab.topology.model.tiers import check_tiers, read_tiers
 from lab.trace.assemble import assemble_run
 from lab.trace.tracedat import stats_lost, stats_per_cpu
 from lab.untrusted import finite_copy, guest_json, term_safe, to_float, to_int

@@ -8,7 +8,7 @@ import pytest
 
 from lab.errors import LabError
 from lab.guest import image
-from lab.topology.spec import load_topology
+from lab.topology.model.spec import load_topology
 from lab.workloads import image_layers
 from lab.workloads.elf import ldd_closure
 from lab.workloads.registry import WORKLOADS, get_workload

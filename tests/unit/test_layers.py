@@ -77,33 +77,28 @@ def test_a_workload_import_in_the_guest_would_be_upward() -> None:
 # implements and shares (the package's own modules: backend.py, the console, the share, the hang diagnosis, QMP),
 # below the backends, direct QEMU (qemu/) and libvirt (libvirt/), neither of which imports the other.
 VM_PARTS = {"tcg": 0, "": 1, "qemu": 2, "libvirt": 2}
-# lab/topology/ is one folder today; its modules by what they are, the folders a split would make: the model (what
-# a spec says, and the machines read into one) below what the kernel will make of it (predictions) and the
-# pictures, below the importers of real machines, which check what they write against the predictions.
-TOPOLOGY_PARTS = {
-    "model": ("__init__", "cpu_grid", "tiers", "model", "numactl", "spec", "ref", "sysfs"),
-    "predictions": ("cpu_view", "sched_groups", "kernel_view", "kernel_warnings", "cache_aware", "snc_fix"),
-    "pictures": ("render",),
-    "importers": ("machine_grid", "imported_spec", "hwloc", "importer"),
-}
-TOPOLOGY_LAYERS = {"model": 0, "predictions": 1, "pictures": 1, "importers": 2}
+# lab/topology/: its folders. The model (model/: what a spec says, the machines read into one, sysfs read) below
+# what the kernel will make of it (predictions/) and the pictures (pictures/), below the importers of real machines
+# (importers/), which check what they write against the predictions. The package itself holds nothing ("").
+TOPOLOGY_PARTS = {"": 0, "model": 1, "predictions": 2, "pictures": 2, "importers": 3}
+
+
+def _part(module: str, package: str) -> str | None:
+    """lab.vm.qemu.emulator -> "qemu" (its folder in ``package``, lab/vm/), lab.vm.backend -> "" (the package's
+    own); None outside the package."""
+    parts = module.split(".")
+    if parts[:2] != ["lab", package]:
+        return None
+    return parts[2] if len(parts) > 2 and (LAB / package / parts[2]).is_dir() else ""
 
 
 def _vm_part(module: str) -> str | None:
-    """lab.vm.qemu.emulator -> "qemu", lab.vm.backend -> "" (the package's own); None outside lab/vm/."""
-    parts = module.split(".")
-    if parts[:2] != ["lab", "vm"]:
-        return None
-    return parts[2] if len(parts) > 2 and (LAB / "vm" / parts[2]).is_dir() else ""
+    return _part(module, "vm")
 
 
 def _topology_part(module: str) -> str | None:
-    """lab.topology.hwloc -> "importers"; "?" for a module of no part; None outside lab/topology/."""
-    parts = module.split(".")
-    if parts[:2] != ["lab", "topology"]:
-        return None
-    name = parts[2] if len(parts) > 2 else "__init__"
-    return next((part for part, names in TOPOLOGY_PARTS.items() if name in names), "?")
+    """lab.topology.importers.hwloc -> "importers"; "" for the package itself; None outside lab/topology/."""
+    return _part(module, "topology")
 
 
 def _inner_upward(graph: dict[str, set[str]], part_of, layers: dict[str, int]) -> list[str]:
@@ -119,16 +114,17 @@ def _inner_upward(graph: dict[str, set[str]], part_of, layers: dict[str, int]) -
 
 
 def test_every_module_of_vm_and_topology_has_a_part() -> None:
+    """Every folder of lab/vm/ and lab/topology/ has a layer, and lab/topology/ keeps its modules in its folders."""
     graph = _graph()
     assert {_vm_part(m) for m in graph} - {None} <= set(VM_PARTS)
-    assert [m for m in graph if _topology_part(m) == "?"] == []
-    assert set(TOPOLOGY_PARTS) == set(TOPOLOGY_LAYERS)
+    assert {_topology_part(m) for m in graph} - {None} <= set(TOPOLOGY_PARTS)
+    assert [m for m in graph if _topology_part(m) == ""] == ["lab.topology"]
 
 
 def test_the_parts_of_vm_and_topology_import_downward_only() -> None:
     graph = _graph()
     assert _inner_upward(graph, _vm_part, VM_PARTS) == []
-    assert _inner_upward(graph, _topology_part, TOPOLOGY_LAYERS) == []
+    assert _inner_upward(graph, _topology_part, TOPOLOGY_PARTS) == []
 
 
 def test_a_backend_reaching_into_another_would_be_seen() -> None:
@@ -141,8 +137,15 @@ def test_a_backend_reaching_into_another_would_be_seen() -> None:
         "lab.vm.backend -> lab.vm.qemu.qemu_argv",
         "lab.vm.libvirt.libvirt_xml -> lab.vm.qemu.qemu_argv",
     ]
-    graph["lab.topology.spec"] = graph["lab.topology.spec"] | {"lab.topology.machine_grid"}
-    assert _inner_upward(graph, _topology_part, TOPOLOGY_LAYERS) == ["lab.topology.spec -> lab.topology.machine_grid"]
+    graph["lab.topology.model.spec"] = graph["lab.topology.model.spec"] | {"lab.topology.importers.machine_grid"}
+    assert _inner_upward(graph, _topology_part, TOPOLOGY_PARTS) == [
+        "lab.topology.model.spec -> lab.topology.importers.machine_grid"
+    ]
+    # (and a picture drawn from a prediction: two parts of one layer)
+    graph["lab.topology.pictures.render"] = graph["lab.topology.pictures.render"] | {
+        "lab.topology.predictions.cpu_view"
+    }
+    assert len(_inner_upward(graph, _topology_part, TOPOLOGY_PARTS)) == 2
 
 
 def test_no_import_cycles() -> None:

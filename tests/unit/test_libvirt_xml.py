@@ -14,8 +14,8 @@ from common import BOOT, HOST, require_setup_package
 from lab.cpulist import format_cpulist, parse_cpulist
 from lab.errors import LabError
 from lab.placement.pinning import Backing, Placement, plan_placement
-from lab.topology.model import Topology
-from lab.topology.spec import load_spec, load_topology, preset_names
+from lab.topology.model.spec import load_spec, load_topology, preset_names
+from lab.topology.model.topology import Topology
 from lab.vm.libvirt.libvirt_xml import QEMU_NS, domain_xml
 from lab.vm.qemu.qemu_argv import qemu_argv
 

@@ -16,7 +16,7 @@ from lab.analysis.metrics import METRIC_KEYS, NEUTRAL, metric_values
 from lab.analysis.numa import ANALYSES, ANALYSIS_EVENTS, analyse_trace, default_events
 from lab.events import MIGRATE_TASK, PROCESS_EXIT, WAKEUP, WAKEUP_NEW, WAKING
 from lab.report.sections.views_section import run_views
-from lab.topology.spec import load_topology
+from lab.topology.model.spec import load_topology
 from lab.trace.tracedat import Event, TraceData, _parse_report, read_trace
 
 RING4 = load_topology("ring-4")  # one LLC a node: node n is CPUs 2n, 2n+1
@@ -287,7 +287,7 @@ def test_a_real_run_of_one_llc_a_node_has_no_migrations_between_llcs() -> None:
 
 def test_one_node_of_two_llcs_has_no_rows_between_nodes() -> None:
     """On one node, migrations between nodes and wakeups on another node are 0 by construction: left out."""
-    from lab.topology.spec import load_spec
+    from lab.topology.model.spec import load_spec
 
     one = load_spec({"name": "one", "nodes": 1, "cpus_per_node": 4, "memory_per_node": "512M", "packages": 1,
                      "llcs_per_node": 2, "distances": [[10]]}, "one", name="one")  # fmt: skip

@@ -11,7 +11,7 @@ from common import HOST
 from lab.placement.host_inventory import HostInventory, HostNode
 from lab.placement.llc_backing import read_host_llcs
 from lab.placement.pinning import plan_placement
-from lab.topology.spec import load_topology
+from lab.topology.model.spec import load_topology
 
 # Two host nodes of 4 CPUs, each with two L3s whose CPUs interleave (0,2 and 1,3): pins in CPU order would
 # split every guest LLC across two host L3s.

@@ -15,10 +15,10 @@ from test_remote_latency import _but_lookups, _feed_model, _first_miss_ns, _topo
 
 from lab.errors import LabError
 from lab.run import remote_latency as rl
-from lab.topology.cpu_view import vcpu_llcs
-from lab.topology.model import LlcCosts, topology_from_dict
-from lab.topology.ref import TopologyRef
-from lab.topology.spec import load_spec
+from lab.topology.model.ref import TopologyRef
+from lab.topology.model.spec import load_spec
+from lab.topology.model.topology import LlcCosts, topology_from_dict
+from lab.topology.predictions.cpu_view import vcpu_llcs
 from lab.vm.tcg import access_plugin as ap
 from lab.vm.tcg.latency_model import LatencyModel, model_for
 

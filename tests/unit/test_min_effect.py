@@ -25,7 +25,7 @@ from lab.record_files import RUN_FORMAT
 from lab.report import ab_table
 from lab.run.auto_pairs import check_auto
 from lab.run.options import RunOptions
-from lab.topology.spec import load_topology
+from lab.topology.model.spec import load_topology
 
 # Figures as the virtual clock repeats them (docs/qemu.md: seed 000's perf-numa02, CoeffVar under 0.5%):
 # B is 0.15% above A, and Welch calls that significant after 3 runs a side.

@@ -15,7 +15,7 @@ from common import assert_one_line_error, numalab
 
 from lab.host import nested
 from lab.record_files import QEMU_ARGV
-from lab.topology.ref import TopologyRef
+from lab.topology.model.ref import TopologyRef
 from lab.vm import console
 from lab.vm.qemu import emulator, qemu_backend
 

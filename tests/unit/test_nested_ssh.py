@@ -13,7 +13,7 @@ import pytest
 
 from lab.host import nested, nested_init, nested_ssh, sshd_prefix
 from lab.host.nested_init import outer_init
-from lab.topology.ref import TopologyRef
+from lab.topology.model.ref import TopologyRef
 from lab.vm.backend import BootSpec
 from lab.vm.libvirt.libvirt_conn import is_local_uri, uri_parts
 from lab.vm.qemu.qemu_argv import qemu_argv

@@ -28,8 +28,8 @@ from lab.analysis.record import RunRecord
 from lab.report import ab_table
 from lab.report.report_model import build_report
 from lab.run.summary import print_summary
-from lab.topology.kernel_warnings import predicted_warnings
-from lab.topology.spec import load_topology, preset_names
+from lab.topology.model.spec import load_topology, preset_names
+from lab.topology.predictions.kernel_warnings import predicted_warnings
 
 DATA = REPO / "tests" / "data" / "runs"
 ON = sorted(DATA.glob("ring4-numa01-on-*"))

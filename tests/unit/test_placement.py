@@ -13,7 +13,7 @@ from lab.cpulist import format_cpulist, parse_cpulist
 from lab.errors import LabError
 from lab.placement.host_inventory import HostInventory, HostNode, read_inventory
 from lab.placement.pinning import QEMU_OVERHEAD_MIB, Backing, plan_placement
-from lab.topology.spec import load_topology, preset_names
+from lab.topology.model.spec import load_topology, preset_names
 
 
 def host(*nodes: HostNode) -> HostInventory:

@@ -13,7 +13,7 @@ import pytest
 from common import require_setup_package
 
 from lab.placement.pinning import Backing, Placement
-from lab.topology.ref import TopologyRef
+from lab.topology.model.ref import TopologyRef
 from lab.vm.backend import BootSpec, VmRequest
 from lab.vm.qemu.qemu_backend import run_vm
 

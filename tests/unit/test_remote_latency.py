@@ -15,7 +15,7 @@ import pytest
 from lab.errors import LabError
 from lab.matrix.definition import parse_matrix, run_options_of
 from lab.run import remote_latency as rl
-from lab.topology.model import Node, Topology
+from lab.topology.model.topology import Node, Topology
 from lab.vm.tcg import access_plugin as ap
 from lab.vm.tcg.latency_model import LatencyModel, model_for
 
@@ -436,7 +436,7 @@ def test_a_line_out_of_its_owners_caches_moves_from_memory_not_from_the_owner(ha
 def test_coherence_is_off_by_default_and_on_when_asked() -> None:
     from lab.run.batch import latency_of
     from lab.run.options import RunOptions
-    from lab.topology.spec import load_topology
+    from lab.topology.model.spec import load_topology
 
     for clock in ("virtual", "host"):
         assert not model_for(_topo(), "slit", 100.0, clock).coherence  # type: ignore[union-attr]
@@ -457,7 +457,7 @@ def test_coherence_is_off_by_default_and_on_when_asked() -> None:
 def test_the_node_caches_size_is_an_option_of_coherence() -> None:
     from lab.run.batch import latency_of
     from lab.run.options import RunOptions
-    from lab.topology.spec import load_topology
+    from lab.topology.model.spec import load_topology
 
     ring = load_topology("ring-2")
     for mib, lines in ((None, 524288), (1, 16384), (0, 0)):  # (0: no limit, the plugin's coh_lines=0)
@@ -638,8 +638,8 @@ def _spec(**extra) -> dict:
 
 
 def test_a_latency_table_overrides_the_slit() -> None:
-    from lab.topology.model import topology_from_dict
-    from lab.topology.spec import load_spec, load_topology
+    from lab.topology.model.spec import load_spec, load_topology
+    from lab.topology.model.topology import topology_from_dict
 
     topo = load_spec(_spec(latency_ratio=[[1, 1.7], [1.7, 1]]), "t.yaml")
     table, slit = model_for(topo, "table", 100.0), model_for(topo, "slit", 100.0)
@@ -654,7 +654,7 @@ def test_a_latency_table_overrides_the_slit() -> None:
 
 
 def test_table_without_a_latency_ratio_is_a_one_line_error() -> None:
-    from lab.topology.spec import load_topology
+    from lab.topology.model.spec import load_topology
 
     with pytest.raises(LabError, match=r"--remote-latency table: topology ring-2 has no latency_ratio: matrix"):
         model_for(load_topology("ring-2"), "table", 100.0)
@@ -675,7 +675,7 @@ def test_table_without_a_latency_ratio_is_a_one_line_error() -> None:
     ],
 )
 def test_a_bad_latency_table_names_its_field(ratio, needle: str) -> None:
-    from lab.topology.spec import load_spec
+    from lab.topology.model.spec import load_spec
 
     with pytest.raises(LabError, match=r"^t.yaml: " + needle):
         load_spec(_spec(latency_ratio=ratio), "t.yaml")
@@ -685,8 +685,8 @@ def test_a_bad_latency_table_names_its_field(ratio, needle: str) -> None:
 
 
 def test_stream_bandwidth_defaults_to_the_latency_ratio_and_a_table_overrides_it() -> None:
-    from lab.topology.model import topology_from_dict
-    from lab.topology.spec import load_spec
+    from lab.topology.model.spec import load_spec
+    from lab.topology.model.topology import topology_from_dict
 
     plain = model_for(load_spec(_spec(), "t.yaml"), "slit", 100.0, "virtual", 10.0)
     assert plain is not None and plain.bw_ratios == ((1.0, 3.2), (3.2, 1.0))  # the SLIT's latency ratio
@@ -712,7 +712,7 @@ def test_stream_bandwidth_defaults_to_the_latency_ratio_and_a_table_overrides_it
 def test_the_run_defaults_and_the_option_without_the_charge() -> None:
     from lab.run.batch import latency_of
     from lab.run.options import RunOptions
-    from lab.topology.spec import load_topology
+    from lab.topology.model.spec import load_topology
 
     ring = load_topology("ring-2")
     virtual = latency_of(RunOptions.of(remote_latency="slit", clock="virtual", accel="tcg"), "tcg", ring, None)
@@ -736,7 +736,7 @@ def test_the_run_defaults_and_the_option_without_the_charge() -> None:
     ],
 )
 def test_a_bad_bandwidth_table_names_its_field(ratio, needle: str) -> None:
-    from lab.topology.spec import load_spec
+    from lab.topology.model.spec import load_spec
 
     with pytest.raises(LabError, match=r"^t.yaml: " + needle):
         load_spec(_spec(bandwidth_ratio=ratio), "t.yaml")

@@ -18,8 +18,8 @@ from lab.matrix.definition import parse_matrix, run_options_of
 from lab.placement.pinning import plan_placement
 from lab.run import batch as batch_mod
 from lab.run.options import RunOptions
-from lab.topology.ref import TopologyRef
-from lab.topology.spec import load_topology
+from lab.topology.model.ref import TopologyRef
+from lab.topology.model.spec import load_topology
 from lab.trace.tracedat import Event
 from lab.vm.qemu.charge_series import is_current, prefix_name, series
 from lab.vm.qemu.emulator import find_binary

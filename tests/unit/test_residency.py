@@ -10,7 +10,7 @@ import pytest
 from lab.analysis.numa import ANALYSIS_EVENTS, analyse_trace, default_events
 from lab.analysis.residency import HELPERS, PINGPONG_WINDOW_S, pingpongs, residency
 from lab.events import MIGRATE_TASK, PROCESS_EXIT, WAKEUP_NEW
-from lab.topology.spec import load_topology
+from lab.topology.model.spec import load_topology
 from lab.trace.tracedat import Event, TraceData, read_trace
 
 RING4 = load_topology("ring-4")  # 2 CPUs a node: node n has CPUs 2n, 2n+1
@@ -150,7 +150,7 @@ def test_no_moves_at_all_gives_zero_pingpongs_and_no_convergence():
 
 def test_one_node_has_no_task_figures():
     """On one node a task cannot change node: its ping-pongs are not 0 of something possible, they are n/a."""
-    from lab.topology.spec import load_spec
+    from lab.topology.model.spec import load_spec
 
     one = load_spec(
         {"name": "one", "nodes": 1, "cpus_per_node": 2, "memory_per_node": "512M", "distances": [[10]]},

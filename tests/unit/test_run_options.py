@@ -15,7 +15,7 @@ from lab.guest.trace_options import TraceOptions
 from lab.matrix.definition import parse_matrix
 from lab.matrix.schedule import child_command, host_options, run_options
 from lab.run.options import CHOICES, RunOptions
-from lab.topology.ref import TopologyRef
+from lab.topology.model.ref import TopologyRef
 from lab.vm.libvirt.libvirt_hostspec import HostSpec
 from lab.vm.tcg.clock_options import ClockOptions
 from lab.vm.tcg.latency_options import LatencyOptions

@@ -13,7 +13,7 @@ from types import SimpleNamespace
 from lab.matrix.definition import load_matrix
 from lab.matrix.schedule import GUARD_S, child_limit_s
 from lab.run.request import RunRequest, default_timeout_s
-from lab.topology.spec import load_topology
+from lab.topology.model.spec import load_topology
 from lab.vm.tcg.guest_clock import GuestClock
 from lab.vm.tcg.latency_model import LatencyModel
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from lab.analysis.sched_cache import kernel_says, llc_sizes, read_llc_balancing, sched_cache_view
-from lab.topology.cache_aware import ENABLING, NOT_SUPPORTED, predict_sched_cache
-from lab.topology.cpu_view import ALL_LEVELS
-from lab.topology.spec import load_spec, load_topology
+from lab.topology.model.spec import load_spec, load_topology
+from lab.topology.predictions.cache_aware import ENABLING, NOT_SUPPORTED, predict_sched_cache
+from lab.topology.predictions.cpu_view import ALL_LEVELS
 
 ONE_NODE = {"name": "one-node", "nodes": 1, "cpus_per_node": 4, "memory_per_node": "512M", "distances": [[10]]}
 

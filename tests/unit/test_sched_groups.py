@@ -13,10 +13,10 @@ from lab.analysis.sched_verbose import check_groups, groups_record, parse_dump, 
 from lab.cpulist import parse_cpulist
 from lab.errors import LabError
 from lab.record_files import RUN_FORMAT
-from lab.topology.kernel_view import predict
-from lab.topology.model import Topology
-from lab.topology.sched_groups import predict_groups
-from lab.topology.spec import load_topology
+from lab.topology.model.spec import load_topology
+from lab.topology.model.topology import Topology
+from lab.topology.predictions.kernel_view import predict
+from lab.topology.predictions.sched_groups import predict_groups
 from lab.workloads.registry import get_workload
 
 RUNS = Path(__file__).resolve().parents[1] / "data" / "runs"
@@ -223,7 +223,7 @@ REAL = sorted((Path(__file__).resolve().parents[1] / "data" / "sched_verbose").g
 @pytest.mark.parametrize("dump", REAL, ids=[p.stem for p in REAL])
 def test_real_dumps_are_the_prediction(dump: Path) -> None:
     """Real guests (tests/data/sched_verbose): the baseline built 6.1's groups, the seed002 kernel the old ones."""
-    from lab.topology.spec import load_spec
+    from lab.topology.model.spec import load_spec
 
     meta = json.loads(dump.with_suffix(".json").read_text())
     topo = load_spec(meta["topology"], str(dump))

@@ -17,7 +17,7 @@ from lab.datafile import load_yaml
 from lab.errors import LabError
 from lab.guest.settings import KNOB_NAMES
 from lab.run.options import MAX_REPEAT
-from lab.topology.model import MAX_NODES
+from lab.topology.model.topology import MAX_NODES
 from lab.vm.tcg.guest_clock import CLOCKS
 from lab.vm.tcg.latency_model import REMOTE_LATENCY
 from lab.workloads.output_readers import READERS
@@ -131,7 +131,7 @@ def test_the_cli_names_the_file_and_the_path(tmp_path: Path) -> None:
 
 def test_a_spec_in_the_parsed_spec_cache_passed_the_schema(tmp_path: Path, monkeypatch) -> None:
     """The cache keeps only specs that passed: a bad one is refused again, not read back unchecked."""
-    from lab.topology.spec import load_topology
+    from lab.topology.model.spec import load_topology
 
     monkeypatch.setenv("NUMALAB_CACHE", str(tmp_path / "cache"))
     bad = tmp_path / "bad.yaml"

@@ -78,7 +78,7 @@ def test_a_task_still_moving_counts_as_the_window() -> None:
 
 
 def test_one_node_has_no_settling_and_no_migrations_between_nodes() -> None:
-    from lab.topology.spec import load_spec
+    from lab.topology.model.spec import load_spec
 
     one = load_spec({"name": "one", "nodes": 1, "cpus_per_node": 2, "memory_per_node": "512M",
                      "distances": [[10]]}, "one", name="one")  # fmt: skip
@@ -107,7 +107,7 @@ def test_real_run_without_numa_balancing() -> None:
                                                               ("sched_move_numa", "sched_swap_numa"))  # fmt: skip
     t0 = next(s["uptime"] for s in m["stages"] if s["name"] == "workload-start")
     data = read_trace(OFF_RUN / "trace.dat", ANALYSIS_EVENTS)
-    from lab.topology.model import topology_from_dict
+    from lab.topology.model.topology import topology_from_dict
 
     topo = topology_from_dict(m["topology"])
     r = residency(data, topo, t0)

@@ -1,4 +1,4 @@
-"""The one reader of sysfs's CPU and node files (lab.topology.sysfs, issue 69) under each of its trusts: a bad
+"""The one reader of sysfs's CPU and node files (lab.topology.model.sysfs, issue 69) under each of its trusts: a bad
 file is a LabError naming it (STRICT, topo import), left out (BEST_EFFORT, this host), or named in problems and
 never believed beyond its bounds (UNTRUSTED, a guest's grep dump)."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lab.errors import LabError
-from lab.topology.sysfs import (
+from lab.topology.model.sysfs import (
     MAX_TEXT,
     CacheFacts,
     SysfsFiles,

@@ -12,9 +12,8 @@ from common import assert_one_line_error, numalab
 from lab.analysis.readback import check_topology
 from lab.errors import LabError
 from lab.placement.pinning import plan_placement
-from lab.topology.kernel_view import predict
-from lab.topology.spec import load_spec, load_topology
-from lab.topology.tiers import (
+from lab.topology.model.spec import load_spec, load_topology
+from lab.topology.model.tiers import (
     DAX_TIER,
     DRAM_TIER,
     check_tiers,
@@ -24,6 +23,7 @@ from lab.topology.tiers import (
     read_tiers,
     usable_mib,
 )
+from lab.topology.predictions.kernel_view import predict
 from lab.vm.backend import BootSpec
 from lab.vm.libvirt.libvirt_xml import domain_xml
 from lab.vm.qemu.qemu_argv import qemu_argv
@@ -147,7 +147,7 @@ def test_slow_nodes_need_whole_memory_blocks_and_room_for_the_firmware():
 
 
 def test_manifest_round_trip_keeps_the_tiers():
-    from lab.topology.model import topology_from_dict
+    from lab.topology.model.topology import topology_from_dict
 
     topo = load_topology("tiered-2s-cxl")
     assert topology_from_dict(topo.to_dict()).tiers == topo.tiers

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lab.analysis.metrics import get_metric
-from lab.topology.spec import load_topology
+from lab.topology.model.spec import load_topology
 from lab.workloads import image_layers
 from lab.workloads.registry import WORKLOADS, get_workload
 from lab.workloads.workload_output import parse_output

@@ -25,11 +25,11 @@ from common import REPO, assert_one_line_error, numalab
 from lab import schemas
 from lab.datafile import parse_yaml
 from lab.errors import LabError
-from lab.topology.hwloc import parse_hwloc_xml, parse_synthetic, read_hwloc_xml
-from lab.topology.imported_spec import grid_spec
-from lab.topology.importer import import_spec, read_sysfs_grid
-from lab.topology.machine_grid import CpuGroups, GridMachine, derive_grid
-from lab.topology.numactl import Machine, MachineNode
+from lab.topology.importers.hwloc import parse_hwloc_xml, parse_synthetic, read_hwloc_xml
+from lab.topology.importers.imported_spec import grid_spec
+from lab.topology.importers.machine_grid import CpuGroups, GridMachine, derive_grid
+from lab.topology.importers.topo_import import import_spec, read_sysfs_grid
+from lab.topology.model.numactl import Machine, MachineNode
 
 DATA = REPO / "tests" / "data" / "topologies"
 GENOA = DATA / "hwloc-genoa-nps4.xml"
@@ -242,7 +242,7 @@ def test_xml_distances_by_gp_index_and_too_big_a_file(tmp_path, monkeypatch):
     data = _genoa_with("</topology>", _DIST.format(idx=" ".join(gp), vals=vals).replace('"os"', '"gp"'))
     gm = parse_hwloc_xml(data, "x.xml")
     assert gm.machine.distances[1] == (12, 10, 14, 15)
-    import lab.topology.hwloc as hwloc  # (to shrink its size limit)
+    import lab.topology.importers.hwloc as hwloc  # (to shrink its size limit)
 
     monkeypatch.setattr(hwloc, "MAX_XML_BYTES", 4096)
     with pytest.raises(LabError, match="more than the 4 KiB"):
@@ -418,8 +418,8 @@ def test_cli_imports_hwloc_xml_and_synthetic(tmp_path):
 
 def test_the_default_scale_is_the_fewest_cpus_the_kernel_reads_as_the_machine(tmp_path):
     """Genoa NPS4-like, 2 L3s a node: 2 CPUs a node, the fewest the grid allows, are LLCs of one core, which 6.1
-    takes for packages of their own (lab.topology.kernel_warnings); the default is 4, LLCs of 2 cores, and the
-    spec, its notes and --out say why. A --cpus-per-node 2 given is taken, with topo check's warning on a line of
+    takes for packages of their own (lab.topology.predictions.kernel_warnings); the default is 4, LLCs of 2 cores, and
+    the spec, its notes and --out say why. A --cpus-per-node 2 given is taken, with topo check's warning on a line of
     its own."""
     desc = "pack:1 numa:4 l3:2 core:4 pu:1"
     spec = _spec(parse_synthetic(desc))

@@ -9,7 +9,9 @@ import pytest
 
 from lab.cpulist import parse_cpulist
 from lab.errors import LabError
-from lab.topology.kernel_view import (
+from lab.topology.model.spec import load_spec, load_topology, parse_mib, preset_names
+from lab.topology.model.topology import RECLAIM_DISTANCE, Topology, validate
+from lab.topology.predictions.kernel_view import (
     NUMA_BACKPLANE,
     NUMA_DIRECT,
     NUMA_GLUELESS_MESH,
@@ -17,8 +19,6 @@ from lab.topology.kernel_view import (
     predict,
     topology_type,
 )
-from lab.topology.model import RECLAIM_DISTANCE, Topology, validate
-from lab.topology.spec import load_spec, load_topology, parse_mib, preset_names
 
 PRESETS = preset_names()
 
@@ -522,7 +522,7 @@ def test_a_parsed_spec_is_remembered_by_content(tmp_path, monkeypatch) -> None:
 
 
 def test_render_edges_are_the_links_or_each_nodes_nearest_pairs():
-    from lab.topology.render import distance_grid, edge_label, edges
+    from lab.topology.pictures.render import distance_grid, edge_label, edges
 
     asym = [[10, 20, 30], [20, 10, 20], [20, 20, 10]]
     # Node 2's nearest are 0 and 1 (its own row), though 2 is not node 0's nearest.

@@ -20,8 +20,8 @@ from lab.errors import LabError
 from lab.guest import cpio
 from lab.matrix.definition import load_matrix
 from lab.record_files import RUN_FORMAT
-from lab.topology.ref import TopologyRef
-from lab.topology.spec import load_topology
+from lab.topology.model.ref import TopologyRef
+from lab.topology.model.spec import load_topology
 from lab.workloads import image_layers
 from lab.workloads.elf import elf_interpreter, ldd_closure
 from lab.workloads.user_workload import command_workload, load_workload_file

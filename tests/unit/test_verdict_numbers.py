@@ -24,7 +24,7 @@ from lab.record_files import VMSTAT_END, VMSTAT_START
 from lab.report import ab_table
 from lab.run import auto_pairs as ab_auto
 from lab.run.options import RunOptions
-from lab.topology.spec import load_topology
+from lab.topology.model.spec import load_topology
 
 
 def _off_vs_on() -> cmp.Comparison:

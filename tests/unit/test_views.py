@@ -20,7 +20,7 @@ from lab.analysis.record import RunRecord
 from lab.report import ab_table
 from lab.report.report_model import build_report
 from lab.report.sections.views_section import _binned, run_views
-from lab.topology.spec import load_topology
+from lab.topology.model.spec import load_topology
 
 DATA = Path(__file__).parent.parent / "data" / "runs"
 VIEWS = DATA / "ring4-numa01-views"

@@ -9,7 +9,7 @@ import shlex
 import pytest
 from common import numalab
 
-from lab.topology.spec import load_topology
+from lab.topology.model.spec import load_topology
 from lab.vm.qemu.vng_args import left_out
 
 # what stdout was before the lines (--no-pin: the same on any host)

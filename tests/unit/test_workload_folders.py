@@ -13,7 +13,7 @@ from common import REPO
 from lab import schemas
 from lab.datafile import load_yaml
 from lab.errors import LabError
-from lab.topology.spec import load_topology
+from lab.topology.model.spec import load_topology
 from lab.workloads import registry, user_workload
 from lab.workloads.output_readers import READERS, perf_numa_summary
 from lab.workloads.registry import FOLDERS, WORKLOADS, discover

@@ -15,10 +15,10 @@ from common import numalab
 
 from lab.analysis.readback import MEM_TOLERANCE_MIB, MEM_TOLERANCE_SHARE
 from lab.cpulist import format_cpulist
-from lab.topology.cpu_view import predict_cpus
-from lab.topology.kernel_view import expected_numa_spans, predict
-from lab.topology.spec import load_topology, preset_names
-from lab.topology.tiers import usable_mib
+from lab.topology.model.spec import load_topology, preset_names
+from lab.topology.model.tiers import usable_mib
+from lab.topology.predictions.cpu_view import predict_cpus
+from lab.topology.predictions.kernel_view import expected_numa_spans, predict
 from lab.vm.machine_needs import required_qemu
 
 pytestmark = pytest.mark.vm
@@ -63,7 +63,7 @@ def test_preset_boots_with_its_topology(preset: str, tmp_path) -> None:
         got = readback[str(node.id)]
         assert got["cpus"] == cpus
         assert got["distances"] == list(topo.distances[node.id])
-        # (a slow memory-tier node at the top of low RAM keeps one block out for the firmware: lab.topology.tiers)
+        # (a slow memory-tier node at the top of low RAM keeps one block out for the firmware: lab.topology.model.tiers)
         want = usable_mib(topo, node.id) if topo.tiers else node.memory_mib
         slack = max(MEM_TOLERANCE_MIB, want * MEM_TOLERANCE_SHARE)
         assert want - slack <= got["memtotal_mib"] <= want
@@ -83,7 +83,7 @@ def test_preset_boots_with_its_topology(preset: str, tmp_path) -> None:
     assert "sched_verbose" in (out / "cmdline.txt").read_text()
     assert "CPU0 attaching sched-domain" in (out / "dmesg-boot.txt").read_text()
 
-    # Below NUMA: each CPU's package, LLC (die), L2 and sched domains against lab.topology.cpu_view, for a
+    # Below NUMA: each CPU's package, LLC (die), L2 and sched domains against lab.topology.predictions.cpu_view, for a
     # machine with a CPU grid; the guest's ids and caches are recorded for every preset.
     cpus = manifest["guest_topology"]["readback"]["cpus"]["cpus"]
     assert sorted(int(c) for c in cpus) == list(range(topo.total_cpus))

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from common import REPO, numalab, require_setup_package
 
-from lab.topology.sched_groups import predict_groups
-from lab.topology.spec import load_topology
+from lab.topology.model.spec import load_topology
+from lab.topology.predictions.sched_groups import predict_groups
 
 PATCH = REPO / "kernel-configs" / "patches" / "seed002-groups-from-one-cpu.patch"
 HAVE_SOURCE = Path("/usr/src/linux-source-6.1.tar.xz").exists()
@@ -79,7 +79,7 @@ def test_ring4_old_construction_is_caught_and_leaves_node_3_idle(tmp_path, kerne
     assert "overlap on CPUs 1,3 (nodes 1,3)" in m["reason"]
     problems = [p for p in m["guest_topology"]["problems"] if "sched groups" in p]
     assert [p.split()[1] for p in problems] == ["1", "3"]  # nodes 0 and 2 keep their groups
-    # what the patched guest built is the old construction, as lab.topology.sched_groups models it
+    # what the patched guest built is the old construction, as lab.topology.predictions.sched_groups models it
     old = predict_groups(load_topology("ring-4").with_overrides(1, None, None), "first-cpu")
     guest = m["guest_topology"]["sched_groups"]["guest"]
     assert {c: [d["groups"] for d in doms] for c, doms in guest.items()} == {

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from common import REPO, needs_setup_package, numalab
 
-from lab.topology.spec import load_topology
-from lab.topology.tiers import predict_tiers, usable_mib
+from lab.topology.model.spec import load_topology
+from lab.topology.model.tiers import predict_tiers, usable_mib
 
 pytestmark = [pytest.mark.vm, pytest.mark.usefixtures("host_shared")]  # (a real libvirtd)
 

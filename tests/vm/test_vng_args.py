@@ -16,7 +16,7 @@ import pytest
 from common import HOST, REPO, assert_one_line_error, numalab
 
 from lab.placement.pinning import plan_placement
-from lab.topology.spec import load_topology
+from lab.topology.model.spec import load_topology
 from lab.vm.qemu.vng_args import vng_args
 
 DATA = REPO / "tests" / "data" / "topologies"

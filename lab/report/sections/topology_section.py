@@ -10,7 +10,7 @@ from lab.cpulist import format_cpulist
 from lab.report import svg, svg_topology
 from lab.report.colors import DISTANCE_FAR, DISTANCE_NEAR
 from lab.report.html_parts import anchor, box, e, figure, kv_table, num, table
-from lab.topology import render
+from lab.topology.pictures import render
 
 
 def _topo_key(t: dict) -> str:
@@ -18,7 +18,7 @@ def _topo_key(t: dict) -> str:
 
 
 def topology_svg(t: dict) -> str:
-    """The topology as a graph: the edges of ``lab.topology.render`` (the spec's links, or the SLIT's
+    """The topology as a graph: the edges of ``lab.topology.pictures.render`` (the spec's links, or the SLIT's
     nearest pairs, with the other pairs drawn faint on small machines)."""
     d = t.get("distances") or []
     n = len(d)

@@ -198,8 +198,8 @@ def _head(rows: list[dict]) -> list[str]:
         f"**The seed's claim.** {SEED_CLAIM}",
         "",
         "**What numalab checks.** On every run it predicts the groups of every NUMA sched domain from each CPU's "
-        "point of view as Linux 6.1 builds them (`lab/topology/sched_groups.py`), reads the groups the guest "
-        "built from its `sched_verbose` dump, and makes any difference the run status `topology-mismatch`, "
+        "point of view as Linux 6.1 builds them (`lab/topology/predictions/sched_groups.py`), reads the groups the "
+        "guest built from its `sched_verbose` dump, and makes any difference the run status `topology-mismatch`, "
         "naming the CPU, the domain and the overlap. The bad kernel is 6.1 with "
         "`kernel-configs/patches/seed002-groups-from-one-cpu.patch` (the construction before the fix). The "
         "`nodes13` workload runs two CPU-bound tasks per CPU of nodes 1 and 3, bound to both nodes and all "

@@ -46,7 +46,7 @@ from lab.cpulist import format_cpulist
 from lab.errors import LabError
 from lab.placement.pinning import Placement, plan_placement
 from lab.record_files import CONSOLE_LOG, DOMAIN_LIVE_XML, DOMAIN_XML, QEMU_LOG
-from lab.topology.model import Topology
+from lab.topology.model.topology import Topology
 from lab.vm.backend import FIRMWARES, BootSpec, VmRequest
 from lab.vm.console import VmOutcome, WatchRules, watch
 from lab.vm.hang import BUSY_WINDOW_S, add_busy, busy_shares, parse_registers

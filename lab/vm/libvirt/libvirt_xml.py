@@ -67,9 +67,9 @@ import xml.etree.ElementTree as ET
 from lab.cpulist import format_cpulist
 from lab.errors import LabError
 from lab.placement.pinning import Placement
-from lab.topology.cpu_grid import CPUID_VENDOR_IDS
-from lab.topology.cpu_view import smp_layout
-from lab.topology.model import Topology
+from lab.topology.model.cpu_grid import CPUID_VENDOR_IDS
+from lab.topology.model.topology import Topology
+from lab.topology.predictions.cpu_view import smp_layout
 from lab.vm.backend import BootSpec
 
 QEMU_NS = "http://libvirt.org/schemas/domain/qemu/1.0"
@@ -178,7 +178,7 @@ def _cpu(root: ET.Element, topo: Topology, domain_type: str) -> None:
 def _interconnects(numa: ET.Element, topo: Topology) -> None:
     """HMAT (``-numa hmat-lb`` and ``hmat=on``) -> ``<interconnects>`` of access latency (ns) and
     bandwidth (MiB/s); libvirt turns them on HMAT and derives a CPU-less cell's initiator from them
-    (the initiator with the best access latency, as lab.topology.tiers defaults it).
+    (the initiator with the best access latency, as lab.topology.model.tiers defaults it).
 
     libvirt takes a link as two-way: once 0->1 is given, 1->0 is refused ("Link already defined").
     So each pair of CPU nodes is given once, lower initiator first; the guest's view is the same,

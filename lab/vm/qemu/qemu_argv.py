@@ -10,9 +10,9 @@ from collections.abc import Sequence
 
 from lab.errors import LabError
 from lab.placement.pinning import Placement
-from lab.topology.cpu_grid import CPUID_VENDOR_IDS
-from lab.topology.cpu_view import smp_layout
-from lab.topology.model import Topology
+from lab.topology.model.cpu_grid import CPUID_VENDOR_IDS
+from lab.topology.model.topology import Topology
+from lab.topology.predictions.cpu_view import smp_layout
 from lab.vm.backend import BootSpec
 
 ACCELS = ("kvm", "tcg")
@@ -107,7 +107,7 @@ def topology_args(topo: Topology, placement: Placement) -> list[str]:
 
 def hmat_args(topo: Topology) -> list[str]:
     """-numa hmat-lb: access latency (ns) and bandwidth (MiB/s) from every CPU node to every node
-    (lab.topology.tiers); the machine needs hmat=on (machine_option)."""
+    (lab.topology.model.tiers); the machine needs hmat=on (machine_option)."""
     tiers = topo.tiers
     if not tiers or not tiers.hmat:
         return []

@@ -25,7 +25,7 @@ from lab.cpulist import format_cpulist
 from lab.errors import LabError
 from lab.placement.pinning import Placement
 from lab.record_files import QEMU_ARGV, QEMU_LOG
-from lab.topology.model import Topology
+from lab.topology.model.topology import Topology
 from lab.vm.backend import VmRequest
 from lab.vm.console import Stage, VmOutcome, WatchRules, watch
 from lab.vm.hang import vm_state

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 from lab.cpulist import format_cpulist
 from lab.placement.pinning import Placement
-from lab.topology.cpu_view import smp_layout
-from lab.topology.model import Topology
+from lab.topology.model.topology import Topology
+from lab.topology.predictions.cpu_view import smp_layout
 
 
 def vng_args(topo: Topology, placement: Placement | None = None) -> tuple[list[str], list[str]]:

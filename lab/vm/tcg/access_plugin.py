@@ -28,7 +28,7 @@ from pathlib import Path
 
 from lab.errors import LabError
 from lab.paths import COMPLETE, REPO_ROOT, TOOL_TEXT, cache_dir, publish_dir
-from lab.topology.model import Topology
+from lab.topology.model.topology import Topology
 
 PLUGIN_SRC = REPO_ROOT / "images" / "plugins"
 DEFAULT_SAMPLE = 64

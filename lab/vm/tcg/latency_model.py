@@ -60,8 +60,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.errors import LabError
-from lab.topology.cpu_view import vcpu_llcs
-from lab.topology.model import DEFAULT_LLC_MIB, DEFAULT_LLC_TRANSFER_NS, LOCAL_DISTANCE, Topology
+from lab.topology.model.topology import DEFAULT_LLC_MIB, DEFAULT_LLC_TRANSFER_NS, LOCAL_DISTANCE, Topology
+from lab.topology.predictions.cpu_view import vcpu_llcs
 
 REMOTE_LATENCY = ("off", "slit", "table")
 LINE_BYTES = 64  # the plugin's line (a constant there: the tag is the address >> 6)
@@ -153,8 +153,8 @@ class LatencyModel:
     coherence: bool = False  # a line written on one node and then used on another: a transfer between the two
     coherence_mib: int = DEFAULT_COHERENCE_MIB  # each LLC's share of a node's caches: out of them, no transfer; 0: none
     node_llcs: tuple[int, ...] = ()  # each node's LLCs (the topology's; () or 0: one): a node's caches are their total
-    # each vCPU's LLC (lab.topology.cpu_view.vcpu_llcs): with coherence on a machine of several LLCs a node, a line's
-    # owner is an LLC; () (or one LLC a node): a node
+    # each vCPU's LLC (lab.topology.predictions.cpu_view.vcpu_llcs): with coherence on a machine of several LLCs a
+    # node, a line's owner is an LLC; () (or one LLC a node): a node
     vcpu_llcs: tuple[int, ...] = ()
     llc_transfer_ns: float = DEFAULT_LLC_TRANSFER_NS  # a line moved between two LLCs of one node (guest time)
 

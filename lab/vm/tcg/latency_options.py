@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from lab.errors import LabError, check_choice
-from lab.topology.model import Topology
+from lab.topology.model.topology import Topology
 from lab.vm.tcg.latency_model import (
     REMOTE_LATENCY,
     LatencyModel,

@@ -6,7 +6,7 @@ waits for) are then a small part of what a MiB costs."""
 
 from __future__ import annotations
 
-from lab.topology.model import Topology
+from lab.topology.model.topology import Topology
 from lab.workloads.scaling import share_mib
 
 

@@ -3,7 +3,7 @@ as large as a host's last-level cache: the buffers together are larger) unless t
 
 from __future__ import annotations
 
-from lab.topology.model import Topology
+from lab.topology.model.topology import Topology
 from lab.workloads.scaling import share_mib
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from lab.topology.model import Topology
+from lab.topology.model.topology import Topology
 from lab.workloads.misplaced.scale import placement
 
 

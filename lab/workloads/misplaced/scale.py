@@ -4,7 +4,7 @@ id among equals), and as much memory as the memory's node can spare, at most 64 
 from __future__ import annotations
 
 from lab.errors import LabError
-from lab.topology.model import Topology
+from lab.topology.model.topology import Topology
 from lab.workloads.workload_type import MEM_SHARE
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from lab.errors import LabError
-from lab.topology.model import Topology
+from lab.topology.model.topology import Topology
 
 
 def scale(topo: Topology, duration: float) -> dict[str, int]:

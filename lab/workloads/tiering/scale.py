@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from lab.topology.model import Topology
+from lab.topology.model.topology import Topology
 
-# The hot set: this much of the fast tier (the nodes that are not slow, dax kmem nodes: lab.topology.tiers),
+# The hot set: this much of the fast tier (the nodes that are not slow, dax kmem nodes: lab.topology.model.tiers),
 # but at most TIER_HOT_MAX of all guest memory.
 TIER_HOT_FACTOR = 1.25
 TIER_HOT_MAX = 0.55

@@ -1,6 +1,6 @@
 """A topology as a run names it (:class:`TopologyRef`): the one place that turns "name + size
 overrides" into a Topology. Light on purpose: the CLI, RunOptions and the matrix spec import it at
-every start, and it reads spec files (lab.topology.spec) only when a topology is loaded."""
+every start, and it reads spec files (lab.topology.model.spec) only when a topology is loaded."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.errors import LabError
-from lab.topology.model import Topology
+from lab.topology.model.topology import Topology
 
 CLI_SIZE_NAMES = ("--cpus-per-node", "--mem-per-node", "--threads")
 SPEC_SIZE_NAMES = ("cpus_per_node", "mem_per_node", "threads")
@@ -24,8 +24,8 @@ def topology_with_sizes(
     cache: bool = True,
 ) -> Topology:
     """A topology with size overrides; errors name them as ``names`` (the command line's options,
-    or a matrix spec's fields). ``cache``: lab.topology.spec.load_topology's."""
-    from lab.topology.spec import load_topology, parse_mib  # (the spec reader: on use, not at start)
+    or a matrix spec's fields). ``cache``: lab.topology.model.spec.load_topology's."""
+    from lab.topology.model.spec import load_topology, parse_mib  # (the spec reader: on use, not at start)
 
     topo = load_topology(name_or_path, cache)
     mem = parse_mib(mem_per_node, names[1]) if mem_per_node else None

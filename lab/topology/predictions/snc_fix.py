@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from lab.topology.model import Topology
+from lab.topology.model.topology import Topology
 
 MODELS = frozenset({(6, 173), (6, 221)})  # INTEL_GRANITERAPIDS_X, INTEL_ATOM_DARKMONT_X
 FIXING_UP = "Fixing up SNC SLIT table."

@@ -1,7 +1,7 @@
 """The NUMA topology model: nodes, CPUs, memory, SMT threads and a SLIT.
 
 A :class:`Topology` is plain, immutable data. It is built from a spec file by
-``lab.topology.spec`` and checked by :func:`validate`, which applies QEMU's and
+``lab.topology.model.spec`` and checked by :func:`validate`, which applies QEMU's and
 the guest kernel's rules so that what we boot is what the kernel will use.
 """
 
@@ -13,8 +13,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lab.errors import LabError
-from lab.topology.cpu_grid import CpuGrid, build_grid, grid_from_dict
-from lab.topology.tiers import tiers_from_dict
+from lab.topology.model.cpu_grid import CpuGrid, build_grid, grid_from_dict
+from lab.topology.model.tiers import tiers_from_dict
 
 LOCAL_DISTANCE = 10
 MAX_DISTANCE = 255
@@ -93,14 +93,14 @@ class Topology:
     description: str = ""
     source: str = ""
     extra: dict = field(default_factory=dict, compare=False, hash=False)
-    tiers: Any = None  # lab.topology.tiers.MemoryTiers: slow (dax kmem) nodes, initiators, HMAT
+    tiers: Any = None  # lab.topology.model.tiers.MemoryTiers: slow (dax kmem) nodes, initiators, HMAT
     # remote/local memory latency per (CPU node, memory node), for --remote-latency table, where the SLIT is
     # not a latency ratio; None: not given (slit uses distance / 10)
     latency_ratio: tuple[tuple[float, ...], ...] | None = None
     # local/remote memory bandwidth per (CPU node, memory node), for the stream misses of --remote-latency;
     # None: not given (the latency ratios in use)
     bandwidth_ratio: tuple[tuple[float, ...], ...] | None = None
-    # packages, LLCs (dies), clusters, cores and threads (lab.topology.cpu_grid); None: one package and one LLC
+    # packages, LLCs (dies), clusters, cores and threads (lab.topology.model.cpu_grid); None: one package and one LLC
     # per node, numalab's layout before the grid (lab.vm.qemu.qemu_argv.smp_layout)
     cpu_grid: CpuGrid | None = None
     # the LLCs' size and a line's move between two of one node, for the memory model (None: the defaults)

@@ -35,12 +35,20 @@ from pathlib import Path
 from lab import datafile, schemas
 from lab.errors import LabError
 from lab.paths import cache_dir, read_text_file, write_text_atomic
-from lab.topology.cpu_grid import build_grid
-from lab.topology.model import LOCAL_DISTANCE, Node, Topology, check_name, hop_matrix, llc_costs_from_dict, validate
-from lab.topology.numactl import looks_like_numactl
-from lab.topology.tiers import parse_tiers
+from lab.topology.model.cpu_grid import build_grid
+from lab.topology.model.numactl import looks_like_numactl
+from lab.topology.model.tiers import parse_tiers
+from lab.topology.model.topology import (
+    LOCAL_DISTANCE,
+    Node,
+    Topology,
+    check_name,
+    hop_matrix,
+    llc_costs_from_dict,
+    validate,
+)
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 PRESET_DIR = REPO_ROOT / "topologies"
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?\s*$", re.IGNORECASE)
@@ -86,7 +94,7 @@ def _node_llcs(spec: dict) -> list[int | None] | None:
 
 
 def _grid(spec: dict, nodes: list[Node], threads: int):
-    """The CPU grid (lab.topology.cpu_grid) when the spec names any of its fields, else None."""
+    """The CPU grid (lab.topology.model.cpu_grid) when the spec names any of its fields, else None."""
     node_llcs = _node_llcs(spec)
     if node_llcs is None and not any(f in spec for f in GRID_FIELDS):
         return None

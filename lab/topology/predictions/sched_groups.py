@@ -38,7 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lab.cpulist import format_cpulist, parse_cpulist
-from lab.topology.model import Topology
+from lab.topology.model.topology import Topology
 
 CONSTRUCTIONS = ("6.1", "first-cpu")
 

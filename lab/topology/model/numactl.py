@@ -1,6 +1,6 @@
 """``numactl -H`` output -> :class:`Machine`: a real machine's nodes, CPUs, memory and SLIT, before scaling.
 
-Used by ``numalab topo import`` (lab.topology.importer) and by the spec loader, which points a
+Used by ``numalab topo import`` (lab.topology.importers.topo_import) and by the spec loader, which points a
 user who gives numactl output to ``topo check`` at ``topo import``.
 """
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from lab.cpulist import parse_cpulist
 from lab.errors import LabError
-from lab.topology.model import LOCAL_DISTANCE, MAX_DISTANCE, MAX_NODES
+from lab.topology.model.topology import LOCAL_DISTANCE, MAX_DISTANCE, MAX_NODES
 
 _AVAILABLE_RE = re.compile(r"^available:\s+(\d+)\s+nodes?\s*\(([^)]*)\)\s*$")
 _CPUS_RE = re.compile(r"^node\s+(\d+)\s+cpus:\s*(.*)$")

@@ -1,4 +1,4 @@
-"""hwloc's view of a machine -> :class:`~lab.topology.machine_grid.GridMachine`: ``lstopo --of xml`` files and
+"""hwloc's view of a machine -> :class:`~lab.topology.importers.machine_grid.GridMachine`: ``lstopo --of xml`` files and
 synthetic descriptions (``pack:2 numa:3 l3:1 core:2 pu:2``, what ``lstopo --input`` takes).
 
 **XML** (hwloc 2.x: ``<topology version="2.0">``). The file is untrusted input: it is read up to
@@ -35,9 +35,9 @@ from xml.parsers import expat
 
 from lab.datafile import read_bytes
 from lab.errors import LabError
-from lab.topology.machine_grid import CpuGroups, GridMachine, Group
-from lab.topology.model import LOCAL_DISTANCE, MAX_DISTANCE, MAX_NODES
-from lab.topology.numactl import Machine, MachineNode, check_machine
+from lab.topology.importers.machine_grid import CpuGroups, GridMachine, Group
+from lab.topology.model.numactl import Machine, MachineNode, check_machine
+from lab.topology.model.topology import LOCAL_DISTANCE, MAX_DISTANCE, MAX_NODES
 
 MAX_XML_BYTES = 32 << 20  # lstopo's XML of a 2-socket, 384-thread machine with its PCI devices is ~2 MiB
 MAX_DEPTH = 256  # nested elements (lstopo's deepest, under PCI bridges, are ~20)

@@ -1,6 +1,6 @@
 """What the guest kernel (Linux 6.1) will complain about in a valid spec, before booting it.
 
-Validation (lab.topology.spec) rejects what QEMU or the kernel refuses
+Validation (lab.topology.model.spec) rejects what QEMU or the kernel refuses
 outright. Some specs are accepted by both and still make the kernel log an
 error at boot; ``numalab topo check`` and ``topo show`` warn about those, and
 the run record's topology verdict carries what the kernel actually said
@@ -9,8 +9,8 @@ the run record's topology verdict carries what the kernel actually said
 
 from __future__ import annotations
 
-from lab.topology.cpu_view import smp_layout
-from lab.topology.model import Topology
+from lab.topology.model.topology import Topology
+from lab.topology.predictions.cpu_view import smp_layout
 
 
 def predicted_warnings(topo: Topology) -> list[str]:
@@ -33,7 +33,7 @@ def predicted_warnings(topo: Topology) -> list[str]:
 def layout_warnings(topo: Topology) -> list[str]:
     """The complaints that come from how many CPUs a node is given (sockets of 3, an LLC or module of one core),
     which a bigger scale of the same machine avoids: ``topo import`` chooses its default scale by them
-    (lab.topology.machine_grid)."""
+    (lab.topology.importers.machine_grid)."""
     out = []
     grid = topo.cpu_grid
     if grid is not None:

@@ -19,8 +19,8 @@ Sub-NUMA clustering is modelled with one die per node: on a real SNC machine CPU
 package, and the kernel cuts it at the node (``match_llc``'s SNC exception, Intel models only), so the
 guest's sched domains are those of a die per node under any CPU model.
 
-Pure data and arithmetic; the spec (``lab.topology.spec``) builds it, the QEMU argv
-(``lab.vm.qemu.qemu_argv``) and the kernel's predicted view (``lab.topology.cpu_view``) read it.
+Pure data and arithmetic; the spec (``lab.topology.model.spec``) builds it, the QEMU argv
+(``lab.vm.qemu.qemu_argv``) and the kernel's predicted view (``lab.topology.predictions.cpu_view``) read it.
 """
 
 from __future__ import annotations

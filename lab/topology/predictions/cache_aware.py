@@ -13,8 +13,8 @@ With ``sched_verbose`` the kernel then logs ``enabling cache aware scheduling`` 
 from __future__ import annotations
 
 from lab.cpulist import checked_cpulist
-from lab.topology.cpu_view import ALL_LEVELS, predict_cpus
-from lab.topology.model import Topology
+from lab.topology.model.topology import Topology
+from lab.topology.predictions.cpu_view import ALL_LEVELS, predict_cpus
 
 ENABLING = "enabling"
 DISABLING = "disabling"

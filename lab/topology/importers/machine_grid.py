@@ -1,8 +1,8 @@
 """A real machine's CPUs grouped into packages, L3s, L2s and cores -> a spec with the CPU grid (issue #48).
 
-hwloc (lab.topology.hwloc: ``lstopo --of xml`` files and synthetic descriptions) and a copy of
-``/sys/devices/system/{cpu,node}`` (lab.topology.importer) tell more than ``numactl -H``: which CPUs share a
-package, an L3, an L2 and a core. :func:`derive_grid` turns that into the spec's optional fields::
+hwloc (lab.topology.importers.hwloc: ``lstopo --of xml`` files and synthetic descriptions) and a copy of
+``/sys/devices/system/{cpu,node}`` (lab.topology.importers.topo_import) tell more than ``numactl -H``: which CPUs
+share a package, an L3, an L2 and a core. :func:`derive_grid` turns that into the spec's optional fields::
 
     packages: 2           # the CPU nodes, in id order, split evenly among them
     llcs_per_node: 2      # L3s a node, each an equal share of its cores
@@ -11,9 +11,9 @@ package, an L3, an L2 and a core. :func:`derive_grid` turns that into the spec's
     cpu_vendor: amd
     cpu_model: {family: 25, model: 17}  # the packages' CPUID family and model, when the source gives them
 
-and :func:`lab.topology.imported_spec.grid_spec` writes the spec, scaled like every import (``--cpus-per-node``,
-``--mem-per-node``; by default the fewest CPUs a node the kernel reads as this machine), as data and as YAML text
-whose comments say what was decided. Nodes that hold different numbers of L3s (2 in one
+and :func:`lab.topology.importers.imported_spec.grid_spec` writes the spec, scaled like every import
+(``--cpus-per-node``, ``--mem-per-node``; by default the fewest CPUs a node the kernel reads as this machine), as
+data and as YAML text whose comments say what was decided. Nodes that hold different numbers of L3s (2 in one
 node and 1 in another: an uneven machine) give each CPU node its own ``llcs:``, every L3 the same CPUs, when the
 packages hold the same number of L3s each (QEMU's one grid); a field the machine does not fill evenly otherwise
 (nodes in packages of different sizes, L2s shared by 1 or 2 cores) is left out, and a comment in the YAML says
@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from lab.cpulist import format_cpulist
 from lab.errors import LabError
-from lab.topology.numactl import Machine
+from lab.topology.model.numactl import Machine
 
 Group = frozenset[int]
 VENDORS = {"GenuineIntel": "intel", "AuthenticAMD": "amd"}  # CPUID vendor strings -> cpu_vendor

@@ -1,6 +1,6 @@
 """What the guest kernel will see of its CPUs: packages, dies, clusters, caches, and the sched domains below NUMA.
 
-Every topology has a view here, with or without a CPU grid (lab.topology.cpu_grid): without one it is the
+Every topology has a view here, with or without a CPU grid (lab.topology.model.cpu_grid): without one it is the
 layout numalab always booted (``lab.vm.qemu.qemu_argv.smp_layout``: a socket per node when nodes are equal,
 else a socket per core), where QEMU's L3 is the socket's.
 
@@ -13,7 +13,7 @@ The domains follow x86's topology levels (``arch/x86/kernel/smpboot.c``), 6.1 an
 * a level whose span is its child's, or one CPU, is degenerated (``sd_degenerate``,
   ``sd_parent_degenerate``), as ``NODE`` is above a level that spans the node.
 
-The NUMA levels above them are ``lab.topology.kernel_view``'s.
+The NUMA levels above them are ``lab.topology.predictions.kernel_view``'s.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lab.cpulist import format_cpulist
-from lab.topology.model import Topology
+from lab.topology.model.topology import Topology
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lab.cpulist import format_cpulist
-from lab.topology.cpu_grid import CpuGrid
-from lab.topology.model import LOCAL_DISTANCE, Topology
+from lab.topology.model.cpu_grid import CpuGrid
+from lab.topology.model.topology import LOCAL_DISTANCE, Topology
 
 Distances = Sequence[Sequence[int]]
 

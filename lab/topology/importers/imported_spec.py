@@ -1,8 +1,8 @@
 """A real machine with its CPU grid made a spec (issue #48): :func:`grid_spec` writes the spec of a
-:class:`~lab.topology.machine_grid.GridMachine` with the grid fields :func:`~lab.topology.machine_grid.derive_grid`
-finds, scaled like every import (``--cpus-per-node``, ``--mem-per-node``; by default the fewest CPUs a node the
-kernel reads as this machine), as data and as YAML text whose comments say what was decided
-(:class:`ImportedSpec`).
+:class:`~lab.topology.importers.machine_grid.GridMachine` with the grid fields
+:func:`~lab.topology.importers.machine_grid.derive_grid` finds, scaled like every import (``--cpus-per-node``,
+``--mem-per-node``; by default the fewest CPUs a node the kernel reads as this machine), as data and as YAML text
+whose comments say what was decided (:class:`ImportedSpec`).
 """
 
 from __future__ import annotations
@@ -13,11 +13,11 @@ from dataclasses import dataclass, replace
 from lab import schemas
 from lab.datafile import parse_yaml
 from lab.errors import LabError
-from lab.topology.kernel_warnings import layout_warnings
-from lab.topology.machine_grid import GridFields, GridMachine, derive_grid, pick_cpus_per_node, plural
-from lab.topology.model import MAX_VCPUS, Node, Topology, check_name, validate
-from lab.topology.spec import load_spec
-from lab.topology.tiers import parse_tiers
+from lab.topology.importers.machine_grid import GridFields, GridMachine, derive_grid, pick_cpus_per_node, plural
+from lab.topology.model.spec import load_spec
+from lab.topology.model.tiers import parse_tiers
+from lab.topology.model.topology import MAX_VCPUS, Node, Topology, check_name, validate
+from lab.topology.predictions.kernel_warnings import layout_warnings
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,8 @@ class ImportedSpec:
     notes: tuple[str, ...]
     topology: Topology | None = None  # as numalab loads it (numactl -H and node-only imports; grid ones once the
     # schema knows the grid's fields)
-    warnings: tuple[str, ...] = ()  # what topo check will warn of the spec (lab.topology.kernel_warnings' layout ones)
+    # what topo check will warn of the spec (lab.topology.predictions.kernel_warnings' layout ones)
+    warnings: tuple[str, ...] = ()
 
     @property
     def total_cpus(self) -> int:
@@ -130,9 +131,10 @@ def grid_spec(
     """The spec for ``gm``: its nodes renumbered 0.. in order, every CPU node given ``cpus_per_node`` CPUs and every
     node with memory ``mem_per_node_mib``, the grid fields the machine fills evenly, its SLIT, and
     ``slow_cpuless``/the machine's own lower tiers as ``tiers:``. By default a CPU node gets the fewest CPUs the grid
-    allows (at least 2) that the kernel reads as this machine (:func:`lab.topology.kernel_warnings.layout_warnings`
-    says nothing of it), and a note says why when that is more than the grid's fewest; ``warnings`` are what
-    remains (a ``cpus_per_node`` given, or no scale within QEMU's vCPUs)."""
+    allows (at least 2) that the kernel reads as this machine
+    (:func:`lab.topology.predictions.kernel_warnings.layout_warnings` says nothing of it), and a note says why when
+    that is more than the grid's fewest; ``warnings`` are what remains (a ``cpus_per_node`` given, or no scale
+    within QEMU's vCPUs)."""
     check_name(name, "--name")
     m = gm.machine
     grid = derive_grid(gm)

@@ -1,9 +1,9 @@
 """Real machines' topologies -> spec files: ``numactl -H`` output, a host's ``/sys/devices/system/{node,cpu}``,
-and (lab.topology.hwloc) ``lstopo --of xml`` files and hwloc synthetic descriptions.
+and (lab.topology.importers.hwloc) ``lstopo --of xml`` files and hwloc synthetic descriptions.
 
 Bug reports paste ``numactl -H``; a host can be read directly from sysfs. Both
 give nodes (CPUs, memory) and the SLIT. :func:`to_spec_yaml` writes a spec the
-rest of numalab loads (``lab.topology.spec``), scaled to sizes a laptop can boot
+rest of numalab loads (``lab.topology.model.spec``), scaled to sizes a laptop can boot
 (``cpus_per_node``/``mem_per_node``) with the machine's own sizes kept in its
 ``description``. CPU-less nodes stay CPU-less; node ids that are not contiguous
 (``available: 2 nodes (0,2)``) are renumbered 0.. in order, and the description
@@ -11,12 +11,12 @@ says so.
 
 With ``cpu/`` beside ``node/`` (:func:`sysfs_dirs`), sysfs also tells each CPU's
 package, die, core and caches (:func:`read_sysfs_cpus`), as hwloc does: those
-imports go through lab.topology.machine_grid, which adds the CPU grid's fields
+imports go through lab.topology.importers.machine_grid, which adds the CPU grid's fields
 (packages, llcs_per_node, cores_per_cluster, threads, cpu_vendor, cpu_model) and keeps
 memoryless nodes (``memory: 0``).
 
 Bad or partial input is a one-line :class:`LabError` naming the line (numactl)
-or the file (sysfs, read by lab.topology.sysfs under its STRICT trust; hwloc XML).
+or the file (sysfs, read by lab.topology.model.sysfs under its STRICT trust; hwloc XML).
 """
 
 from __future__ import annotations
@@ -28,15 +28,15 @@ from pathlib import Path
 
 from lab.datafile import MAX_SPEC_BYTES, parse_yaml, read_bytes, text_of
 from lab.errors import LabError
-from lab.topology.hwloc import MAX_XML_BYTES, looks_like_xml, parse_hwloc_xml, parse_synthetic
-from lab.topology.imported_spec import ImportedSpec, grid_spec
-from lab.topology.kernel_warnings import layout_warnings
-from lab.topology.machine_grid import CpuGroups, GridMachine
-from lab.topology.model import LOCAL_DISTANCE, MAX_DISTANCE, MAX_NODES, Node, Topology, check_name, validate
-from lab.topology.numactl import Machine, MachineNode, check_machine, parse_numactl
-from lab.topology.spec import load_spec, parse_mib
-from lab.topology.sysfs import CpuFacts, NodeFacts, SysfsFiles, SysfsReader, Trust, read_cpu, read_node
-from lab.topology.tiers import parse_tiers
+from lab.topology.importers.hwloc import MAX_XML_BYTES, looks_like_xml, parse_hwloc_xml, parse_synthetic
+from lab.topology.importers.imported_spec import ImportedSpec, grid_spec
+from lab.topology.importers.machine_grid import CpuGroups, GridMachine
+from lab.topology.model.numactl import Machine, MachineNode, check_machine, parse_numactl
+from lab.topology.model.spec import load_spec, parse_mib
+from lab.topology.model.sysfs import CpuFacts, NodeFacts, SysfsFiles, SysfsReader, Trust, read_cpu, read_node
+from lab.topology.model.tiers import parse_tiers
+from lab.topology.model.topology import LOCAL_DISTANCE, MAX_DISTANCE, MAX_NODES, Node, Topology, check_name, validate
+from lab.topology.predictions.kernel_warnings import layout_warnings
 
 SYSFS_NODE_ROOT = Path("/sys/devices/system/node")
 
@@ -239,7 +239,7 @@ def scaled_topology(
 ) -> Topology:
     """The machine with every CPU node given ``cpus_per_node`` CPUs and every node ``mem_per_node_mib``
     (CPU-less nodes stay CPU-less), described with its original sizes; validated. ``slow_cpuless`` makes
-    the CPU-less nodes a slower memory tier (lab.topology.tiers: dax kmem, as CXL memory comes up)."""
+    the CPU-less nodes a slower memory tier (lab.topology.model.tiers: dax kmem, as CXL memory comes up)."""
     check_name(name, "--name")
     real = "; ".join(f"node {n.id}: {len(n.cpus)} CPUs, {n.memory_mib} MiB" for n in machine.nodes)
     renumbered = [n.id for n in machine.nodes] != list(range(len(machine.nodes)))
@@ -349,8 +349,9 @@ def import_spec(
 
     numactl -H output and a node directory alone give nodes and a SLIT, as before (``cpus_per_node`` None: 2),
     checked to load back (``topology``). hwloc and sysfs with ``cpu/`` give the CPU grid too
-    (lab.topology.machine_grid; ``cpus_per_node`` None: the fewest the grid allows, at least 2, that the kernel
-    reads as the machine). ``warnings``: what ``topo check`` will warn of the scale (a ``cpus_per_node`` given)."""
+    (lab.topology.importers.machine_grid; ``cpus_per_node`` None: the fewest the grid allows, at least 2, that the
+    kernel reads as the machine). ``warnings``: what ``topo check`` will warn of the scale (a ``cpus_per_node``
+    given)."""
     given = [x for x in (file, from_sysfs, hwloc_synthetic) if x is not None]
     if len(given) != 1:
         raise LabError(
