@@ -70,12 +70,11 @@ def ab_groups(spec: MatrixSpec, runs: list[MatrixRun]) -> list[tuple[str, str, s
 
 def comparisons(spec: MatrixSpec, runs: list[MatrixRun], recs: dict[str, RunRecord], min_effect: float | None = None,
                 include_statuses: tuple[str, ...] = ()) -> list[tuple[str, Comparison]]:  # fmt: skip
-    """Each A/B group's comparison; its verdicts by ``min_effect`` (--min-effect), else the spec's
-    ``auto.min_effect``, else each metric's own (lab.min_effect); the runs of ``include_statuses`` counted
-    besides the ok ones (--include-status, marked)."""
-    if min_effect is None and spec.auto is not None:
-        min_effect = spec.auto.min_effect
-    plan = ABPlan(min_effect=min_effect)
+    """Each A/B group's comparison, read by the spec's ``auto:`` significance rule (else the default) and its
+    verdicts by ``min_effect`` (--min-effect), else the spec's ``auto.min_effect``, else each metric's own
+    (lab.min_effect); the runs of ``include_statuses`` counted besides the ok ones (--include-status, marked)."""
+    auto = spec.auto or ABPlan()
+    plan = ABPlan(significance=auto.significance, min_effect=auto.min_effect if min_effect is None else min_effect)
     out = []
     for label, base_side, new_side, base, new in ab_groups(spec, runs):
         b = [recs[r.id] for r in base if r.id in recs]

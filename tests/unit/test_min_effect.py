@@ -202,6 +202,28 @@ def test_matrix_cells_decide_same_within_the_minimum_effect(tmp_path: Path, monk
     assert data["cells"][0]["verdicts"]["b"][0]["below_effect"] is v.below_effect
 
 
+@pytest.mark.parametrize("significance", ["welch", "ci-overlap"])
+def test_a_matrix_s_ab_tables_are_read_by_its_auto_plan(tmp_path: Path, significance: str) -> None:
+    """The A/B tables of a matrix's summary and report (lab.matrix.outputs.comparisons) read by the spec's
+    ``auto:`` plan, its significance rule as well as its minimum effect (until 2026-11-29 they read by welch
+    whatever the spec said)."""
+    from lab.matrix.outputs import comparisons
+
+    spec = _auto_spec({"significance": significance, "min_effect": "0.1%"})
+    recs = {}
+    for r in spec.runs:
+        value = 1000.0 + r.repeat + (4.0 if r.kernel.name == "b" else 0.0)
+        m = {"format": RUN_FORMAT, "run_id": r.id, "status": "ok", "accelerator": {"name": "tcg"},
+             "topology": load_topology("ring-2").to_dict(), "kernel": {"name": r.kernel.name},
+             "workload": {"name": "idle", "result": {}}, "settings": {"numa_balancing": "1"},
+             "metrics": {"vmstat": {"numa_pages_migrated": value}}}  # fmt: skip
+        recs[r.id] = RunRecord(tmp_path / r.id, m)
+    ((_label, c),) = comparisons(spec, spec.runs, recs)
+    assert c.significance == significance
+    row = c.row("vmstat.numa_pages_migrated")
+    assert row is not None and row.significance == significance and row.min_effect == 0.1
+
+
 def test_matrix_min_effect_is_checked() -> None:
     with pytest.raises(LabError) as err:
         _auto_spec({"min_effect": "a lot"})
