@@ -174,6 +174,10 @@ class StageSampler:
             return None
         if START in self.taken and END in self.taken and self.taken[START][1] and self.taken[END][1]:
             out = window(self.source, self.taken[START], self.taken[END])
+            back = [v["vcpu"] for v in out["vcpus"] if v["run_s"] < 0]
+            if back:  # (met once through libvirt, 2026-11-29: a figure no vCPU can have, not to be divided by)
+                vcpus = ", ".join(map(str, back))
+                return {"source": self.source, "problem": f"vCPU {vcpus}'s run time went backwards over the window"}
             return out | {"end": "the last sample before the VM stopped"} if self.end_from_last else out
         why = self.problem or (
             "the workload never ended (no workload-end stage)" if END not in self.taken else "no vCPU thread was read"

@@ -154,6 +154,17 @@ def test_a_vm_gone_at_its_end_mark_falls_back_to_the_last_sample_inside_the_wind
     assert gone.result() == {"source": "libvirt", "problem": "workload-start: no vCPU could be read"}
 
 
+def test_counters_that_go_backwards_give_no_window() -> None:
+    """A domain's vCPU time never falls; an end sample below the start one (met once through libvirt) is named, not
+    recorded as a negative run time that every per-vCPU-second twin would divide by."""
+    samples = iter([{0: ThreadTime(5_000, 0, None), 1: ThreadTime(1_000, 0, None)},
+                    {0: ThreadTime(1_000, 0, None), 1: ThreadTime(2_000, 0, None)}])  # fmt: skip
+    s = StageSampler("libvirt", lambda: next(samples))
+    s(Stage(START, "", 1.0, 1.0))
+    s(Stage(END, "0", 2.0, 2.0))
+    assert s.result() == {"source": "libvirt", "problem": "vCPU 0's run time went backwards over the window"}
+
+
 def test_a_vm_stopping_as_its_end_mark_is_read_never_gives_a_window_over_some_vcpus() -> None:
     """A stopping QEMU loses its vCPU threads one by one: an end sample that has only some of them would
     undercount the CPU time (seen on ring-2: n_vcpus 1 of 4). The last whole sample stands in; without one,
