@@ -37,7 +37,7 @@ from pathlib import Path
 
 from lab.errors import LabError
 from lab.host import nested_ssh, sshd_prefix
-from lab.host.nested_init import MARK, NESTED_OUT, PARTIAL, STOP, TAR, outer_init, outer_initrd
+from lab.host.nested_init import MARK, NESTED_OUT, PARTIAL, STOP, TAR, closed_to_others, outer_init, outer_initrd
 from lab.kernel.resolve import resolve_kernel
 from lab.paths import cache_root, json_text
 from lab.placement.host_inventory import read_inventory
@@ -333,7 +333,8 @@ def _outer_boot(
                                ssh.port if ssh else 0, str(sshd / sshd_prefix.SSHD) if sshd else "",
                                sshd_prefix.library_path(sshd) if sshd else "", hold)  # fmt: skip
     work.mkdir(mode=0o700)  # (the initrd holds the guest's ssh host key)
-    initrd = outer_initrd(work, init, prepare, env + script, stock.modules_dir, ssh)
+    closed = closed_to_others(cache_src) if who.pw_uid else []  # (root reads everything)
+    initrd = outer_initrd(work, init, prepare, env + script, stock.modules_dir, ssh, closed)
     return BootSpec(
         kernel=str(stock.image),
         initrd=str(initrd),
