@@ -24,9 +24,9 @@ from lab.placement.host_inventory import HostInventory, HostNode
 from lab.placement.pinning import plan_placement
 from lab.topology.importers.hwloc import read_hwloc_xml
 from lab.topology.importers.imported_spec import grid_spec
-from lab.topology.importers.machine_grid import CpuGroups, GridMachine, derive_grid
+from lab.topology.importers.machine_grid import derive_grid
 from lab.topology.model.cpu_grid import grid_from_dict
-from lab.topology.model.numactl import Machine, MachineNode
+from lab.topology.model.machine import CpuGroups, Machine, MachineNode
 from lab.topology.model.ref import topology_with_sizes
 from lab.topology.model.spec import load_spec, load_topology, preset_names
 from lab.topology.model.topology import topology_from_dict
@@ -260,11 +260,11 @@ def test_packages_of_different_l3_counts_drop_the_llcs_with_a_comment() -> None:
     """Two packages, one holding nodes of 2 and 1 L3s, the other one node of 1: QEMU cannot give the packages
     different dies, so the import keeps one LLC a node and says why."""
     nodes = [[0, 1, 2, 3], [4, 5], [6, 7]]
-    m = Machine(tuple(MachineNode(i, tuple(c), 1024) for i, c in enumerate(nodes)),
-                ((10, 20, 20), (20, 10, 20), (20, 20, 10)), "test")  # fmt: skip
     groups = CpuGroups(packages=(frozenset(range(6)), frozenset({6, 7})),
                        llcs=tuple(frozenset(g) for g in ([0, 1], [2, 3], [4, 5], [6, 7])))  # fmt: skip
-    g = derive_grid(GridMachine(m, groups))
+    m = Machine(tuple(MachineNode(i, tuple(c), 1024) for i, c in enumerate(nodes)),
+                ((10, 20, 20), (20, 10, 20), (20, 20, 10)), "test", groups=groups)  # fmt: skip
+    g = derive_grid(m)
     assert g.packages is None and g.node_llcs == () and g.llcs_per_node is None
     assert "packages hold 1 or 3 L3s (QEMU gives every package the same dies)" in g.comments["packages"]
     assert "need the packages" in g.comments["llcs_per_node"]

@@ -27,9 +27,9 @@ from lab.datafile import parse_yaml
 from lab.errors import LabError
 from lab.topology.importers.hwloc import parse_hwloc_xml, parse_synthetic, read_hwloc_xml
 from lab.topology.importers.imported_spec import grid_spec
-from lab.topology.importers.machine_grid import CpuGroups, GridMachine, derive_grid
+from lab.topology.importers.machine_grid import derive_grid
 from lab.topology.importers.topo_import import import_spec, read_sysfs_grid
-from lab.topology.model.numactl import Machine, MachineNode
+from lab.topology.model.machine import CpuGroups, Machine, MachineNode
 
 DATA = REPO / "tests" / "data" / "topologies"
 GENOA = DATA / "hwloc-genoa-nps4.xml"
@@ -38,7 +38,7 @@ LSTOPO = shutil.which("lstopo")
 GRID_IN_SCHEMA = "llcs_per_node" in schemas.load_schema("topology")["properties"]
 
 
-def _spec(gm: GridMachine, cpus: int | None = None, mem: int = 512, slow: bool = False):
+def _spec(gm: Machine, cpus: int | None = None, mem: int = 512, slow: bool = False):
     return grid_spec(gm, "t", cpus, mem, slow)
 
 
@@ -116,8 +116,8 @@ def test_lstopo_xml_and_the_synthetic_description_give_the_same_spec(tmp_path, d
     )
     from_desc = parse_synthetic(desc)
     from_xml = read_hwloc_xml(xml)
-    assert from_xml.machine.nodes == from_desc.machine.nodes
-    assert from_xml.machine.distances == from_desc.machine.distances
+    assert from_xml.nodes == from_desc.nodes
+    assert from_xml.distances == from_desc.distances
     a, b = _spec(from_xml), _spec(from_desc)
     assert _without_origin(a, f"hwloc XML ({xml})") == _without_origin(b, f"hwloc synthetic description ({desc})")
     assert a.notes == b.notes
@@ -241,7 +241,7 @@ def test_xml_distances_by_gp_index_and_too_big_a_file(tmp_path, monkeypatch):
     vals = " ".join(str(10 if i == j else 11 + i + j) for i in range(4) for j in range(4))
     data = _genoa_with("</topology>", _DIST.format(idx=" ".join(gp), vals=vals).replace('"os"', '"gp"'))
     gm = parse_hwloc_xml(data, "x.xml")
-    assert gm.machine.distances[1] == (12, 10, 14, 15)
+    assert gm.distances[1] == (12, 10, 14, 15)
     import lab.topology.importers.hwloc as hwloc  # (to shrink its size limit)
 
     monkeypatch.setattr(hwloc, "MAX_XML_BYTES", 4096)
@@ -252,11 +252,11 @@ def test_xml_distances_by_gp_index_and_too_big_a_file(tmp_path, monkeypatch):
 # --- the grid from uneven machines: fields left out, with a comment ------------------------------------------
 
 
-def _machine(nodes: list[list[int]], vendor: str = "", **groups) -> GridMachine:
+def _machine(nodes: list[list[int]], vendor: str = "", **groups) -> Machine:
     n = len(nodes)
     dist = tuple(tuple(10 if i == j else 20 for j in range(n)) for i in range(n))
-    m = Machine(tuple(MachineNode(i, tuple(c), 1024) for i, c in enumerate(nodes)), dist, "test")
-    return GridMachine(m, CpuGroups(**{k: tuple(frozenset(g) for g in v) for k, v in groups.items()}, vendor=vendor))
+    cpu_groups = CpuGroups(**{k: tuple(frozenset(g) for g in v) for k, v in groups.items()}, vendor=vendor)
+    return Machine(tuple(MachineNode(i, tuple(c), 1024) for i, c in enumerate(nodes)), dist, "test", groups=cpu_groups)
 
 
 def test_uneven_machines_leave_fields_out_and_say_why():
@@ -338,8 +338,8 @@ def _fake_system(root: Path, *, l3_per: str = "node", memoryless: int | None = N
 def test_sysfs_with_cpu_reads_packages_caches_and_threads(tmp_path):
     system = _fake_system(tmp_path)
     gm = read_sysfs_grid(system)
-    assert isinstance(gm, GridMachine)
-    assert [n.cpus for n in gm.machine.nodes] == [(0, 1, 8, 9), (2, 3, 10, 11), (4, 5, 12, 13), (6, 7, 14, 15)]
+    assert gm.groups is not None
+    assert [n.cpus for n in gm.nodes] == [(0, 1, 8, 9), (2, 3, 10, 11), (4, 5, 12, 13), (6, 7, 14, 15)]
     spec = _spec(gm)
     d = spec.data
     assert (d["packages"], d["llcs_per_node"], d["cores_per_cluster"], d["threads"]) == (2, 1, 2, 2)

@@ -1,5 +1,5 @@
-"""hwloc's view of a machine -> :class:`~lab.topology.importers.machine_grid.GridMachine`: ``lstopo --of xml`` files and
-synthetic descriptions (``pack:2 numa:3 l3:1 core:2 pu:2``, what ``lstopo --input`` takes).
+"""hwloc's view of a machine -> :class:`~lab.topology.model.machine.Machine` with its CPU groups: ``lstopo --of xml``
+files and synthetic descriptions (``pack:2 numa:3 l3:1 core:2 pu:2``, what ``lstopo --input`` takes).
 
 **XML** (hwloc 2.x: ``<topology version="2.0">``). The file is untrusted input: it is read up to
 :data:`MAX_XML_BYTES`, parsed by expat as a stream (no tree, so no recursion), and a DTD with an internal subset,
@@ -29,14 +29,13 @@ says so.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from xml.parsers import expat
 
 from lab.datafile import read_bytes
 from lab.errors import LabError
-from lab.topology.importers.machine_grid import CpuGroups, GridMachine, Group
-from lab.topology.model.numactl import Machine, MachineNode, check_machine
+from lab.topology.model.machine import CpuGroups, Group, Machine, MachineNode, check_machine
 from lab.topology.model.topology import LOCAL_DISTANCE, MAX_DISTANCE, MAX_NODES
 
 MAX_XML_BYTES = 32 << 20  # lstopo's XML of a 2-socket, 384-thread machine with its PCI devices is ~2 MiB
@@ -227,7 +226,7 @@ class _XmlReader:
             self.dist = None
 
 
-def parse_hwloc_xml(data: bytes, origin: str) -> GridMachine:
+def parse_hwloc_xml(data: bytes, origin: str) -> Machine:
     """hwloc 2 XML (``lstopo --of xml``) -> the machine, or a one-line LabError naming ``origin``."""
     reader = _XmlReader()
     parser = expat.ParserCreate()
@@ -253,7 +252,7 @@ def parse_hwloc_xml(data: bytes, origin: str) -> GridMachine:
     return _machine(found, f"hwloc XML ({origin})", origin, _xml_distances(found, origin))
 
 
-def read_hwloc_xml(path: Path) -> GridMachine:
+def read_hwloc_xml(path: Path) -> Machine:
     """:func:`parse_hwloc_xml` of a file (at most :data:`MAX_XML_BYTES`)."""
     return parse_hwloc_xml(read_bytes(path, limit=MAX_XML_BYTES), str(path))
 
@@ -300,7 +299,7 @@ def _xml_distances(found: _Found, origin: str) -> list[list[int]] | None:
 # --- both: the machine ------------------------------------------------------------------------------------
 
 
-def _machine(found: _Found, origin: str, where: str, matrix: list[list[int]] | None) -> GridMachine:
+def _machine(found: _Found, origin: str, where: str, matrix: list[list[int]] | None) -> Machine:
     """``found`` -> the machine: each CPU to its node (see the module's docstring), the groups, the SLIT."""
     if not found.pus:
         raise LabError(f"{where}: no PU (CPU) objects")
@@ -332,7 +331,7 @@ def _machine(found: _Found, origin: str, where: str, matrix: list[list[int]] | N
     if matrix is None:
         matrix = _default_distances(numa, packages)
         facts.append(f"the source gives no distances: {DEFAULT_DISTANCES} (numalab's choice)")
-    machine = Machine(nodes=nodes, distances=tuple(tuple(r) for r in matrix), origin=origin)
+    machine = Machine(nodes=nodes, distances=tuple(tuple(r) for r in matrix), origin=origin, facts=tuple(facts))
     check_machine(machine, lambda node, kind: where)
     vendors = sorted(v for v in found.vendors if v)
     if len(vendors) > 1:
@@ -346,7 +345,7 @@ def _machine(found: _Found, origin: str, where: str, matrix: list[list[int]] | N
         vendor=vendors[0] if vendors else "",
         cpu_models=_cpu_models(found.cpuid, where),
     )
-    return GridMachine(machine=machine, groups=groups, facts=tuple(facts))
+    return replace(machine, groups=groups)
 
 
 def _cpu_models(cpuid: dict[str, set[str]], where: str) -> tuple[tuple[int, int], ...]:
@@ -488,7 +487,7 @@ def _check_order(levels: list[_Level], machine_attached: list[int]) -> None:
         raise LabError(f"hwloc synthetic description: {seen['numa']!r}: NUMA nodes both as a level and attached")
 
 
-def parse_synthetic(desc: str) -> GridMachine:
+def parse_synthetic(desc: str) -> Machine:
     """An hwloc synthetic description -> the machine lstopo would show for it (see the module's docstring)."""
     levels, machine_attached = _parse_levels(desc)
     _check_order(levels, machine_attached)

@@ -1,5 +1,5 @@
 """A real machine with its CPU grid made a spec (issue #48): :func:`grid_spec` writes the spec of a
-:class:`~lab.topology.importers.machine_grid.GridMachine` with the grid fields
+:class:`~lab.topology.model.machine.Machine` with its CPU groups and the grid fields
 :func:`~lab.topology.importers.machine_grid.derive_grid` finds, scaled like every import (``--cpus-per-node``,
 ``--mem-per-node``; by default the fewest CPUs a node the kernel reads as this machine), as data and as YAML text
 whose comments say what was decided (:class:`ImportedSpec`).
@@ -13,7 +13,8 @@ from dataclasses import dataclass, replace
 from lab import schemas
 from lab.datafile import parse_yaml
 from lab.errors import LabError
-from lab.topology.importers.machine_grid import GridFields, GridMachine, derive_grid, pick_cpus_per_node, plural
+from lab.topology.importers.machine_grid import GridFields, derive_grid, pick_cpus_per_node, plural
+from lab.topology.model.machine import CpuGroups, Machine
 from lab.topology.model.spec import load_spec
 from lab.topology.model.tiers import parse_tiers
 from lab.topology.model.topology import MAX_VCPUS, Node, Topology, check_name, validate
@@ -67,8 +68,8 @@ def _mem_value(mib: int) -> int | str:
     return f"{mib // 1024}G" if mib % 1024 == 0 else f"{mib}M"
 
 
-def _description(gm: GridMachine, grid: GridFields, cpn: int, mem_mib: int, renumbered: bool) -> str:
-    m, g = gm.machine, gm.groups
+def _description(m: Machine, grid: GridFields, cpn: int, mem_mib: int, renumbered: bool) -> str:
+    g = m.groups or CpuGroups()
     per_node = "; ".join(f"node {n.id}: {plural(len(n.cpus), 'CPU')}, {n.memory_mib} MiB" for n in m.nodes)
     cpu_nodes = [n for n in m.nodes if n.cpus]
     real_cpn = sorted({len(n.cpus) for n in cpu_nodes})
@@ -88,7 +89,7 @@ def _description(gm: GridMachine, grid: GridFields, cpn: int, mem_mib: int, renu
         + (f"; node ids {[n.id for n in m.nodes]} renumbered 0..{len(m.nodes) - 1}" if renumbered else "")
         + (f"; nodes {list(m.slow_nodes)} are in a lower memory tier" if m.slow_nodes else "")
         + (f"; memoryless nodes {memoryless}" if memoryless else "")
-        + "".join(f"; {fact}" for fact in gm.facts)
+        + "".join(f"; {fact}" for fact in m.facts)
         + f". Scaled to {_scaled(grid, cpn)} and {_mem_value(mem_mib)} a node"
         + (" with memory." if memoryless else ".")
     )
@@ -122,22 +123,21 @@ def _check_topology(data: dict, nodes: list[Node], matrix: list[list[int]], mem_
 
 
 def grid_spec(
-    gm: GridMachine,
+    m: Machine,
     name: str,
     cpus_per_node: int | None,
     mem_per_node_mib: int,
     slow_cpuless: bool = False,
 ) -> ImportedSpec:
-    """The spec for ``gm``: its nodes renumbered 0.. in order, every CPU node given ``cpus_per_node`` CPUs and every
-    node with memory ``mem_per_node_mib``, the grid fields the machine fills evenly, its SLIT, and
-    ``slow_cpuless``/the machine's own lower tiers as ``tiers:``. By default a CPU node gets the fewest CPUs the grid
-    allows (at least 2) that the kernel reads as this machine
+    """The spec for ``m`` (a machine with its CPU groups): its nodes renumbered 0.. in order, every CPU node given
+    ``cpus_per_node`` CPUs and every node with memory ``mem_per_node_mib``, the grid fields the machine fills evenly,
+    its SLIT, and ``slow_cpuless``/the machine's own lower tiers as ``tiers:``. By default a CPU node gets the fewest
+    CPUs the grid allows (at least 2) that the kernel reads as this machine
     (:func:`lab.topology.predictions.kernel_warnings.layout_warnings` says nothing of it), and a note says why when
     that is more than the grid's fewest; ``warnings`` are what remains (a ``cpus_per_node`` given, or no scale
     within QEMU's vCPUs)."""
     check_name(name, "--name")
-    m = gm.machine
-    grid = derive_grid(gm)
+    grid = derive_grid(m)
     least = pick_cpus_per_node(grid, cpus_per_node)
     for n in m.nodes:
         if not n.cpus and not n.memory_mib:
@@ -148,11 +148,11 @@ def grid_spec(
     if slow_cpuless and not cpuless:
         raise LabError("--slow-cpuless: the machine has no CPU-less nodes")
     slow = cpuless if slow_cpuless else [i for i, n in enumerate(m.nodes) if n.id in m.slow_nodes]
-    data, topo = _scaled_spec(gm, grid, name, least, mem_per_node_mib, slow)
+    data, topo = _scaled_spec(m, grid, name, least, mem_per_node_mib, slow)
     comments = dict(grid.comments)
     warned = layout_warnings(topo) if topo is not None else []
     if cpus_per_node is None and warned:
-        readable = _readable_scale(gm, grid, name, least, mem_per_node_mib, slow)
+        readable = _readable_scale(m, grid, name, least, mem_per_node_mib, slow)
         if readable is not None:
             cpn, data, topo = readable
             comments["cpus_per_node"] = (
@@ -167,7 +167,7 @@ def grid_spec(
 
 
 def _readable_scale(
-    gm: GridMachine, grid: GridFields, name: str, least: int, mem_per_node_mib: int, slow: list[int]
+    m: Machine, grid: GridFields, name: str, least: int, mem_per_node_mib: int, slow: list[int]
 ) -> tuple[int, dict, Topology | None] | None:
     """The fewest CPUs a node above ``least``, in the grid's steps, whose spec the kernel reads as the machine
     (no layout warning), with that spec; None when none fits in QEMU's vCPUs."""
@@ -175,7 +175,7 @@ def _readable_scale(
     while True:
         cpn += grid.unit
         try:
-            data, topo = _scaled_spec(gm, grid, name, cpn, mem_per_node_mib, slow)
+            data, topo = _scaled_spec(m, grid, name, cpn, mem_per_node_mib, slow)
         except LabError:  # (more vCPUs than QEMU takes: the fewest the grid allows stays, with its warning)
             return None
         if topo is None or not layout_warnings(topo):
@@ -183,10 +183,9 @@ def _readable_scale(
 
 
 def _scaled_spec(
-    gm: GridMachine, grid: GridFields, name: str, cpn: int, mem_per_node_mib: int, slow: list[int]
+    m: Machine, grid: GridFields, name: str, cpn: int, mem_per_node_mib: int, slow: list[int]
 ) -> tuple[dict, Topology | None]:
     """The spec's data with ``cpn`` CPUs a CPU node (of the fewest L3s), and the topology numalab loads from it."""
-    m = gm.machine
     cpus = iter(grid.node_cpus(cpn))
     nodes = [
         Node(i, next(cpus, cpn) if n.cpus else 0, mem_per_node_mib if n.memory_mib else 0)
@@ -198,7 +197,7 @@ def _scaled_spec(
             f"--cpus-per-node {cpn}: {total} vCPUs in all, more than QEMU's {MAX_VCPUS}; pick fewer CPUs a node"
         )
     renumbered = [n.id for n in m.nodes] != list(range(len(m.nodes)))
-    data: dict = {"name": name, "description": _description(gm, grid, cpn, mem_per_node_mib, renumbered)}
+    data: dict = {"name": name, "description": _description(m, grid, cpn, mem_per_node_mib, renumbered)}
     if len({(n.cpus, n.memory_mib) for n in nodes}) == 1 and not grid.node_llcs:
         data |= {"nodes": len(nodes), "cpus_per_node": cpn, "memory_per_node": _mem_value(mem_per_node_mib)}
     else:

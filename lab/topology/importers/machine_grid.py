@@ -29,32 +29,9 @@ from dataclasses import dataclass, field
 
 from lab.cpulist import format_cpulist
 from lab.errors import LabError
-from lab.topology.model.numactl import Machine
+from lab.topology.model.machine import CpuGroups, Group, Machine
 
-Group = frozenset[int]
 VENDORS = {"GenuineIntel": "intel", "AuthenticAMD": "amd"}  # CPUID vendor strings -> cpu_vendor
-
-
-@dataclass(frozen=True)
-class CpuGroups:
-    """How a machine's CPUs (its own CPU ids) group; each a partition of the CPUs, () where not known."""
-
-    packages: tuple[Group, ...] = ()
-    cores: tuple[Group, ...] = ()  # (): each CPU a core of its own
-    llcs: tuple[Group, ...] = ()  # the L3s
-    l2s: tuple[Group, ...] = ()
-    dies: tuple[Group, ...] = ()  # (said in the description only: the grid's dies are its LLCs)
-    vendor: str = ""  # the CPUID vendor string (GenuineIntel, AuthenticAMD, ...), "" if not known
-    cpu_models: tuple[tuple[int, int], ...] = ()  # the (family, model) pairs the source gives; () if not known
-
-
-@dataclass(frozen=True)
-class GridMachine:
-    """A real machine with its CPU groups, before any scaling."""
-
-    machine: Machine
-    groups: CpuGroups
-    facts: tuple[str, ...] = ()  # what the reader decided (default distances, a node given CPUs), for the description
 
 
 @dataclass(frozen=True)
@@ -268,9 +245,9 @@ def _clusters(
     return sizes[0] if sizes[0] > 1 else None
 
 
-def derive_grid(gm: GridMachine) -> GridFields:
-    """The grid fields ``gm``'s CPU groups fill evenly (see the module's docstring)."""
-    m, g = gm.machine, gm.groups
+def derive_grid(m: Machine) -> GridFields:
+    """The grid fields ``m``'s CPU groups fill evenly (see the module's docstring)."""
+    g = m.groups or CpuGroups()
     cpu_nodes = [(n.id, frozenset(n.cpus)) for n in m.nodes if n.cpus]
     if not cpu_nodes:
         raise LabError(f"{m.origin}: no node has CPUs")

@@ -30,8 +30,8 @@ from lab.datafile import MAX_SPEC_BYTES, parse_yaml, read_bytes, text_of
 from lab.errors import LabError
 from lab.topology.importers.hwloc import MAX_XML_BYTES, looks_like_xml, parse_hwloc_xml, parse_synthetic
 from lab.topology.importers.imported_spec import ImportedSpec, grid_spec
-from lab.topology.importers.machine_grid import CpuGroups, GridMachine
-from lab.topology.model.numactl import Machine, MachineNode, check_machine, parse_numactl
+from lab.topology.model.machine import CpuGroups, Machine, MachineNode, check_machine
+from lab.topology.model.numactl import parse_numactl
 from lab.topology.model.spec import load_spec, parse_mib
 from lab.topology.model.sysfs import CpuFacts, NodeFacts, SysfsFiles, SysfsReader, Trust, read_cpu, read_node
 from lab.topology.model.tiers import parse_tiers
@@ -218,7 +218,7 @@ def read_sysfs_cpus(cpu_root: Path, cpus: list[int]) -> CpuGroups:
     )
 
 
-def read_sysfs_grid(root: Path) -> GridMachine | Machine:
+def read_sysfs_grid(root: Path) -> Machine:
     """``--from-sysfs ROOT``: the nodes, and with a ``cpu/`` directory (see :func:`sysfs_dirs`) the CPUs' groups
     too; a memoryless node (CPUs, no memory) is read as one only then, when the spec has the new model's fields."""
     node_root, cpu_root = sysfs_dirs(root)
@@ -227,7 +227,7 @@ def read_sysfs_grid(root: Path) -> GridMachine | Machine:
     machine = read_sysfs(node_root, memoryless=True)
     cpus = sorted(c for n in machine.nodes for c in n.cpus)
     groups = read_sysfs_cpus(cpu_root, cpus)
-    return GridMachine(machine=replace(machine, origin=f"sysfs ({node_root} and {cpu_root})"), groups=groups)
+    return replace(machine, origin=f"sysfs ({node_root} and {cpu_root})", groups=groups)
 
 
 def _mem_text(mib: int) -> str:
@@ -361,7 +361,7 @@ def import_spec(
     if name is not None:  # (--name "" is a name given empty, refused, not the file's)
         check_name(name, "--name")
     mem = parse_mib(mem_per_node, "--mem-per-node")
-    source: Machine | GridMachine
+    source: Machine
     if from_sysfs is not None:
         source, default_name = read_sysfs_grid(Path(from_sysfs)), "host"
     elif hwloc_synthetic is not None:
@@ -375,7 +375,7 @@ def import_spec(
         else:
             source = parse_numactl(_numactl_text(data, label), file)
     name = safe_name(default_name) if name is None else name
-    if isinstance(source, GridMachine):
+    if source.groups is not None:
         return grid_spec(source, name, cpus_per_node, mem, slow_cpuless)
     cpn = 2 if cpus_per_node is None else cpus_per_node
     if cpn < 1:

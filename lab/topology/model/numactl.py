@@ -1,4 +1,5 @@
-"""``numactl -H`` output -> :class:`Machine`: a real machine's nodes, CPUs, memory and SLIT, before scaling.
+"""``numactl -H`` output -> :class:`~lab.topology.model.machine.Machine`: a real machine's nodes, CPUs, memory and
+SLIT, before scaling.
 
 Used by ``numalab topo import`` (lab.topology.importers.topo_import) and by the spec loader, which points a
 user who gives numactl output to ``topo check`` at ``topo import``.
@@ -7,11 +8,10 @@ user who gives numactl output to ``topo check`` at ``topo import``.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from dataclasses import dataclass
 
 from lab.cpulist import parse_cpulist
 from lab.errors import LabError
+from lab.topology.model.machine import Machine, MachineNode, check_machine
 from lab.topology.model.topology import LOCAL_DISTANCE, MAX_DISTANCE, MAX_NODES
 
 _AVAILABLE_RE = re.compile(r"^available:\s+(\d+)\s+nodes?\s*\(([^)]*)\)\s*$")
@@ -23,29 +23,6 @@ _DIST_COLS_RE = re.compile(r"^node((?:\s+\d+)+)\s*$")
 _DIST_ROW_RE = re.compile(r"^(\d+):((?:\s+\d+)*)\s*$")
 _QUOTE_RE = re.compile(r"^(?:\s*>)+ ?")  # e-mail quoting ("> ", "> > ")
 _UNIT_MIB = {"kb": 1 / 1024, "mb": 1, "gb": 1024}
-
-
-@dataclass(frozen=True)
-class MachineNode:
-    """A node as the machine reported it (its own id, its CPU ids, its memory in MiB)."""
-
-    id: int
-    cpus: tuple[int, ...]
-    memory_mib: int
-
-
-@dataclass(frozen=True)
-class Machine:
-    """A real machine's NUMA layout, before any scaling."""
-
-    nodes: tuple[MachineNode, ...]
-    distances: tuple[tuple[int, ...], ...]
-    origin: str  # "numactl -H output (FILE)" or "sysfs (ROOT)"
-    slow_nodes: tuple[int, ...] = ()  # CPU-less nodes below the top memory tier (sysfs memory_tiering), own ids
-
-    @property
-    def total_cpus(self) -> int:
-        return sum(len(n.cpus) for n in self.nodes)
 
 
 def looks_like_numactl(text: str) -> bool:
@@ -242,25 +219,3 @@ def parse_numactl(text: str, origin: str = "-") -> Machine:
     )
     check_machine(machine, lambda node, kind: origin)
     return machine
-
-
-def check_machine(machine: Machine, where: Callable[[int, str], str]) -> None:
-    """What every reader of a real machine (numactl -H output, a sysfs node directory) refuses: a CPU
-    listed for two nodes, and an asymmetric SLIT (the kernel itself complains of one; a spec can still
-    give one in full, by hand). ``where(node, "cpus" | "distance")`` names the file (and line) it came from."""
-    seen: dict[int, int] = {}
-    for n in machine.nodes:
-        for c in n.cpus:
-            if c in seen:
-                raise LabError(f"{where(n.id, 'cpus')}: CPU {c} is listed for node {seen[c]} and node {n.id}")
-            seen[c] = n.id
-    ids = [n.id for n in machine.nodes]
-    for i, a in enumerate(ids):
-        for j in range(i):
-            b = ids[j]
-            if machine.distances[i][j] != machine.distances[j][i]:
-                raise LabError(
-                    f"{where(a, 'distance')}: distance {a}->{b} is {machine.distances[i][j]} but {b}->{a} is "
-                    f"{machine.distances[j][i]}; an imported SLIT must be symmetric (give an asymmetric one in a "
-                    "spec, as a full distances matrix)"
-                )
