@@ -1,4 +1,4 @@
-"""The host's NUMA inventory, read from sysfs: nodes, CPUs, free memory, hugepages."""
+"""The host's NUMA inventory, read from sysfs: nodes, CPUs, free memory, hugepages, L3s."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from lab.cpulist import format_cpulist, parse_cpulist
-from lab.placement.llc_backing import read_host_llcs
+from lab.cpulist import format_cpulist
+from lab.topology.model.machine import Machine
+from lab.topology.model.sysfs import SysfsFiles, SysfsReader, Trust
+from lab.topology.model.sysfs_machine import read_machine
 
 SYS_NODE = Path("/sys/devices/system/node")
 
@@ -29,7 +31,7 @@ class HostInventory:
     mem_available_mib: int
     # The host's SLIT (sysfs node*/distance, or libvirt's capabilities), by position in ``nodes``.
     distances: tuple[tuple[int, ...], ...] = ()  # () when not known
-    # The host's L3s as groups of usable CPUs (lab.placement.llc_backing); () when not known
+    # The host's L3s as groups of usable CPUs (:func:`usable_llcs`, for lab.placement.llc_backing); () when not known
     llcs: tuple[tuple[int, ...], ...] = ()
 
     def distance(self, a: int, b: int) -> int | None:
@@ -60,25 +62,15 @@ def _meminfo_kb(text: str, key: str) -> int:
 
 
 def read_inventory(sys_node: Path = SYS_NODE, proc_meminfo: Path = Path("/proc/meminfo")) -> HostInventory:
-    """Read the host. A host without NUMA sysfs is one node holding every CPU."""
+    """Read the host: the machine (lab.topology.model.sysfs_machine, best effort: ``sys_node`` and ``cpu/`` beside
+    it) and what this process may use of it now. A host without NUMA sysfs is one node holding every CPU."""
     online = tuple(sorted(os.sched_getaffinity(0)))
     meminfo = proc_meminfo.read_text() if proc_meminfo.exists() else ""
     available = _meminfo_kb(meminfo, "MemAvailable") // 1024
-    node_dirs = sorted((p for p in sys_node.glob("node[0-9]*") if p.name[4:].isdigit()), key=lambda p: int(p.name[4:]))
-    nodes: list[HostNode] = []
-    rows: list[tuple[int, ...]] = []
-    for p in node_dirs:
-        cpus = tuple(parse_cpulist((p / "cpulist").read_text()))
-        info = (p / "meminfo").read_text()
-        total = _meminfo_kb(info, "MemTotal") // 1024
-        # MemFree plus inactive page cache: what can be had without swapping.
-        avail = (_meminfo_kb(info, "MemFree") + _meminfo_kb(info, "Inactive(file)")) // 1024
-        huge = {}
-        for h in (p / "hugepages").glob("hugepages-*kB"):
-            size = int(h.name[len("hugepages-") : -2])
-            huge[size] = int((h / "free_hugepages").read_text())
-        nodes.append(HostNode(int(p.name[4:]), cpus, total, avail, huge))
-        rows.append(_distance_row(p))
+    machine = read_machine(sys_node, Trust.BEST_EFFORT)
+    reader = SysfsReader(SysfsFiles(sys_node), Trust.BEST_EFFORT)
+    nodes = [HostNode(n.id, n.cpus, n.memory_mib, *_free(reader, n.id)) for n in machine.nodes]
+    distances = machine.distances
     if len(nodes) <= 1:
         # One node: /proc/meminfo is the better figure (some hosts, like
         # micro-VMs with hot-plugged memory, under-report in the node file).
@@ -86,19 +78,28 @@ def read_inventory(sys_node: Path = SYS_NODE, proc_meminfo: Path = Path("/proc/m
         huge = nodes[0].hugepages_free if nodes else {}
         total = max(nodes[0].mem_total_mib if nodes else 0, _meminfo_kb(meminfo, "MemTotal") // 1024)
         nodes = [HostNode(0, cpus, total, available, huge)]
-        rows = [(10,)]
-    # (node ids may have gaps: the SLIT row of a node lists every possible node's distance, in id order;
-    # keep the columns of the nodes present)
-    ids = [n.id for n in nodes]
-    if len(rows) == len(nodes) and all(len(r) > max(ids) for r in rows):
-        distances = tuple(tuple(r[i] for i in ids) for r in rows)
-    else:
-        distances = tuple(tuple(10 if a == b else 20 for b in ids) for a in ids)  # an unreadable SLIT: ACPI's default
-    return HostInventory(tuple(nodes), online, available, distances, read_host_llcs(online))
+        distances = ((10,),)
+    return HostInventory(tuple(nodes), online, available, distances, usable_llcs(machine, online))
 
 
-def _distance_row(node_dir: Path) -> tuple[int, ...]:
-    try:
-        return tuple(int(w) for w in (node_dir / "distance").read_text().split())
-    except (OSError, ValueError):
-        return ()
+def _free(reader: SysfsReader, node: int) -> tuple[int, dict[int, int]]:
+    """A node's memory to be had without swapping (MemFree plus inactive page cache, MiB) and its free hugepages
+    by page size (KiB); what cannot be read is left out."""
+    info = reader.text(f"node{node}/meminfo") or ""
+    avail = (_meminfo_kb(info, "MemFree") + _meminfo_kb(info, "Inactive(file)")) // 1024
+    huge = {}
+    assert reader.files.root is not None
+    for h in (reader.files.root / f"node{node}" / "hugepages").glob("hugepages-*kB"):
+        size = h.name[len("hugepages-") : -2]
+        free = reader.value(f"node{node}/hugepages/{h.name}/free_hugepages", "int") if size.isdigit() else None
+        if free is not None:
+            huge[int(size)] = free
+    return avail, huge
+
+
+def usable_llcs(machine: Machine, online: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+    """The machine's L3s as groups of the CPUs this process may use (``online``), in order; () when its sysfs
+    says nothing of its caches."""
+    usable = set(online)
+    groups = {tuple(c for c in sorted(g) if c in usable) for g in (machine.groups.llcs if machine.groups else ())}
+    return tuple(sorted(g for g in groups if g))

@@ -1,5 +1,6 @@
-"""A guest LLC on a host LLC: the host's last-level caches, pins that keep a guest LLC's vCPUs inside one,
-and the record of which guest LLCs a real one backs (as ``distance_map`` does for the SLIT).
+"""A guest LLC on a host LLC: pins that keep a guest LLC's vCPUs inside one of the host's last-level caches (as
+lab.placement.host_inventory reads them), and the record of which guest LLCs a real one backs (as
+``distance_map`` does for the SLIT).
 
 Under TCG no cache is modelled, so this matters for KVM runs: two vCPUs the guest believes share an L3 do
 share one only when their host CPUs do. A host whose sysfs says nothing of its caches has no LLCs here, and
@@ -8,26 +9,9 @@ the pins are numalab's usual ones.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from lab.cpulist import format_cpulist
-from lab.topology.model.sysfs import SysfsFiles, SysfsReader, Trust, read_caches
 from lab.topology.model.topology import Topology
 from lab.topology.predictions.cpu_view import predict_cpus
-
-SYS_CPU = Path("/sys/devices/system/cpu")
-
-
-def read_host_llcs(online: tuple[int, ...], sys_cpu: Path = SYS_CPU) -> tuple[tuple[int, ...], ...]:
-    """The host's L3s as groups of the CPUs this process may use (each CPU's cache/index*/ of level 3); () when
-    sysfs does not say. Never raises: an unreadable file leaves that CPU out (lab.topology.model.sysfs, BEST_EFFORT)."""
-    reader = SysfsReader(SysfsFiles(sys_cpu), Trust.BEST_EFFORT)
-    groups: set[tuple[int, ...]] = set()
-    for cpu in online:
-        for cache in read_caches(reader, cpu, files=("shared_cpu_list",)) or ():
-            if cache.level == 3 and cache.shared_cpus:
-                groups.add(tuple(c for c in cache.shared_cpus if c in online))
-    return tuple(sorted(g for g in groups if g))
 
 
 def guest_llcs(topo: Topology) -> list[list[int]]:

@@ -8,10 +8,11 @@ from pathlib import Path
 
 from common import HOST
 
-from lab.placement.host_inventory import HostInventory, HostNode
-from lab.placement.llc_backing import read_host_llcs
+from lab.placement.host_inventory import HostInventory, HostNode, read_inventory, usable_llcs
 from lab.placement.pinning import plan_placement
 from lab.topology.model.spec import load_topology
+from lab.topology.model.sysfs import Trust
+from lab.topology.model.sysfs_machine import read_machine
 
 # Two host nodes of 4 CPUs, each with two L3s whose CPUs interleave (0,2 and 1,3): pins in CPU order would
 # split every guest LLC across two host L3s.
@@ -51,14 +52,25 @@ def test_without_the_hosts_caches_pins_are_as_before_and_backing_unknown() -> No
     assert len(ring.llc_map) == 4 and not any("LLC" in n for n in ring.notes)
 
 
-def test_read_host_llcs_from_a_sysfs_copy(tmp_path: Path) -> None:
+def test_the_hosts_llcs_from_a_sysfs_copy(tmp_path: Path) -> None:
+    """The host's L3s are its machine's (lab.topology.model.sysfs_machine, best effort), cut to the CPUs this
+    process may use; a cache file that cannot be read leaves that CPU's cache out."""
+    node = tmp_path / "node" / "node0"
+    node.mkdir(parents=True)
+    (node / "cpulist").write_text("0-3\n")
     for cpu, (l2, l3) in enumerate([("0", "0-1"), ("1", "0-1"), ("2", "2-3"), ("3", "2-3")]):
         for i, (level, shared) in enumerate([(2, l2), (3, l3)]):
-            d = tmp_path / f"cpu{cpu}" / "cache" / f"index{i}"
+            d = tmp_path / "cpu" / f"cpu{cpu}" / "cache" / f"index{i}"
             d.mkdir(parents=True)
             (d / "level").write_text(f"{level}\n")
             (d / "shared_cpu_list").write_text(shared + "\n")
-    assert read_host_llcs((0, 1, 2, 3), tmp_path) == ((0, 1), (2, 3))
-    assert read_host_llcs((0, 1, 2), tmp_path) == ((0, 1), (2,))  # only the CPUs this process may use
-    (tmp_path / "cpu3" / "cache" / "index1" / "shared_cpu_list").write_text("garbage\n")
-    assert read_host_llcs((3,), tmp_path) == ()
+    machine = read_machine(tmp_path, Trust.BEST_EFFORT)
+    assert usable_llcs(machine, (0, 1, 2, 3)) == ((0, 1), (2, 3))
+    assert usable_llcs(machine, (0, 1, 2)) == ((0, 1), (2,))  # only the CPUs this process may use
+    for cpu in (2, 3):
+        (tmp_path / "cpu" / f"cpu{cpu}" / "cache" / "index1" / "shared_cpu_list").write_text("garbage\n")
+    assert usable_llcs(read_machine(tmp_path, Trust.BEST_EFFORT), (2, 3)) == ()
+    # read_inventory reads them beside its node directory, this host's affinity the CPUs it may use
+    inventory = read_inventory(tmp_path / "node", tmp_path / "meminfo")
+    assert inventory.llcs == usable_llcs(read_machine(tmp_path, Trust.BEST_EFFORT), inventory.online_cpus)
+    assert set(inventory.llcs) <= {(0, 1), (0,), (1,)}

@@ -13,9 +13,10 @@ import pytest
 from common import REPO, assert_one_line_error, numalab
 
 from lab.errors import LabError
-from lab.topology.importers.topo_import import read_sysfs, scaled_topology, to_spec_yaml, yaml_data
+from lab.topology.importers.topo_import import scaled_topology, to_spec_yaml, yaml_data
 from lab.topology.model.numactl import parse_numactl
 from lab.topology.model.spec import load_spec, load_topology
+from lab.topology.model.sysfs_machine import read_sysfs
 from lab.topology.predictions.kernel_view import predict
 
 DATA = REPO / "tests" / "data" / "numactl"

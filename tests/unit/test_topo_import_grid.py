@@ -28,8 +28,9 @@ from lab.errors import LabError
 from lab.topology.importers.hwloc import parse_hwloc_xml, parse_synthetic, read_hwloc_xml
 from lab.topology.importers.imported_spec import grid_spec
 from lab.topology.importers.machine_grid import derive_grid
-from lab.topology.importers.topo_import import import_spec, read_sysfs_grid
+from lab.topology.importers.topo_import import import_spec
 from lab.topology.model.machine import CpuGroups, Machine, MachineNode
+from lab.topology.model.sysfs_machine import read_machine
 
 DATA = REPO / "tests" / "data" / "topologies"
 GENOA = DATA / "hwloc-genoa-nps4.xml"
@@ -331,15 +332,20 @@ def _fake_system(root: Path, *, l3_per: str = "node", memoryless: int | None = N
                 (idx / "level").write_text(f"{level}\n")
                 (idx / "type").write_text(kind + "\n")
                 (idx / "shared_cpu_list").write_text(",".join(map(str, sorted(shared))) + "\n")
+                (idx / "size").write_text(f"{32 << level}K\n")
     (system / "cpu" / "modalias").write_text(f"cpu:type:x86,ven{vendor}fam0019mod0011:feature:,0000\n")
     return system
 
 
 def test_sysfs_with_cpu_reads_packages_caches_and_threads(tmp_path):
     system = _fake_system(tmp_path)
-    gm = read_sysfs_grid(system)
+    gm = read_machine(system)
     assert gm.groups is not None
     assert [n.cpus for n in gm.nodes] == [(0, 1, 8, 9), (2, 3, 10, 11), (4, 5, 12, 13), (6, 7, 14, 15)]
+    # the L2s (2 cores) and L3s (a node's 2 L2s) with their sizes, by level and first CPU
+    nodes = [[0, 1, 8, 9], [2, 3, 10, 11], [4, 5, 12, 13], [6, 7, 14, 15]]
+    assert [(c.level, sorted(c.cpus), c.size_kib) for c in gm.groups.caches] == [
+        *((2, cpus, 128) for cpus in nodes), *((3, cpus, 256) for cpus in nodes)]  # fmt: skip
     spec = _spec(gm)
     d = spec.data
     assert (d["packages"], d["llcs_per_node"], d["cores_per_cluster"], d["threads"]) == (2, 1, 2, 2)
@@ -349,19 +355,19 @@ def test_sysfs_with_cpu_reads_packages_caches_and_threads(tmp_path):
     assert d["distances"][0] == [10, 12, 32, 32]
     assert f"sysfs ({system / 'node'} and {system / 'cpu'})" in d["description"]
     # the same from ROOT/node, which has cpu/ beside it
-    assert read_sysfs_grid(system / "node").groups == gm.groups
+    assert read_machine(system / "node").groups == gm.groups
 
 
 def test_sysfs_snc_memoryless_and_a_node_directory_alone(tmp_path):
     system = _fake_system(tmp_path, l3_per="package", memoryless=1, vendor="0000")
-    spec = _spec(read_sysfs_grid(system))
+    spec = _spec(read_machine(system))
     assert spec.data["llcs_per_node"] == 1 and "each of the machine's L3s spans 2 nodes" in spec.text
     assert spec.data["cpu_vendor"] == "intel"
     assert [n["memory"] for n in spec.data["nodes"]] == ["512M", 0, "512M", "512M"]
     # a copy of node/ alone (not named node: no cpu/ beside it is looked for) reads as before: nodes and SLIT
     alone = tmp_path / "copy"
     shutil.copytree(system / "node", alone)
-    m = read_sysfs_grid(alone)
+    m = read_machine(alone)
     assert isinstance(m, Machine) and [n.memory_mib for n in m.nodes] == [8192, 0, 8192, 8192]
 
 
@@ -379,7 +385,7 @@ def test_bad_sysfs_cpu_files_name_the_file(tmp_path, edit, needle):
     system = _fake_system(tmp_path)
     edit(system)
     with pytest.raises(LabError) as err:
-        _spec(read_sysfs_grid(system))
+        _spec(read_machine(system))
     assert needle in str(err.value) and "\n" not in str(err.value)
 
 
@@ -387,7 +393,7 @@ def test_sysfs_without_caches_or_with_uneven_l2s(tmp_path):
     system = _fake_system(tmp_path)
     for cpu in (system / "cpu").glob("cpu[0-9]*"):
         shutil.rmtree(cpu / "cache")
-    spec = _spec(read_sysfs_grid(system))
+    spec = _spec(read_machine(system))
     assert "llcs_per_node left out (1): the source has no L3" in spec.text
     assert spec.data["cores_per_cluster"] == 2  # (from cluster_id)
 

@@ -1,7 +1,7 @@
 """A real machine's CPUs grouped into packages, L3s, L2s and cores -> a spec with the CPU grid (issue #48).
 
 hwloc (lab.topology.importers.hwloc: ``lstopo --of xml`` files and synthetic descriptions) and a copy of
-``/sys/devices/system/{cpu,node}`` (lab.topology.importers.topo_import) tell more than ``numactl -H``: which CPUs
+``/sys/devices/system/{cpu,node}`` (lab.topology.model.sysfs_machine) tell more than ``numactl -H``: which CPUs
 share a package, an L3, an L2 and a core. :func:`derive_grid` turns that into the spec's optional fields::
 
     packages: 2           # the CPU nodes, in id order, split evenly among them

@@ -1,9 +1,10 @@
 """One machine value: a real machine's nodes (their CPUs and memory), its SLIT and lower memory tiers, and where
-known how its CPUs group (packages, dies, cores, L2s, L3s), before any scaling.
+known how its CPUs group (packages, dies, cores, L2s, L3s) and its caches' sizes, before any scaling.
 
-Importers fill it (numactl -H output: lab.topology.model.numactl; sysfs: lab.topology.importers.topo_import; hwloc:
-lab.topology.importers.hwloc), and ``numalab topo import``'s spec reads it (lab.topology.importers.machine_grid,
-imported_spec).
+Importers fill it (numactl -H output: lab.topology.model.numactl; sysfs: lab.topology.model.sysfs_machine, strict
+for an import, best effort for this host; hwloc: lab.topology.importers.hwloc), and what reads a machine reads it:
+``numalab topo import``'s spec (lab.topology.importers.machine_grid, imported_spec) and this host's placement
+(lab.placement.host_inventory).
 """
 
 from __future__ import annotations
@@ -17,6 +18,15 @@ Group = frozenset[int]
 
 
 @dataclass(frozen=True)
+class Cache:
+    """A unified or data cache: its level, the CPUs sharing it, its size (None where the source does not say)."""
+
+    level: int
+    cpus: Group
+    size_kib: int | None = None
+
+
+@dataclass(frozen=True)
 class CpuGroups:
     """How a machine's CPUs (its own CPU ids) group; each a partition of the CPUs, () where not known."""
 
@@ -27,6 +37,7 @@ class CpuGroups:
     dies: tuple[Group, ...] = ()  # (said in the description only: the grid's dies are its LLCs)
     vendor: str = ""  # the CPUID vendor string (GenuineIntel, AuthenticAMD, ...), "" if not known
     cpu_models: tuple[tuple[int, int], ...] = ()  # the (family, model) pairs the source gives; () if not known
+    caches: tuple[Cache, ...] = ()  # the unified and data L2s and L3s with their sizes (sysfs), by level and CPU
 
 
 @dataclass(frozen=True)
