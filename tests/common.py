@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from lab.placement.host_inventory import HostInventory, HostNode
+from lab.placement.host_inventory import HostInventory, HostNode, NodeFree
+from lab.topology.model.machine import CpuGroups, Machine, MachineNode
 from lab.vm.backend import BootSpec
 
 REPO = Path(__file__).resolve().parents[1]
@@ -27,14 +28,27 @@ BOOT = BootSpec(
     name="numalab-test",
 )
 
+
+def host_inventory(
+    *nodes: HostNode,
+    online_cpus: tuple[int, ...] | None = None,
+    distances: tuple[tuple[int, ...], ...] = (),
+    llcs: tuple[tuple[int, ...], ...] = (),
+) -> HostInventory:
+    """A fabricated host: its nodes (each with its MemTotal and what is free on it), its SLIT and its L3s; every
+    CPU usable unless ``online_cpus`` says, the memory available the nodes'."""
+    groups = CpuGroups(llcs=tuple(frozenset(g) for g in llcs)) if llcs else None
+    machine_nodes = tuple(MachineNode(n.id, n.cpus, n.mem_total_mib) for n in nodes)
+    machine = Machine(machine_nodes, distances, "test", groups=groups)
+    online = tuple(sorted(c for n in nodes for c in n.cpus)) if online_cpus is None else online_cpus
+    free = tuple(NodeFree(n.mem_available_mib, n.hugepages_free) for n in nodes)
+    return HostInventory(machine, online, sum(n.mem_available_mib for n in nodes), free)
+
+
 # Two host nodes with plenty of memory and 2 MiB hugepages, so placements alternate 0, 1, 0, 1...
-HOST = HostInventory(
-    nodes=(
-        HostNode(0, (0, 1, 2, 3), 65536, 60000, {2048: 30000}),
-        HostNode(1, (4, 5, 6, 7), 65536, 60000, {2048: 30000}),
-    ),
-    online_cpus=tuple(range(8)),
-    mem_available_mib=120000,
+HOST = host_inventory(
+    HostNode(0, (0, 1, 2, 3), 65536, 60000, {2048: 30000}),
+    HostNode(1, (4, 5, 6, 7), 65536, 60000, {2048: 30000}),
 )
 
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from lab.cpulist import format_cpulist
-from lab.topology.model.machine import Machine
+from lab.topology.model.machine import Machine, MachineNode
 from lab.topology.model.sysfs import SysfsFiles, SysfsReader, Trust
 from lab.topology.model.sysfs_machine import read_machine
 
@@ -17,6 +17,8 @@ SYS_NODE = Path("/sys/devices/system/node")
 
 @dataclass(frozen=True)
 class HostNode:
+    """A host node as placement reads it: the machine's node (id, CPUs, MemTotal) and what is free on it now."""
+
     id: int
     cpus: tuple[int, ...]
     mem_total_mib: int
@@ -25,18 +27,45 @@ class HostNode:
 
 
 @dataclass(frozen=True)
+class NodeFree:
+    """What is free on a host node now: the memory to be had without swapping, its free hugepages."""
+
+    mem_available_mib: int
+    hugepages_free: dict[int, int] = field(default_factory=dict)  # page size KiB -> free pages
+
+
+@dataclass(frozen=True)
 class HostInventory:
-    nodes: tuple[HostNode, ...]
+    """The host's machine (its nodes, SLIT and L3s: lab.topology.model.machine; read from sysfs here, from
+    libvirt's capabilities for a remote host) and its live state: the CPUs this process may use, the memory
+    available in all and what is free on each node."""
+
+    machine: Machine
     online_cpus: tuple[int, ...]
     mem_available_mib: int
-    # The host's SLIT (sysfs node*/distance, or libvirt's capabilities), by position in ``nodes``.
-    distances: tuple[tuple[int, ...], ...] = ()  # () when not known
-    # The host's L3s as groups of usable CPUs (:func:`usable_llcs`, for lab.placement.llc_backing); () when not known
-    llcs: tuple[tuple[int, ...], ...] = ()
+    free: tuple[NodeFree, ...]  # by position in machine.nodes
+
+    @property
+    def nodes(self) -> tuple[HostNode, ...]:
+        return tuple(
+            HostNode(n.id, n.cpus, n.memory_mib, f.mem_available_mib, f.hugepages_free)
+            for n, f in zip(self.machine.nodes, self.free)
+        )
+
+    @property
+    def distances(self) -> tuple[tuple[int, ...], ...]:
+        """The host's SLIT by position in ``nodes``; () when not known."""
+        return self.machine.distances
+
+    @property
+    def llcs(self) -> tuple[tuple[int, ...], ...]:
+        """The host's L3s as groups of usable CPUs (:func:`usable_llcs`, for lab.placement.llc_backing); ()
+        when not known."""
+        return usable_llcs(self.machine, self.online_cpus)
 
     def distance(self, a: int, b: int) -> int | None:
         """The SLIT distance between host nodes ``a`` and ``b`` (node ids), None if not known."""
-        ids = [n.id for n in self.nodes]
+        ids = [n.id for n in self.machine.nodes]
         try:
             return self.distances[ids.index(a)][ids.index(b)]
         except (ValueError, IndexError):
@@ -69,20 +98,19 @@ def read_inventory(sys_node: Path = SYS_NODE, proc_meminfo: Path = Path("/proc/m
     available = _meminfo_kb(meminfo, "MemAvailable") // 1024
     machine = read_machine(sys_node, Trust.BEST_EFFORT)
     reader = SysfsReader(SysfsFiles(sys_node), Trust.BEST_EFFORT)
-    nodes = [HostNode(n.id, n.cpus, n.memory_mib, *_free(reader, n.id)) for n in machine.nodes]
-    distances = machine.distances
-    if len(nodes) <= 1:
+    free = tuple(_free(reader, n.id) for n in machine.nodes)
+    if len(machine.nodes) <= 1:
         # One node: /proc/meminfo is the better figure (some hosts, like
         # micro-VMs with hot-plugged memory, under-report in the node file).
-        cpus = nodes[0].cpus if nodes else online
-        huge = nodes[0].hugepages_free if nodes else {}
-        total = max(nodes[0].mem_total_mib if nodes else 0, _meminfo_kb(meminfo, "MemTotal") // 1024)
-        nodes = [HostNode(0, cpus, total, available, huge)]
-        distances = ((10,),)
-    return HostInventory(tuple(nodes), online, available, distances, usable_llcs(machine, online))
+        cpus = machine.nodes[0].cpus if machine.nodes else online
+        huge = free[0].hugepages_free if free else {}
+        total = max(machine.nodes[0].memory_mib if machine.nodes else 0, _meminfo_kb(meminfo, "MemTotal") // 1024)
+        machine = replace(machine, nodes=(MachineNode(0, cpus, total),), distances=((10,),))
+        free = (NodeFree(available, huge),)
+    return HostInventory(machine, online, available, free)
 
 
-def _free(reader: SysfsReader, node: int) -> tuple[int, dict[int, int]]:
+def _free(reader: SysfsReader, node: int) -> NodeFree:
     """A node's memory to be had without swapping (MemFree plus inactive page cache, MiB) and its free hugepages
     by page size (KiB); what cannot be read is left out."""
     info = reader.text(f"node{node}/meminfo") or ""
@@ -94,7 +122,7 @@ def _free(reader: SysfsReader, node: int) -> tuple[int, dict[int, int]]:
         free = reader.value(f"node{node}/hugepages/{h.name}/free_hugepages", "int") if size.isdigit() else None
         if free is not None:
             huge[int(size)] = free
-    return avail, huge
+    return NodeFree(avail, huge)
 
 
 def usable_llcs(machine: Machine, online: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from common import BOOT, HOST, REPO, assert_one_line_error, numalab
+from common import BOOT, HOST, REPO, assert_one_line_error, host_inventory, numalab
 
 from lab.analysis.cpu_readback import check_cpus
 from lab.analysis.llc import llc_of, llcs
 from lab.errors import LabError
-from lab.placement.host_inventory import HostInventory, HostNode
+from lab.placement.host_inventory import HostNode
 from lab.placement.pinning import plan_placement
 from lab.topology.importers.hwloc import read_hwloc_xml
 from lab.topology.importers.imported_spec import grid_spec
@@ -174,10 +174,9 @@ def test_llc_views_and_host_llc_pins_see_three_llcs() -> None:
     assert [(x["cpus"], x["node"], x["package"]) for x in llcs(topo)] == [("0-1", 0, 0), ("2-3", 0, 0), ("4-5", 1, 0)]
     assert llc_of(topo) == {0: 0, 1: 0, 2: 1, 3: 1, 4: 2, 5: 2}
     # a host with two L3s a node whose CPUs interleave: each guest LLC lands on one of them
-    host = HostInventory(
-        nodes=(HostNode(0, (0, 1, 2, 3), 65536, 60000), HostNode(1, (4, 5, 6, 7), 65536, 60000)),
-        online_cpus=tuple(range(8)),
-        mem_available_mib=120000,
+    host = host_inventory(
+        HostNode(0, (0, 1, 2, 3), 65536, 60000),
+        HostNode(1, (4, 5, 6, 7), 65536, 60000),
         distances=((10, 21), (21, 10)),
         llcs=((0, 2), (1, 3), (4, 6), (5, 7)),
     )

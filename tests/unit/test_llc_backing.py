@@ -3,12 +3,11 @@ which guest LLCs a real one backs. The host is fabricated: this machine has one 
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
-from common import HOST
+from common import HOST, host_inventory
 
-from lab.placement.host_inventory import HostInventory, HostNode, read_inventory, usable_llcs
+from lab.placement.host_inventory import HostNode, read_inventory, usable_llcs
 from lab.placement.pinning import plan_placement
 from lab.topology.model.spec import load_topology
 from lab.topology.model.sysfs import Trust
@@ -16,13 +15,13 @@ from lab.topology.model.sysfs_machine import read_machine
 
 # Two host nodes of 4 CPUs, each with two L3s whose CPUs interleave (0,2 and 1,3): pins in CPU order would
 # split every guest LLC across two host L3s.
-INTERLEAVED = HostInventory(
-    nodes=(HostNode(0, (0, 1, 2, 3), 65536, 60000), HostNode(1, (4, 5, 6, 7), 65536, 60000)),
-    online_cpus=tuple(range(8)),
-    mem_available_mib=120000,
+INTERLEAVED = host_inventory(
+    HostNode(0, (0, 1, 2, 3), 65536, 60000),
+    HostNode(1, (4, 5, 6, 7), 65536, 60000),
     distances=((10, 21), (21, 10)),
     llcs=((0, 2), (1, 3), (4, 6), (5, 7)),
 )
+ONE_L3_A_NODE = host_inventory(*INTERLEAVED.nodes, distances=INTERLEAVED.distances, llcs=((0, 1, 2, 3), (4, 5, 6, 7)))
 
 
 def test_guest_llcs_land_on_host_llcs_and_are_recorded_as_backed() -> None:
@@ -36,7 +35,7 @@ def test_guest_llcs_land_on_host_llcs_and_are_recorded_as_backed() -> None:
 
 def test_a_host_llc_too_small_or_shared_is_not_backing() -> None:
     # one host L3 a node: the guest's two LLCs of a node share it
-    host = replace(INTERLEAVED, llcs=((0, 1, 2, 3), (4, 5, 6, 7)))
+    host = ONE_L3_A_NODE
     p = plan_placement(load_topology("spr-2s-2llc"), host)
     assert [r["backed"] for r in p.llc_map] == [False, False, False, False]
     assert any("guest LLCs 0-1, 2-3, 4-5, 6-7 are not each on a host LLC" in n for n in p.notes)
@@ -48,7 +47,7 @@ def test_without_the_hosts_caches_pins_are_as_before_and_backing_unknown() -> No
     assert [p.cpuset(v) for v in range(8)] == ["0", "1", "2", "3", "4", "5", "6", "7"]
     assert {r["backed"] for r in p.llc_map} == {None}
     # a machine without a grid: recorded, never a note (an LLC a node: the distance notes speak of it)
-    ring = plan_placement(load_topology("ring-4"), replace(INTERLEAVED, llcs=((0, 1, 2, 3), (4, 5, 6, 7))))
+    ring = plan_placement(load_topology("ring-4"), ONE_L3_A_NODE)
     assert len(ring.llc_map) == 4 and not any("LLC" in n for n in ring.notes)
 
 

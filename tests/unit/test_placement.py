@@ -4,22 +4,18 @@ from __future__ import annotations
 
 import os
 import random
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from common import HOST
+from common import host_inventory as host
 
 from lab.cpulist import format_cpulist, parse_cpulist
 from lab.errors import LabError
-from lab.placement.host_inventory import HostInventory, HostNode, read_inventory
+from lab.placement.host_inventory import HostNode, read_inventory
 from lab.placement.pinning import QEMU_OVERHEAD_MIB, Backing, plan_placement
 from lab.topology.model.spec import load_topology, preset_names
-
-
-def host(*nodes: HostNode) -> HostInventory:
-    cpus = tuple(sorted(c for n in nodes for c in n.cpus))
-    return HostInventory(nodes=nodes, online_cpus=cpus, mem_available_mib=sum(n.mem_available_mib for n in nodes))
-
 
 ONE_NODE = host(HostNode(0, (0, 1, 2, 3), 32768, 30000, {2048: 10000}))
 
@@ -117,7 +113,7 @@ def test_node_pinning_when_asked_even_if_cpus_suffice():
 
 def test_only_the_cpus_this_process_may_use_are_pinned_to():
     """online_cpus is the process's affinity (taskset, or the matrix runner's share of the host)."""
-    share = HostInventory(nodes=HOST.nodes, online_cpus=(2, 3, 4, 5), mem_available_mib=HOST.mem_available_mib)
+    share = replace(HOST, online_cpus=(2, 3, 4, 5))
     plan = plan_placement(load_topology("ring-2").with_overrides(cpus_per_node=1), share)
     assert plan.pinning == "cpu"
     assert set().union(*plan.vcpu_pins) <= {2, 3, 4, 5}
@@ -131,7 +127,7 @@ def test_only_the_cpus_this_process_may_use_are_pinned_to():
 
 
 def test_a_host_node_with_no_usable_cpu_borrows_the_usable_ones():
-    share = HostInventory(nodes=HOST.nodes, online_cpus=HOST.nodes[1].cpus, mem_available_mib=HOST.mem_available_mib)
+    share = replace(HOST, online_cpus=HOST.nodes[1].cpus)
     plan = plan_placement(load_topology("ring-2").with_overrides(cpus_per_node=1), share)
     assert set().union(*plan.vcpu_pins) <= set(HOST.nodes[1].cpus)
     assert any("host node 0 has none of the host CPUs" in n for n in plan.notes)

@@ -12,7 +12,8 @@ import xml.etree.ElementTree as ET
 from urllib.parse import parse_qs, urlsplit
 
 from lab.errors import LabError
-from lab.placement.host_inventory import HostInventory, HostNode
+from lab.placement.host_inventory import HostInventory, NodeFree
+from lab.topology.model.machine import Machine, MachineNode
 
 UP_HINT = "start it with: make libvirt-up (or: sudo python3 -m lab.host.libvirtd up)"
 
@@ -128,9 +129,11 @@ def host_inventory(conn) -> HostInventory:
     if not cells:
         info = conn.getInfo()  # [model, memory MiB, cpus, mhz, nodes, sockets, cores, threads]
         free = conn.getFreeMemory() // (1 << 20)
-        node = HostNode(0, tuple(range(info[2])), info[1], free, {})
-        return HostInventory((node,), node.cpus, free, ((10,),))
+        cpus = tuple(range(info[2]))
+        machine = Machine((MachineNode(0, cpus, info[1]),), ((10,),), "libvirt's node info")
+        return HostInventory(machine, cpus, free, (NodeFree(free),))
     nodes = []
+    frees = []
     slit: dict[int, dict[int, int]] = {}
     for cell in cells:
         cid = int(cell.get("id"))
@@ -148,13 +151,15 @@ def host_inventory(conn) -> HostInventory:
                     huge[size] = int(conn.getFreePages([size], cid, 1)[cid][size])
                 except Exception:  # noqa: BLE001
                     huge[size] = int(pg.text or 0)
-        nodes.append(HostNode(cid, cpus, total, free, huge))
+        nodes.append(MachineNode(cid, cpus, total))
+        frees.append(NodeFree(free, huge))
         slit[cid] = {int(s.get("id")): int(s.get("value")) for s in cell.findall("./distances/sibling")}
     online = tuple(sorted(c for n in nodes for c in n.cpus))
     ids = [n.id for n in nodes]
     known = all(set(ids) <= set(slit[i]) for i in ids)
     distances = tuple(tuple(slit[a][b] for b in ids) for a in ids) if known else ()
-    return HostInventory(tuple(nodes), online, sum(n.mem_available_mib for n in nodes), distances)
+    machine = Machine(tuple(nodes), distances, "libvirt's capabilities")
+    return HostInventory(machine, online, sum(f.mem_available_mib for f in frees), tuple(frees))
 
 
 def version_tuple(v: int) -> tuple[int, int, int]:
