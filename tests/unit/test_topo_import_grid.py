@@ -54,7 +54,10 @@ def _without_origin(spec, origin: str) -> dict:
 
 
 def test_genoa_xml_imports_with_two_llcs_a_node():
-    spec = _spec(read_hwloc_xml(GENOA))
+    machine = read_hwloc_xml(GENOA)
+    assert machine.groups is not None  # its 8 L3s of 4 CPUs with their sizes (cache_size, bytes)
+    assert [(c.level, len(c.cpus), c.size_kib) for c in machine.groups.caches] == [(3, 4, 16384)] * 8
+    spec = _spec(machine)
     d = spec.data
     # 4 CPUs a node, LLCs of 2 cores: 2, the grid's fewest, would be LLCs of one core, which 6.1 misreads
     assert (d["nodes"], d["cpus_per_node"], d["memory_per_node"]) == (4, 4, "512M")

@@ -6,8 +6,9 @@ files and synthetic descriptions (``pack:2 numa:3 l3:1 core:2 pu:2``, what ``lst
 an entity declaration or an external entity is refused; lstopo's own ``<!DOCTYPE topology SYSTEM "hwloc2.dtd">``
 is accepted (expat never fetches it). Every problem is one :class:`LabError` line naming the file. What is read:
 ``PU``, ``Core``, ``Package``, ``Die``, ``L3Cache`` and ``L2Cache`` (unified or data) objects by their
-``cpuset``, ``NUMANode`` objects by ``os_index``, ``cpuset`` and ``local_memory``, the packages' ``CPUVendor``
-info, and the ``<distances2 type="NUMANode">`` matrix (``NUMALatency``, else the first of latency kind).
+``cpuset`` (the caches with their ``cache_size``), ``NUMANode`` objects by ``os_index``, ``cpuset`` and
+``local_memory``, the packages' ``CPUVendor`` info, and the ``<distances2 type="NUMANode">`` matrix
+(``NUMALatency``, else the first of latency kind).
 
 **Synthetic descriptions**: levels ``pack``/``package``/``socket``, ``group``, ``numa``/``node``/``numanode``,
 ``die``, ``l3``/``l2``/``l1`` (``l3cache``, ``l3u``, ``l3d``, ...), ``core`` and ``pu``, each ``TYPE:N`` with
@@ -35,7 +36,7 @@ from xml.parsers import expat
 
 from lab.datafile import read_bytes
 from lab.errors import LabError
-from lab.topology.model.machine import CpuGroups, Group, Machine, MachineNode, check_machine
+from lab.topology.model.machine import Cache, CpuGroups, Group, Machine, MachineNode, check_machine
 from lab.topology.model.topology import LOCAL_DISTANCE, MAX_DISTANCE, MAX_NODES
 
 MAX_XML_BYTES = 32 << 20  # lstopo's XML of a 2-socket, 384-thread machine with its PCI devices is ~2 MiB
@@ -67,6 +68,7 @@ class _Found:
     vendors: set[str] = field(default_factory=set)
     cpuid: dict[str, set[str]] = field(default_factory=dict)  # CPUFamilyNumber, CPUModelNumber -> values seen
     distances: list[dict] = field(default_factory=list)  # {name, kind, indexing, n, indexes, values}
+    cache_kib: dict[tuple[str, Group], int | None] = field(default_factory=dict)  # (l3 or l2, CPUs) -> its size
 
     def add(self, kind: str, cpus: Group) -> None:
         self.groups.setdefault(kind, []).append(cpus)
@@ -188,7 +190,12 @@ class _XmlReader:
         elif kind in _GROUPED:
             f.add(_GROUPED[kind], _cpuset(attrs.get("cpuset"), what))
         elif kind in _CACHES and attrs.get("cache_type", "0") in ("0", "1"):
-            f.add(_CACHES[kind], _cpuset(attrs.get("cpuset"), what))
+            cpus = _cpuset(attrs.get("cpuset"), what)
+            f.add(_CACHES[kind], cpus)
+            size = attrs.get("cache_size", "").strip()  # (bytes; a size it cannot read is left out, not refused)
+            f.cache_kib.setdefault(
+                (_CACHES[kind], cpus), int(size) // 1024 if size.isdigit() and len(size) <= 20 else None
+            )
 
     def _distances(self, attrs: dict[str, str]) -> None:
         if attrs.get("type") != "NUMANode":
@@ -344,6 +351,10 @@ def _machine(found: _Found, origin: str, where: str, matrix: list[list[int]] | N
         dies=tuple(found.groups.get("die", ())),
         vendor=vendors[0] if vendors else "",
         cpu_models=_cpu_models(found.cpuid, where),
+        caches=tuple(
+            Cache(int(kind[1]), cpus, kib)
+            for (kind, cpus), kib in sorted(found.cache_kib.items(), key=lambda c: (c[0][0], min(c[0][1], default=0)))
+        ),
     )
     return replace(machine, groups=groups)
 

@@ -37,7 +37,7 @@ class CpuGroups:
     dies: tuple[Group, ...] = ()  # (said in the description only: the grid's dies are its LLCs)
     vendor: str = ""  # the CPUID vendor string (GenuineIntel, AuthenticAMD, ...), "" if not known
     cpu_models: tuple[tuple[int, int], ...] = ()  # the (family, model) pairs the source gives; () if not known
-    caches: tuple[Cache, ...] = ()  # the unified and data L2s and L3s with their sizes (sysfs), by level and CPU
+    caches: tuple[Cache, ...] = ()  # the unified and data L2s and L3s with their sizes (sysfs, hwloc XML), in order
 
 
 @dataclass(frozen=True)
