@@ -61,3 +61,28 @@ def test_the_inventory_of_a_host_with_an_unreadable_cpulist(tmp_path: Path) -> N
     assert [(n.id, n.cpus, n.mem_total_mib, n.mem_available_mib) for n in inv.nodes] == [
         (0, (0, 1), 4096, 2048), (1, (), 4096, 2048)]  # fmt: skip
     assert inv.distances == ((10, 21), (21, 10))
+
+
+def test_cache_sizes_and_a_bad_one(tmp_path: Path) -> None:
+    """The L2s and L3s with their sizes; a size that is not one is refused by STRICT, naming the file, and left
+    out by BEST_EFFORT."""
+    _node(tmp_path, 0, "0-1", 1 << 20, "10")
+    for cpu in (0, 1):
+        (tmp_path / "cpu" / f"cpu{cpu}" / "topology").mkdir(parents=True)
+        (tmp_path / "cpu" / f"cpu{cpu}" / "topology" / "physical_package_id").write_text("0\n")
+        (tmp_path / "cpu" / f"cpu{cpu}" / "topology" / "thread_siblings_list").write_text(f"{cpu}\n")
+        for i, (level, shared, size) in enumerate([(2, str(cpu), "1024K"), (3, "0-1", "32768K")]):
+            d = tmp_path / "cpu" / f"cpu{cpu}" / "cache" / f"index{i}"
+            d.mkdir(parents=True)
+            for name, text in (("level", level), ("type", "Unified"), ("shared_cpu_list", shared), ("size", size)):
+                (d / name).write_text(f"{text}\n")
+    caches = read_machine(tmp_path, Trust.STRICT).groups.caches
+    assert [(c.level, sorted(c.cpus), c.size_kib) for c in caches] == [
+        (2, [0], 1024),
+        (2, [1], 1024),
+        (3, [0, 1], 32768),
+    ]
+    (tmp_path / "cpu" / "cpu0" / "cache" / "index1" / "size").write_text("big\n")
+    with pytest.raises(LabError, match="cpu0/cache/index1/size: not a cache size"):
+        read_machine(tmp_path, Trust.STRICT)
+    assert read_machine(tmp_path, Trust.BEST_EFFORT).groups.caches[-1].size_kib == 32768  # (cpu1's)

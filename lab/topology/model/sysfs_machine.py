@@ -191,7 +191,8 @@ def _add_caches(
                 raise LabError(f"{where}: does not list CPU {facts.cpu} itself")
             continue
         levels[cache.level].add(shared)
-        sizes.setdefault((cache.level, shared), int(cache.size[:-1]) if cache.size else None)  # ("32768K")
+        if sizes.get((cache.level, shared)) is None:  # (the first CPU that gives its size)
+            sizes[cache.level, shared] = int(cache.size[:-1]) if cache.size else None  # ("32768K")
     return True
 
 
@@ -226,7 +227,7 @@ def read_sysfs_cpus(cpu_root: Path, cpus: list[int], trust: Trust = Trust.STRICT
     by_id: dict[tuple[int, int, int], set[int]] = {}
     clusters: dict[tuple[int, int, int], set[int]] = {}
     levels: dict[int, set[frozenset[int]]] = {2: set(), 3: set()}
-    sizes: dict[tuple[int, frozenset[int]], int | None] = {}  # (level, CPUs) -> KiB, the first CPU's
+    sizes: dict[tuple[int, frozenset[int]], int | None] = {}  # (level, CPUs) -> KiB
     with_caches = 0
     reader = _reader(cpu_root, trust)
     for cpu in cpus:
