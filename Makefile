@@ -140,7 +140,7 @@ test: setup setup-qemu10 setup-qemu-charge setup-sshd setup-lava
 	@echo "numalab: the tests that boot nothing, $(TEST_JOBS) at a time"
 	$(call pytest_pass,-n $(TEST_JOBS) -m '$(NOT_SLOW)')
 	@echo "numalab: the VM, kernel-build and libvirt tests, $(VM_JOBS) at a time"
-	$(call pytest_pass,-n $(VM_JOBS) --dist loadfile --durations=25 -m 'not ($(NOT_SLOW)) and not alone and $(NOT_SCX)')
+	$(call pytest_pass,-n $(VM_JOBS) --dist loadfile --durations=60 --durations-min=15 -m 'not ($(NOT_SLOW)) and not alone and $(NOT_SCX)')
 	@echo "numalab: the tests that time the host, one at a time"
 	$(call pytest_pass,--durations=10 -m 'not ($(NOT_SLOW)) and alone and $(NOT_SCX)')
 
