@@ -284,6 +284,13 @@ def _tcg_model_arguments(r: argparse.ArgumentParser) -> None:
         "docs/throughput.md)",
     )
     g.add_argument(
+        "--cache-ways",
+        type=int,
+        metavar="N",
+        help="with --remote-latency: the modelled per-vCPU cache's ways (1-64, a power of two; default 8, as m1 has: "
+        "docs/throughput.md, the cache's ways)",
+    )
+    g.add_argument(
         "--coherence-mib",
         type=int,
         metavar="MIB",

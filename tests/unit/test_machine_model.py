@@ -5,6 +5,7 @@ says so too."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from test_analysis import ON
@@ -47,8 +48,10 @@ def test_an_unknown_model_is_one_line() -> None:
         build_parser().parse_args(["run", "--model", "m9"])
 
 
-def _manifest(quantum: int = 2000, insns: int = 4, source: str = "slit", coherence: bool = False) -> dict:
-    """What a run's manifest says of its machine (the keys the model is read from)."""
+def _manifest(quantum: int = 2000, insns: int = 4, source: str = "slit", coherence: bool = False,
+              ways: int | None = 8) -> dict:  # fmt: skip
+    """What a run's manifest says of its machine (the keys the model is read from; ``ways`` None: a record from
+    before the cache had ways)."""
     clock = {"mode": "virtual", "insns_per_ns": insns} | ({"parallel": {"quantum_ns": quantum}} if quantum else {})
     return {
         "accelerator": {"name": "tcg", "clock": clock},
@@ -60,6 +63,7 @@ def _manifest(quantum: int = 2000, insns: int = 4, source: str = "slit", coheren
                 "streams": {"local_gbs": 10.0},
                 "coherence": {"modelled": coherence},
             }
+            | ({"ways": ways} if ways is not None else {})
         },  # fmt: skip
     }
 
@@ -73,6 +77,9 @@ def test_a_record_says_which_model_its_machine_was() -> None:
     old = model_record(_manifest(quantum=0, insns=1))  # the command numalab recommended before m1
     assert old == {"name": "m1", "differs": ["quantum 0 (m1: 2000)", "insns_per_ns 1 (m1: 4)"], "known_answers": []}
     assert model_record(_manifest(coherence=True))["differs"] == ["coherence on (m1: off)"]
+    # m1's cache has 8 ways: a record from before its ways (direct-mapped) is not that machine, nor is --cache-ways 1
+    assert model_record(_manifest(ways=None))["differs"] == ["ways 1 (m1: 8)"]
+    assert model_record(_manifest(ways=1))["differs"] == ["ways 1 (m1: 8)"]
     # plain TCG, the host's clock: no model
     assert model_record({"accelerator": {"name": "tcg", "clock": {"mode": "host"}}}) is None
     assert model_record(json.loads((ON[0] / "manifest.json").read_text())) is None
@@ -156,3 +163,22 @@ def test_a_matrix_setting_names_the_model() -> None:
     assert (shared.quantum, shared.insns_per_ns) == (0, 4)
     with pytest.raises(LabError, match="model"):
         parse_matrix(data | {"settings": [{"name": "x", "model": "m9"}]}, "mm.yaml", "mm")
+
+
+def test_cache_ways_is_a_part_of_the_model_set_alone() -> None:
+    """--cache-ways: the modelled cache's ways (the plugin's ways=), m1's 8 by default; a bad value is one line."""
+    assert _opts("--model", "m1").latency.cache_ways is None
+    o = _opts("--model", "m1", "--cache-ways", "1")
+    assert o.latency.cache_ways == 1
+    for bad in ("3", "0", "128"):
+        with pytest.raises(LabError, match=rf"^--cache-ways: {bad}: not a power of two from 1 to 64$"):
+            _opts("--model", "m1", "--cache-ways", bad).latency.check()
+    with pytest.raises(LabError, match=r"^--cache-ways: only with --remote-latency slit or table$"):
+        _opts("--cache-ways", "8").latency.check()
+    # and the plugin gets it (its header's ways, the manifest's remote_latency.model.ways)
+    from lab.topology.model.ref import TopologyRef
+
+    topo = TopologyRef("ring-2").load()
+    model = o.latency.model(topo, "virtual", 2000)
+    assert model is not None and model.ways == 1 and "ways=1" in model.plugin_args(Path("/tmp/lat.txt"))
+    assert _opts("--model", "m1").latency.model(topo, "virtual", 2000).ways == 8

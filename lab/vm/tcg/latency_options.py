@@ -35,13 +35,14 @@ class LatencyOptions:
     remote_bandwidth_gbs: float | None = None  # a stream miss's local bandwidth (0: no streams); None: the default
     coherence: str = ""  # on, off: lines moving between nodes charged; "": the default (off)
     coherence_mib: int | None = None  # an LLC's size with coherence on (0: no limit); None: the spec's llc:, else 32
+    cache_ways: int | None = None  # the modelled per-vCPU cache's ways; None: the default (8)
 
     # (not a field: the choices of its word options, which the command line offers)
     CHOICES: ClassVar[dict[str, tuple[str, ...]]] = {"remote_latency": REMOTE_LATENCY, "coherence": COHERENCE}
 
     def check(self) -> None:
         """One-line errors naming the flag: the words, the numbers' ranges, and each part only with what it
-        refines (--remote-latency-ns, --remote-bandwidth-gbs and --coherence with --remote-latency,
+        refines (--remote-latency-ns, --remote-bandwidth-gbs, --coherence and --cache-ways with --remote-latency,
         --coherence-mib with --coherence on)."""
         check_choice("--remote-latency", self.remote_latency, REMOTE_LATENCY)
         check_choice("--coherence", self.coherence, COHERENCE)
@@ -54,6 +55,8 @@ class LatencyOptions:
                 raise LabError("--remote-bandwidth-gbs: only with --remote-latency slit or table")
             if self.coherence:
                 raise LabError("--coherence: only with --remote-latency slit or table")
+            if self.cache_ways is not None:
+                raise LabError("--cache-ways: only with --remote-latency slit or table")
             return
         if self.remote_latency_ns is not None:
             check_local_ns(self.remote_latency_ns)
@@ -61,6 +64,8 @@ class LatencyOptions:
             check_local_gbs(self.remote_bandwidth_gbs)
         if self.coherence_mib is not None:
             check_coherence_mib(self.coherence_mib)
+        if self.cache_ways is not None and self.cache_ways not in (1, 2, 4, 8, 16, 32, 64):
+            raise LabError(f"--cache-ways: {self.cache_ways}: not a power of two from 1 to 64")
 
     @property
     def on(self) -> bool:
@@ -79,4 +84,4 @@ class LatencyOptions:
         local_ns = default_local_ns(clock) if self.remote_latency_ns is None else self.remote_latency_ns
         # (coherence "": the default, off; the LLC's size None: the spec's llc: size_mib:, else the default)
         return model_for(topo, self.remote_latency, local_ns, clock, self.local_gbs(clock), share_window_ns(quantum),
-                         self.coherence == "on", self.coherence_mib)  # fmt: skip
+                         self.coherence == "on", self.coherence_mib, self.cache_ways)  # fmt: skip

@@ -12,8 +12,8 @@ existed reads so too.
 ``m1`` (2026-11-28): numalab's patched QEMU (``--qemu charge``), the guest's clock counting instructions
 (``--clock virtual``), each vCPU its own guest time at most 2 µs of guest time ahead of the slowest running one
 (``--quantum 2000``), 4 instructions a guest ns, every modelled miss charged by the SLIT (L = 100 ns local,
-streams at 10 GB/s), no coherence. Its known answers are listed in :data:`M1` and docs/throughput.md ("The
-modelled machine by one name")."""
+streams at 10 GB/s; a per-vCPU cache of 8 ways), no coherence. Its known answers are listed in :data:`M1` and
+docs/throughput.md ("The modelled machine by one name")."""
 
 from __future__ import annotations
 
@@ -50,8 +50,10 @@ M1 = MachineModel(
 MODELS: dict[str, MachineModel] = {M1.name: M1}
 DEFAULT_MODEL = M1.name
 # What a record of the model shows besides its options (the defaults the options imply under --clock virtual):
-# a run that changed them (--remote-latency-ns, --remote-bandwidth-gbs) differs from the model.
-_REALIZED_DEFAULTS = {"local_ns": 100.0, "local_gbs": 10.0}
+# a run that changed them (--remote-latency-ns, --remote-bandwidth-gbs, --cache-ways) differs from the model. m1's
+# cache has had 8 ways since 2026-11-29 (its known answers were run again so); a record from before has none
+# and was direct-mapped: it reads as "ways 1 (m1: 8)".
+_REALIZED_DEFAULTS = {"local_ns": 100.0, "local_gbs": 10.0, "ways": 8}
 
 
 def get_model(name: str) -> MachineModel:
@@ -88,6 +90,7 @@ def _realized(manifest: dict) -> dict[str, object]:
         "coherence": "on" if coherence.get("modelled") else "off",
         "local_ns": model.get("local_ns"),
         "local_gbs": streams.get("local_gbs"),
+        "ways": model.get("ways", 1) if model else None,
     }
 
 
