@@ -234,6 +234,7 @@ bench: setup setup-qemu10 setup-qemu-charge
 	tests/bench/trace_extras.sh
 	$(PY) tests/bench/parallel_time.py
 	$(PY) tests/bench/model_cost.py
+	$(PY) tests/bench/cache_ways.py
 	$(PY) tests/bench/handoffs.py
 
 bench-kernel: setup
