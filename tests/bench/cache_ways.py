@@ -39,7 +39,7 @@ def main() -> int:
         values = [r[key] for r in got.get(side, []) if r[key] is not None]
         return statistics.median(values) if values else None
 
-    for side in sides:
+    for side in [s for s in sides if s != "plain TCG"]:
         for ref in ("plain TCG", "8 ways"):
             if side == ref or ref not in sides:
                 continue
