@@ -51,7 +51,8 @@ def test_every_run_flag_reaches_its_option() -> None:
     # (--no-trace conflicts with --event and --trace-mode, --lean with --node-maps, --workload-cmd with
     # --workload, --remote-latency with libvirt and --clock virtual: given alone)
     assert unchanged == ["workload_cmd", "workload_files", "remote_latency", "remote_latency_ns",
-                         "remote_bandwidth_gbs", "coherence", "coherence_mib", "no_trace", "lean"]  # fmt: skip
+                         "remote_bandwidth_gbs", "coherence", "coherence_mib", "cache_ways", "no_trace",
+                         "lean"]  # fmt: skip
     one_off = _cli("--workload-cmd", "true", "--workload-file", __file__, "--workload-file", str(REPO / "README.md"))
     assert (one_off.workload_cmd, one_off.workload_files) == ("true", (__file__, str(REPO / "README.md")))
     assert _cli("--no-trace").tracing.no_trace is True
@@ -60,6 +61,7 @@ def test_every_run_flag_reaches_its_option() -> None:
                "off")  # fmt: skip
     assert lat.latency == LatencyOptions("slit", 120.0, 5.0, "off")
     assert _cli("--remote-latency", "slit", "--coherence", "on", "--coherence-mib", "0").latency.coherence_mib == 0
+    assert _cli("--remote-latency", "slit", "--cache-ways", "2").latency.cache_ways == 2
     assert opts.topology == TopologyRef("mesh-4", 3, "1G", 1)
     assert opts.kernels == ("a", "b") and opts.knobs == ("scan_delay_ms=5",) and opts.out == Path("/tmp/x")
 
