@@ -181,3 +181,42 @@ def test_an_outer_qemu_before_8_1_is_named_with_its_freeze(version: str, noted: 
     assert (note is not None) == noted, note
     if noted:
         assert "\n" not in note and e.short_version in note and "--qemu backports" in note
+
+
+@needs_qemu
+def test_an_outer_boot_that_never_reaches_init_is_kept_and_booted_once_more(tmp_path: Path, monkeypatch) -> None:
+    """A QEMU 10 outer guest once stopped in its kernel's boot (CPU 1's timer never firing, RCU stall reports on
+    the console until the 2,100 s timeout): a boot whose init has not said "booted" by OUTER_BOOT_DEADLINE_S is
+    stopped, kept in .outer-stalled-1, and booted again; the second boot has no deadline. (QEMU's run is a
+    stand-in here: it ticks the watch past the deadline, or writes the init's marks.)"""
+    seen = _boot_nothing(tmp_path, monkeypatch)
+    calls: list[bool] = []
+
+    def run_vm(req, argv, env=None):
+        seen["argv"] = argv
+        console_log = Path(req.boot.console_log)
+        if not calls:  # the first boot: only the kernel's stall reports, past the deadline
+            console_log.write_text("[   31.0] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:\n")
+            req.on_tick(nested.OUTER_BOOT_DEADLINE_S - 1)
+            assert not req.cancel.is_set()
+            req.on_tick(nested.OUTER_BOOT_DEADLINE_S + 1)
+            calls.append(req.cancel.is_set())
+            return console.VmOutcome(exit_code=None, timed_out=True, wall_s=nested.OUTER_BOOT_DEADLINE_S + 1)
+        console_log.write_text(f"{nested.MARK} booted 4\n{nested.MARK} script-exit 0\n{nested.MARK} done\n")
+        req.on_tick(nested.OUTER_BOOT_DEADLINE_S + 100)  # (no deadline on the last boot)
+        calls.append(req.cancel.is_set())
+        return console.VmOutcome(exit_code=0, timed_out=False, wall_s=1.0)
+
+    monkeypatch.setattr(qemu_backend, "run_vm", run_vm)
+    topo = TopologyRef("ring-2", 1, "256M").load()
+    out = tmp_path / "stall"
+    res = nested.run_nested(topo, "true\n", out, nested.OuterGuest(cache_from=tmp_path / "none"), timeout_s=900)
+    assert calls == [True, False]  # stopped at the deadline once; the second boot ran to its end
+    kept = out / ".outer-stalled-1"
+    assert res.boot_stalls == ({"attempt": 1, "deadline_s": nested.OUTER_BOOT_DEADLINE_S, "kept": str(kept)},)
+    assert "rcu_preempt" in (kept / "console.log").read_text() and (kept / QEMU_ARGV).is_file()
+    assert res.exit_code == 0 and not res.timed_out and "booted" in res.marks
+    lines = res.lines("ring-2")
+    assert lines[0] == (f"outer guest: boot 1 stalled (no init's booted after {nested.OUTER_BOOT_DEADLINE_S:.0f}s; "
+                        f"kept in {kept}); booted again")  # fmt: skip
+    assert lines[1].startswith("outer guest: ring-2") and "exited 0" in lines[1]

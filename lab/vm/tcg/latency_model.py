@@ -399,7 +399,6 @@ def model_for(
     share_window: int = 0,
     coherence: bool = False,
     coherence_mib: int | None = None,
-    ways: int | None = None,
 ) -> LatencyModel | None:
     """The model ``--remote-latency mode`` asks for on ``topo`` under ``--clock clock`` (None for off), stream
     misses at ``local_gbs`` (0: none) over the spec's ``bandwidth_ratio:`` or else the latency ratios, a node's
@@ -436,5 +435,5 @@ def model_for(
     return LatencyModel(ratios, local_ns, vcpu_nodes, chunk_ns=chunk, source=source, clock=clock,
                         local_gbs=local_gbs, bandwidth_ratios=bw, bandwidth_source=bw_source,
                         share_window_ns=share_window if clock == "virtual" and local_gbs > 0 else 0,
-                        coherence=coherence, coherence_mib=coherence_mib, ways=ways or DEFAULT_WAYS,
+                        coherence=coherence, coherence_mib=coherence_mib,
                         node_llcs=llcs, vcpu_llcs=owners, llc_transfer_ns=topo.llc_costs.transfer)  # fmt: skip

@@ -8,7 +8,7 @@ at all (TCG, direct QEMU, the QEMU binary's charge) is checked when the run is p
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from lab.errors import LabError, check_choice
@@ -83,5 +83,6 @@ class LatencyOptions:
             return None
         local_ns = default_local_ns(clock) if self.remote_latency_ns is None else self.remote_latency_ns
         # (coherence "": the default, off; the LLC's size None: the spec's llc: size_mib:, else the default)
-        return model_for(topo, self.remote_latency, local_ns, clock, self.local_gbs(clock), share_window_ns(quantum),
-                         self.coherence == "on", self.coherence_mib, self.cache_ways)  # fmt: skip
+        model = model_for(topo, self.remote_latency, local_ns, clock, self.local_gbs(clock), share_window_ns(quantum),
+                          self.coherence == "on", self.coherence_mib)  # fmt: skip
+        return model if model is None or self.cache_ways is None else replace(model, ways=self.cache_ways)
