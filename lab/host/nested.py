@@ -45,7 +45,7 @@ from lab.placement.pinning import plan_placement
 from lab.record_files import CONSOLE_LOG, QEMU_LOG
 from lab.topology.model.topology import Topology
 from lab.vm.backend import BootSpec, VmRequest
-from lab.vm.console import LineFollower
+from lab.vm.console import LineFollower, VmOutcome
 from lab.vm.qemu.emulator import Emulator, qemu_version_tuple
 from lab.vm.qemu.emulator import resolve as resolve_emulator
 from lab.vm.qemu.qemu_backend import QemuBackend
@@ -318,7 +318,8 @@ def run_nested(
 
 
 def _run_outer(topo: Topology, placement, boot: BootSpec, work: Path, timeout_s: float, guest: OuterGuest,
-               cancel: threading.Event | None, boot_deadline_s: float | None):  # fmt: skip
+               cancel: threading.Event | None,
+               boot_deadline_s: float | None) -> tuple[VmOutcome, _Silence, bool]:  # fmt: skip
     """One boot of the outer guest to its end: its outcome, its silence watch, and whether it was stopped at
     ``boot_deadline_s`` (None: no deadline) with its init never having said "booted" (the caller boots again)."""
     console = Path(boot.console_log)
