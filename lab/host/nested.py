@@ -41,7 +41,7 @@ from lab.host.nested_init import MARK, NESTED_OUT, PARTIAL, STOP, TAR, closed_to
 from lab.kernel.resolve import resolve_kernel
 from lab.paths import cache_root, json_text
 from lab.placement.host_inventory import read_inventory
-from lab.placement.pinning import plan_placement
+from lab.placement.pinning import Placement, plan_placement
 from lab.record_files import CONSOLE_LOG, QEMU_LOG
 from lab.topology.model.topology import Topology
 from lab.vm.backend import BootSpec, VmRequest
@@ -317,7 +317,7 @@ def run_nested(
                         tuple(stalls))  # fmt: skip
 
 
-def _run_outer(topo: Topology, placement, boot: BootSpec, work: Path, timeout_s: float, guest: OuterGuest,
+def _run_outer(topo: Topology, placement: Placement, boot: BootSpec, work: Path, timeout_s: float, guest: OuterGuest,
                cancel: threading.Event | None,
                boot_deadline_s: float | None) -> tuple[VmOutcome, _Silence, bool]:  # fmt: skip
     """One boot of the outer guest to its end: its outcome, its silence watch, and whether it was stopped at

@@ -187,7 +187,13 @@ def closed_to_others(cache_from: Path | None) -> list[str]:
                 continue
             visit(entry)
             if entry.is_dir():
+                seen: set[tuple[int, int]] = set()  # (a link back to a directory above: find -L stops there too)
                 for root, dirs, files in os.walk(entry, followlinks=True):
+                    st = os.stat(root)
+                    if (st.st_dev, st.st_ino) in seen:
+                        dirs[:] = []
+                        continue
+                    seen.add((st.st_dev, st.st_ino))
                     for name in dirs + files:
                         visit(Path(root) / name)
     return closed
