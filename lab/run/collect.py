@@ -51,6 +51,7 @@ from lab.run.manifest import build as build_manifest
 from lab.run.prepare import Prepared
 from lab.run.request import RunRequest, Trip
 from lab.run.scheduler import at_timeout as scheduler_at_timeout
+from lab.run.scheduler import machine_said
 from lab.run.scheduler import readback as scheduler_readback
 from lab.run.status import Evidence, classify
 from lab.topology.predictions.cpu_view import ALL_LEVELS, configured_levels
@@ -229,6 +230,8 @@ def _scheduler_evidence(
     req = trip.req
     sched, problem = net("scheduler state", scheduler_readback, (req.scheduler.to_dict(), None), trip.record,
                          req.scheduler.to_dict(), req.scheduler.ops)  # fmt: skip
+    if req.scheduler.sched_ext:  # (the machine it said it built, against numalab's)
+        sched = sched | {"topology": net("scheduler's machine", machine_said, None, trip.record, req.topology)}
     if evidence.guest_done and req.scheduler.sched_ext:
         evidence = replace(evidence, scheduler_problem=problem)
     if evidence.timed_out and req.scheduler.sched_ext:  # (a timeout names the scheduler it ran under)

@@ -16,6 +16,7 @@ import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
+from lab.analysis.scx_topology import scheduler_topology
 from lab.errors import LabError
 from lab.guest import image
 from lab.host import scx_release
@@ -23,6 +24,7 @@ from lab.kernel.bootable import Kernel
 from lab.kernel.fragments import parse_config
 from lab.kernel.sched_ext import EXAMPLES, config_has_sched_ext, shipped
 from lab.record_files import DMESG, SCHEDULER_OUT, SCHEDULER_STATE
+from lab.topology.model.topology import Topology
 from lab.untrusted import term_safe, to_int
 from lab.workloads.elf import elf_interpreter, ldd_closure
 
@@ -318,6 +320,20 @@ def readback(record: Path, asked: dict, ops_expected: str) -> tuple[dict, str | 
         "reason": reason,
     }
     return out, reason
+
+
+MACHINE_SAID_BYTES = 256 * 1024  # of scheduler.out's start read for the machine it built (printed at its start)
+
+
+def machine_said(record: Path, topo: Topology) -> dict | None:
+    """The manifest's ``scheduler.topology``: the machine the scheduler said it built against numalab's
+    (lab.analysis.scx_topology), None when it said nothing of it."""
+    try:
+        with open(record / SCHEDULER_OUT, "rb") as f:
+            text = f.read(MACHINE_SAID_BYTES).decode(errors="replace")
+    except FileNotFoundError:
+        return None
+    return scheduler_topology(text, topo)
 
 
 def fair_record() -> dict:

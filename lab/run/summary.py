@@ -8,6 +8,7 @@ from lab.analysis.display import percent
 from lab.analysis.kernel_complaints import summary as complaint_line
 from lab.analysis.lost import describe as describe_lost
 from lab.analysis.lost import is_incomplete
+from lab.analysis.scx_topology import summary_words as machine_words
 from lab.run import access_matrix as access_run
 from lab.run import remote_latency as latency_run
 from lab.untrusted import term_safe
@@ -26,7 +27,9 @@ def _scheduler(manifest: dict) -> str:
         return ""
     start = s.get("start") or {}
     how = "ejected" if s.get("ejected") else "enabled throughout"
-    return f"  scheduler {s.get('asked')} (ops {start.get('ops') or '-'}, {how})"
+    return (
+        f"  scheduler {s.get('asked')} (ops {start.get('ops') or '-'}, {how}" + machine_words(s.get("topology")) + ")"
+    )
 
 
 def print_summary(manifest: dict, out=sys.stdout) -> None:

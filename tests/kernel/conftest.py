@@ -3,29 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 from common import numalab, require_setup_package
+from kernel_repos import kernel_repo as kernel_repo_at
 
 from lab.paths import cache_dir, file_lock
 
 TARBALL = Path("/usr/src/linux-source-6.1.tar.xz")
 TAG = "v6.1-debian"
-# Fixed, so the repository (and so its commit, the build keys and the warm build directories) is the same on
-# every CI run of a machine.
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "GIT_AUTHOR_DATE": "2026-01-01T00:00:00Z",
-           "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}  # fmt: skip
-
-
-def _git(repo: Path, *args: str) -> str:
-    proc = subprocess.run(["git", *args], cwd=repo, env={**os.environ, **GIT_ENV}, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
-    return proc.stdout
 
 
 @pytest.fixture(scope="session")
@@ -38,22 +25,7 @@ def kernel_repo(built_kernel) -> Path:
     their first build is incremental; made before it, the repository had a tree and a full build of its own (a
     ccache-hit build of every object, 2.5 CPU-minutes, and the tree's copy, 0.7)."""
     require_setup_package(TARBALL.is_file(), str(TARBALL), "linux-source-6.1")
-    repo = cache_dir("test-trees") / "linux-6.1-git"
-    with file_lock(repo.parent / ".linux-6.1-git.lock"):  # (two test workers on a cold cache: one makes it)
-        if not (repo / ".git" / "numalab-test-ready").is_file():
-            _make_kernel_repo(repo)
-    return repo
-
-
-def _make_kernel_repo(repo: Path, tarball: Path = TARBALL, tag: str = TAG) -> None:
-    shutil.rmtree(repo, ignore_errors=True)
-    repo.mkdir(parents=True)
-    subprocess.run(["tar", "-xf", str(tarball), "-C", str(repo), "--strip-components=1"], check=True)
-    _git(repo, "init", "-q")
-    _git(repo, "add", "-A", "-f", ".")
-    _git(repo, "commit", "-q", "--no-verify", "-m", f"Debian {tarball.name.removesuffix('.tar.xz')}")
-    _git(repo, "tag", tag)
-    (repo / ".git" / "numalab-test-ready").write_text(_git(repo, "rev-parse", "HEAD"))
+    return kernel_repo_at("linux-6.1-git", TARBALL, TAG)
 
 
 SOURCE_612 = Path("/usr/src/linux-source-6.12.tar.xz")
@@ -79,11 +51,7 @@ def kernel_repo_612(v612) -> Path:
     ``numalab ab TREE --base REV --scheduler`` (tests/kernel/test_sched_ext.py). Made once per machine, after
     ``v6.12``, whose private tree its kernels share (as :func:`kernel_repo`'s share the 6.1 tarball's)."""
     require_setup_package(SOURCE_612.is_file(), str(SOURCE_612), "linux-source-6.12")
-    repo = cache_dir("test-trees") / "linux-6.12-git"
-    with file_lock(repo.parent / ".linux-6.12-git.lock"):
-        if not (repo / ".git" / "numalab-test-ready").is_file():
-            _make_kernel_repo(repo, SOURCE_612, "v6.12-debian")
-    return repo
+    return kernel_repo_at("linux-6.12-git", SOURCE_612, "v6.12-debian")
 
 
 V73_ARGS = ("kernel", "build", "--json", "--source", "debian:7.3", "--name", "v7.3")
@@ -106,9 +74,4 @@ def kernel_repo_73(v73) -> Path:
     """Debian's 7.3 source as a git repository tagged ``v7.3-debian`` (as :func:`kernel_repo` for 6.1): a 7.x tree for
     ``numalab ab``. Made once per machine, after ``v7.3``, whose private tree and warm build directory its kernels
     share (the same files)."""
-    tarball = Path(v73["source"]["location"])
-    repo = cache_dir("test-trees") / "linux-7.3-git"
-    with file_lock(repo.parent / ".linux-7.3-git.lock"):
-        if not (repo / ".git" / "numalab-test-ready").is_file():
-            _make_kernel_repo(repo, tarball, "v7.3-debian")
-    return repo
+    return kernel_repo_at("linux-7.3-git", Path(v73["source"]["location"]), "v7.3-debian")

@@ -78,6 +78,9 @@ def _ran_throughout(m: dict, version: str) -> None:
     ops = f"layered_{version}_x86_64_unknown_linux_gnu"
     assert s["ops_expected"] == ops and s["start"]["ops"] == s["end"]["ops"] == ops, s
     assert s["start"]["state"] == s["end"]["state"] == "enabled" and s["ejected"] is False, s
+    if version == "1.1.4":  # the machine it said it built: 9 CPUs, 9 cores, topology awareness on (read in 1.1.4)
+        said = s["topology"]
+        assert said["agrees"] and said["seen"] == {"cpus": 9, "cores": 9, "several_llcs": True}, said
 
 
 def test_scx_layered_on_nine_nodes_before_between_and_after_its_node_limit(tmp_path, scx_kernel) -> None:

@@ -101,6 +101,9 @@ def _ab(tmp_path: Path) -> dict[str, dict]:
     for d in sorted(out.glob("*-r*")):
         m = json.loads((d / "manifest.json").read_text())
         assert m["status"] == "ok" and m["scheduler"]["ejected"] is False, (d.name, m["status"], m["reason"])
+        if d.name.startswith("scx_bpfland"):  # the machine it said it built: genoa-nps2's (issue 68)
+            said = m["scheduler"]["topology"]
+            assert said["agrees"] and said["seen"] == {"nodes": 2, "primary": "0-7", "smt": False}, said
         assert m["metrics"]["lost_events"] == 0, m["metrics"].get("lost_per_cpu")
     proc = numalab("compare", "--baseline", *map(str, sorted(out.glob(f"{BASE}-r*"))), "--new",
                    *map(str, sorted(out.glob("scx_bpfland-r*"))), "--json")  # fmt: skip

@@ -63,6 +63,9 @@ def test_numa01_under_scx_rusty_and_the_fair_class(tmp_path: Path, scx_kernel_73
         s = m["scheduler"]
         assert s["source"] == "crate:scx_rusty@1.1.4" and s["ejected"] is False, s
         assert s["start"]["state"] == s["end"]["state"] == "enabled", s
+        # the machine it said it built (its NODE and DOM lines): ring-4's nodes, a domain an LLC, one a node
+        said = s["topology"]
+        assert said["agrees"] and said["seen"]["node_cpus"] == said["seen"]["llc_cpus"] == ["0-1", "2-3", "4-5", "6-7"]
     # NUMA balancing migrated pages after the fair class's tasks (a hint fault on a huge page moves 512), and not
     # after rusty's: its few hint faults are the fair-class tasks around the workload's.
     assert min(fair["pages_migrated"]) > 1000 and min(fair["hint_faults"]) > 100, fair

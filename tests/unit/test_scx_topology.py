@@ -1,0 +1,108 @@
+"""The machine an scx scheduler says it built, read from its output and set against numalab's (issue 68;
+lab.analysis.scx_topology). The lines are the 1.1.x schedulers' format strings with their loggers' prefixes; the
+real runs are tests/scx (make test-scx) and docs/sched-ext.md's."""
+
+from __future__ import annotations
+
+from lab.analysis.scx_topology import mask_cpus, read_view, scheduler_topology, summary_words
+from lab.run.summary import _scheduler
+from lab.topology.model.spec import load_topology
+
+BPFLAND = """10:21:07 [INFO] NUMA nodes: 2
+10:21:07 [INFO] scx_bpfland 1.1.4-g0000000 x86_64-unknown-linux-gnu SMT off
+10:21:07 [INFO] scheduler flags: 0x76
+10:21:07 [INFO] primary CPU domain = 0xff
+"""
+RUSTY = """10:21:07 [INFO] Running scx_rusty (build ID: 1.1.4 x86_64-unknown-linux-gnu)
+10:21:07 [INFO] NODE[00] mask= 0f
+10:21:07 [INFO]  DOM[00] mask= 03
+10:21:07 [INFO]  DOM[01] mask= 0c
+10:21:07 [INFO] NODE[01] mask= f0
+10:21:07 [INFO]  DOM[02] mask= 30
+10:21:07 [INFO]  DOM[03] mask= c0
+10:21:08 [INFO] Rusty scheduler started! Run `scx_rusty --monitor` for metrics.
+"""
+LAYERED = (
+    "2026-11-29T10:21:07.1Z  INFO scx_layered: src/lib.rs:162: CPUs: online/possible=8/8 nr_cores=8\n"
+    "2026-11-29T10:21:07.2Z  INFO scx_layered: src/main.rs:2675: Topology awareness not specified, selecting "
+    "enabled based on hardware\n"
+)
+
+
+def test_a_mask_is_read_as_the_kernel_prints_one() -> None:
+    assert mask_cpus("ff") == tuple(range(8))
+    assert mask_cpus("3") == (0, 1)
+    assert mask_cpus("c0") == (6, 7)
+    assert mask_cpus("1,00000001") == (0, 32)
+    assert mask_cpus("") is None and mask_cpus("x1") is None
+    assert mask_cpus("f" * 2000) is None  # (wider than any guest: not read)
+
+
+def test_bpfland_on_genoa_nps2_saw_the_machine() -> None:
+    topo = load_topology("genoa-nps2")
+    said = scheduler_topology(BPFLAND, topo)
+    assert said is not None and said["agrees"], said
+    assert said["seen"] == {"nodes": 2, "primary": "0-7", "smt": False}
+    assert said["predicted"] == {"nodes": 2, "smt": False}
+    assert len(said["lines"]) == 3  # (the flags line is not the machine)
+
+
+def test_rusty_names_its_domains_and_they_are_the_llcs() -> None:
+    topo = load_topology("genoa-nps2")  # two nodes of two LLCs of two CPUs
+    said = scheduler_topology(RUSTY, topo)
+    assert said is not None and said["agrees"], said["differences"]
+    assert said["seen"] == {"node_cpus": ["0-3", "4-7"], "llc_cpus": ["0-1", "2-3", "4-5", "6-7"]}
+    # the same output on ring-2 (two nodes of one LLC of two CPUs): another machine, named part by part
+    other = scheduler_topology(RUSTY, load_topology("ring-2"))
+    assert other is not None and not other["agrees"]
+    assert other["differences"] == ["nodes' CPUs: it saw 0-3 4-7, the machine has 0-1 2-3",
+                                    "LLCs (its domains): it saw 0-1 2-3 4-5 6-7, the machine has 0-1 2-3"]  # fmt: skip
+
+
+def test_a_scheduler_that_sees_another_machine_is_named() -> None:
+    topo = load_topology("genoa-nps2")
+    wrong = BPFLAND.replace("NUMA nodes: 2", "NUMA nodes: 1").replace("SMT off", "SMT on")
+    said = scheduler_topology(wrong, topo)
+    assert said is not None and not said["agrees"]
+    assert said["differences"] == [
+        "nodes with CPUs: it saw 1, the machine has 2",
+        "SMT: it saw on, the machine has off",
+    ]
+    words = summary_words(said)
+    assert words.startswith("; it saw another machine than the kernel's: nodes with CPUs: it saw 1"), words
+    beyond = scheduler_topology(BPFLAND.replace("0xff", "0x1ff"), topo)
+    assert beyond is not None and beyond["differences"] == ["primary domain: it holds CPUs 0-8, the machine has 0-7"]
+
+
+def test_layered_counts_cpus_and_cores_and_p2dq_its_llcs() -> None:
+    topo = load_topology("genoa-nps2")
+    said = scheduler_topology(LAYERED, topo)
+    assert said is not None and said["agrees"] and said["seen"] == {"cpus": 8, "cores": 8, "several_llcs": True}
+    single = "INFO Running scx_p2dq (build ID: 1.1.4)\nINFO Single LLC detected - disabling multi-LLC optimizations\n"
+    p2dq = scheduler_topology(single, topo)
+    assert p2dq is not None and p2dq["differences"] == ["LLCs: it saw one, the machine has several"]
+    assert scheduler_topology("INFO Running scx_p2dq (build ID: 1.1.4)\n", topo)["agrees"]  # type: ignore[index]
+
+
+def test_a_node_without_cpus_is_not_one_it_schedules_on() -> None:
+    topo = load_topology("tiered-1s-far")  # a CPU node and a far memory node
+    cpus = topo.total_cpus
+    text = f"NODE[00] mask= {(1 << cpus) - 1:x}\nNODE[01] mask= 0\n DOM[00] mask= {(1 << cpus) - 1:x}\n"
+    said = scheduler_topology(text, topo)
+    assert said is not None and said["agrees"], said
+
+
+def test_a_scheduler_that_says_nothing_of_the_machine_has_no_record_of_it() -> None:
+    assert scheduler_topology("", load_topology("ring-2")) is None
+    assert scheduler_topology("scx_simple: started\nlocal=3 global=4\n", load_topology("ring-2")) is None
+    assert not read_view("NUMA nodes: lots\nprimary CPU domain = 0xzz\n").said_anything
+    assert summary_words(None) == ""
+
+
+def test_the_run_summary_says_what_it_saw() -> None:
+    said = scheduler_topology(BPFLAND, load_topology("genoa-nps2"))
+    manifest = {"scheduler": {"kind": "sched_ext", "asked": "scx_bpfland@1.1.4", "start": {"ops": "bpfland_1.1.4"},
+                              "ejected": False, "topology": said}}  # fmt: skip
+    line = _scheduler(manifest)
+    assert line == ("  scheduler scx_bpfland@1.1.4 (ops bpfland_1.1.4, enabled throughout; it saw the machine numalab "
+                    "built (nodes 2, primary 0-7, smt off))"), line  # fmt: skip
