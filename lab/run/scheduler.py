@@ -35,6 +35,9 @@ BUILD_HINT = ("numalab kernel build --source /usr/src/linux-source-6.12.tar.xz -
 # kernel-configs/scx.config's symbols that a scheduler's load needs (the others serve some of them, or 7.3's examples)
 SCX_NEEDS = ("CONFIG_IKCONFIG_PROC", "CONFIG_CGROUPS", "CONFIG_FUNCTION_TRACER", "CONFIG_DYNAMIC_FTRACE",
              "CONFIG_KALLSYMS_ALL")  # fmt: skip
+# ... and what one of them needs beyond the others: scx_lavd's extern per-CPU cpufreq_cpu_data (without CPU_FREQ
+# "libbpf: extern (var ksym) 'cpufreq_cpu_data': not found in kernel BTF", EINVAL at load)
+CRATE_NEEDS = {"scx_lavd": ("CONFIG_CPU_FREQ",)}
 WAIT_S = 10.0  # how long the guest's init waits for a scheduler to be enabled (guest seconds): the examples' 0.5-0.8 s
 # An scx scheduler's: scx_layered's load and verification took 7-12 s under TCG on 9 vCPUs (more under load). The init
 # stops waiting as soon as it is enabled or its program exits, so only a scheduler still loading waits this long.
@@ -108,15 +111,18 @@ def _interp(path: Path) -> str | None:
         return elf_interpreter(f.read(1 << 20))
 
 
-def _check_scx_kernel(word: str, kernel: Kernel) -> None:
-    """What the scx schedulers need of a kernel beyond sched_ext (kernel-configs/scx.config), checked in its
-    saved .config before any build or boot: without it each fails at load in its own words."""
+def _check_scx_kernel(word: str, kernel: Kernel, crate: str = "") -> None:
+    """What the scx schedulers need of a kernel beyond sched_ext (kernel-configs/scx.config), and what ``crate``
+    needs of its own, checked in its saved .config before any build or boot: without it each fails at load in its
+    own words."""
     config = parse_config(kernel.config.read_text(errors="replace")) if kernel.config else {}
     missing = [s for s in SCX_NEEDS if config.get(s) != "y"]
-    if missing:
-        raise LabError(f"--scheduler {word}: kernel {kernel.name} lacks {', '.join(missing)}, which the scx "
-                       "schedulers need (build it with --fragment sched-ext --fragment scx: "
-                       "docs/sched-ext.md)")  # fmt: skip
+    own = [s for s in CRATE_NEEDS.get(crate, ()) if config.get(s) != "y"]
+    if missing or own:
+        needs = [f"{', '.join(missing)}, which the scx schedulers need"] if missing else []
+        needs += [f"{', '.join(own)}, which {crate} needs"] if own else []
+        raise LabError(f"--scheduler {word}: kernel {kernel.name} lacks {'; and '.join(needs)} (build it with "
+                       "--fragment sched-ext --fragment scx: docs/sched-ext.md)")  # fmt: skip
 
 
 def is_path(word: str) -> bool:
@@ -142,7 +148,7 @@ def resolve(spec: str, kernel: Kernel, say=None) -> Scheduler:
                        f"6.12; build one with the sched-ext fragment: {BUILD_HINT})")  # fmt: skip
     if is_crate(word):
         crate, version = scx_release.parse(word)
-        _check_scx_kernel(word, kernel)
+        _check_scx_kernel(word, kernel, crate)
         try:
             built = scx_release.build(crate, version, say=say or (lambda _m: None))
         except LabError as err:  # (named once: "--scheduler scx_layered@1.0.99: no such version ...")

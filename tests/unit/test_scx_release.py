@@ -163,6 +163,11 @@ def test_a_crate_scheduler_needs_the_scx_fragments_options(tmp_path) -> None:
                        r"CONFIG_DYNAMIC_FTRACE, CONFIG_KALLSYMS_ALL, which the scx schedulers need \(build it with "
                        r"--fragment sched-ext --fragment scx"):  # fmt: skip
         scheduler.resolve("scx_bpfland@1.1.4 -v", kernel)
+    # scx_lavd's own need (its cpufreq_cpu_data ksym), on a kernel that has the others'
+    config.write_text("CONFIG_SCHED_CLASS_EXT=y\n" + "".join(f"{s}=y\n" for s in scheduler.SCX_NEEDS))
+    with pytest.raises(LabError, match=r"^--scheduler scx_lavd: kernel v6\.12 lacks CONFIG_CPU_FREQ, which scx_lavd "
+                       r"needs \(build it with --fragment sched-ext --fragment scx"):  # fmt: skip
+        scheduler.resolve("scx_lavd", kernel)
     assert scheduler.fragments_for("scx_bpfland", ()) == ("sched-ext", "scx")
     assert scheduler.fragments_for("scx_simple", ()) == ("sched-ext",)
     assert scheduler.fragments_for("scx_lavd@1.1.4", ("sched-ext", "scx.config")) == ("sched-ext", "scx.config")
