@@ -197,3 +197,11 @@ def test_a_cargo_failure_is_one_line_naming_its_log(tmp_path) -> None:
         scx_release._cargo([str(cargo), "build"], tmp_path, {"PATH": "/usr/bin:/bin"}, log, "scx_layered 1.1.0",
                            lambda _m: None)  # fmt: skip
     assert "Compiling scx_utils" in log.read_text()  # (kept: the whole output)
+
+
+def test_the_scx_fragment_gives_every_option_a_scheduler_is_refused_without() -> None:
+    repo = Path(__file__).resolve().parents[2] / "kernel-configs"
+    given = {line.split("=")[0] for f in ("sched-ext.config", "scx.config", "trace.config", "base.config")
+             for line in (repo / f).read_text().splitlines() if line.endswith("=y")}  # fmt: skip
+    needs = {*scheduler.SCX_NEEDS, *(s for own in scheduler.CRATE_NEEDS.values() for s in own)}
+    assert needs <= given, needs - given
