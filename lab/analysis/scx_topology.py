@@ -37,6 +37,8 @@ MAX_LINES = 20_000  # of scheduler.out read (a guest's file: bounded)
 MAX_KEPT = 64  # lines kept in the record as the evidence
 MAX_CPUS = 4096  # a mask wider than this is not a guest numalab builds: not read
 
+# simplelog colours its level: "\x1b[34m[INFO] \x1b[0mNUMA nodes: 2" (no word boundary before NUMA)
+_ANSI = re.compile(r"\x1b\[[0-9;]{0,16}[A-Za-z]")
 _MASK = r"([0-9a-fA-F]{1,8}(?:,[0-9a-fA-F]{8}){0,127})"
 _BPF_NODES = re.compile(r"\bNUMA nodes: (\d{1,4})\s*$")
 _BPF_SMT = re.compile(r"\bscx_bpfland .{1,80} SMT (on|off)\s*$")
@@ -102,7 +104,7 @@ def read_view(text: str) -> SchedulerView:
     p2dq = single = False
     kept: list[str] = []
     for raw in text.splitlines()[:MAX_LINES]:
-        line = raw.rstrip()
+        line = _ANSI.sub("", raw).rstrip()
         hit = True
         if m := _BPF_NODES.search(line):
             got["nodes"] = int(m.group(1))

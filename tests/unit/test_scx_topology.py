@@ -8,10 +8,14 @@ from lab.analysis.scx_topology import mask_cpus, read_view, scheduler_topology, 
 from lab.run.summary import _scheduler
 from lab.topology.model.spec import load_topology
 
-BPFLAND = """10:21:07 [INFO] NUMA nodes: 2
-10:21:07 [INFO] scx_bpfland 1.1.4-g0000000 x86_64-unknown-linux-gnu SMT off
-10:21:07 [INFO] scheduler flags: 0x76
-10:21:07 [INFO] primary CPU domain = 0xff
+# scx_bpfland 1.1.4's first lines on genoa-nps2 under v7.3-scx, as its scheduler.out has them (simplelog's colours)
+BPFLAND = """11:03:11 \x1b[0m\x1b[34m[INFO] \x1b[0mNUMA nodes: 2
+11:03:12 \x1b[0m\x1b[34m[INFO] \x1b[0mscx_bpfland 1.1.4 x86_64-unknown-linux-gnu SMT off
+11:03:12 \x1b[0m\x1b[34m[INFO] \x1b[0mscheduler options: /scheduler/scx_bpfland
+11:03:12 \x1b[0m\x1b[34m[INFO] \x1b[0mkernel features: arena_fetch_bitops=no prog_stream_fds=no
+11:03:12 \x1b[0m\x1b[34m[INFO] \x1b[0mscheduler flags: 0x76
+11:03:12 \x1b[0m\x1b[34m[INFO] \x1b[0mprimary CPU domain = 0xff
+11:03:12 \x1b[0m\x1b[34m[INFO] \x1b[0mcpufreq performance level: max
 """
 RUSTY = """10:21:07 [INFO] Running scx_rusty (build ID: 1.1.4 x86_64-unknown-linux-gnu)
 10:21:07 [INFO] NODE[00] mask= 0f
@@ -44,7 +48,9 @@ def test_bpfland_on_genoa_nps2_saw_the_machine() -> None:
     assert said is not None and said["agrees"], said
     assert said["seen"] == {"nodes": 2, "primary": "0-7", "smt": False}
     assert said["predicted"] == {"nodes": 2, "smt": False}
-    assert len(said["lines"]) == 3  # (the flags line is not the machine)
+    assert said["lines"] == ["11:03:11 [INFO] NUMA nodes: 2",
+                             "11:03:12 [INFO] scx_bpfland 1.1.4 x86_64-unknown-linux-gnu SMT off",
+                             "11:03:12 [INFO] primary CPU domain = 0xff"]  # fmt: skip
 
 
 def test_rusty_names_its_domains_and_they_are_the_llcs() -> None:
