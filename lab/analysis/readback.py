@@ -8,7 +8,7 @@ from pathlib import Path
 from lab.cpulist import MAX_CPU_ID, checked_cpulist, format_cpulist
 from lab.kernel.identity import notes_build_id
 from lab.record_files import SCHED_DOMAINS, SCHEDSTAT, TIERS, TOPOLOGY
-from lab.topology.model.tiers import check_tiers, predict_tiers, read_tiers, usable_mib
+from lab.topology.model.tiers import check_tiers, predict_tiers, read_tiers
 from lab.topology.model.topology import Topology
 from lab.topology.predictions.kernel_view import expected_numa_spans
 from lab.untrusted import read_guest_text, shown, to_float, to_int
@@ -171,9 +171,10 @@ def read_sched_domains(run_dir: Path, problems: list[str] | None = None) -> dict
 
 
 def check_topology(topo: Topology, readback: dict | None, domains: dict[int, list[dict]],
-                   sched: Topology | None = None) -> list[str]:  # fmt: skip
+                   sched: Topology | None = None, release: str | None = None) -> list[str]:  # fmt: skip
     """Every way the guest's view differs from the spec; [] means it matches. ``sched``: the topology as the
-    kernel's scheduler sees its distances, when they are not the SLIT's (lab.topology.predictions.snc_fix)."""
+    kernel's scheduler sees its distances, when they are not the SLIT's (lab.topology.predictions.snc_fix);
+    ``release``: the guest kernel's (its memory tiers: lab.topology.model.tiers.predict_tiers)."""
     if readback is None:
         return ["the guest wrote no topology readback"]
     problems: list[str] = []
@@ -196,7 +197,7 @@ def check_topology(topo: Topology, readback: dict | None, domains: dict[int, lis
         if g.get("distances") != list(topo.distances[node.id]):
             problems.append(f"node {node.id} distances {g.get('distances')} != {list(topo.distances[node.id])}")
         mem = g.get("memtotal_mib", 0)
-        want = usable_mib(topo, node.id) if topo.tiers else node.memory_mib
+        want = node.memory_mib
         slack = max(MEM_TOLERANCE_MIB, int(want * MEM_TOLERANCE_SHARE))
         if not want - slack <= mem <= want:
             problems.append(f"node {node.id} MemTotal {mem} MiB not within {slack} MiB below {want} MiB")
@@ -204,7 +205,7 @@ def check_topology(topo: Topology, readback: dict | None, domains: dict[int, lis
         if "memory_tiers" not in readback:
             problems.append("the guest wrote no memory-tier readback (tiers.txt)")
         else:
-            problems += check_tiers(predict_tiers(topo), readback["memory_tiers"])
+            problems += check_tiers(predict_tiers(topo, release), readback["memory_tiers"])
     if domains:
         for cpu, spans in sorted(expected_numa_spans(sched or topo).items()):
             seen = [d["cpus"] for d in domains.get(cpu, []) if d["name"] == "NUMA"]

@@ -338,8 +338,8 @@ def _guest_view(req: RunRequest, d: Path, outcome: VmOutcome, unpacked: Unpacked
             problems.append(f"the guest's topology readback was rejected: {rejected[0]}")
         problems += [f"the guest's topology readback is malformed: {p}" for p in readback_problems]
         sched_topo = sched_topology(req.topology, FIXING_UP in _read(d / DMESG_BOOT))  # (7.x's SNC-3 fix)
-        problems += net("topology check", check_topology, [], req.topology, readback, domains, sched_topo)
         release = (read_guest_text(d / UNAME) or "").strip()[:64] or None
+        problems += net("topology check", check_topology, [], req.topology, readback, domains, sched_topo, release)
         levels = net("kernel config", _configured_levels, ALL_LEVELS, req.kernel.config)
         problems += net("CPU topology check", check_cpus, [], req.topology, cpus, domains, release, levels)
         config = _config_text(req.kernel.config)

@@ -100,7 +100,7 @@ def test_612_on_the_machines_of_2026(tmp_path, v612) -> None:
     runs = {}
     for preset, args in (("spr-2s-2llc", ()), ("gnr-2s-snc3", ()), ("srf-2s-modules", ("--qemu", "backports")),
                          ("memoryless-3", ("--workload", str(MACHINES / "memless.yaml"))),
-                         ("nps2-uneven-llc", ())):  # fmt: skip
+                         ("nps2-uneven-llc", ()), ("tiered-2s-cxl", ())):  # fmt: skip
         out = tmp_path / preset
         proc = numalab("run", "--kernel", "v6.12", "--topology", preset, "--workload", "idle", *args, "--duration",
                        "1", "--no-trace", "--out", str(out), "--json", "--timeout", "120", timeout=300)  # fmt: skip
@@ -121,6 +121,9 @@ def test_612_on_the_machines_of_2026(tmp_path, v612) -> None:
     complaints = {c["message"]: c["cpus"] for c in runs["gnr-2s-snc3"]["guest_topology"]["kernel_complaints"]}
     assert complaints == {"ERROR: Node-distance not symmetric": [],
                           "ERROR: groups don't span domain->span": [0, 1, 6, 7]}, complaints  # fmt: skip
+    # the slow nodes online (above 4 GiB), in the tier the HMAT gives from 6.7 (6.1: memory_tier22)
+    tiers = runs["tiered-2s-cxl"]["guest_topology"]["readback"]["memory_tiers"]["tiers"]
+    assert tiers == {"memory_tier4": "0-1", "memory_tier28": "2-3"}, tiers
     got = runs["memoryless-3"]["workload"]["result"]
     assert got["node0_kib"] >= 30 * 1024 and got["node1_kib"] == 0 and got["node2_kib"] < 1024, got
 

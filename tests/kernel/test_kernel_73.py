@@ -87,13 +87,17 @@ def test_73_says_cache_aware_scheduling_is_on_where_numalab_predicts(tmp_path, v
     one = tmp_path / "one-node.yaml"
     one.write_text(ONE_NODE)
     runs = {Path(t).stem: _idle(tmp_path, t) for t in ("ring-2", "genoa-nps2", "spr-2s-2llc", "gnr-2s-snc3",
-                                                       "memoryless-3", str(one))}  # fmt: skip
+                                                       "memoryless-3", "tiered-2s-cxl", str(one))}  # fmt: skip
     said = {name: (m["guest_topology"]["sched_cache"]["predicted"], m["guest_topology"]["sched_cache"]["kernel"])
             for name, m in runs.items()}  # fmt: skip
     assert said == {"ring-2": ("enabling", "enabling"), "genoa-nps2": ("enabling", "enabling"),
                     "spr-2s-2llc": ("enabling", "enabling"), "gnr-2s-snc3": ("enabling", "enabling"),
-                    "memoryless-3": ("enabling", "enabling"),
+                    "memoryless-3": ("enabling", "enabling"), "tiered-2s-cxl": ("enabling", "enabling"),
                     "one-node": ("not supported", "not supported")}, said  # fmt: skip
+    # the CXL-like slow nodes came online (above 4 GiB: their whole SRAT range is kmem's) in the tier 6.7 and
+    # later give them from the HMAT, not 6.1's default dax tier
+    tiers = runs["tiered-2s-cxl"]["guest_topology"]["readback"]["memory_tiers"]["tiers"]
+    assert tiers == {"memory_tier4": "0-1", "memory_tier28": "2-3"}, tiers
     domains = {p: [(d["name"], d["cpus"]) for d in m["guest_topology"]["sched_domains"]["0"]] for p, m in runs.items()}
     assert domains["genoa-nps2"] == [("MC", "0-1"), ("NODE", "0-3"), ("NUMA", "0-7")]  # (schedstat 17's own names)
     assert domains["one-node"] == [("MC", "0-3")]

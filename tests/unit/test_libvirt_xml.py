@@ -72,10 +72,14 @@ def check_same_vm(xml: str, topo: Topology, placement: Placement, domain_type: s
     ostype = os_el.find("type")
     argv = qemu_argv(topo, placement, BOOT)
     machine = argv[argv.index("-machine") + 1]
-    # hmat=on has no machine attribute in libvirt: <interconnects> turn it on (checked below)
-    machine, _, hmat = machine.partition(",")
+    # hmat=on has no machine attribute in libvirt: <interconnects> turn it on (checked below); nor has
+    # max-ram-below-4g: a second -machine in <qemu:commandline>, which QEMU merges
+    machine, *props = machine.split(",")
     assert (ostype.text, ostype.get("arch"), ostype.get("machine")) == ("hvm", "x86_64", machine)
-    assert (root.find("cpu/numa/interconnects") is not None) == (hmat == "hmat=on")
+    assert (root.find("cpu/numa/interconnects") is not None) == ("hmat=on" in props)
+    values = [a.get("value") for a in root.findall(f"{{{QEMU_NS}}}commandline/{{{QEMU_NS}}}arg")]
+    below = [p for p in props if p.startswith("max-ram-below-4g=")]
+    assert [values[i + 1] for i, v in enumerate(values) if v == "-machine"] == below
     assert os_el.findtext("kernel") == BOOT.kernel
     assert os_el.findtext("initrd") == BOOT.initrd
     assert os_el.findtext("cmdline") == BOOT.cmdline

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import xml.etree.ElementTree as ET
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -17,11 +18,13 @@ from lab.topology.model.tiers import (
     DAX_TIER,
     DRAM_TIER,
     check_tiers,
+    dax_adistance,
     guest_phys_ranges,
     kernel_args,
+    max_ram_below_4g,
     predict_tiers,
+    ram_below_4g,
     read_tiers,
-    usable_mib,
 )
 from lab.topology.predictions.kernel_view import predict
 from lab.vm.backend import BootSpec
@@ -97,16 +100,34 @@ def test_demotion_targets_ties_take_every_nearest_node():
 
 def test_physical_layout_and_kernel_args():
     topo = load_topology("tiered-2s-cxl")
-    assert guest_phys_ranges(topo) == [[(0, 512)], [(512, 512)], [(1024, 256)], [(1280, 256)]]
-    # node 3 ends at the top of low RAM: its last block stays reserved for the firmware
+    # RAM below 4 GiB ends where the first slow node starts: the slow nodes lie above 4 GiB, clear of the
+    # firmware's tables at the top of low RAM (6.12 and later reserve a slow node's whole SRAT range for kmem)
+    assert max_ram_below_4g(topo) == ram_below_4g(topo) == 1024
+    assert guest_phys_ranges(topo) == [[(0, 512)], [(512, 512)], [(4096, 256)], [(4352, 256)]]
     assert kernel_args(topo) == [
-        "memmap=256M%1024M-1+0xefffffff",
-        "memmap=128M%1280M-1+0xefffffff",
-        "memmap=128M%1408M-1+2",
+        "memmap=256M%4096M-1+0xefffffff",
+        "memmap=256M%4352M-1+0xefffffff",
+        "swiotlb=noforce",
         "memhp_default_state=online",
     ]
-    assert [usable_mib(topo, n) for n in range(4)] == [512, 512, 256, 128]
-    assert kernel_args(load_topology("ring-4")) == []
+    assert kernel_args(load_topology("ring-4")) == [] and max_ram_below_4g(load_topology("ring-4")) is None
+    argv = qemu_argv(topo, plan_placement(topo, _host()), BOOT)
+    assert argv[argv.index("-machine") + 1] == "q35,hmat=on,max-ram-below-4g=1024M"
+
+
+def test_a_dax_nodes_tier_comes_from_the_hmat_from_6_7():
+    topo = load_topology("tiered-2s-cxl")  # slow nodes: 250 ns and 8192 MiB/s at best, DRAM 100 ns, 20480 MiB/s
+    assert predict_tiers(topo, "6.1.192-numalab")["tiers"] == {"memory_tier4": "0-1", "memory_tier22": "2-3"}
+    # 576 * 500 / 200 = 1440, * 40960 / 16384 = 3600: memory_tier28 (as 6.12.117 and 7.3.4 read it back)
+    assert dax_adistance(topo, 2, "6.12.117-numalab") == 3600
+    assert predict_tiers(topo, "7.3.4-numalab")["tiers"] == {"memory_tier4": "0-1", "memory_tier28": "2-3"}
+    assert predict_tiers(topo, None) == predict_tiers(topo, "6.1.0-28-amd64")  # (unknown: 6.1's, as numalab's docs)
+    # two DRAM nodes more than 10% apart: the kernel takes no HMAT figure, and the default stands
+    lat = [list(r) for r in topo.tiers.latency_ns]
+    lat[1][1] = 120
+    skewed = replace(topo, tiers=replace(topo.tiers, latency_ns=tuple(tuple(r) for r in lat)))
+    assert dax_adistance(skewed, 2, "6.12.117") == 2880
+    assert dax_adistance(load_topology("tiered-1s-far"), 1, "7.3.4") >> 7 == 54
 
 
 def test_memory_beyond_2_75g_is_split_at_2g_and_continues_at_4g():
@@ -136,14 +157,15 @@ def test_bad_tier_specs_name_the_field(extra: dict, needle: str):
     assert needle in str(err.value) and str(err.value).startswith("spec.yaml: ")
 
 
-def test_slow_nodes_need_whole_memory_blocks_and_room_for_the_firmware():
-    bad = _spec(nodes=[{"id": 0, "cpus": 2, "memory": "500M"}, {"id": 1, "cpus": 2, "memory": "512M"},
-                       {"id": 2, "cpus": 0, "memory": "512M"}], tiers={"slow_nodes": [2]})  # fmt: skip
+def test_slow_nodes_need_whole_memory_blocks():
+    bad = _spec(nodes=[{"id": 0, "cpus": 2, "memory": "512M"}, {"id": 1, "cpus": 2, "memory": "512M"},
+                       {"id": 2, "cpus": 0, "memory": "200M"}], tiers={"slow_nodes": [2]})  # fmt: skip
     with pytest.raises(LabError, match="not in whole 128 MiB memory blocks"):
         load_spec(bad, "x")
-    with pytest.raises(LabError, match="give it at least 256M"):
-        load_spec(_spec(tiers={"slow_nodes": [2]}) | {"nodes": _spec()["nodes"][:2] + [
-            {"id": 2, "cpus": 0, "memory": "128M"}]}, "x")  # fmt: skip
+    # one block is enough: above 4 GiB no block is kept out for the firmware
+    small = load_spec(_spec(tiers={"slow_nodes": [2]}) | {"nodes": _spec()["nodes"][:2] + [
+        {"id": 2, "cpus": 0, "memory": "128M"}]}, "x")  # fmt: skip
+    assert guest_phys_ranges(small)[2] == [(4096, 128)]
 
 
 def test_manifest_round_trip_keeps_the_tiers():
@@ -156,7 +178,7 @@ def test_manifest_round_trip_keeps_the_tiers():
 def test_qemu_argv_has_hmat_initiators_and_every_pair():
     topo = load_topology("tiered-2s-cxl")
     argv = qemu_argv(topo, plan_placement(topo, _host()), BOOT)
-    assert argv[argv.index("-machine") + 1] == "q35,hmat=on"
+    assert argv[argv.index("-machine") + 1] == "q35,hmat=on,max-ram-below-4g=1024M"
     numa = [argv[i + 1] for i, a in enumerate(argv) if a == "-numa"]
     assert "node,nodeid=2,memdev=mem2,initiator=0" in numa
     assert "node,nodeid=3,memdev=mem3,initiator=1" in numa
@@ -212,7 +234,7 @@ def test_tiers_readback_is_checked():
     slow = read_tiers(good.replace("node1/access0/initiators/read_latency:300", "x:1"))
     assert check_tiers(predict_tiers(topo), slow) == ["node 1 access0 read_latency: predicted 300, the guest has None"]
     readback = {"nodes": {0: {"cpus": [0, 1], "distances": [10, 20], "memtotal_mib": 200},
-                          1: {"cpus": [], "distances": [20, 10], "memtotal_mib": 384}}}  # fmt: skip
+                          1: {"cpus": [], "distances": [20, 10], "memtotal_mib": 512}}}  # fmt: skip
     assert check_topology(topo, readback, {}) == ["the guest wrote no memory-tier readback (tiers.txt)"]
     assert check_topology(topo, readback | {"memory_tiers": read}, {}) == []
     # a kernel without dax kmem never onlines the slow node

@@ -17,7 +17,7 @@ import pytest
 from common import REPO, needs_setup_package, numalab
 
 from lab.topology.model.spec import load_topology
-from lab.topology.model.tiers import predict_tiers, usable_mib
+from lab.topology.model.tiers import predict_tiers
 
 pytestmark = [pytest.mark.vm, pytest.mark.usefixtures("host_shared")]  # (a real libvirtd)
 
@@ -43,16 +43,17 @@ def _check_tiers(manifest: dict, preset: str) -> None:
     nodes = manifest["guest_topology"]["readback"]["nodes"]
     for node in topo.tiers.slow_nodes:
         assert nodes[str(node)]["cpus"] == []
-        assert nodes[str(node)]["memtotal_mib"] == usable_mib(topo, node)  # all of it, onlined by kmem
+        assert nodes[str(node)]["memtotal_mib"] == topo.nodes[node].memory_mib  # all of it, onlined by kmem
 
 
 def test_tiered_2s_cxl_boots_and_reads_back_its_tiers(tmp_path):
     m = _run(tmp_path, "q", "--topology", "tiered-2s-cxl", "--workload", "idle", "--duration", "1", "--no-trace")
     _check_tiers(m, "tiered-2s-cxl")
     cmdline = (tmp_path / "q" / "cmdline.txt").read_text()
-    assert "memmap=256M%1024M-1+0xefffffff" in cmdline and "memhp_default_state=online" in cmdline
+    # the slow nodes above 4 GiB, where the first one starts q35's RAM above it (lab.topology.model.tiers)
+    assert "memmap=256M%4096M-1+0xefffffff" in cmdline and "memhp_default_state=online" in cmdline
     assert "-numa hmat-lb" not in cmdline
-    assert "hmat=on" in (tmp_path / "q" / "qemu-argv.txt").read_text()
+    assert "q35,hmat=on,max-ram-below-4g=1024M" in (tmp_path / "q" / "qemu-argv.txt").read_text()
 
 
 @pytest.mark.libvirt
@@ -65,6 +66,8 @@ def test_tiered_2s_cxl_through_a_real_libvirtd(tmp_path):
     assert m["backend"]["name"] == "libvirt"
     _check_tiers(m, "tiered-2s-cxl")
     assert "<interconnects>" in (tmp_path / "lv" / "domain.xml").read_text()
+    # max-ram-below-4g, which libvirt 9.0 has no element for: a second -machine, merged by QEMU
+    assert "-machine max-ram-below-4g=1024M" in (tmp_path / "lv" / "qemu.log").read_text()
 
 
 def test_tiering_mode_2_promotes_and_demotes_against_mode_0(tmp_path):

@@ -16,9 +16,14 @@ What 6.1 does with them (``mm/memory-tiers.c``, ``drivers/dax/kmem.c``, ``driver
   6.1 does not use HMAT to place nodes in tiers (that came in 6.7), so a CPU-less node that is
   plain RAM in the SRAT is just more DRAM.
 * Memory that dax kmem onlines gets ``MEMTIER_DEFAULT_DAX_ADISTANCE`` = 5 * 576 = 2880:
-  ``memory_tier22``. numalab gets there as a CXL expander would: the slow node's range is made
-  soft-reserved (``memmap=SIZE%START-1+0xefffffff``), the HMEM driver makes it a dax device, and
-  the guest init binds that to kmem (``memhp_default_state=online`` onlines it).
+  ``memory_tier22``. From 6.7, with an HMAT, its abstract distance is the DRAM tier's scaled by its
+  latency and bandwidth against the DRAM nodes' (:func:`dax_adistance`): tiered-2s-cxl's slow nodes
+  are ``memory_tier28`` on 6.12 and 7.3. numalab gets there as a CXL expander would: the slow
+  node's range is made soft-reserved (``memmap=SIZE%START-1+0xefffffff``), the HMEM driver makes it
+  a dax device, and kmem onlines it (``memhp_default_state=online``; the guest init binds it where
+  the kernel did not). The slow nodes lie above 4 GiB (q35's ``max-ram-below-4g`` at the first
+  one's start: :func:`ram_below_4g`), away from the firmware's tables at the top of low RAM: 6.12
+  and later give the dax device the node's whole SRAT range, which kmem must reserve whole.
 * Demotion targets (``establish_demotion_targets``): each node of a tier demotes to the nodes of
   the next lower tier at the smallest distance from it (all of them on a tie). 6.1 does not show
   them in sysfs; they show as ``pgdemote_*`` when ``/sys/kernel/mm/numa/demotion_enabled`` is on.
@@ -43,10 +48,10 @@ MEMTIER_ADISTANCE_DRAM = (4 << MEMTIER_CHUNK_BITS) + (1 << (MEMTIER_CHUNK_BITS -
 MEMTIER_DEFAULT_DAX_ADISTANCE = MEMTIER_ADISTANCE_DRAM * 5  # 2880
 DRAM_TIER = MEMTIER_ADISTANCE_DRAM >> MEMTIER_CHUNK_BITS  # memory_tier4
 DAX_TIER = MEMTIER_DEFAULT_DAX_ADISTANCE >> MEMTIER_CHUNK_BITS  # memory_tier22
+HMAT_ADISTANCE_FROM = (6, 7)  # the kernel that first placed a dax node by the HMAT (mt_perf_to_adistance)
 MEMORY_BLOCK_MIB = 128  # x86-64's memory block below 64 GiB: kmem onlines whole blocks
 E820_SOFT_RESERVED = 0xEFFFFFFF
 E820_RAM = 1
-E820_RESERVED = 2
 Q35_LOWMEM_SMALL = 0xB0000000 >> 20  # MiB: q35 keeps all RAM below 4 GiB up to 2.75 GiB
 Q35_LOWMEM_LARGE = 0x80000000 >> 20  # ... and 2 GiB below 4 GiB beyond that
 MAX_LATENCY_NS = 1 << 20
@@ -119,28 +124,14 @@ class MemoryTiers:
             raise LabError(f"{pre}hmat: give both latency_ns and bandwidth_mib")
 
     def _check_slow_ranges(self, topo: Any, pre: str) -> None:
-        """Each slow node's guest-physical pieces are whole memory blocks clear of the firmware's low-RAM top."""
-        ranges = guest_phys_ranges(topo)
-        low_top = _low_top(topo)
-        for node in self.slow_nodes:
-            for start, size in ranges[node]:
-                _check_slow_piece(node, start, size, low_top, pre)
-
-
-def _check_slow_piece(node: int, start: int, size: int, low_top: int, pre: str) -> None:
-    """One guest-physical piece (MiB) of slow node ``node``: kmem can online it, or a one-line LabError."""
-    if start + size == low_top and size < 2 * MEMORY_BLOCK_MIB:
-        raise LabError(
-            f"{pre}tiers.slow_nodes: node {node} ends at the top of the guest's low RAM, where its "
-            f"last {MEMORY_BLOCK_MIB} MiB are kept out for the firmware: give it at least "
-            f"{2 * MEMORY_BLOCK_MIB}M"
-        )
-    if start % MEMORY_BLOCK_MIB or size % MEMORY_BLOCK_MIB:
-        raise LabError(
-            f"{pre}tiers.slow_nodes: node {node}'s memory ({size} MiB at {start} MiB) is not in whole "
-            f"{MEMORY_BLOCK_MIB} MiB memory blocks, which dax kmem needs: make the node sizes "
-            f"multiples of {MEMORY_BLOCK_MIB}M"
-        )
+        """Each slow node's guest-physical pieces are whole memory blocks (kmem onlines whole blocks)."""
+        for node, start, size in slow_pieces(topo):
+            if start % MEMORY_BLOCK_MIB or size % MEMORY_BLOCK_MIB:
+                raise LabError(
+                    f"{pre}tiers.slow_nodes: node {node}'s memory ({size} MiB at {start} MiB) is not in whole "
+                    f"{MEMORY_BLOCK_MIB} MiB memory blocks, which dax kmem needs: make the node sizes "
+                    f"multiples of {MEMORY_BLOCK_MIB}M"
+                )
 
 
 def _int(value: object, field: str, lo: int, hi: int) -> int:
@@ -215,11 +206,39 @@ def tiers_from_dict(d: dict | None) -> MemoryTiers | None:
     )
 
 
-def guest_phys_ranges(topo: Any) -> list[list[tuple[int, int]]]:
-    """Each node's guest-physical RAM as (start MiB, size MiB) pieces, as QEMU's q35 lays it out: nodes
-    in order from 0, RAM below 4 GiB up to 2.75 GiB (2 GiB if there is more), the rest from 4 GiB."""
+def _first_slow_start(topo: Any) -> int | None:
+    """Where (MiB, in QEMU's order of the nodes' RAM) the first slow node's memory starts; None without one."""
+    tiers = getattr(topo, "tiers", None)
+    if not tiers or not tiers.slow_nodes:
+        return None
+    first = min(tiers.slow_nodes)
+    return sum(n.memory_mib for n in topo.nodes if n.id < first)
+
+
+def ram_below_4g(topo: Any) -> int:
+    """Where the guest's RAM below 4 GiB ends (MiB). QEMU's q35 keeps it all there up to 2.75 GiB (2 GiB if there is
+    more); a topology with slow nodes ends it where the first slow node starts (:func:`max_ram_below_4g`), so that
+    every slow node lies above 4 GiB, clear of the firmware's tables at the top of low RAM. Linux 6.12 and later
+    give a slow node's dax device its whole SRAT range (the HMAT's), and kmem cannot reserve a range that holds
+    the firmware's block: the node never comes online (6.1 took the soft-reserved piece alone)."""
     total = topo.total_memory_mib
     below = min(total, Q35_LOWMEM_SMALL if total < Q35_LOWMEM_SMALL else Q35_LOWMEM_LARGE)
+    first = _first_slow_start(topo)
+    return first if first and first < below else below
+
+
+def max_ram_below_4g(topo: Any) -> int | None:
+    """q35's ``max-ram-below-4g`` (MiB) that :func:`ram_below_4g` asks of QEMU; None where QEMU's own layout is
+    that (no slow node, or none below 4 GiB)."""
+    total = topo.total_memory_mib
+    below = ram_below_4g(topo)
+    return below if below < min(total, Q35_LOWMEM_SMALL if total < Q35_LOWMEM_SMALL else Q35_LOWMEM_LARGE) else None
+
+
+def guest_phys_ranges(topo: Any) -> list[list[tuple[int, int]]]:
+    """Each node's guest-physical RAM as (start MiB, size MiB) pieces, as QEMU's q35 lays it out: nodes
+    in order from 0, RAM below 4 GiB up to :func:`ram_below_4g`, the rest from 4 GiB."""
+    below = ram_below_4g(topo)
     out = []
     addr = 0
     for node in topo.nodes:
@@ -235,44 +254,28 @@ def guest_phys_ranges(topo: Any) -> list[list[tuple[int, int]]]:
     return out
 
 
-def _low_top(topo: Any) -> int:
-    """Where RAM below 4 GiB ends (MiB)."""
-    total = topo.total_memory_mib
-    return min(total, Q35_LOWMEM_SMALL if total < Q35_LOWMEM_SMALL else Q35_LOWMEM_LARGE)
-
-
-def slow_pieces(topo: Any) -> list[tuple[int, int, int, bool]]:
-    """(node, start MiB, size MiB, firmware_block) of every slow node's RAM. A piece that ends at the
-    top of RAM below 4 GiB has its last memory block kept out (firmware_block): SeaBIOS, which libvirt
-    domains boot, puts its ACPI tables in the last 128 KiB there, and a soft-reserved range that is not
-    2 MiB-aligned is refused by the HMEM driver (hmem probe fails with -ENOMEM)."""
+def slow_pieces(topo: Any) -> list[tuple[int, int, int]]:
+    """(node, start MiB, size MiB) of every slow node's RAM: above 4 GiB (:func:`ram_below_4g`), so none holds the
+    firmware's tables at the top of low RAM."""
     tiers = getattr(topo, "tiers", None)
     if not tiers:
         return []
     ranges = guest_phys_ranges(topo)
-    low_top = _low_top(topo)
-    return [(node, start, size, start + size == low_top) for node in tiers.slow_nodes for start, size in ranges[node]]
-
-
-def usable_mib(topo: Any, node: int) -> int:
-    """The memory the guest gets on ``node``: a slow node loses the block kept out for the firmware."""
-    lost = sum(MEMORY_BLOCK_MIB for n, _, _, fw in slow_pieces(topo) if n == node and fw)
-    return topo.nodes[node].memory_mib - lost
+    return [(node, start, size) for node in tiers.slow_nodes for start, size in ranges[node]]
 
 
 def kernel_args(topo: Any) -> list[str]:
-    """The guest kernel arguments that make the slow nodes soft-reserved (for dax kmem), keep the
-    firmware's block out, and online hot-added memory at once."""
+    """The guest kernel arguments that make the slow nodes soft-reserved (for dax kmem) and online hot-added
+    memory at once. With RAM above 4 GiB, x86 sets aside 64 MiB of bounce buffers below it (SWIOTLB), all from
+    the fast node that holds the low RAM (tiered-1s-far's node 0: 175 of its 256 MiB left on 6.1); numalab's
+    guests have no device that DMAs (virtio without ACCESS_PLATFORM uses physical addresses), so
+    ``swiotlb=noforce`` keeps that memory."""
     pieces = slow_pieces(topo)
     if not pieces:
         return []
-    args = []
-    for _, start, size, fw in pieces:
-        kept = size - MEMORY_BLOCK_MIB if fw else size
-        args.append(f"memmap={kept}M%{start}M-{E820_RAM}+{E820_SOFT_RESERVED:#x}")
-        if fw:
-            args.append(f"memmap={MEMORY_BLOCK_MIB}M%{start + kept}M-{E820_RAM}+{E820_RESERVED}")
-    return [*args, "memhp_default_state=online"]
+    args = [f"memmap={size}M%{start}M-{E820_RAM}+{E820_SOFT_RESERVED:#x}" for _, start, size in pieces]
+    above = any(start >= 4096 for _, start, _ in pieces)
+    return [*args, *(["swiotlb=noforce"] if above else []), "memhp_default_state=online"]
 
 
 def _best(values: list[tuple[int, int]], lower_is_better: bool) -> tuple[int, list[int]]:
@@ -281,14 +284,56 @@ def _best(values: list[tuple[int, int]], lower_is_better: bool) -> tuple[int, li
     return best, sorted(i for i, v in values if v == best)
 
 
-def predict_tiers(topo: Any) -> dict:
-    """6.1's view of the memory tiers of ``topo`` (JSON-ready): tiers and their nodes, the top tier,
-    the demotion targets (predicted; 6.1 does not expose them), and each node's HMAT access0 values."""
+def release_version(release: str | None) -> tuple[int, int] | None:
+    """``6.12.117-numalab`` -> (6, 12); None when it does not say."""
+    try:
+        major, minor = (int(x) for x in (release or "").split("-")[0].split(".")[:2])
+    except ValueError:
+        return None
+    return major, minor
+
+
+def _best_cpu_access(tiers: MemoryTiers, cpu_nodes: list[int], target: int) -> tuple[int, int]:
+    """A node's HMAT access from its best CPU initiator (the kernel's ACCESS_COORDINATE_CPU): the lowest latency
+    and the highest bandwidth, each over the initiators."""
+    lat = min(tiers.latency_ns[r][target] for r in range(len(cpu_nodes)))
+    bw = max(tiers.bandwidth_mib[r][target] for r in range(len(cpu_nodes)))
+    return lat, bw
+
+
+def dax_adistance(topo: Any, node: int, release: str | None) -> int:
+    """The abstract distance dax kmem gives a slow node. 6.1: ``MEMTIER_DEFAULT_DAX_ADISTANCE``. From 6.7 with an
+    HMAT (``mt_calc_adistance`` -> ``mt_perf_to_adistance``, mm/memory-tiers.c): the DRAM tier's in proportion
+    to the node's latency (read + write) and inversely to its bandwidth, against the first DRAM node's (memory and
+    CPUs), in the kernel's integer order of operations; if another DRAM node's access differs from that one's by
+    more than 10%, the kernel takes no HMAT figure and the default stands."""
+    tiers: MemoryTiers = topo.tiers or MemoryTiers()
+    version = release_version(release)
+    if not tiers.hmat or version is None or version < HMAT_ADISTANCE_FROM:
+        return MEMTIER_DEFAULT_DAX_ADISTANCE
+    cpu_nodes = topo.cpu_nodes
+    dram = [n.id for n in topo.nodes if n.cpus and n.memory_mib and n.id not in tiers.slow_nodes]
+    if not dram:
+        return MEMTIER_DEFAULT_DAX_ADISTANCE
+    ref_lat, ref_bw = _best_cpu_access(tiers, cpu_nodes, dram[0])
+    for other in dram[1:]:
+        lat, bw = _best_cpu_access(tiers, cpu_nodes, other)
+        if abs(lat - ref_lat) * 10 > ref_lat or abs(bw - ref_bw) * 10 > ref_bw:
+            return MEMTIER_DEFAULT_DAX_ADISTANCE  # (memory-tiers: "the performance of DRAM node N mismatches")
+    lat, bw = _best_cpu_access(tiers, cpu_nodes, node)
+    return MEMTIER_ADISTANCE_DRAM * (2 * lat) // (2 * ref_lat) * (2 * ref_bw) // (2 * bw)
+
+
+def predict_tiers(topo: Any, release: str | None = None) -> dict:
+    """The memory tiers of ``topo`` as a kernel of ``release`` builds them (6.1's when None; JSON-ready): tiers and
+    their nodes, the top tier, the demotion targets (predicted; 6.1 does not expose them), and each node's HMAT
+    access0 values. From 6.7 a slow node's tier comes from the HMAT (:func:`dax_adistance`)."""
     tiers: MemoryTiers = topo.tiers or MemoryTiers()
     slow = set(tiers.slow_nodes)
     by_tier: dict[int, list[int]] = {}
     for node in topo.nodes:
-        by_tier.setdefault(DAX_TIER if node.id in slow else DRAM_TIER, []).append(node.id)
+        tier = dax_adistance(topo, node.id, release) >> MEMTIER_CHUNK_BITS if node.id in slow else DRAM_TIER
+        by_tier.setdefault(tier, []).append(node.id)
     order = sorted(by_tier)
     # establish_demotion_targets(): the slowest tier with a CPU node, and every faster one, are the top tiers
     top = max(t for t in order if any(topo.nodes[i].cpus for i in by_tier[t]))
@@ -323,7 +368,6 @@ def predict_tiers(topo: Any) -> dict:
         "demotion_targets": demotion,
         "demotion_targets_exposed": False,
         "hmat_access0": hmat,
-        "usable_mib": {str(n): usable_mib(topo, n) for n in sorted(slow)},
         "kernel_args": kernel_args(topo),
     }
 

@@ -49,6 +49,10 @@ How the QEMU options map:
 * ``-nodefaults`` -> ``<controller type='usb' model='none'/>`` and
   ``<memballoon model='none'/>``; no ``<interface>``, ``<graphics>``, ``<video>``.
 
+A tiered machine's ``-machine q35,max-ram-below-4g=NM`` (its slow nodes above 4 GiB: lab.topology.model.tiers),
+which libvirt 9.0 has no element for, -> ``<qemu:commandline>`` with ``-machine max-ram-below-4g=NM``: QEMU merges
+the two ``-machine`` options.
+
 ``-plugin`` (``boot.plugin``, lab.vm.tcg.access_plugin) -> ``<qemu:commandline>`` with
 ``-plugin`` and its value (libvirt has no element for TCG plugins; it marks such a
 domain as tainted by custom arguments).
@@ -68,6 +72,7 @@ from lab.cpulist import format_cpulist
 from lab.errors import LabError
 from lab.placement.pinning import Placement
 from lab.topology.model.cpu_grid import CPUID_VENDOR_IDS
+from lab.topology.model.tiers import max_ram_below_4g
 from lab.topology.model.topology import Topology
 from lab.topology.predictions.cpu_view import smp_layout
 from lab.vm.backend import BootSpec
@@ -259,7 +264,9 @@ def domain_xml(topo: Topology, placement: Placement, boot: BootSpec, domain_type
     _sub(root, "on_reboot", "destroy")
     _sub(root, "on_crash", "preserve")
     _devices(root, boot)
-    extra = _cpuid_globals(topo, domain_type) + (["-plugin", boot.plugin] if boot.plugin else [])
+    below = max_ram_below_4g(topo)  # (QEMU merges a second -machine into libvirt's)
+    extra = (_cpuid_globals(topo, domain_type) + (["-machine", f"max-ram-below-4g={below}M"] if below else [])
+             + (["-plugin", boot.plugin] if boot.plugin else []))  # fmt: skip
     if extra:
         args = ET.SubElement(root, f"{{{QEMU_NS}}}commandline")
         for value in extra:

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from lab.errors import LabError
 from lab.placement.pinning import Placement
 from lab.topology.model.cpu_grid import CPUID_VENDOR_IDS
+from lab.topology.model.tiers import max_ram_below_4g
 from lab.topology.model.topology import Topology
 from lab.topology.predictions.cpu_view import smp_layout
 from lab.vm.backend import BootSpec
@@ -124,6 +125,9 @@ def machine_option(topo: Topology) -> str:
     """-machine: q35, with the ACPI HMAT when the topology has one, and a cluster's cores sharing their L2
     (QEMU 9.2's smp-cache; without it each x86 core keeps its own L2)."""
     opt = "q35,hmat=on" if topo.tiers and topo.tiers.hmat else "q35"
+    below = max_ram_below_4g(topo)
+    if below is not None:  # (the slow nodes above 4 GiB, clear of the firmware: lab.topology.model.tiers)
+        opt += f",max-ram-below-4g={below}M"
     if topo.cpu_grid is not None and topo.cpu_grid.has_clusters:
         opt += ",smp-cache.0.cache=l2,smp-cache.0.topology=module"
     return opt

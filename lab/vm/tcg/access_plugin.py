@@ -28,6 +28,7 @@ from pathlib import Path
 
 from lab.errors import LabError
 from lab.paths import COMPLETE, REPO_ROOT, TOOL_TEXT, cache_dir, publish_dir
+from lab.topology.model.tiers import ram_below_4g
 from lab.topology.model.topology import Topology
 
 PLUGIN_SRC = REPO_ROOT / "images" / "plugins"
@@ -61,11 +62,6 @@ def address_mode(version: tuple[int, int]) -> str:
     return "ram-block" if version < (8, 2) else "guest-physical"
 
 
-def q35_lowmem(total_bytes: int) -> int:
-    """Guest RAM below 4 GiB on QEMU's q35 machine (the rest is mapped from 4 GiB)."""
-    return 0x80000000 if total_bytes >= 0xB0000000 else 0xB0000000
-
-
 @dataclass(frozen=True)
 class NodeRange:
     node: int
@@ -80,7 +76,7 @@ def node_ranges(topo: Topology, mode: str) -> list[NodeRange]:
     """The address ranges each node's RAM shows up at in the plugin, for ``mode`` (address_mode)."""
     out: list[NodeRange] = []
     base = 0
-    lowmem = q35_lowmem(topo.total_memory_mib * MIB)
+    lowmem = ram_below_4g(topo) * MIB  # (q35's; a tiered machine's ends where its first slow node starts)
     for node in topo.nodes:
         size = node.memory_mib * MIB
         if mode == "ram-block":
