@@ -125,6 +125,15 @@ def escape_surrogates(text: str) -> str:
     return _SURROGATE.sub(_escape_surrogate, text)
 
 
+_SGR = re.compile(r"\x1b\[[0-9;]{0,32}m")
+
+
+def strip_colours(text: str) -> str:
+    """``text`` without its terminal colour codes (``ESC[...m``: a Rust logger's level and fields), so that a
+    program's words read as words; every other control character is left for :func:`term_safe`."""
+    return _SGR.sub("", text)
+
+
 def term_safe(text: object, newlines: bool = False) -> str:
     """``text`` with every control character shown as an escape (ESC as ``\\x1b``, CR as ``\\x0d``); tabs
     stay, newlines stay only with ``newlines`` (else ``\\x0a``); a byte that was not UTF-8 as ``\\xNN``

@@ -31,14 +31,12 @@ from dataclasses import dataclass
 from lab.cpulist import format_cpulist
 from lab.topology.model.topology import Topology
 from lab.topology.predictions.cpu_view import vcpu_llcs
-from lab.untrusted import term_safe
+from lab.untrusted import strip_colours, term_safe
 
 MAX_LINES = 20_000  # of scheduler.out read (a guest's file: bounded)
 MAX_KEPT = 64  # lines kept in the record as the evidence
 MAX_CPUS = 4096  # a mask wider than this is not a guest numalab builds: not read
 
-# simplelog colours its level: "\x1b[34m[INFO] \x1b[0mNUMA nodes: 2" (no word boundary before NUMA)
-_ANSI = re.compile(r"\x1b\[[0-9;]{0,16}[A-Za-z]")
 _MASK = r"([0-9a-fA-F]{1,8}(?:,[0-9a-fA-F]{8}){0,127})"
 _BPF_NODES = re.compile(r"\bNUMA nodes: (\d{1,4})\s*$")
 _BPF_SMT = re.compile(r"\bscx_bpfland .{1,80} SMT (on|off)\s*$")
@@ -104,7 +102,7 @@ def read_view(text: str) -> SchedulerView:
     p2dq = single = False
     kept: list[str] = []
     for raw in text.splitlines()[:MAX_LINES]:
-        line = _ANSI.sub("", raw).rstrip()
+        line = strip_colours(raw).rstrip()  # (simplelog's "\x1b[0mNUMA nodes": no word boundary before NUMA)
         hit = True
         if m := _BPF_NODES.search(line):
             got["nodes"] = int(m.group(1))

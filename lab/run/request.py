@@ -99,7 +99,9 @@ class RunRequest:
         if self.timeout_s is not None:
             return self.timeout_s
         coherence = self.latency is not None and self.latency.coherence
-        return default_timeout_s(self.topology.total_cpus, self.settings.duration_s, self.accel, self.clock,
+        # (a sched_ext scheduler's load is guest time before the workload: the init waits up to its wait_s)
+        waited = self.scheduler.wait_s if self.scheduler.sched_ext else 0.0
+        return default_timeout_s(self.topology.total_cpus, self.settings.duration_s + waited, self.accel, self.clock,
                                  self.kvm_probe_s, coherence)  # fmt: skip
 
 

@@ -25,7 +25,7 @@ from lab.kernel.fragments import parse_config
 from lab.kernel.sched_ext import EXAMPLES, config_has_sched_ext, shipped
 from lab.record_files import DMESG, SCHEDULER_OUT, SCHEDULER_STATE
 from lab.topology.model.topology import Topology
-from lab.untrusted import term_safe, to_int
+from lab.untrusted import strip_colours, term_safe, to_int
 from lab.workloads.elf import elf_interpreter, ldd_closure
 
 FAIR = "fair"
@@ -42,6 +42,9 @@ WAIT_S = 10.0  # how long the guest's init waits for a scheduler to be enabled (
 # An scx scheduler's: scx_layered's load and verification took 7-12 s under TCG on 9 vCPUs (more under load). The init
 # stops waiting as soon as it is enabled or its program exits, so only a scheduler still loading waits this long.
 CRATE_WAIT_S = 60.0
+# scx_lavd's is longer: its BPF took 89 s of guest time to load and verify under TCG on genoa-nps2's 8 vCPUs (v7.3-scx,
+# 2026-11-29, the host loaded); after 60 s it was not yet enabled, and the run was scheduler-ejected
+CRATE_WAITS_S = {"scx_lavd": 300.0}
 
 
 def split(spec: str) -> tuple[str, tuple[str, ...]]:
@@ -155,7 +158,7 @@ def resolve(spec: str, kernel: Kernel, say=None) -> Scheduler:
             msg = str(err)
             raise LabError(f"--scheduler {word}: {msg.split(': ', 1)[1] if msg.startswith(crate) else msg}") from None
         return Scheduler(spec, "sched_ext", crate, args, built.binary, built.meta["source"], built.meta["ops"],
-                         CRATE_WAIT_S)  # fmt: skip
+                         CRATE_WAITS_S.get(crate, CRATE_WAIT_S))  # fmt: skip
     if is_path(word):
         check_early(spec)
         path = Path(word).expanduser()
@@ -164,7 +167,7 @@ def resolve(spec: str, kernel: Kernel, say=None) -> Scheduler:
         meta = scx_release.meta_of_binary(path)
         if meta:  # (built by numalab from a crate, patched perhaps: recorded as such, its ops name checked)
             return Scheduler(spec, "sched_ext", meta["crate"], args, path.resolve(), meta["source"], meta["ops"],
-                             CRATE_WAIT_S)  # fmt: skip
+                             CRATE_WAITS_S.get(meta["crate"], CRATE_WAIT_S))  # fmt: skip
         name = re.sub(r"[^A-Za-z0-9._+-]", "-", path.name)[:64] or "scheduler"
         return Scheduler(spec, "sched_ext", name, args, path.resolve(), f"path:{path.resolve()}")
     have = shipped(kernel.config)
@@ -274,7 +277,7 @@ def _own_words(record: Path) -> str:
     and its message: what scx_layered says on a machine of more nodes than it was built for), else its last line,
     after the first lines that name the failure (a libbpf load failure and the verifier's reason, an exit
     message), at most three, in its order."""
-    lines = [ln.strip() for ln in _tail(record / SCHEDULER_OUT).splitlines() if ln.strip()]
+    lines = [ln.strip() for ln in strip_colours(_tail(record / SCHEDULER_OUT)).splitlines() if ln.strip()]
     if not lines:
         return ""
     for i, ln in enumerate(lines):
@@ -308,6 +311,9 @@ def readback(record: Path, asked: dict, ops_expected: str) -> tuple[dict, str | 
         elif not ran(start):
             why.append(f"not enabled at the workload's start (state {start.get('state')}, ops {start.get('ops')}"
                        + (f", expected {ops_expected}" if ops_expected else "") + ")")  # fmt: skip
+            if end.get("alive") == 1 and st.get("killed") and isinstance(st.get("waited_ds"), int):
+                why.append(f"its program was still running, not enabled, when the init stopped waiting after "
+                           f"{st['waited_ds'] / 10:g} s (still loading?)")  # fmt: skip
         elif not ran(end):
             why.append(f"no longer enabled at the workload's end (state {end.get('state')}, ops {end.get('ops')})")
         elif start.get("enable_seq") != end.get("enable_seq"):

@@ -266,3 +266,19 @@ def test_a_rust_schedulers_panic_is_the_reason(tmp_path) -> None:
         "scheduler's output: thread 'main' (131) panicked at src/main.rs:2108:22: index out of bounds: the len is 8 "
         "but the index is 8"
     ), reason
+
+
+def test_a_schedulers_coloured_log_is_quoted_in_words(tmp_path) -> None:
+    """scx_lavd 1.1.4 on genoa-nps2 under v7.3-scx when the init waited 60 s (a real guest's files, issue 68): still
+    loading its BPF (it took 89 s), killed at the stop. Its tracing log colours every field; the reason quotes its
+    words without the colour codes (before: ``\\x1b[2m2026-11-29T...\\x1b[0m``)."""
+    data = Path(__file__).resolve().parent.parent / "data" / "scheduler_out"
+    (tmp_path / "scheduler-state.txt").write_bytes(
+        (data / "scx_lavd-1.1.4-genoa-nps2-loading-at-60s.state").read_bytes()
+    )
+    (tmp_path / "scheduler.out").write_bytes((data / "scx_lavd-1.1.4-genoa-nps2-loading-at-60s.out").read_bytes())
+    got, reason = readback(tmp_path, ASKED, "lavd_1.1.4_x86_64_unknown_linux_gnu")
+    assert got["ejected"] and got["waited_s"] == 60.0 and got["exit"] == 137
+    assert reason is not None and "\\x1b" not in reason, reason
+    assert "its program was still running, not enabled, when the init stopped waiting after 60 s" in reason, reason
+    assert "INFO ThreadId(01) scx_utils::libbpf_logger" in reason, reason
