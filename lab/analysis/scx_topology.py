@@ -158,6 +158,16 @@ def _sets(groups: tuple[tuple[int, ...], ...]) -> str:
 
 
 _SAID = {"nodes": "nodes with CPUs", "cpus": "CPUs", "cores": "cores", "smt": "SMT", "several_llcs": "LLCs"}
+_LABELS = {
+    "nodes": "nodes",
+    "node_cpus": "nodes",
+    "llc_cpus": "LLCs",
+    "primary": "primary",
+    "cpus": "CPUs",
+    "cores": "cores",
+    "smt": "SMT",
+    "several_llcs": "LLCs",
+}  # (the summary's words for what it saw)
 _BOOL_WORDS = {"smt": ("on", "off"), "several_llcs": ("several", "one")}
 
 
@@ -210,6 +220,6 @@ def summary_words(topology: dict | None) -> str:
         return ""
     seen = topology.get("seen") or {}
     if topology.get("agrees"):
-        what = ", ".join(f"{k} {len(v) if isinstance(v, list) else _word(k, v)}" for k, v in seen.items())
+        what = ", ".join(f"{_LABELS[k]} {len(v) if isinstance(v, list) else _word(k, v)}" for k, v in seen.items())
         return f"; it saw the machine numalab built ({what})"
     return "; it saw another machine than the kernel's: " + "; ".join(topology.get("differences") or [])

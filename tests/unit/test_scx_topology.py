@@ -58,6 +58,7 @@ def test_rusty_names_its_domains_and_they_are_the_llcs() -> None:
     said = scheduler_topology(RUSTY, topo)
     assert said is not None and said["agrees"], said["differences"]
     assert said["seen"] == {"node_cpus": ["0-3", "4-7"], "llc_cpus": ["0-1", "2-3", "4-5", "6-7"]}
+    assert summary_words(said) == "; it saw the machine numalab built (nodes 2, LLCs 4)"
     # the same output on ring-2 (two nodes of one LLC of two CPUs): another machine, named part by part
     other = scheduler_topology(RUSTY, load_topology("ring-2"))
     assert other is not None and not other["agrees"]
@@ -96,6 +97,12 @@ def test_a_node_without_cpus_is_not_one_it_schedules_on() -> None:
     text = f"NODE[00] mask= {(1 << cpus) - 1:x}\nNODE[01] mask= 0\n DOM[00] mask= {(1 << cpus) - 1:x}\n"
     said = scheduler_topology(text, topo)
     assert said is not None and said["agrees"], said
+    # scx_rusty 1.1.4 on tiered-2s-cxl under v7.3-scx: its two CPU-less memory nodes printed with empty masks
+    real = (
+        "NODE[00] mask= 3\n DOM[00] mask= 3\nNODE[01] mask= c\n DOM[01] mask= c\nNODE[02] mask= 0\nNODE[03] mask= 0\n"
+    )
+    said = scheduler_topology(real, load_topology("tiered-2s-cxl"))
+    assert said is not None and said["agrees"] and said["seen"]["node_cpus"] == ["0-1", "2-3"], said
 
 
 def test_a_scheduler_that_says_nothing_of_the_machine_has_no_record_of_it() -> None:
@@ -111,4 +118,4 @@ def test_the_run_summary_says_what_it_saw() -> None:
                               "ejected": False, "topology": said}}  # fmt: skip
     line = _scheduler(manifest)
     assert line == ("  scheduler scx_bpfland@1.1.4 (ops bpfland_1.1.4, enabled throughout; it saw the machine numalab "
-                    "built (nodes 2, primary 0-7, smt off))"), line  # fmt: skip
+                    "built (nodes 2, primary 0-7, SMT off))"), line  # fmt: skip
