@@ -152,7 +152,10 @@ def job_definition(req: RunRequest, run_id: str, prep: Prepared, extra: list[str
         "priority": "medium",
         "visibility": "public",
         "metadata": {"numalab.run": run_id, "numalab.pair": pair, "numalab.order": order},
-        "timeouts": {"job": {"seconds": timeout + 300}, "action": {"seconds": timeout}},
+        # (the monitor's connection timeout bounds its wait for the booted mark and between two marks: LAVA's own
+        # 30 s was too short for a TCG boot under load, and for any workload longer than 30 s)
+        "timeouts": {"job": {"seconds": timeout + 300}, "action": {"seconds": timeout},
+                     "connections": {"lava-test-monitor": {"seconds": timeout}}},
         "context": {
             "arch": "amd64",
             "no_kvm": req.accel != "kvm",
