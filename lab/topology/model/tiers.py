@@ -215,14 +215,19 @@ def _first_slow_start(topo: Any) -> int | None:
     return sum(n.memory_mib for n in topo.nodes if n.id < first)
 
 
+def _q35_ram_below_4g(topo: Any) -> int:
+    """QEMU's own q35 layout: all RAM below 4 GiB up to 2.75 GiB, 2 GiB of it if there is more (MiB)."""
+    total = topo.total_memory_mib
+    return min(total, Q35_LOWMEM_SMALL if total < Q35_LOWMEM_SMALL else Q35_LOWMEM_LARGE)
+
+
 def ram_below_4g(topo: Any) -> int:
     """Where the guest's RAM below 4 GiB ends (MiB). QEMU's q35 keeps it all there up to 2.75 GiB (2 GiB if there is
     more); a topology with slow nodes ends it where the first slow node starts (:func:`max_ram_below_4g`), so that
     every slow node lies above 4 GiB, clear of the firmware's tables at the top of low RAM. Linux 6.12 and later
     give a slow node's dax device its whole SRAT range (the HMAT's), and kmem cannot reserve a range that holds
     the firmware's block: the node never comes online (6.1 took the soft-reserved piece alone)."""
-    total = topo.total_memory_mib
-    below = min(total, Q35_LOWMEM_SMALL if total < Q35_LOWMEM_SMALL else Q35_LOWMEM_LARGE)
+    below = _q35_ram_below_4g(topo)
     first = _first_slow_start(topo)
     return first if first and first < below else below
 
@@ -230,9 +235,8 @@ def ram_below_4g(topo: Any) -> int:
 def max_ram_below_4g(topo: Any) -> int | None:
     """q35's ``max-ram-below-4g`` (MiB) that :func:`ram_below_4g` asks of QEMU; None where QEMU's own layout is
     that (no slow node, or none below 4 GiB)."""
-    total = topo.total_memory_mib
     below = ram_below_4g(topo)
-    return below if below < min(total, Q35_LOWMEM_SMALL if total < Q35_LOWMEM_SMALL else Q35_LOWMEM_LARGE) else None
+    return below if below < _q35_ram_below_4g(topo) else None
 
 
 def guest_phys_ranges(topo: Any) -> list[list[tuple[int, int]]]:
