@@ -5,9 +5,11 @@ into the run record.
 Its options are a piece of the run's (lab.vm.tcg.latency_options); the model, its coherence part included (by node
 or by LLC), is lab.vm.tcg.latency_model's; the plugin is the access-matrix plugin (one ``-plugin``, its build and
 address map; lab.vm.tcg.access_plugin). Coherence is a part of this instrument, not one of its own: its counts are
-columns of the charge's file, its prices the charge's (ratio * L), its record the charge's ``model.coherence``. Its counts go to ``remote-latency.txt``; the manifest's ``remote_latency``
-has the model and, per vCPU, the misses it saw by memory node and the nanoseconds it charged and held the vCPU for,
-over the whole run and over the workload window.
+columns of the charge's file, its prices the charge's (ratio * L), its record the charge's ``model.coherence``.
+
+Its counts go to ``remote-latency.txt``; the manifest's ``remote_latency`` has the model and, per vCPU, the misses
+it saw by memory node and the nanoseconds it charged and held the vCPU for, over the whole run and over the
+workload window.
 """
 
 from __future__ import annotations
