@@ -35,6 +35,7 @@ from lab.placement.pinning import QEMU_OVERHEAD_MIB
 from lab.record_files import MANIFEST
 from lab.run.collect_limit import COLLECT_LIMIT_S
 from lab.run.options import RunOptions
+from lab.run.remote_latency import COHERENCE_SCALE
 from lab.run.request import default_timeout_s
 from lab.topology.model.ref import SPEC_SIZE_NAMES
 from lab.topology.model.spec import spec_path
@@ -156,7 +157,8 @@ def child_limit_s(run: MatrixRun, vcpus: int, timeout: float | None) -> float:
     the modelled machine under parallel guest time, whose own timeout was 436 s, was killed at 310 s (2026-11-28)."""
     opts = run_options_of(run, run.kernel.spec, timeout)
     clock = opts.guest_time.guest_clock()
-    own = timeout or default_timeout_s(vcpus, opts.duration, "tcg", clock, coherence=opts.latency.coherence == "on")
+    scale = COHERENCE_SCALE if opts.latency.coherence == "on" else 1.0  # (without the machine: no instruments yet)
+    own = timeout or default_timeout_s(vcpus, opts.duration, "tcg", clock, instrument_scale=scale)
     return own + max(COLLECT_LIMIT_S, own) + GUARD_S
 
 

@@ -1,21 +1,25 @@
-"""``numalab run --access-matrix``: set the plugin up for a run and put its counts in the run record."""
+"""The access matrix (``numalab run --access-matrix``), one instrument of the run (lab.run.instrument): the plugin
+counts the guest's memory accesses by (vCPU, node of the page); its counts go into the run record.
+
+Its options are a piece of the run's (lab.vm.tcg.access_options), the plugin and its address map
+lab.vm.tcg.access_plugin's, the counts' reader lab.analysis.access_counts."""
 
 from __future__ import annotations
 
-import shutil
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from lab.analysis.access_counts import read_log, self_check, summarize
 from lab.errors import LabError
-from lab.paths import json_text
 from lab.record_files import ACCESS_MATRIX_JSON, ACCESS_MATRIX_TXT
+from lab.run.instrument import InstrumentResult, Plan, Window, keep_counts, record_section, section_lines
 from lab.topology.model.topology import Topology
 from lab.vm.libvirt.libvirt_conn import is_local_uri
 from lab.vm.qemu.emulator import Emulator
-from lab.vm.tcg.access_plugin import AccessPlugin, prepare
+from lab.vm.tcg.access_options import AccessOptions
+from lab.vm.tcg.access_plugin import AccessPlugin
 
+KEY = "access_matrix"  # its section of the manifest
 STATUS = "access-map-mismatch"  # the self-check failed: the counts cannot be trusted
 CLOCK_STATUS = "guest-clock-skew"  # the guest's clock did not follow the host's during the workload
 RAW_FILE = ACCESS_MATRIX_TXT
@@ -47,17 +51,30 @@ def check_request(
         )
 
 
-def setup(
-    topo: Topology,
-    sample: int,
-    workdir: Path,
-    qemu_version: str,
-    mode: str = "",
-    latency: tuple[tuple[str, ...], Path] | None = None,
-) -> AccessPlugin:
-    """Build/find the plugin for the run's QEMU (its ``--version`` line); the counts go to ``workdir``
-    (``sample`` 0: no access matrix, only --remote-latency's ``latency``: lab.run.remote_latency)."""
-    return prepare(topo, sample, workdir / RAW_FILE, qemu_version, mode, latency)
+@dataclass(frozen=True)
+class AccessMatrix:
+    """The access matrix of a run on ``topology``: every ``sample``-th access of each vCPU counted by node."""
+
+    topology: Topology
+    sample: int
+
+    key = KEY
+    from_workload = False  # (it counts from the boot on; the record cuts the counts to the workload's window)
+    host_time_scale = 1.0
+
+    @classmethod
+    def asked(cls, options: AccessOptions, topology: Topology) -> AccessMatrix | None:
+        """The access matrix ``options`` ask for (None: --access-matrix not given)."""
+        return cls(topology, options.sample()) if options.access_matrix else None
+
+    def check(self, plan: Plan) -> None:
+        check_request(self.sample, plan.accel, plan.backend, plan.uri, plan.clock, plan.emulator)
+
+    def plugin_args(self, workdir: Path) -> list[str]:
+        return [f"out={workdir / RAW_FILE}", f"sample={self.sample}"]
+
+    def collect(self, record_dir: Path, plugin: AccessPlugin, window: Window) -> InstrumentResult:
+        return measure(record_dir, plugin, self.sample, self.topology, window)
 
 
 def summary_lines(manifest: dict) -> list[str]:
@@ -70,47 +87,20 @@ def summary_lines(manifest: dict) -> list[str]:
             "instrumented: throughput not comparable with plain runs)"
         )
 
-    return section_lines(manifest, "access_matrix", "access matrix", line)
+    return section_lines(manifest, KEY, "access matrix", line)
 
 
-def section_lines(manifest: dict, key: str, label: str, line: Callable[[dict], str]) -> list[str]:
-    """The run summary's line for the plugin's section ``key`` of the manifest: none without it, its
-    problem if it has one, else ``line(section)``."""
-    section = manifest.get(key)
-    if not section:
-        return []
-    if section.get("problem"):
-        return [f"  {label}: {section['problem']}"]
-    return [line(section)]
-
-
-@dataclass(frozen=True)
-class AccessResult:
-    """What the plugin's counts say about one run, for the manifest (lab.run.manifest)."""
-
-    section: dict  # manifest["access_matrix"]
-    files: tuple[str, ...]  # written into the run record
-    failure: tuple[str, str] | None  # (status, reason) that fails an otherwise good run
-
-
-def measure(
-    run_dir: Path,
-    plugin: AccessPlugin,
-    topo: Topology,
-    start_ns: int | None,
-    end_ns: int | None,
-    guest_s: float | None,
-    virtual_clock: bool = False,
-) -> AccessResult:
+def measure(run_dir: Path, plugin: AccessPlugin, sample: int, topo: Topology, window: Window) -> InstrumentResult:
     """Counts -> access-matrix.{txt,json} in the run record and the manifest's section; a failed self-check
-    (or a guest clock that did not follow the host's over the workload, ``guest_s`` by the guest's clock)
+    (or a guest clock that did not follow the host's over the workload, ``window.guest_s`` by the guest's clock)
     is a failure. Under ``--clock virtual`` the guest's clock counts instructions and follows no host clock:
     no such check there (every such run failed it)."""
-    section: dict = {"plugin": plugin.to_dict()}
-    keep_counts(plugin.output, run_dir / RAW_FILE)
+    section: dict = {"plugin": {"sample": sample} | plugin.to_dict()}
+    keep_counts(plugin.workdir / RAW_FILE, run_dir / RAW_FILE)
     vcpu_nodes = [n for n, cpus in enumerate(topo.node_cpus()) for _ in cpus]
     problem = None
     status = STATUS
+    start_ns, end_ns, guest_s = window.start_ns, window.end_ns, window.guest_s
     try:
         log = read_log(run_dir / RAW_FILE)
     except LabError as err:
@@ -125,27 +115,10 @@ def measure(
         # 1.2 s through libvirt (the console is mirrored from the daemon's file; seen: 3.14 s guest against
         # 4.35 s host for a sound clock). A miscalibrated guest clock is off by 4-52x (lab.vm.tcg.tcg_clock), so
         # the slack is generous: 2 s or half the host's time.
-        if not problem and not virtual_clock and abs(guest_s - host_s) > max(2.0, 0.5 * host_s):
+        if not problem and not window.virtual and abs(guest_s - host_s) > max(2.0, 0.5 * host_s):
             problem = (
                 f"guest clock ran {guest_s / host_s:.2f}x the host's during the workload ({guest_s:g} s guest, "
                 f"{host_s:.2f} s host): its TSC calibration went wrong; the window and the workload's figures are wrong"
             )
             status = CLOCK_STATUS
-    return record_section(run_dir, section, problem, status, RAW_FILE, JSON_FILE)
-
-
-def keep_counts(output: Path | None, dest: Path) -> None:
-    """The plugin's file, copied into the run record (when the plugin wrote one)."""
-    if output is not None and output.exists():
-        shutil.copyfile(output, dest)
-
-
-def record_section(
-    run_dir: Path, section: dict, problem: str | None, status: str, raw_file: str, json_file: str
-) -> AccessResult:
-    """The plugin's section of the manifest with its ``problem`` (None: none), written to ``json_file`` in the
-    record; a problem fails an otherwise good run with ``status``."""
-    section["problem"] = problem
-    (run_dir / json_file).write_text(json_text(section, indent=1) + "\n")
-    written = (json_file, *((raw_file,) if (run_dir / raw_file).exists() else ()))
-    return AccessResult(section, written, (status, problem) if problem else None)
+    return record_section(run_dir, KEY, section, problem, status, (RAW_FILE, JSON_FILE))

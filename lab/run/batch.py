@@ -21,9 +21,9 @@ from lab.kernel.bootable import Kernel
 from lab.kernel.resolve import resolve_kernel
 from lab.paths import read_text_file
 from lab.placement.pinning import Backing
-from lab.run import access_matrix as access_run
-from lab.run import remote_latency as latency_run
+from lab.run import instrument_set
 from lab.run.execute import Interrupted, execute
+from lab.run.instrument import Plan
 from lab.run.options import RunOptions
 from lab.run.request import RunRequest
 from lab.run.scheduler import resolve as resolve_scheduler
@@ -32,13 +32,12 @@ from lab.topology.model.topology import Topology
 from lab.vm.backend import Backend
 from lab.vm.libvirt.libvirt_backend import LibvirtBackend
 from lab.vm.libvirt.libvirt_hostspec import HostSpec
-from lab.vm.qemu.emulator import Emulator, qemu_version_tuple
+from lab.vm.qemu.emulator import qemu_version_tuple
 from lab.vm.qemu.emulator import resolve as resolve_emulator
 from lab.vm.qemu.qemu_argv import check_firmware_can_boot
 from lab.vm.qemu.qemu_backend import QemuBackend
 from lab.vm.tcg.guest_clock import GuestClock, check_parallel_time, pause_ns_for
 from lab.vm.tcg.guest_clock import check as check_clock
-from lab.vm.tcg.latency_model import LatencyModel
 from lab.workloads.workload_type import Workload
 
 
@@ -112,16 +111,17 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
     if opts.numa_balancing == "tiering" and not (topo.tiers and topo.tiers.slow_nodes):
         progress(f"warning: --numa-balancing tiering on {topo.name}, which has no slow memory tier: nothing to promote")
     settings = settings_of(opts, workload, topo)
-    access_sample_of(opts, opts.vm.asked_accel)  # before a libvirt host is asked
+    instruments = instrument_set.instruments_of(opts, topo)
+    plan = Plan(opts.vm.asked_accel, opts.vm.backend, opts.vm.connect or "", opts.guest_time.clock)
+    instrument_set.check(instruments, plan)  # before a libvirt host is asked
     check_clock(opts.guest_time.clock, opts.vm.backend, opts.vm.accel, None)  # before a libvirt host is asked
     backend = backend_of(opts)
     rom = backend.firmware_rom(opts.vm.firmware)  # a firmware this backend cannot boot: say so first
     backend.check_machine(topo)  # a machine this backend's QEMU (or libvirt) cannot boot as specified
     check_firmware_can_boot(topo, rom, qemu_version_tuple(backend.emulator_version()))
     clock, accel, reason, kvm_probe_s = _clock_and_accel(opts, kernels[0], backend, progress)
-    access_sample = access_sample_of(opts, accel, backend.emulator)
-    latency = latency_of(opts, accel, topo, backend.emulator)
-    if latency and latency.from_workload:
+    instrument_set.check(instruments, replace(plan, accel=accel, emulator=backend.emulator))
+    if instrument_set.from_workload(instruments):
         settings = replace(settings, model_start=True)
     backing = Backing(opts.backing, opts.prealloc)
     batch = batch_dir(opts, len(sides))
@@ -153,9 +153,8 @@ def requests_from_options(opts: RunOptions, progress: Callable[[str], None]) -> 
                     pinning=opts.pinning,
                     firmware=opts.vm.firmware,
                     guest_output_limit=output_limit,
-                    access_sample=access_sample,
+                    instruments=instruments,
                     access_map=opts.access.access_address_map,
-                    latency=latency,
                     boot_deadline_s=opts.boot_deadline,
                     clock=seeded,
                     kvm_probe_s=kvm_probe_s,
@@ -197,28 +196,6 @@ def _run_dir(batch: Path | None, sides: int, repeat: int, side: str, i: int) -> 
     if sides == 1:
         return batch if repeat == 1 else batch / f"r{i + 1}"
     return batch / f"{side}-r{i + 1}"
-
-
-def access_sample_of(opts: RunOptions, accel: str | None, emulator: Emulator | None = None) -> int:
-    """--access-matrix [--access-sample N] -> the plugin's sampling period (0: no plugin), once this run can have
-    it."""
-    if not opts.access.access_matrix:
-        return 0  # (with --access-sample: the piece's check refuses it)
-
-    sample = opts.access.sample()
-    access_run.check_request(sample, accel, opts.vm.backend, opts.vm.connect or "", opts.guest_time.clock, emulator)
-    return sample
-
-
-def latency_of(opts: RunOptions, accel: str, topo: Topology, emulator: Emulator | None) -> LatencyModel | None:
-    """--remote-latency slit|table [...] -> the plugin's latency model (None: off), once this run can have it."""
-    asked, clock = opts.latency, opts.guest_time.clock
-    if not asked.on:
-        return None
-
-    latency_run.check_request(accel, opts.vm.backend, clock, emulator)
-    latency_run.check_shared_bandwidth(clock, asked.local_gbs(clock), emulator)
-    return asked.model(topo, clock, opts.guest_time.quantum)
 
 
 def backend_of(opts: RunOptions):

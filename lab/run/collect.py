@@ -30,11 +30,10 @@ from lab.record_files import (
     WORKLOAD_OUT,
     WORKLOAD_RC,
 )
-from lab.run import access_matrix as access_run
-from lab.run import remote_latency as latency_run
-from lab.run.access_matrix import AccessResult
+from lab.run import instrument_set
 from lab.run.boot import Booted
 from lab.run.collect_limit import NO_LIMIT, CollectLimit, CollectOverrun
+from lab.run.instrument import InstrumentResult, Window
 from lab.run.manifest import (
     GuestSaid,
     GuestView,
@@ -104,13 +103,12 @@ class Net:
 @dataclass(frozen=True)
 class Gathered:
     """What the collect stage read before it judges the run: the unpacked tars, the record's files, the
-    plugins' counts and the run's time so far."""
+    instruments' counts and the run's time so far."""
 
     unpacked: Unpacked
     files: list[str]  # the record's files when it was collected
     total_s: float
-    access: AccessResult | None = None  # --access-matrix
-    latency: AccessResult | None = None  # --remote-latency
+    instruments: tuple[InstrumentResult, ...] = ()  # the TCG plugin's (lab.run.instrument)
 
 
 def collect(trip: Trip, prep: Prepared, booted: Booted) -> dict:
@@ -133,17 +131,11 @@ def _collect_bounded(trip: Trip, prep: Prepared, booted: Booted, net: Net) -> di
     net("trace buffers", assemble_run, None, d)  # trace-raw/ -> trace.dat (raw)
     total_s = time.monotonic() - trip.started
     files = sorted(p.name for p in d.iterdir() if p.is_file())
-    access_result = latency_result = None
-    start_ns, end_ns = booted.workload_start_ns, booted.workload_end_ns
-    if prep.access is not None and req.latency is not None:
-        latency_result = latency_run.measure(d, prep.access.latency_output, req.latency, start_ns, end_ns)
-    if prep.access is not None and req.access_sample:
-        workload_s = workload_seconds(booted.outcome)
-        access_result = access_run.measure(
-            d, prep.access, req.topology, start_ns, end_ns,
-            round(workload_s, 2) if workload_s is not None else None, req.clock.virtual,
-        )  # fmt: skip
-    gathered = Gathered(unpacked, files, total_s, access_result, latency_result)
+    workload_s = workload_seconds(booted.outcome)
+    window = Window(booted.workload_start_ns, booted.workload_end_ns,
+                    round(workload_s, 2) if workload_s is not None else None, req.clock.virtual)  # fmt: skip
+    counts = instrument_set.collect(req.instruments, d, prep.plugin, window)
+    gathered = Gathered(unpacked, files, total_s, counts)
     manifest = build_manifest(_manifest_inputs(trip, prep, booted, gathered, net))
     # (a boot again after a stall only adds numalab.boot_attempt=N to the command line: prep's tells of lpj=)
     if manifest["status"] == "ok" and "lpj=" not in prep.boot.cmdline and not req.clock.virtual:
@@ -201,7 +193,7 @@ def _manifest_inputs(trip: Trip, prep: Prepared, booted: Booted, got: Gathered, 
         guest=guest,
         record=RecordFiles(got.files, inventory(booted.share), asdict(req.limits()), unpacked, console,
                            (*data_problems, *implausible)),
-        instruments=Instruments(metrics, got.access, got.latency),
+        instruments=Instruments(metrics, got.instruments),
     )  # fmt: skip
 
 

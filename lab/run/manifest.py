@@ -21,7 +21,7 @@ from lab.analysis.results import Unpacked
 from lab.guest.settings import GuestSettings
 from lab.kernel.resolve import Kernel
 from lab.record_files import RUN_FORMAT
-from lab.run.access_matrix import AccessResult
+from lab.run.instrument import InstrumentResult
 from lab.run.scheduler import fair_record
 from lab.run.status import console_excerpt, panic_line
 from lab.topology.model.topology import Topology
@@ -130,11 +130,10 @@ class RecordFiles:
 @dataclass(frozen=True)
 class Instruments:
     """What the instruments measured: the trace's and vmstat's metrics (lab.analysis.metrics) and the TCG plugin's
-    counts."""
+    counts, each of its instruments' section (lab.run.instrument), in the manifest's order."""
 
     metrics: dict
-    access: AccessResult | None = None  # --access-matrix
-    latency: AccessResult | None = None  # --remote-latency (lab.run.remote_latency)
+    plugin: tuple[InstrumentResult, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -296,10 +295,8 @@ def _add_problems(manifest: dict, i: ManifestInputs) -> None:
 def _add_boot_facts(manifest: dict, i: ManifestInputs) -> None:
     """The plugins' counts, the firmware and what the guest image carried."""
     machine, image = i.machine, i.machine.guest_image
-    if i.instruments.access is not None:
-        add_access(manifest, i.instruments.access)
-    if i.instruments.latency is not None:
-        add_access(manifest, i.instruments.latency, "remote_latency")
+    for result in i.instruments.plugin:
+        add_instrument(manifest, result)
     manifest["firmware"] = {
         "name": firmware_name(machine.firmware_rom),
         "rom": machine.firmware_rom or None,
@@ -314,11 +311,10 @@ def _add_boot_facts(manifest: dict, i: ManifestInputs) -> None:
         manifest["guest_image"]["user"] = image.user
 
 
-def add_access(manifest: dict, access: AccessResult, key: str = "access_matrix") -> None:
-    """The access matrix's (or the remote latency's) part of a manifest (for :func:`build`, and the tests of
-    lab.run.access_matrix)."""
-    manifest[key] = access.section
-    manifest["files"] = sorted({*manifest.get("files", []), *access.files})
+def add_instrument(manifest: dict, result: InstrumentResult) -> None:
+    """An instrument's part of a manifest (lab.run.instrument; for :func:`build`, and the instruments' tests)."""
+    manifest[result.key] = result.section
+    manifest["files"] = sorted({*manifest.get("files", []), *result.files})
     # Only an otherwise good run is failed: a panic or a timeout says more than missing counts.
-    if access.failure and manifest.get("status") == "ok":
-        manifest["status"], manifest["reason"] = access.failure
+    if result.failure and manifest.get("status") == "ok":
+        manifest["status"], manifest["reason"] = result.failure

@@ -11,8 +11,7 @@ from lab.guest import image
 from lab.guest.settings import GuestSettings
 from lab.kernel.pvh import boot_image
 from lab.record_files import CONSOLE_LOG
-from lab.run import access_matrix as access_run
-from lab.run import remote_latency as latency_run
+from lab.run import instrument_set
 from lab.run.manifest import GuestImage
 from lab.run.request import Trip
 from lab.topology.model.tiers import kernel_args as tier_kernel_args
@@ -20,6 +19,7 @@ from lab.topology.model.topology import Topology
 from lab.vm.backend import BootSpec
 from lab.vm.share import make_share
 from lab.vm.tcg import tcg_boot
+from lab.vm.tcg.access_plugin import AccessPlugin
 from lab.workloads import image_layers
 from lab.workloads.workload_type import Workload
 
@@ -41,7 +41,7 @@ class Prepared:
     protocol: str
     firmware: str
     tsc_host: str
-    access: object | None  # lab.run.access_matrix's setup, when the access-matrix plugin runs (or --remote-latency)
+    plugin: AccessPlugin | None  # the TCG plugin, built for the run's instruments (lab.run.instrument); None: none
 
 
 def prepare(trip: Trip) -> Prepared:
@@ -65,11 +65,10 @@ def prepare(trip: Trip) -> Prepared:
     ]
     token = secrets.token_hex(16)  # this boot's stage-mark token (lab.vm.console; docs/security.md)
     initrd = image.assemble_initrd(tmp / "initrd.cpio", layers, req.settings.to_shell(), token)
-    access = None
-    if req.access_sample or req.latency:
+    plugin = None
+    if req.instruments:
         qemu = req.backend.emulator_version()
-        latency = latency_run.plugin_latency(req.latency, tmp) if req.latency else None
-        access = access_run.setup(req.topology, req.access_sample, tmp, qemu, req.access_map, latency)
+        plugin = instrument_set.build_plugin(req.instruments, req.topology, tmp, qemu, req.access_map)
     share = make_share(tmp)
     boot = BootSpec(
         kernel=str(boot_kernel),
@@ -81,14 +80,14 @@ def prepare(trip: Trip) -> Prepared:
         accel=req.accel,
         name=f"numalab-{trip.run_id}",
         firmware=firmware,
-        plugin=access.argument if access else "",
+        plugin=plugin.argument if plugin else "",
         clock=req.clock,
         stage_token=token,
     )
     guest_image = GuestImage(
         tuple(tools), tuple(programs), initrd.stat().st_size, _user_image_facts(req.workload, user_layer)
     )
-    return Prepared(boot, share, guest_image, protocol, firmware, tsc_host, access)
+    return Prepared(boot, share, guest_image, protocol, firmware, tsc_host, plugin)
 
 
 def _user_image_facts(workload: Workload, layer: Path | None) -> dict | None:

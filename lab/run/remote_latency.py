@@ -1,10 +1,15 @@
-"""``numalab run --remote-latency slit``: the model's plugin arguments for a run, and its charges in the record.
+"""The memory charge (``numalab run --remote-latency slit``, with ``--coherence on`` its coherence model), one
+instrument of the run (lab.run.instrument): the plugin charges the modelled misses and transfers; its charges go
+into the run record.
 
-The plugin is the access-matrix plugin (one ``-plugin``, its build and address map;
-lab.vm.tcg.access_plugin); the model is lab.vm.tcg.latency_model's. Its counts go to
-``remote-latency.txt``; the manifest's ``remote_latency`` has the model and,
-per vCPU, the misses it saw by memory node and the nanoseconds it charged and held
-the vCPU for, over the whole run and over the workload window.
+Its options are a piece of the run's (lab.vm.tcg.latency_options); the model, its coherence part included (by node
+or by LLC), is lab.vm.tcg.latency_model's; the plugin is the access-matrix plugin (one ``-plugin``, its build and
+address map; lab.vm.tcg.access_plugin). Coherence is a part of this instrument, not one of its own: its counts are
+columns of the charge's file, its prices the charge's (ratio * L), its record the charge's ``model.coherence``.
+
+Its counts go to ``remote-latency.txt``; the manifest's ``remote_latency`` has the model and, per vCPU, the misses
+it saw by memory node and the nanoseconds it charged and held the vCPU for, over the whole run and over the
+workload window.
 """
 
 from __future__ import annotations
@@ -15,10 +20,16 @@ from pathlib import Path
 from lab.analysis.access_counts import bracket, read_plugin_file
 from lab.errors import LabError
 from lab.record_files import REMOTE_LATENCY_JSON, REMOTE_LATENCY_TXT
-from lab.run.access_matrix import STATUS, AccessResult, keep_counts, record_section, section_lines
+from lab.run.access_matrix import STATUS
+from lab.run.instrument import InstrumentResult, Plan, Window, keep_counts, record_section, section_lines
+from lab.topology.model.topology import Topology
 from lab.vm.qemu.emulator import Emulator
+from lab.vm.tcg.access_plugin import AccessPlugin
+from lab.vm.tcg.clock_options import ClockOptions
 from lab.vm.tcg.latency_model import LatencyModel
+from lab.vm.tcg.latency_options import LatencyOptions
 
+KEY = "remote_latency"  # its section of the manifest
 RAW_FILE = REMOTE_LATENCY_TXT
 JSON_FILE = REMOTE_LATENCY_JSON
 # A row's columns: these, then misses by node, then other misses, charged, held, io, streams, shared streams,
@@ -28,6 +39,9 @@ FIXED = ("looked_up", "hits")
 # A correct address map leaves only MMIO and firmware accesses outside the nodes; a wrong one leaves
 # whole nodes' misses uncharged. More than this share of the modelled misses fails the run.
 OTHER_LIMIT = 0.01
+# Host seconds a guest second may take under --clock virtual, times this with --coherence on: the plugin looks its
+# directory up at every access (lab.run.request._virtual_scale).
+COHERENCE_SCALE = 2.5
 
 
 def check_request(accel: str | None, backend: str, clock: str, emulator: Emulator | None = None) -> None:
@@ -56,10 +70,38 @@ def check_shared_bandwidth(clock: str, local_gbs: float, emulator: Emulator | No
         )
 
 
-def plugin_latency(model: LatencyModel, workdir: Path) -> tuple[tuple[str, ...], Path]:
-    """The plugin's latency arguments and where its counts go (lab.vm.tcg.access_plugin.prepare's ``latency``)."""
-    out = workdir / RAW_FILE
-    return tuple(model.plugin_args(out)), out
+@dataclass(frozen=True)
+class RemoteLatency:
+    """The memory charge of a run: the plugin's latency model (its coherence part included)."""
+
+    model: LatencyModel
+
+    key = KEY
+
+    @classmethod
+    def asked(cls, options: LatencyOptions, clock: ClockOptions, topology: Topology) -> RemoteLatency | None:
+        """The charge ``options`` ask for on ``topology`` under the guest clock's options (None: --remote-latency
+        off); a one-line error for a model the machine cannot have (lab.vm.tcg.latency_model.model_for)."""
+        model = options.model(topology, clock.clock, clock.quantum)
+        return cls(model) if model is not None else None
+
+    @property
+    def from_workload(self) -> bool:
+        return self.model.from_workload
+
+    @property
+    def host_time_scale(self) -> float:
+        return COHERENCE_SCALE if self.model.coherence else 1.0
+
+    def check(self, plan: Plan) -> None:
+        check_request(plan.accel, plan.backend, plan.clock, plan.emulator)
+        check_shared_bandwidth(plan.clock, self.model.local_gbs, plan.emulator)
+
+    def plugin_args(self, workdir: Path) -> list[str]:
+        return self.model.plugin_args(workdir / RAW_FILE)
+
+    def collect(self, record_dir: Path, plugin: AccessPlugin, window: Window) -> InstrumentResult:
+        return measure(record_dir, plugin.workdir / RAW_FILE, self.model, window.start_ns, window.end_ns)
 
 
 MAGIC = "numalab-remote-latency "
@@ -176,7 +218,7 @@ def summarize(log: LatencyLog, start_ns: int | None, end_ns: int | None) -> dict
 
 def measure(
     run_dir: Path, output: Path | None, model: LatencyModel, start_ns: int | None, end_ns: int | None
-) -> AccessResult:
+) -> InstrumentResult:
     """The plugin's latency counts -> remote-latency.{txt,json} and the manifest's section; a file that is
     missing or malformed, or misses that fell outside every node (a wrong address map), fail the run."""
     section: dict = {"model": model.to_dict()}
@@ -199,7 +241,7 @@ def measure(
                 f"remote latency: {100 * section['other_share']:.2f}% of the modelled misses were in no node's "
                 "memory (the address map is wrong for this QEMU): remote accesses were not charged"
             )
-    return record_section(run_dir, section, problem, STATUS, RAW_FILE, JSON_FILE)
+    return record_section(run_dir, KEY, section, problem, STATUS, (RAW_FILE, JSON_FILE))
 
 
 def summary_lines(manifest: dict) -> list[str]:
@@ -218,4 +260,4 @@ def summary_lines(manifest: dict) -> list[str]:
             + (f", {llc} between LLCs of a node" if llc else "")
         )
 
-    return section_lines(manifest, "remote_latency", "remote latency", line)
+    return section_lines(manifest, KEY, "remote latency", line)

@@ -3,6 +3,7 @@ the run reads (:class:`Trip`): the first shapes of lab.run.execute's pipeline (d
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,6 +12,7 @@ from lab.guest.settings import GuestSettings
 from lab.kernel.resolve import Kernel
 from lab.placement.pinning import Backing, Placement
 from lab.run.collect_limit import COLLECT_LIMIT_S
+from lab.run.instrument import Instrument
 from lab.run.scheduler import FAIR, Scheduler
 from lab.topology.model.topology import Topology
 from lab.vm.backend import Backend
@@ -18,13 +20,11 @@ from lab.vm.console import SLACK_S
 from lab.vm.qemu.qemu_backend import QemuBackend
 from lab.vm.share import DEFAULT_OUTPUT_LIMIT, ShareLimits
 from lab.vm.tcg.guest_clock import GuestClock
-from lab.vm.tcg.latency_model import LatencyModel
 from lab.workloads.workload_type import Workload
 
 BOOT_ALLOWANCE_S = 60.0  # TCG boot of a large guest on a small host
 COLLECT_ALLOWANCE_S = 60.0  # trace-cmd merging + copying results
 VIRTUAL_CLOCK_SCALE = 12.0  # host seconds a guest second may take under --clock virtual
-COHERENCE_SCALE = 2.5  # ... times this with --coherence on (the plugin's directory at every access: _virtual_scale)
 
 
 @dataclass(frozen=True)
@@ -44,11 +44,12 @@ class RunRequest:
     pinning: str = "auto"  # lab.placement.pinning.PINNINGS
     firmware: str = "auto"  # lab.vm.qemu.firmware.FIRMWARES
     guest_output_limit: int | None = None  # bytes the guest may send (lab.vm.share); None: the default
-    access_sample: int = 0  # --access-matrix: count every Nth guest memory access by node (0: off)
-    access_map: str = ""  # the plugin's address map; "" chooses it from the QEMU version
+    # the instruments the TCG plugin runs (lab.run.instrument: the access matrix, the memory charge), in the
+    # manifest's order; none: no plugin
+    instruments: tuple[Instrument, ...] = ()
+    access_map: str = ""  # the plugin's address map (--access-address-map); "" chooses it from the QEMU version
     boot_deadline_s: float | None = None  # TCG: None for the default (boot_deadline), 0 for never
     clock: GuestClock = GuestClock()  # the guest's clock (lab.vm.tcg.guest_clock): the host's, or instructions
-    latency: LatencyModel | None = None  # --remote-latency: what remote misses cost (the same plugin)
     # Seconds the KVM probe's 1-vCPU guest took to boot and power off (lab.host.accel), 0 when not probed: a
     # KVM that is slow to boot (nested KVM, at TCG's speed) gets a boot allowance and a stage-mark slack to match.
     kvm_probe_s: float = 0.0
@@ -98,11 +99,11 @@ class RunRequest:
     def timeout(self) -> float:
         if self.timeout_s is not None:
             return self.timeout_s
-        coherence = self.latency is not None and self.latency.coherence
+        scale = math.prod(i.host_time_scale for i in self.instruments)  # (coherence's: lab.run.remote_latency)
         # (a sched_ext scheduler's load is guest time before the workload: the init waits up to its wait_s)
         waited = self.scheduler.wait_s if self.scheduler.sched_ext else 0.0
         return default_timeout_s(self.topology.total_cpus, self.settings.duration_s + waited, self.accel, self.clock,
-                                 self.kvm_probe_s, coherence)  # fmt: skip
+                                 self.kvm_probe_s, scale)  # fmt: skip
 
 
 def boot_allowance_s(total_cpus: int, accel: str, clock: GuestClock, kvm_probe_s: float = 0.0) -> float:
@@ -116,22 +117,23 @@ def boot_allowance_s(total_cpus: int, accel: str, clock: GuestClock, kvm_probe_s
 
 
 def default_timeout_s(total_cpus: int, duration_s: float, accel: str, clock: GuestClock,
-                      kvm_probe_s: float = 0.0, coherence: bool = False) -> float:  # fmt: skip
+                      kvm_probe_s: float = 0.0, instrument_scale: float = 1.0) -> float:  # fmt: skip
     """A run's host-time limit when --timeout is not given: its boot allowance, its workload's guest seconds at
-    the host seconds each may take, and the collection's allowance. A hang detector, so an upper bound."""
-    scale = 1.0 if accel == "kvm" else _virtual_scale(total_cpus, clock, coherence) if clock.virtual else 1.5
+    the host seconds each may take (under the virtual clock times ``instrument_scale``, what the instruments
+    multiply it by: lab.run.instrument), and the collection's allowance. A hang detector, so an upper bound."""
+    scale = 1.0 if accel == "kvm" else _virtual_scale(total_cpus, clock, instrument_scale) if clock.virtual else 1.5
     return boot_allowance_s(total_cpus, accel, clock, kvm_probe_s) + duration_s * scale + COLLECT_ALLOWANCE_S
 
 
-def _virtual_scale(total_cpus: int, clock: GuestClock, coherence: bool) -> float:
+def _virtual_scale(total_cpus: int, clock: GuestClock, instrument_scale: float = 1.0) -> float:
     """Host seconds a guest second may take under the virtual clock. A guest second is 1 G instructions (times
     --insns-per-ns) run by one host thread: several host seconds. Under parallel guest time (--quantum) each vCPU
     has its own, so a busy machine's guest second is that many instructions a vCPU; and coherence's directory,
-    looked up at every access, costs host time besides. Seed 000's 4-node machine, one vCPU a node, --quantum
-    2000: 5 guest s of numa01 in 57-91 host s with coherence off, 250-400 with it on, two VMs on 2 cores
-    (2026-11-27/28); the one vCPU's worth the limit allowed (256 s) and then the coherence-less four (436 s) were
-    both passed."""
-    per = VIRTUAL_CLOCK_SCALE * clock.insns_per_ns * (COHERENCE_SCALE if coherence else 1.0)
+    looked up at every access, costs host time besides (``instrument_scale``: lab.run.remote_latency.COHERENCE_SCALE).
+    Seed 000's 4-node machine, one vCPU a node, --quantum 2000: 5 guest s of numa01 in 57-91 host s with coherence
+    off, 250-400 with it on, two VMs on 2 cores (2026-11-27/28); the one vCPU's worth the limit allowed (256 s) and
+    then the coherence-less four (436 s) were both passed."""
+    per = VIRTUAL_CLOCK_SCALE * clock.insns_per_ns * instrument_scale
     return per * total_cpus if clock.quantum_ns else per
 
 

@@ -9,8 +9,7 @@ from lab.analysis.kernel_complaints import summary as complaint_line
 from lab.analysis.lost import describe as describe_lost
 from lab.analysis.lost import is_incomplete
 from lab.analysis.scx_topology import summary_words as machine_words
-from lab.run import access_matrix as access_run
-from lab.run import remote_latency as latency_run
+from lab.run import instrument_set
 from lab.untrusted import term_safe
 from lab.vm.hang import describe as describe_hang
 
@@ -92,7 +91,6 @@ def print_summary(manifest: dict, out=sys.stdout) -> None:
                      " booted again")  # fmt: skip
     if manifest.get("vm_at_timeout"):
         lines.append(f"  at the timeout: {describe_hang(manifest['vm_at_timeout'])}")
-    lines += access_run.summary_lines(manifest)
-    lines += latency_run.summary_lines(manifest)
+    lines += instrument_set.summary_lines(manifest)
     # The reason, the guest's release, complaints...: the guest's words. None reaches a terminal raw.
     print("\n".join(term_safe(ln) for ln in lines), file=out)

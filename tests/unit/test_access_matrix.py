@@ -77,7 +77,7 @@ def test_guest_physical_map_skips_the_pci_hole_on_q35() -> None:
 
 
 def test_plugin_argument_doubles_commas_in_paths() -> None:
-    arg = ap.plugin_argument(Path("/a,b/x.so"), Path("/o,ut"), ap.node_ranges(_topo([256]), "ram-block"), 64)
+    arg = ap.plugin_argument(Path("/a,b/x.so"), ap.node_ranges(_topo([256]), "ram-block"), ["out=/o,ut", "sample=64"])
     assert arg == "file=/a,,b/x.so,out=/o,,ut,sample=64,interval_ms=200,range=0:0:10000000"
 
 
@@ -253,7 +253,15 @@ def test_host_tsc_frequency_comes_from_the_host_kernel_log(monkeypatch) -> None:
 
 def _plugin(tmp_path: Path, snaps) -> ap.AccessPlugin:
     out = _log(tmp_path, snaps)
-    return ap.AccessPlugin("file=x", out, 64, 1, "ram-block", "QEMU emulator version 7.2.22", ())
+    return ap.AccessPlugin("file=x", out.parent, 1, "ram-block", "QEMU emulator version 7.2.22", ())
+
+
+def _collect(run_dir: Path, plugin: ap.AccessPlugin, start_ns, end_ns, guest_s, virtual: bool = False):
+    """The access matrix's counts collected as a run does (lab.run.instrument)."""
+    from lab.run.access_matrix import AccessMatrix
+    from lab.run.instrument import Window
+
+    return AccessMatrix(_topo([256, 256]), 64).collect(run_dir, plugin, Window(start_ns, end_ns, guest_s, virtual))
 
 
 @pytest.mark.parametrize(
@@ -267,14 +275,13 @@ def _plugin(tmp_path: Path, snaps) -> ap.AccessPlugin:
     ],
 )
 def test_measure_fills_the_manifest_and_fails_untrustworthy_runs(tmp_path, snaps, guest_s, status, needle) -> None:
-    from lab.run.access_matrix import measure
-    from lab.run.manifest import add_access
+    from lab.run.manifest import add_instrument
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     manifest = {"status": "ok", "reason": "fine", "timings": {"workload_s": guest_s}, "files": ["manifest.json"]}
-    found = measure(run_dir, _plugin(tmp_path, snaps), _topo([256, 256]), 11 * S + S // 2, 12 * S + S // 2, guest_s)
-    add_access(manifest, found)
+    found = _collect(run_dir, _plugin(tmp_path, snaps), 11 * S + S // 2, 12 * S + S // 2, guest_s)
+    add_instrument(manifest, found)
     assert manifest["status"] == status
     a = manifest["access_matrix"]
     assert json.loads((run_dir / "access-matrix.json").read_text()) == a
@@ -290,24 +297,20 @@ def test_measure_fills_the_manifest_and_fails_untrustworthy_runs(tmp_path, snaps
 def test_under_the_virtual_clock_the_guests_clock_follows_no_host_clock(tmp_path) -> None:
     """--clock virtual --access-matrix (numalab's QEMU): 4 guest seconds took 64 host seconds in a real run,
     which is no clock fault there (it failed every such run as guest-clock-skew)."""
-    from lab.run.access_matrix import measure
-
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    found = measure(run_dir, _plugin(tmp_path, SNAPS), _topo([256, 256]), 11 * S + S // 2, 12 * S + S // 2, 0.06,
-                    virtual_clock=True)  # fmt: skip
+    found = _collect(run_dir, _plugin(tmp_path, SNAPS), 11 * S + S // 2, 12 * S + S // 2, 0.06, virtual=True)
     assert found.failure is None and found.section["problem"] is None and found.section["guest_clock_ratio"] == 0.06
 
 
 def test_measure_keeps_a_failed_guests_status_and_notes_missing_counts(tmp_path) -> None:
-    from lab.run.access_matrix import measure
-    from lab.run.manifest import add_access
+    from lab.run.manifest import add_instrument
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    plugin = ap.AccessPlugin("file=x", tmp_path / "never-written", 64, 1, "ram-block", "7.2", ())
+    plugin = ap.AccessPlugin("file=x", tmp_path / "never-written", 1, "ram-block", "7.2", ())
     manifest = {"status": "panic", "reason": "Kernel panic", "timings": {}}
-    add_access(manifest, measure(run_dir, plugin, _topo([256, 256]), None, None, None))
+    add_instrument(manifest, _collect(run_dir, plugin, None, None, None))
     assert manifest["status"] == "panic" and "cannot read" in manifest["access_matrix"]["problem"]
 
 
@@ -336,7 +339,9 @@ def test_run_summary_names_the_access_local_share() -> None:
 
 
 def test_relocating_the_plugin_for_a_libvirt_host_keeps_the_rest() -> None:
-    arg = ap.plugin_argument(Path("/c,x/a.so"), Path("/tmp/o,1/access-matrix.txt"), [ap.NodeRange(0, 0, 16)], 8)
+    arg = ap.plugin_argument(
+        Path("/c,x/a.so"), [ap.NodeRange(0, 0, 16)], ["out=/tmp/o,1/access-matrix.txt", "sample=8"]
+    )
     assert ap.split_argument(arg)[:2] == ["file=/c,x/a.so", "out=/tmp/o,1/access-matrix.txt"]
     moved = ap.relocate(arg, "/var/lib/libvirt/numalab/r.plugin.so", "/var/lib/libvirt/numalab/r,s/access-matrix.txt")
     assert moved == (

@@ -41,9 +41,15 @@ def test_model_of_the_slit_and_its_plugin_arguments(tmp_path) -> None:
         model_for(_topo(), "slit", -1.0)
 
 
+def _model_of(opts, topo):
+    """The model of the memory charge that ``opts`` ask for on ``topo`` (None: off), as a run has it."""
+    charge = rl.RemoteLatency.asked(opts.latency, opts.guest_time, topo)
+    return None if charge is None else charge.model
+
+
 def test_plugin_argument_without_the_access_matrix(tmp_path) -> None:
-    extra = tuple(LatencyModel(((1.0, 2.0), (2.0, 1.0)), 50.0, (0, 1)).plugin_args(Path("/t,x/lat")))
-    arg = ap.plugin_argument(Path("/p.so"), None, [ap.NodeRange(0, 0, 16)], 0, extra=extra)
+    extra = LatencyModel(((1.0, 2.0), (2.0, 1.0)), 50.0, (0, 1)).plugin_args(Path("/t,x/lat"))
+    arg = ap.plugin_argument(Path("/p.so"), [ap.NodeRange(0, 0, 16)], extra)
     assert arg.startswith("file=/p.so,interval_ms=200,range=0:0:10,lat_out=/t,,x/lat,lines=4096,")
     assert "out=" not in arg.replace("lat_out=", "") and "sample=" not in arg.replace("lat_sample=", "")
 
@@ -434,7 +440,6 @@ def test_a_line_out_of_its_owners_caches_moves_from_memory_not_from_the_owner(ha
 
 
 def test_coherence_is_off_by_default_and_on_when_asked() -> None:
-    from lab.run.batch import latency_of
     from lab.run.options import RunOptions
     from lab.topology.model.spec import load_topology
 
@@ -447,7 +452,7 @@ def test_coherence_is_off_by_default_and_on_when_asked() -> None:
     for word, on in (("", False), ("on", True), ("off", False)):
         for clock in ("virtual", "host"):
             opts = RunOptions.of(remote_latency="slit", clock=clock, accel="tcg", coherence=word)
-            assert latency_of(opts, "tcg", ring, None).coherence is on  # type: ignore[union-attr]
+            assert _model_of(opts, ring).coherence is on  # type: ignore[union-attr]
     with pytest.raises(LabError, match=r"^--coherence: only with --remote-latency slit or table$"):
         RunOptions.of(coherence="on")
     with pytest.raises(LabError, match=r"^--coherence: 'yes' is not one of on, off$"):
@@ -455,27 +460,26 @@ def test_coherence_is_off_by_default_and_on_when_asked() -> None:
 
 
 def test_the_node_caches_size_is_an_option_of_coherence() -> None:
-    from lab.run.batch import latency_of
     from lab.run.options import RunOptions
     from lab.topology.model.spec import load_topology
 
     ring = load_topology("ring-2")
     for mib, lines in ((None, 524288), (1, 16384), (0, 0)):  # (0: no limit, the plugin's coh_lines=0)
         opts = RunOptions.of(remote_latency="slit", clock="virtual", accel="tcg", coherence="on", coherence_mib=mib)
-        m = latency_of(opts, "tcg", ring, None)
+        m = _model_of(opts, ring)
         assert m is not None and m.plugin_args(Path("o"))[-1] == f"coh_lines={lines}"
         assert m.to_dict()["coherence"]["node_cache_mib"] == [32 if mib is None else (mib or None)] * 2
     uneven = load_topology("nps2-uneven-llc")  # node 0: 2 LLCs, node 1: 1
     opts = RunOptions.of(remote_latency="slit", clock="virtual", accel="tcg", coherence="on", coherence_mib=4)
-    m = latency_of(opts, "tcg", uneven, None)
+    m = _model_of(opts, uneven)
     assert m is not None and m.to_dict()["coherence"]["node_cache_mib"] == [8, 4]
     # (coherence by LLC: each LLC its 4 MiB, a move between node 0's two LLCs charged; node 1 has one)
     assert m.plugin_args(Path("o"))[-5:] == ["coh_lines=65536", "vllc=0:1:0", "vllc=2:3:1", "vllc=4:5:2",
                                              "llc_cost=0:80000"]  # fmt: skip
     big = RunOptions.of(remote_latency="slit", clock="virtual", accel="tcg", coherence="on", coherence_mib=65536)
-    assert latency_of(big, "tcg", ring, None) is not None  # (one LLC a node: 64 GiB, the plugin's 2^30 lines)
+    assert _model_of(big, ring) is not None  # (one LLC a node: 64 GiB, the plugin's 2^30 lines)
     # (by LLC the plugin counts each LLC's lines, not a node's total: 64 GiB an LLC on a node of two is its 2^30)
-    m = latency_of(big, "tcg", uneven, None)
+    m = _model_of(big, uneven)
     assert m is not None and "coh_lines=1073741824" in m.plugin_args(Path("o"))
     for bad in (-1, 65537):
         with pytest.raises(LabError, match=r"^--coherence-mib: .* is not a whole number of MiB from 0 \(no limit\)"):
@@ -616,7 +620,8 @@ def test_one_plugin_counts_the_access_matrix_and_charges_latency(harness, tmp_pa
     so, exe = harness
     model = LatencyModel(((1.0, 2.0), (2.0, 1.0)), 100.0, (0, 1))
     ranges = ap.node_ranges(_topo(), "guest-physical")
-    arg = ap.plugin_argument(so, tmp_path / "am.txt", ranges, 1, extra=tuple(model.plugin_args(tmp_path / "lat.txt")))
+    args = [f"out={tmp_path / 'am.txt'}", "sample=1", *model.plugin_args(tmp_path / "lat.txt")]
+    arg = ap.plugin_argument(so, ranges, args)
     parts = ap.split_argument(arg)[1:]  # (without file=)
     proc = subprocess.run([str(exe), str(so), "0", f"{256 * MIB:x}", str(1 * MIB), "64", "1", *parts],
                           capture_output=True, text=True, timeout=60)  # fmt: skip
@@ -710,15 +715,14 @@ def test_stream_bandwidth_defaults_to_the_latency_ratio_and_a_table_overrides_it
 
 
 def test_the_run_defaults_and_the_option_without_the_charge() -> None:
-    from lab.run.batch import latency_of
     from lab.run.options import RunOptions
     from lab.topology.model.spec import load_topology
 
     ring = load_topology("ring-2")
-    virtual = latency_of(RunOptions.of(remote_latency="slit", clock="virtual", accel="tcg"), "tcg", ring, None)
-    host = latency_of(RunOptions.of(remote_latency="slit", accel="tcg"), "tcg", ring, None)
+    virtual = _model_of(RunOptions.of(remote_latency="slit", clock="virtual", accel="tcg"), ring)
+    host = _model_of(RunOptions.of(remote_latency="slit", accel="tcg"), ring)
     assert virtual is not None and host is not None and (virtual.local_gbs, host.local_gbs) == (10.0, 2.0)
-    given = latency_of(RunOptions.of(remote_latency="slit", accel="tcg", remote_bandwidth_gbs=0), "tcg", ring, None)
+    given = _model_of(RunOptions.of(remote_latency="slit", accel="tcg", remote_bandwidth_gbs=0), ring)
     assert given is not None and not given.streams
     with pytest.raises(LabError, match=r"^--remote-bandwidth-gbs: only with --remote-latency slit or table$"):
         RunOptions.of(remote_bandwidth_gbs=5.0)

@@ -15,7 +15,7 @@ from lab.analysis.results import Unpacked
 from lab.guest.settings import GuestSettings
 from lab.kernel.bootable import Kernel
 from lab.record_files import CONSOLE_LOG, MANIFEST
-from lab.run.access_matrix import AccessResult
+from lab.run.instrument import InstrumentResult
 from lab.run.manifest import (
     GuestImage,
     GuestSaid,
@@ -26,7 +26,7 @@ from lab.run.manifest import (
     RunAsked,
     RunEnd,
     RunMachine,
-    add_access,
+    add_instrument,
     build,
 )
 from lab.vm.console import Stage, VmOutcome
@@ -89,16 +89,16 @@ def test_the_builder_gives_a_real_runs_manifest_back(tmp_path) -> None:
 def test_a_failed_run_gets_its_console_tail_and_no_access_failure(tmp_path) -> None:
     recorded = json.loads((RECORD / MANIFEST).read_text())
     inputs = _inputs(tmp_path, recorded)
-    access = AccessResult({"problem": "access matrix: 27% outside"}, ("access-matrix.json",),
-                          ("access-map-mismatch", "access matrix: 27% outside"))  # fmt: skip
-    ok = build(replace(inputs, instruments=replace(inputs.instruments, access=access)))
+    access = InstrumentResult("access_matrix", {"problem": "access matrix: 27% outside"}, ("access-matrix.json",),
+                              ("access-map-mismatch", "access matrix: 27% outside"))  # fmt: skip
+    ok = build(replace(inputs, instruments=replace(inputs.instruments, plugin=(access,))))
     assert (ok["status"], ok["reason"]) == access.failure and "access-matrix.json" in ok["files"]
     assert "console_tail" not in ok and list(ok)[-3:] == ["access_matrix", "firmware", "guest_image"]
     timed_out = build(replace(inputs, end=replace(inputs.end, status="timeout", reason="no end"),
-                              instruments=replace(inputs.instruments, access=access)))  # fmt: skip
+                              instruments=replace(inputs.instruments, plugin=(access,))))  # fmt: skip
     assert timed_out["status"] == "timeout" and "console_tail" in timed_out
     manifest = {"status": "ok", "files": ["b", "a"]}
-    add_access(manifest, AccessResult({"problem": None}, ("access-matrix.txt",), None))
+    add_instrument(manifest, InstrumentResult("access_matrix", {"problem": None}, ("access-matrix.txt",), None))
     assert manifest == {"status": "ok", "files": ["a", "access-matrix.txt", "b"], "access_matrix": {"problem": None}}
 
 

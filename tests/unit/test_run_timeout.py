@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 from lab.matrix.definition import load_matrix
 from lab.matrix.schedule import GUARD_S, child_limit_s
+from lab.run.remote_latency import COHERENCE_SCALE, RemoteLatency
 from lab.run.request import RunRequest, default_timeout_s
 from lab.topology.model.spec import load_topology
 from lab.vm.tcg.guest_clock import GuestClock
@@ -38,8 +39,9 @@ def test_the_timeout_follows_the_instructions_a_guest_second_holds() -> None:
     assert replace(parallel, timeout_s=30.0).timeout() == 30.0
     # coherence on: its directory at every access, 2.5 times the host time a guest second may take
     model = LatencyModel(((1.0, 2.0), (2.0, 1.0)), 100.0, (0, 1), clock="virtual", coherence=True)
-    assert replace(parallel, latency=model).timeout() == boot + 5 * 12 * cpus * 2.5 + 60
-    assert replace(parallel, latency=replace(model, coherence=False)).timeout() == parallel.timeout()
+    assert replace(parallel, instruments=(RemoteLatency(model),)).timeout() == boot + 5 * 12 * cpus * 2.5 + 60
+    without = RemoteLatency(replace(model, coherence=False))
+    assert replace(parallel, instruments=(without,)).timeout() == parallel.timeout()
 
 
 def test_the_matrix_runner_waits_for_a_runs_own_limits_before_killing_it() -> None:
@@ -47,7 +49,7 @@ def test_the_matrix_runner_waits_for_a_runs_own_limits_before_killing_it() -> No
     # collection's (as long again), then the guard. The runner killed such runs at 310 s before (2026-11-28).
     spec = load_matrix("lab/seeds/seed000/seed000-coherence.yaml")
     run = spec.runs[0]
-    own = default_timeout_s(4, 5.0, "tcg", GuestClock("virtual", quantum_ns=2000), coherence=True)
+    own = default_timeout_s(4, 5.0, "tcg", GuestClock("virtual", quantum_ns=2000), instrument_scale=COHERENCE_SCALE)
     assert own == 136 + 5 * 12 * 4 * 2.5 + 60  # 796 s
     assert child_limit_s(run, 4, None) == own + own + GUARD_S
     # a short run's collection still has its 300 s; a spec's timeout: is the run's own

@@ -128,20 +128,20 @@ def _opt(value: str) -> str:
     return value.replace(",", ",,")
 
 
+# The plugin's own options, which lead its -plugin value before the interval and the node map (the access matrix's
+# output and sampling: the order records have always shown); the models' follow (lab.run.instrument).
+LEADING = ("out", "sample")
+
+
 def plugin_argument(
-    so: Path,
-    out: Path | None,
-    ranges: list[NodeRange],
-    sample: int,
-    interval_ms: int = DEFAULT_INTERVAL_MS,
-    extra: tuple[str, ...] = (),
+    so: Path, ranges: list[NodeRange], args: list[str] | tuple[str, ...] = (), interval_ms: int = DEFAULT_INTERVAL_MS
 ) -> str:
-    """The value of QEMU's ``-plugin`` option (``out`` None: no access matrix, only ``extra``'s latency part)."""
-    parts = [f"file={_opt(str(so))}"]
-    if out is not None:
-        parts += [f"out={_opt(str(out))}", f"sample={sample}"]
-    parts.append(f"interval_ms={interval_ms}")
-    return ",".join(parts + [r.arg() for r in ranges] + [_opt(e) for e in extra])
+    """The value of QEMU's ``-plugin`` option: the plugin file, the instruments' ``args`` (KEY=VALUE, before ``,,``
+    quoting; lab.run.instrument), the snapshot interval and the node map."""
+    lead = [a for a in args if a.split("=", 1)[0] in LEADING]
+    rest = [a for a in args if a.split("=", 1)[0] not in LEADING]
+    parts = [f"file={so}", *lead, f"interval_ms={interval_ms}", *(r.arg() for r in ranges), *rest]
+    return ",".join(map(_opt, parts))
 
 
 def split_argument(argument: str) -> list[str]:
@@ -172,20 +172,18 @@ def relocate(argument: str, so: str, out: str) -> str:
 
 @dataclass(frozen=True)
 class AccessPlugin:
-    """What a run needs to count accesses: the -plugin argument and where the counts go."""
+    """The plugin as a run built it: the -plugin argument, where its counts go, and how it maps guest memory."""
 
     argument: str
-    output: Path
-    sample: int
+    workdir: Path  # where the instruments' counts go (each its own file: lab.run.instrument)
     api: int
     mode: str
     qemu_version: str
     ranges: tuple[NodeRange, ...]
-    latency_output: Path | None = None  # --remote-latency: where the plugin's latency counts go
 
     def to_dict(self) -> dict:
+        """The plugin's part of an instrument's record (the access matrix's ``plugin``, after its ``sample``)."""
         return {
-            "sample": self.sample,
             "plugin_api": self.api,
             "address_mode": self.mode,
             "qemu_version": self.qemu_version,
@@ -196,35 +194,16 @@ class AccessPlugin:
 ADDRESS_MODES = ("ram-block", "guest-physical")
 
 
-def prepare(
-    topo: Topology,
-    sample: int,
-    output: Path,
-    qemu_version_text: str,
-    mode: str = "",
-    latency: tuple[tuple[str, ...], Path] | None = None,
-) -> AccessPlugin:
-    """Build (or find) the plugin for the installed QEMU and make the run's -plugin argument.
+def prepare(topo: Topology, args: list[str], workdir: Path, qemu_version_text: str, mode: str = "") -> AccessPlugin:
+    """Build (or find) the plugin for the installed QEMU and make the run's -plugin argument of the instruments'
+    ``args`` (lab.run.instrument), their counts going to ``workdir``.
 
-    ``mode`` overrides the address map chosen from the version (tests use it to prove the self-check).
-    ``sample`` 0: no access matrix, only ``latency`` (its plugin arguments and where its counts go;
-    lab.vm.tcg.latency_model)."""
-    if sample < 1 and (latency is None or sample != 0):
-        raise LabError(f"--access-sample: must be >= 1, got {sample}")
+    ``mode`` overrides the address map chosen from the version (tests use it to prove the self-check)."""
     version = parse_qemu_version(qemu_version_text)
     if mode and mode not in ADDRESS_MODES:
         raise LabError(f"--access-address-map {mode}: not one of {', '.join(ADDRESS_MODES)}")
     mode = mode or address_mode(version)
     ranges = node_ranges(topo, mode)
     so = build_plugin(version)
-    extra, lat_out = latency if latency else ((), None)
-    return AccessPlugin(
-        plugin_argument(so, output if sample else None, ranges, sample, extra=extra),
-        output,
-        sample,
-        plugin_api(version),
-        mode,
-        qemu_version_text,
-        tuple(ranges),
-        lat_out,
-    )
+    argument = plugin_argument(so, ranges, args)
+    return AccessPlugin(argument, workdir, plugin_api(version), mode, qemu_version_text, tuple(ranges))
