@@ -50,11 +50,11 @@ def add_parser(sub) -> None:
     p = sub.add_parser(
         "reproduce",
         help="run a seed thread's example matrix and check its known directions",
-        description="Run the example matrix of seed SEED (000, 003 or 004: lab/seeds/seedNNN/) "
+        description="Run the example matrix of seed SEED (000, 001, 003 or 004: lab/seeds/seedNNN/) "
         "with repeats: auto, then check every direction the seed thread reports (the matrix's expect:) against "
         "numalab's verdicts, and write reports/reproduce/seedNNN.{md,html,json}. Running it again resumes.",
     )
-    p.add_argument("seed", metavar="SEED", help="seed number: 000, 003 or 004 (also 3, seed003)")
+    p.add_argument("seed", metavar="SEED", help="seed number: 000, 001, 003 or 004 (also 3, seed003)")
     p.add_argument("--matrix", metavar="NAME", help="another matrix of the seed's folder instead of its default, "
                    "e.g. seed000-remote-latency (report and runs then named after it)")  # fmt: skip
     out_option(p, "DIR", "run records (default runs/reproduce-seedNNN)")
