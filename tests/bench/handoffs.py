@@ -1,14 +1,15 @@
 """Issue 66's K4, hand-offs, as figures: what a round trip between two pinned processes costs in guest time on one
 node and across two, and what the coherence model charged it, at several quanta.
 
-    .venv/bin/python tests/bench/handoffs.py [QUANTA_NS...]   (default: 500 2000 8000)
+    .venv/bin/python tests/bench/handoffs.py [--qemu PATH] [QUANTA_NS...]   (default: 500 2000 8000)
 
 ``handoff`` (tests/handoff.py) on ring-2 (CPUs 0-1 node 0, 2-3 node 1) under --model m1 --coherence on, balancing
 off, 1 guest s a run: over two pipes (each side sleeps until the other wakes it) between CPUs 0 and 1 and between 0
-and 2, and through a shared counter (each side spins) at 2 us. Prints each run's round-trip time (guest ns), the
-line transfers charged a round trip and their time, and per quantum the cross-node minus the same-node round trip
-over the cross-node transfers' time: 1.0 where a hand-off costs its transfers (docs/throughput.md, K4).
-Figures, not a test: guest-time figures do not depend on the host's load; the host seconds do.
+and 2, and through a shared counter (each side spins), at each quantum. Prints each run's round-trip time (guest
+ns), the line transfers charged a round trip and their time, and per quantum the cross-node minus the same-node round
+trip over the cross-node transfers' time: 1.0 where a hand-off costs its transfers (docs/throughput.md, K4).
+Figures, not a test: guest-time figures do not depend on the host's load; the host seconds do. ``--qemu PATH``
+runs a QEMU of one's own build (a patch to the series under trial) in place of numalab's patched one.
 """
 
 from __future__ import annotations
@@ -25,13 +26,13 @@ sys.path.insert(0, str(REPO / "tests"))
 from handoff import handoff_workload  # noqa: E402
 
 
-def run(work: Path, mode: str, cpus: tuple[int, int], quantum: int) -> dict:
+def run(work: Path, mode: str, cpus: tuple[int, int], quantum: int, qemu: list[str]) -> dict:
     d = work / f"{mode}-{cpus[0]}{cpus[1]}-q{quantum}"
     d.mkdir()
     workload = handoff_workload(d, mode, *cpus)
     cmd = [sys.executable, "-m", "lab.cli", "run", "--topology", "ring-2", "--workload", str(workload), "--duration",
            "1", "--model", "m1", "--coherence", "on", "--quantum", str(quantum), "--numa-balancing", "off",
-           "--no-trace", "--out", str(d / "run"), "--json"]  # fmt: skip
+           "--no-trace", "--out", str(d / "run"), "--json", *qemu]  # fmt: skip
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
     if proc.returncode != 0:
         sys.exit(f"handoffs: {mode} {cpus} at {quantum} ns failed: {proc.stderr.strip().splitlines()[-1:]}")
@@ -43,13 +44,15 @@ def run(work: Path, mode: str, cpus: tuple[int, int], quantum: int) -> dict:
 
 
 def main() -> int:
-    quanta = [int(q) for q in sys.argv[1:]] or [500, 2000, 8000]
+    args = sys.argv[1:]
+    qemu = args[:2] if args[:1] == ["--qemu"] else []
+    quanta = [int(q) for q in args[len(qemu) :]] or [500, 2000, 8000]
     print(f"{'mode':8} {'cpus':5} {'quantum':>8} {'rtt ns':>9} {'transfers/rt':>13} {'their ns':>9} {'host s':>7}")
     with tempfile.TemporaryDirectory(prefix="numalab-handoffs-") as tmp:
         work = Path(tmp)
-        grid = [("pipe", q) for q in quanta] + [("counter", 2000)]
+        grid = [(mode, q) for mode in ("pipe", "counter") for q in quanta]
         for mode, q in grid:
-            same, cross = run(work, mode, (0, 1), q), run(work, mode, (0, 2), q)
+            same, cross = run(work, mode, (0, 1), q, qemu), run(work, mode, (0, 2), q, qemu)
             for cpus, r in (("0,1", same), ("0,2", cross)):
                 print(f"{mode:8} {cpus:5} {q:>8} {r['rtt_ns']:>9.1f} {r['transfers']:>13.1f} {r['transfer_ns']:>9.0f} "
                       f"{r['host_s']:>7.1f}")  # fmt: skip
