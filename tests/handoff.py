@@ -5,9 +5,11 @@ round-trip time in guest ns. tests/bench/handoffs.py runs it on ring-2 under the
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 
-from common import static_workload
+from common import numalab, static_workload
 
 HANDOFF_C = r"""
 /* handoff MODE CPU_A CPU_B SECONDS: a token handed between two processes pinned to CPU_A and CPU_B, over two
@@ -106,3 +108,28 @@ def handoff_workload(tmp_path: Path, mode: str, cpu_a: int, cpu_b: int) -> Path:
     yaml = WORKLOAD.replace("{mode} {cpu_a} {cpu_b}", f"{mode} {cpu_a} {cpu_b}")
     yaml = yaml.replace("name: handoff", f"name: handoff-{mode}-{cpu_a}-{cpu_b}")
     return static_workload(tmp_path, "handoff", HANDOFF_C, yaml)
+
+
+def handoff_run(work: Path, mode: str, cpus: tuple[int, int], quantum: int, *extra: str):
+    """One K4 run: ``mode`` between ``cpus`` on ring-2 under m1 with coherence on, balancing off, 1 guest s, at
+    ``quantum`` ns (``extra``: more run options, e.g. ``--qemu PATH``). Returns the process and, when it ran, the
+    record's status and reason, the round-trip time (guest ns), the line transfers charged a round trip and their
+    time (ns), and the host seconds."""
+    d = work / f"{mode}-{cpus[0]}{cpus[1]}-q{quantum}"
+    d.mkdir()
+    workload = handoff_workload(d, mode, *cpus)
+    proc: subprocess.CompletedProcess = numalab(
+        "run", "--topology", "ring-2", "--workload", str(workload), "--duration", "1", "--model", "m1", "--coherence",
+        "on", "--quantum", str(quantum), "--numa-balancing", "off", "--no-trace", "--out", str(d / "run"), "--json",
+        *extra, timeout=1800)  # fmt: skip
+    if proc.returncode != 0:
+        return proc, None
+    m = json.loads(proc.stdout)
+    result, window = m["workload"].get("result") or {}, (m.get("remote_latency") or {}).get("window") or {}
+    trips = result.get("round_trips") or 0
+    return proc, {
+        "status": m["status"], "reason": m.get("reason"), "rtt_ns": result.get("rtt_ns"),
+        "transfers": window.get("transfers", 0) / trips if trips else None,
+        "transfer_ns": window.get("transfer_s", 0) * 1e9 / trips if trips else None,
+        "host_s": m["timings"]["total_s"],
+    }  # fmt: skip

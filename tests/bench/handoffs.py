@@ -14,8 +14,6 @@ runs a QEMU of one's own build (a patch to the series under trial) in place of n
 
 from __future__ import annotations
 
-import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -23,24 +21,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))  # this checkout's lab, whatever the venv's editable install points at
 sys.path.insert(0, str(REPO / "tests"))
-from handoff import handoff_workload  # noqa: E402
+from handoff import handoff_run  # noqa: E402
 
 
 def run(work: Path, mode: str, cpus: tuple[int, int], quantum: int, qemu: list[str]) -> dict:
-    d = work / f"{mode}-{cpus[0]}{cpus[1]}-q{quantum}"
-    d.mkdir()
-    workload = handoff_workload(d, mode, *cpus)
-    cmd = [sys.executable, "-m", "lab.cli", "run", "--topology", "ring-2", "--workload", str(workload), "--duration",
-           "1", "--model", "m1", "--coherence", "on", "--quantum", str(quantum), "--numa-balancing", "off",
-           "--no-trace", "--out", str(d / "run"), "--json", *qemu]  # fmt: skip
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO)
-    if proc.returncode != 0:
-        sys.exit(f"handoffs: {mode} {cpus} at {quantum} ns failed: {proc.stderr.strip().splitlines()[-1:]}")
-    m = json.loads(proc.stdout)
-    r, w = m["workload"]["result"], m["remote_latency"]["window"]
-    trips = r["round_trips"]
-    return {"rtt_ns": r["rtt_ns"], "transfers": w["transfers"] / trips, "transfer_ns": w["transfer_s"] * 1e9 / trips,
-            "host_s": m["timings"]["total_s"]}  # fmt: skip
+    proc, fig = handoff_run(work, mode, cpus, quantum, *qemu)
+    if fig is None or fig["status"] != "ok":
+        why = proc.stderr.strip().splitlines()[-1:] if fig is None else fig["reason"]
+        sys.exit(f"handoffs: {mode} {cpus} at {quantum} ns failed: {why}")
+    return fig
 
 
 def main() -> int:

@@ -13,44 +13,35 @@ is a strict expected failure: it goes red the day the series passes it, and the 
 
 The spinning half (a shared counter each side waits on) is not asserted: a spinner sees the other's write at its
 next slice, so that round trip costs the quantum, not the transfers (docs/throughput.md, K4; tests/bench/handoffs.py
-prints it). Four runs, 7-10 host minutes beside another VM.
+prints it). Four runs, 7 host minutes alone, 10 beside another VM.
 """
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from common import numalab
-from handoff import handoff_workload
+from handoff import handoff_run
 
 pytestmark = [pytest.mark.fidelity, pytest.mark.vm]
 
 QUANTA_NS = (500, 2000)
 
 
+class K4Missed(AssertionError):
+    """The known answer itself is off (the expected failure); any other failure of the test is a real one."""
+
+
 def _trip(tmp_path: Path, cpus: tuple[int, int], quantum: int) -> dict:
-    d = tmp_path / f"pipe-{cpus[0]}{cpus[1]}-q{quantum}"
-    d.mkdir()
-    workload = handoff_workload(d, "pipe", *cpus)
-    proc = numalab("run", "--topology", "ring-2", "--workload", str(workload), "--duration", "1", "--model", "m1",
-                   "--coherence", "on", "--quantum", str(quantum), "--numa-balancing", "off", "--no-trace",
-                   "--out", str(d / "run"), "--json", timeout=1800)  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    m = json.loads(proc.stdout)
-    assert m["status"] == "ok", m["reason"]
-    trips, window = m["workload"]["result"]["round_trips"], m["remote_latency"]["window"]
-    return {
-        "rtt_ns": m["workload"]["result"]["rtt_ns"],
-        "transfers": round(window["transfers"] / trips, 1),
-        "transfer_ns": round(window["transfer_s"] * 1e9 / trips, 1),
-        "host_s": round(m["timings"]["total_s"]),
-    }
+    proc, fig = handoff_run(tmp_path, "pipe", cpus, quantum)
+    assert proc.returncode == 0 and fig is not None, proc.stderr[-3000:]
+    assert fig["status"] == "ok", fig["reason"]
+    return fig
 
 
 @pytest.mark.xfail(
     strict=True,
+    raises=K4Missed,
     reason="K4 fails on the series: a woken vCPU joins at the machine's time "
     "(docs/throughput.md, K4; images/qemu/experiments/wake-at-wakers-time.patch passes it)",
 )
@@ -59,10 +50,12 @@ def test_known_answer_k4_a_pipe_hand_off_costs_its_transfers_at_any_quantum(tmp_
     for q in QUANTA_NS:
         same[q], cross = _trip(tmp_path, (0, 1), q), _trip(tmp_path, (0, 2), q)
         ratio[q] = (cross["rtt_ns"] - same[q]["rtt_ns"]) / cross["transfer_ns"]
-        print(
-            f"\nK4 pipe at {q} ns: one node {same[q]}, two nodes {cross}: (cross - same) / transfers = {ratio[q]:.3f}"
-        )
+        print(f"\nK4 pipe at {q} ns: round trip {same[q]['rtt_ns']:.1f} ns on one node, {cross['rtt_ns']:.1f} on two "
+              f"({cross['transfers']:.1f} transfers, {cross['transfer_ns']:.0f} ns): (cross - same) / transfers = "
+              f"{ratio[q]:.3f}; host s {same[q]['host_s']:.0f} + {cross['host_s']:.0f}")  # fmt: skip
         assert cross["transfers"] > 10, cross  # the coherence model charged the hand-off's lines
-    assert all(0.9 <= r <= 1.1 for r in ratio.values()), ratio
+    if not all(0.9 <= r <= 1.1 for r in ratio.values()):
+        raise K4Missed(ratio)
     low, high = (same[q]["rtt_ns"] for q in QUANTA_NS)
-    assert abs(low - high) <= 0.02 * high, same
+    if abs(low - high) > 0.02 * high:
+        raise K4Missed(same)
