@@ -26,6 +26,7 @@ RUNS = [
     ("numa02", ["--mem-mib-per-thread", "4"], "numa02"),
     ("numa02", ["--mem-mib-per-thread", "4", "--smt"], "numa02"),
     ("pairs", ["--pairs", "2", "--mem-mib", "1", "--msg-bytes", "100000"], "pairs"),
+    ("pairs", ["--pairs", "2", "--mem-mib", "1", "--start-node", "0"], "pairs"),
     ("idle", [], "idle"),
     ("nodes13", ["--a-cpu", "0", "--b-cpu", "1", "--tasks", "2"], "nodes13"),
     ("spin", ["--threads", "2"], "spin"),
@@ -85,6 +86,8 @@ def check_result(name, p, workload):
             fail(f"{name}: loops total != sum of per_task")
     if workload == "pairs" and (r["round_trips"] <= 0 or len(r["per_pair"]) != r["pairs"]):
         fail(f"{name}: bad pairs fields")
+    if workload == "pairs" and r["start_node"] == 0 and not all(t["cpu_start"] in node0_cpus() for t in r["per_task"]):
+        fail(f"{name}: a side started off node 0 ({node0_cpus()}): {r['per_task']}")
     if workload == "nodes13" and not (
         r["busy_a_s"] + r["busy_b_s"] > 0
         and 0 <= r["balance_pct"] <= 100
@@ -92,6 +95,16 @@ def check_result(name, p, workload):
     ):
         fail(f"{name}: bad nodes13 fields: {r}")
     return r
+
+
+def node0_cpus():
+    """Node 0's CPUs from sysfs (the host's, where check runs)."""
+    with open("/sys/devices/system/node/node0/cpulist") as f:
+        cpus = set()
+        for part in f.read().strip().split(","):
+            a, _, b = part.partition("-")
+            cpus.update(range(int(a), int(b or a) + 1))
+    return cpus
 
 
 def check_misplaced(out):
@@ -130,6 +143,10 @@ def main():
             fail(f"{prog}: elapsed_s {r['elapsed_s']} out of range")
         print(f"ok  {prog:20} {' '.join(args):45} loops={r['loops']} gbps={r['gbps']:.2f}")
     check_misplaced(out)
+    p = run(os.path.join(out, "pairs"), ["--duration", "1", "--start-node", "63"])
+    if p.returncode != 2 or p.stdout or p.stderr.strip() != "pairs: error: --start-node 63: not a node with CPUs":
+        fail(f"pairs --start-node 63: rc={p.returncode} err={p.stderr!r}")
+    print("ok  pairs on no node -> " + p.stderr.strip())
     # A child that dies must make the parent fail (and print no result line).
     p = subprocess.Popen(
         [os.path.join(out, "pairs"), "--duration", "5", "--pairs", "1"],

@@ -6,8 +6,10 @@
  */
 #define _GNU_SOURCE
 #include "common.h"
+#include "nodes.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +23,7 @@ struct side {
 	size_t msg_len, ws_len, win_len;
 	double deadline;
 	struct task_stat *st;
+	const cpu_set_t *free_cpus;	/* --start-node: the CPUs a side may use once started, else NULL */
 };
 
 /* Full read of len bytes: returns len, 0 on EOF before any byte, -1 on error. */
@@ -87,6 +90,10 @@ static int side_main(void *arg)
 	close(s->unused[1]);
 	memset(msg, s->role == PING ? 'p' : 'q', s->msg_len);
 	signal(SIGPIPE, SIG_IGN);
+	/* Started on --start-node's CPUs: from here on the scheduler places this side (it stays where it is until
+	 * the load balancer or a wakeup moves it). */
+	if (s->free_cpus && sched_setaffinity(0, sizeof(*s->free_cpus), s->free_cpus))
+		die("sched_setaffinity: %s", strerror(errno));
 	task_begin(s->st);
 	for (;;) {
 		if (s->role == PING) {
@@ -116,7 +123,7 @@ static int side_main(void *arg)
 
 int main(int argc, char **argv)
 {
-	int pairs = -1, msg_bytes = 64, mem_mib = 4, touch_kib = 64;
+	int pairs = -1, msg_bytes = 64, mem_mib = 4, touch_kib = 64, start_node = -1;
 	const struct opt opts[] = {
 		{ "pairs", OPT_INT, &pairs, 1, 512, "P",
 		  "number of process pairs (default: max(1, online CPUs / 4))" },
@@ -126,11 +133,15 @@ int main(int argc, char **argv)
 		  "MiB working set per process (default 4)" },
 		{ "touch-kib", OPT_INT, &touch_kib, 0, 1 << 20, "K",
 		  "KiB of the working set written per message (default 64, capped at --mem-mib)" },
+		{ "start-node", OPT_INT, &start_node, 0, MAX_NODES - 1, "N",
+		  "start every side on node N's CPUs, then let the scheduler place it (default: where fork puts it)" },
 		{ NULL, 0, NULL, 0, 0, NULL, NULL },
 	};
 	struct side *sides;
 	pid_t *pids;
 	struct task_stat *stats;
+	cpu_set_t free_cpus, node_cpus[MAX_NODES];
+	int has_cpus[MAX_NODES];
 	long long loops = 0, round_trips = 0;
 	unsigned long long bytes = 0;
 	double duration, t0, elapsed;
@@ -150,6 +161,17 @@ int main(int argc, char **argv)
 	if (!sides || !pids)
 		die("out of memory");
 	stats = map_anon(sizeof(*stats) * 2 * (size_t)pairs, 1, "statistics");
+	if (start_node >= 0) {
+		int n_nodes = read_node_cpus(node_cpus, has_cpus);
+
+		if (start_node >= n_nodes || !has_cpus[start_node])
+			usage_error("--start-node %d: not a node with CPUs", start_node);
+		if (sched_getaffinity(0, sizeof(free_cpus), &free_cpus))
+			die("sched_getaffinity: %s", strerror(errno));
+		/* The sides are forked here, so they start on the node's CPUs whatever fork balancing would choose. */
+		if (sched_setaffinity(0, sizeof(node_cpus[start_node]), &node_cpus[start_node]))
+			die("sched_setaffinity to node %d: %s", start_node, strerror(errno));
+	}
 	t0 = now_s();
 	for (int p = 0; p < pairs; p++) {
 		int to_pong[2], to_ping[2];
@@ -168,6 +190,7 @@ int main(int argc, char **argv)
 				.msg_len = (size_t)msg_bytes, .ws_len = (size_t)mem_mib * MIB,
 				.win_len = (size_t)touch_kib * 1024, .deadline = t0 + duration,
 				.st = &stats[2 * p + r],
+				.free_cpus = start_node >= 0 ? &free_cpus : NULL,
 			};
 			pids[2 * p + r] = spawn(side_main, s);
 		}
@@ -176,6 +199,8 @@ int main(int argc, char **argv)
 		close(to_ping[0]);
 		close(to_ping[1]);
 	}
+	if (start_node >= 0 && sched_setaffinity(0, sizeof(free_cpus), &free_cpus))
+		die("sched_setaffinity: %s", strerror(errno));
 	if (reap_children(pids, 2 * pairs) < 0)
 		return 1;
 	elapsed = now_s() - t0;
@@ -192,6 +217,7 @@ int main(int argc, char **argv)
 	json_int(&j, "msg_bytes", msg_bytes);
 	json_int(&j, "mem_mib_per_process", mem_mib);
 	json_int(&j, "touch_kib", touch_kib);
+	json_int(&j, "start_node", start_node);
 	json_int(&j, "round_trips", round_trips);
 	json_num(&j, "round_trips_per_s", round_trips / elapsed);
 	json_arr_begin(&j, "per_pair");
