@@ -217,7 +217,8 @@ int main(int argc, char **argv)
 	json_int(&j, "msg_bytes", msg_bytes);
 	json_int(&j, "mem_mib_per_process", mem_mib);
 	json_int(&j, "touch_kib", touch_kib);
-	json_int(&j, "start_node", start_node);
+	if (start_node >= 0)
+		json_int(&j, "start_node", start_node);
 	json_int(&j, "round_trips", round_trips);
 	json_num(&j, "round_trips_per_s", round_trips / elapsed);
 	json_arr_begin(&j, "per_pair");
