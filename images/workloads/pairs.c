@@ -90,10 +90,15 @@ static int side_main(void *arg)
 	close(s->unused[1]);
 	memset(msg, s->role == PING ? 'p' : 'q', s->msg_len);
 	signal(SIGPIPE, SIG_IGN);
-	/* Started on --start-node's CPUs: from here on the scheduler places this side (it stays where it is until
-	 * the load balancer or a wakeup moves it). */
-	if (s->free_cpus && sched_setaffinity(0, sizeof(*s->free_cpus), s->free_cpus))
-		die("sched_setaffinity: %s", strerror(errno));
+	/* Started on --start-node's CPUs: the working set is written there first (its pages are the node's, as a
+	 * pair's that has run there a while), then the scheduler places this side (it stays where it is until the
+	 * load balancer or a wakeup moves it). */
+	if (s->free_cpus) {
+		memset(ws, 0, s->ws_len);
+		__asm__ volatile("" : : "r"(ws) : "memory");
+		if (sched_setaffinity(0, sizeof(*s->free_cpus), s->free_cpus))
+			die("sched_setaffinity: %s", strerror(errno));
+	}
 	task_begin(s->st);
 	for (;;) {
 		if (s->role == PING) {
@@ -134,7 +139,7 @@ int main(int argc, char **argv)
 		{ "touch-kib", OPT_INT, &touch_kib, 0, 1 << 20, "K",
 		  "KiB of the working set written per message (default 64, capped at --mem-mib)" },
 		{ "start-node", OPT_INT, &start_node, 0, MAX_NODES - 1, "N",
-		  "start every side on node N's CPUs, then let the scheduler place it (default: where fork puts it)" },
+		  "start every side on node N's CPUs, its working set written there, then free it (default: as forked)" },
 		{ NULL, 0, NULL, 0, 0, NULL, NULL },
 	};
 	struct side *sides;
