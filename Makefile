@@ -51,7 +51,7 @@ help:
 	@echo "make setup-lava - LAVA's dispatcher (lava-run) and its device-type templates, for numalab matrix lava and its test"
 	@echo "make setup-qemu-charge - QEMU 10 built with numalab's patch, for --clock virtual --remote-latency (--qemu charge)"
 	@echo "make setup-scx - clang-19 for the scx schedulers from crates.io (--scheduler scx_bpfland@1.1.4; numalab scheduler build), and a check for cargo"
-	@echo "make test-fidelity - the modelled machine's long known answers (not in make test): K2, K4 (a pipe hand-off at two quanta: an expected failure), K5 (seed 003 in guest time), the cache-aware A/B under the model, about 40-60 min"
+	@echo "make test-fidelity - the modelled machine's long known answers (not in make test): K2, K4 (a pipe hand-off at two quanta), K5 (seed 003 in guest time), the cache-aware A/B under the model, about 40-60 min"
 	@echo "make test-scx - the scx tier (not in make test): scx_layered releases on a 9-node guest, their bisect, bpfland against simple, numa01 under rusty (builds them the first time: minutes each)"
 
 setup: apt venv
