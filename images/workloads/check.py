@@ -86,8 +86,7 @@ def check_result(name, p, workload):
             fail(f"{name}: loops total != sum of per_task")
     if workload == "pairs" and (r["round_trips"] <= 0 or len(r["per_pair"]) != r["pairs"]):
         fail(f"{name}: bad pairs fields")
-    started = {t["cpu_start"] for t in r.get("per_task", [])}
-    if workload == "pairs" and r.get("start_node") == 0 and not started <= node0_cpus():
+    if workload == "pairs" and r.get("start_node") == 0 and not {t["cpu_start"] for t in r["per_task"]} <= node0_cpus():
         fail(f"{name}: a side started off node 0 ({node0_cpus()}): {r['per_task']}")
     if workload == "nodes13" and not (
         r["busy_a_s"] + r["busy_b_s"] > 0

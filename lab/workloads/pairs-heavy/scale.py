@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 from lab.topology.model.topology import Topology
-from lab.workloads.pairs.scale import scale as pairs_scale
-from lab.workloads.scaling import share_mib
+from lab.workloads.pairs.scale import heavy
 
 
 def scale(topo: Topology, duration: float) -> dict[str, int]:
-    pairs = pairs_scale(topo, duration)["pairs"]
-    return {"pairs": pairs, "mem_mib_per_process": share_mib(topo, 2 * pairs, 256)}
+    return heavy(topo, duration)
