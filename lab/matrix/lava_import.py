@@ -34,6 +34,8 @@ from lab.matrix.lava import (
     LOG,
     NOT_PINNED,
     SIDECAR,
+    STALLED_LOG,
+    monitor_timeout_s,
 )
 from lab.paths import json_text, write_text_atomic
 from lab.placement.host_inventory import read_inventory
@@ -107,8 +109,9 @@ def read_job_log(text: str) -> JobLog:
             results.append(msg)
             if msg.get("definition") == "lava" and msg.get("case") == "job":
                 status = "Complete" if msg.get("result") == "pass" else "Incomplete"
+                # (lava-run's log has the error beside the result; an older form had it in extra)
                 extra = msg.get("extra") if isinstance(msg.get("extra"), dict) else {}
-                error = str(extra.get("error_msg") or "")
+                error = str(msg.get("error_msg") or extra.get("error_msg") or "")
     end = _when(entries[-1]) - start if entries and start is not None else 0.0
     return JobLog(console, command, results, status, error, max(end, 0.0))
 
@@ -181,7 +184,8 @@ def import_job(job_dir: Path, runs: Path, progress: Callable[[str], None] = lamb
     recorded = placement.to_dict()  # (the manifest's placement: as planned, with what LAVA did not do)
     recorded["warnings"] = [*recorded.get("warnings", []), NOT_PINNED]
     info["placement"] = recorded
-    booted = Booted(outcome, info, share, (), None if ws is None else int(ws.host_s * 1e9),
+    booted = Booted(outcome, info, share, stalled_attempts(job_dir, monitor_timeout_s(req)),
+                    None if ws is None else int(ws.host_s * 1e9),
                     None if we is None else int(we.host_s * 1e9))  # fmt: skip
     manifest, nonfinite = finite_copy(collect(trip, prep, booted))
     if nonfinite:
@@ -189,6 +193,22 @@ def import_job(job_dir: Path, runs: Path, progress: Callable[[str], None] = lamb
     write_text_atomic(partial / MANIFEST, json_text(manifest, indent=2) + "\n")
     os.replace(partial, final)
     return final, manifest
+
+
+def stalled_attempts(job_dir: Path, deadline_s: float) -> tuple[dict, ...]:
+    """The job's attempts whose boot stalled before init (run-lava.sh kept their logs and ran the job once more),
+    as a direct run's manifest names its stalled boots (lab.run.boot): LAVA's QEMU has no QMP, so where its vCPUs
+    were is not known; its console's last lines are."""
+    out = []
+    for n in range(1, 10):
+        path = job_dir / STALLED_LOG.format(n=n)
+        if not path.is_file():
+            break
+        log = read_job_log(path.read_text(errors="replace"))
+        out.append({"attempt": n, "deadline_s": deadline_s, "vm_s": round(log.wall_s, 2), "vm_at_timeout": None,
+                    "console_tail": [ln for _, ln in log.console][-20:], "lava_error": log.error[:300],
+                    "log": path.name})  # fmt: skip
+    return tuple(out)
 
 
 def console_files(log: JobLog, token: str, share: Path, limit: int) -> dict:

@@ -135,6 +135,47 @@ def test_run_lava_runs_again_only_the_jobs_whose_log_has_no_end(fake_runs, tmp_p
     assert lava_import.job_done(done) and lava_import.job_done(half) and "fail" in (done / lava.LOG).read_text()
 
 
+def test_a_job_whose_boot_stalled_runs_once_more_and_its_stall_is_named(fake_runs, tmp_path: Path) -> None:
+    """run-lava.sh: a job whose monitor timed out before the guest's booted mark (a TCG boot that stalled, as in
+    stop 79's CI) runs once more, its log kept; one that timed out after the mark is a result, not run again. The
+    monitor's own "Waiting for start message: ... booted" line in the log is not the mark. lava-import names the
+    stalled attempt in the manifest's stalled_boots (the stand-in lava-run: a log as LAVA 2023.01 writes one)."""
+    spec = parse_matrix(SPEC | {"kernels": ["a"], "repeats": 2}, str(tmp_path / "m.yaml"), "m")
+    out = tmp_path / "jobs"
+    jobs = lava.write_jobs(spec, out, {})
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    boot = _line("04.000000", "info", "Boot command: /usr/bin/qemu-system-x86_64 -serial stdio")
+    waiting = boot + "\n" + _line("04.012310", "info", f"Waiting for start message: NUMALAB-STAGE {TOKEN} booted")
+    booted = _line("11.000000", "target", f"NUMALAB-STAGE {TOKEN} booted 7.37")
+    stall = _line("28.290811", "target", "[   23.324549] rcu: INFO: rcu_preempt detected stalls on CPUs/tasks:")
+    error = {"error_msg": "lava-test-monitor timed out after 136 seconds", "error_type": "Test"}
+    timed_out = _line("59.100000", "results", {"case": "job", "definition": "lava", **error, "result": "fail"})
+    passed = _line("20.000000", "results", {"case": "job", "definition": "lava", "result": "pass"})
+    # job 1: its first attempt stalls, its second passes; job 2: booted, then its workload hangs
+    (bin_dir / "lava-run").write_text(f"""#!/bin/sh
+calls="$(dirname "$0")/calls"; echo "$2" >> "$calls"
+echo '{waiting}' >&2
+if [ "$2" = 1 ] && [ "$(grep -c '^1$' "$calls")" = 1 ]; then echo '{stall}' >&2; echo '{timed_out}' >&2; exit 1; fi
+echo '{booted}' >&2
+if [ "$2" = 2 ]; then echo '{timed_out}' >&2; exit 1; fi
+echo '{passed}' >&2
+""")  # fmt: skip
+    (bin_dir / "lava-run").chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    ran = subprocess.run([str(out / "run-lava.sh")], env=env, capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 1  # (job 2's hang is a result: the set did not all pass)
+    assert (bin_dir / "calls").read_text().split() == ["1", "1", "2"]
+    first, second = (out / j.directory for j in jobs)
+    assert "the boot stalled before init; running the job once more" in ran.stderr
+    assert "rcu_preempt" in (first / "output.stalled-1.yaml").read_text() and "pass" in (first / lava.LOG).read_text()
+    assert not (second / "output.stalled-1.yaml").exists()
+    (sb,) = lava_import.stalled_attempts(first, 136)
+    assert sb["attempt"] == 1 and sb["deadline_s"] == 136 and sb["vm_at_timeout"] is None and sb["vm_s"] == 55.1
+    assert sb["console_tail"][-1].endswith("detected stalls on CPUs/tasks:") and "timed out" in sb["lava_error"]
+    assert lava_import.stalled_attempts(second, 136) == ()
+
+
 def test_what_lava_cannot_run_is_a_one_line_error(tmp_path: Path) -> None:
     spec = tmp_path / "m.yaml"
     spec.write_text("topologies: [ring-2]\nkernels: [stock]\nworkloads: [numa01]\n"
@@ -197,11 +238,15 @@ def test_the_job_log_is_the_console_at_the_dispatchers_time(form: str) -> None:
     assert round(log.wall_s, 2) == 8.65
 
 
-def test_a_job_that_ended_before_the_guest_did_is_a_vm_failure() -> None:
-    failed = {"case": "job", "definition": "lava", "result": "fail", "extra": {"error_msg": "timed out"}}
-    text = "\n".join([*LOG[:3], _line("59.0", "results", failed)])
-    outcome = lava_import.outcome_of(lava_import.read_job_log(text), TOKEN)
-    assert outcome.timed_out and outcome.vm_failure is None
+@pytest.mark.parametrize("where", ["beside", "extra"])
+def test_a_job_that_ended_before_the_guest_did_is_a_vm_failure(where: str) -> None:
+    # (lava-run 2023.01 writes the error beside the result, as stop 79's CI log has it)
+    error = {"error_msg": "lava-test-monitor timed out after 136 seconds", "error_type": "Test"}
+    failed = {"case": "job", "definition": "lava"} | (error if where == "beside" else {"extra": error})
+    text = "\n".join([*LOG[:3], _line("59.0", "results", failed | {"result": "fail"})])
+    log = lava_import.read_job_log(text)
+    outcome = lava_import.outcome_of(log, TOKEN)
+    assert outcome.timed_out and outcome.vm_failure is None and log.error == error["error_msg"]
     cut = lava_import.outcome_of(lava_import.read_job_log("\n".join(LOG[:3])), TOKEN)
     assert cut.vm_failure == "the LAVA job ended before its end" and cut.exit_code is None
 
