@@ -362,8 +362,10 @@ slot(s), the guest's results back through {back}. docs/lava.md has the whole sto
   submit the jobs in this order, and each device runs its pairs' jobs interleaved, A B A B.
 - `jobs/NNN-RUN/`: `{JOB}`, the run's initramfs (`initrd.cpio`), its results share (`share/`, empty until the
   job runs: the job's QEMU writes it through virtio-9p, at the absolute path in the job), and `{SIDECAR}`
-  (what the import needs; the run's stage-mark token is in it and in the job: keep both from the guest).
-- `run-lava.sh`: every job with `lava-run` on this host, in order; each job's log lands in `jobs/NNN-RUN/{LOG}`.
+  (what the import needs; the run's stage-mark token is in it, in the job and in run-lava.sh: keep them from
+  the guest).
+- `run-lava.sh`: every job with `lava-run` on this host, in order; each job's log lands in `jobs/NNN-RUN/{LOG}`
+  (a job whose boot stalled before init runs once more, its first log kept as `{STALLED_LOG.format(n=1)}`).
 
 Then `numalab matrix lava-import DIR --out RUNS` (DIR: this directory) makes a run record of each job, and
 `numalab compare` / `numalab report` take them.
