@@ -150,6 +150,13 @@ def _demand(run: MatrixRun) -> tuple[int, int]:
     return topo.total_cpus, topo.total_memory_mib + QEMU_OVERHEAD_MIB
 
 
+def host_threads(run: MatrixRun, vcpus: int) -> int:
+    """The host CPUs a run keeps busy: its vCPUs' threads, or one under the virtual clock, where QEMU runs every
+    vCPU in turn on one thread (a model VM of 8 vCPUs used one host core: the packing gave it two, and the
+    matrix ran one VM at a time on a 2-core host)."""
+    return 1 if run_options_of(run, run.kernel.spec, None).guest_time.guest_clock().virtual else vcpus
+
+
 def child_limit_s(run: MatrixRun, vcpus: int, timeout: float | None) -> float:
     """Host seconds a run's child may take before the runner kills it: the run's own VM timeout (the spec's
     ``timeout:``, else the default the run computes, under TCG), its collection's limit after that, and GUARD_S.
@@ -277,6 +284,7 @@ class _Packer:
         self.pending: list[MatrixRun] = []
         self.running: dict[int, _Child] = {}
         self.demand: dict[str, tuple[int, int]] = {}
+        self.threads: dict[str, int] = {}  # the host CPUs each keeps busy (host_threads)
         self.limit_s: dict[str, float] = {}  # host seconds before the runner kills a run's child
         self.t0 = time.monotonic()
         self.cpu_total = 0.0
@@ -297,14 +305,15 @@ class _Packer:
                           f"{len(self.pending)} to go")  # fmt: skip
         (self.out / "logs").mkdir(parents=True, exist_ok=True)
         self.demand = {r.id: _demand(r) for r in self.pending}
+        self.threads = {r.id: host_threads(r, self.demand[r.id][0]) for r in self.pending}
         self.limit_s = {r.id: child_limit_s(r, self.demand[r.id][0], self.spec.timeout) for r in self.pending}
 
     def _fits(self, run: MatrixRun) -> bool:
         """vCPU threads within host cores (unless overcommit), memory within budget."""
-        vcpus, mem = self.demand[run.id]
-        used_cpu = sum(self.demand[c.run.id][0] for c in self.running.values())
+        mem, threads = self.demand[run.id][1], self.threads[run.id]
+        used_cpu = sum(self.threads[c.run.id] for c in self.running.values())
         used_mem = sum(self.demand[c.run.id][1] for c in self.running.values())
-        return (self.overcommit or used_cpu + vcpus <= self.cores) and used_mem + mem <= self.mem_budget
+        return (self.overcommit or used_cpu + threads <= self.cores) and used_mem + mem <= self.mem_budget
 
     def launch(self) -> None:
         """Start pending runs while they fit (one at least when nothing runs) and --jobs allows."""
@@ -324,7 +333,7 @@ class _Packer:
         opts = run_options(run, self.kernel_args[run.kernel.name], self.out, self.spec.timeout,
                            host_options(host) if host else (self.backend or {}))  # fmt: skip
         cmd = child_command(opts, self.out / "logs" / f"{run.id}.options.json")
-        share = self.cpus.take(self.demand[run.id][0]) if self.cpus else None
+        share = self.cpus.take(self.threads[run.id]) if self.cpus else None
         with open(log, "w") as f:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=f, stderr=subprocess.STDOUT,
                                     preexec_fn=_child_setup(share))  # fmt: skip

@@ -90,8 +90,11 @@ def plan_placement(
     backing: Backing | None = None,
     enforce_fit: bool = True,
     pinning: str = "auto",
+    one_thread: bool = False,
 ) -> Placement:
-    """Plan memory binding and vCPU pinning; refuse what cannot fit (a warning without ``enforce_fit``)."""
+    """Plan memory binding and vCPU pinning; refuse what cannot fit (a warning without ``enforce_fit``).
+    ``one_thread``: QEMU will run every vCPU on one host thread (the virtual clock), so more vCPUs than host CPUs
+    do not crowd them: a note, not an overcommit warning."""
     backing = backing or Backing()
     if pinning not in PINNINGS:
         raise LabError(f"--pinning {pinning}: not one of {', '.join(PINNINGS)}")
@@ -124,7 +127,11 @@ def plan_placement(
     pins = _pins(topo, mapping, node_cpus, mode)
     if mode == "cpu" and host.llcs:  # a guest LLC's vCPUs inside one host LLC where one has room
         pins = llc_pins(topo, mapping, node_cpus, host.llcs) or pins
-    warnings += _overcommit_warnings(topo, host, crowded)
+    if one_thread:
+        notes.append("the virtual clock: QEMU runs every vCPU in turn on one host thread, which is given the CPUs "
+                     "its vCPUs are pinned to")  # fmt: skip
+    else:
+        warnings += _overcommit_warnings(topo, host, crowded)
     if crowded and mode == "node" and pinning == "auto":
         notes.append("vCPUs share host CPUs, so each is pinned to its host node's CPUs rather than to one CPU")
     dmap = distance_map(topo, host, mapping)

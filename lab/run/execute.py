@@ -78,7 +78,8 @@ def _prepare_out(final: Path, given: bool = True) -> Path:
 
 def execute(req: RunRequest, progress: Callable[[str], None] | None = None) -> tuple[Path, dict]:
     """Boot, run, collect, classify. Returns (run dir, manifest). A failed guest is a result."""
-    placement = plan_placement(req.topology, read_inventory(), req.backing, pinning=req.pinning)
+    placement = plan_placement(req.topology, read_inventory(), req.backing, pinning=req.pinning,
+                               one_thread=req.clock.virtual)  # fmt: skip
     run_id = _run_id(req)
     final = req.out if req.out else req.runs_root / run_id
     partial = _prepare_out(final, given=bool(req.out))

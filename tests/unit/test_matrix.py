@@ -240,6 +240,33 @@ def test_concurrent_local_runs_get_cpus_of_their_own() -> None:
     assert alone.free == [0, 1]
 
 
+def test_a_virtual_clock_run_takes_one_host_cpu_and_two_fit_a_two_core_host(monkeypatch, tmp_path: Path) -> None:
+    """Under the virtual clock QEMU runs every vCPU on one thread: an 8-vCPU model VM is packed as one host CPU, so
+    two run at once on 2 cores, each on a CPU of its own; a plain TCG run of 8 vCPUs still takes the host alone."""
+    from types import SimpleNamespace
+
+    from lab.matrix import schedule
+
+    monkeypatch.setattr(schedule, "read_inventory", lambda: SimpleNamespace(
+        n_cpus=2, online_cpus=(0, 1), mem_available_mib=24000))  # fmt: skip
+    spec = parse_matrix({"name": "m", "topologies": [{"name": "ring-4", "cpus_per_node": 2}], "kernels": ["stock"],
+                         "workloads": [{"name": "numa01", "duration": 5}], "repeats": 2,
+                         "settings": [{"name": "m1", "model": "m1"}, {"name": "tcg"}]},
+                        str(tmp_path / "m.yaml"), "m")  # fmt: skip
+    m1 = [r for r in spec.runs if r.setting.name == "m1"]
+    tcg = [r for r in spec.runs if r.setting.name == "tcg"]
+    assert [schedule.host_threads(r, 8) for r in m1 + tcg] == [1, 1, 8, 8]
+    packer = schedule._Packer(spec, spec.runs, tmp_path / "out", {}, schedule.Packing(), lambda _m: None)
+    packer.resume()
+    running = {}
+    for n, run in enumerate(m1):
+        assert packer._fits(run)
+        running[n] = SimpleNamespace(run=run)
+        packer.running = running
+    assert not packer._fits(tcg[0])  # (the launcher starts a run that does not fit only when nothing runs)
+    assert [packer.cpus.take(packer.threads[r.id]) for r in m1] == [(0,), (1,)]
+
+
 def test_a_run_process_starts_with_its_share_as_affinity() -> None:
     """The share is the child's CPU affinity, which numalab run's placement pins within."""
     from lab.matrix.schedule import _child_setup

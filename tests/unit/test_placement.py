@@ -91,6 +91,14 @@ def test_more_vcpus_than_host_cpus_warns():
     assert len(set(forced.vcpu_pins)) == HOST.n_cpus
 
 
+def test_under_the_virtual_clock_more_vcpus_than_host_cpus_is_a_note_not_a_warning():
+    """One host thread runs every vCPU there: 12 vCPUs on 8 host CPUs crowd nothing."""
+    topo = load_topology("ring-4").with_overrides(cpus_per_node=3)
+    plan = plan_placement(topo, HOST, one_thread=True)
+    assert plan.warnings == () and any("one host thread" in n for n in plan.notes)
+    assert plan.vcpu_pins == plan_placement(topo, HOST).vcpu_pins
+
+
 def test_a_crowded_host_node_warns_even_if_the_total_fits():
     """6 + 2 host CPUs hold 4 + 4 vCPUs in total, but host node 0 has 4 vCPUs on 2 CPUs."""
     uneven = host(HostNode(0, (0, 1), 16384, 16000), HostNode(1, (2, 3, 4, 5, 6, 7), 16384, 16000))
