@@ -5,9 +5,8 @@ load balancer leave up to two tasks' imbalance between nodes, so a communicating
 numalab runs it as its revert (6.1 has the allowance; kernel-configs/patches/seed003-revert-numa-imbalance-min.patch
 sets NUMA_IMBALANCE_MIN to 0) on ring-2 with 4 CPUs a node, ``pairs-heavy-one-node`` (two pairs, each side writing
 1 MiB of its working set a 4 KiB message, every side started on node 0's CPUs with its 89 MiB working set written
-there, then free),
-under the modelled machine m1 with coherence on, 10 guest seconds a run, A/B until the hint-local share decides (3 to
-4 pairs).
+there, then free), under the modelled machine m1 with coherence on, 10 guest seconds a run, A/B until the hint-local
+share decides (3 to 4 pairs).
 
 Why the pairs start on node 0, with their memory: the seed asks what the load balancer does with a node's
 communicating pairs. Left to fork balancing, the four sides are placed by how many tasks happen to be running at each
